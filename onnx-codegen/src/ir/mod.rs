@@ -1,0 +1,1 @@
+//! The compiler IR (to be written).

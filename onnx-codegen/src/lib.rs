@@ -1,0 +1,25 @@
+//! onnx-codegen: an ahead-of-time compiler from ONNX models to plain,
+//! allocation-free Rust.
+//!
+//! The pipeline, one module per stage:
+//!
+//! 1. [`load`]: read a model from binary protobuf (with external data) or
+//!    from the ONNX textual syntax ([`text`]) into `onnx_codegen_proto` messages;
+//! 2. [`ir`]: lower the messages into the compiler's IR, resolving names and
+//!    operator versions;
+//! 3. [`passes`]: validate against the IR spec and the operator schemas
+//!    ([`ops`]), inline model-local functions, and the later passes;
+//! 4. emission of Rust (to come).
+//!
+//! Every stage reports problems as [`diag::Diagnostic`]s, all at once.
+#![forbid(unsafe_code)]
+
+pub mod diag;
+pub mod ir;
+pub mod load;
+pub mod ops;
+pub mod passes;
+pub mod text;
+
+pub use diag::{Diagnostic, Error, Result};
+pub use onnx_codegen_proto as proto;

@@ -1,0 +1,1 @@
+//! Loading models (to be written).

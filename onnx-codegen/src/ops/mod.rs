@@ -1,0 +1,1 @@
+//! Operator schemas (to be written).

@@ -1,0 +1,1 @@
+//! Tokens of the textual syntax.
