@@ -17,6 +17,8 @@
 
 pub use prost::Message;
 
+pub mod visit;
+
 /// The IR version this crate's schema describes (ONNX 1.23).
 pub const IR_VERSION: i64 = 14;
 

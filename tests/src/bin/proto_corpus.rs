@@ -76,10 +76,13 @@ fn main() {
         for dir in tests {
             dirs += 1;
             let problems = check_test_dir(&dir);
-            if !problems.is_empty() {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if problems.is_empty() {
+                println!("PASS {name}");
+            } else {
                 failed += 1;
                 for p in problems {
-                    println!("FAIL {p}");
+                    println!("FAIL {name}: {p}");
                 }
             }
         }
