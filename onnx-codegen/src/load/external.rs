@@ -107,7 +107,11 @@ impl Reader<'_> {
         }
         if !self.files.contains_key(&full) {
             let file = File::open(&full).map_err(|e| {
-                format!("cannot open external data file '{}': {}", desc.location, super::io_reason(&e))
+                format!(
+                    "cannot open external data file '{}': {}",
+                    desc.location,
+                    super::io_reason(&e)
+                )
             })?;
             let meta = file.metadata().map_err(|e| {
                 format!("external data file '{}': {}", desc.location, super::io_reason(&e))
@@ -197,7 +201,8 @@ fn check_relative(location: &str) -> std::result::Result<(), String> {
         return Err("external data location contains a NUL character".into());
     }
     let windows_absolute = location.starts_with('\\')
-        || location.as_bytes().get(1) == Some(&b':') && location.as_bytes()[0].is_ascii_alphabetic();
+        || location.as_bytes().get(1) == Some(&b':')
+            && location.as_bytes()[0].is_ascii_alphabetic();
     if Path::new(location).is_absolute() || windows_absolute {
         return Err(format!(
             "external data location '{location}' is absolute; it must be relative to the \
@@ -251,8 +256,8 @@ mod tests {
     struct TempDir(PathBuf);
     impl TempDir {
         fn new(tag: &str) -> TempDir {
-            let dir = std::env::temp_dir()
-                .join(format!("onnx-codegen-ext-{tag}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("onnx-codegen-ext-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(dir.join("model")).unwrap();
             TempDir(dir)
@@ -304,7 +309,11 @@ mod tests {
             external("noloc", &[]),
         ]);
         if cfg!(unix) {
-            m.graph.as_mut().unwrap().initializer.push(external("sym", &[("location", "link.bin")]));
+            m.graph
+                .as_mut()
+                .unwrap()
+                .initializer
+                .push(external("sym", &[("location", "link.bin")]));
         }
         let err = resolve_external_data(&mut m, Some(&dir.model_dir()), "m.onnx").unwrap_err();
         let messages: Vec<&str> = err.diagnostics().iter().map(|d| d.message.as_str()).collect();

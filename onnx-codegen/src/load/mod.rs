@@ -125,9 +125,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
             .in_file(&shown)
     };
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let file_name = path.file_name().ok_or_else(|| {
-        Diagnostic::error("the output path names no file").in_file(&shown)
-    })?;
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| Diagnostic::error("the output path names no file").in_file(&shown))?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(file_name);
     tmp_name.push(format!(".{}.tmp", std::process::id()));

@@ -76,7 +76,8 @@ fn main() {
         for dir in tests {
             dirs += 1;
             let problems = check_test_dir(&dir);
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name =
+                dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if problems.is_empty() {
                 println!("PASS {name}");
             } else {

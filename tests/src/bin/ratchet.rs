@@ -66,7 +66,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if update {
-        let mut text = String::from("# Tests that pass and must keep passing (written by `ratchet --update`).\n");
+        let mut text = String::from(
+            "# Tests that pass and must keep passing (written by `ratchet --update`).\n",
+        );
         for name in &passed {
             text.push_str(name);
             text.push('\n');

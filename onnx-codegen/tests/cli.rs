@@ -1,0 +1,129 @@
+//! The command line on good and hostile inputs: exit codes, messages, and no
+//! partial output files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_onnx-codegen")).args(args).output().unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A scratch folder removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("onnx-codegen-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn file(&self, name: &str, bytes: &[u8]) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Protobuf field `field` holding `inner` as a length-delimited value.
+fn field(field: u8, inner: &[u8]) -> Vec<u8> {
+    let mut out = vec![(field << 3) | 2];
+    let mut len = inner.len();
+    while len >= 0x80 {
+        out.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(inner);
+    out
+}
+
+fn assert_refused(r: &Run, file: &str, message: &str) {
+    assert_eq!(r.code, Some(1), "stderr: {}", r.stderr);
+    assert!(r.stderr.contains(message), "expected {message:?} in:\n{}", r.stderr);
+    assert!(r.stderr.contains(&format!("--> {file}")), "file not named in:\n{}", r.stderr);
+}
+
+#[test]
+fn hostile_protobuf_is_refused_by_check_and_convert() {
+    let s = Scratch::new("proto");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty.onnx", vec![], "the model file is empty"),
+        ("garbage.onnx", vec![0xff; 64], "not a valid ONNX protobuf model"),
+        // Graph field claiming 100 bytes, with 2 present.
+        ("past_end.onnx", vec![0x3a, 100, 0x12, 0], "not a valid ONNX protobuf model"),
+        // A varint of 11 continuation bytes.
+        (
+            "varint.onnx",
+            vec![0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            "invalid varint",
+        ),
+        ("utf8.onnx", field(7, &field(2, &[0xff, 0xfe])), "UTF-8"),
+        (
+            "deep.onnx",
+            {
+                let mut g = Vec::new();
+                for _ in 0..5000 {
+                    g = field(1, &field(5, &field(6, &g)));
+                }
+                field(7, &g)
+            },
+            "recursion limit",
+        ),
+    ];
+    for (name, bytes, message) in &cases {
+        let path = s.file(name, bytes);
+        assert_refused(&run(&["check", &path]), &path, message);
+        let out = s.path(&format!("{name}.out.onnx"));
+        assert_refused(&run(&["convert", &path, &out]), &path, message);
+        assert!(!Path::new(&out).exists(), "convert left an output file for {name}");
+    }
+}
+
+#[test]
+fn external_data_outside_the_folder_is_refused() {
+    let s = Scratch::new("ext");
+    std::fs::create_dir_all(s.0.join("m")).unwrap();
+    s.file("secret.bin", &[0u8; 8]);
+    // An initializer: name "w", data_type 1, dims [2], external location "../secret.bin".
+    let mut tensor = vec![0x08, 2, 0x10, 1];
+    tensor.extend(field(8, b"w"));
+    let mut entry = field(1, b"location");
+    entry.extend(field(2, b"../secret.bin"));
+    tensor.extend(field(13, &entry));
+    tensor.extend([0x70, 1]);
+    let model = field(7, &field(5, &tensor));
+    let path = s.file("m/model.onnx", &model);
+    let r = run(&["check", &path]);
+    assert_refused(&r, &path, "external data location '../secret.bin' contains '..'");
+}
+
+#[test]
+fn missing_files_and_bad_usage_have_their_exit_codes() {
+    let r = run(&["check", "/no/such/model.onnx"]);
+    assert_refused(&r, "/no/such/model.onnx", "cannot read the model file: no such file");
+    assert_eq!(run(&["frobnicate"]).code, Some(2));
+    assert_eq!(run(&["check"]).code, Some(2));
+    assert!(run(&["--help"]).stdout.contains("convert"));
+}
