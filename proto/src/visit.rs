@@ -76,7 +76,7 @@ fn graph_tensors(
 
 fn sparse_tensors(
     sparse: &mut SparseTensorProto,
-    path: &mut Vec<String>,
+    path: &[String],
     f: &mut dyn FnMut(&mut TensorProto, TensorPath<'_>),
 ) {
     for tensor in [&mut sparse.values, &mut sparse.indices].into_iter().flatten() {
