@@ -241,6 +241,15 @@ impl Printer {
 
     /// A name where the parser accepts a plain or quoted identifier.
     fn id(&mut self, s: &str) {
+        if is_identifier(s) {
+            self.out.push_str(s);
+        } else {
+            self.quoted(s);
+        }
+    }
+
+    /// A name where a type may also start, so type keywords are quoted too.
+    fn untyped_id(&mut self, s: &str) {
         if is_identifier(s) && !is_type_keyword(s) {
             self.out.push_str(s);
         } else {
@@ -248,12 +257,16 @@ impl Printer {
         }
     }
 
-    fn id_list(&mut self, ids: &[String]) {
+    fn id_list(&mut self, ids: &[String], type_may_start: bool) {
         for (i, s) in ids.iter().enumerate() {
             if i > 0 {
                 self.out.push_str(", ");
             }
-            self.id(s);
+            if type_may_start {
+                self.untyped_id(s);
+            } else {
+                self.id(s);
+            }
         }
     }
 
@@ -391,8 +404,10 @@ impl Printer {
         {
             self.type_proto(t);
             self.out.push(' ');
+            self.id(v.name());
+        } else {
+            self.untyped_id(v.name());
         }
-        self.id(v.name());
     }
 
     fn type_proto(&mut self, t: &TypeProto) {
@@ -595,7 +610,7 @@ impl Printer {
             self.id(name);
             self.out.push_str("] ");
         }
-        self.id_list(&n.output);
+        self.id_list(&n.output, false);
         self.out.push_str(" = ");
         if !n.domain().is_empty() {
             self.out.push_str(n.domain());
@@ -613,7 +628,7 @@ impl Printer {
             self.attributes(&attrs);
         }
         self.out.push_str(" (");
-        self.id_list(&n.input);
+        self.id_list(&n.input, false);
         self.out.push(')');
         if has_subgraph {
             self.attributes(&attrs);
@@ -766,7 +781,7 @@ impl Printer {
                 if i > 0 {
                     self.out.push(',');
                 }
-                self.id(a);
+                self.untyped_id(a);
             }
             for (i, a) in defaults.iter().enumerate() {
                 if i > 0 || !f.attribute.is_empty() {
@@ -777,9 +792,9 @@ impl Printer {
             self.out.push('>');
         }
         self.out.push('(');
-        self.id_list(&f.input);
+        self.id_list(&f.input, true);
         self.out.push_str(") => (");
-        self.id_list(&f.output);
+        self.id_list(&f.output, true);
         self.out.push(')');
         if !f.value_info.is_empty() {
             self.out.push_str(" <");
