@@ -278,7 +278,16 @@ impl<'a> Work<'a> {
                 self.attributes.extend(n.attribute.iter_mut());
             } else if let Some(a) = self.attributes.pop() {
                 let AttributeProto {
-                    doc_string, t, g, sparse_tensor, tp, tensors, graphs, sparse_tensors, type_protos, ..
+                    doc_string,
+                    t,
+                    g,
+                    sparse_tensor,
+                    tp,
+                    tensors,
+                    graphs,
+                    sparse_tensors,
+                    type_protos,
+                    ..
                 } = a;
                 *doc_string = None;
                 self.tensors.extend(t.as_deref_mut());
@@ -336,6 +345,216 @@ impl<'a> Work<'a> {
             } else {
                 break;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{OperatorSetIdProto, attribute_proto::AttributeType};
+
+    fn tensor(dt: DataType) -> TensorProto {
+        TensorProto { data_type: Some(dt as i32), dims: vec![2], ..Default::default() }
+    }
+
+    fn raw_of(mut t: TensorProto) -> Vec<u8> {
+        canonicalize_tensor(&mut t);
+        assert!(t.float_data.is_empty() && t.int32_data.is_empty() && t.int64_data.is_empty());
+        assert!(t.double_data.is_empty() && t.uint64_data.is_empty());
+        t.raw_data.map(|b| b.to_vec()).unwrap_or_default()
+    }
+
+    #[test]
+    fn float_and_complex_values_become_little_endian_ieee() {
+        let mut t = tensor(DataType::Float);
+        t.float_data = vec![1.0, -2.0];
+        assert_eq!(raw_of(t), [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0]);
+        let mut t = tensor(DataType::Complex64);
+        t.float_data = vec![1.0, 2.0];
+        assert_eq!(raw_of(t), [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40]);
+        let mut t = tensor(DataType::Double);
+        t.double_data = vec![-0.0];
+        assert_eq!(raw_of(t), [0, 0, 0, 0, 0, 0, 0, 0x80]);
+    }
+
+    #[test]
+    fn int32_data_is_truncated_to_the_element_width() {
+        let mut t = tensor(DataType::Int8);
+        t.int32_data = vec![-1, 2];
+        assert_eq!(raw_of(t), [0xff, 0x02]);
+        let mut t = tensor(DataType::Uint16);
+        t.int32_data = vec![65535, 258];
+        assert_eq!(raw_of(t), [0xff, 0xff, 0x02, 0x01]);
+        let mut t = tensor(DataType::Float16);
+        t.int32_data = vec![0x3c00];
+        assert_eq!(raw_of(t), [0x00, 0x3c]);
+        let mut t = tensor(DataType::Bfloat16);
+        t.int32_data = vec![0x3f80];
+        assert_eq!(raw_of(t), [0x80, 0x3f]);
+        let mut t = tensor(DataType::Bool);
+        t.int32_data = vec![1, 0];
+        assert_eq!(raw_of(t), [0x01, 0x00]);
+        let mut t = tensor(DataType::Float8e5m2);
+        t.int32_data = vec![0x7c];
+        assert_eq!(raw_of(t), [0x7c]);
+        let mut t = tensor(DataType::Int32);
+        t.int32_data = vec![-2];
+        assert_eq!(raw_of(t), [0xfe, 0xff, 0xff, 0xff]);
+    }
+
+    #[test]
+    fn packed_sub_byte_types_keep_one_byte_per_entry() {
+        // int4 [1, 2, 3]: first element in the low nibble.
+        let mut t = tensor(DataType::Int4);
+        t.dims = vec![3];
+        t.int32_data = vec![0x21, 0x03];
+        assert_eq!(raw_of(t), [0x21, 0x03]);
+        // uint2 [0, 1, 2, 3, 2]: 0 | 1<<2 | 2<<4 | 3<<6 = 0xe4, then 2.
+        let mut t = tensor(DataType::Uint2);
+        t.dims = vec![5];
+        t.int32_data = vec![0xe4, 0x02];
+        assert_eq!(raw_of(t), [0xe4, 0x02]);
+    }
+
+    #[test]
+    fn float6_codes_are_packed_four_into_three_bytes() {
+        // Codes 1, 1, 50, 60, 21 (LSB first, 6 bits each):
+        // byte0 = 1 | (1 & 3) << 6 = 0x41; byte1 = 1 >> 2 | (50 & 15) << 4 = 0x20;
+        // byte2 = 50 >> 4 | 60 << 2 = 0xf3; byte3 = 21.
+        let mut t = tensor(DataType::Float6e2m3);
+        t.dims = vec![5];
+        t.int32_data = vec![1, 1, 50, 60, 21];
+        assert_eq!(raw_of(t), [0x41, 0x20, 0xf3, 0x15]);
+        let mut t = tensor(DataType::Float6e3m2);
+        t.dims = vec![1];
+        t.int32_data = vec![0x7f];
+        assert_eq!(raw_of(t), [0x3f]);
+    }
+
+    #[test]
+    fn unsigned_and_int64_fields() {
+        let mut t = tensor(DataType::Uint32);
+        t.uint64_data = vec![0xffff_ffff, 1];
+        assert_eq!(raw_of(t), [0xff, 0xff, 0xff, 0xff, 0x01, 0x00, 0x00, 0x00]);
+        let mut t = tensor(DataType::Uint64);
+        t.uint64_data = vec![1];
+        assert_eq!(raw_of(t), [1, 0, 0, 0, 0, 0, 0, 0]);
+        let mut t = tensor(DataType::Int64);
+        t.int64_data = vec![-1];
+        assert_eq!(raw_of(t), [0xff; 8]);
+    }
+
+    #[test]
+    fn raw_data_wins_and_empty_tensors_get_empty_raw_data() {
+        let mut t = tensor(DataType::Float);
+        t.raw_data = Some(vec![1, 2, 3, 4].into());
+        t.float_data = vec![9.0];
+        assert_eq!(raw_of(t), [1, 2, 3, 4]);
+        let mut t = tensor(DataType::Float);
+        t.dims = vec![0];
+        canonicalize_tensor(&mut t);
+        assert_eq!(t.raw_data.as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn strings_and_external_data_keep_their_storage() {
+        let mut t = tensor(DataType::String);
+        t.string_data = vec![b"a".to_vec()];
+        canonicalize_tensor(&mut t);
+        assert_eq!(t.string_data, vec![b"a".to_vec()]);
+        assert!(t.raw_data.is_none());
+        let mut t = tensor(DataType::Float);
+        t.data_location = Some(DataLocation::External as i32);
+        t.external_data = vec![StringStringEntryProto {
+            key: Some("location".into()),
+            value: Some("w.bin".into()),
+        }];
+        let before = t.clone();
+        canonicalize_tensor(&mut t);
+        assert_eq!(t, before);
+        let mut t = tensor(DataType::Float);
+        t.data_location = Some(DataLocation::Default as i32);
+        canonicalize_tensor(&mut t);
+        assert_eq!(t.data_location, None);
+    }
+
+    #[test]
+    fn model_wide_rewrites_reach_subgraphs_and_functions() {
+        let inner_tensor = TensorProto {
+            name: Some(String::new()),
+            data_type: Some(DataType::Int64 as i32),
+            int64_data: vec![1],
+            doc_string: Some("doc".into()),
+            ..Default::default()
+        };
+        let inner_graph = GraphProto {
+            name: Some(String::new()),
+            doc_string: Some("doc".into()),
+            node: vec![NodeProto {
+                domain: Some(String::new()),
+                attribute: vec![AttributeProto {
+                    name: Some("value".into()),
+                    r#type: Some(AttributeType::Tensor as i32),
+                    t: Some(Box::new(inner_tensor)),
+                    doc_string: Some("doc".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            input: vec![ValueInfoProto {
+                name: Some("x".into()),
+                r#type: Some(TypeProto { value: None, denotation: Some("IMAGE".into()) }),
+                doc_string: Some("doc".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let outer_node = NodeProto {
+            attribute: vec![AttributeProto {
+                name: Some("body".into()),
+                r#type: Some(AttributeType::Graph as i32),
+                g: Some(Box::new(inner_graph)),
+                ..Default::default()
+            }],
+            doc_string: Some("doc".into()),
+            ..Default::default()
+        };
+        let mut model = ModelProto {
+            doc_string: Some("kept".into()),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(1),
+            }],
+            graph: Some(GraphProto { node: vec![outer_node.clone()], ..Default::default() }),
+            functions: vec![FunctionProto {
+                domain: Some(String::new()),
+                node: vec![outer_node],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        canonicalize_model(&mut model);
+        assert_eq!(model.doc_string.as_deref(), Some("kept"));
+        assert_eq!(model.opset_import[0].domain, None);
+        assert_eq!(model.functions[0].domain, None);
+        let graph = model.graph.as_ref().map(|g| g.node[0].clone());
+        let function = model.functions[0].node[0].clone();
+        for outer in [graph.unwrap_or_default(), function] {
+            assert_eq!(outer.doc_string, None);
+            let inner = outer.attribute[0].g.as_deref().cloned().unwrap_or_default();
+            assert_eq!(inner.name, None);
+            assert_eq!(inner.doc_string, None);
+            assert_eq!(inner.input[0].r#type, None);
+            assert_eq!(inner.input[0].doc_string, None);
+            assert_eq!(inner.node[0].domain, None);
+            let a = &inner.node[0].attribute[0];
+            assert_eq!(a.doc_string, None);
+            let t = a.t.as_deref().cloned().unwrap_or_default();
+            assert_eq!(t.name, None);
+            assert_eq!(t.doc_string, None);
+            assert!(t.int64_data.is_empty());
+            assert_eq!(t.raw_data.as_deref(), Some(&[1, 0, 0, 0, 0, 0, 0, 0][..]));
         }
     }
 }

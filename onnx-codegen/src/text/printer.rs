@@ -521,6 +521,11 @@ impl Printer {
         }
         self.out.push(' ');
         if t.data_location == Some(DataLocation::External as i32) {
+            // In an attribute, `float[2] [` would read as a type followed by
+            // junk; `=` makes it a tensor.
+            if !initializer {
+                self.out.push_str("= ");
+            }
             self.string_pairs(&t.external_data);
             return;
         }
@@ -555,7 +560,7 @@ impl Printer {
                         }
                     }
                 }
-                Storage::Packed { .. } => raw.iter().for_each(|b| item(out, b)),
+                Storage::Packed => raw.iter().for_each(|b| item(out, b)),
                 Storage::Six => {
                     let n = six_bit_count(t, raw.len());
                     for i in 0..n {
@@ -584,7 +589,7 @@ impl Printer {
             }
         }
         match st {
-            Storage::Int32 { .. } | Storage::Packed { .. } | Storage::Six => {
+            Storage::Int32 { .. } | Storage::Packed | Storage::Six => {
                 t.int32_data.iter().for_each(|v| item(out, v))
             }
             Storage::Int64 => t.int64_data.iter().for_each(|v| item(out, v)),
@@ -592,7 +597,6 @@ impl Printer {
             Storage::Float => t.float_data.iter().for_each(|v| item(out, &format_f32(*v))),
             Storage::Double => t.double_data.iter().for_each(|v| item(out, &format_f64(*v))),
             Storage::String => {
-                drop(item);
                 for (i, s) in t.string_data.iter().enumerate() {
                     if i > 0 {
                         self.out.push_str(", ");
@@ -877,4 +881,326 @@ fn unpack_six(raw: &[u8], i: usize) -> u8 {
     let lo = raw.get(bit / 8).copied().unwrap_or(0) as u16;
     let hi = raw.get(bit / 8 + 1).copied().unwrap_or(0) as u16;
     (((lo | (hi << 8)) >> (bit % 8)) & 0x3f) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{
+        TensorShapeProto, attribute_proto::AttributeType as A, tensor_shape_proto::Dimension,
+    };
+
+    fn dim_value(v: i64) -> Dimension {
+        Dimension { value: Some(dimension::Value::DimValue(v)), denotation: None }
+    }
+
+    fn dim_param(p: &str) -> Dimension {
+        Dimension { value: Some(dimension::Value::DimParam(p.into())), denotation: None }
+    }
+
+    fn tensor_type(elem: i32, dims: Option<Vec<Dimension>>) -> TypeProto {
+        TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(elem),
+                shape: dims.map(|dim| TensorShapeProto { dim }),
+            })),
+            denotation: None,
+        }
+    }
+
+    fn vi(name: &str, ty: Option<TypeProto>) -> ValueInfoProto {
+        ValueInfoProto { name: Some(name.into()), r#type: ty, ..Default::default() }
+    }
+
+    fn node(outs: &[&str], op: &str, ins: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+        NodeProto {
+            output: outs.iter().map(|s| s.to_string()).collect(),
+            op_type: Some(op.into()),
+            input: ins.iter().map(|s| s.to_string()).collect(),
+            attribute: attrs,
+            ..Default::default()
+        }
+    }
+
+    fn attr(name: &str, ty: A) -> AttributeProto {
+        AttributeProto { name: Some(name.into()), r#type: Some(ty as i32), ..Default::default() }
+    }
+
+    fn model(graph: GraphProto) -> ModelProto {
+        ModelProto {
+            ir_version: Some(7),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            graph: Some(graph),
+            ..Default::default()
+        }
+    }
+
+    const HEADER: &str = "<\n   ir_version: 7,\n   opset_import: [\"\" : 13]\n>\n";
+
+    #[test]
+    fn minimal_model() {
+        let g = GraphProto {
+            name: Some("g".into()),
+            input: vec![vi("x", Some(tensor_type(1, Some(vec![dim_param("N"), dim_value(3)]))))],
+            output: vec![vi("y", Some(tensor_type(1, Some(vec![dim_param("N"), dim_value(3)]))))],
+            node: vec![node(&["y"], "Relu", &["x"], vec![])],
+            ..Default::default()
+        };
+        let expected =
+            format!("{HEADER}g (float[N,3] x) => (float[N,3] y) {{\n   y = Relu (x)\n}}");
+        assert_eq!(print_model(&model(g)), expected);
+    }
+
+    #[test]
+    fn model_header_fields_and_escapes() {
+        let mut m = model(GraphProto { name: Some("g".into()), ..Default::default() });
+        m.ir_version = None;
+        m.producer_name = Some("a\"b".into());
+        m.model_version = Some(-2);
+        m.doc_string = Some("x\\y".into());
+        m.metadata_props =
+            vec![StringStringEntryProto { key: Some("k".into()), value: Some("v".into()) }];
+        let expected = "<\n   opset_import: [\"\" : 13],\n   producer_name: \"a\\\"b\",\n   model_version: -2,\n   doc_string: \"x\\\\y\",\n   metadata_props: [\"k\": \"v\"]\n>\ng () => () {\n}";
+        assert_eq!(print_model(&m), expected);
+    }
+
+    #[test]
+    fn types_and_names() {
+        let seq = TypeProto {
+            value: Some(type_proto::Value::SequenceType(Box::new(type_proto::Sequence {
+                elem_type: Some(Box::new(tensor_type(7, None))),
+            }))),
+            denotation: None,
+        };
+        let map = TypeProto {
+            value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                key_type: Some(8),
+                value_type: Some(Box::new(tensor_type(1, Some(vec![])))),
+            }))),
+            denotation: None,
+        };
+        let g = GraphProto {
+            name: Some("main graph".into()),
+            input: vec![
+                vi(
+                    "a.b",
+                    Some(tensor_type(10, Some(vec![Dimension::default(), dim_param("N+1")]))),
+                ),
+                vi("s", Some(seq)),
+                vi("m", Some(map)),
+                vi("float", None),
+                vi("u", None),
+            ],
+            output: vec![vi("/l1/out", Some(tensor_type(9, Some(vec![]))))],
+            node: vec![node(&["/l1/out", ""], "Foo", &["a.b", "", "float"], vec![])],
+            ..Default::default()
+        };
+        let expected = format!(
+            "{HEADER}\"main graph\" (float16[?,\"N+1\"] \"a.b\", seq(int64[]) s, map(string, float) m, \"float\", u) => (bool \"/l1/out\") {{\n   \"/l1/out\", \"\" = Foo (\"a.b\", \"\", float)\n}}"
+        );
+        assert_eq!(print_model(&model(g)), expected);
+    }
+
+    #[test]
+    fn attributes_carry_their_type() {
+        let mut f = attr("alpha", A::Float);
+        f.f = Some(2.0);
+        let mut z = attr("beta", A::Float);
+        z.f = Some(-0.0);
+        let mut i = attr("axis", A::Int);
+        i.i = Some(-1);
+        let empty = attr("axes", A::Ints);
+        let mut fl = attr("scales", A::Floats);
+        fl.floats = vec![1.0, 0.5];
+        let mut s = attr("mode", A::String);
+        s.s = Some(b"a\"b".to_vec());
+        let mut ss = attr("names", A::Strings);
+        ss.strings = vec![b"x".to_vec(), b"y".to_vec()];
+        let mut r = attr("gamma", A::Float);
+        r.ref_attr_name = Some("g".into());
+        let mut tp = attr("dtype", A::TypeProto);
+        tp.tp = Some(Box::new(tensor_type(1, None)));
+        let mut t = attr("value", A::Tensor);
+        t.t = Some(Box::new(TensorProto {
+            data_type: Some(7),
+            dims: vec![2],
+            int64_data: vec![3, -4],
+            ..Default::default()
+        }));
+        let n = node(&["y"], "Op", &["x"], vec![f, z, i, empty, fl, s, ss, r, tp, t]);
+        let g = GraphProto { name: Some("g".into()), node: vec![n], ..Default::default() };
+        let expected = format!(
+            "{HEADER}g () => () {{\n   y = Op <alpha: float = 2, beta: float = -0, axis: int = -1, axes: ints = [], scales: floats = [1, 0.5], mode: string = \"a\\\"b\", names: strings = [\"x\", \"y\"], gamma: float = @g, dtype: type_proto = float[], value: tensor = int64[2] {{3,-4}}> (x)\n}}"
+        );
+        assert_eq!(print_model(&model(g)), expected);
+    }
+
+    #[test]
+    fn initializers_from_raw_and_typed_fields() {
+        let raw = |name: &str, dt: i32, dims: Vec<i64>, bytes: &[u8]| TensorProto {
+            name: Some(name.into()),
+            data_type: Some(dt),
+            dims,
+            raw_data: Some(bytes.to_vec().into()),
+            ..Default::default()
+        };
+        let g = GraphProto {
+            name: Some("g".into()),
+            initializer: vec![
+                // 1.0 and -2.0 as little-endian f32.
+                raw("w", 1, vec![2], &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]),
+                // float16 1.0 is 0x3c00.
+                raw("h", 10, vec![1], &[0x00, 0x3c]),
+                raw("i8", 3, vec![2], &[0xff, 0x80]),
+                // Two int4 per byte: printed as the packed bytes.
+                raw("q", 22, vec![3], &[0x21, 0x03]),
+                raw("s", 6, vec![], &[5, 0, 0, 0]),
+                TensorProto {
+                    name: Some("c".into()),
+                    data_type: Some(14),
+                    dims: vec![1],
+                    float_data: vec![1.5, -2.0],
+                    ..Default::default()
+                },
+                TensorProto {
+                    name: Some("t".into()),
+                    data_type: Some(8),
+                    dims: vec![1],
+                    string_data: vec![b"a\\".to_vec()],
+                    ..Default::default()
+                },
+            ],
+            value_info: vec![vi("v", Some(tensor_type(1, Some(vec![dim_value(2)]))))],
+            ..Default::default()
+        };
+        let expected = format!(
+            "{HEADER}g () => () \n   <float[2] w = {{1,-2}}, float16[1] h = {{15360}}, int8[2] i8 = {{-1,-128}}, int4[3] q = {{33,3}}, int32 s = {{5}}, complex64[1] c = {{1.5,-2}}, string[1] t = {{\"a\\\\\"}}, float[2] v>\n{{\n}}"
+        );
+        assert_eq!(print_model(&model(g)), expected);
+    }
+
+    #[test]
+    fn subgraph_attributes_go_after_inputs_and_indent() {
+        let body = GraphProto {
+            name: Some("body".into()),
+            output: vec![vi("z", Some(tensor_type(1, Some(vec![]))))],
+            node: vec![node(&["z"], "Identity", &["x"], vec![])],
+            ..Default::default()
+        };
+        let mut a = attr("then_branch", A::Graph);
+        a.g = Some(Box::new(body));
+        let mut n = node(&["y"], "If", &["c"], vec![a]);
+        n.name = Some("n1".into());
+        n.domain = Some("ai.onnx".into());
+        let g = GraphProto { name: Some("g".into()), node: vec![n], ..Default::default() };
+        let expected = format!(
+            "{HEADER}g () => () {{\n   [n1] y = ai.onnx.If (c) <then_branch: graph = body () => (float z) {{\n      z = Identity (x)\n   }}>\n}}"
+        );
+        assert_eq!(print_model(&model(g)), expected);
+    }
+
+    #[test]
+    fn functions_with_header_attributes_and_value_info() {
+        let mut m = model(GraphProto { name: Some("g".into()), ..Default::default() });
+        let mut default = attr("alpha", A::Float);
+        default.f = Some(0.5);
+        let mut r = attr("alpha", A::Float);
+        r.ref_attr_name = Some("alpha".into());
+        m.functions = vec![FunctionProto {
+            name: Some("F".into()),
+            domain: Some("my.dom".into()),
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            attribute: vec!["k".into()],
+            attribute_proto: vec![default],
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            value_info: vec![vi("x", Some(tensor_type(1, None)))],
+            node: vec![node(&["y"], "Elu", &["x"], vec![r])],
+            ..Default::default()
+        }];
+        let expected = format!(
+            "{HEADER}g () => () {{\n}}\n<\n  domain: \"my.dom\",\n  opset_import: [\"\" : 13]\n>\nF <k,alpha: float = 0.5>(x) => (y) <float[] x>\n{{\n   y = Elu <alpha: float = @alpha> (x)\n}}"
+        );
+        assert_eq!(print_model(&m), expected);
+    }
+
+    #[test]
+    fn sparse_tensor_attributes_are_left_out() {
+        let mut a = attr("sparse_value", A::SparseTensor);
+        a.sparse_tensor = Some(Box::default());
+        let g = GraphProto {
+            name: Some("g".into()),
+            node: vec![node(&["y"], "Constant", &[], vec![a])],
+            ..Default::default()
+        };
+        assert_eq!(
+            print_model(&model(g)),
+            format!("{HEADER}g () => () {{\n   y = Constant ()\n}}")
+        );
+    }
+
+    #[test]
+    fn floats_use_the_shortest_c_form() {
+        let cases: [(f32, &str); 14] = [
+            (1e20, "1e+20"),
+            (1e16, "1e+16"),
+            (100.0, "100"),
+            (1e-5, "1e-05"),
+            (1e-4, "1e-04"),
+            (0.001, "0.001"),
+            (1.5e-7, "1.5e-07"),
+            (-0.0, "-0"),
+            (0.1, "0.1"),
+            (123456.7, "123456.7"),
+            (1e-45, "1e-45"),
+            (f32::MAX, "3.4028235e+38"),
+            (f32::NEG_INFINITY, "-inf"),
+            (-f32::NAN, "-nan"),
+        ];
+        for (x, s) in cases {
+            assert_eq!(format_f32(x), s, "{x:e}");
+        }
+        assert_eq!(format_f64(5e-324), "5e-324");
+        assert_eq!(format_f64(0.1), "0.1");
+    }
+
+    #[test]
+    fn floats_read_back_to_the_same_bits() {
+        let mut bits: u32 = 0x1234_5678;
+        for _ in 0..20_000 {
+            bits = bits.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let x = f32::from_bits(bits);
+            if x.is_nan() {
+                continue;
+            }
+            let back: f32 = format_f32(x).parse().unwrap_or(f32::NAN);
+            assert_eq!(back.to_bits(), x.to_bits(), "{}", format_f32(x));
+            let d = f64::from(x) * 1.000_000_1;
+            let back: f64 = format_f64(d).parse().unwrap_or(f64::NAN);
+            assert_eq!(back.to_bits(), d.to_bits(), "{}", format_f64(d));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_stops_at_the_limit() {
+        let mut g = GraphProto { name: Some("leaf".into()), ..Default::default() };
+        for _ in 0..(MAX_DEPTH + 5) {
+            let mut a = attr("body", A::Graph);
+            a.g = Some(Box::new(g));
+            g = GraphProto {
+                name: Some("g".into()),
+                node: vec![node(&[], "Loop", &[], vec![a])],
+                ..Default::default()
+            };
+        }
+        let text = print_model(&model(g));
+        assert!(text.contains("body: graph = ..."));
+        assert!(!text.contains("leaf"));
+    }
 }

@@ -13,8 +13,8 @@
 //!   `OUT/<test>.error`). `tools/check_printer.py` uses `--emit`, parses
 //!   with the reference parser, then runs this mode.
 //! * `--reference-text TEXTDIR`: also count how many printed models equal
-//!   `TEXTDIR/<test>.onnxtxt` (the reference printer's output) when
-//!   whitespace is ignored; informational only.
+//!   the reference printer's output, `TEXTDIR/<test>.onnxtxt` or else the
+//!   test's own `model.onnxtxt`, when whitespace is ignored; informational.
 //!
 //! Last line: `roundtrip: N passed, M failed` (or `printed: N` with `--emit`).
 
@@ -45,17 +45,25 @@ fn first_difference(a: &ModelProto, b: &ModelProto) -> String {
     format!("dumps differ in length ({} vs {} lines)", da.lines().count(), db.lines().count())
 }
 
-fn check(dir: &Path, mode: &Mode, reference_text: Option<&Path>, same_text: &mut usize) -> Result<(), String> {
+fn check(
+    dir: &Path,
+    mode: &Mode,
+    reference_text: Option<&Path>,
+    text_counts: &mut (usize, usize),
+) -> Result<(), String> {
     let name = test_name(dir);
-    let bytes = std::fs::read(dir.join("model.onnx")).map_err(|e| format!("cannot read model.onnx: {e}"))?;
-    let mut original = ModelProto::decode(bytes.as_slice()).map_err(|e| format!("cannot decode model.onnx: {e}"))?;
+    let bytes = std::fs::read(dir.join("model.onnx"))
+        .map_err(|e| format!("cannot read model.onnx: {e}"))?;
+    let mut original = ModelProto::decode(bytes.as_slice())
+        .map_err(|e| format!("cannot decode model.onnx: {e}"))?;
     let text = print_model(&original);
-    if let Some(ref_dir) = reference_text
-        && let Ok(reference) = std::fs::read_to_string(ref_dir.join(format!("{name}.onnxtxt")))
-    {
-        let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-        if squash(&reference) == squash(&text) {
-            *same_text += 1;
+    if let Some(ref_dir) = reference_text {
+        let reference = std::fs::read_to_string(ref_dir.join(format!("{name}.onnxtxt")))
+            .or_else(|_| std::fs::read_to_string(dir.join("model.onnxtxt")));
+        if let Ok(reference) = reference {
+            let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+            text_counts.0 += usize::from(squash(&reference) == squash(&text));
+            text_counts.1 += 1;
         }
     }
     let mut reparsed = match mode {
@@ -63,9 +71,11 @@ fn check(dir: &Path, mode: &Mode, reference_text: Option<&Path>, same_text: &mut
             return std::fs::write(out.join(format!("{name}.onnxtxt")), &text)
                 .map_err(|e| format!("cannot write the printed text: {e}"));
         }
-        Mode::Ours => parse_model(&text, &format!("{name}.onnxtxt")).map_err(|e| format!("our parser rejects the printed text: {e}"))?,
+        Mode::Ours => parse_model(&text, &format!("{name}.onnxtxt"))
+            .map_err(|e| format!("our parser rejects the printed text: {e}"))?,
         Mode::Reparsed(out) => match std::fs::read(out.join(format!("{name}.onnx"))) {
-            Ok(b) => ModelProto::decode(b.as_slice()).map_err(|e| format!("cannot decode the reparsed model: {e}"))?,
+            Ok(b) => ModelProto::decode(b.as_slice())
+                .map_err(|e| format!("cannot decode the reparsed model: {e}"))?,
             Err(_) => {
                 let why = std::fs::read_to_string(out.join(format!("{name}.error")))
                     .unwrap_or_else(|_| "no reparsed model and no error file".into());
@@ -107,14 +117,14 @@ fn main() {
         eprintln!("{}: {e}", out.display());
         std::process::exit(2);
     }
-    let (mut passed, mut failed, mut same_text) = (0usize, 0usize, 0usize);
+    let (mut passed, mut failed, mut text_counts) = (0usize, 0usize, (0usize, 0usize));
     for root in &roots {
         let tests = onnx_codegen_tests::node_test_dirs(root).unwrap_or_else(|e| {
             eprintln!("{}: {e}", root.display());
             std::process::exit(2);
         });
         for dir in tests {
-            match check(&dir, &mode, reference_text.as_deref(), &mut same_text) {
+            match check(&dir, &mode, reference_text.as_deref(), &mut text_counts) {
                 Ok(()) => passed += 1,
                 Err(e) => {
                     failed += 1;
@@ -124,7 +134,10 @@ fn main() {
         }
     }
     if reference_text.is_some() {
-        println!("same text as the reference printer (whitespace aside): {same_text} of {}", passed + failed);
+        let (same, with_reference) = text_counts;
+        println!(
+            "same text as the reference printer (whitespace aside): {same} of {with_reference}"
+        );
     }
     if matches!(mode, Mode::Emit(_)) {
         println!("printed: {passed}");
