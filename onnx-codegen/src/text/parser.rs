@@ -35,6 +35,32 @@ pub const MAX_DEPTH: usize = 64;
 /// A syntax error stops the parse and gives one diagnostic that points at
 /// the offending token and says what was expected there.
 pub fn parse_model(src: &str, file: &str) -> crate::Result<ModelProto> {
+    // Nesting recurses up to MAX_DEPTH levels, and a level of graph nesting
+    // takes tens of kilobytes of stack in debug builds. The parse runs on a
+    // thread of its own with a stack sized for that, so it never depends on
+    // how much stack the caller has left.
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("onnx-text-parser".to_owned())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(scope, || parse_model_here(src, file));
+        match worker {
+            Ok(handle) => handle.join().unwrap_or_else(|_| {
+                Err(Diagnostic::error("the text parser stopped unexpectedly").in_file(file).into())
+            }),
+            Err(e) => Err(Diagnostic::error(format!("could not start the text parser thread: {e}"))
+                .in_file(file)
+                .into()),
+        }
+    })
+}
+
+/// The stack of the parser thread: far more than [`MAX_DEPTH`] levels need
+/// (about 4 MB in debug builds); untouched pages cost no memory.
+const PARSER_STACK_BYTES: usize = 64 << 20;
+
+/// Parses on the current thread.
+fn parse_model_here(src: &str, file: &str) -> crate::Result<ModelProto> {
     let mut parser = Parser::new(src, file)?;
     Ok(parser.model()?)
 }
