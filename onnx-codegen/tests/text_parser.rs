@@ -24,14 +24,17 @@ fn fixtures_parse_as_the_reference_does() {
         let src = std::fs::read_to_string(&source).unwrap();
         let name = source.display().to_string();
         let ours = parse_model(&src, &name).unwrap_or_else(|e| panic!("{e}"));
-        let expected_bytes = std::fs::read(source.with_extension("onnx"))
-            .unwrap_or_else(|e| panic!("{name}: no expected .onnx ({e}); run tools/gen_text_fixtures.py"));
+        let expected_bytes = std::fs::read(source.with_extension("onnx")).unwrap_or_else(|e| {
+            panic!("{name}: no expected .onnx ({e}); run tools/gen_text_fixtures.py")
+        });
         let expected = ModelProto::decode(expected_bytes.as_slice()).unwrap();
         assert_eq!(expected.encode_to_vec(), expected_bytes, "{name}: expected file re-encodes");
         if ours.encode_to_vec() != expected_bytes {
             let (a, b) = (format!("{ours:#?}"), format!("{expected:#?}"));
             let line = a.lines().zip(b.lines()).position(|(x, y)| x != y);
-            panic!("{name}: differs from the reference at Debug line {line:?}\nours:\n{a}\nexpected:\n{b}");
+            panic!(
+                "{name}: differs from the reference at Debug line {line:?}\nours:\n{a}\nexpected:\n{b}"
+            );
         }
     }
 }
@@ -56,7 +59,10 @@ fn syntax_errors_say_what_was_expected_and_where() {
     assert_eq!(e, ("expected ')' or ',' after a node input, found '='".into(), 3, 13));
 
     let e = error(&format!("{HEAD}g (float x) => (float y) {{\n  y = Relu(x)\n"));
-    assert_eq!(e, ("expected a node or '}' to close the node list, found end of input".into(), 4, 1));
+    assert_eq!(
+        e,
+        ("expected a node or '}' to close the node list, found end of input".into(), 4, 1)
+    );
 
     let e = error(&format!("{HEAD}g (float[2 x) => (float y) {{}}"));
     assert_eq!(e, ("expected ',' or ']' after a dimension, found identifier 'x'".into(), 2, 12));
@@ -105,7 +111,8 @@ fn numbers_out_of_range_are_errors_not_wraps() {
     assert_eq!(e.0, "integer '9223372036854775808' is out of range for a 64-bit integer");
     assert_eq!((e.1, e.2), (2, 27));
 
-    let e = error(&format!("{HEAD}g () => () {{ y = Foo <a = int64 {{-9223372036854775809}}> () }}"));
+    let e =
+        error(&format!("{HEAD}g () => () {{ y = Foo <a = int64 {{-9223372036854775809}}> () }}"));
     assert!(e.0.contains("out of range for a 64-bit integer"), "{}", e.0);
 
     let e = error(&format!("{HEAD}g () => () {{ y = Foo <a = int8 {{2147483648}}> () }}"));
@@ -131,41 +138,44 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 #[test]
 fn deep_type_nesting_is_an_error_not_a_stack_overflow() {
-    let (message, line, _) = on_small_stack(|| {
-        let depth = 100_000;
-        let src = format!("{HEAD}g ({}float{} x) => () {{}}", "seq(".repeat(depth), ")".repeat(depth));
-        error(&src)
-    });
+    let (message, line, _) = on_small_stack(|| error(&nested_types(100_000)));
     assert!(message.starts_with("nesting is too deep"), "{message}");
     assert_eq!(line, 2);
 }
 
 #[test]
 fn deep_graph_nesting_is_an_error_not_a_stack_overflow() {
-    let message = on_small_stack(|| {
-        let depth = 100_000;
-        let src = format!(
-            "{HEAD}{}g () => () {{}}{}",
-            "g () => () { y = If <b = ".repeat(depth),
-            "> () }".repeat(depth)
-        );
-        error(&src).0
-    });
+    let message = on_small_stack(|| error(&nested_graphs(100_000)).0);
     assert!(message.starts_with("nesting is too deep"), "{message}");
+}
+
+/// The main graph, `seqs` nested `seq(` and the element type.
+fn nested_types(seqs: usize) -> String {
+    format!("{HEAD}g ({}float{} x) => () {{}}", "seq(".repeat(seqs), ")".repeat(seqs))
+}
+
+/// The main graph and `graphs` graphs nested in attributes.
+fn nested_graphs(graphs: usize) -> String {
+    format!(
+        "{HEAD}{}g () => () {{}}{}",
+        "g () => () { y = If <b = ".repeat(graphs),
+        "> () }".repeat(graphs)
+    )
 }
 
 #[test]
 fn nesting_up_to_the_limit_is_accepted() {
-    // 63 nested levels plus the outermost graph or type: exactly MAX_DEPTH.
-    let depth = 63;
-    let src = format!("{HEAD}g ({}float{} x) => () {{}}", "seq(".repeat(depth), ")".repeat(depth));
-    on_small_stack(move || parse_model(&src, "ok.onnxtxt").map(|_| ()).map_err(|e| e.to_string())).unwrap();
-    let src = format!(
-        "{HEAD}{}g () => () {{}}{}",
-        "g () => () { y = If <b = ".repeat(depth),
-        "> () }".repeat(depth)
-    );
-    on_small_stack(move || parse_model(&src, "ok.onnxtxt").map(|_| ()).map_err(|e| e.to_string())).unwrap();
+    let parse = |src: String| {
+        on_small_stack(move || {
+            parse_model(&src, "ok.onnxtxt").map(|_| ()).map_err(|e| e.to_string())
+        })
+    };
+    // Graph, 62 seq and the tensor type: 64 levels; one more is refused.
+    parse(nested_types(62)).unwrap();
+    assert!(parse(nested_types(63)).unwrap_err().contains("nesting is too deep"));
+    // The main graph and 63 nested graphs: 64 levels; one more is refused.
+    parse(nested_graphs(63)).unwrap();
+    assert!(parse(nested_graphs(64)).unwrap_err().contains("nesting is too deep"));
 }
 
 /// A model of about `bytes` bytes: a large initializer and many nodes.
@@ -173,7 +183,9 @@ fn big_model(bytes: usize) -> String {
     let mut src = String::with_capacity(bytes + 1000);
     src.push_str(HEAD);
     let values = bytes / 2 / 12;
-    src.push_str(&format!("big (float[{values}] x) => (float[{values}] y)\n  <float[{values}] w = {{"));
+    src.push_str(&format!(
+        "big (float[{values}] x) => (float[{values}] y)\n  <float[{values}] w = {{"
+    ));
     for i in 0..values {
         if i > 0 {
             src.push(',');
@@ -219,4 +231,3 @@ fn ten_megabytes_parse_in_well_under_a_second() {
         assert!(elapsed.as_secs_f64() < 1.0, "{elapsed:?}");
     }
 }
-

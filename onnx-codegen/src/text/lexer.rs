@@ -87,10 +87,17 @@ impl<'a> Lexer<'a> {
     }
 
     /// An error diagnostic pointing at `len` characters from byte `offset`.
-    pub fn error_at(&self, offset: usize, len: usize, message: impl Into<String>) -> Diagnostic {
+    pub fn error_at(
+        &self,
+        offset: usize,
+        len: usize,
+        message: impl Into<String>,
+    ) -> Box<Diagnostic> {
         let len = u32::try_from(len.max(1)).unwrap_or(u32::MAX);
-        Diagnostic::error(message)
-            .at(Location::source(self.file, SourcePos::at(self.src, offset, len)))
+        Box::new(
+            Diagnostic::error(message)
+                .at(Location::source(self.file, SourcePos::at(self.src, offset, len))),
+        )
     }
 
     fn byte(&self, at: usize) -> Option<u8> {
@@ -120,7 +127,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// Reads the next token.
-    pub fn next_token(&mut self) -> Result<Token, Diagnostic> {
+    pub fn next_token(&mut self) -> Result<Token, Box<Diagnostic>> {
         self.skip_space_and_comments();
         let start = self.pos;
         let Some(b) = self.byte(start) else {
@@ -151,7 +158,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// A string literal; checks escapes and termination.
-    fn string(&mut self, start: usize) -> Result<TokenKind, Diagnostic> {
+    fn string(&mut self, start: usize) -> Result<TokenKind, Box<Diagnostic>> {
         let bytes = self.src.as_bytes();
         let mut i = start + 1;
         loop {
@@ -192,7 +199,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// A `-` must start a number, `-inf`, `-infinity` or `-nan`.
-    fn negative(&mut self, start: usize) -> Result<TokenKind, Diagnostic> {
+    fn negative(&mut self, start: usize) -> Result<TokenKind, Box<Diagnostic>> {
         match self.byte(start + 1) {
             Some(b'0'..=b'9') => self.number(start, start + 1),
             Some(b) if b.is_ascii_alphabetic() => {
@@ -217,7 +224,7 @@ impl<'a> Lexer<'a> {
 
     /// A number starting at `start` (its sign, if any) with digits from
     /// `digits`, an optional fraction and an optional exponent.
-    fn number(&mut self, start: usize, digits: usize) -> Result<TokenKind, Diagnostic> {
+    fn number(&mut self, start: usize, digits: usize) -> Result<TokenKind, Box<Diagnostic>> {
         self.pos = digits;
         self.skip_while(|b| b.is_ascii_digit());
         let mut kind = TokenKind::Int;
@@ -294,7 +301,7 @@ mod tests {
             match lexer.next_token() {
                 Ok(t) if t.kind == TokenKind::Eof => panic!("no error in {src:?}"),
                 Ok(_) => {}
-                Err(d) => return d,
+                Err(d) => return *d,
             }
         }
     }

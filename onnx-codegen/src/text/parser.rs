@@ -23,8 +23,11 @@ use crate::diag::Diagnostic;
 use crate::proto::{
     AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
     StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-    attribute_proto::AttributeType, tensor_proto::DataLocation, tensor_proto::DataType,
-    tensor_shape_proto::{Dimension, dimension}, type_proto,
+    attribute_proto::AttributeType,
+    tensor_proto::DataLocation,
+    tensor_proto::DataType,
+    tensor_shape_proto::{Dimension, dimension},
+    type_proto,
 };
 
 /// How deeply graphs (in attributes) and types (`seq(seq(...))`) may nest.
@@ -48,9 +51,11 @@ pub fn parse_model(src: &str, file: &str) -> crate::Result<ModelProto> {
             Ok(handle) => handle.join().unwrap_or_else(|_| {
                 Err(Diagnostic::error("the text parser stopped unexpectedly").in_file(file).into())
             }),
-            Err(e) => Err(Diagnostic::error(format!("could not start the text parser thread: {e}"))
-                .in_file(file)
-                .into()),
+            Err(e) => {
+                Err(Diagnostic::error(format!("could not start the text parser thread: {e}"))
+                    .in_file(file)
+                    .into())
+            }
         }
     })
 }
@@ -61,11 +66,12 @@ const PARSER_STACK_BYTES: usize = 64 << 20;
 
 /// Parses on the current thread.
 fn parse_model_here(src: &str, file: &str) -> crate::Result<ModelProto> {
-    let mut parser = Parser::new(src, file)?;
-    Ok(parser.model()?)
+    let mut parser = Parser::new(src, file).map_err(|d| *d)?;
+    Ok(parser.model().map_err(|d| *d)?)
 }
 
-type PResult<T> = Result<T, Diagnostic>;
+/// Syntax errors are boxed: they are rare, and the `Ok` path stays small.
+type PResult<T> = Result<T, Box<Diagnostic>>;
 
 /// Element type names, as written in types (`float[2]`).
 const PRIMITIVE_TYPES: &[(&str, DataType)] = &[
@@ -247,13 +253,13 @@ impl<'a> Parser<'a> {
     }
 
     /// An error at `tok`.
-    fn error_at(&self, tok: Token, message: impl Into<String>) -> Diagnostic {
+    fn error_at(&self, tok: Token, message: impl Into<String>) -> Box<Diagnostic> {
         let len = self.text(tok).chars().count();
         self.lex.error_at(tok.start, len, message)
     }
 
     /// "expected `what`, found <current token>".
-    fn expected(&self, what: &str) -> Diagnostic {
+    fn expected(&self, what: &str) -> Box<Diagnostic> {
         self.error_at(self.tok, format!("expected {what}, found {}", self.describe(self.tok)))
     }
 
@@ -263,7 +269,9 @@ impl<'a> Parser<'a> {
         if self.depth > MAX_DEPTH {
             return Err(self.error_at(
                 self.tok,
-                format!("nesting is too deep: graphs and types may nest at most {MAX_DEPTH} levels"),
+                format!(
+                    "nesting is too deep: graphs and types may nest at most {MAX_DEPTH} levels"
+                ),
             ));
         }
         Ok(())
@@ -354,10 +362,8 @@ impl<'a> Parser<'a> {
                 .parse()
                 .map_err(|_| self.error_at(tok, format!("malformed number '{text}'")))?;
             if v.is_infinite() {
-                return Err(self.error_at(
-                    tok,
-                    format!("number '{text}' is out of range for a 32-bit float"),
-                ));
+                return Err(self
+                    .error_at(tok, format!("number '{text}' is out of range for a 32-bit float")));
             }
             v
         };
@@ -379,10 +385,8 @@ impl<'a> Parser<'a> {
                 .parse()
                 .map_err(|_| self.error_at(tok, format!("malformed number '{text}'")))?;
             if v.is_infinite() {
-                return Err(self.error_at(
-                    tok,
-                    format!("number '{text}' is out of range for a 64-bit float"),
-                ));
+                return Err(self
+                    .error_at(tok, format!("number '{text}' is out of range for a 64-bit float")));
             }
             v
         };
@@ -496,10 +500,8 @@ impl<'a> Parser<'a> {
     /// graph ::= name inputs? '=>' outputs ('<' value-infos/initializers '>')? nodes
     fn graph(&mut self) -> PResult<GraphProto> {
         self.enter()?;
-        let mut graph = GraphProto {
-            name: Some(self.quotable_id("a graph name")?),
-            ..GraphProto::default()
-        };
+        let mut graph =
+            GraphProto { name: Some(self.quotable_id("a graph name")?), ..GraphProto::default() };
         if self.eat(b'(')? && !self.eat(b')')? {
             loop {
                 let vi = self.value_info("a graph input (a type and a name)")?;
@@ -687,9 +689,7 @@ impl<'a> Parser<'a> {
             TokenKind::Str => Some(dimension::Value::DimParam(self.string_literal("a dimension")?)),
             TokenKind::Int => Some(dimension::Value::DimValue(self.int64("a dimension")?)),
             _ => {
-                return Err(self.expected(
-                    "a dimension (an integer, a symbolic name or '?')",
-                ));
+                return Err(self.expected("a dimension (an integer, a symbolic name or '?')"));
             }
         };
         Ok(Dimension { value, denotation: None })
@@ -1194,5 +1194,238 @@ impl<'a> Parser<'a> {
         }
         self.expect(b')', &format!("',' or ')' in the {what}"))?;
         Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "<ir_version: 10, opset_import: [\"\" : 21]>\n";
+
+    fn graph(body: &str) -> GraphProto {
+        let src = format!("{HEAD}g (float x) => (float y) {{\n{body}\n}}");
+        parse_model_here(&src, "t").unwrap_or_else(|e| panic!("{e}")).graph.unwrap()
+    }
+
+    fn node(text: &str) -> NodeProto {
+        graph(text).node.remove(0)
+    }
+
+    fn attr(text: &str) -> AttributeProto {
+        node(&format!("y = Foo <{text}> ()")).attribute.remove(0)
+    }
+
+    fn error(src: &str) -> String {
+        parse_model_here(src, "t").unwrap_err().diagnostics()[0].message.clone()
+    }
+
+    #[test]
+    fn header_keys_fill_their_fields() {
+        let src = "<ir_version: 7, opset_import: [\"\": 13, \"x\": 1], producer_name: \"p\", \
+                   producer_version: \"v\", domain: \"d\", model_version: 3, doc_string: \"doc\", \
+                   metadata_props: [\"k\": \"v\"], opset_import: []> g () => () {}";
+        let m = parse_model_here(src, "t").unwrap();
+        assert_eq!(m.ir_version, Some(7));
+        assert_eq!(m.opset_import.len(), 2);
+        assert_eq!(m.opset_import[1].domain.as_deref(), Some("x"));
+        assert_eq!(m.producer_name.as_deref(), Some("p"));
+        assert_eq!(m.producer_version.as_deref(), Some("v"));
+        assert_eq!(m.domain.as_deref(), Some("d"));
+        assert_eq!(m.model_version, Some(3));
+        assert_eq!(m.doc_string.as_deref(), Some("doc"));
+        assert_eq!(m.metadata_props[0].value.as_deref(), Some("v"));
+        let bare = parse_model_here("g () => () {}", "t").unwrap();
+        assert_eq!(bare.ir_version, None);
+        assert!(bare.opset_import.is_empty());
+    }
+
+    #[test]
+    fn node_fields_and_presence() {
+        let n = node("y = Relu (x)");
+        assert_eq!(n.domain.as_deref(), Some(""));
+        assert_eq!(n.op_type.as_deref(), Some("Relu"));
+        assert_eq!(n.name, None);
+        assert_eq!(n.overload, None);
+        let n = node("[\"n/1\"] a, b = com.microsoft.Foo:v2 (x) <k = 1>");
+        assert_eq!(n.name.as_deref(), Some("n/1"));
+        assert_eq!(n.domain.as_deref(), Some("com.microsoft"));
+        assert_eq!(n.op_type.as_deref(), Some("Foo"));
+        assert_eq!(n.overload.as_deref(), Some("v2"));
+        assert_eq!(n.output, ["a", "b"]);
+        assert_eq!(n.attribute[0].i, Some(1));
+        assert_eq!(node("[] y = Foo ()").name.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn name_lists_with_empty_entries() {
+        let inputs = |s: &str| node(&format!("y = Foo ({s})")).input;
+        assert!(inputs("").is_empty());
+        assert_eq!(inputs(",x"), ["", "x"]);
+        assert_eq!(inputs("x,"), ["x"]);
+        assert_eq!(inputs(","), [""]);
+        assert_eq!(inputs("a,,b"), ["a", "", "b"]);
+        assert_eq!(inputs("\"\", \"a.b\""), ["", "a.b"]);
+        assert!(node("= Foo ()").output.is_empty());
+    }
+
+    #[test]
+    fn attribute_kinds() {
+        assert_eq!((attr("a = 3").i, attr("a = 3").r#type()), (Some(3), AttributeType::Int));
+        assert_eq!(attr("a: float = 3").f, Some(3.0));
+        assert_eq!(attr("a: float = -0").f.map(f32::to_bits), Some(0x8000_0000));
+        assert_eq!(attr("a = -nan").f.map(f32::to_bits), Some(0xffc0_0000));
+        assert_eq!(attr("a = NaN").f.map(f32::to_bits), Some(0x7fc0_0000));
+        assert_eq!(attr("a = -Infinity").f, Some(f32::NEG_INFINITY));
+        assert_eq!(attr("a = \"q\\\"\"").s.as_deref(), Some(&b"q\""[..]));
+        let r = attr("a = @b");
+        assert_eq!((r.ref_attr_name.as_deref(), r.r#type), (Some("b"), None));
+        let r = attr("a: ints = @b");
+        assert_eq!(r.r#type(), AttributeType::Ints);
+        let t = attr("a = float[2] {1, 2}");
+        let tensor = t.t.unwrap();
+        assert_eq!(tensor.name.as_deref(), Some(""));
+        assert_eq!((tensor.dims, tensor.float_data), (vec![2], vec![1.0, 2.0]));
+        let tp = attr("a = float[2]");
+        assert_eq!(tp.r#type(), AttributeType::TypeProto);
+        let g = attr("a = body () => () {}");
+        assert_eq!(g.g.unwrap().name.as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn attribute_lists() {
+        let l = attr("a = [1.0, 2]");
+        assert_eq!((l.r#type(), l.floats), (AttributeType::Floats, vec![1.0, 2.0]));
+        let l = attr("a: int = [1, 2]");
+        assert_eq!((l.r#type(), l.ints), (AttributeType::Ints, vec![1, 2]));
+        let l = attr("a: strings = []");
+        assert_eq!((l.r#type(), l.strings.len()), (AttributeType::Strings, 0));
+        // The reference drops these elements; we keep them.
+        let l = attr("a = [float {1}, int64[2] named {1, 2}]");
+        assert_eq!(l.r#type(), AttributeType::Tensors);
+        assert_eq!(l.tensors.len(), 2);
+        assert_eq!(l.tensors[1].name.as_deref(), Some("named"));
+        assert_eq!(l.tensors[1].int64_data, [1, 2]);
+        let l = attr("a = [g1 () => () {}, g2 () => () {}]");
+        assert_eq!((l.r#type(), l.graphs.len()), (AttributeType::Graphs, 2));
+        let l = attr("a = [float, seq(int8)]");
+        assert_eq!((l.r#type(), l.type_protos.len()), (AttributeType::TypeProtos, 2));
+    }
+
+    #[test]
+    fn types_and_dimensions() {
+        let g = parse_model_here(
+            "g (float[?, N, \"a b\", -1] a, float b, float[] c, opaque(x.y, z) d, x) => () {}",
+            "t",
+        )
+        .unwrap()
+        .graph
+        .unwrap();
+        let Some(type_proto::Value::TensorType(t)) = &g.input[0].r#type.as_ref().unwrap().value
+        else {
+            panic!("not a tensor type")
+        };
+        let dims: Vec<_> = t.shape.as_ref().unwrap().dim.iter().map(|d| d.value.clone()).collect();
+        assert_eq!(
+            dims,
+            [
+                None,
+                Some(dimension::Value::DimParam("N".into())),
+                Some(dimension::Value::DimParam("a b".into())),
+                Some(dimension::Value::DimValue(-1)),
+            ]
+        );
+        let shape_of = |i: usize| match &g.input[i].r#type.as_ref().unwrap().value {
+            Some(type_proto::Value::TensorType(t)) => t.shape.clone(),
+            _ => panic!("not a tensor type"),
+        };
+        assert_eq!(shape_of(1), Some(TensorShapeProto::default()));
+        assert_eq!(shape_of(2), None);
+        assert_eq!(
+            g.input[3].r#type.as_ref().unwrap().value,
+            Some(type_proto::Value::OpaqueType(type_proto::Opaque {
+                domain: Some("x.y".into()),
+                name: Some("z".into()),
+            }))
+        );
+        assert_eq!(g.input[4].r#type, None);
+    }
+
+    #[test]
+    fn tensor_storage_per_element_type() {
+        let t = |s: &str| attr(&format!("a = {s}")).t.unwrap();
+        assert_eq!(t("float16[2] {15360, 65535}").int32_data, [15360, 65535]);
+        assert_eq!(t("bool[2] {1, 0}").int32_data, [1, 0]);
+        assert_eq!(t("uint32[1] {4294967295}").uint64_data, [4294967295]);
+        assert_eq!(t("uint64[1] {18446744073709551615}").uint64_data, [u64::MAX]);
+        assert_eq!(t("complex64[1] {1, 2}").float_data, [1.0, 2.0]);
+        assert_eq!(t("complex128[1] {1, 2}").double_data, [1.0, 2.0]);
+        assert_eq!(t("double {1e300}").double_data, [1e300]);
+        assert_eq!(t("string[2] {\"a\", \"\"}").string_data, [b"a".to_vec(), Vec::new()]);
+        let ext = t("float[2] w [\"location\": \"f.bin\"]");
+        assert_eq!(ext.data_location, Some(DataLocation::External as i32));
+        assert_eq!(ext.external_data[0].key.as_deref(), Some("location"));
+        assert_eq!(t("float[2] w").float_data, Vec::<f32>::new());
+    }
+
+    #[test]
+    fn initializers_in_inputs_and_value_list() {
+        let src = "g (float[2] a = {1, 2}, b) => (c) <int64 k = {5}, float[2] v> {}";
+        let g = parse_model_here(src, "t").unwrap().graph.unwrap();
+        assert_eq!(g.input.len(), 2);
+        assert_eq!(g.initializer.len(), 2);
+        assert_eq!(g.initializer[0].name.as_deref(), Some("a"));
+        assert_eq!(g.initializer[1].int64_data, [5]);
+        assert_eq!(g.value_info[0].name.as_deref(), Some("v"));
+        let no_inputs = parse_model_here("g => (y) {}", "t").unwrap().graph.unwrap();
+        assert!(no_inputs.input.is_empty());
+        assert!(error("g (int64 k = {1.5}) => () {}").starts_with("expected an integer"));
+        assert!(error("g (x = {1}) => () {}").starts_with("a tensor value needs a tensor type"));
+        assert!(error("g (float[N] k = {1}) => () {}").starts_with("the dimensions of a tensor"));
+    }
+
+    #[test]
+    fn functions() {
+        let src = format!(
+            "{HEAD}g () => () {{}}\n<domain: \"d\", overload: \"o\", doc_string: \"x\", opset_import: [\"\": 1]>\n\
+             f <a, b: int = 2, \"c\"> (float[2] x, y) => (z) <float w> {{ z = Add (x, y) }}\n\
+             f2 () => () {{}}"
+        );
+        let m = parse_model_here(&src, "t").unwrap();
+        let f = &m.functions[0];
+        assert_eq!(f.domain.as_deref(), Some("d"));
+        assert_eq!(f.overload.as_deref(), Some("o"));
+        assert_eq!(f.doc_string.as_deref(), Some("x"));
+        assert_eq!(f.attribute, ["a", "c"]);
+        assert_eq!(f.attribute_proto[0].i, Some(2));
+        assert_eq!(
+            (f.input.clone(), f.output.clone()),
+            (vec!["x".into(), "y".into()], vec!["z".into()])
+        );
+        let vi: Vec<_> = f.value_info.iter().map(|v| v.name().to_owned()).collect();
+        assert_eq!(vi, ["x", "w"]);
+        assert_eq!(m.functions[1].domain, None);
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(error("g () => () { y = Foo <> () }"), "expected an attribute name, found '>'");
+        assert_eq!(error("g () => () { y = (x) }"), "expected an operator name, found '('");
+        assert_eq!(
+            error("g () => () { y = Foo <a: number = 1> () }").split(':').next(),
+            Some("unknown attribute type 'number'")
+        );
+        assert_eq!(
+            error("g (map(seq(float), float) m) => () {}"),
+            "expected a primitive key type for 'map', found 'seq'"
+        );
+        assert_eq!(
+            error("g () => () {} h"),
+            "expected '(' to start the function inputs, found end of input"
+        );
+        assert_eq!(
+            error("<ir_version: 1> g () => () { y = Foo <a = mode> () }"),
+            "expected '=>' between the graph inputs and outputs, found '>'"
+        );
     }
 }

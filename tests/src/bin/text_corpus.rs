@@ -26,8 +26,8 @@
 //! `text: N passed, M failed`; exits 1 if anything failed.
 
 use onnx_codegen_proto::{
-    AttributeProto, FunctionProto, GraphProto, Message, ModelProto, NodeProto,
-    OperatorSetIdProto, SparseTensorProto, TensorProto, ValueInfoProto, tensor_proto::DataLocation,
+    AttributeProto, FunctionProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto,
+    SparseTensorProto, TensorProto, ValueInfoProto, tensor_proto::DataLocation,
     tensor_proto::DataType,
 };
 use std::path::{Path, PathBuf};
@@ -181,8 +181,8 @@ fn first_difference(ours: &ModelProto, reference: &ModelProto) -> String {
 fn check(text: &Path, binary: &Path, strict: bool) -> Result<(), String> {
     let src = std::fs::read_to_string(text).map_err(|e| format!("{}: {e}", text.display()))?;
     let bytes = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
-    let mut expected = ModelProto::decode(bytes.as_slice())
-        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let mut expected =
+        ModelProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", binary.display()))?;
     let mut ours = onnx_codegen::text::parse_model(&src, &text.display().to_string())
         .map_err(|e| e.to_string())?;
     if !strict {
