@@ -5,7 +5,6 @@
 use onnx_codegen::proto::{Message, ModelProto};
 use onnx_codegen::text::parse_model;
 use std::path::Path;
-use std::time::Instant;
 
 fn fixture_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/text")
@@ -176,58 +175,4 @@ fn nesting_up_to_the_limit_is_accepted() {
     // The main graph and 63 nested graphs: 64 levels; one more is refused.
     parse(nested_graphs(63)).unwrap();
     assert!(parse(nested_graphs(64)).unwrap_err().contains("nesting is too deep"));
-}
-
-/// A model of about `bytes` bytes: a large initializer and many nodes.
-fn big_model(bytes: usize) -> String {
-    let mut src = String::with_capacity(bytes + 1000);
-    src.push_str(HEAD);
-    let values = bytes / 2 / 12;
-    src.push_str(&format!(
-        "big (float[{values}] x) => (float[{values}] y)\n  <float[{values}] w = {{"
-    ));
-    for i in 0..values {
-        if i > 0 {
-            src.push(',');
-        }
-        src.push_str(&format!("{:.6e}", i as f32 * 0.37));
-    }
-    src.push_str("}>\n{\n  t0 = Add (x, w)\n");
-    let mut i = 0;
-    while src.len() < bytes {
-        src.push_str(&format!("  t{} = Mul <alpha = 1.5, axes = [1, 2, 3]> (t{i}, w)\n", i + 1));
-        i += 1;
-    }
-    src.push_str(&format!("  y = Identity (t{i})\n}}\n"));
-    src
-}
-
-#[test]
-fn parse_time_is_linear() {
-    let small = big_model(200_000);
-    let large = big_model(2_000_000);
-    let time = |src: &str| {
-        let start = Instant::now();
-        let model = parse_model(src, "big.onnxtxt").unwrap();
-        assert!(!model.graph.unwrap().node.is_empty());
-        start.elapsed().as_secs_f64()
-    };
-    time(&small);
-    let (t_small, t_large) = (time(&small), time(&large));
-    // Ten times the input must not cost anywhere near a hundred times the time.
-    assert!(t_large < 40.0 * t_small.max(1e-3), "{t_small}s for 200 kB, {t_large}s for 2 MB");
-}
-
-/// `cargo test --release -p onnx-codegen --test text_parser -- --ignored`
-#[test]
-#[ignore = "timing; meaningful in release builds only"]
-fn ten_megabytes_parse_in_well_under_a_second() {
-    let src = big_model(10_000_000);
-    let start = Instant::now();
-    parse_model(&src, "big.onnxtxt").unwrap();
-    let elapsed = start.elapsed();
-    println!("parsed {} bytes in {elapsed:?}", src.len());
-    if !cfg!(debug_assertions) {
-        assert!(elapsed.as_secs_f64() < 1.0, "{elapsed:?}");
-    }
 }

@@ -33,18 +33,6 @@ fn test_name(dir: &Path) -> String {
     dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// The first line where the debug dumps of two canonical models differ.
-fn first_difference(a: &ModelProto, b: &ModelProto) -> String {
-    let (da, db) = (format!("{a:#?}"), format!("{b:#?}"));
-    let cut = |s: &str| s.trim().chars().take(160).collect::<String>();
-    for (i, (la, lb)) in da.lines().zip(db.lines()).enumerate() {
-        if la != lb {
-            return format!("line {}: expected `{}`, got `{}`", i + 1, cut(la), cut(lb));
-        }
-    }
-    format!("dumps differ in length ({} vs {} lines)", da.lines().count(), db.lines().count())
-}
-
 fn check(
     dir: &Path,
     mode: &Mode,
@@ -88,7 +76,10 @@ fn check(
     if original.encode_to_vec() == reparsed.encode_to_vec() {
         Ok(())
     } else {
-        Err(format!("the reparsed model differs: {}", first_difference(&original, &reparsed)))
+        Err(format!(
+            "the reparsed model differs: {}",
+            onnx_codegen_tests::first_difference(&reparsed, &original)
+        ))
     }
 }
 
@@ -125,10 +116,15 @@ fn main() {
         });
         for dir in tests {
             match check(&dir, &mode, reference_text.as_deref(), &mut text_counts) {
-                Ok(()) => passed += 1,
+                Ok(()) => {
+                    passed += 1;
+                    if !matches!(mode, Mode::Emit(_)) {
+                        println!("PASS {}", test_name(&dir));
+                    }
+                }
                 Err(e) => {
                     failed += 1;
-                    println!("FAIL {}: {e}", dir.display());
+                    println!("FAIL {}: {e}", test_name(&dir));
                 }
             }
         }
