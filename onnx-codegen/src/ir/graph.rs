@@ -371,6 +371,21 @@ impl Graph {
         id
     }
 
+    /// Appends a node whose output values already exist (added with
+    /// [`Graph::add_value`] as `NodeOutput` of the id this call returns, which
+    /// is the number of nodes pushed so far).
+    pub fn push_node(&mut self, node: Node) -> NodeId {
+        let id = self.next_node_id();
+        self.nodes.push(node);
+        self.order.push(id);
+        id
+    }
+
+    /// The id the next pushed node will get.
+    pub fn next_node_id(&self) -> NodeId {
+        NodeId(u32::try_from(self.nodes.len()).unwrap_or(u32::MAX))
+    }
+
     /// Replaces the topological order (the caller guarantees it is one and
     /// lists live nodes only).
     pub fn set_order(&mut self, order: Vec<NodeId>) {
@@ -483,30 +498,4 @@ impl Graph {
         self.visit(&mut |g, _| n += g.node_count());
         n
     }
-
-    /// Takes the node arena apart (for passes that rebuild graphs).
-    pub(crate) fn into_parts(self) -> GraphParts {
-        GraphParts {
-            name: self.name,
-            doc_string: self.doc_string,
-            values: self.values,
-            nodes: self.nodes,
-            order: self.order,
-            inputs: self.inputs,
-            outputs: self.outputs,
-            captures: self.captures,
-        }
-    }
-}
-
-/// The pieces of a graph, for passes that move values and nodes between graphs.
-pub(crate) struct GraphParts {
-    pub name: String,
-    pub doc_string: String,
-    pub values: Vec<Value>,
-    pub nodes: Vec<Node>,
-    pub order: Vec<NodeId>,
-    pub inputs: Vec<ValueId>,
-    pub outputs: Vec<ValueId>,
-    pub captures: Vec<ValueId>,
 }

@@ -11,7 +11,6 @@ mod model;
 mod tensor;
 mod types;
 
-pub(crate) use graph::GraphParts;
 pub use graph::{
     AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, ValueId, ValueKind,
 };
