@@ -1045,8 +1045,13 @@ impl Lowerer {
                 None => break Vec::new(),
             }
         };
-        // The walk follows producers; print in data-flow order.
-        let mut names: Vec<String> = cycle.iter().rev().map(|&i| format!("'{}'", label(i))).collect();
+        // The walk follows producers: print in data-flow order, from the
+        // node that comes first in the model.
+        let mut cycle: Vec<usize> = cycle.into_iter().rev().collect();
+        if let Some(first) = cycle.iter().enumerate().min_by_key(|p| p.1).map(|p| p.0) {
+            cycle.rotate_left(first);
+        }
+        let mut names: Vec<String> = cycle.iter().map(|&i| format!("'{}'", label(i))).collect();
         if let Some(first) = names.first().cloned() {
             names.push(first);
         }
