@@ -9,6 +9,7 @@ The output is committed: building the project never needs Python.
 
 import json
 import os
+import struct
 import sys
 
 import onnx
@@ -34,7 +35,15 @@ def rs_f32(x):
         return "f32::NAN"
     if x in (float("inf"), float("-inf")):
         return "f32::INFINITY" if x > 0 else "f32::NEG_INFINITY"
-    r = repr(float(x))
+    # The shortest decimal that reads back as the same f32.
+    target = struct.pack("<f", x)
+    for precision in range(1, 10):
+        r = "%.*g" % (precision, x)
+        try:
+            if struct.pack("<f", float(r)) == target:
+                break
+        except OverflowError:
+            continue
     return r if ("." in r or "e" in r) else r + ".0"
 
 

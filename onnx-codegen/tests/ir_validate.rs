@@ -65,7 +65,9 @@ fn unknown_and_too_new_and_deprecated_operators() {
     g(&mut m).node[0].op_type = Some("Gelu".into());
     assert_eq!(
         errors(&m),
-        ["node 'r' uses operator 'Gelu', which does not exist at version 17 of domain ''; it first appears in version 20"]
+        [
+            "node 'r' uses operator 'Gelu', which does not exist at version 17 of domain ''; it first appears in version 20"
+        ]
     );
 
     let mut m = relu_model();
@@ -86,7 +88,9 @@ fn unknown_and_too_new_and_deprecated_operators() {
     g(&mut m).node[0] = node("Upsample", &["x", "s"], &["y"]).named("u");
     assert_eq!(
         errors(&m),
-        ["node 'u' uses operator 'Upsample', which is deprecated from version 10 of domain '' (imported at version 10)"]
+        [
+            "node 'u' uses operator 'Upsample', which is deprecated from version 10 of domain '' (imported at version 10)"
+        ]
     );
 }
 
@@ -139,15 +143,20 @@ fn attributes_are_checked_against_the_schema() {
 
     let mut m = relu_model();
     g(&mut m).node[0] = g(&mut m).node[0].clone().attr(attr_i("foo", 1));
-    assert_eq!(errors(&m), ["node 'r' has attribute 'foo', which Relu (version 14) does not define"]);
+    assert_eq!(
+        errors(&m),
+        ["node 'r' has attribute 'foo', which Relu (version 14) does not define"]
+    );
 
     let mut m = relu_model();
     g(&mut m).node[0] = node("Concat", &["x"], &["y"]).named("c");
     assert_eq!(errors(&m), ["node 'c' lacks attribute 'axis', which Concat (version 13) requires"]);
 
     let mut m = relu_model();
-    g(&mut m).node[0] =
-        node("LeakyRelu", &["x"], &["y"]).named("l").attr(attr_f("alpha", 0.5)).attr(attr_f("alpha", 0.2));
+    g(&mut m).node[0] = node("LeakyRelu", &["x"], &["y"])
+        .named("l")
+        .attr(attr_f("alpha", 0.5))
+        .attr(attr_f("alpha", 0.2));
     assert_eq!(errors(&m), ["attribute 'alpha' is given more than once"]);
 }
 
@@ -159,13 +168,17 @@ fn attributes_hold_exactly_one_value_of_their_type() {
     g(&mut m).node[0] = node("LeakyRelu", &["x"], &["y"]).named("l").attr(two.clone());
     assert_eq!(
         errors(&m),
-        ["attribute 'alpha' has type FLOAT but also holds a value of type INT; an attribute holds exactly one value"]
+        [
+            "attribute 'alpha' has type FLOAT but also holds a value of type INT; an attribute holds exactly one value"
+        ]
     );
     two.r#type = None;
     g(&mut m).node[0] = node("LeakyRelu", &["x"], &["y"]).named("l").attr(two);
     assert_eq!(
         errors(&m),
-        ["attribute 'alpha' has no type and holds several values (FLOAT, INT); an attribute holds exactly one value"]
+        [
+            "attribute 'alpha' has no type and holds several values (FLOAT, INT); an attribute holds exactly one value"
+        ]
     );
 
     // A missing type with one value is survivable.
@@ -195,7 +208,9 @@ fn references_are_only_allowed_in_functions() {
         node("LeakyRelu", &["x"], &["y"]).named("l").attr(attr_ref("alpha", "a", 1));
     assert_eq!(
         errors(&m),
-        ["attribute 'alpha' refers to function attribute 'a', but references are only allowed in function bodies"]
+        [
+            "attribute 'alpha' refers to function attribute 'a', but references are only allowed in function bodies"
+        ]
     );
 }
 
@@ -205,14 +220,18 @@ fn every_value_is_defined_once() {
     g(&mut m).node.push(node("Relu", &["x"], &["y"]).named("r2"));
     assert_eq!(
         errors(&m),
-        ["value 'y' is defined by node 'r2' (Relu) but also by another node; every value must be defined once"]
+        [
+            "value 'y' is defined by node 'r2' (Relu) but also by another node; every value must be defined once"
+        ]
     );
 
     let mut m = relu_model();
     g(&mut m).node.push(node("Relu", &["y"], &["x"]).named("r2"));
     assert_eq!(
         errors(&m),
-        ["value 'x' is defined by node 'r2' (Relu) but also by a graph input; every value must be defined once"]
+        [
+            "value 'x' is defined by node 'r2' (Relu) but also by a graph input; every value must be defined once"
+        ]
     );
 
     let mut m = relu_model();
@@ -262,7 +281,9 @@ fn out_of_order_nodes_are_resorted_with_a_warning() {
     let p = ok(&m);
     assert_eq!(
         p.warnings.iter().map(|d| d.message.as_str()).collect::<Vec<_>>(),
-        ["the nodes of graph 'g' are not in topological order; they were re-sorted (node 'second' uses 't' before node 'first' defines it)"]
+        [
+            "the nodes of graph 'g' are not in topological order; they were re-sorted (node 'second' uses 't' before node 'first' defines it)"
+        ]
     );
     let names: Vec<&str> = p.model.graph.nodes().map(|(_, n)| n.name.as_str()).collect();
     assert_eq!(names, ["first", "second"]);
@@ -294,12 +315,16 @@ fn initializers_and_inputs_by_ir_version() {
     g(&mut m).initializer.push(floats("c", &[2], &[1.0, 2.0]));
     assert_eq!(
         errors(&m),
-        ["initializer 'c' is not a graph input; in IR version 3 every initializer must also be listed as a graph input"]
+        [
+            "initializer 'c' is not a graph input; in IR version 3 every initializer must also be listed as a graph input"
+        ]
     );
     g(&mut m).input.push(vi("c", FLOAT, &[2]));
     let p = ok(&m);
     let c = p.model.graph.value_by_name("c").unwrap();
-    assert!(matches!(&p.model.graph.value(c).kind, ValueKind::Input { default: Some(t) } if t.dims == [2]));
+    assert!(
+        matches!(&p.model.graph.value(c).kind, ValueKind::Input { default: Some(t) } if t.dims == [2])
+    );
 
     // IR 4+: a main-graph initializer that is also an input is an overridable default.
     let mut m = relu_model();
@@ -309,18 +334,16 @@ fn initializers_and_inputs_by_ir_version() {
 }
 
 fn if_model(then_branch: onnx_codegen::proto::GraphProto) -> onnx_codegen::proto::ModelProto {
-    let else_branch = graph(
-        "else",
-        vec![node("Identity", &["x"], &["e"])],
-        vec![],
-        vec![vi_untyped("e")],
-    );
+    let else_branch =
+        graph("else", vec![node("Identity", &["x"], &["e"])], vec![], vec![vi_untyped("e")]);
     model(graph(
         "main",
-        vec![node("If", &["b"], &["y"])
-            .named("if")
-            .attr(attr_g("then_branch", then_branch))
-            .attr(attr_g("else_branch", else_branch))],
+        vec![
+            node("If", &["b"], &["y"])
+                .named("if")
+                .attr(attr_g("then_branch", then_branch))
+                .attr(attr_g("else_branch", else_branch)),
+        ],
         vec![vi("x", FLOAT, &[2]), vi("b", BOOL, &[])],
         vec![vi("y", FLOAT, &[2])],
     ))
@@ -349,12 +372,15 @@ fn subgraphs_capture_outer_values() {
 #[test]
 fn nested_subgraphs_capture_through_every_level() {
     let inner = graph("inner", vec![node("Neg", &["x"], &["i"])], vec![], vec![vi_untyped("i")]);
-    let inner_else = graph("inner_else", vec![node("Identity", &["x"], &["j"])], vec![], vec![vi_untyped("j")]);
+    let inner_else =
+        graph("inner_else", vec![node("Identity", &["x"], &["j"])], vec![], vec![vi_untyped("j")]);
     let then_branch = graph(
         "then",
-        vec![node("If", &["b"], &["t"])
-            .attr(attr_g("then_branch", inner))
-            .attr(attr_g("else_branch", inner_else))],
+        vec![
+            node("If", &["b"], &["t"])
+                .attr(attr_g("then_branch", inner))
+                .attr(attr_g("else_branch", inner_else)),
+        ],
         vec![],
         vec![vi_untyped("t")],
     );
@@ -367,7 +393,10 @@ fn nested_subgraphs_capture_through_every_level() {
     let (_, inner_if) = then.nodes().next().unwrap();
     let inner = &inner_if.attr("then_branch").unwrap().graphs()[0];
     let ix = inner.captures[0];
-    assert_eq!(inner.value(ix).kind, ValueKind::Captured { outer: then.value_by_name("x").unwrap() });
+    assert_eq!(
+        inner.value(ix).kind,
+        ValueKind::Captured { outer: then.value_by_name("x").unwrap() }
+    );
 }
 
 #[test]
@@ -393,12 +422,18 @@ fn subgraph_node_outputs_must_not_shadow_outer_names() {
 
 #[test]
 fn subgraph_inputs_with_initializers_warn() {
-    let mut then_branch =
-        graph("then", vec![node("Identity", &["c"], &["t"])], vec![vi_untyped("c")], vec![vi_untyped("t")]);
+    let mut then_branch = graph(
+        "then",
+        vec![node("Identity", &["c"], &["t"])],
+        vec![vi_untyped("c")],
+        vec![vi_untyped("t")],
+    );
     then_branch.initializer.push(floats("c", &[2], &[1.0, 2.0]));
     assert_eq!(
         warnings(&if_model(then_branch)),
-        ["subgraph input 'c' also has an initializer; from IR version 4 on, subgraph inputs should not have initializers"]
+        [
+            "subgraph input 'c' also has an initializer; from IR version 4 on, subgraph inputs should not have initializers"
+        ]
     );
 }
 
@@ -408,18 +443,18 @@ fn subgraph_nesting_is_bounded() {
     for i in 1..100 {
         inner = graph(
             &format!("g{i}"),
-            vec![node("If", &["b"], &["o"])
-                .attr(attr_g("then_branch", inner))
-                .attr(attr_g(
-                    "else_branch",
-                    graph("e", vec![node("Neg", &["x"], &["o2"])], vec![], vec![vi_untyped("o2")]),
-                ))],
+            vec![node("If", &["b"], &["o"]).attr(attr_g("then_branch", inner)).attr(attr_g(
+                "else_branch",
+                graph("e", vec![node("Neg", &["x"], &["o2"])], vec![], vec![vi_untyped("o2")]),
+            ))],
             vec![],
             vec![vi_untyped("o")],
         );
     }
     let e = errors(&if_model(inner));
-    assert!(e.contains(&"subgraphs are nested more than 64 levels deep; the model is refused".to_string()));
+    assert!(e.contains(
+        &"subgraphs are nested more than 64 levels deep; the model is refused".to_string()
+    ));
 }
 
 #[test]

@@ -118,7 +118,10 @@ pub enum AttrValue {
     Types(Vec<Type>),
     /// Inside a function body only: the value of the function attribute
     /// `name` (`@name`), of the declared type.
-    Ref { name: String, ty: AttrType },
+    Ref {
+        name: String,
+        ty: AttrType,
+    },
 }
 
 impl AttrValue {

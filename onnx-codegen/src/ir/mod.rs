@@ -11,9 +11,7 @@ mod model;
 mod tensor;
 mod types;
 
-pub use graph::{
-    AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, ValueId, ValueKind,
-};
+pub use graph::{AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, ValueId, ValueKind};
 pub use model::{Function, Metadata, Model};
 pub use tensor::{SparseTensor, Tensor, TensorData, element_count};
 pub use types::{AttrType, Dim, ElemType, Shape, Type};

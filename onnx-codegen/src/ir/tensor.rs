@@ -81,20 +81,20 @@ impl Tensor {
         elem: ElemType,
         dims: Vec<u64>,
         data: Bytes,
-    ) -> Result<Tensor, Diagnostic> {
+    ) -> Result<Tensor, Vec<Diagnostic>> {
         let name = name.into();
         let expected = element_count(&dims).and_then(|n| elem.byte_size(n)).ok_or_else(|| {
-            Diagnostic::error(format!(
+            vec![Diagnostic::error(format!(
                 "tensor '{name}' of type {elem} and shape {} is too large",
                 shape_text(&dims)
-            ))
+            ))]
         })?;
         if u64::try_from(data.len()).ok() != Some(expected) {
-            return Err(Diagnostic::error(format!(
+            return Err(vec![Diagnostic::error(format!(
                 "tensor '{name}' of type {elem} and shape {} needs {expected} bytes of data, but has {}",
                 shape_text(&dims),
                 data.len()
-            )));
+            ))]);
         }
         Ok(Tensor { name, elem, dims, data: TensorData::Bytes(data) })
     }
@@ -102,7 +102,12 @@ impl Tensor {
     /// A scalar or 1-D `int64` tensor from values (for tests and constant folding).
     pub fn from_i64s(name: impl Into<String>, dims: Vec<u64>, values: &[i64]) -> Tensor {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Tensor { name: name.into(), elem: ElemType::Int64, dims, data: TensorData::Bytes(bytes.into()) }
+        Tensor {
+            name: name.into(),
+            elem: ElemType::Int64,
+            dims,
+            data: TensorData::Bytes(bytes.into()),
+        }
     }
 
     /// The number of elements (the product of the dims, checked on construction).
@@ -249,7 +254,12 @@ impl Tensor {
                     t.string_data.len()
                 ))]);
             }
-            return Ok(Tensor { name, elem, dims, data: TensorData::Strings(t.string_data.clone()) });
+            return Ok(Tensor {
+                name,
+                elem,
+                dims,
+                data: TensorData::Strings(t.string_data.clone()),
+            });
         }
         let Some(expected_bytes) = elem.byte_size(count) else {
             return Err(vec![Diagnostic::error(format!(
@@ -259,7 +269,7 @@ impl Tensor {
         let data = match used {
             Some("raw_data") => {
                 let raw = t.raw_data.clone().unwrap_or_default();
-                return Tensor::from_bytes(name, elem, dims, raw).map_err(|d| vec![d]);
+                return Tensor::from_bytes(name, elem, dims, raw);
             }
             None if count == 0 => Bytes::new(),
             None => {
@@ -322,7 +332,9 @@ fn convert_typed(t: &TensorProto, elem: ElemType) -> Bytes {
         }
         ElemType::Int64 => out.extend(t.int64_data.iter().flat_map(|v| v.to_le_bytes())),
         ElemType::Uint64 => out.extend(t.uint64_data.iter().flat_map(|v| v.to_le_bytes())),
-        ElemType::Uint32 => out.extend(t.uint64_data.iter().flat_map(|&v| (v as u32).to_le_bytes())),
+        ElemType::Uint32 => {
+            out.extend(t.uint64_data.iter().flat_map(|&v| (v as u32).to_le_bytes()))
+        }
         ElemType::Int32 => out.extend(t.int32_data.iter().flat_map(|v| v.to_le_bytes())),
         ElemType::Int16 | ElemType::Uint16 | ElemType::Float16 | ElemType::Bfloat16 => {
             out.extend(t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()));
@@ -359,9 +371,8 @@ impl SparseTensor {
         for &d in &s.dims {
             match u64::try_from(d) {
                 Ok(d) => dims.push(d),
-                Err(_) => {
-                    errors.push(Diagnostic::error(format!("sparse tensor has negative dimension {d}")))
-                }
+                Err(_) => errors
+                    .push(Diagnostic::error(format!("sparse tensor has negative dimension {d}"))),
             }
         }
         let values = match &s.values {

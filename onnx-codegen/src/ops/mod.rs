@@ -142,7 +142,12 @@ const fn formal(
     Formal { name, option, type_str, homogeneous, min_arity }
 }
 
-const fn attr(name: &'static str, ty: AttrType, required: bool, default: AttrDefault) -> AttrSchema {
+const fn attr(
+    name: &'static str,
+    ty: AttrType,
+    required: bool,
+    default: AttrDefault,
+) -> AttrSchema {
     AttrSchema { name, ty, required, default }
 }
 
@@ -248,7 +253,10 @@ mod tests {
         assert_eq!((conv.min_inputs, conv.max_inputs), (2, 3));
         assert_eq!(conv.inputs[2].option, Param::Optional);
         let ap = conv.attribute("auto_pad").unwrap();
-        assert_eq!((ap.ty, ap.required, ap.default), (AttrType::String, false, AttrDefault::Str("NOTSET")));
+        assert_eq!(
+            (ap.ty, ap.required, ap.default),
+            (AttrType::String, false, AttrDefault::Str("NOTSET"))
+        );
         assert_eq!(conv.attribute("group").unwrap().default, AttrDefault::I(1));
         assert!(!conv.attribute("kernel_shape").unwrap().has_default());
         let t = conv.type_constraint("T").unwrap();
@@ -258,6 +266,9 @@ mod tests {
         assert_eq!(concat.input_formal(5).map(|f| f.name), Some("inputs"));
         assert_eq!(conv.input_formal(3), None);
         assert!(concat.attribute("axis").unwrap().required);
-        assert_eq!(schema("", "LeakyRelu", 16).unwrap().attribute("alpha").unwrap().default, AttrDefault::F(0.01));
+        assert_eq!(
+            schema("", "LeakyRelu", 16).unwrap().attribute("alpha").unwrap().default,
+            AttrDefault::F(0.01)
+        );
     }
 }

@@ -177,7 +177,9 @@ fn call_order(
                                 (f.domain.clone(), f.name.clone())
                             });
                         let msg = if names.len() == 2 {
-                            format!("function '{name}' calls itself; recursive functions cannot be inlined")
+                            format!(
+                                "function '{name}' calls itself; recursive functions cannot be inlined"
+                            )
                         } else {
                             format!(
                                 "function '{name}' calls itself through {}; recursive functions cannot be inlined",
@@ -185,7 +187,8 @@ fn call_order(
                             )
                         };
                         diags.push(
-                            Diagnostic::error(msg).at_path(vec![PathStep::Function { domain, name }]),
+                            Diagnostic::error(msg)
+                                .at_path(vec![PathStep::Function { domain, name }]),
                         );
                         ok = false;
                         // Do not report the same cycle again from this path.
@@ -245,7 +248,8 @@ struct Inliner<'d> {
 fn has_calls(g: &Graph, index: &HashMap<Key, usize>) -> bool {
     let mut found = false;
     g.visit(&mut |g, _| {
-        found = found || g.nodes().any(|(_, n)| n.op.schema.is_none() && index.contains_key(&key_of(&n.op)));
+        found = found
+            || g.nodes().any(|(_, n)| n.op.schema.is_none() && index.contains_key(&key_of(&n.op)));
     });
     found
 }
@@ -338,7 +342,13 @@ impl Inliner<'_> {
     }
 
     /// Appends the body of the function `call` calls to `new`.
-    fn expand_call(&mut self, old: &Graph, call: &Node, new: &mut Graph, map: &mut [Option<ValueId>]) {
+    fn expand_call(
+        &mut self,
+        old: &Graph,
+        call: &Node,
+        new: &mut Graph,
+        map: &mut [Option<ValueId>],
+    ) {
         let Some(&fi) = self.index.get(&key_of(&call.op)) else { return };
         let Some(Some(f)) = self.funcs.get(fi) else { return };
         let f = f.clone();
@@ -380,7 +390,11 @@ impl Inliner<'_> {
         }
         for (_, bn) in body.nodes() {
             let mut node = Node {
-                name: if bn.name.is_empty() { String::new() } else { format!("{prefix}/{}", bn.name) },
+                name: if bn.name.is_empty() {
+                    String::new()
+                } else {
+                    format!("{prefix}/{}", bn.name)
+                },
                 op: bn.op.clone(),
                 inputs: bn
                     .inputs
@@ -405,13 +419,22 @@ impl Inliner<'_> {
                 .map(|(index, o)| {
                     o.map(|o| {
                         let bvalue = body.value(o);
-                        let (name, ty, caller) = match out_name.get(&o).and_then(|&j| call.output(j)) {
-                            Some(cv) => {
-                                let c = old.value(cv);
-                                (c.name.clone(), c.ty.clone().or_else(|| bvalue.ty.clone()), Some(cv))
-                            }
-                            None => (self.names.fresh(&format!("{prefix}_{}", bvalue.name)), bvalue.ty.clone(), None),
-                        };
+                        let (name, ty, caller) =
+                            match out_name.get(&o).and_then(|&j| call.output(j)) {
+                                Some(cv) => {
+                                    let c = old.value(cv);
+                                    (
+                                        c.name.clone(),
+                                        c.ty.clone().or_else(|| bvalue.ty.clone()),
+                                        Some(cv),
+                                    )
+                                }
+                                None => (
+                                    self.names.fresh(&format!("{prefix}_{}", bvalue.name)),
+                                    bvalue.ty.clone(),
+                                    None,
+                                ),
+                            };
                         let nv = new.add_value(Value {
                             name,
                             ty,
@@ -477,7 +500,13 @@ impl Inliner<'_> {
     /// Copies a subgraph of a function body into the caller: every value
     /// gets a new name, captures point at the caller's values, and
     /// attribute references are substituted, recursively.
-    fn instantiate(&mut self, sub: &Graph, outer_map: &[Option<ValueId>], outer: &Graph, subst: &Subst<'_>) -> Graph {
+    fn instantiate(
+        &mut self,
+        sub: &Graph,
+        outer_map: &[Option<ValueId>],
+        outer: &Graph,
+        subst: &Subst<'_>,
+    ) -> Graph {
         let mut g = Graph::new(sub.name.clone());
         g.doc_string = sub.doc_string.clone();
         let mut map: Vec<Option<ValueId>> = vec![None; sub.values().len()];

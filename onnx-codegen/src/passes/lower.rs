@@ -8,8 +8,8 @@
 
 use crate::diag::{Diagnostic, Diagnostics, PathStep};
 use crate::ir::{
-    AttrType, AttrValue, Attribute, Dim, ElemType, Function, Graph, Metadata, Model, Node,
-    NodeId, Op, Shape, SparseTensor, Tensor, Type, Value, ValueId, ValueKind,
+    AttrType, AttrValue, Attribute, Dim, ElemType, Function, Graph, Metadata, Model, Node, NodeId,
+    Op, Shape, SparseTensor, Tensor, Type, Value, ValueId, ValueKind,
 };
 use crate::ops::{self, Lookup, Param};
 use crate::proto::{
@@ -106,8 +106,7 @@ pub fn lower_model(m: &ModelProto) -> (Model, Diagnostics) {
             .map(|p| (p.key().to_owned(), p.value().to_owned()))
             .collect(),
     };
-    let model =
-        Model { ir_version: m.ir_version(), opset_imports, metadata, graph, functions };
+    let model = Model { ir_version: m.ir_version(), opset_imports, metadata, graph, functions };
     (model, l.diags)
 }
 
@@ -600,8 +599,26 @@ impl Lowerer {
             ));
         }
         let desc = format!("{op_type} (version {sv})");
-        self.check_arity(np.input.len(), &np.input, schema.min_inputs, schema.max_inputs, schema.inputs, "input", label, &desc);
-        self.check_arity(np.output.len(), &np.output, schema.min_outputs, schema.max_outputs, schema.outputs, "output", label, &desc);
+        self.check_arity(
+            np.input.len(),
+            &np.input,
+            schema.min_inputs,
+            schema.max_inputs,
+            schema.inputs,
+            "input",
+            label,
+            &desc,
+        );
+        self.check_arity(
+            np.output.len(),
+            &np.output,
+            schema.min_outputs,
+            schema.max_outputs,
+            schema.outputs,
+            "output",
+            label,
+            &desc,
+        );
         for a in attributes {
             match schema.attribute(&a.name) {
                 None => self.error(format!(
@@ -798,7 +815,9 @@ impl Lowerer {
                 }
                 AttrValue::Tensors(v)
             }
-            AttrType::SparseTensor => AttrValue::SparseTensor(self.sparse(a.sparse_tensor.as_deref()?)?),
+            AttrType::SparseTensor => {
+                AttrValue::SparseTensor(self.sparse(a.sparse_tensor.as_deref()?)?)
+            }
             AttrType::SparseTensors => {
                 let mut v = Vec::with_capacity(a.sparse_tensors.len());
                 for t in &a.sparse_tensors {
@@ -807,9 +826,9 @@ impl Lowerer {
                 AttrValue::SparseTensors(v)
             }
             AttrType::Type => AttrValue::Type(self.lower_type(a.tp.as_deref()?, name, 0)),
-            AttrType::Types => {
-                AttrValue::Types(a.type_protos.iter().map(|t| self.lower_type(t, name, 0)).collect())
-            }
+            AttrType::Types => AttrValue::Types(
+                a.type_protos.iter().map(|t| self.lower_type(t, name, 0)).collect(),
+            ),
             AttrType::Graph => {
                 AttrValue::Graph(Box::new(self.lower_graph(a.g.as_deref()?, ctx, GraphKind::Sub)))
             }
@@ -857,10 +876,14 @@ impl Lowerer {
                 Type::SparseTensor { elem: e, shape: self.lower_shape(tt.shape.as_ref(), what) }
             }
             Some(type_proto::Value::SequenceType(s)) => Type::Sequence(Box::new(
-                s.elem_type.as_deref().map_or(Type::Unknown, |t| self.lower_type(t, what, depth + 1)),
+                s.elem_type
+                    .as_deref()
+                    .map_or(Type::Unknown, |t| self.lower_type(t, what, depth + 1)),
             )),
             Some(type_proto::Value::OptionalType(s)) => Type::Optional(Box::new(
-                s.elem_type.as_deref().map_or(Type::Unknown, |t| self.lower_type(t, what, depth + 1)),
+                s.elem_type
+                    .as_deref()
+                    .map_or(Type::Unknown, |t| self.lower_type(t, what, depth + 1)),
             )),
             Some(type_proto::Value::MapType(m)) => {
                 let value = Box::new(
@@ -882,11 +905,7 @@ impl Lowerer {
         }
     }
 
-    fn lower_shape(
-        &mut self,
-        shape: Option<&crate::proto::TensorShapeProto>,
-        what: &str,
-    ) -> Shape {
+    fn lower_shape(&mut self, shape: Option<&crate::proto::TensorShapeProto>, what: &str) -> Shape {
         let Some(shape) = shape else { return Shape::unknown() };
         let mut dims = Vec::with_capacity(shape.dim.len());
         for d in &shape.dim {
@@ -1019,9 +1038,16 @@ impl Lowerer {
         if order.len() == n {
             let g = self.top();
             g.set_order(order);
-            let mut msg = format!("the nodes of graph '{}' are not in topological order; they were re-sorted", gp.name());
+            let mut msg = format!(
+                "the nodes of graph '{}' are not in topological order; they were re-sorted",
+                gp.name()
+            );
             if let Some((user, producer, value)) = first_bad {
-                msg = format!("{msg} (node '{}' uses '{value}' before node '{}' defines it)", label(user), label(producer));
+                msg = format!(
+                    "{msg} (node '{}' uses '{value}' before node '{}' defines it)",
+                    label(user),
+                    label(producer)
+                );
             }
             self.warning(msg);
             return;
@@ -1055,7 +1081,11 @@ impl Lowerer {
         if let Some(first) = names.first().cloned() {
             names.push(first);
         }
-        self.error(format!("graph '{}' has a cycle through nodes {}", gp.name(), names.join(" -> ")));
+        self.error(format!(
+            "graph '{}' has a cycle through nodes {}",
+            gp.name(),
+            names.join(" -> ")
+        ));
     }
 }
 

@@ -36,7 +36,11 @@ pub fn tensor_type(elem: i32, dims: &[i64]) -> TypeProto {
 }
 
 pub fn vi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto { name: Some(name.into()), r#type: Some(tensor_type(elem, dims)), ..Default::default() }
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(tensor_type(elem, dims)),
+        ..Default::default()
+    }
 }
 
 pub fn vi_untyped(name: &str) -> ValueInfoProto {
@@ -93,15 +97,30 @@ pub fn attr_f(name: &str, v: f32) -> AttributeProto {
 }
 
 pub fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto { name: Some(name.into()), r#type: Some(7), ints: v.to_vec(), ..Default::default() }
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(7),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
 }
 
 pub fn attr_g(name: &str, g: GraphProto) -> AttributeProto {
-    AttributeProto { name: Some(name.into()), r#type: Some(5), g: Some(Box::new(g)), ..Default::default() }
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(5),
+        g: Some(Box::new(g)),
+        ..Default::default()
+    }
 }
 
 pub fn attr_t(name: &str, t: TensorProto) -> AttributeProto {
-    AttributeProto { name: Some(name.into()), r#type: Some(4), t: Some(Box::new(t)), ..Default::default() }
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(4),
+        t: Some(Box::new(t)),
+        ..Default::default()
+    }
 }
 
 /// `name = @target` of the given attribute type code (inside function bodies).
@@ -120,7 +139,13 @@ pub fn graph(
     inputs: Vec<ValueInfoProto>,
     outputs: Vec<ValueInfoProto>,
 ) -> GraphProto {
-    GraphProto { name: Some(name.into()), node: nodes, input: inputs, output: outputs, ..Default::default() }
+    GraphProto {
+        name: Some(name.into()),
+        node: nodes,
+        input: inputs,
+        output: outputs,
+        ..Default::default()
+    }
 }
 
 /// A model (IR 10, default opset 17) around `g`.

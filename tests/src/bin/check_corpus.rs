@@ -34,7 +34,8 @@ fn main() {
                     for w in p.warnings {
                         debug_assert_eq!(w.severity, Severity::Warning);
                         // Group warnings by message shape (names stripped).
-                        let shape: String = w.message.split('\'').step_by(2).collect::<Vec<_>>().join("'…'");
+                        let shape: String =
+                            w.message.split('\'').step_by(2).collect::<Vec<_>>().join("'…'");
                         *warnings.entry(shape).or_default() += 1;
                     }
                 }
