@@ -537,3 +537,39 @@ fn lowers_large_graphs_in_linear_time() {
     assert_eq!(p.warnings.len(), 1, "reversed order is re-sorted");
     assert!(start.elapsed().as_secs() < 20, "took {:?}", start.elapsed());
 }
+
+#[test]
+fn rewriting_helpers_keep_uses_consistent() {
+    // x -> Neg -> t -> Relu -> y; bypass Neg: Relu reads x directly.
+    let mut m = relu_model();
+    g(&mut m).node = vec![node("Neg", &["x"], &["t"]).named("neg"), node("Relu", &["t"], &["y"])];
+    let mut gr = ok(&m).model.graph;
+    let (x, t) = (gr.value_by_name("x").unwrap(), gr.value_by_name("t").unwrap());
+    let neg = gr.node_by_name("neg").unwrap();
+    assert_eq!(gr.producer(t), Some((neg, 0)));
+    assert_eq!(gr.uses()[t.index()].len(), 1);
+    gr.replace_uses(t, x);
+    gr.retain_nodes(|id, _| id != neg);
+    assert_eq!(gr.node_count(), 1);
+    assert!(gr.uses()[t.index()].is_empty());
+    assert_eq!(gr.uses()[x.index()].len(), 1);
+    let (_, relu) = gr.nodes().next().unwrap();
+    assert_eq!(relu.inputs, vec![Some(x)]);
+}
+
+#[test]
+fn bad_types_are_reported() {
+    let mut m = relu_model();
+    let mut t = tensor_type(99, &[-1]);
+    g(&mut m).input[0].r#type = Some(t.clone());
+    assert_eq!(
+        errors(&m),
+        ["the type of 'x' has element type code 99, which is not a tensor element type"]
+    );
+    t = tensor_type(FLOAT, &[-1]);
+    g(&mut m).input[0].r#type = Some(t);
+    assert_eq!(
+        warnings(&m),
+        ["the shape of 'x' has negative dimension -1; it is taken as unknown"]
+    );
+}

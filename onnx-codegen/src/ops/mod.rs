@@ -10,6 +10,8 @@
 mod schema_table;
 
 use crate::ir::AttrType;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The domain of the default operator set, as the IR stores it (`ai.onnx` is
 /// normalized to this).
@@ -160,13 +162,34 @@ pub fn all() -> &'static [OpSchema] {
     schema_table::SCHEMAS
 }
 
+type Index = HashMap<(&'static str, &'static str), &'static [OpSchema]>;
+
+/// The versions of every operator by (domain, name), built on first use:
+/// validation resolves one operator per node, so this must be a hash lookup.
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let table = schema_table::SCHEMAS;
+        let mut map = Index::new();
+        let mut start = 0;
+        while let Some(first) = table.get(start) {
+            let len = table
+                .get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|s| (s.domain, s.name) == (first.domain, first.name))
+                .count();
+            map.insert((first.domain, first.name), table.get(start..start + len).unwrap_or(&[]));
+            start += len.max(1);
+        }
+        map
+    })
+}
+
 /// All versions of one operator, oldest first (empty when unknown).
 pub fn versions(domain: &str, op_type: &str) -> &'static [OpSchema] {
-    let domain = normalize_domain(domain);
-    let table = schema_table::SCHEMAS;
-    let start = table.partition_point(|s| (s.domain, s.name) < (domain, op_type));
-    let end = table.partition_point(|s| (s.domain, s.name) <= (domain, op_type));
-    table.get(start..end).unwrap_or(&[])
+    let index: &HashMap<(&str, &str), &'static [OpSchema]> = index();
+    index.get(&(normalize_domain(domain), op_type)).copied().unwrap_or(&[])
 }
 
 /// Whether any schema exists in `domain`.

@@ -549,8 +549,12 @@ impl Lowerer {
             return op;
         };
         op.opset_version = version;
-        let key = (domain.clone(), op_type.to_owned(), np.overload().to_owned());
-        if let Some(sig) = self.functions.get(&key) {
+        let sig = if self.functions.is_empty() {
+            None
+        } else {
+            self.functions.get(&(domain.clone(), op_type.to_owned(), np.overload().to_owned()))
+        };
+        if let Some(sig) = sig {
             let (n_in, n_out) = (sig.inputs, sig.outputs);
             let unknown: Vec<String> = attributes
                 .iter()
