@@ -45,6 +45,7 @@
 //!
 //! The traversal uses an explicit work list, so deeply nested subgraphs cannot
 //! exhaust the stack.
+use crate::ir::{ElemType, typed_data_bytes};
 use crate::proto::{
     AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
     StringStringEntryProto, TensorProto, TypeProto, ValueInfoProto, tensor_proto::DataLocation,
@@ -146,13 +147,13 @@ pub fn canonicalize_tensor(t: &mut TensorProto) {
     if t.data_location.is_some() {
         return;
     }
-    let Some(st) = storage(t.data_type()) else { return };
-    if st == Storage::String {
+    let Some(elem) = ElemType::from_proto(t.data_type()) else { return };
+    if elem == ElemType::String {
         return;
     }
     let raw = match t.raw_data.take() {
-        Some(raw) => raw.to_vec(),
-        None => typed_to_raw(t, st),
+        Some(raw) => raw,
+        None => typed_data_bytes(t, elem),
     };
     t.float_data.clear();
     t.int32_data.clear();
@@ -160,51 +161,7 @@ pub fn canonicalize_tensor(t: &mut TensorProto) {
     t.int64_data.clear();
     t.double_data.clear();
     t.uint64_data.clear();
-    t.raw_data = Some(raw.into());
-}
-
-/// The `raw_data` bytes for the values in `t`'s typed field.
-fn typed_to_raw(t: &TensorProto, st: Storage) -> Vec<u8> {
-    let mut raw = Vec::new();
-    match st {
-        Storage::Int32 { width, .. } => {
-            for v in &t.int32_data {
-                raw.extend_from_slice(&v.to_le_bytes()[..width]);
-            }
-        }
-        Storage::Packed => raw.extend(t.int32_data.iter().map(|v| *v as u8)),
-        Storage::Six => raw = pack_six(&t.int32_data),
-        Storage::Int64 => t.int64_data.iter().for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
-        Storage::Uint32 => {
-            t.uint64_data.iter().for_each(|v| raw.extend_from_slice(&(*v as u32).to_le_bytes()))
-        }
-        Storage::Uint64 => {
-            t.uint64_data.iter().for_each(|v| raw.extend_from_slice(&v.to_le_bytes()))
-        }
-        Storage::Float => t.float_data.iter().for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
-        Storage::Double => {
-            t.double_data.iter().for_each(|v| raw.extend_from_slice(&v.to_le_bytes()))
-        }
-        Storage::String => {}
-    }
-    raw
-}
-
-/// Packs 6-bit codes (the low 6 bits of each value) LSB first into
-/// `ceil(6 n / 8)` bytes.
-fn pack_six(codes: &[i32]) -> Vec<u8> {
-    let mut raw = vec![0u8; (codes.len() * 6).div_ceil(8)];
-    for (i, c) in codes.iter().enumerate() {
-        let bit = i * 6;
-        let shifted = ((*c as u16) & 0x3f) << (bit % 8);
-        if let Some(b) = raw.get_mut(bit / 8) {
-            *b |= shifted as u8;
-        }
-        if let Some(b) = raw.get_mut(bit / 8 + 1) {
-            *b |= (shifted >> 8) as u8;
-        }
-    }
-    raw
+    t.raw_data = Some(raw);
 }
 
 fn clear_empty(s: &mut Option<String>) {

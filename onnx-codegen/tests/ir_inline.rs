@@ -267,7 +267,9 @@ fn function_validation() {
     f.opset_import.clear();
     assert_eq!(
         errors(&call_model(vec![f], node("F", &["x"], &["y"]).domain("local"))),
-        ["node 'r' (Relu) uses domain '', which function 'F' does not import"]
+        [
+            "node 'r' (Relu) uses domain ai.onnx (the default domain), which function 'F' does not import"
+        ]
     );
 
     let f = function(
@@ -296,7 +298,7 @@ fn function_validation() {
     );
     let mut m = call_model(vec![f.clone()], node("F", &["x"], &["y"]).domain("local").named("c"));
     m.opset_import.pop();
-    assert_eq!(errors(&m), ["node 'c' (F) uses domain local, which the model does not import"]);
+    assert_eq!(errors(&m), ["node 'c' (F) uses domain 'local', which the model does not import"]);
     assert_eq!(
         warnings(&call_model(
             vec![f],

@@ -42,31 +42,39 @@ fn opset_versions_must_be_sane() {
     assert_eq!(
         errors(&m),
         [
-            "the model imports domain '' at version 0; opset versions are between 1 and 1000",
-            "node 'r' (Relu) uses domain '', which the model does not import",
+            "the model imports domain ai.onnx (the default domain) at version 0; opset versions are between 1 and 1000",
+            "node 'r' (Relu) uses domain ai.onnx (the default domain), which the model does not import",
         ]
     );
     m.opset_import = vec![opset("", 5000)];
     assert_eq!(
         errors(&m)[0],
-        "the model imports domain '' at version 5000; opset versions are between 1 and 1000"
+        "the model imports domain ai.onnx (the default domain) at version 5000; opset versions are between 1 and 1000"
     );
     m.opset_import = vec![opset("", 13), opset("ai.onnx", 14)];
-    assert_eq!(errors(&m), ["the model imports domain ai.onnx twice, at versions 13 and 14"]);
+    assert_eq!(
+        errors(&m),
+        ["the model imports domain ai.onnx (the default domain) twice, at versions 13 and 14"]
+    );
 }
 
 #[test]
 fn unknown_and_too_new_and_deprecated_operators() {
     let mut m = relu_model();
     g(&mut m).node[0].op_type = Some("Frobnicate".into());
-    assert_eq!(errors(&m), ["node 'r' uses operator 'Frobnicate', which is unknown in domain ''"]);
+    assert_eq!(
+        errors(&m),
+        [
+            "node 'r' uses operator 'Frobnicate', which is unknown in domain ai.onnx (the default domain)"
+        ]
+    );
 
     let mut m = relu_model();
     g(&mut m).node[0].op_type = Some("Gelu".into());
     assert_eq!(
         errors(&m),
         [
-            "node 'r' uses operator 'Gelu', which does not exist at version 17 of domain ''; it first appears in version 20"
+            "node 'r' uses operator 'Gelu', which does not exist at version 17 of domain ai.onnx (the default domain); it first appears in version 20"
         ]
     );
 
@@ -74,12 +82,12 @@ fn unknown_and_too_new_and_deprecated_operators() {
     g(&mut m).node[0] = node("Foo", &["x"], &["y"]).domain("com.example");
     assert_eq!(
         errors(&m),
-        ["node '#0' (Foo) uses domain com.example, which the model does not import"]
+        ["node '#0' (Foo) uses domain 'com.example', which the model does not import"]
     );
     m.opset_import.push(opset("com.example", 1));
     assert_eq!(
         errors(&m),
-        ["node '#0' uses operator 'Foo', which is unknown in domain com.example"]
+        ["node '#0' uses operator 'Foo', which is unknown in domain 'com.example'"]
     );
 
     let mut m = relu_model();
@@ -89,7 +97,7 @@ fn unknown_and_too_new_and_deprecated_operators() {
     assert_eq!(
         errors(&m),
         [
-            "node 'u' uses operator 'Upsample', which is deprecated from version 10 of domain '' (imported at version 10)"
+            "node 'u' uses operator 'Upsample', which is deprecated from version 10 of domain ai.onnx (the default domain) (imported at version 10)"
         ]
     );
 }
@@ -483,7 +491,7 @@ fn reports_every_problem_at_once() {
         errors(&m),
         [
             "the model has no ir_version",
-            "node 'f' uses operator 'Frobnicate', which is unknown in domain ''",
+            "node 'f' uses operator 'Frobnicate', which is unknown in domain ai.onnx (the default domain)",
             "input 'q' of node 'u' is not defined",
         ]
     );

@@ -13,5 +13,6 @@ mod types;
 
 pub use graph::{AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, ValueId, ValueKind};
 pub use model::{Function, Metadata, Model};
+pub(crate) use tensor::typed_data_bytes;
 pub use tensor::{SparseTensor, Tensor, TensorData, element_count};
 pub use types::{AttrType, Dim, ElemType, Shape, Type};

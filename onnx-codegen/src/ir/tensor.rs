@@ -291,7 +291,7 @@ impl Tensor {
                         "tensor '{name}' of type {elem} and shape {shape} needs {entries} entries in {field}, but has {have}"
                     ))]);
                 }
-                convert_typed(t, elem)
+                typed_data_bytes(t, elem)
             }
         };
         Ok(Tensor { name, elem, dims, data: TensorData::Bytes(data) })
@@ -321,7 +321,10 @@ fn wrong_field(name: &str, elem: ElemType, used: &str, expected: &str) -> Diagno
 
 /// Converts the typed field of `t` (already checked to be the right field with
 /// the right number of entries) to packed little-endian bytes.
-fn convert_typed(t: &TensorProto, elem: ElemType) -> Bytes {
+/// The little-endian packed bytes (the `raw_data` layout) of the values in
+/// `t`'s typed field for element type `elem`, by the spec's rules for each
+/// field. Lengths are not checked here.
+pub(crate) fn typed_data_bytes(t: &TensorProto, elem: ElemType) -> Bytes {
     let mut out: Vec<u8> = Vec::new();
     match elem {
         ElemType::Float | ElemType::Complex64 => {

@@ -22,6 +22,15 @@ pub fn normalize_domain(domain: &str) -> &str {
     if domain == "ai.onnx" { DEFAULT_DOMAIN } else { domain }
 }
 
+/// A domain as messages name it: the default domain by its name, others quoted.
+pub fn domain_label(domain: &str) -> String {
+    if normalize_domain(domain) == DEFAULT_DOMAIN {
+        "ai.onnx (the default domain)".to_owned()
+    } else {
+        format!("'{domain}'")
+    }
+}
+
 /// How a formal input or output may be passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Param {

@@ -172,7 +172,7 @@ impl Lowerer {
         let mut map = BTreeMap::new();
         for o in list {
             let domain = ops::normalize_domain(o.domain()).to_owned();
-            let shown = if o.domain().is_empty() { "''" } else { o.domain() };
+            let shown = ops::domain_label(o.domain());
             let Some(version) = o.version else {
                 self.error(format!("{owner} imports domain {shown} without a version"));
                 continue;
@@ -540,7 +540,7 @@ impl Lowerer {
             self.error(format!("node '{label}' has no op_type"));
             return op;
         }
-        let shown_domain = if np.domain().is_empty() { "''" } else { np.domain() };
+        let shown_domain = ops::domain_label(np.domain());
         let Some(&version) = ctx.opsets.get(&domain) else {
             self.error(format!(
                 "node '{label}' ({op_type}) uses domain {shown_domain}, which {} does not import",

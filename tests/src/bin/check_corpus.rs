@@ -6,7 +6,7 @@
 //! `model.onnx` (default: the node suite and the real models in ../shared).
 
 use onnx_codegen::diag::Severity;
-use onnx_codegen_proto::{Message, ModelProto};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -24,13 +24,15 @@ fn main() {
         });
         for dir in dirs {
             let file = dir.join("model.onnx");
-            let result = std::fs::read(&file)
-                .map_err(|e| e.to_string())
-                .and_then(|b| ModelProto::decode(bytes::Bytes::from(b)).map_err(|e| e.to_string()))
-                .and_then(|m| onnx_codegen::passes::prepare(&m).map_err(|e| e.to_string()));
+            let name =
+                dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let result = onnx_codegen::load::load_model(&file)
+                .and_then(|m| onnx_codegen::passes::prepare(&m))
+                .map_err(|e| e.to_string());
             match result {
                 Ok(p) => {
                     passed += 1;
+                    println!("PASS {name}");
                     for w in p.warnings {
                         debug_assert_eq!(w.severity, Severity::Warning);
                         // Group warnings by message shape (names stripped).
@@ -41,7 +43,7 @@ fn main() {
                 }
                 Err(e) => {
                     failed += 1;
-                    println!("FAIL {}:\n{e}", file.display());
+                    println!("FAIL {name}: {}", e.replace('\n', "\n    "));
                 }
             }
         }
