@@ -127,3 +127,57 @@ fn missing_files_and_bad_usage_have_their_exit_codes() {
     assert_eq!(run(&["check"]).code, Some(2));
     assert!(run(&["--help"]).stdout.contains("convert"));
 }
+
+/// Every file in `tests/hostile/` is refused by `check` with exit 1 and a
+/// message containing each of its `# expect:` lines.
+#[test]
+fn hostile_text_models_are_refused_with_their_messages() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnxtxt"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 12, "the hostile corpus is missing");
+    for file in files {
+        let src = std::fs::read_to_string(&file).unwrap();
+        let expected: Vec<&str> =
+            src.lines().filter_map(|l| l.strip_prefix("# expect: ")).collect();
+        assert!(!expected.is_empty(), "{} has no '# expect:' line", file.display());
+        let shown = file.to_string_lossy().into_owned();
+        let r = run(&["check", &shown]);
+        for message in expected {
+            assert_refused(&r, &shown, message);
+        }
+    }
+}
+
+/// Nesting far past the limits (5000 subgraphs, 100 000 type levels) is an
+/// error, not a stack overflow, in `check` and `convert`.
+#[test]
+fn deep_nesting_in_text_is_refused() {
+    let s = Scratch::new("deep");
+    let head = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+    let mut branch = String::from("y = Identity (x)");
+    for i in 0..5000 {
+        branch = format!(
+            "y = If (c) <then_branch: graph = t{i} () => (float[2] y) {{ {branch} }}, \
+             else_branch: graph = e{i} () => (float[2] y) {{ y = Identity (x) }}>"
+        );
+    }
+    let subgraphs = format!("{head}g (bool c, float[2] x) => (float[2] y) {{\n  {branch}\n}}\n");
+    let types = format!(
+        "{head}g ({}float{} x) => (float[2] y) {{\n  y = Identity (x)\n}}\n",
+        "seq(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    for (name, src) in [("subgraphs.onnxtxt", subgraphs), ("types.onnxtxt", types)] {
+        let path = s.file(name, src.as_bytes());
+        assert_refused(&run(&["check", &path]), &path, "too deep");
+        let out = s.path("out.onnx");
+        assert_refused(&run(&["convert", &path, &out]), &path, "too deep");
+        assert!(!Path::new(&out).exists());
+    }
+}
