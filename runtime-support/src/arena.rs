@@ -116,6 +116,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn split_rejects_overlap_and_bounds() {
         let mut a = Arena([0; 256]);
         assert_eq!(split(&mut a.0, [0..64, 63..70]).err(), Some(Error::ArenaOverlap));

@@ -34,9 +34,16 @@ impl Window<'_> {
         let r = self.in_dims.len();
         ensure(r <= MAX_RANK, Error::RankTooLarge)?;
         ensure(
-            [self.out_dims, self.kernel, self.strides, self.dilations, self.pads_begin, self.pads_end]
-                .iter()
-                .all(|s| s.len() == r),
+            [
+                self.out_dims,
+                self.kernel,
+                self.strides,
+                self.dilations,
+                self.pads_begin,
+                self.pads_end,
+            ]
+            .iter()
+            .all(|s| s.len() == r),
             Error::InvalidParams,
         )
     }
@@ -52,7 +59,8 @@ impl Window<'_> {
                 .checked_add(self.pads_begin[i])
                 .and_then(|v| v.checked_add(self.pads_end[i]))
                 .ok_or(Error::Overflow)?;
-            let span = d.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(Error::Overflow)?;
+            let span =
+                d.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(Error::Overflow)?;
             ensure(padded >= span, Error::InvalidParams)?;
             let floor = (padded - span) / s + 1;
             let ceil = (padded - span).div_ceil(s) + 1;
@@ -121,7 +129,10 @@ fn len3(a: usize, b: usize, c: usize) -> Result<usize> {
 
 fn check_groups(p: &Conv<'_>) -> Result {
     ensure(p.groups > 0, Error::InvalidParams)?;
-    ensure(p.in_channels % p.groups == 0 && p.out_channels % p.groups == 0, Error::InvalidParams)
+    ensure(
+        p.in_channels.is_multiple_of(p.groups) && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )
 }
 
 /// `y = conv(x, w) + bias`: each output sums over its group's input channels
@@ -297,7 +308,8 @@ mod tests {
         let p = c1(win(&[7], &[3], &[3], &[2], &[2], &[0]));
         assert_eq!(conv(&p, &[1; 7], &[1; 3], None, &mut [0; 3]), Err(Error::InvalidParams));
         // Asymmetric pads: begin 2, end 0, kernel 1 -> two leading zeros.
-        let w = Window { pads_begin: &[2], pads_end: &[0], ..win(&[2], &[4], &[1], &[1], &[1], &[0]) };
+        let w =
+            Window { pads_begin: &[2], pads_end: &[0], ..win(&[2], &[4], &[1], &[1], &[1], &[0]) };
         let mut y = [9i32; 4];
         conv(&c1(w), &[3, 4], &[2], None, &mut y).unwrap();
         assert_eq!(y, [0, 0, 6, 8]);

@@ -72,6 +72,10 @@ pub enum Unary<T> {
     Selu { alpha: T, gamma: T },
     /// `x` if `x > alpha`, else 0.
     ThresholdedRelu { alpha: T },
+    /// `alpha * x + beta` (an RNN activation).
+    Affine { alpha: T, beta: T },
+    /// `alpha * tanh(beta * x)` (an RNN activation).
+    ScaledTanh { alpha: T, beta: T },
 }
 
 /// Evaluates `op` on one element.
@@ -152,6 +156,8 @@ pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {
                 T::ZERO
             }
         }
+        Unary::Affine { alpha, beta } => alpha.mul(x).add(beta),
+        Unary::ScaledTanh { alpha, beta } => alpha.mul(beta.mul(x).tanh()),
     }
 }
 
@@ -472,7 +478,13 @@ pub enum Bitwise {
 }
 
 /// `out = a (op) b` on integers under the broadcast plan `p`.
-pub fn bitwise<T: Int>(op: Bitwise, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mut [T]) -> Result {
+pub fn bitwise<T: Int>(
+    op: Bitwise,
+    p: &Broadcast<'_, 2>,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+) -> Result {
     match op {
         Bitwise::And => zip2(p, a, b, out, |x, y| x.bit_and(y)),
         Bitwise::Or => zip2(p, a, b, out, |x, y| x.bit_or(y)),
@@ -573,6 +585,8 @@ mod tests {
         assert!(close(eval(Unary::Gelu, 1.3) - eval(Unary::Gelu, -1.3), 1.3));
         assert!(close(eval(Unary::GeluTanh, 1.3) - eval(Unary::GeluTanh, -1.3), 1.3));
         assert!(close(eval(Unary::Softsign, 3.0), 0.75));
+        assert!(close(eval(Unary::Affine { alpha: 2.0, beta: -1.0 }, 3.0), 5.0));
+        assert!(close(eval(Unary::ScaledTanh { alpha: 2.0, beta: 0.0 }, 3.0), 0.0));
         assert!(close(eval(Unary::Elu { alpha: 2.0 }, 0.0), 0.0));
         assert!(close(eval(Unary::Selu { alpha: 2.0, gamma: 3.0 }, 1.0), 3.0));
         assert!(eval(Unary::Clip { min: 0.0, max: 1.0 }, f64::NAN).is_nan());

@@ -170,7 +170,16 @@ mod tests {
     fn gemm_non_square_and_identity() {
         // [1,3] @ [3,2]
         let mut y = [0.0f64; 2];
-        let p = Gemm { m: 1, n: 2, k: 3, trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0, c_strides: [0, 0] };
+        let p = Gemm {
+            m: 1,
+            n: 2,
+            k: 3,
+            trans_a: false,
+            trans_b: false,
+            alpha: 1.0,
+            beta: 0.0,
+            c_strides: [0, 0],
+        };
         gemm(&p, &[1.0, 2.0, 3.0], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], None, &mut y).unwrap();
         assert_eq!(y, [4.0, 5.0]);
         // Identity on either side leaves the other operand unchanged.
@@ -190,7 +199,8 @@ mod tests {
         let a = [1i32, 2, 3, 4];
         let b = [10i32, 1];
         let mut y = [0i32; 2];
-        let p = MatMul { batch: &[2], a_batch_strides: &[2], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        let p =
+            MatMul { batch: &[2], a_batch_strides: &[2], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
         matmul(&p, &a, &b, &mut y).unwrap();
         assert_eq!(y, [12, 34]);
         // Batch [2, 2] from A [2, 1, ...] and B [1, 2, ...], 1x1 matrices:
@@ -212,7 +222,8 @@ mod tests {
         matmul(&p, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], &mut y).unwrap();
         assert_eq!(y, [32.0]);
         // A batch stride that would read past A is refused.
-        let p = MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        let p =
+            MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
         assert_eq!(matmul(&p, &a, &b, &mut [0i32; 2]), Err(Error::ShapeMismatch));
     }
 }

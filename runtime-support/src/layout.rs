@@ -333,7 +333,7 @@ pub struct Nchw4 {
 /// `[N, C / b², H * b, W * b]`. `crd` selects mode `CRD` (else `DCR`).
 pub fn depth_to_space<T: Copy>(s: Nchw4, block: usize, crd: bool, x: &[T], y: &mut [T]) -> Result {
     let bb = block.checked_mul(block).ok_or(Error::Overflow)?;
-    ensure(block > 0 && s.c % bb == 0, Error::InvalidParams)?;
+    ensure(block > 0 && s.c.is_multiple_of(bb), Error::InvalidParams)?;
     let c2 = s.c / bb;
     let b = block;
     if crd {
@@ -345,7 +345,10 @@ pub fn depth_to_space<T: Copy>(s: Nchw4, block: usize, crd: bool, x: &[T], y: &m
 
 /// ONNX `SpaceToDepth` of `x` with dims `s`: `y` is `[N, C * b², H / b, W / b]`.
 pub fn space_to_depth<T: Copy>(s: Nchw4, block: usize, x: &[T], y: &mut [T]) -> Result {
-    ensure(block > 0 && s.h % block == 0 && s.w % block == 0, Error::InvalidParams)?;
+    ensure(
+        block > 0 && s.h.is_multiple_of(block) && s.w.is_multiple_of(block),
+        Error::InvalidParams,
+    )?;
     let b = block;
     transpose(&[s.n, s.c, s.h / b, b, s.w / b, b], &[0, 3, 5, 1, 2, 4], x, y)
 }
@@ -396,7 +399,10 @@ mod tests {
         // Empty result.
         slice(&[2, 3], &[0, 3], &[1, 1], &[2, 0], &M23, &mut []).unwrap();
         // A length that runs off the end is refused.
-        assert_eq!(slice(&[2, 3], &[0, 2], &[1, 1], &[2, 2], &M23, &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(
+            slice(&[2, 3], &[0, 2], &[1, 1], &[2, 2], &M23, &mut y),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]

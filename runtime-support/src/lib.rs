@@ -92,7 +92,9 @@ pub enum Error {
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
-            Error::ShapeMismatch => "a runtime shape or buffer length does not match the planned shape",
+            Error::ShapeMismatch => {
+                "a runtime shape or buffer length does not match the planned shape"
+            }
             Error::InvalidParams => "kernel params are inconsistent",
             Error::RankTooLarge => "a tensor rank exceeds the supported maximum",
             Error::IndexOutOfBounds => "an index read from a tensor is out of bounds",

@@ -171,7 +171,13 @@ pub fn global_max_pool<T: Num>(planes: usize, size: usize, x: &[T], y: &mut [T])
 }
 
 /// ONNX `GlobalLpPool`: `(sum |x|^p)^(1/p)` over each plane.
-pub fn global_lp_pool<T: Float>(planes: usize, size: usize, p: u32, x: &[T], y: &mut [T]) -> Result {
+pub fn global_lp_pool<T: Float>(
+    planes: usize,
+    size: usize,
+    p: u32,
+    x: &[T],
+    y: &mut [T],
+) -> Result {
     ensure(p > 0, Error::InvalidParams)?;
     global_check(planes, size, x.len(), y.len())?;
     let inv = T::ONE.div(T::from_usize(p as usize)).unwrap_or(T::NAN);

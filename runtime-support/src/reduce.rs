@@ -95,7 +95,11 @@ fn split(p: &Reduce<'_>, x_len: usize, y_len: usize) -> Result<Split> {
 }
 
 /// Calls `f(out_index, lane)` per output element, `lane` walking its inputs.
-fn each_output<T: Copy>(s: &Split, x: &[T], mut f: impl FnMut(usize, &mut dyn FnMut(&mut dyn FnMut(T)))) {
+fn each_output<T: Copy>(
+    s: &Split,
+    x: &[T],
+    mut f: impl FnMut(usize, &mut dyn FnMut(&mut dyn FnMut(T))),
+) {
     let kept = &s.kept[..s.nk];
     let red = &s.red[..s.nr];
     let red_strides = &s.red_strides[..s.nr];
@@ -265,8 +269,13 @@ mod tests {
         // [2, 2, 2] summed over axis 1: pairs (0,2), (1,3), (4,6), (5,7).
         let x: [i32; 8] = core::array::from_fn(|i| i as i32);
         let mut y = [0i32; 4];
-        reduce(ReduceOp::Sum, &Reduce { shape: &[2, 2, 2], axes: &[false, true, false] }, &x, &mut y)
-            .unwrap();
+        reduce(
+            ReduceOp::Sum,
+            &Reduce { shape: &[2, 2, 2], axes: &[false, true, false] },
+            &x,
+            &mut y,
+        )
+        .unwrap();
         assert_eq!(y, [2, 4, 10, 12]);
         // Integer mean truncates.
         let mut y = [0i32; 1];

@@ -25,7 +25,9 @@ pub fn contiguous_strides(shape: &[usize], out: &mut [isize]) -> Result {
     let mut s: isize = 1;
     for (o, &d) in out.iter_mut().zip(shape).rev() {
         *o = s;
-        s = s.checked_mul(isize::try_from(d).map_err(|_| Error::Overflow)?).ok_or(Error::Overflow)?;
+        s = s
+            .checked_mul(isize::try_from(d).map_err(|_| Error::Overflow)?)
+            .ok_or(Error::Overflow)?;
     }
     Ok(())
 }
@@ -52,7 +54,9 @@ pub fn broadcast_strides(in_shape: &[usize], out_shape: &[usize], out: &mut [isi
         } else {
             return Err(Error::ShapeMismatch);
         }
-        s = s.checked_mul(isize::try_from(d).map_err(|_| Error::Overflow)?).ok_or(Error::Overflow)?;
+        s = s
+            .checked_mul(isize::try_from(d).map_err(|_| Error::Overflow)?)
+            .ok_or(Error::Overflow)?;
     }
     Ok(())
 }
@@ -98,7 +102,8 @@ pub(crate) fn walk<const K: usize>(
         return;
     }
     let n = shape[rank - 1];
-    let inner: [isize; K] = core::array::from_fn(|k| strides[k].get(rank - 1).copied().unwrap_or(0));
+    let inner: [isize; K] =
+        core::array::from_fn(|k| strides[k].get(rank - 1).copied().unwrap_or(0));
     let mut idx = [0usize; MAX_RANK];
     let mut offs: [isize; K] = core::array::from_fn(|k| base[k] as isize);
     loop {
