@@ -28,7 +28,7 @@
 //! - [`layout`]: data movement (transpose, concat, split, slice, gather, pad,
 //!   tile, expand, depth/space rearrangements, generic strided copy).
 //! - [`cast`]: ONNX `Cast` between all numeric types, bool, f16 and bf16.
-//! - [`rnn`]: LSTM following the ONNX equations.
+//! - [`rnn`]: LSTM, GRU and RNN following the ONNX equations.
 //!
 //! # Conventions
 //!
