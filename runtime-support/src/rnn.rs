@@ -492,8 +492,8 @@ pub fn gru<T: Float>(
             for j in 0..h {
                 rh[j] = r[j].mul(hb[j]);
             }
-            for j in 0..h {
-                cand[j] = dw.x_row(2 * h + j, xt).add(dw.h_row(2 * h + j, &rh[..h], 3));
+            for (j, c) in cand.iter_mut().enumerate() {
+                *c = dw.x_row(2 * h + j, xt).add(dw.h_row(2 * h + j, &rh[..h], 3));
             }
         }
         for j in 0..h {
