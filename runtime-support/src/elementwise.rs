@@ -10,6 +10,7 @@
 //! [`crate::shape::broadcast_strides`]). The generator emits the plan as
 //! consts. Equal contiguous shapes and scalar operands take a fast path.
 
+use crate::cast::{CastElement, Wide};
 use crate::num::{Flag, Float, Int, Num};
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
 use crate::{Error, Result, ensure};
@@ -400,6 +401,51 @@ pub fn arith<T: Num>(op: Arith, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mu
     if bad { Err(Error::DivisionByZero) } else { Ok(()) }
 }
 
+/// ONNX `Pow` whose exponent type differs from the base's (e.g. a float
+/// base with an `i64` exponent). A float base raises to the exponent
+/// converted to the base type; an integer base with an integer exponent is
+/// an exact wrapping power (negative exponents as in [`Num::pow`]); an
+/// integer base with a float exponent is computed in `f64` and truncated like
+/// `Cast`. [`Error::DivisionByZero`] for 0 raised to a negative integer.
+pub fn pow_mixed<B: Num + CastElement, E: CastElement>(
+    p: &Broadcast<'_, 2>,
+    base: &[B],
+    exponent: &[E],
+    out: &mut [B],
+) -> Result {
+    let mut bad = false;
+    zip2(p, base, exponent, out, |x, e| match (x.to_wide(), e.to_wide()) {
+        (Wide::Int(xi), Wide::Int(n)) => int_pow(x, xi, n).unwrap_or_else(|| {
+            bad = true;
+            B::ZERO
+        }),
+        (Wide::Int(xi), Wide::Float(f)) => B::from_wide(Wide::Float(libm::pow(xi as f64, f))),
+        (Wide::Float(_), w) => x.pow(B::from_wide(w)).unwrap_or(B::ZERO),
+    })?;
+    if bad { Err(Error::DivisionByZero) } else { Ok(()) }
+}
+
+/// `x^n` with wrapping multiplication; `xi` is `x` widened.
+fn int_pow<B: Num>(x: B, xi: i128, n: i128) -> Option<B> {
+    if n < 0 {
+        return match xi {
+            0 => None,
+            1 => Some(B::ONE),
+            -1 => Some(if n % 2 == 0 { B::ONE } else { x }),
+            _ => Some(B::ZERO),
+        };
+    }
+    let (mut base, mut e, mut r) = (x, n as u128, B::ONE);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r.mul(base);
+        }
+        base = base.mul(base);
+        e >>= 1;
+    }
+    Some(r)
+}
+
 /// A comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compare {
@@ -660,6 +706,25 @@ mod tests {
         // Bad strides are refused, not read out of bounds.
         let p = Broadcast { shape: &[2, 3], strides: [&[3, 1], &[0, 1]] };
         assert_eq!(arith(Arith::Add, &p, &[1.0; 5], &[1.0; 3], &mut o), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn pow_with_other_exponent_types() {
+        let mut o = [0.0f32; 4];
+        pow_mixed(&SAME4, &[2.0f32, 9.0, 2.0, -2.0], &[3i64, 0, -1, 2], &mut o).unwrap();
+        assert_eq!(o, [8.0, 1.0, 0.5, 4.0]);
+        let mut o = [0i32; 4];
+        pow_mixed(&SAME4, &[2i32, 4, -1, 3], &[10u8, 0, 255, 2], &mut o).unwrap();
+        assert_eq!(o, [1024, 1, -1, 9]);
+        pow_mixed(&SAME4, &[4i32, 2, 10, 1], &[0.5f64, -1.0, 2.0, 9.5], &mut o).unwrap();
+        assert_eq!(o, [2, 0, 100, 1]);
+        let p = Broadcast { shape: &[1], strides: [&[0], &[0]] };
+        assert_eq!(pow_mixed(&p, &[0i64], &[-2i8], &mut [0i64]), Err(Error::DivisionByZero));
+        assert_eq!(pow_mixed(&p, &[2u64], &[64i64], &mut []), Err(Error::ShapeMismatch));
+        // Exponents past the width wrap like repeated multiplication: 2^64 in u64 is 0.
+        let mut w = [7u64];
+        pow_mixed(&p, &[2u64], &[64i64], &mut w).unwrap();
+        assert_eq!(w, [0]);
     }
 
     #[test]

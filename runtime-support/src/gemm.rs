@@ -121,6 +121,11 @@ pub fn matmul<T: Num>(p: &MatMul<'_>, a: &[T], b: &[T], y: &mut [T]) -> Result {
     ensure(y.len() == total, Error::ShapeMismatch)?;
     check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
     check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
+    if mk == 0 || kn == 0 {
+        // An empty operand: every output (if any) is an empty sum.
+        y.fill(T::ZERO);
+        return Ok(());
+    }
     let mut ys = [0isize; MAX_RANK];
     let ys = &mut ys[..p.batch.len()];
     contiguous_strides(p.batch, ys)?;
@@ -221,6 +226,12 @@ mod tests {
         let mut y = [0.0f32];
         matmul(&p, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], &mut y).unwrap();
         assert_eq!(y, [32.0]);
+        // k = 0: empty sums, whatever the (unused) batch strides say.
+        let p0 =
+            MatMul { batch: &[2], a_batch_strides: &[5], b_batch_strides: &[5], m: 1, k: 0, n: 2 };
+        let mut y0 = [9i32; 4];
+        matmul(&p0, &[], &[], &mut y0).unwrap();
+        assert_eq!(y0, [0; 4]);
         // A batch stride that would read past A is refused.
         let p =
             MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };

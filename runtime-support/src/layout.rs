@@ -170,6 +170,7 @@ pub fn gather_elements<T: Copy, I: Int>(
     let r = shape.len();
     ensure(r <= MAX_RANK, Error::RankTooLarge)?;
     ensure(index_shape.len() == r && axis < r, Error::InvalidParams)?;
+    ensure((0..r).all(|d| d == axis || index_shape[d] <= shape[d]), Error::InvalidParams)?;
     ensure(x.len() == numel(shape)?, Error::ShapeMismatch)?;
     let n = numel(index_shape)?;
     ensure(indices.len() == n && y.len() == n, Error::ShapeMismatch)?;
@@ -182,10 +183,8 @@ pub fn gather_elements<T: Copy, I: Int>(
     if n == 0 {
         return Ok(());
     }
-    // The walk itself (axis coordinate zeroed) must stay inside x.
-    walk_shape[axis] = 1;
-    check_strided(&walk_shape[..r], &xs[..r], 0, x.len())?;
-    walk_shape[axis] = index_shape[axis];
+    // With every non-axis dim within x's and the axis coordinate taken from
+    // the (checked) index, each read stays inside x.
     let mut is = [0isize; MAX_RANK];
     contiguous_strides(index_shape, &mut is[..r])?;
     let mut err = Ok(());
@@ -431,6 +430,11 @@ mod tests {
         assert_eq!(
             gather_elements(&[2, 3], &[2, 2], 1, &[3i64, 0, 0, 0], &M23, &mut [0; 4]),
             Err(Error::IndexOutOfBounds)
+        );
+        // A non-axis dim wider than x's is refused rather than read across rows.
+        assert_eq!(
+            gather_elements(&[2, 3], &[1, 4], 0, &[0i64; 4], &M23, &mut [0; 4]),
+            Err(Error::InvalidParams)
         );
     }
 

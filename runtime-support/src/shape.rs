@@ -94,7 +94,8 @@ pub(crate) fn walk<const K: usize>(
     mut f: impl FnMut([usize; K]),
 ) {
     let rank = shape.len();
-    if shape.contains(&0) {
+    // Callers check the rank with `check_strided`; an unchecked one walks nothing.
+    if shape.contains(&0) || rank > MAX_RANK {
         return;
     }
     if rank == 0 {
