@@ -75,7 +75,7 @@ pub fn concat<T: Copy>(outer: usize, inputs: &[&[T]], y: &mut [T]) -> Result {
     Ok(())
 }
 
-/// ONNX `Split`: the inverse of [`concat`]; each output is `[outer, chunk_i]`.
+/// ONNX `Split`: the inverse of [`concat()`]; each output is `[outer, chunk_i]`.
 pub fn split<T: Copy>(outer: usize, x: &[T], outputs: &mut [&mut [T]]) -> Result {
     let total: usize = outputs.iter().map(|o| o.len()).sum();
     ensure(x.len() == total, Error::ShapeMismatch)?;

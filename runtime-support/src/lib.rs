@@ -30,6 +30,10 @@
 //! - [`cast`]: ONNX `Cast` between all numeric types, bool, f16 and bf16.
 //! - [`rnn`]: LSTM, GRU and RNN following the ONNX equations.
 //!
+//! Not covered yet: quantized ops, float8, strings, Resize, Scatter*,
+//! GatherND, TopK, NonZero and other data-dependent-shape ops, and the
+//! packed/SIMD fast paths (the signatures leave room for them).
+//!
 //! # Conventions
 //!
 //! - Shapes are `&[usize]`, strides are `&[isize]` counted in elements (0 on a
