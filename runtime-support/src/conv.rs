@@ -1,0 +1,399 @@
+//! N-d convolution (and the sliding-window geometry pooling shares).
+//!
+//! Tensors are `NC<spatial>` row-major: `x` is `[N, C, in...]`, `w` is
+//! `[M, C / groups, kernel...]`, `y` is `[N, M, out...]`. The generator resolves
+//! `auto_pad` into explicit begin/end pads and computes the output dims; the
+//! kernel checks they agree with the formula.
+
+use crate::num::Num;
+use crate::shape::{MAX_RANK, next_index, numel};
+use crate::{Error, Result, ensure};
+
+/// Geometry of a sliding window over the spatial axes; all slices have one
+/// entry per spatial axis.
+#[derive(Clone, Copy, Debug)]
+pub struct Window<'a> {
+    /// Input spatial dims.
+    pub in_dims: &'a [usize],
+    /// Output spatial dims.
+    pub out_dims: &'a [usize],
+    /// Kernel (window) dims.
+    pub kernel: &'a [usize],
+    /// Step between windows, per axis (at least 1).
+    pub strides: &'a [usize],
+    /// Step between taps inside a window, per axis (at least 1).
+    pub dilations: &'a [usize],
+    /// Padding before the first input element, per axis.
+    pub pads_begin: &'a [usize],
+    /// Padding after the last input element, per axis.
+    pub pads_end: &'a [usize],
+}
+
+impl Window<'_> {
+    fn check_lens(&self) -> Result {
+        let r = self.in_dims.len();
+        ensure(r <= MAX_RANK, Error::RankTooLarge)?;
+        ensure(
+            [
+                self.out_dims,
+                self.kernel,
+                self.strides,
+                self.dilations,
+                self.pads_begin,
+                self.pads_end,
+            ]
+            .iter()
+            .all(|s| s.len() == r),
+            Error::InvalidParams,
+        )
+    }
+
+    /// Checks the geometry; `allow_ceil` also accepts output dims rounded up
+    /// (pooling's `ceil_mode`).
+    pub fn check(&self, allow_ceil: bool) -> Result {
+        self.check_lens()?;
+        for i in 0..self.in_dims.len() {
+            let (s, d, k) = (self.strides[i], self.dilations[i], self.kernel[i]);
+            ensure(s > 0 && d > 0 && k > 0, Error::InvalidParams)?;
+            let padded = self.in_dims[i]
+                .checked_add(self.pads_begin[i])
+                .and_then(|v| v.checked_add(self.pads_end[i]))
+                .ok_or(Error::Overflow)?;
+            let span =
+                d.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or(Error::Overflow)?;
+            ensure(padded >= span, Error::InvalidParams)?;
+            let floor = (padded - span) / s + 1;
+            let ceil = (padded - span).div_ceil(s) + 1;
+            let o = self.out_dims[i];
+            ensure(o == floor || (allow_ceil && o == ceil), Error::InvalidParams)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(tap, input)` for every tap of the window at output position
+    /// `opos`, in row-major tap order: `tap` is the flat kernel index, `input`
+    /// is the flat input spatial offset when the tap falls inside the input, and
+    /// `None` when it falls in padding. Taps beyond the end padding (possible
+    /// with `ceil_mode`) are skipped entirely.
+    #[inline]
+    pub(crate) fn taps(&self, opos: &[usize], mut f: impl FnMut(usize, Option<usize>)) {
+        let r = self.in_dims.len();
+        let mut k = [0usize; MAX_RANK];
+        let k = &mut k[..r];
+        let mut tap = 0usize;
+        loop {
+            let mut off = 0usize;
+            let mut inside = true;
+            let mut in_padded = true;
+            for i in 0..r {
+                // Position in padded coordinates (the input starts at pads_begin).
+                let pos = opos[i] * self.strides[i] + k[i] * self.dilations[i];
+                let n = self.in_dims[i];
+                if pos >= self.pads_begin[i] + n + self.pads_end[i] {
+                    in_padded = false;
+                }
+                match pos.checked_sub(self.pads_begin[i]) {
+                    Some(p) if p < n => off = off * n + p,
+                    _ => inside = false,
+                }
+            }
+            if in_padded {
+                f(tap, if inside { Some(off) } else { None });
+            }
+            tap += 1;
+            if !next_index(k, self.kernel) {
+                return;
+            }
+        }
+    }
+}
+
+/// ONNX `Conv` (and `ConvTranspose`) params.
+#[derive(Clone, Copy, Debug)]
+pub struct Conv<'a> {
+    /// `N`.
+    pub batch: usize,
+    /// `C`, input channels.
+    pub in_channels: usize,
+    /// `M`, output channels.
+    pub out_channels: usize,
+    /// Channel groups; divides `C` and `M` (`groups = C` for depthwise).
+    pub groups: usize,
+    /// Spatial geometry.
+    pub window: Window<'a>,
+}
+
+fn len3(a: usize, b: usize, c: usize) -> Result<usize> {
+    a.checked_mul(b).and_then(|v| v.checked_mul(c)).ok_or(Error::Overflow)
+}
+
+fn check_groups(p: &Conv<'_>) -> Result {
+    ensure(p.groups > 0, Error::InvalidParams)?;
+    ensure(
+        p.in_channels.is_multiple_of(p.groups) && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )
+}
+
+/// `y = conv(x, w) + bias`: each output sums over its group's input channels
+/// (outer) and the kernel taps (inner, row-major), then adds the bias;
+/// padding reads as zero.
+pub fn conv<T: Num>(p: &Conv<'_>, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut [T]) -> Result {
+    p.window.check(false)?;
+    check_groups(p)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    let k_size = numel(p.window.kernel)?;
+    let cg = p.in_channels / p.groups;
+    let mg = p.out_channels / p.groups;
+    ensure(x.len() == len3(p.batch, p.in_channels, in_size)?, Error::ShapeMismatch)?;
+    ensure(w.len() == len3(p.out_channels, cg, k_size)?, Error::ShapeMismatch)?;
+    ensure(y.len() == len3(p.batch, p.out_channels, out_size)?, Error::ShapeMismatch)?;
+    if let Some(b) = bias {
+        ensure(b.len() == p.out_channels, Error::ShapeMismatch)?;
+    }
+    if out_size == 0 {
+        return Ok(());
+    }
+    let mut opos = [0usize; MAX_RANK];
+    let opos = &mut opos[..p.window.in_dims.len()];
+    for n in 0..p.batch {
+        for g in 0..p.groups {
+            for mo in 0..mg {
+                let oc = g * mg + mo;
+                let y_base = (n * p.out_channels + oc) * out_size;
+                opos.fill(0);
+                let mut o = 0;
+                loop {
+                    let mut acc = T::ZERO;
+                    for ci in 0..cg {
+                        let x_base = (n * p.in_channels + g * cg + ci) * in_size;
+                        let w_base = (oc * cg + ci) * k_size;
+                        p.window.taps(opos, |tap, at| {
+                            if let Some(at) = at {
+                                acc = acc.add(x[x_base + at].mul(w[w_base + tap]));
+                            }
+                        });
+                    }
+                    if let Some(b) = bias {
+                        acc = acc.add(b[oc]);
+                    }
+                    y[y_base + o] = acc;
+                    o += 1;
+                    if !next_index(opos, p.window.out_dims) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ConvTranspose geometry: `in_dims` (the ConvTranspose output) must be
+/// `s * (out - 1) + d * (k - 1) + 1 - pb - pe + extra` with
+/// `0 <= extra < max(s, d)` (ONNX `output_padding`).
+fn check_transpose_window(w: &Window<'_>) -> Result {
+    w.check_lens()?;
+    for i in 0..w.in_dims.len() {
+        let (s, d, k, o) = (w.strides[i], w.dilations[i], w.kernel[i], w.out_dims[i]);
+        ensure(s > 0 && d > 0 && k > 0 && o > 0, Error::InvalidParams)?;
+        let full = s
+            .checked_mul(o - 1)
+            .and_then(|v| v.checked_add(d.checked_mul(k - 1)?.checked_add(1)?))
+            .ok_or(Error::Overflow)?;
+        let pads = w.pads_begin[i].checked_add(w.pads_end[i]).ok_or(Error::Overflow)?;
+        ensure(full >= pads, Error::InvalidParams)?;
+        let base = full - pads;
+        ensure(w.in_dims[i] >= base && w.in_dims[i] - base < s.max(d), Error::InvalidParams)?;
+    }
+    Ok(())
+}
+
+/// ONNX `ConvTranspose`: `x` is `[N, C, in...]`, `w` is `[C, M / groups, kernel...]`,
+/// `y` is `[N, M, out...]`.
+///
+/// `p.window` describes the equivalent forward convolution from `y` back to
+/// `x`: its `in_dims` are the ConvTranspose *output* dims, its `out_dims` the
+/// ConvTranspose *input* dims, with the ConvTranspose pads, strides and
+/// dilations; `output_padding` shows up only as larger `in_dims`. Each output
+/// is the bias plus the scatter-sum of the inputs whose windows cover it.
+pub fn conv_transpose<T: Num>(
+    p: &Conv<'_>,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    y: &mut [T],
+) -> Result {
+    check_transpose_window(&p.window)?;
+    check_groups(p)?;
+    let y_size = numel(p.window.in_dims)?;
+    let x_size = numel(p.window.out_dims)?;
+    let k_size = numel(p.window.kernel)?;
+    let cg = p.in_channels / p.groups;
+    let mg = p.out_channels / p.groups;
+    ensure(x.len() == len3(p.batch, p.in_channels, x_size)?, Error::ShapeMismatch)?;
+    ensure(w.len() == len3(p.in_channels, mg, k_size)?, Error::ShapeMismatch)?;
+    ensure(y.len() == len3(p.batch, p.out_channels, y_size)?, Error::ShapeMismatch)?;
+    if let Some(b) = bias {
+        ensure(b.len() == p.out_channels, Error::ShapeMismatch)?;
+    }
+    for (i, chunk) in y.chunks_mut(y_size.max(1)).enumerate() {
+        chunk.fill(bias.map_or(T::ZERO, |b| b[i % p.out_channels.max(1)]));
+    }
+    let mut xpos = [0usize; MAX_RANK];
+    let xpos = &mut xpos[..p.window.in_dims.len()];
+    for n in 0..p.batch {
+        for g in 0..p.groups {
+            for ci in 0..cg {
+                let c = g * cg + ci;
+                let x_base = (n * p.in_channels + c) * x_size;
+                xpos.fill(0);
+                let mut xi = 0;
+                loop {
+                    let xv = x[x_base + xi];
+                    for mo in 0..mg {
+                        let m = g * mg + mo;
+                        let y_base = (n * p.out_channels + m) * y_size;
+                        let w_base = (c * mg + mo) * k_size;
+                        p.window.taps(xpos, |tap, at| {
+                            if let Some(at) = at {
+                                y[y_base + at] = y[y_base + at].add(xv.mul(w[w_base + tap]));
+                            }
+                        });
+                    }
+                    xi += 1;
+                    if !next_index(xpos, p.window.out_dims) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn win<'a>(
+        in_dims: &'a [usize],
+        out_dims: &'a [usize],
+        kernel: &'a [usize],
+        strides: &'a [usize],
+        dilations: &'a [usize],
+        pads: &'a [usize],
+    ) -> Window<'a> {
+        Window { in_dims, out_dims, kernel, strides, dilations, pads_begin: pads, pads_end: pads }
+    }
+
+    fn c1(window: Window<'_>) -> Conv<'_> {
+        Conv { batch: 1, in_channels: 1, out_channels: 1, groups: 1, window }
+    }
+
+    #[test]
+    fn conv1d_hand_computed() {
+        // x = [1,2,3,4,5], w = [1,0,-1], pad 1: y[i] = x[i-1] - x[i+1], plus bias 10.
+        let p = c1(win(&[5], &[5], &[3], &[1], &[1], &[1]));
+        let mut y = [0.0f32; 5];
+        conv(&p, &[1.0, 2.0, 3.0, 4.0, 5.0], &[1.0, 0.0, -1.0], Some(&[10.0]), &mut y).unwrap();
+        assert_eq!(y, [8.0, 8.0, 8.0, 8.0, 14.0]);
+        // Stride 2, dilation 2, no pad: taps at 2o, 2o+2, 2o+4 over 7 inputs -> 2 outputs.
+        let p = c1(win(&[7], &[2], &[3], &[2], &[2], &[0]));
+        let mut y = [0i32; 2];
+        conv(&p, &[1, 2, 3, 4, 5, 6, 7], &[1, 10, 100], None, &mut y).unwrap();
+        assert_eq!(y, [1 + 30 + 500, 3 + 50 + 700]);
+        // An out dim that does not follow from the geometry is refused.
+        let p = c1(win(&[7], &[3], &[3], &[2], &[2], &[0]));
+        assert_eq!(conv(&p, &[1; 7], &[1; 3], None, &mut [0; 3]), Err(Error::InvalidParams));
+        // Asymmetric pads: begin 2, end 0, kernel 1 -> two leading zeros.
+        let w =
+            Window { pads_begin: &[2], pads_end: &[0], ..win(&[2], &[4], &[1], &[1], &[1], &[0]) };
+        let mut y = [9i32; 4];
+        conv(&c1(w), &[3, 4], &[2], None, &mut y).unwrap();
+        assert_eq!(y, [0, 0, 6, 8]);
+    }
+
+    #[test]
+    fn conv2d_identity_kernels() {
+        // 1x1 kernel, C = M = 2, w = identity matrix: y == x.
+        let x: [f64; 12] = core::array::from_fn(|i| i as f64 * 0.5 - 1.0);
+        let p = Conv {
+            batch: 1,
+            in_channels: 2,
+            out_channels: 2,
+            groups: 1,
+            window: win(&[2, 3], &[2, 3], &[1, 1], &[1, 1], &[1, 1], &[0, 0]),
+        };
+        let mut y = [0.0f64; 12];
+        conv(&p, &x, &[1.0, 0.0, 0.0, 1.0], None, &mut y).unwrap();
+        assert_eq!(y, x);
+        // A centred 3x3 delta kernel with pad 1 is the identity too.
+        let p = c1(win(&[3, 4], &[3, 4], &[3, 3], &[1, 1], &[1, 1], &[1, 1]));
+        let mut w = [0.0f64; 9];
+        w[4] = 1.0;
+        let mut y = [0.0f64; 12];
+        conv(&p, &x, &w, None, &mut y).unwrap();
+        assert_eq!(y, x);
+    }
+
+    #[test]
+    fn conv2d_box_sum_depthwise_grouped() {
+        // 3x3 ones input, 2x2 ones kernel, pad 1 all round: how many cells each window covers.
+        let p = c1(win(&[3, 3], &[4, 4], &[2, 2], &[1, 1], &[1, 1], &[1, 1]));
+        let mut y = [0i64; 16];
+        conv(&p, &[1; 9], &[1; 4], None, &mut y).unwrap();
+        assert_eq!(y, [1, 2, 2, 1, 2, 4, 4, 2, 2, 4, 4, 2, 1, 2, 2, 1]);
+        // Depthwise: 2 channels, groups 2, per-channel scalar kernels 2 and -1, batch 2.
+        let p = Conv {
+            batch: 2,
+            in_channels: 2,
+            out_channels: 2,
+            groups: 2,
+            window: win(&[2], &[2], &[1], &[1], &[1], &[0]),
+        };
+        let mut y = [0i32; 8];
+        conv(&p, &[1, 2, 3, 4, 5, 6, 7, 8], &[2, -1], Some(&[0, 100]), &mut y).unwrap();
+        assert_eq!(y, [2, 4, 97, 96, 10, 12, 93, 92]);
+        // Grouped: C = 4, M = 2, groups 2; each output sums its own pair of channels.
+        let p = Conv { batch: 1, in_channels: 4, out_channels: 2, ..p };
+        let mut y = [0i32; 4];
+        conv(&p, &[1, 2, 10, 20, 100, 200, 1000, 2000], &[1, 1, 1, -1], None, &mut y).unwrap();
+        assert_eq!(y, [11, 22, -900, -1800]);
+        let p = Conv { groups: 3, ..p };
+        assert_eq!(conv(&p, &[0; 8], &[0; 4], None, &mut y), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn conv3d_sum() {
+        let p = c1(win(&[2, 2, 2], &[1, 1, 1], &[2, 2, 2], &[1, 1, 1], &[1, 1, 1], &[0, 0, 0]));
+        let mut y = [0.0f32];
+        conv(&p, &[1.0; 8], &[1.0; 8], None, &mut y).unwrap();
+        assert_eq!(y, [8.0]);
+    }
+
+    #[test]
+    fn conv_transpose_hand_computed() {
+        // x = [1, 2], w = [1, 10, 100], stride 2: y = [1, 10, 100 + 2, 20, 200].
+        let p = c1(win(&[5], &[2], &[3], &[2], &[1], &[0]));
+        let mut y = [0i32; 5];
+        conv_transpose(&p, &[1, 2], &[1, 10, 100], None, &mut y).unwrap();
+        assert_eq!(y, [1, 10, 102, 20, 200]);
+        // Pads 1 crop one element from each end; bias adds.
+        let p = c1(win(&[3], &[2], &[3], &[2], &[1], &[1]));
+        let mut y = [0i32; 3];
+        conv_transpose(&p, &[1, 2], &[1, 10, 100], Some(&[5]), &mut y).unwrap();
+        assert_eq!(y, [15, 107, 25]);
+        // output_padding 1: one more trailing element holding only the bias.
+        let p = c1(win(&[6], &[2], &[3], &[2], &[1], &[0]));
+        let mut y = [0i32; 6];
+        conv_transpose(&p, &[1, 2], &[1, 10, 100], Some(&[5]), &mut y).unwrap();
+        assert_eq!(y, [6, 15, 107, 25, 205, 5]);
+        let p = c1(win(&[8], &[2], &[3], &[2], &[1], &[0]));
+        assert_eq!(
+            conv_transpose(&p, &[1, 2], &[1, 10, 100], None, &mut [0; 8]),
+            Err(Error::InvalidParams)
+        );
+    }
+}

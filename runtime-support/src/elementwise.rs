@@ -1,0 +1,758 @@
+//! Element-wise ops: unary maps and broadcasting binary / ternary ops.
+//!
+//! Unary float ops are described by [`Unary`] (with their attributes) and run
+//! by [`unary`] (out of place) or [`unary_in_place`]; [`eval`] evaluates one
+//! element and is what other kernels (RNN activations) reuse. Integer-capable
+//! unary ops are [`NumUnary`].
+//!
+//! Binary ops take a [`Broadcast`] plan: the output shape and, per input, its
+//! strides over that shape (0 on broadcast axes, see
+//! [`crate::shape::broadcast_strides`]). The generator emits the plan as
+//! consts. Equal contiguous shapes and scalar operands take a fast path.
+
+use crate::cast::{CastElement, Wide};
+use crate::num::{Flag, Float, Int, Num};
+use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
+use crate::{Error, Result, ensure};
+
+/// A unary float op and its attributes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Unary<T> {
+    /// `max(x, 0)`.
+    Relu,
+    /// `x` if `x >= 0`, else `alpha * x`.
+    LeakyRelu { alpha: T },
+    /// `min(max(x, min), max)`; NaN stays NaN.
+    Clip { min: T, max: T },
+    /// `1 / (1 + e^-x)`, computed without overflow.
+    Sigmoid,
+    /// `max(0, min(1, alpha * x + beta))`.
+    HardSigmoid { alpha: T, beta: T },
+    /// `x * max(0, min(1, x / 6 + 1/2))`.
+    HardSwish,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// Error function.
+    Erf,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `1 / x`.
+    Reciprocal,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round to nearest, ties to even.
+    Round,
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// `ln(1 + e^x)`, computed without overflow.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x * Phi(x)` with the exact normal CDF (`approximate = "none"`).
+    Gelu,
+    /// Gelu with the tanh approximation (`approximate = "tanh"`).
+    GeluTanh,
+    /// `x` if `x > 0`, else `alpha * (e^x - 1)`.
+    Elu { alpha: T },
+    /// `gamma * (x if x > 0 else alpha * (e^x - 1))`.
+    Selu { alpha: T, gamma: T },
+    /// `x` if `x > alpha`, else 0.
+    ThresholdedRelu { alpha: T },
+    /// `alpha * x + beta` (an RNN activation).
+    Affine { alpha: T, beta: T },
+    /// `alpha * tanh(beta * x)` (an RNN activation).
+    ScaledTanh { alpha: T, beta: T },
+}
+
+/// Evaluates `op` on one element.
+#[inline]
+pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {
+    let half = T::from_f64(0.5);
+    match op {
+        Unary::Relu => {
+            if x < T::ZERO {
+                T::ZERO
+            } else {
+                x
+            }
+        }
+        Unary::LeakyRelu { alpha } => {
+            if x < T::ZERO {
+                alpha.mul(x)
+            } else {
+                x
+            }
+        }
+        Unary::Clip { min, max } => {
+            let v = if x < min { min } else { x };
+            if v > max { max } else { v }
+        }
+        Unary::Sigmoid => sigmoid(x),
+        Unary::HardSigmoid { alpha, beta } => clamp01(alpha.mul(x).add(beta)),
+        Unary::HardSwish => x.mul(clamp01(x.mul(T::from_f64(1.0 / 6.0)).add(half))),
+        Unary::Tanh => x.tanh(),
+        Unary::Erf => x.erf(),
+        Unary::Exp => x.exp(),
+        Unary::Log => x.ln(),
+        Unary::Sqrt => x.sqrt(),
+        Unary::Neg => x.neg(),
+        Unary::Abs => Num::abs(x),
+        Unary::Reciprocal => T::ONE.div(x).unwrap_or(T::NAN),
+        Unary::Floor => x.floor(),
+        Unary::Ceil => x.ceil(),
+        Unary::Round => x.round_even(),
+        Unary::Sign => x.sign(),
+        Unary::Sin => x.sin(),
+        Unary::Cos => x.cos(),
+        Unary::Softplus => {
+            if x > T::ZERO {
+                x.add(x.neg().exp().ln_1p())
+            } else {
+                x.exp().ln_1p()
+            }
+        }
+        Unary::Softsign => x.div(T::ONE.add(Num::abs(x))).unwrap_or(T::NAN),
+        Unary::Gelu => {
+            let inv_sqrt2 = T::from_f64(core::f64::consts::FRAC_1_SQRT_2);
+            half.mul(x).mul(T::ONE.add(x.mul(inv_sqrt2).erf()))
+        }
+        Unary::GeluTanh => {
+            let c = T::from_f64(0.797_884_560_802_865_4); // sqrt(2 / pi)
+            let inner = c.mul(x.add(T::from_f64(0.044715).mul(x).mul(x).mul(x)));
+            half.mul(x).mul(T::ONE.add(inner.tanh()))
+        }
+        Unary::Elu { alpha } => {
+            if x > T::ZERO {
+                x
+            } else {
+                alpha.mul(x.exp().sub(T::ONE))
+            }
+        }
+        Unary::Selu { alpha, gamma } => {
+            if x > T::ZERO {
+                gamma.mul(x)
+            } else {
+                gamma.mul(alpha.mul(x.exp().sub(T::ONE)))
+            }
+        }
+        Unary::ThresholdedRelu { alpha } => {
+            if x > alpha {
+                x
+            } else {
+                T::ZERO
+            }
+        }
+        Unary::Affine { alpha, beta } => alpha.mul(x).add(beta),
+        Unary::ScaledTanh { alpha, beta } => alpha.mul(beta.mul(x).tanh()),
+    }
+}
+
+#[inline]
+fn clamp01<T: Float>(v: T) -> T {
+    if v < T::ZERO {
+        T::ZERO
+    } else if v > T::ONE {
+        T::ONE
+    } else {
+        v
+    }
+}
+
+/// `1 / (1 + e^-x)` without overflowing `e^-x` for very negative `x`.
+#[inline]
+pub fn sigmoid<T: Float>(x: T) -> T {
+    if x >= T::ZERO {
+        T::ONE.div(T::ONE.add(x.neg().exp())).unwrap_or(T::NAN)
+    } else {
+        let e = x.exp();
+        e.div(T::ONE.add(e)).unwrap_or(T::NAN)
+    }
+}
+
+/// Applies `op` to every element of `x`, writing `y` (same length).
+pub fn unary<T: Float>(op: Unary<T>, x: &[T], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = eval(op, v);
+    }
+    Ok(())
+}
+
+/// Applies `op` to every element of `x` in place.
+pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
+    for v in x.iter_mut() {
+        *v = eval(op, *v);
+    }
+}
+
+/// A unary op that integers support too.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NumUnary<T> {
+    /// `-x` (wrapping).
+    Neg,
+    /// `|x|` (wrapping).
+    Abs,
+    /// -1, 0 or 1.
+    Sign,
+    /// `max(x, 0)`.
+    Relu,
+    /// `min(max(x, min), max)`.
+    Clip { min: T, max: T },
+}
+
+#[inline]
+fn eval_num<T: Num>(op: NumUnary<T>, x: T) -> T {
+    match op {
+        NumUnary::Neg => x.neg(),
+        NumUnary::Abs => x.abs(),
+        NumUnary::Sign => x.sign(),
+        NumUnary::Relu => {
+            if x < T::ZERO {
+                T::ZERO
+            } else {
+                x
+            }
+        }
+        NumUnary::Clip { min, max } => {
+            let v = if x < min { min } else { x };
+            if v > max { max } else { v }
+        }
+    }
+}
+
+/// Applies an integer-capable op to every element of `x`, writing `y`.
+pub fn num_unary<T: Num>(op: NumUnary<T>, x: &[T], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = eval_num(op, v);
+    }
+    Ok(())
+}
+
+/// In-place form of [`num_unary`].
+pub fn num_unary_in_place<T: Num>(op: NumUnary<T>, x: &mut [T]) {
+    for v in x.iter_mut() {
+        *v = eval_num(op, *v);
+    }
+}
+
+/// Logical not.
+pub fn not<A: Flag, B: Flag>(x: &[A], y: &mut [B]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = B::from_bool(!v.get());
+    }
+    Ok(())
+}
+
+/// Bitwise not.
+pub fn bit_not<T: Int>(x: &[T], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = v.bit_not();
+    }
+    Ok(())
+}
+
+/// A broadcast plan for an op with `K` inputs: the output shape and each
+/// input's strides over it (0 on broadcast axes).
+#[derive(Clone, Copy, Debug)]
+pub struct Broadcast<'a, const K: usize> {
+    /// Output shape (the broadcast of all input shapes).
+    pub shape: &'a [usize],
+    /// Per input, one stride per output axis, in elements.
+    pub strides: [&'a [isize]; K],
+}
+
+fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expect: isize = 1;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d != 1 && s != expect {
+            return false;
+        }
+        expect = expect.wrapping_mul(d as isize);
+    }
+    true
+}
+
+/// How one input is read: as a contiguous run, as one repeated element, or strided.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    Dense,
+    Scalar,
+    Strided,
+}
+
+fn access(shape: &[usize], strides: &[isize], len: usize, n: usize) -> Access {
+    if len == 1 {
+        Access::Scalar
+    } else if len == n && is_contiguous(shape, strides) {
+        Access::Dense
+    } else {
+        Access::Strided
+    }
+}
+
+/// Runs `f` over the broadcast of `a` and `b` into `out`.
+fn zip2<A: Copy, B: Copy, U>(
+    p: &Broadcast<'_, 2>,
+    a: &[A],
+    b: &[B],
+    out: &mut [U],
+    mut f: impl FnMut(A, B) -> U,
+) -> Result {
+    let n = numel(p.shape)?;
+    ensure(out.len() == n, Error::ShapeMismatch)?;
+    check_strided(p.shape, p.strides[0], 0, a.len())?;
+    check_strided(p.shape, p.strides[1], 0, b.len())?;
+    if n == 0 {
+        return Ok(());
+    }
+    match (access(p.shape, p.strides[0], a.len(), n), access(p.shape, p.strides[1], b.len(), n)) {
+        (Access::Dense, Access::Dense) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Access::Dense, Access::Scalar) => {
+            let y = b[0];
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+        (Access::Scalar, Access::Dense) => {
+            let x = a[0];
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(x, y);
+            }
+        }
+        _ => {
+            let mut os = [0isize; MAX_RANK];
+            let os = &mut os[..p.shape.len()];
+            contiguous_strides(p.shape, os)?;
+            walk(p.shape, [p.strides[0], p.strides[1], os], [0, 0, 0], |[i, j, o]| {
+                out[o] = f(a[i], b[j]);
+            });
+        }
+    }
+    Ok(())
+}
+
+/// An arithmetic binary op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// `a + b` (wrapping for integers).
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`; integers truncate toward zero.
+    Div,
+    /// `a ^ b`.
+    Pow,
+    /// Element-wise minimum (NaN propagates).
+    Min,
+    /// Element-wise maximum (NaN propagates).
+    Max,
+    /// `Mod` with `fmod = 0`: the remainder has the divisor's sign.
+    Mod,
+    /// `Mod` with `fmod = 1`: the remainder has the dividend's sign.
+    Fmod,
+}
+
+/// `out = a (op) b` under the broadcast plan `p`. [`Error::DivisionByZero`]
+/// for integer `Div`/`Mod`/`Fmod` by zero or `Pow` of zero by a negative
+/// exponent (the other outputs are still written).
+pub fn arith<T: Num>(op: Arith, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mut [T]) -> Result {
+    let mut bad = false;
+    let mut chk = |r: Option<T>| {
+        r.unwrap_or_else(|| {
+            bad = true;
+            T::ZERO
+        })
+    };
+    match op {
+        Arith::Add => zip2(p, a, b, out, |x, y| x.add(y))?,
+        Arith::Sub => zip2(p, a, b, out, |x, y| x.sub(y))?,
+        Arith::Mul => zip2(p, a, b, out, |x, y| x.mul(y))?,
+        Arith::Div => zip2(p, a, b, out, |x, y| chk(x.div(y)))?,
+        Arith::Pow => zip2(p, a, b, out, |x, y| chk(x.pow(y)))?,
+        Arith::Min => zip2(p, a, b, out, |x, y| x.min_of(y))?,
+        Arith::Max => zip2(p, a, b, out, |x, y| x.max_of(y))?,
+        Arith::Mod => zip2(p, a, b, out, |x, y| chk(x.rem_floor(y)))?,
+        Arith::Fmod => zip2(p, a, b, out, |x, y| chk(x.rem_trunc(y)))?,
+    }
+    if bad { Err(Error::DivisionByZero) } else { Ok(()) }
+}
+
+/// ONNX `Pow` whose exponent type differs from the base's (e.g. a float
+/// base with an `i64` exponent). A float base raises to the exponent
+/// converted to the base type; an integer base with an integer exponent is
+/// an exact wrapping power (negative exponents as in [`Num::pow`]); an
+/// integer base with a float exponent is computed in `f64` and truncated like
+/// `Cast`. [`Error::DivisionByZero`] for 0 raised to a negative integer.
+pub fn pow_mixed<B: Num + CastElement, E: CastElement>(
+    p: &Broadcast<'_, 2>,
+    base: &[B],
+    exponent: &[E],
+    out: &mut [B],
+) -> Result {
+    let mut bad = false;
+    zip2(p, base, exponent, out, |x, e| match (x.to_wide(), e.to_wide()) {
+        (Wide::Int(xi), Wide::Int(n)) => int_pow(x, xi, n).unwrap_or_else(|| {
+            bad = true;
+            B::ZERO
+        }),
+        (Wide::Int(xi), Wide::Float(f)) => B::from_wide(Wide::Float(libm::pow(xi as f64, f))),
+        (Wide::Float(_), w) => x.pow(B::from_wide(w)).unwrap_or(B::ZERO),
+    })?;
+    if bad { Err(Error::DivisionByZero) } else { Ok(()) }
+}
+
+/// `x^n` with wrapping multiplication; `xi` is `x` widened.
+fn int_pow<B: Num>(x: B, xi: i128, n: i128) -> Option<B> {
+    if n < 0 {
+        return match xi {
+            0 => None,
+            1 => Some(B::ONE),
+            -1 => Some(if n % 2 == 0 { B::ONE } else { x }),
+            _ => Some(B::ZERO),
+        };
+    }
+    let (mut base, mut e, mut r) = (x, n as u128, B::ONE);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r.mul(base);
+        }
+        base = base.mul(base);
+        e >>= 1;
+    }
+    Some(r)
+}
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    /// `a == b`.
+    Equal,
+    /// `a < b`.
+    Less,
+    /// `a > b`.
+    Greater,
+    /// `a <= b`.
+    LessOrEqual,
+    /// `a >= b`.
+    GreaterOrEqual,
+}
+
+/// `out = a (op) b` under the broadcast plan `p`; NaN compares false
+/// (unequal to everything).
+pub fn compare<T: PartialOrd + Copy, F: Flag>(
+    op: Compare,
+    p: &Broadcast<'_, 2>,
+    a: &[T],
+    b: &[T],
+    out: &mut [F],
+) -> Result {
+    match op {
+        Compare::Equal => zip2(p, a, b, out, |x, y| F::from_bool(x == y)),
+        Compare::Less => zip2(p, a, b, out, |x, y| F::from_bool(x < y)),
+        Compare::Greater => zip2(p, a, b, out, |x, y| F::from_bool(x > y)),
+        Compare::LessOrEqual => zip2(p, a, b, out, |x, y| F::from_bool(x <= y)),
+        Compare::GreaterOrEqual => zip2(p, a, b, out, |x, y| F::from_bool(x >= y)),
+    }
+}
+
+/// A logical binary op on booleans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logic {
+    /// `a && b`.
+    And,
+    /// `a || b`.
+    Or,
+    /// `a != b`.
+    Xor,
+    /// `a == b` (ONNX `Equal` on bool).
+    Equal,
+}
+
+/// `out = a (op) b` on booleans under the broadcast plan `p`.
+pub fn logic<A: Flag, B: Flag, F: Flag>(
+    op: Logic,
+    p: &Broadcast<'_, 2>,
+    a: &[A],
+    b: &[B],
+    out: &mut [F],
+) -> Result {
+    match op {
+        Logic::And => zip2(p, a, b, out, |x, y| F::from_bool(x.get() && y.get())),
+        Logic::Or => zip2(p, a, b, out, |x, y| F::from_bool(x.get() || y.get())),
+        Logic::Xor => zip2(p, a, b, out, |x, y| F::from_bool(x.get() != y.get())),
+        Logic::Equal => zip2(p, a, b, out, |x, y| F::from_bool(x.get() == y.get())),
+    }
+}
+
+/// A bitwise binary op on integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bitwise {
+    /// `a & b`.
+    And,
+    /// `a | b`.
+    Or,
+    /// `a ^ b`.
+    Xor,
+    /// `a << b` (`BitShift` with `direction = "LEFT"`); 0 when `b` >= width.
+    ShiftLeft,
+    /// `a >> b` (`direction = "RIGHT"`); 0 when `b` >= width.
+    ShiftRight,
+}
+
+/// `out = a (op) b` on integers under the broadcast plan `p`.
+pub fn bitwise<T: Int>(
+    op: Bitwise,
+    p: &Broadcast<'_, 2>,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+) -> Result {
+    match op {
+        Bitwise::And => zip2(p, a, b, out, |x, y| x.bit_and(y)),
+        Bitwise::Or => zip2(p, a, b, out, |x, y| x.bit_or(y)),
+        Bitwise::Xor => zip2(p, a, b, out, |x, y| x.bit_xor(y)),
+        Bitwise::ShiftLeft => zip2(p, a, b, out, |x, y| x.shl(y)),
+        Bitwise::ShiftRight => zip2(p, a, b, out, |x, y| x.shr(y)),
+    }
+}
+
+/// ONNX `Where`: `out = if cond { x } else { y }` under the three-input plan
+/// `p` (strides in the order cond, x, y).
+pub fn where_<F: Flag, T: Copy>(
+    p: &Broadcast<'_, 3>,
+    cond: &[F],
+    x: &[T],
+    y: &[T],
+    out: &mut [T],
+) -> Result {
+    let n = numel(p.shape)?;
+    ensure(out.len() == n, Error::ShapeMismatch)?;
+    check_strided(p.shape, p.strides[0], 0, cond.len())?;
+    check_strided(p.shape, p.strides[1], 0, x.len())?;
+    check_strided(p.shape, p.strides[2], 0, y.len())?;
+    let mut os = [0isize; MAX_RANK];
+    let os = &mut os[..p.shape.len()];
+    contiguous_strides(p.shape, os)?;
+    walk(p.shape, [p.strides[0], p.strides[1], p.strides[2], os], [0; 4], |[c, i, j, o]| {
+        out[o] = if cond[c].get() { x[i] } else { y[j] };
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAME4: Broadcast<'static, 2> = Broadcast { shape: &[4], strides: [&[1], &[1]] };
+
+    #[test]
+    fn float_unary_hand_values() {
+        let x = [-2.0f32, -0.5, 0.0, 3.0];
+        let mut y = [0.0f32; 4];
+        unary(Unary::Relu, &x, &mut y).unwrap();
+        assert_eq!(y, [0.0, 0.0, 0.0, 3.0]);
+        unary(Unary::LeakyRelu { alpha: 0.5 }, &x, &mut y).unwrap();
+        assert_eq!(y, [-1.0, -0.25, 0.0, 3.0]);
+        unary(Unary::Clip { min: -1.0, max: 1.0 }, &x, &mut y).unwrap();
+        assert_eq!(y, [-1.0, -0.5, 0.0, 1.0]);
+        unary(Unary::HardSigmoid { alpha: 0.2, beta: 0.5 }, &x, &mut y).unwrap();
+        let want = [0.1f32, 0.4, 0.5, 1.0];
+        assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6));
+        // HardSwish: x * clamp(x/6 + 1/2): -2 -> -2/6 = -1/3, 3 -> 3.
+        unary(Unary::HardSwish, &x, &mut y).unwrap();
+        assert!((y[0] - (-2.0 / 6.0)).abs() < 1e-6 && y[2] == 0.0 && y[3] == 3.0);
+        unary(Unary::Neg, &x, &mut y).unwrap();
+        assert_eq!(y, [2.0, 0.5, -0.0, -3.0]);
+        unary(Unary::Sign, &x, &mut y).unwrap();
+        assert_eq!(y, [-1.0, -1.0, 0.0, 1.0]);
+        unary(Unary::Reciprocal, &x, &mut y).unwrap();
+        assert_eq!(y, [-0.5, -2.0, f32::INFINITY, 1.0 / 3.0]);
+        unary(Unary::ThresholdedRelu { alpha: 0.0 }, &x, &mut y).unwrap();
+        assert_eq!(y, [0.0, 0.0, 0.0, 3.0]);
+        assert!(unary(Unary::Relu, &x, &mut y[..3]).is_err());
+    }
+
+    #[test]
+    fn rounding_family() {
+        let x = [-1.5f64, -0.5, 0.5, 1.5, 2.5, 2.7];
+        let mut y = [0.0f64; 6];
+        unary(Unary::Round, &x, &mut y).unwrap();
+        assert_eq!(y, [-2.0, -0.0, 0.0, 2.0, 2.0, 3.0]);
+        unary(Unary::Floor, &x, &mut y).unwrap();
+        assert_eq!(y, [-2.0, -1.0, 0.0, 1.0, 2.0, 2.0]);
+        unary(Unary::Ceil, &x, &mut y).unwrap();
+        assert_eq!(y, [-1.0, -0.0, 1.0, 2.0, 3.0, 3.0]);
+    }
+
+    #[test]
+    fn transcendental_identities() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(eval(Unary::Sigmoid, 0.0), 0.5));
+        // sigmoid(x) + sigmoid(-x) = 1, also far in the tails without NaN.
+        for x in [-800.0f64, -3.0, 0.7, 40.0] {
+            assert!(close(eval(Unary::Sigmoid, x) + eval(Unary::Sigmoid, -x), 1.0));
+        }
+        assert!(close(eval(Unary::Softplus, 0.0), core::f64::consts::LN_2));
+        assert_eq!(eval(Unary::Softplus, 1000.0f64), 1000.0);
+        assert_eq!(eval(Unary::Softplus, -1000.0f64), 0.0);
+        assert!(close(eval(Unary::Log, eval(Unary::Exp, 1.25)), 1.25));
+        assert!(close(eval(Unary::Sqrt, 2.25), 1.5));
+        assert!(close(eval(Unary::Tanh, 0.0), 0.0));
+        assert!(close(eval(Unary::Erf, 0.0), 0.0));
+        let s = eval(Unary::Sin, 0.3f64);
+        let c = eval(Unary::Cos, 0.3f64);
+        assert!(close(s * s + c * c, 1.0));
+        // Gelu(0) = 0, Gelu(x) - Gelu(-x) = x (Phi(x) + Phi(-x) = 1).
+        assert_eq!(eval(Unary::Gelu, 0.0f64), 0.0);
+        assert!(close(eval(Unary::Gelu, 1.3) - eval(Unary::Gelu, -1.3), 1.3));
+        assert!(close(eval(Unary::GeluTanh, 1.3) - eval(Unary::GeluTanh, -1.3), 1.3));
+        assert!(close(eval(Unary::Softsign, 3.0), 0.75));
+        assert!(close(eval(Unary::Affine { alpha: 2.0, beta: -1.0 }, 3.0), 5.0));
+        assert!(close(eval(Unary::ScaledTanh { alpha: 2.0, beta: 0.0 }, 3.0), 0.0));
+        assert!(close(eval(Unary::Elu { alpha: 2.0 }, 0.0), 0.0));
+        assert!(close(eval(Unary::Selu { alpha: 2.0, gamma: 3.0 }, 1.0), 3.0));
+        assert!(eval(Unary::Clip { min: 0.0, max: 1.0 }, f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn in_place_matches_out_of_place() {
+        let x = [-1.0f32, 0.25, 4.0];
+        let mut y = [0.0f32; 3];
+        unary(Unary::Sqrt, &x, &mut y).unwrap();
+        let mut z = x;
+        unary_in_place(Unary::Sqrt, &mut z);
+        assert!(y[0].is_nan() && z[0].is_nan());
+        assert_eq!(&y[1..], &z[1..]);
+        assert_eq!(&z[1..], &[0.5, 2.0]);
+    }
+
+    #[test]
+    fn integer_unary_and_not() {
+        let x = [-3i32, 0, 5, i32::MIN];
+        let mut y = [0i32; 4];
+        num_unary(NumUnary::Abs, &x, &mut y).unwrap();
+        assert_eq!(y, [3, 0, 5, i32::MIN]);
+        num_unary(NumUnary::Clip { min: -1, max: 2 }, &x, &mut y).unwrap();
+        assert_eq!(y, [-1, 0, 2, -1]);
+        num_unary_in_place(NumUnary::Sign, &mut y);
+        assert_eq!(y, [-1, 0, 1, -1]);
+        let mut f = [0u8; 2];
+        not(&[true, false], &mut f).unwrap();
+        assert_eq!(f, [0, 1]);
+        let mut b = [0u8; 2];
+        bit_not(&[0u8, 0xF0], &mut b).unwrap();
+        assert_eq!(b, [0xFF, 0x0F]);
+    }
+
+    #[test]
+    fn binary_same_shape() {
+        let a = [7i32, -7, 6, 1];
+        let b = [2i32, 2, -4, 3];
+        let mut o = [0i32; 4];
+        arith(Arith::Div, &SAME4, &a, &b, &mut o).unwrap();
+        assert_eq!(o, [3, -3, -1, 0]);
+        arith(Arith::Mod, &SAME4, &a, &b, &mut o).unwrap();
+        assert_eq!(o, [1, 1, -2, 1]);
+        arith(Arith::Fmod, &SAME4, &a, &b, &mut o).unwrap();
+        assert_eq!(o, [1, -1, 2, 1]);
+        arith(Arith::Pow, &SAME4, &a, &b, &mut o).unwrap();
+        assert_eq!(o, [49, 49, 0, 1]);
+        arith(Arith::Max, &SAME4, &a, &b, &mut o).unwrap();
+        assert_eq!(o, [7, 2, 6, 3]);
+        let z = [1i32, 0, 1, 1];
+        assert_eq!(arith(Arith::Div, &SAME4, &a, &z, &mut o), Err(Error::DivisionByZero));
+    }
+
+    #[test]
+    fn binary_broadcast_row_column_scalar() {
+        // [2,1] + [3] -> [2,3]
+        let p = Broadcast { shape: &[2, 3], strides: [&[1, 0], &[0, 1]] };
+        let mut o = [0.0f32; 6];
+        arith(Arith::Add, &p, &[10.0, 20.0], &[1.0, 2.0, 3.0], &mut o).unwrap();
+        assert_eq!(o, [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
+        // scalar - [2,3]
+        let p = Broadcast { shape: &[2, 3], strides: [&[0, 0], &[3, 1]] };
+        let b = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        arith(Arith::Sub, &p, &[10.0], &b, &mut o).unwrap();
+        assert_eq!(o, [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]);
+        // A transposed read (strided path): a is 3x2 read as its transpose.
+        let p = Broadcast { shape: &[2, 3], strides: [&[1, 2], &[0, 0]] };
+        arith(Arith::Mul, &p, &b, &[2.0], &mut o).unwrap();
+        assert_eq!(o, [2.0, 6.0, 10.0, 4.0, 8.0, 12.0]);
+        // Bad strides are refused, not read out of bounds.
+        let p = Broadcast { shape: &[2, 3], strides: [&[3, 1], &[0, 1]] };
+        assert_eq!(arith(Arith::Add, &p, &[1.0; 5], &[1.0; 3], &mut o), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn pow_with_other_exponent_types() {
+        let mut o = [0.0f32; 4];
+        pow_mixed(&SAME4, &[2.0f32, 9.0, 2.0, -2.0], &[3i64, 0, -1, 2], &mut o).unwrap();
+        assert_eq!(o, [8.0, 1.0, 0.5, 4.0]);
+        let mut o = [0i32; 4];
+        pow_mixed(&SAME4, &[2i32, 4, -1, 3], &[10u8, 0, 255, 2], &mut o).unwrap();
+        assert_eq!(o, [1024, 1, -1, 9]);
+        pow_mixed(&SAME4, &[4i32, 2, 10, 1], &[0.5f64, -1.0, 2.0, 9.5], &mut o).unwrap();
+        assert_eq!(o, [2, 0, 100, 1]);
+        let p = Broadcast { shape: &[1], strides: [&[0], &[0]] };
+        assert_eq!(pow_mixed(&p, &[0i64], &[-2i8], &mut [0i64]), Err(Error::DivisionByZero));
+        assert_eq!(pow_mixed(&p, &[2u64], &[64i64], &mut []), Err(Error::ShapeMismatch));
+        // Exponents past the width wrap like repeated multiplication: 2^64 in u64 is 0.
+        let mut w = [7u64];
+        pow_mixed(&p, &[2u64], &[64i64], &mut w).unwrap();
+        assert_eq!(w, [0]);
+    }
+
+    #[test]
+    fn comparisons_logic_shifts() {
+        let p = Broadcast { shape: &[3], strides: [&[1], &[0]] };
+        let mut f = [false; 3];
+        compare(Compare::Less, &p, &[1.0f32, 2.0, f32::NAN], &[2.0], &mut f).unwrap();
+        assert_eq!(f, [true, false, false]);
+        compare(Compare::GreaterOrEqual, &p, &[1i64, 2, 3], &[2], &mut f).unwrap();
+        assert_eq!(f, [false, true, true]);
+        compare(Compare::Equal, &p, &[1u8, 2, 3], &[2], &mut f).unwrap();
+        assert_eq!(f, [false, true, false]);
+        let mut u = [0u8; 3];
+        logic(Logic::Xor, &p, &[true, false, true], &[1u8], &mut u).unwrap();
+        assert_eq!(u, [0, 1, 0]);
+        let mut s = [0u8; 3];
+        bitwise(Bitwise::ShiftLeft, &p, &[1u8, 3, 255], &[2], &mut s).unwrap();
+        assert_eq!(s, [4, 12, 252]);
+        bitwise(Bitwise::ShiftRight, &p, &[16u8, 3, 255], &[2], &mut s).unwrap();
+        assert_eq!(s, [4, 0, 63]);
+    }
+
+    #[test]
+    fn where_broadcasts_three_ways() {
+        // cond [2,1], x [3], y scalar -> [2,3]
+        let p = Broadcast { shape: &[2, 3], strides: [&[1, 0], &[0, 1], &[0, 0]] };
+        let mut o = [0i32; 6];
+        where_(&p, &[true, false], &[1, 2, 3], &[-1], &mut o).unwrap();
+        assert_eq!(o, [1, 2, 3, -1, -1, -1]);
+    }
+}

@@ -1,0 +1,240 @@
+//! Gemm and batched MatMul.
+//!
+//! Every dot product sums over `k` in ascending order, so results are
+//! reproducible bit for bit; a later packed/SIMD path must keep that order or
+//! be opted into explicitly.
+
+use crate::num::Num;
+use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
+use crate::{Error, Result, ensure};
+
+/// `Y = alpha * A' * B' + beta * C` with `A'` = `A` or `Aᵀ`, `B'` = `B` or `Bᵀ`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gemm<T> {
+    /// Rows of `A'` and `Y`.
+    pub m: usize,
+    /// Columns of `B'` and `Y`.
+    pub n: usize,
+    /// Columns of `A'`, rows of `B'`.
+    pub k: usize,
+    /// `A` is stored `[k, m]` and used transposed.
+    pub trans_a: bool,
+    /// `B` is stored `[n, k]` and used transposed.
+    pub trans_b: bool,
+    /// Scale of the product.
+    pub alpha: T,
+    /// Scale of `C`.
+    pub beta: T,
+    /// Row and column stride of `C` over `[m, n]`: `[n, 1]` for a full matrix,
+    /// `[0, 1]` for a row of `n`, `[1, 0]` for a column of `m`, `[0, 0]` for a scalar.
+    pub c_strides: [isize; 2],
+}
+
+/// One 2-D product `y[m, n] = sum_p a[i, p] * b[p, j]` with `a`, `b` read
+/// through (row, column) strides.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn mm<T: Num>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    a_s: [usize; 2],
+    b: &[T],
+    b_s: [usize; 2],
+    mut out: impl FnMut(usize, usize, T),
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = T::ZERO;
+            for p in 0..k {
+                acc = acc.add(a[i * a_s[0] + p * a_s[1]].mul(b[p * b_s[0] + j * b_s[1]]));
+            }
+            out(i, j, acc);
+        }
+    }
+}
+
+/// ONNX `Gemm`. `a` holds `m * k` elements, `b` holds `k * n`, `y` holds `m * n`;
+/// `c`, if given, is read through `p.c_strides`.
+pub fn gemm<T: Num>(p: &Gemm<T>, a: &[T], b: &[T], c: Option<&[T]>, y: &mut [T]) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    ensure(a.len() == mk && b.len() == kn && y.len() == mn, Error::ShapeMismatch)?;
+    if let Some(c) = c {
+        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
+    }
+    let a_s = if p.trans_a { [1, m] } else { [k, 1] };
+    let b_s = if p.trans_b { [1, k] } else { [n, 1] };
+    mm(m, n, k, a, a_s, b, b_s, |i, j, acc| {
+        let mut v = p.alpha.mul(acc);
+        if let Some(c) = c {
+            let off = i as isize * p.c_strides[0] + j as isize * p.c_strides[1];
+            v = v.add(p.beta.mul(c[off as usize]));
+        }
+        y[i * n + j] = v;
+    });
+    Ok(())
+}
+
+/// ONNX `MatMul` over broadcast batch dimensions.
+///
+/// Operands are stacks of row-major matrices: `A` of `[m, k]`, `B` of `[k, n]`.
+/// The generator applies numpy's 1-D rules before calling: a 1-D `A` of `[k]`
+/// is `m = 1`, a 1-D `B` of `[k]` is `n = 1` (its storage is the same as
+/// `[k, 1]`), and drops the inserted axis from the output shape.
+#[derive(Clone, Copy, Debug)]
+pub struct MatMul<'a> {
+    /// The broadcast batch shape (empty for a plain 2-D product).
+    pub batch: &'a [usize],
+    /// Per batch axis, the distance in elements between consecutive matrices
+    /// of `A` (0 on an axis `A` broadcasts over).
+    pub a_batch_strides: &'a [isize],
+    /// The same for `B`.
+    pub b_batch_strides: &'a [isize],
+    /// Rows of each `A` matrix.
+    pub m: usize,
+    /// Columns of each `A` matrix, rows of each `B` matrix.
+    pub k: usize,
+    /// Columns of each `B` matrix.
+    pub n: usize,
+}
+
+/// Checks that every matrix of `size` elements starting at a batch offset fits in `len`.
+fn check_batch(batch: &[usize], strides: &[isize], size: usize, len: usize) -> Result {
+    if size == 0 {
+        return check_strided(batch, strides, 0, usize::MAX);
+    }
+    ensure(len >= size, Error::ShapeMismatch)?;
+    check_strided(batch, strides, 0, len - size + 1)
+}
+
+/// `y[batch, m, n] = a[batch, m, k] @ b[batch, k, n]`, `y` contiguous.
+pub fn matmul<T: Num>(p: &MatMul<'_>, a: &[T], b: &[T], y: &mut [T]) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
+    ensure(y.len() == total, Error::ShapeMismatch)?;
+    check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
+    check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
+    if mk == 0 || kn == 0 {
+        // An empty operand: every output (if any) is an empty sum.
+        y.fill(T::ZERO);
+        return Ok(());
+    }
+    let mut ys = [0isize; MAX_RANK];
+    let ys = &mut ys[..p.batch.len()];
+    contiguous_strides(p.batch, ys)?;
+    let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
+    for s in ys.iter_mut() {
+        *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+    }
+    walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
+        let (a, b) = (&a[ia..ia + mk], &b[ib..ib + kn]);
+        let y = &mut y[iy..iy + mn];
+        mm(m, n, k, a, [k, 1], b, [n, 1], |i, j, acc| y[i * n + j] = acc);
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(m: usize, n: usize, k: usize) -> Gemm<f32> {
+        Gemm { m, n, k, trans_a: false, trans_b: false, alpha: 1.0, beta: 1.0, c_strides: [0, 0] }
+    }
+
+    #[test]
+    fn gemm_hand_computed() {
+        // [[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]
+        let a = [1.0f32, 2.0, 3.0, 4.0];
+        let b = [5.0f32, 6.0, 7.0, 8.0];
+        let mut y = [0.0f32; 4];
+        gemm(&g(2, 2, 2), &a, &b, None, &mut y).unwrap();
+        assert_eq!(y, [19.0, 22.0, 43.0, 50.0]);
+        // transA: Aᵀ = [[1,3],[2,4]] -> [[26,30],[38,44]]; alpha 2, C row [1, -1], beta 3.
+        let p = Gemm { trans_a: true, alpha: 2.0, beta: 3.0, c_strides: [0, 1], ..g(2, 2, 2) };
+        gemm(&p, &a, &b, Some(&[1.0, -1.0]), &mut y).unwrap();
+        assert_eq!(y, [55.0, 57.0, 79.0, 85.0]);
+        // transB: Bᵀ = [[5,7],[6,8]] -> [[17,23],[39,53]]; C column [10, 20].
+        let p = Gemm { trans_b: true, c_strides: [1, 0], ..g(2, 2, 2) };
+        gemm(&p, &a, &b, Some(&[10.0, 20.0]), &mut y).unwrap();
+        assert_eq!(y, [27.0, 33.0, 59.0, 73.0]);
+        // Scalar C, beta 0.5.
+        let p = Gemm { beta: 0.5, ..g(2, 2, 2) };
+        gemm(&p, &a, &b, Some(&[4.0]), &mut y).unwrap();
+        assert_eq!(y, [21.0, 24.0, 45.0, 52.0]);
+    }
+
+    #[test]
+    fn gemm_non_square_and_identity() {
+        // [1,3] @ [3,2]
+        let mut y = [0.0f64; 2];
+        let p = Gemm {
+            m: 1,
+            n: 2,
+            k: 3,
+            trans_a: false,
+            trans_b: false,
+            alpha: 1.0,
+            beta: 0.0,
+            c_strides: [0, 0],
+        };
+        gemm(&p, &[1.0, 2.0, 3.0], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], None, &mut y).unwrap();
+        assert_eq!(y, [4.0, 5.0]);
+        // Identity on either side leaves the other operand unchanged.
+        let x = [1.5f32, -2.0, 0.25, 4.0, 5.0, 6.0];
+        let id = [1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        let mut y = [0.0f32; 6];
+        gemm(&g(2, 3, 3), &x, &id, None, &mut y).unwrap();
+        assert_eq!(y, x);
+        assert_eq!(gemm(&g(2, 3, 3), &x, &id[..8], None, &mut y), Err(Error::ShapeMismatch));
+        let p = Gemm { c_strides: [3, 1], ..g(2, 3, 3) };
+        assert_eq!(gemm(&p, &x, &id, Some(&[0.0; 5]), &mut y), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn matmul_batched_broadcast() {
+        // A: [2, 1, 2] (two 1x2 rows), B: [2, 1] shared across the batch.
+        let a = [1i32, 2, 3, 4];
+        let b = [10i32, 1];
+        let mut y = [0i32; 2];
+        let p =
+            MatMul { batch: &[2], a_batch_strides: &[2], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        matmul(&p, &a, &b, &mut y).unwrap();
+        assert_eq!(y, [12, 34]);
+        // Batch [2, 2] from A [2, 1, ...] and B [1, 2, ...], 1x1 matrices:
+        // y[i][j] = a[i] * b[j].
+        let p = MatMul {
+            batch: &[2, 2],
+            a_batch_strides: &[1, 0],
+            b_batch_strides: &[0, 1],
+            m: 1,
+            k: 1,
+            n: 1,
+        };
+        let mut y = [0i64; 4];
+        matmul(&p, &[2, 3], &[5, 7], &mut y).unwrap();
+        assert_eq!(y, [10, 14, 15, 21]);
+        // 1-D @ 1-D is a dot product: m = n = 1.
+        let p = MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m: 1, k: 3, n: 1 };
+        let mut y = [0.0f32];
+        matmul(&p, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], &mut y).unwrap();
+        assert_eq!(y, [32.0]);
+        // k = 0: empty sums, whatever the (unused) batch strides say.
+        let p0 =
+            MatMul { batch: &[2], a_batch_strides: &[5], b_batch_strides: &[5], m: 1, k: 0, n: 2 };
+        let mut y0 = [9i32; 4];
+        matmul(&p0, &[], &[], &mut y0).unwrap();
+        assert_eq!(y0, [0; 4]);
+        // A batch stride that would read past A is refused.
+        let p =
+            MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        assert_eq!(matmul(&p, &a, &b, &mut [0i32; 2]), Err(Error::ShapeMismatch));
+    }
+}

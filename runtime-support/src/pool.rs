@@ -1,0 +1,284 @@
+//! N-d pooling: MaxPool, AveragePool, LpPool and the global forms.
+//!
+//! Tensors are `[N, C, spatial...]`; pooling treats `N * C` planes alike.
+//! `ceil_mode` is the generator's business: it computes the output dims
+//! (dropping a last window that would start in the end padding, as ONNX
+//! Runtime does) and [`Window::check`] accepts floor or ceil dims. Taps
+//! beyond the end padding are ignored entirely.
+
+use crate::conv::Window;
+use crate::num::{Float, Num};
+use crate::shape::{MAX_RANK, next_index, numel};
+use crate::{Error, Result, ensure};
+
+/// Pooling params: `planes = N * C` and the window geometry.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool<'a> {
+    /// Number of independent planes (`N * C`).
+    pub planes: usize,
+    /// Spatial geometry.
+    pub window: Window<'a>,
+}
+
+fn sizes(p: &Pool<'_>, x_len: usize, y_len: usize) -> Result<(usize, usize)> {
+    p.window.check(true)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    ensure(x_len == p.planes.checked_mul(in_size).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(y_len == p.planes.checked_mul(out_size).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    Ok((in_size, out_size))
+}
+
+/// Runs `f(plane, out_index, opos)` for every output position of every plane.
+fn each_output(p: &Pool<'_>, out_size: usize, mut f: impl FnMut(usize, usize, &[usize])) {
+    if out_size == 0 {
+        return;
+    }
+    let mut opos = [0usize; MAX_RANK];
+    let opos = &mut opos[..p.window.in_dims.len()];
+    for plane in 0..p.planes {
+        opos.fill(0);
+        let mut o = 0;
+        loop {
+            f(plane, plane * out_size + o, opos);
+            o += 1;
+            if !next_index(opos, p.window.out_dims) {
+                break;
+            }
+        }
+    }
+}
+
+/// ONNX `MaxPool`: the maximum over each window's taps that fall inside the
+/// input (padding never wins). A window with no such tap gives the lowest
+/// value. NaN inputs propagate. With `indices`, also writes each maximum's
+/// flat index into `x` (row-major over `[N, C, spatial...]`, the first one on
+/// ties; -1 for an empty window), as the `Indices` output with
+/// `storage_order = 0`.
+pub fn max_pool<T: Num>(
+    p: &Pool<'_>,
+    x: &[T],
+    y: &mut [T],
+    mut indices: Option<&mut [i64]>,
+) -> Result {
+    let (in_size, out_size) = sizes(p, x.len(), y.len())?;
+    if let Some(ix) = &indices {
+        ensure(ix.len() == y.len(), Error::ShapeMismatch)?;
+    }
+    each_output(p, out_size, |plane, o, opos| {
+        let base = plane * in_size;
+        let mut best = T::LOWEST;
+        let mut best_at: Option<usize> = None;
+        p.window.taps(opos, |_, at| {
+            if let Some(at) = at {
+                let v = x[base + at];
+                if best_at.is_none() || v > best || (v.is_nan() && !best.is_nan()) {
+                    best = v;
+                    best_at = Some(base + at);
+                }
+            }
+        });
+        y[o] = best;
+        if let Some(ix) = indices.as_deref_mut() {
+            ix[o] = best_at.map_or(-1, |i| i as i64);
+        }
+    });
+    Ok(())
+}
+
+/// ONNX `AveragePool`: the sum over each window's taps inside the input,
+/// divided by that number of taps, or with `count_include_pad` by the number
+/// of taps inside the padded extent (taps past the end padding never count).
+pub fn average_pool<T: Float>(
+    p: &Pool<'_>,
+    count_include_pad: bool,
+    x: &[T],
+    y: &mut [T],
+) -> Result {
+    let (in_size, out_size) = sizes(p, x.len(), y.len())?;
+    each_output(p, out_size, |plane, o, opos| {
+        let base = plane * in_size;
+        let mut sum = T::ZERO;
+        let mut count = 0usize;
+        p.window.taps(opos, |_, at| match at {
+            Some(at) => {
+                sum = sum.add(x[base + at]);
+                count += 1;
+            }
+            None if count_include_pad => count += 1,
+            None => {}
+        });
+        y[o] = sum.div(T::from_usize(count)).unwrap_or(T::NAN);
+    });
+    Ok(())
+}
+
+/// ONNX `LpPool`: `(sum |x|^p)^(1/p)` over each window's taps inside the
+/// input (padding contributes zero).
+pub fn lp_pool<T: Float>(pp: &Pool<'_>, p: u32, x: &[T], y: &mut [T]) -> Result {
+    ensure(p > 0, Error::InvalidParams)?;
+    let (in_size, out_size) = sizes(pp, x.len(), y.len())?;
+    let inv = T::ONE.div(T::from_usize(p as usize)).unwrap_or(T::NAN);
+    each_output(pp, out_size, |plane, o, opos| {
+        let base = plane * in_size;
+        let mut sum = T::ZERO;
+        pp.window.taps(opos, |_, at| {
+            if let Some(at) = at {
+                sum = sum.add(Num::abs(x[base + at]).powi_small(p));
+            }
+        });
+        y[o] = lp_root(sum, p, inv);
+    });
+    Ok(())
+}
+
+fn lp_root<T: Float>(sum: T, p: u32, inv: T) -> T {
+    match p {
+        1 => sum,
+        2 => sum.sqrt(),
+        _ => sum.powf(inv),
+    }
+}
+
+fn global_check(planes: usize, size: usize, x_len: usize, y_len: usize) -> Result {
+    ensure(x_len == planes.checked_mul(size).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(y_len == planes, Error::ShapeMismatch)
+}
+
+/// ONNX `GlobalAveragePool`: the mean of each of `planes` contiguous planes of
+/// `size` elements (`y` has one element per plane).
+pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
+    global_check(planes, size, x.len(), y.len())?;
+    for (o, plane) in y.iter_mut().zip(x.chunks(size.max(1))) {
+        let s = plane.iter().fold(T::ZERO, |a, &v| a.add(v));
+        *o = s.div(T::from_usize(size)).unwrap_or(T::NAN);
+    }
+    if size == 0 {
+        y.fill(T::NAN);
+    }
+    Ok(())
+}
+
+/// ONNX `GlobalMaxPool`: the maximum of each plane (NaN propagates; the
+/// lowest value for an empty plane).
+pub fn global_max_pool<T: Num>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
+    global_check(planes, size, x.len(), y.len())?;
+    y.fill(T::LOWEST);
+    for (o, plane) in y.iter_mut().zip(x.chunks(size.max(1))) {
+        *o = plane.iter().fold(T::LOWEST, |a, &v| a.max_of(v));
+    }
+    Ok(())
+}
+
+/// ONNX `GlobalLpPool`: `(sum |x|^p)^(1/p)` over each plane.
+pub fn global_lp_pool<T: Float>(
+    planes: usize,
+    size: usize,
+    p: u32,
+    x: &[T],
+    y: &mut [T],
+) -> Result {
+    ensure(p > 0, Error::InvalidParams)?;
+    global_check(planes, size, x.len(), y.len())?;
+    let inv = T::ONE.div(T::from_usize(p as usize)).unwrap_or(T::NAN);
+    y.fill(T::ZERO);
+    for (o, plane) in y.iter_mut().zip(x.chunks(size.max(1))) {
+        let s = plane.iter().fold(T::ZERO, |a, &v| a.add(Num::abs(v).powi_small(p)));
+        *o = lp_root(s, p, inv);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool1<'a>(
+        in_dims: &'a [usize],
+        out_dims: &'a [usize],
+        kernel: &'a [usize],
+        strides: &'a [usize],
+        dilations: &'a [usize],
+        pads: &'a [usize],
+    ) -> Pool<'a> {
+        Pool {
+            planes: 1,
+            window: Window {
+                in_dims,
+                out_dims,
+                kernel,
+                strides,
+                dilations,
+                pads_begin: pads,
+                pads_end: pads,
+            },
+        }
+    }
+
+    #[test]
+    fn max_pool_2d_with_indices() {
+        // 4x4 input 0..16, 2x2 windows, stride 2: maxima at the bottom-right of each block.
+        let x: [f32; 16] = core::array::from_fn(|i| i as f32);
+        let p = pool1(&[4, 4], &[2, 2], &[2, 2], &[2, 2], &[1, 1], &[0, 0]);
+        let mut y = [0.0f32; 4];
+        let mut ix = [0i64; 4];
+        max_pool(&p, &x, &mut y, Some(&mut ix)).unwrap();
+        assert_eq!(y, [5.0, 7.0, 13.0, 15.0]);
+        assert_eq!(ix, [5, 7, 13, 15]);
+    }
+
+    #[test]
+    fn max_pool_pads_never_win_and_dilation() {
+        // All-negative input with padding: the max is a real element, not the zero pad.
+        let p = pool1(&[3], &[3], &[3], &[1], &[1], &[1]);
+        let mut y = [0i32; 3];
+        max_pool(&p, &[-5, -1, -3], &mut y, None).unwrap();
+        assert_eq!(y, [-1, -1, -1]);
+        // Dilation 2 over [1, 9, 2, 8, 3]: taps {0,2,4} only -> 3.
+        let p = pool1(&[5], &[1], &[3], &[1], &[2], &[0]);
+        let mut y = [0i32; 1];
+        max_pool(&p, &[1, 9, 2, 8, 3], &mut y, None).unwrap();
+        assert_eq!(y, [3]);
+    }
+
+    #[test]
+    fn average_pool_pad_counting() {
+        // x = [1..5], kernel 3, stride 2, pad 1, ceil mode -> 3 outputs.
+        let x = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let p = pool1(&[5], &[3], &[3], &[2], &[1], &[1]);
+        let mut y = [0.0f32; 3];
+        average_pool(&p, true, &x, &mut y).unwrap();
+        assert_eq!(y, [1.0, 3.0, 3.0]);
+        average_pool(&p, false, &x, &mut y).unwrap();
+        assert_eq!(y, [1.5, 3.0, 4.5]);
+        // Ceil mode without pads: the last window hangs off the end and
+        // counts only its one real element either way.
+        let p = pool1(&[5], &[3], &[2], &[2], &[1], &[0]);
+        average_pool(&p, true, &x, &mut y).unwrap();
+        assert_eq!(y, [1.5, 3.5, 5.0]);
+        // Floor/ceil are the only accepted out dims.
+        let p = pool1(&[5], &[4], &[2], &[2], &[1], &[0]);
+        assert_eq!(average_pool(&p, true, &x, &mut [0.0; 4]), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn lp_and_global_pools() {
+        // L2 over windows of 2: [3,4] -> 5, [6,8] -> 10.
+        let p = pool1(&[4], &[2], &[2], &[2], &[1], &[0]);
+        let mut y = [0.0f64; 2];
+        lp_pool(&p, 2, &[3.0, -4.0, 6.0, 8.0], &mut y).unwrap();
+        assert_eq!(y, [5.0, 10.0]);
+        lp_pool(&p, 1, &[3.0, -4.0, 6.0, 8.0], &mut y).unwrap();
+        assert_eq!(y, [7.0, 14.0]);
+        let x = [1.0f32, 2.0, 3.0, 4.0, -1.0, -2.0];
+        let mut y = [0.0f32; 2];
+        global_average_pool(2, 3, &x, &mut y).unwrap();
+        assert_eq!(y, [2.0, 1.0 / 3.0]);
+        global_max_pool(2, 3, &x, &mut y).unwrap();
+        assert_eq!(y, [3.0, 4.0]);
+        let mut z = [0.0f32; 3];
+        global_lp_pool(3, 2, 2, &[3.0, 4.0, 0.0, 0.0, 5.0, 12.0], &mut z).unwrap();
+        assert_eq!(z, [5.0, 0.0, 13.0]);
+        assert_eq!(global_max_pool(2, 3, &x[..5], &mut y), Err(Error::ShapeMismatch));
+    }
+}

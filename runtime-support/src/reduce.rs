@@ -1,0 +1,327 @@
+//! Reductions over any set of axes, and ArgMax / ArgMin.
+//!
+//! A reduction is described by the input shape and a mask of reduced axes;
+//! the output holds the kept axes in order (whether they are kept as size-1
+//! dims is only a shape matter for the generator). Each output element
+//! reduces its inputs in row-major order.
+
+use crate::norm::AxisShape;
+use crate::num::{Float, Num};
+use crate::shape::{MAX_RANK, numel, walk};
+use crate::{Error, Result, ensure};
+
+/// Which axes of `shape` a reduction folds.
+#[derive(Clone, Copy, Debug)]
+pub struct Reduce<'a> {
+    /// Input shape.
+    pub shape: &'a [usize],
+    /// One flag per axis: true if the axis is reduced. With no flag set each
+    /// element is reduced alone (so `ReduceSumSquare` squares it); for
+    /// `noop_with_empty_axes = 1` the generator emits a plain copy instead.
+    pub axes: &'a [bool],
+}
+
+/// A reduction op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Sum.
+    Sum,
+    /// Arithmetic mean (integers: the sum divided with truncation).
+    Mean,
+    /// Maximum (NaN propagates; lowest value for an empty set).
+    Max,
+    /// Minimum (NaN propagates; highest value for an empty set).
+    Min,
+    /// Product.
+    Prod,
+    /// Sum of absolute values.
+    L1,
+    /// Sum of squares.
+    SumSquare,
+    /// Square root of the sum of squares (floats only).
+    L2,
+    /// Log of the sum (floats only).
+    LogSum,
+    /// Log of the sum of exponentials, computed around the maximum (floats only).
+    LogSumExp,
+}
+
+/// The kept and reduced sub-shapes with their input strides.
+struct Split {
+    kept: [usize; MAX_RANK],
+    kept_strides: [isize; MAX_RANK],
+    nk: usize,
+    red: [usize; MAX_RANK],
+    red_strides: [isize; MAX_RANK],
+    nr: usize,
+    count: usize,
+}
+
+fn split(p: &Reduce<'_>, x_len: usize, y_len: usize) -> Result<Split> {
+    ensure(p.shape.len() <= MAX_RANK, Error::RankTooLarge)?;
+    ensure(p.axes.len() == p.shape.len(), Error::InvalidParams)?;
+    ensure(x_len == numel(p.shape)?, Error::ShapeMismatch)?;
+    let mut s = Split {
+        kept: [0; MAX_RANK],
+        kept_strides: [0; MAX_RANK],
+        nk: 0,
+        red: [0; MAX_RANK],
+        red_strides: [0; MAX_RANK],
+        nr: 0,
+        count: 1,
+    };
+    let mut stride: isize = 1;
+    for (&d, &r) in p.shape.iter().zip(p.axes).rev() {
+        if r {
+            s.red[s.nr] = d;
+            s.red_strides[s.nr] = stride;
+            s.nr += 1;
+            s.count *= d;
+        } else {
+            s.kept[s.nk] = d;
+            s.kept_strides[s.nk] = stride;
+            s.nk += 1;
+        }
+        stride = stride.wrapping_mul(d as isize);
+    }
+    s.kept[..s.nk].reverse();
+    s.kept_strides[..s.nk].reverse();
+    s.red[..s.nr].reverse();
+    s.red_strides[..s.nr].reverse();
+    ensure(y_len == numel(&s.kept[..s.nk])?, Error::ShapeMismatch)?;
+    // x_len equals numel(shape) and the strides are the shape's own, so every
+    // walk below stays inside x (an empty reduced extent reads nothing).
+    Ok(s)
+}
+
+/// Calls `f(out_index, lane)` per output element, `lane` walking its inputs.
+fn each_output<T: Copy>(
+    s: &Split,
+    x: &[T],
+    mut f: impl FnMut(usize, &mut dyn FnMut(&mut dyn FnMut(T))),
+) {
+    let kept = &s.kept[..s.nk];
+    let red = &s.red[..s.nr];
+    let red_strides = &s.red_strides[..s.nr];
+    let mut o = 0;
+    walk(kept, [&s.kept_strides[..s.nk]], [0], |[base]| {
+        let mut lane = |g: &mut dyn FnMut(T)| walk(red, [red_strides], [base], |[i]| g(x[i]));
+        f(o, &mut lane);
+        o += 1;
+    });
+}
+
+/// A reduction valid on integers and floats (`Sum`, `Mean`, `Max`, `Min`,
+/// `Prod`, `L1`, `SumSquare`); [`Error::InvalidParams`] for the float-only
+/// ops (use [`reduce_float`]), [`Error::DivisionByZero`] for an integer `Mean`
+/// over an empty set.
+pub fn reduce<T: Num>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Result {
+    let s = split(p, x.len(), y.len())?;
+    let mut bad = false;
+    let mut invalid = false;
+    each_output(&s, x, |o, lane| {
+        let mut acc = match op {
+            ReduceOp::Max => T::LOWEST,
+            ReduceOp::Min => T::HIGHEST,
+            ReduceOp::Prod => T::ONE,
+            _ => T::ZERO,
+        };
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => lane(&mut |v| acc = acc.add(v)),
+            ReduceOp::Max => lane(&mut |v| acc = acc.max_of(v)),
+            ReduceOp::Min => lane(&mut |v| acc = acc.min_of(v)),
+            ReduceOp::Prod => lane(&mut |v| acc = acc.mul(v)),
+            ReduceOp::L1 => lane(&mut |v| acc = acc.add(v.abs())),
+            ReduceOp::SumSquare => lane(&mut |v| acc = acc.add(v.mul(v))),
+            ReduceOp::L2 | ReduceOp::LogSum | ReduceOp::LogSumExp => invalid = true,
+        }
+        if op == ReduceOp::Mean {
+            acc = acc.div(T::from_usize(s.count)).unwrap_or_else(|| {
+                bad = true;
+                T::ZERO
+            });
+        }
+        y[o] = acc;
+    });
+    ensure(!invalid, Error::InvalidParams)?;
+    ensure(!bad, Error::DivisionByZero)
+}
+
+/// Any reduction on floats. Over an empty set: Sum/L1/L2/SumSquare 0,
+/// Prod 1, Max `-inf`, Min `+inf`, Mean NaN, LogSum and LogSumExp `-inf`.
+pub fn reduce_float<T: Float>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Result {
+    match op {
+        ReduceOp::L2 | ReduceOp::LogSum | ReduceOp::LogSumExp => {}
+        _ => return reduce(op, p, x, y),
+    }
+    let s = split(p, x.len(), y.len())?;
+    each_output(&s, x, |o, lane| {
+        let mut acc = T::ZERO;
+        y[o] = match op {
+            ReduceOp::L2 => {
+                lane(&mut |v| acc = acc.add(v.mul(v)));
+                acc.sqrt()
+            }
+            ReduceOp::LogSum => {
+                lane(&mut |v| acc = acc.add(v));
+                acc.ln()
+            }
+            _ => {
+                let mut m = T::LOWEST;
+                lane(&mut |v| m = m.max_of(v));
+                if m == T::LOWEST || m == T::INFINITY || m.is_nan() {
+                    // Empty set, all -inf, an infinite max or NaN: the plain formula
+                    // gives the right limit (or NaN) without shifting.
+                    lane(&mut |v| acc = acc.add(v.exp()));
+                    acc.ln()
+                } else {
+                    lane(&mut |v| acc = acc.add(v.sub(m).exp()));
+                    acc.ln().add(m)
+                }
+            }
+        };
+    });
+    Ok(())
+}
+
+/// ONNX `ArgMax` (`max = true`) or `ArgMin` along one axis: the index of the
+/// first extreme value, or of the last with `select_last_index`. NaN counts as
+/// the extreme (the first NaN wins). `y` holds `outer * inner` indices.
+pub fn arg_extreme<T: Num>(
+    s: AxisShape,
+    max: bool,
+    select_last_index: bool,
+    x: &[T],
+    y: &mut [i64],
+) -> Result {
+    ensure(x.len() == s.len()?, Error::ShapeMismatch)?;
+    ensure(y.len() == s.outer.checked_mul(s.inner).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    if s.axis == 0 {
+        ensure(y.is_empty(), Error::ShapeMismatch)?;
+        return Ok(());
+    }
+    let mut o = 0;
+    s.lanes(|base| {
+        let mut best = x[base];
+        let mut at = 0usize;
+        for j in 1..s.axis {
+            let v = x[base + j * s.inner];
+            if best.is_nan() {
+                break;
+            }
+            let better = if v.is_nan() {
+                true
+            } else if max {
+                v > best || (select_last_index && v == best)
+            } else {
+                v < best || (select_last_index && v == best)
+            };
+            if better {
+                best = v;
+                at = j;
+            }
+        }
+        // Row-major lanes: o runs over (outer, inner) in order.
+        y[o] = at as i64;
+        o += 1;
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const X: [f32; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // shape [2, 3]
+
+    #[test]
+    fn reduce_each_axis_set() {
+        let mut y2 = [0.0f32; 2];
+        let mut y3 = [0.0f32; 3];
+        let mut y1 = [0.0f32; 1];
+        let rows = Reduce { shape: &[2, 3], axes: &[false, true] };
+        let cols = Reduce { shape: &[2, 3], axes: &[true, false] };
+        let all = Reduce { shape: &[2, 3], axes: &[true, true] };
+        reduce(ReduceOp::Sum, &rows, &X, &mut y2).unwrap();
+        assert_eq!(y2, [6.0, 15.0]);
+        reduce(ReduceOp::Sum, &cols, &X, &mut y3).unwrap();
+        assert_eq!(y3, [5.0, 7.0, 9.0]);
+        reduce(ReduceOp::Prod, &all, &X, &mut y1).unwrap();
+        assert_eq!(y1, [720.0]);
+        reduce(ReduceOp::Mean, &rows, &X, &mut y2).unwrap();
+        assert_eq!(y2, [2.0, 5.0]);
+        reduce(ReduceOp::Max, &cols, &X, &mut y3).unwrap();
+        assert_eq!(y3, [4.0, 5.0, 6.0]);
+        reduce(ReduceOp::Min, &rows, &X, &mut y2).unwrap();
+        assert_eq!(y2, [1.0, 4.0]);
+        reduce(ReduceOp::SumSquare, &rows, &X, &mut y2).unwrap();
+        assert_eq!(y2, [14.0, 77.0]);
+        reduce_float(ReduceOp::L2, &cols, &[3.0, 0.0, 1.0, 4.0, 0.0, -1.0], &mut y3).unwrap();
+        assert_eq!(y3, [5.0, 0.0, core::f32::consts::SQRT_2]);
+        reduce(ReduceOp::L1, &all, &[-1.0, 2.0, -3.0, 0.0, 0.0, 1.0], &mut y1).unwrap();
+        assert_eq!(y1, [7.0]);
+        assert_eq!(reduce(ReduceOp::Sum, &rows, &X, &mut y3), Err(Error::ShapeMismatch));
+        assert_eq!(reduce(ReduceOp::L2, &rows, &X, &mut y2), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn reduce_middle_axis_3d() {
+        // [2, 2, 2] summed over axis 1: pairs (0,2), (1,3), (4,6), (5,7).
+        let x: [i32; 8] = core::array::from_fn(|i| i as i32);
+        let mut y = [0i32; 4];
+        reduce(
+            ReduceOp::Sum,
+            &Reduce { shape: &[2, 2, 2], axes: &[false, true, false] },
+            &x,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [2, 4, 10, 12]);
+        // Integer mean truncates.
+        let mut y = [0i32; 1];
+        reduce(ReduceOp::Mean, &Reduce { shape: &[3], axes: &[true] }, &[1, 2, 2], &mut y).unwrap();
+        assert_eq!(y, [1]);
+    }
+
+    #[test]
+    fn log_sum_exp_is_stable() {
+        // log(e^1000 + e^1000) = 1000 + ln 2, which the naive formula overflows.
+        let mut y = [0.0f64];
+        let all = Reduce { shape: &[2], axes: &[true] };
+        reduce_float(ReduceOp::LogSumExp, &all, &[1000.0, 1000.0], &mut y).unwrap();
+        assert!((y[0] - (1000.0 + core::f64::consts::LN_2)).abs() < 1e-9);
+        reduce_float(ReduceOp::LogSum, &all, &[1.0, core::f64::consts::E - 1.0], &mut y).unwrap();
+        assert!((y[0] - 1.0).abs() < 1e-15);
+        // Empty reductions give the identities.
+        let empty = Reduce { shape: &[0, 2], axes: &[true, false] };
+        let mut y2 = [7.0f32; 2];
+        reduce_float(ReduceOp::Max, &empty, &[], &mut y2).unwrap();
+        assert_eq!(y2, [f32::NEG_INFINITY; 2]);
+        reduce_float(ReduceOp::LogSumExp, &empty, &[], &mut y2).unwrap();
+        assert_eq!(y2, [f32::NEG_INFINITY; 2]);
+        reduce_float(ReduceOp::Sum, &empty, &[], &mut y2).unwrap();
+        assert_eq!(y2, [0.0; 2]);
+    }
+
+    #[test]
+    fn argmax_argmin() {
+        // [2, 3]: rows [1, 3, 3] and [2, 0, 0].
+        let x = [1i32, 3, 3, 2, 0, 0];
+        let mut y = [0i64; 2];
+        let rows = AxisShape { outer: 2, axis: 3, inner: 1 };
+        arg_extreme(rows, true, false, &x, &mut y).unwrap();
+        assert_eq!(y, [1, 0]);
+        arg_extreme(rows, true, true, &x, &mut y).unwrap();
+        assert_eq!(y, [2, 0]);
+        arg_extreme(rows, false, true, &x, &mut y).unwrap();
+        assert_eq!(y, [0, 2]);
+        // Along axis 0: columns [1, 2], [3, 0], [3, 0].
+        let mut y = [0i64; 3];
+        arg_extreme(AxisShape { outer: 1, axis: 2, inner: 3 }, true, false, &x, &mut y).unwrap();
+        assert_eq!(y, [1, 0, 0]);
+        let mut y = [0i64; 1];
+        let f = [1.0f32, f32::NAN, 5.0];
+        arg_extreme(AxisShape { outer: 1, axis: 3, inner: 1 }, true, false, &f, &mut y).unwrap();
+        assert_eq!(y, [1]);
+    }
+}

@@ -1,0 +1,804 @@
+//! Recurrent layers following the ONNX equations: LSTM, GRU and RNN.
+//!
+//! Shapes (layout 0 / layout 1), with `D` directions, `H` hidden size and
+//! `G` gates (LSTM 4: i, o, f, c; GRU 3: z, r, h; RNN 1):
+//! `X` `[seq, batch, input]` / `[batch, seq, input]`; `W` `[D, G*H, input]`;
+//! `R` `[D, G*H, H]`; `B` `[D, 2*G*H]` (input biases then recurrence biases);
+//! LSTM peepholes `P` `[D, 3H]` (i, o, f); initial and final states
+//! `[D, batch, H]` / `[batch, D, H]`; `Y` `[seq, D, batch, H]` /
+//! `[batch, seq, D, H]`.
+//!
+//! A batch entry with `sequence_lens[b] = L` runs `L` steps (the reverse
+//! direction from step `L - 1` down to 0); its `Y` rows from `L` on are zero
+//! and its final states are those after its last step (zero if `L = 0`, as
+//! ONNX Runtime does). The caller provides scratch memory of `scratch_len()`
+//! elements, so the kernels allocate nothing. Dot products sum inputs then
+//! hidden state in index order, then add the biases.
+
+use crate::elementwise::{Unary, eval};
+use crate::num::Float;
+use crate::{Error, Result, ensure};
+
+/// Which directions an RNN runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Forward only.
+    Forward,
+    /// Reverse only.
+    Reverse,
+    /// Forward (direction 0) and reverse (direction 1).
+    Bidirectional,
+}
+
+impl Direction {
+    /// Number of directions (`D`).
+    pub fn count(self) -> usize {
+        if self == Direction::Bidirectional { 2 } else { 1 }
+    }
+}
+
+/// Sizes and layout common to the recurrent ops.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    seq_len: usize,
+    batch: usize,
+    input_size: usize,
+    hidden_size: usize,
+    direction: Direction,
+    batch_first: bool,
+}
+
+impl Dims {
+    fn nd(&self) -> usize {
+        self.direction.count()
+    }
+
+    fn state_at(&self, d: usize, b: usize) -> usize {
+        let row = if self.batch_first { b * self.nd() + d } else { d * self.batch + b };
+        row * self.hidden_size
+    }
+
+    fn y_at(&self, t: usize, d: usize, b: usize) -> usize {
+        let row = if self.batch_first {
+            (b * self.seq_len + t) * self.nd() + d
+        } else {
+            (t * self.nd() + d) * self.batch + b
+        };
+        row * self.hidden_size
+    }
+
+    fn x_at(&self, t: usize, b: usize) -> usize {
+        let row = if self.batch_first { b * self.seq_len + t } else { t * self.batch + b };
+        row * self.input_size
+    }
+
+    /// Scratch: hidden state per batch entry, cell state if `cell`, `work` more.
+    fn scratch_len(&self, cell: bool, work: usize) -> Option<usize> {
+        let state = self.batch.checked_mul(self.hidden_size)?;
+        state.checked_mul(if cell { 2 } else { 1 })?.checked_add(work)
+    }
+}
+
+fn prod(v: &[usize]) -> Result<usize> {
+    v.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or(Error::Overflow)
+}
+
+fn clip_to<T: Float>(clip: Option<T>, v: T) -> T {
+    match clip {
+        Some(c) => {
+            let lo = c.neg();
+            if v < lo {
+                lo
+            } else if v > c {
+                c
+            } else {
+                v
+            }
+        }
+        None => v,
+    }
+}
+
+/// Inputs of [`gru`] and [`rnn`]; optional ones default as ONNX says (zero
+/// biases, zero initial state, full sequence lengths).
+#[derive(Clone, Copy, Debug)]
+pub struct RnnInputs<'a, T> {
+    /// `X`.
+    pub x: &'a [T],
+    /// `W`.
+    pub w: &'a [T],
+    /// `R`.
+    pub r: &'a [T],
+    /// `B`.
+    pub b: Option<&'a [T]>,
+    /// `sequence_lens`.
+    pub sequence_lens: Option<&'a [i32]>,
+    /// `initial_h`.
+    pub initial_h: Option<&'a [T]>,
+}
+
+/// Outputs of [`gru`] and [`rnn`]; either may be omitted.
+#[derive(Debug)]
+pub struct RnnOutputs<'a, T> {
+    /// `Y`, all hidden states.
+    pub y: Option<&'a mut [T]>,
+    /// `Y_h`, the final hidden state.
+    pub y_h: Option<&'a mut [T]>,
+}
+
+/// What the shared driver needs besides the cell itself.
+struct Run<'a, 'o, T> {
+    dims: Dims,
+    gates: usize,
+    x: &'a [T],
+    w: &'a [T],
+    r: &'a [T],
+    b: Option<&'a [T]>,
+    sequence_lens: Option<&'a [i32]>,
+    initial_h: Option<&'a [T]>,
+    /// `Some` for LSTM (its initial cell state, itself optional).
+    initial_c: Option<Option<&'a [T]>>,
+    y: Option<&'o mut [T]>,
+    y_h: Option<&'o mut [T]>,
+    y_c: Option<&'o mut [T]>,
+}
+
+/// One direction's weights as the cell sees them.
+struct DirWeights<'a, T> {
+    w: &'a [T],
+    r: &'a [T],
+    b: Option<&'a [T]>,
+}
+
+impl<T: Float> DirWeights<'_, T> {
+    /// `X W[row]ᵀ + Wb[row]`.
+    fn x_row(&self, row: usize, xt: &[T]) -> T {
+        let n = xt.len();
+        let mut acc = T::ZERO;
+        for (k, &v) in xt.iter().enumerate() {
+            acc = acc.add(v.mul(self.w[row * n + k]));
+        }
+        match self.b {
+            Some(b) => acc.add(b[row]),
+            None => acc,
+        }
+    }
+
+    /// `H R[row]ᵀ + Rb[row]` (`gates` = rows per direction, to find `Rb`).
+    fn h_row(&self, row: usize, h: &[T], gates: usize) -> T {
+        let n = h.len();
+        let mut acc = T::ZERO;
+        for (k, &v) in h.iter().enumerate() {
+            acc = acc.add(v.mul(self.r[row * n + k]));
+        }
+        match self.b {
+            Some(b) => acc.add(b[gates * n + row]),
+            None => acc,
+        }
+    }
+}
+
+/// Validates buffers, then runs every direction, batch entry and step,
+/// calling `cell(d, weights, xt, h, c, work)` to advance one state in place.
+fn drive<T: Float>(
+    run: Run<'_, '_, T>,
+    scratch: &mut [T],
+    work_len: usize,
+    mut cell: impl FnMut(usize, &DirWeights<'_, T>, &[T], &mut [T], &mut [T], &mut [T]),
+) -> Result {
+    let dm = run.dims;
+    let (s, bn, ni, h, g) = (dm.seq_len, dm.batch, dm.input_size, dm.hidden_size, run.gates);
+    let nd = dm.nd();
+    let state_len = prod(&[nd, bn, h])?;
+    let has_c = run.initial_c.is_some();
+    ensure(run.x.len() == prod(&[s, bn, ni])?, Error::ShapeMismatch)?;
+    ensure(run.w.len() == prod(&[nd, g, h, ni])?, Error::ShapeMismatch)?;
+    ensure(run.r.len() == prod(&[nd, g, h, h])?, Error::ShapeMismatch)?;
+    let b_len = prod(&[nd, 2, g, h])?;
+    ensure(run.b.is_none_or(|b| b.len() == b_len), Error::ShapeMismatch)?;
+    ensure(run.initial_h.is_none_or(|v| v.len() == state_len), Error::ShapeMismatch)?;
+    ensure(run.initial_c.flatten().is_none_or(|v| v.len() == state_len), Error::ShapeMismatch)?;
+    if let Some(l) = run.sequence_lens {
+        ensure(l.len() == bn, Error::ShapeMismatch)?;
+        ensure(l.iter().all(|&v| usize::try_from(v).is_ok_and(|v| v <= s)), Error::ShapeMismatch)?;
+    }
+    let mut y = run.y;
+    let mut y_h = run.y_h;
+    let mut y_c = run.y_c;
+    ensure(
+        y.as_ref().is_none_or(|y| y.len() == prod(&[s, nd, bn, h]).unwrap_or(0)),
+        Error::ShapeMismatch,
+    )?;
+    ensure(y_h.as_ref().is_none_or(|y| y.len() == state_len), Error::ShapeMismatch)?;
+    ensure(!has_c || y_c.as_ref().is_none_or(|y| y.len() == state_len), Error::ShapeMismatch)?;
+    let need = dm.scratch_len(has_c, work_len).ok_or(Error::Overflow)?;
+    ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+    let (hs, rest) = scratch.split_at_mut(bn * h);
+    let (cs, rest) = rest.split_at_mut(if has_c { bn * h } else { 0 });
+    let work = &mut rest[..work_len];
+    let hc = if has_c { h } else { 0 };
+
+    if let Some(y) = y.as_deref_mut() {
+        y.fill(T::ZERO);
+    }
+    for d in 0..nd {
+        let reverse = dm.direction == Direction::Reverse || d == 1;
+        let dw = DirWeights {
+            w: &run.w[d * g * h * ni..(d + 1) * g * h * ni],
+            r: &run.r[d * g * h * h..(d + 1) * g * h * h],
+            b: run.b.map(|b| &b[d * 2 * g * h..(d + 1) * 2 * g * h]),
+        };
+        for b in 0..bn {
+            let at = dm.state_at(d, b);
+            let hb = &mut hs[b * h..(b + 1) * h];
+            match run.initial_h {
+                Some(v) => hb.copy_from_slice(&v[at..at + h]),
+                None => hb.fill(T::ZERO),
+            }
+            let cb = &mut cs[b * hc..(b + 1) * hc];
+            match run.initial_c.flatten() {
+                Some(v) => cb.copy_from_slice(&v[at..at + hc]),
+                None => cb.fill(T::ZERO),
+            }
+        }
+        for step in 0..s {
+            for b in 0..bn {
+                let len = run.sequence_lens.map_or(s, |l| l[b] as usize);
+                if step >= len {
+                    continue;
+                }
+                let t = if reverse { len - 1 - step } else { step };
+                let xt = &run.x[dm.x_at(t, b)..dm.x_at(t, b) + ni];
+                let hb = &mut hs[b * h..(b + 1) * h];
+                let cb = &mut cs[b * hc..(b + 1) * hc];
+                cell(d, &dw, xt, hb, cb, work);
+                if let Some(y) = y.as_deref_mut() {
+                    let at = dm.y_at(t, d, b);
+                    y[at..at + h].copy_from_slice(hb);
+                }
+            }
+        }
+        for b in 0..bn {
+            if run.sequence_lens.is_some_and(|l| l[b] == 0) {
+                hs[b * h..(b + 1) * h].fill(T::ZERO);
+                cs[b * hc..(b + 1) * hc].fill(T::ZERO);
+            }
+            let at = dm.state_at(d, b);
+            if let Some(y) = y_h.as_deref_mut() {
+                y[at..at + h].copy_from_slice(&hs[b * h..(b + 1) * h]);
+            }
+            if has_c && let Some(y) = y_c.as_deref_mut() {
+                y[at..at + h].copy_from_slice(&cs[b * h..(b + 1) * h]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `LSTM` attributes and sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lstm<T> {
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Input feature count.
+    pub input_size: usize,
+    /// `H`.
+    pub hidden_size: usize,
+    /// Directions.
+    pub direction: Direction,
+    /// `layout = 1`: batch-major `X`, `Y` and states.
+    pub batch_first: bool,
+    /// Per direction, the activations `f` (gates), `g` (cell input) and `h`
+    /// (cell output); ONNX defaults are Sigmoid, Tanh, Tanh.
+    pub activations: [[Unary<T>; 3]; 2],
+    /// Clip gate pre-activations to `[-clip, clip]`.
+    pub clip: Option<T>,
+    /// `input_forget = 1`: couple the forget gate to the input gate (`f = 1 - i`).
+    pub input_forget: bool,
+}
+
+/// Inputs of [`lstm`]; optional ones default as ONNX says (zero biases,
+/// zero initial states, no peepholes, full sequence lengths).
+#[derive(Clone, Copy, Debug)]
+pub struct LstmInputs<'a, T> {
+    /// `X`.
+    pub x: &'a [T],
+    /// `W`.
+    pub w: &'a [T],
+    /// `R`.
+    pub r: &'a [T],
+    /// `B`.
+    pub b: Option<&'a [T]>,
+    /// `sequence_lens`.
+    pub sequence_lens: Option<&'a [i32]>,
+    /// `initial_h`.
+    pub initial_h: Option<&'a [T]>,
+    /// `initial_c`.
+    pub initial_c: Option<&'a [T]>,
+    /// `P`.
+    pub p: Option<&'a [T]>,
+}
+
+/// Outputs of [`lstm`]; any may be omitted.
+#[derive(Debug)]
+pub struct LstmOutputs<'a, T> {
+    /// `Y`, all hidden states.
+    pub y: Option<&'a mut [T]>,
+    /// `Y_h`, the final hidden state.
+    pub y_h: Option<&'a mut [T]>,
+    /// `Y_c`, the final cell state.
+    pub y_c: Option<&'a mut [T]>,
+}
+
+impl<T: Float> Lstm<T> {
+    /// The ONNX default activations for one direction: Sigmoid, Tanh, Tanh.
+    pub const DEFAULT_ACTIVATIONS: [Unary<T>; 3] = [Unary::Sigmoid, Unary::Tanh, Unary::Tanh];
+
+    fn dims(&self) -> Dims {
+        Dims {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            direction: self.direction,
+            batch_first: self.batch_first,
+        }
+    }
+
+    /// Scratch elements [`lstm`] needs: the hidden and cell state of every
+    /// batch entry plus one set of gates.
+    pub fn scratch_len(&self) -> Option<usize> {
+        self.dims().scratch_len(true, self.hidden_size.checked_mul(4)?)
+    }
+}
+
+/// Runs an ONNX `LSTM`. [`Error::ShapeMismatch`] if a buffer's length does not
+/// match the params or a `sequence_lens` entry is outside `0..=seq_len`.
+pub fn lstm<T: Float>(
+    p: &Lstm<T>,
+    inp: &LstmInputs<'_, T>,
+    out: &mut LstmOutputs<'_, T>,
+    scratch: &mut [T],
+) -> Result {
+    let h = p.hidden_size;
+    let nd = p.direction.count();
+    ensure(inp.p.is_none_or(|v| Some(v.len()) == nd.checked_mul(3 * h)), Error::ShapeMismatch)?;
+    let run = Run {
+        dims: p.dims(),
+        gates: 4,
+        x: inp.x,
+        w: inp.w,
+        r: inp.r,
+        b: inp.b,
+        sequence_lens: inp.sequence_lens,
+        initial_h: inp.initial_h,
+        initial_c: Some(inp.initial_c),
+        y: out.y.as_deref_mut(),
+        y_h: out.y_h.as_deref_mut(),
+        y_c: out.y_c.as_deref_mut(),
+    };
+    drive(run, scratch, 4 * h, |d, dw, xt, hb, cb, gates| {
+        let [f, g, hact] = p.activations[d];
+        let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
+        for (row, gv) in gates.iter_mut().enumerate() {
+            *gv = dw.x_row(row, xt).add(dw.h_row(row, hb, 4));
+        }
+        for j in 0..h {
+            let c_prev = cb[j];
+            let (pi, po, pf) = match peep {
+                Some(pv) => (pv[j], pv[h + j], pv[2 * h + j]),
+                None => (T::ZERO, T::ZERO, T::ZERO),
+            };
+            let i_gate = eval(f, clip_to(p.clip, gates[j].add(pi.mul(c_prev))));
+            let f_gate = if p.input_forget {
+                T::ONE.sub(i_gate)
+            } else {
+                eval(f, clip_to(p.clip, gates[2 * h + j].add(pf.mul(c_prev))))
+            };
+            let c_in = eval(g, clip_to(p.clip, gates[3 * h + j]));
+            let c_new = f_gate.mul(c_prev).add(i_gate.mul(c_in));
+            let o_gate = eval(f, clip_to(p.clip, gates[h + j].add(po.mul(c_new))));
+            cb[j] = c_new;
+            hb[j] = o_gate.mul(eval(hact, c_new));
+        }
+    })
+}
+
+/// ONNX `GRU` attributes and sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gru<T> {
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Input feature count.
+    pub input_size: usize,
+    /// `H`.
+    pub hidden_size: usize,
+    /// Directions.
+    pub direction: Direction,
+    /// `layout = 1`: batch-major `X`, `Y` and states.
+    pub batch_first: bool,
+    /// Per direction, the activations `f` (gates) and `g` (candidate);
+    /// ONNX defaults are Sigmoid, Tanh.
+    pub activations: [[Unary<T>; 2]; 2],
+    /// Clip gate pre-activations to `[-clip, clip]`.
+    pub clip: Option<T>,
+    /// `linear_before_reset = 1`: apply the reset gate after the recurrence
+    /// product (`r ⊙ (H Rhᵀ + Rbh)`) instead of before it (`(r ⊙ H) Rhᵀ + Rbh`).
+    pub linear_before_reset: bool,
+}
+
+impl<T: Float> Gru<T> {
+    /// The ONNX default activations for one direction: Sigmoid, Tanh.
+    pub const DEFAULT_ACTIVATIONS: [Unary<T>; 2] = [Unary::Sigmoid, Unary::Tanh];
+
+    fn dims(&self) -> Dims {
+        Dims {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            direction: self.direction,
+            batch_first: self.batch_first,
+        }
+    }
+
+    /// Scratch elements [`gru`] needs: every batch entry's hidden state plus
+    /// four vectors of `H`.
+    pub fn scratch_len(&self) -> Option<usize> {
+        self.dims().scratch_len(false, self.hidden_size.checked_mul(4)?)
+    }
+}
+
+/// Runs an ONNX `GRU` (gate order z, r, h).
+pub fn gru<T: Float>(
+    p: &Gru<T>,
+    inp: &RnnInputs<'_, T>,
+    out: &mut RnnOutputs<'_, T>,
+    scratch: &mut [T],
+) -> Result {
+    let h = p.hidden_size;
+    let run = Run {
+        dims: p.dims(),
+        gates: 3,
+        x: inp.x,
+        w: inp.w,
+        r: inp.r,
+        b: inp.b,
+        sequence_lens: inp.sequence_lens,
+        initial_h: inp.initial_h,
+        initial_c: None,
+        y: out.y.as_deref_mut(),
+        y_h: out.y_h.as_deref_mut(),
+        y_c: None,
+    };
+    drive(run, scratch, 4 * h, |d, dw, xt, hb, _, work| {
+        let [f, g] = p.activations[d];
+        let (z, rest) = work.split_at_mut(h);
+        let (r, rest) = rest.split_at_mut(h);
+        let (cand, rh) = rest.split_at_mut(h);
+        for j in 0..h {
+            z[j] = eval(f, clip_to(p.clip, dw.x_row(j, xt).add(dw.h_row(j, hb, 3))));
+            r[j] = eval(f, clip_to(p.clip, dw.x_row(h + j, xt).add(dw.h_row(h + j, hb, 3))));
+        }
+        if p.linear_before_reset {
+            for j in 0..h {
+                cand[j] = dw.x_row(2 * h + j, xt).add(r[j].mul(dw.h_row(2 * h + j, hb, 3)));
+            }
+        } else {
+            for j in 0..h {
+                rh[j] = r[j].mul(hb[j]);
+            }
+            for (j, c) in cand.iter_mut().enumerate() {
+                *c = dw.x_row(2 * h + j, xt).add(dw.h_row(2 * h + j, &rh[..h], 3));
+            }
+        }
+        for j in 0..h {
+            let c = eval(g, clip_to(p.clip, cand[j]));
+            hb[j] = T::ONE.sub(z[j]).mul(c).add(z[j].mul(hb[j]));
+        }
+    })
+}
+
+/// ONNX `RNN` attributes and sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rnn<T> {
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Batch size.
+    pub batch: usize,
+    /// Input feature count.
+    pub input_size: usize,
+    /// `H`.
+    pub hidden_size: usize,
+    /// Directions.
+    pub direction: Direction,
+    /// `layout = 1`: batch-major `X`, `Y` and states.
+    pub batch_first: bool,
+    /// Per direction, the activation (ONNX default Tanh).
+    pub activations: [Unary<T>; 2],
+    /// Clip pre-activations to `[-clip, clip]`.
+    pub clip: Option<T>,
+}
+
+impl<T: Float> Rnn<T> {
+    fn dims(&self) -> Dims {
+        Dims {
+            seq_len: self.seq_len,
+            batch: self.batch,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            direction: self.direction,
+            batch_first: self.batch_first,
+        }
+    }
+
+    /// Scratch elements [`rnn`] needs: every batch entry's hidden state plus one vector of `H`.
+    pub fn scratch_len(&self) -> Option<usize> {
+        self.dims().scratch_len(false, self.hidden_size)
+    }
+}
+
+/// Runs an ONNX `RNN`: `H = f(X Wᵀ + H Rᵀ + Wb + Rb)`.
+pub fn rnn<T: Float>(
+    p: &Rnn<T>,
+    inp: &RnnInputs<'_, T>,
+    out: &mut RnnOutputs<'_, T>,
+    scratch: &mut [T],
+) -> Result {
+    let run = Run {
+        dims: p.dims(),
+        gates: 1,
+        x: inp.x,
+        w: inp.w,
+        r: inp.r,
+        b: inp.b,
+        sequence_lens: inp.sequence_lens,
+        initial_h: inp.initial_h,
+        initial_c: None,
+        y: out.y.as_deref_mut(),
+        y_h: out.y_h.as_deref_mut(),
+        y_c: None,
+    };
+    drive(run, scratch, p.hidden_size, |d, dw, xt, hb, _, pre| {
+        for (j, v) in pre.iter_mut().enumerate() {
+            *v = dw.x_row(j, xt).add(dw.h_row(j, hb, 1));
+        }
+        for (o, &v) in hb.iter_mut().zip(pre.iter()) {
+            *o = eval(p.activations[d], clip_to(p.clip, v));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elementwise::sigmoid;
+
+    const DEF: [Unary<f64>; 3] = Lstm::<f64>::DEFAULT_ACTIVATIONS;
+
+    fn params(seq_len: usize, batch: usize, input: usize, hidden: usize) -> Lstm<f64> {
+        Lstm {
+            seq_len,
+            batch,
+            input_size: input,
+            hidden_size: hidden,
+            direction: Direction::Forward,
+            batch_first: false,
+            activations: [DEF; 2],
+            clip: None,
+            input_forget: false,
+        }
+    }
+
+    fn inputs<'a>(x: &'a [f64], w: &'a [f64], r: &'a [f64]) -> LstmInputs<'a, f64> {
+        LstmInputs {
+            x,
+            w,
+            r,
+            b: None,
+            sequence_lens: None,
+            initial_h: None,
+            initial_c: None,
+            p: None,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn zero_input_step_by_hand() {
+        // All pre-activations 0: i = o = f = 1/2, cell input tanh(0) = 0,
+        // so C = C0 / 2 = 1 and H = tanh(1) / 2.
+        let p = params(1, 1, 1, 1);
+        let i = LstmInputs { initial_c: Some(&[2.0]), ..inputs(&[0.0], &[0.0; 4], &[0.0; 4]) };
+        let (mut y, mut yh, mut yc) = ([9.0], [9.0], [9.0]);
+        let mut o = LstmOutputs { y: Some(&mut y), y_h: Some(&mut yh), y_c: Some(&mut yc) };
+        lstm(&p, &i, &mut o, &mut [0.0; 6]).unwrap();
+        assert_eq!(yc, [1.0]);
+        assert!(close(yh[0], libm::tanh(1.0) / 2.0));
+        assert_eq!(y, yh);
+    }
+
+    #[test]
+    fn one_step_with_weights_bias_and_peepholes() {
+        // x = 1, H0 = 0.5, C0 = -1. W rows (i, o, f, c) = [1, 2, 3, 4], R rows = [1, 1, 1, 1],
+        // Wb = [0.1, 0.2, 0.3, 0.4], Rb = 0, P (i, o, f) = [0.5, -0.5, 0.25].
+        let p = params(1, 1, 1, 1);
+        let b = [0.1, 0.2, 0.3, 0.4, 0.0, 0.0, 0.0, 0.0];
+        let i = LstmInputs {
+            b: Some(&b),
+            initial_h: Some(&[0.5]),
+            initial_c: Some(&[-1.0]),
+            p: Some(&[0.5, -0.5, 0.25]),
+            ..inputs(&[1.0], &[1.0, 2.0, 3.0, 4.0], &[1.0; 4])
+        };
+        let (mut yh, mut yc) = ([0.0], [0.0]);
+        let mut o = LstmOutputs { y: None, y_h: Some(&mut yh), y_c: Some(&mut yc) };
+        lstm(&p, &i, &mut o, &mut [0.0; 6]).unwrap();
+        let ig = sigmoid(1.0 + 0.5 + 0.1 - 0.5);
+        let fg = sigmoid(3.0 + 0.5 + 0.3 - 0.25);
+        let cg = libm::tanh(4.0 + 0.5 + 0.4);
+        let c = -fg + ig * cg;
+        let og = sigmoid(2.0 + 0.5 + 0.2 - 0.5 * c);
+        assert!(close(yc[0], c));
+        assert!(close(yh[0], og * libm::tanh(c)));
+    }
+
+    #[test]
+    fn reverse_equals_forward_on_reversed_sequence() {
+        let x = [0.3, -1.2, 0.8, 2.0, -0.1, 0.5]; // seq 3, batch 1, input 2
+        let xr = [-0.1, 0.5, 0.8, 2.0, 0.3, -1.2];
+        let w: [f64; 8] = core::array::from_fn(|k| (k as f64 - 3.5) * 0.2);
+        let r = [0.3, -0.2, 0.1, 0.4];
+        let p = params(3, 1, 2, 1);
+        let (mut yf, mut yr) = ([0.0; 3], [0.0; 3]);
+        let mut o = LstmOutputs { y: Some(&mut yf), y_h: None, y_c: None };
+        lstm(&p, &inputs(&xr, &w, &r), &mut o, &mut [0.0; 6]).unwrap();
+        let pr = Lstm { direction: Direction::Reverse, ..p };
+        let mut o = LstmOutputs { y: Some(&mut yr), y_h: None, y_c: None };
+        lstm(&pr, &inputs(&x, &w, &r), &mut o, &mut [0.0; 6]).unwrap();
+        // Y is indexed by time: the reverse run's Y[t] is the forward run's Y[2 - t].
+        assert_eq!(yr, [yf[2], yf[1], yf[0]]);
+
+        // Bidirectional = both runs side by side: Y [seq, 2, batch, H].
+        let pb = Lstm { direction: Direction::Bidirectional, ..p };
+        let w2: [f64; 16] = core::array::from_fn(|k| w[k % 8]);
+        let r2: [f64; 8] = core::array::from_fn(|k| r[k % 4]);
+        let mut yb = [0.0; 6];
+        let mut yh = [0.0; 2];
+        let mut o = LstmOutputs { y: Some(&mut yb), y_h: Some(&mut yh), y_c: None };
+        lstm(&pb, &inputs(&x, &w2, &r2), &mut o, &mut [0.0; 6]).unwrap();
+        let mut yfx = [0.0; 3];
+        let mut o = LstmOutputs { y: Some(&mut yfx), y_h: None, y_c: None };
+        lstm(&p, &inputs(&x, &w, &r), &mut o, &mut [0.0; 6]).unwrap();
+        assert_eq!(yb, [yfx[0], yr[0], yfx[1], yr[1], yfx[2], yr[2]]);
+        assert_eq!(yh, [yfx[2], yr[0]]);
+    }
+
+    #[test]
+    fn sequence_lens_and_batch_first() {
+        // Batch 2 with lengths 2 and 1; hidden 1; input 1.
+        let w = [0.5, -0.5, 1.0, 0.25];
+        let r = [0.1, 0.2, 0.3, 0.4];
+        let x = [1.0, 2.0, -1.0, 0.0]; // [seq 2, batch 2]: t0 = (1, 2), t1 = (-1, 0)
+        let p = params(2, 2, 1, 1);
+        let i = LstmInputs { sequence_lens: Some(&[2, 1]), ..inputs(&x, &w, &r) };
+        let (mut y, mut yh) = ([9.0; 4], [0.0; 2]);
+        let mut o = LstmOutputs { y: Some(&mut y), y_h: Some(&mut yh), y_c: None };
+        lstm(&p, &i, &mut o, &mut [0.0; 8]).unwrap();
+        // Entry 1 stops after t0: its t1 output is zero and Y_h is its t0 output.
+        assert_eq!(y[3], 0.0);
+        assert_eq!(yh, [y[2], y[1]]);
+        // The same entries run alone agree (batch entries are independent).
+        let mut solo = [0.0; 2];
+        let mut o = LstmOutputs { y: Some(&mut solo), y_h: None, y_c: None };
+        lstm(&params(2, 1, 1, 1), &inputs(&[1.0, -1.0], &w, &r), &mut o, &mut [0.0; 6]).unwrap();
+        assert_eq!(solo, [y[0], y[2]]);
+        // Layout 1: X [batch, seq], Y [batch, seq, D, H] hold the same numbers transposed.
+        let pb = Lstm { batch_first: true, ..p };
+        let xb = [1.0, -1.0, 2.0, 0.0];
+        let ib = LstmInputs { sequence_lens: Some(&[2, 1]), ..inputs(&xb, &w, &r) };
+        let mut yb = [9.0; 4];
+        let mut o = LstmOutputs { y: Some(&mut yb), y_h: None, y_c: None };
+        lstm(&pb, &ib, &mut o, &mut [0.0; 8]).unwrap();
+        assert_eq!(yb, [y[0], y[2], y[1], y[3]]);
+        // A zero-length entry keeps zero outputs and zero final states.
+        let i0 = LstmInputs { sequence_lens: Some(&[2, 0]), initial_h: Some(&[1.0, 1.0]), ..i };
+        let (mut y0, mut yh0) = ([9.0; 4], [9.0; 2]);
+        let mut o = LstmOutputs { y: Some(&mut y0), y_h: Some(&mut yh0), y_c: None };
+        lstm(&p, &i0, &mut o, &mut [0.0; 8]).unwrap();
+        assert_eq!((y0[1], y0[3], yh0[1]), (0.0, 0.0, 0.0));
+        // A length beyond seq_len is refused.
+        let bad = LstmInputs { sequence_lens: Some(&[3, 1]), ..inputs(&x, &w, &r) };
+        let mut o = LstmOutputs { y: None, y_h: None, y_c: None };
+        assert_eq!(lstm(&p, &bad, &mut o, &mut [0.0; 8]), Err(Error::ShapeMismatch));
+        assert_eq!(lstm(&p, &i, &mut o, &mut [0.0; 7]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn clip_and_coupled_forget_gate() {
+        // Big pre-activations clipped to 1: i = o = sigmoid(1), f = 1 - i (coupled),
+        // cell input tanh(1); C0 = 0 so C = i * tanh(1).
+        let p = Lstm { clip: Some(1.0), input_forget: true, ..params(1, 1, 1, 1) };
+        let i = inputs(&[10.0], &[1.0; 4], &[0.0; 4]);
+        let (mut yh, mut yc) = ([0.0], [0.0]);
+        let mut o = LstmOutputs { y: None, y_h: Some(&mut yh), y_c: Some(&mut yc) };
+        lstm(&p, &i, &mut o, &mut [0.0; 6]).unwrap();
+        let s1 = sigmoid(1.0);
+        let c = s1 * libm::tanh(1.0);
+        assert!(close(yc[0], c));
+        assert!(close(yh[0], s1 * libm::tanh(c)));
+    }
+
+    #[test]
+    fn simple_rnn_by_hand() {
+        // Relu cell, H = I = 1: h1 = relu(2 * 1 + 0.5 * 1 + 0.1 + 0.2) = 2.8,
+        // h2 = relu(2 * 0 + 0.5 * 2.8 + 0.3) = 1.7; a negative step clamps to 0.
+        let p = Rnn {
+            seq_len: 3,
+            batch: 1,
+            input_size: 1,
+            hidden_size: 1,
+            direction: Direction::Forward,
+            batch_first: false,
+            activations: [Unary::Relu; 2],
+            clip: None,
+        };
+        let i = RnnInputs {
+            x: &[1.0, 0.0, -10.0],
+            w: &[2.0],
+            r: &[0.5],
+            b: Some(&[0.1, 0.2]),
+            sequence_lens: None,
+            initial_h: Some(&[1.0]),
+        };
+        let (mut y, mut yh) = ([0.0f64; 3], [9.0]);
+        let mut o = RnnOutputs { y: Some(&mut y), y_h: Some(&mut yh) };
+        rnn(&p, &i, &mut o, &mut [0.0; 2]).unwrap();
+        assert!(close(y[0], 2.8) && close(y[1], 1.7));
+        assert_eq!((y[2], yh[0]), (0.0, 0.0));
+        let mut none = RnnOutputs { y: None, y_h: None };
+        assert_eq!(rnn(&p, &i, &mut none, &mut [0.0; 1]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn gru_by_hand_both_reset_placements() {
+        // W = 0, R rows (z, r, h) = [0, 0, 1], Rbh = 1, H0 = 2: z = r = 1/2, so
+        // before-reset: cand = tanh(r * H0 * 1 + 1) = tanh(2);
+        // after-reset (linear_before_reset): cand = tanh(r * (H0 * 1 + 1)) = tanh(1.5);
+        // H = (1 - z) * cand + z * H0.
+        let mut p = Gru {
+            seq_len: 1,
+            batch: 1,
+            input_size: 1,
+            hidden_size: 1,
+            direction: Direction::Forward,
+            batch_first: false,
+            activations: [Gru::DEFAULT_ACTIVATIONS; 2],
+            clip: None,
+            linear_before_reset: false,
+        };
+        let b = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+        let i = RnnInputs {
+            x: &[3.0],
+            w: &[0.0; 3],
+            r: &[0.0, 0.0, 1.0],
+            b: Some(&b),
+            sequence_lens: None,
+            initial_h: Some(&[2.0]),
+        };
+        for (lbr, cand) in [(false, libm::tanh(2.0)), (true, libm::tanh(1.5))] {
+            p.linear_before_reset = lbr;
+            let mut yh = [0.0f64];
+            let mut o = RnnOutputs { y: None, y_h: Some(&mut yh) };
+            gru(&p, &i, &mut o, &mut [0.0; 5]).unwrap();
+            assert!(close(yh[0], 0.5 * cand + 1.0));
+        }
+    }
+}

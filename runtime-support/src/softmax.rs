@@ -1,0 +1,131 @@
+//! Softmax, LogSoftmax and Hardmax along one axis (opset 13 semantics: the
+//! axis alone is normalised, the tensor seen as `[outer, axis, inner]`).
+//!
+//! Softmax subtracts each lane's maximum before exponentiating, so large
+//! inputs neither overflow nor lose the result.
+
+use crate::norm::AxisShape;
+use crate::num::{Float, Num};
+use crate::{Error, Result, ensure};
+
+fn check<T>(s: AxisShape, x: &[T], y: &[T]) -> Result {
+    let n = s.len()?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)
+}
+
+fn lane_max<T: Float>(s: AxisShape, x: &[T], base: usize) -> T {
+    (0..s.axis).fold(T::LOWEST, |m, j| m.max_of(x[base + j * s.inner]))
+}
+
+/// ONNX `Softmax`: `y = e^(x - max) / sum(e^(x - max))` along the axis.
+pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
+    check(s, x, y)?;
+    s.lanes(|base| {
+        let m = lane_max(s, x, base);
+        let mut sum = T::ZERO;
+        for j in 0..s.axis {
+            let e = x[base + j * s.inner].sub(m).exp();
+            y[base + j * s.inner] = e;
+            sum = sum.add(e);
+        }
+        for j in 0..s.axis {
+            let at = base + j * s.inner;
+            y[at] = y[at].div(sum).unwrap_or(T::NAN);
+        }
+    });
+    Ok(())
+}
+
+/// ONNX `LogSoftmax`: `y = x - max - ln(sum(e^(x - max)))` along the axis.
+pub fn log_softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
+    check(s, x, y)?;
+    s.lanes(|base| {
+        let m = lane_max(s, x, base);
+        let mut sum = T::ZERO;
+        for j in 0..s.axis {
+            sum = sum.add(x[base + j * s.inner].sub(m).exp());
+        }
+        let lse = sum.ln();
+        for j in 0..s.axis {
+            let at = base + j * s.inner;
+            y[at] = x[at].sub(m).sub(lse);
+        }
+    });
+    Ok(())
+}
+
+/// ONNX `Hardmax`: 1 at the first maximum of each lane, 0 elsewhere.
+pub fn hardmax<T: Num>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
+    check(s, x, y)?;
+    s.lanes(|base| {
+        let mut best = 0;
+        for j in 0..s.axis {
+            let at = base + j * s.inner;
+            y[at] = T::ZERO;
+            if x[at] > x[base + best * s.inner] {
+                best = j;
+            }
+        }
+        if s.axis > 0 {
+            y[base + best * s.inner] = T::ONE;
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_hand_and_properties() {
+        // Equal inputs share the mass evenly; shifting all inputs changes nothing.
+        let s = AxisShape { outer: 1, axis: 4, inner: 1 };
+        let mut y = [0.0f32; 4];
+        softmax(s, &[7.0; 4], &mut y).unwrap();
+        assert_eq!(y, [0.25; 4]);
+        // [0, ln 3] -> [1/4, 3/4].
+        let s2 = AxisShape { outer: 1, axis: 2, inner: 1 };
+        let mut y2 = [0.0f64; 2];
+        softmax(s2, &[0.0, 3.0f64.ln()], &mut y2).unwrap();
+        assert!((y2[0] - 0.25).abs() < 1e-15 && (y2[1] - 0.75).abs() < 1e-15);
+        // Huge inputs do not overflow, and rows sum to 1.
+        let x = [1000.0f64, 1001.0, 999.0, -5.0, 0.0, 5.0];
+        let s = AxisShape { outer: 2, axis: 3, inner: 1 };
+        let mut y = [0.0f64; 6];
+        softmax(s, &x, &mut y).unwrap();
+        for row in y.chunks(3) {
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        }
+        assert!(y[1] > y[0] && y[0] > y[2]);
+        // Along axis 0 of [2, 2] (inner = 2): columns sum to 1.
+        let s = AxisShape { outer: 1, axis: 2, inner: 2 };
+        let mut y = [0.0f32; 4];
+        softmax(s, &[0.0, 5.0, 0.0, 5.0], &mut y).unwrap();
+        assert_eq!(y, [0.5; 4]);
+    }
+
+    #[test]
+    fn log_softmax_matches_log_of_softmax() {
+        let s = AxisShape { outer: 1, axis: 3, inner: 1 };
+        let x = [0.5f64, -1.0, 2.0];
+        let (mut a, mut b) = ([0.0f64; 3], [0.0f64; 3]);
+        softmax(s, &x, &mut a).unwrap();
+        log_softmax(s, &x, &mut b).unwrap();
+        for (p, l) in a.iter().zip(&b) {
+            assert!((p.ln() - l).abs() < 1e-12);
+        }
+        // Equal inputs: each is ln(1/3).
+        log_softmax(s, &[4.0; 3], &mut b).unwrap();
+        assert!(b.iter().all(|v| (v + 3.0f64.ln()).abs() < 1e-15));
+    }
+
+    #[test]
+    fn hardmax_first_max() {
+        let s = AxisShape { outer: 2, axis: 3, inner: 1 };
+        let mut y = [9i32; 6];
+        hardmax(s, &[1, 5, 5, -1, -2, -3], &mut y).unwrap();
+        assert_eq!(y, [0, 1, 0, 1, 0, 0]);
+        assert_eq!(hardmax(s, &[0; 5], &mut y[..5]), Err(Error::ShapeMismatch));
+    }
+}
