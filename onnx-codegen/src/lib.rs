@@ -16,6 +16,8 @@
 
 pub mod canonical;
 pub mod diag;
+pub mod emit;
+pub mod generate;
 pub mod ir;
 pub mod load;
 pub mod ops;

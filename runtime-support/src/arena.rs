@@ -97,6 +97,11 @@ pub fn as_bytes<T: bytemuck::NoUninit>(values: &[T]) -> &[u8] {
     bytemuck::cast_slice(values)
 }
 
+/// The bytes of `values`, mutably (for filling outputs through `Model::run_bytes`).
+pub fn as_bytes_mut<T: bytemuck::Pod>(values: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

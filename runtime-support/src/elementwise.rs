@@ -79,6 +79,48 @@ pub enum Unary<T> {
     ScaledTanh { alpha: T, beta: T },
 }
 
+impl<T> Unary<T> {
+    /// The same function with its parameters converted by `f` (the generator
+    /// keeps parameters as `f64` and converts them to the element type).
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> Unary<U> {
+        match self {
+            Unary::Relu => Unary::Relu,
+            Unary::LeakyRelu { alpha } => Unary::LeakyRelu { alpha: f(alpha) },
+            Unary::Clip { min, max } => Unary::Clip { min: f(min), max: f(max) },
+            Unary::Sigmoid => Unary::Sigmoid,
+            Unary::HardSigmoid { alpha, beta } => {
+                Unary::HardSigmoid { alpha: f(alpha), beta: f(beta) }
+            }
+            Unary::HardSwish => Unary::HardSwish,
+            Unary::Tanh => Unary::Tanh,
+            Unary::Erf => Unary::Erf,
+            Unary::Exp => Unary::Exp,
+            Unary::Log => Unary::Log,
+            Unary::Sqrt => Unary::Sqrt,
+            Unary::Neg => Unary::Neg,
+            Unary::Abs => Unary::Abs,
+            Unary::Reciprocal => Unary::Reciprocal,
+            Unary::Floor => Unary::Floor,
+            Unary::Ceil => Unary::Ceil,
+            Unary::Round => Unary::Round,
+            Unary::Sign => Unary::Sign,
+            Unary::Sin => Unary::Sin,
+            Unary::Cos => Unary::Cos,
+            Unary::Softplus => Unary::Softplus,
+            Unary::Softsign => Unary::Softsign,
+            Unary::Gelu => Unary::Gelu,
+            Unary::GeluTanh => Unary::GeluTanh,
+            Unary::Elu { alpha } => Unary::Elu { alpha: f(alpha) },
+            Unary::Selu { alpha, gamma } => Unary::Selu { alpha: f(alpha), gamma: f(gamma) },
+            Unary::ThresholdedRelu { alpha } => Unary::ThresholdedRelu { alpha: f(alpha) },
+            Unary::Affine { alpha, beta } => Unary::Affine { alpha: f(alpha), beta: f(beta) },
+            Unary::ScaledTanh { alpha, beta } => {
+                Unary::ScaledTanh { alpha: f(alpha), beta: f(beta) }
+            }
+        }
+    }
+}
+
 /// Evaluates `op` on one element.
 #[inline]
 pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {

@@ -56,6 +56,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod layout;
+pub mod model;
 pub mod norm;
 pub mod num;
 pub mod pool;
@@ -63,6 +64,9 @@ pub mod reduce;
 pub mod rnn;
 pub mod shape;
 pub mod softmax;
+
+pub use half::{bf16, f16};
+pub use model::{Aligned, Elem, Model, TensorInfo};
 
 /// Why a kernel or a generated model's `run` refused or failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,6 +3,8 @@
 
 mod check;
 mod convert;
+mod generate;
+mod inspect;
 
 use clap::{Parser, Subcommand};
 use onnx_codegen::diag::{Diagnostic, Severity};
@@ -25,12 +27,40 @@ enum Command {
     Convert(convert::Args),
     /// Read and validate models, printing every problem found. Exits 1 if any model has errors.
     Check(check::Args),
+    /// Generate Rust code for a model: one struct with a `run` method.
+    Generate(generate::Args),
+    /// Show a model's ops, value shapes, memory plan and what is not supported.
+    Inspect(inspect::Args),
+}
+
+/// A model and the values of its symbolic dimensions.
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    /// The model (binary .onnx or text .onnxtxt).
+    model: std::path::PathBuf,
+    /// A symbolic dimension's value, as NAME=N (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    dims: Vec<(String, usize)>,
+}
+
+impl ModelArgs {
+    fn dims(&self) -> std::collections::BTreeMap<String, usize> {
+        self.dims.iter().cloned().collect()
+    }
+}
+
+fn parse_dim(s: &str) -> Result<(String, usize), String> {
+    let (name, value) = s.split_once('=').ok_or("expected NAME=N")?;
+    let value = value.trim().parse::<usize>().map_err(|_| format!("'{value}' is not a size"))?;
+    Ok((name.trim().to_owned(), value))
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Convert(args) => convert::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
     }
 }
 

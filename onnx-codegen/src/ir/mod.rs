@@ -15,4 +15,4 @@ pub use graph::{AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, Value
 pub use model::{Function, Metadata, Model};
 pub(crate) use tensor::typed_data_bytes;
 pub use tensor::{SparseTensor, Tensor, TensorData, element_count};
-pub use types::{AttrType, Dim, ElemType, Shape, Type};
+pub use types::{AttrType, Dim, ElemType, Shape, TensorType, Type};

@@ -75,6 +75,21 @@ fn typed_field(elem: ElemType, count: u64) -> Option<(&'static str, u64)> {
 }
 
 impl Tensor {
+    /// The size of the data in bytes (strings: their total length).
+    pub fn data_len(&self) -> usize {
+        match &self.data {
+            TensorData::Bytes(b) => b.len(),
+            TensorData::Strings(s) => s.iter().map(Vec::len).sum(),
+        }
+    }
+
+    /// The tensor's type with dims as `usize`, `None` if a dim does not fit.
+    pub fn tensor_type(&self) -> Option<crate::ir::TensorType> {
+        let dims =
+            self.dims.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<Vec<_>>>()?;
+        Some(crate::ir::TensorType::new(self.elem, dims))
+    }
+
     /// A tensor from packed bytes; checks the length against the dims.
     pub fn from_bytes(
         name: impl Into<String>,

@@ -417,3 +417,51 @@ mod tests {
         assert_eq!(Type::Sequence(Box::new(t)).to_string(), "seq(tensor(float)[N,3,?])");
     }
 }
+
+/// A tensor type with every dimension known: what code generation works on,
+/// after symbolic dimensions are bound and shapes inferred.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub elem: ElemType,
+    pub dims: Vec<usize>,
+}
+
+impl TensorType {
+    pub fn new(elem: ElemType, dims: Vec<usize>) -> TensorType {
+        TensorType { elem, dims }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// The number of elements, `None` on overflow.
+    pub fn numel(&self) -> Option<usize> {
+        self.dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    }
+
+    /// The size in bytes, `None` on overflow or for types without a fixed size.
+    pub fn byte_size(&self) -> Option<usize> {
+        let n = u64::try_from(self.numel()?).ok()?;
+        usize::try_from(self.elem.byte_size(n)?).ok()
+    }
+
+    /// The same element type with other dims.
+    pub fn with_dims(&self, dims: Vec<usize>) -> TensorType {
+        TensorType { elem: self.elem, dims }
+    }
+}
+
+impl fmt::Display for TensorType {
+    /// `float32[1, 3, 224, 224]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.elem)?;
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}

@@ -2,8 +2,10 @@
 //! ([`lower`]), inlining of model-local functions ([`inline`]), and the
 //! passes to come (shape inference, constant folding, memory planning).
 
+pub mod infer;
 pub mod inline;
 pub mod lower;
+pub mod plan;
 
 use crate::diag::Diagnostic;
 use crate::ir;

@@ -1,0 +1,658 @@
+//! Rust emission: one struct per graph, built as tokens with `quote`.
+//!
+//! The struct owns its arena (so the user decides where it lives: stack,
+//! static, heap); `run` takes one `&[T; N]` per graph input and one
+//! `&mut [T; M]` per graph output, and calls the runtime crate's kernels in
+//! order. Weights are one aligned, read-only static blob. The struct also
+//! implements the runtime's type-erased `Model` trait.
+//!
+//! Node names appear as comments above their calls in the formatted text
+//! ([`format_file`]); the token form carries them as marker macro calls that
+//! [`format_file`] turns into comments, and that [`strip_notes`] removes for
+//! the token path (the `onnx_model!` macro).
+
+pub mod lit;
+
+use crate::ir::{ElemType, Model, TensorType, ValueId};
+use crate::ops::{Io, Lowered};
+use crate::passes::infer::Inferred;
+use crate::passes::plan::{Action, Loc, Plan};
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote};
+use std::collections::BTreeMap;
+
+/// How the generated code is shaped.
+#[derive(Clone, Debug)]
+pub struct EmitOptions {
+    /// The struct's name (an upper-camel-case identifier).
+    pub struct_name: String,
+    /// The path of the runtime crate in the generated code.
+    pub runtime_path: TokenStream,
+    /// Where the weight blob comes from.
+    pub weights: WeightSource,
+    /// A line naming where the model came from, for the doc comment.
+    pub source: String,
+}
+
+/// How the generated code gets its weights.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WeightSource {
+    /// As a byte-string literal in the code (one token, cheap for rustc).
+    Inline,
+    /// With `include_bytes!` of this path (relative to the generated file
+    /// when it is written out; the caller decides).
+    File(String),
+}
+
+/// The marker that carries a comment through tokens.
+const NOTE: &str = "__onnx_codegen_note";
+
+/// Emits the whole generated module for `model`.
+pub fn emit(
+    model: &Model,
+    inferred: &Inferred,
+    plan: &Plan,
+    opts: &EmitOptions,
+) -> Result<TokenStream, String> {
+    let g = &model.graph;
+    let rt = &opts.runtime_path;
+    let name = Ident::new(&opts.struct_name, Span::call_site());
+    let arena_ty = format_ident!("{}Arena", opts.struct_name);
+    let weights_static = format_ident!("{}_WEIGHTS", upper_snake(&opts.struct_name));
+    let arena_bytes = Literal::usize_unsuffixed(plan.arena_bytes);
+    let weight_bytes = Literal::usize_unsuffixed(plan.weights.len());
+
+    let params = Params::new(model, inferred)?;
+
+    let infos = |ids: &[ValueId]| -> Result<Vec<TokenStream>, String> {
+        ids.iter()
+            .map(|&v| {
+                let ty = params.type_of(v)?;
+                let name = &g.value(v).name;
+                let shape = lit::usizes(&ty.dims);
+                let elem = elem_tokens(ty.elem, rt)?;
+                Ok(quote!(#rt::TensorInfo { name: #name, shape: #shape, elem: #elem }))
+            })
+            .collect()
+    };
+    let input_infos = infos(&g.inputs)?;
+    let output_infos = infos(&g.outputs)?;
+
+    let mut fn_params = Vec::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let ident = &params.inputs[i];
+        let ty = params.array_type(v, rt, false)?;
+        fn_params.push(quote!(#ident: #ty));
+    }
+    for (j, &v) in g.outputs.iter().enumerate() {
+        let ident = &params.outputs[j];
+        let ty = params.array_type(v, rt, true)?;
+        fn_params.push(quote!(#ident: #ty));
+    }
+
+    let mut body = Vec::new();
+    for (t, step) in inferred.steps.iter().enumerate() {
+        let node = g.node(step.node);
+        let note = format!("{} ({})", node.label(step.node), node.op.op_type);
+        let (Lowered::Kernel(kernel), Action::Call { in_place }) = (&step.lowered, plan.actions[t])
+        else {
+            body.push(note_tokens(&format!("{note}: a view, no code")));
+            continue;
+        };
+        body.push(note_tokens(&note));
+        let mut b = StepBuffers::default();
+        let mut io_inputs = Vec::new();
+        for (k, input) in node.inputs.iter().enumerate() {
+            let Some(v) = input else {
+                io_inputs.push(None);
+                continue;
+            };
+            if in_place && Some(k) == kernel.in_place() {
+                io_inputs.push(None);
+                continue;
+            }
+            io_inputs.push(Some(b.read(*v, plan, &params, rt)?));
+        }
+        let mut io_outputs = Vec::new();
+        for output in &node.outputs {
+            match output {
+                Some(v) => io_outputs.push(Some(b.write(*v, plan, &params, rt)?)),
+                None => io_outputs.push(None),
+            }
+        }
+        let io = Io { inputs: io_inputs, outputs: io_outputs, in_place, rt: rt.clone() };
+        let call = kernel.emit(&io);
+        let setup = b.setup(rt);
+        body.push(quote!({ #setup #call }));
+    }
+    for &(v, j) in &plan.output_copies {
+        let out = &params.outputs[j];
+        let mut b = StepBuffers::default();
+        let src = b.read(v, plan, &params, rt)?;
+        let setup = b.setup(rt);
+        let note = format!("output '{}' is a copy", g.value(g.outputs[j]).name);
+        body.push(note_tokens(&note));
+        body.push(quote!({ #setup #out.copy_from_slice(#src); }));
+    }
+
+    let weights_item = match (&opts.weights, plan.weights.is_empty()) {
+        (_, true) => quote!(),
+        (WeightSource::Inline, false) => {
+            let bytes = Literal::byte_string(&plan.weights);
+            quote! {
+                static #weights_static: #rt::Aligned<[u8; #weight_bytes]> = #rt::Aligned(*#bytes);
+            }
+        }
+        (WeightSource::File(path), false) => quote! {
+            static #weights_static: #rt::Aligned<[u8; #weight_bytes]> =
+                #rt::Aligned(*include_bytes!(#path));
+        },
+    };
+    let weights_binding = if plan.weights.is_empty() {
+        quote!()
+    } else {
+        quote!(let weights: &[u8] = &#weights_static.0;)
+    };
+
+    let doc = struct_doc(model, inferred, plan, opts, &params);
+    let run_doc = run_doc(model, &params);
+    let run_bytes = run_bytes_body(model, &params, rt)?;
+    let unused_arena = if plan.arena_bytes == 0 { quote!(let _ = arena;) } else { quote!() };
+
+    Ok(quote! {
+        #[cfg(target_endian = "big")]
+        compile_error!("onnx-codegen lays weights out little-endian; big-endian targets are not supported");
+
+        #(#[doc = #doc])*
+        pub struct #name {
+            arena: #arena_ty,
+        }
+
+        /// The arena: every intermediate value, at offsets planned at generation time.
+        #[repr(C, align(64))]
+        struct #arena_ty([u8; #arena_bytes]);
+
+        #weights_item
+
+        impl #name {
+            /// Bytes of the arena (intermediate values).
+            pub const ARENA_BYTES: usize = #arena_bytes;
+            /// Bytes of the read-only weights.
+            pub const WEIGHT_BYTES: usize = #weight_bytes;
+            /// The graph inputs, in the order `run` takes them.
+            pub const INPUTS: &'static [#rt::TensorInfo] = &[#(#input_infos),*];
+            /// The graph outputs, in the order `run` takes them.
+            pub const OUTPUTS: &'static [#rt::TensorInfo] = &[#(#output_infos),*];
+
+            /// A model with a zeroed arena.
+            pub const fn new() -> Self {
+                Self { arena: #arena_ty([0; #arena_bytes]) }
+            }
+
+            #(#[doc = #run_doc])*
+            pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<(), #rt::Error> {
+                let arena: &mut [u8] = &mut self.arena.0;
+                #unused_arena
+                #weights_binding
+                #(#body)*
+                Ok(())
+            }
+        }
+
+        impl ::core::default::Default for #name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl #rt::Model for #name {
+            fn inputs(&self) -> &'static [#rt::TensorInfo] {
+                Self::INPUTS
+            }
+
+            fn outputs(&self) -> &'static [#rt::TensorInfo] {
+                Self::OUTPUTS
+            }
+
+            fn run_bytes(
+                &mut self,
+                inputs: &[&[u8]],
+                outputs: &mut [&mut [u8]],
+            ) -> ::core::result::Result<(), #rt::Error> {
+                #run_bytes
+            }
+        }
+    })
+}
+
+/// Names and types of the `run` parameters.
+struct Params<'a> {
+    model: &'a Model,
+    inferred: &'a Inferred,
+    inputs: Vec<Ident>,
+    outputs: Vec<Ident>,
+}
+
+impl<'a> Params<'a> {
+    fn new(model: &'a Model, inferred: &'a Inferred) -> Result<Params<'a>, String> {
+        let g = &model.graph;
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        let mut ident = |name: &str| {
+            let base = snake_ident(name);
+            let count = taken.entry(base.clone()).or_insert(0);
+            *count += 1;
+            let unique = if *count == 1 { base } else { format!("{base}_{count}") };
+            Ident::new(&unique, Span::call_site())
+        };
+        let inputs = g.inputs.iter().map(|&v| ident(&g.value(v).name)).collect();
+        let outputs = g.outputs.iter().map(|&v| ident(&g.value(v).name)).collect();
+        Ok(Params { model, inferred, inputs, outputs })
+    }
+
+    fn type_of(&self, v: ValueId) -> Result<&'a TensorType, String> {
+        self.inferred.types[v.index()]
+            .as_ref()
+            .ok_or_else(|| format!("value '{}' has no type", self.model.graph.value(v).name))
+    }
+
+    fn array_type(
+        &self,
+        v: ValueId,
+        rt: &TokenStream,
+        mutable: bool,
+    ) -> Result<TokenStream, String> {
+        let ty = self.type_of(v)?;
+        let elem = crate::ops::rust_type(ty.elem, rt)
+            .ok_or_else(|| format!("{} values cannot cross the model's boundary yet", ty.elem))?;
+        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        Ok(if mutable { quote!(&mut [#elem; #n]) } else { quote!(&[#elem; #n]) })
+    }
+}
+
+/// The buffers one step touches: arena ranges to split, weight ranges, and
+/// the caller's arrays.
+#[derive(Default)]
+struct StepBuffers {
+    /// Distinct arena ranges, in first-use order.
+    ranges: Vec<(usize, usize)>,
+    /// Typed bindings: (binding, source, element type, mutable).
+    views: Vec<(Ident, ViewSource, TokenStream, bool)>,
+    by_value: BTreeMap<(usize, bool), Ident>,
+}
+
+enum ViewSource {
+    Arena(usize),
+    Weight(usize, usize),
+}
+
+impl StepBuffers {
+    fn element(
+        v: ValueId,
+        params: &Params<'_>,
+        rt: &TokenStream,
+    ) -> Result<(TokenStream, ElemType), String> {
+        let ty = params.type_of(v)?;
+        // Booleans inside the arena and the weights are bytes (0 or 1).
+        let elem = if ty.elem == ElemType::Bool {
+            quote!(u8)
+        } else {
+            crate::ops::rust_type(ty.elem, rt).ok_or_else(|| {
+                format!("{} values are not supported in generated code yet", ty.elem)
+            })?
+        };
+        Ok((elem, ty.elem))
+    }
+
+    fn range(&mut self, offset: usize, len: usize) -> usize {
+        match self.ranges.iter().position(|&r| r == (offset, len)) {
+            Some(i) => i,
+            None => {
+                self.ranges.push((offset, len));
+                self.ranges.len() - 1
+            }
+        }
+    }
+
+    /// An expression for reading value `v` as a typed slice.
+    fn read(
+        &mut self,
+        v: ValueId,
+        plan: &Plan,
+        params: &Params<'_>,
+        rt: &TokenStream,
+    ) -> Result<TokenStream, String> {
+        match plan.locs[v.index()] {
+            Some(Loc::Input(i)) => {
+                let p = &params.inputs[i];
+                Ok(quote!(&#p[..]))
+            }
+            Some(Loc::Output(j)) => {
+                let p = &params.outputs[j];
+                Ok(quote!(&#p[..]))
+            }
+            Some(Loc::Weight { offset, len }) => {
+                let (elem, _) = Self::element(v, params, rt)?;
+                let ident = format_ident!("w{}", self.views.len());
+                self.views.push((ident.clone(), ViewSource::Weight(offset, len), elem, false));
+                Ok(quote!(#ident))
+            }
+            Some(Loc::Arena { offset, len }) => {
+                if let Some(ident) =
+                    self.by_value.get(&(offset, false)).or(self.by_value.get(&(offset, true)))
+                {
+                    return Ok(quote!(#ident));
+                }
+                let (elem, _) = Self::element(v, params, rt)?;
+                let r = self.range(offset, len);
+                let ident = format_ident!("x{}", self.views.len());
+                self.views.push((ident.clone(), ViewSource::Arena(r), elem, false));
+                self.by_value.insert((offset, false), ident.clone());
+                Ok(quote!(#ident))
+            }
+            None => Err(format!("value '{}' has no storage", params.model.graph.value(v).name)),
+        }
+    }
+
+    /// An expression for writing value `v` as a mutable typed slice.
+    fn write(
+        &mut self,
+        v: ValueId,
+        plan: &Plan,
+        params: &Params<'_>,
+        rt: &TokenStream,
+    ) -> Result<TokenStream, String> {
+        match plan.locs[v.index()] {
+            Some(Loc::Output(j)) => {
+                let p = &params.outputs[j];
+                Ok(quote!(&mut #p[..]))
+            }
+            Some(Loc::Arena { offset, len }) => {
+                let (elem, _) = Self::element(v, params, rt)?;
+                let r = self.range(offset, len);
+                let ident = format_ident!("y{}", self.views.len());
+                self.views.push((ident.clone(), ViewSource::Arena(r), elem, true));
+                self.by_value.insert((offset, true), ident.clone());
+                Ok(quote!(#ident))
+            }
+            other => Err(format!(
+                "value '{}' would be written into {other:?}",
+                params.model.graph.value(v).name
+            )),
+        }
+    }
+
+    /// The statements that split the arena and bind typed views.
+    fn setup(&self, rt: &TokenStream) -> TokenStream {
+        let mut out = TokenStream::new();
+        if !self.ranges.is_empty() {
+            let names: Vec<Ident> =
+                (0..self.ranges.len()).map(|i| format_ident!("b{}", i)).collect();
+            let ranges = self.ranges.iter().map(|&(o, l)| {
+                let (a, b) = (Literal::usize_unsuffixed(o), Literal::usize_unsuffixed(o + l));
+                quote!(#a..#b)
+            });
+            out.extend(
+                quote!(let [#(#names),*] = #rt::arena::split(&mut *arena, [#(#ranges),*])?;),
+            );
+        }
+        for (ident, source, elem, mutable) in &self.views {
+            out.extend(match (source, mutable) {
+                (ViewSource::Arena(r), false) => {
+                    let b = format_ident!("b{}", r);
+                    quote!(let #ident: &[#elem] = #rt::arena::view(#b)?;)
+                }
+                (ViewSource::Arena(r), true) => {
+                    let b = format_ident!("b{}", r);
+                    quote!(let #ident: &mut [#elem] = #rt::arena::view_mut(#b)?;)
+                }
+                (ViewSource::Weight(o, l), _) => {
+                    let (a, b) = (Literal::usize_unsuffixed(*o), Literal::usize_unsuffixed(o + l));
+                    quote!(let #ident: &[#elem] = #rt::arena::view(&weights[#a..#b])?;)
+                }
+            });
+        }
+        out
+    }
+}
+
+fn note_tokens(text: &str) -> TokenStream {
+    let marker = Ident::new(NOTE, Span::call_site());
+    quote!(#marker!(#text);)
+}
+
+fn elem_tokens(elem: ElemType, rt: &TokenStream) -> Result<TokenStream, String> {
+    let v = match elem {
+        ElemType::Float => "F32",
+        ElemType::Double => "F64",
+        ElemType::Int8 => "I8",
+        ElemType::Int16 => "I16",
+        ElemType::Int32 => "I32",
+        ElemType::Int64 => "I64",
+        ElemType::Uint8 => "U8",
+        ElemType::Uint16 => "U16",
+        ElemType::Uint32 => "U32",
+        ElemType::Uint64 => "U64",
+        ElemType::Bool => "Bool",
+        ElemType::Float16 => "F16",
+        ElemType::Bfloat16 => "Bf16",
+        other => return Err(format!("{other} values cannot cross the model's boundary yet")),
+    };
+    let v = Ident::new(v, Span::call_site());
+    Ok(quote!(#rt::Elem::#v))
+}
+
+fn run_bytes_body(
+    model: &Model,
+    params: &Params<'_>,
+    rt: &TokenStream,
+) -> Result<TokenStream, String> {
+    let g = &model.graph;
+    let ins: Vec<Ident> = (0..g.inputs.len()).map(|i| format_ident!("i{}", i)).collect();
+    let outs: Vec<Ident> = (0..g.outputs.len()).map(|i| format_ident!("o{}", i)).collect();
+    let mut convert = Vec::new();
+    let mut args = Vec::new();
+    let mut after = Vec::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let ty = params.type_of(v)?;
+        let id = &ins[i];
+        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        if ty.elem == ElemType::Bool {
+            convert.push(quote!(let #id = #rt::model::bools_from_bytes::<#n>(#id)?;));
+            args.push(quote!(&#id));
+        } else {
+            let elem = crate::ops::rust_type(ty.elem, rt).ok_or("unsupported input type")?;
+            convert.push(quote!(let #id: &[#elem; #n] = #rt::model::array_ref(#id)?;));
+            args.push(quote!(#id));
+        }
+    }
+    for (j, &v) in g.outputs.iter().enumerate() {
+        let ty = params.type_of(v)?;
+        let id = &outs[j];
+        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        if ty.elem == ElemType::Bool {
+            let tmp = format_ident!("{}_bools", id);
+            convert.push(quote!(let mut #tmp = [false; #n];));
+            args.push(quote!(&mut #tmp));
+            after.push(quote!(#rt::model::bools_to_bytes(&#tmp, #id)?;));
+        } else {
+            let elem = crate::ops::rust_type(ty.elem, rt).ok_or("unsupported output type")?;
+            convert.push(quote!(let #id: &mut [#elem; #n] = #rt::model::array_mut(#id)?;));
+            args.push(quote!(#id));
+        }
+    }
+    Ok(quote! {
+        let [#(#ins),*] = inputs else { return Err(#rt::Error::ShapeMismatch) };
+        let [#(#outs),*] = outputs else { return Err(#rt::Error::ShapeMismatch) };
+        #(#convert)*
+        self.run(#(#args),*)?;
+        #(#after)*
+        Ok(())
+    })
+}
+
+fn struct_doc(
+    model: &Model,
+    inferred: &Inferred,
+    plan: &Plan,
+    opts: &EmitOptions,
+    params: &Params<'_>,
+) -> Vec<String> {
+    let g = &model.graph;
+    let mut doc = vec![format!(
+        " The ONNX model `{}`, compiled ahead of time by onnx-codegen {}.",
+        g.name,
+        env!("CARGO_PKG_VERSION")
+    )];
+    doc.push(String::new());
+    doc.push(format!(" Source: {}.", opts.source));
+    let m = &model.metadata;
+    if !m.producer_name.is_empty() {
+        doc.push(
+            format!(" Producer: {} {}.", m.producer_name, m.producer_version).replace(" .", "."),
+        );
+    }
+    if !m.doc_string.is_empty() {
+        doc.push(String::new());
+        doc.extend(m.doc_string.lines().map(|l| format!(" {l}")));
+    }
+    doc.push(String::new());
+    doc.push(" # Signature".to_owned());
+    doc.push(String::new());
+    doc.extend(signature_lines(model, params));
+    doc.push(String::new());
+    doc.push(format!(
+        " Arena: {} bytes (lower bound {}); weights: {} bytes; {} steps ({} nodes folded at generation time).",
+        plan.arena_bytes,
+        plan.arena_lower_bound_bytes,
+        plan.weights.len(),
+        inferred.steps.len(),
+        inferred.folded
+    ));
+    doc
+}
+
+fn signature_lines(model: &Model, params: &Params<'_>) -> Vec<String> {
+    let g = &model.graph;
+    let mut lines = Vec::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let ty = params.type_of(v).map(ToString::to_string).unwrap_or_default();
+        lines.push(format!(" - input `{}` (`{}`): {ty}", g.value(v).name, params.inputs[i]));
+    }
+    for (j, &v) in g.outputs.iter().enumerate() {
+        let ty = params.type_of(v).map(ToString::to_string).unwrap_or_default();
+        lines.push(format!(" - output `{}` (`{}`): {ty}", g.value(v).name, params.outputs[j]));
+    }
+    lines
+}
+
+fn run_doc(model: &Model, params: &Params<'_>) -> Vec<String> {
+    let mut doc =
+        vec![" Runs the model: reads the inputs, writes every output.".to_owned(), String::new()];
+    doc.extend(signature_lines(model, params));
+    doc.push(String::new());
+    doc.push(" Fails only where data can make a kernel fail (an index out of range, an".to_owned());
+    doc.push(" integer division by zero); the outputs are then unspecified.".to_owned());
+    doc
+}
+
+/// `snake_case` identifier for an ONNX name: non-alphanumerics become `_`, a
+/// leading digit gets a prefix, keywords get a trailing `_`.
+pub fn snake_ident(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect();
+    while s.contains("__") {
+        s = s.replace("__", "_");
+    }
+    let s = s.trim_matches('_');
+    let mut s = if s.is_empty() { "value".to_owned() } else { s.to_owned() };
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s = format!("v{s}");
+    }
+    if syn::parse_str::<Ident>(&s).is_err() || RESERVED.contains(&s.as_str()) {
+        s.push('_');
+    }
+    s
+}
+
+/// Names the generated `run` uses for itself.
+const RESERVED: &[&str] = &["arena", "weights", "self", "inputs", "outputs"];
+
+/// `UpperCamelCase` identifier for a model name.
+pub fn camel_ident(name: &str) -> String {
+    let mut out = String::new();
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|p| !p.is_empty()) {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert_str(0, "Model");
+    }
+    out
+}
+
+fn upper_snake(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+/// Formats generated tokens as a file, turning note markers into comments.
+pub fn format_file(tokens: TokenStream, header: &str) -> Result<String, String> {
+    let file: syn::File =
+        syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))?;
+    let text = prettyplease::unparse(&file);
+    let mut out = String::with_capacity(text.len() + header.len());
+    out.push_str(header);
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix(NOTE).and_then(|r| r.strip_prefix("!(\"")) {
+            let indent = &line[..line.len() - trimmed.len()];
+            let note = rest.trim_end_matches("\");");
+            out.push_str(indent);
+            out.push_str("// ");
+            out.push_str(&unescape(note));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Removes the note markers, for code handed over as tokens.
+pub fn strip_notes(tokens: TokenStream) -> TokenStream {
+    use proc_macro2::TokenTree;
+    let mut out = Vec::new();
+    let mut iter = tokens.into_iter().peekable();
+    while let Some(tt) = iter.next() {
+        match &tt {
+            TokenTree::Ident(i) if i == NOTE => {
+                // Skip `! ( "..." ) ;`.
+                for _ in 0..3 {
+                    iter.next();
+                }
+            }
+            TokenTree::Group(g) => {
+                let mut ng = proc_macro2::Group::new(g.delimiter(), strip_notes(g.stream()));
+                ng.set_span(g.span());
+                out.push(TokenTree::Group(ng));
+            }
+            _ => out.push(tt),
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\\"", "\"").replace("\\'", "'").replace("\\\\", "\\")
+}

@@ -1,0 +1,248 @@
+//! The whole pipeline behind every way in (CLI, build.rs, `onnx_model!`):
+//! prepared IR → inference and folding → memory plan → Rust tokens.
+
+use crate::diag::{Diagnostic, Error, PathStep, Result};
+use crate::emit::{self, EmitOptions, WeightSource};
+use crate::ir::{Model, TensorType};
+use crate::passes::infer::{self, InferOptions, Inferred, Unsupported};
+use crate::passes::plan::{self, Buffer, Plan};
+use crate::passes::{self, Prepared};
+use crate::proto::ModelProto;
+use proc_macro2::TokenStream;
+use std::collections::BTreeMap;
+
+/// What the user decides about the generated code.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The struct's name; by default from the model's file name or graph name.
+    pub name: Option<String>,
+    /// Values of symbolic dimensions.
+    pub dims: BTreeMap<String, usize>,
+    /// The runtime crate's path in the generated code.
+    pub runtime_path: String,
+    /// How the weights get into the code.
+    pub weights: WeightSource,
+    /// Refuse models whose arena would exceed this many bytes.
+    pub max_arena_bytes: usize,
+    /// Refuse models whose weights exceed this many bytes.
+    pub max_weight_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            name: None,
+            dims: BTreeMap::new(),
+            runtime_path: "::onnx_codegen_runtime".to_owned(),
+            weights: WeightSource::Inline,
+            max_arena_bytes: 1 << 30,
+            max_weight_bytes: 4 << 30,
+        }
+    }
+}
+
+/// Everything known about a model after planning, whether or not code can
+/// be generated: what `inspect` shows.
+pub struct Analysis {
+    pub prepared: Prepared,
+    pub inferred: Inferred,
+    /// The plan, when inference succeeded for the whole graph.
+    pub plan: Option<Plan>,
+}
+
+/// A serialisable summary of an analysis (`inspect --json`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    pub graph: String,
+    pub nodes: usize,
+    pub steps: usize,
+    pub folded: usize,
+    pub ops: BTreeMap<String, usize>,
+    pub inputs: Vec<ValueSummary>,
+    pub outputs: Vec<ValueSummary>,
+    pub values: Vec<ValueSummary>,
+    pub arena_bytes: Option<usize>,
+    pub arena_lower_bound_bytes: Option<usize>,
+    pub weights_bytes: Option<usize>,
+    pub buffers: Vec<Buffer>,
+    pub unsupported: Vec<Unsupported>,
+    pub errors: Vec<String>,
+}
+
+/// A value's name and inferred type.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ValueSummary {
+    pub name: String,
+    /// `float32[1, 3]`, or `null` where inference did not reach.
+    pub r#type: Option<String>,
+    pub elem: Option<String>,
+    pub shape: Option<Vec<usize>>,
+    /// Whether the value is known at generation time.
+    pub constant: bool,
+}
+
+/// Runs the front end, inference and planning; never fails on unsupported
+/// parts (they are listed), only on invalid models.
+pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
+    let prepared = passes::prepare(model)?;
+    let inferred = infer::infer(
+        &prepared.model,
+        &InferOptions { dims: opts.dims.clone(), ..Default::default() },
+    );
+    let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
+    Ok(Analysis { prepared, inferred, plan })
+}
+
+impl Analysis {
+    /// The model after the front end.
+    pub fn model(&self) -> &Model {
+        &self.prepared.model
+    }
+
+    /// A serialisable summary.
+    pub fn summary(&self) -> Summary {
+        let g = &self.prepared.model.graph;
+        let value = |v: crate::ir::ValueId| {
+            let ty: Option<&TensorType> = self.inferred.types[v.index()].as_ref();
+            ValueSummary {
+                name: g.value(v).name.clone(),
+                r#type: ty.map(ToString::to_string),
+                elem: ty.map(|t| t.elem.to_string()),
+                shape: ty.map(|t| t.dims.clone()),
+                constant: self.inferred.constants[v.index()].is_some(),
+            }
+        };
+        let mut ops = BTreeMap::new();
+        for (_, node) in g.nodes() {
+            *ops.entry(node.op.op_type.clone()).or_insert(0) += 1;
+        }
+        let mut values = Vec::new();
+        for (_, node) in g.nodes() {
+            values.extend(node.outputs.iter().flatten().map(|&v| value(v)));
+        }
+        Summary {
+            graph: g.name.clone(),
+            nodes: g.node_count(),
+            steps: self.inferred.steps.len(),
+            folded: self.inferred.folded,
+            ops,
+            inputs: g.inputs.iter().map(|&v| value(v)).collect(),
+            outputs: g.outputs.iter().map(|&v| value(v)).collect(),
+            values,
+            arena_bytes: self.plan.as_ref().map(|p| p.arena_bytes),
+            arena_lower_bound_bytes: self.plan.as_ref().map(|p| p.arena_lower_bound_bytes),
+            weights_bytes: self.plan.as_ref().map(|p| p.weights.len()),
+            buffers: self.plan.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
+            unsupported: self.inferred.unsupported.clone(),
+            errors: self.inferred.errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// Every problem that stops code generation, as diagnostics.
+    pub fn problems(&self) -> Vec<Diagnostic> {
+        let mut out = self.inferred.errors.clone();
+        let graph = self.prepared.model.graph.name.clone();
+        for u in &self.inferred.unsupported {
+            out.push(Diagnostic::error(format!("not supported: {}", u.reason)).at_path(vec![
+                PathStep::Graph(graph.clone()),
+                PathStep::Node { name: u.node.clone(), op_type: u.op_type.clone() },
+            ]));
+        }
+        out
+    }
+}
+
+/// Generated code for one model.
+pub struct Generated {
+    /// The struct's name.
+    pub struct_name: String,
+    /// The generated items, as tokens (note markers included; see
+    /// [`emit::format_file`] and [`emit::strip_notes`]).
+    pub tokens: TokenStream,
+    /// The weight blob (also inside `tokens` when weights are inline).
+    pub weights: Vec<u8>,
+    /// Sizes and the plan, for reports.
+    pub summary: Summary,
+}
+
+impl Generated {
+    /// The code as a formatted Rust file with a header comment.
+    pub fn to_file_text(&self, source: &str) -> Result<String> {
+        let header = format!(
+            "// @generated by onnx-codegen {} from {source}. Do not edit.\n\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        emit::format_file(self.tokens.clone(), &header)
+            .map_err(|e| Error::from(Diagnostic::error(format!("internal error: {e}"))))
+    }
+
+    /// The code as tokens for a macro expansion (no comment markers).
+    pub fn to_tokens(&self) -> TokenStream {
+        emit::strip_notes(self.tokens.clone())
+    }
+}
+
+/// Generates the Rust code for `model`. `source` names the model in the
+/// generated documentation and defaults the struct's name.
+pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Generated> {
+    let analysis = analyze(model, opts)?;
+    let problems = analysis.problems();
+    if !problems.is_empty() {
+        return Err(Error::new(problems));
+    }
+    let Some(plan) = &analysis.plan else {
+        return Err(Error::from(Diagnostic::error("the model could not be planned")));
+    };
+    let mut limits = Vec::new();
+    if plan.arena_bytes > opts.max_arena_bytes {
+        limits.push(Diagnostic::error(format!(
+            "the arena would take {} bytes, over the limit of {} bytes",
+            plan.arena_bytes, opts.max_arena_bytes
+        )));
+    }
+    if plan.weights.len() > opts.max_weight_bytes {
+        limits.push(Diagnostic::error(format!(
+            "the weights take {} bytes, over the limit of {} bytes",
+            plan.weights.len(),
+            opts.max_weight_bytes
+        )));
+    }
+    if !limits.is_empty() {
+        return Err(Error::new(limits));
+    }
+    let struct_name = match &opts.name {
+        Some(n) => {
+            if syn::parse_str::<syn::Ident>(n).is_err() {
+                return Err(Error::from(Diagnostic::error(format!(
+                    "'{n}' is not a valid Rust identifier for the struct's name"
+                ))));
+            }
+            n.clone()
+        }
+        None => emit::camel_ident(default_name(source, &analysis.model().graph.name)),
+    };
+    let runtime_path: TokenStream = opts.runtime_path.parse().map_err(|_| {
+        Error::from(Diagnostic::error(format!("'{}' is not a valid path", opts.runtime_path)))
+    })?;
+    let emit_opts = EmitOptions {
+        struct_name: struct_name.clone(),
+        runtime_path,
+        weights: opts.weights.clone(),
+        source: source.to_owned(),
+    };
+    let tokens = emit::emit(analysis.model(), &analysis.inferred, plan, &emit_opts)
+        .map_err(|e| Error::from(Diagnostic::error(format!("cannot emit code: {e}"))))?;
+    Ok(Generated {
+        struct_name,
+        tokens,
+        weights: plan.weights.clone(),
+        summary: analysis.summary(),
+    })
+}
+
+/// The file stem of `source`, or the graph's name.
+fn default_name<'a>(source: &'a str, graph: &'a str) -> &'a str {
+    let stem = std::path::Path::new(source).file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let stem = stem.strip_suffix(".onnx").unwrap_or(stem);
+    if stem.is_empty() || stem == "model" { graph } else { stem }
+}

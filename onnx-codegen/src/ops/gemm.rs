@@ -1,0 +1,363 @@
+//! Matrix products: Gemm and MatMul (batched, broadcasting, with numpy's rules
+//! for 1-D operands).
+
+use super::host::HostElem;
+use super::{
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule,
+    broadcast_shapes, invalid, unsupported,
+};
+use crate::emit::lit;
+use crate::ir::{ElemType, TensorType};
+use onnx_codegen_runtime::gemm as rt_gemm;
+use onnx_codegen_runtime::num::Num;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The rule for `op_type`, if it is a matrix product.
+pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
+    match op_type {
+        "Gemm" => Some(&GemmRule),
+        "MatMul" => Some(&MatMulRule),
+        _ => None,
+    }
+}
+
+fn numeric(cx: &NodeCx<'_>, t: &TensorType) -> OpResult<()> {
+    match t.elem {
+        ElemType::Float
+        | ElemType::Double
+        | ElemType::Int32
+        | ElemType::Int64
+        | ElemType::Uint32
+        | ElemType::Uint64 => Ok(()),
+        other => unsupported(format!("{} on {other} tensors", cx.node.op.op_type)),
+    }
+}
+
+fn host<T: HostElem>(t: Option<&HostTensor>) -> Result<&[T], EvalError> {
+    t.and_then(|t| t.get::<T>()).ok_or(EvalError::Type(ElemType::Float))
+}
+
+fn host_mut<T: HostElem>(t: Option<&mut HostTensor>) -> Result<&mut [T], EvalError> {
+    t.and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(ElemType::Float))
+}
+
+struct GemmRule;
+
+/// Gemm's matrix sizes: `(m, k, n)`.
+fn gemm_dims(cx: &NodeCx<'_>) -> OpResult<(usize, usize, usize)> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let (&[a0, a1], &[b0, b1]) = (a.dims.as_slice(), b.dims.as_slice()) else {
+        return invalid(format!("Gemm needs 2-D A and B, got {a} and {b}"));
+    };
+    let (m, ka) = if cx.int_or("transA", 0) != 0 { (a1, a0) } else { (a0, a1) };
+    let (kb, n) = if cx.int_or("transB", 0) != 0 { (b1, b0) } else { (b0, b1) };
+    if ka != kb {
+        return invalid(format!("Gemm inner dimensions differ: A gives {ka}, B gives {kb}"));
+    }
+    Ok((m, ka, n))
+}
+
+impl OpRule for GemmRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let a = cx.input(0)?;
+        numeric(cx, a)?;
+        if cx.input(1)?.elem != a.elem {
+            return invalid("Gemm's A and B have different element types");
+        }
+        let (m, _, n) = gemm_dims(cx)?;
+        if let Some(c) = cx.opt_input(2) {
+            let out = broadcast_shapes(&[&c.dims, &[m, n]])?;
+            if out != [m, n] {
+                return invalid(format!("Gemm's C {c} does not broadcast to [{m}, {n}]"));
+            }
+        }
+        Ok(vec![a.with_dims(vec![m, n])])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (m, k, n) = gemm_dims(cx)?;
+        let c_strides = match cx.opt_input(2).map(|c| c.dims.as_slice()) {
+            None => [0, 0],
+            Some(d) => {
+                let padded: Vec<usize> = std::iter::repeat_n(1, 2usize.saturating_sub(d.len()))
+                    .chain(d.iter().copied())
+                    .collect();
+                let row = if padded[0] == 1 { 0 } else { padded[1] as isize };
+                let col = if padded[1] == 1 { 0 } else { 1 };
+                [row, col]
+            }
+        };
+        Ok(Lowered::Kernel(Box::new(GemmKernel {
+            elem: outputs.first().map_or(ElemType::Float, |t| t.elem),
+            m,
+            n,
+            k,
+            trans_a: cx.int_or("transA", 0) != 0,
+            trans_b: cx.int_or("transB", 0) != 0,
+            alpha: f64::from(cx.float_or("alpha", 1.0)),
+            beta: f64::from(cx.float_or("beta", 1.0)),
+            c_strides,
+            has_c: cx.opt_input(2).is_some(),
+        })))
+    }
+}
+
+struct GemmKernel {
+    elem: ElemType,
+    m: usize,
+    n: usize,
+    k: usize,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f64,
+    beta: f64,
+    c_strides: [isize; 2],
+    has_c: bool,
+}
+
+/// An integer Gemm's scale: the float attribute truncated toward zero.
+fn int_scale<T: Num>(v: f64) -> T {
+    let t = T::from_usize(v.abs().trunc() as usize);
+    if v < 0.0 { t.neg() } else { t }
+}
+
+fn run_gemm<T: Num + HostElem>(
+    k: &GemmKernel,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let p = rt_gemm::Gemm {
+        m: k.m,
+        n: k.n,
+        k: k.k,
+        trans_a: k.trans_a,
+        trans_b: k.trans_b,
+        alpha: int_scale::<T>(k.alpha),
+        beta: int_scale::<T>(k.beta),
+        c_strides: k.c_strides,
+    };
+    let a = host::<T>(inputs.first().copied().flatten())?;
+    let b = host::<T>(inputs.get(1).copied().flatten())?;
+    let c = match inputs.get(2).copied().flatten() {
+        Some(c) => Some(host::<T>(Some(c))?),
+        None => None,
+    };
+    rt_gemm::gemm(&p, a, b, c, host_mut::<T>(outputs.first_mut())?)?;
+    Ok(())
+}
+
+impl Kernel for GemmKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        match self.elem {
+            // Float scales are exact in the float types; integer Gemm takes
+            // integer-valued scales.
+            ElemType::Float => run_gemm_float::<f32>(self, inputs, outputs),
+            ElemType::Double => run_gemm_float::<f64>(self, inputs, outputs),
+            _ => crate::by_num_type!(self.elem, run_gemm(self, inputs, outputs)),
+        }
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let (m, n, k) = (lit::usize_lit(self.m), lit::usize_lit(self.n), lit::usize_lit(self.k));
+        let (ta, tb) = (self.trans_a, self.trans_b);
+        let alpha = self.scale_tokens(self.alpha);
+        let beta = self.scale_tokens(self.beta);
+        let cs = lit::isize_array(&self.c_strides);
+        let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        let c = match (self.has_c, io.inputs.get(2)) {
+            (true, Some(Some(c))) => quote!(Some(#c)),
+            _ => quote!(None),
+        };
+        quote! {
+            #rt::gemm::gemm(
+                &#rt::gemm::Gemm {
+                    m: #m, n: #n, k: #k, trans_a: #ta, trans_b: #tb,
+                    alpha: #alpha, beta: #beta, c_strides: #cs,
+                },
+                #a, #b, #c, #y,
+            )?;
+        }
+    }
+}
+
+impl GemmKernel {
+    fn scale_tokens(&self, v: f64) -> TokenStream {
+        match self.elem {
+            ElemType::Float | ElemType::Double => lit::float(v, self.elem),
+            _ => {
+                let ty = super::rust_type(self.elem, &quote!(unused)).unwrap_or(quote!(i64));
+                let n = lit::isize_lit(v.trunc() as isize);
+                quote!((#n as #ty))
+            }
+        }
+    }
+}
+
+fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
+    k: &GemmKernel,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let p = rt_gemm::Gemm {
+        m: k.m,
+        n: k.n,
+        k: k.k,
+        trans_a: k.trans_a,
+        trans_b: k.trans_b,
+        alpha: T::from_f64(k.alpha),
+        beta: T::from_f64(k.beta),
+        c_strides: k.c_strides,
+    };
+    let a = host::<T>(inputs.first().copied().flatten())?;
+    let b = host::<T>(inputs.get(1).copied().flatten())?;
+    let c = match inputs.get(2).copied().flatten() {
+        Some(c) => Some(host::<T>(Some(c))?),
+        None => None,
+    };
+    rt_gemm::gemm(&p, a, b, c, host_mut::<T>(outputs.first_mut())?)?;
+    Ok(())
+}
+
+struct MatMulRule;
+
+/// MatMul's plan: batch shape and strides, matrix sizes, output dims.
+struct MatMulPlan {
+    batch: Vec<usize>,
+    a_strides: Vec<isize>,
+    b_strides: Vec<isize>,
+    m: usize,
+    k: usize,
+    n: usize,
+    out: Vec<usize>,
+}
+
+fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
+    if a.is_empty() || b.is_empty() {
+        return invalid("MatMul operands must have rank 1 or more");
+    }
+    // Numpy: a 1-D A is [1, k] (the 1 dropped from the output), a 1-D B is [k, 1].
+    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if ka != kb {
+        return invalid(format!("MatMul inner dimensions differ: {a:?} @ {b:?}"));
+    }
+    let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+    let batch = broadcast_shapes(&[ab, bb])?;
+    let strides = |own: &[usize], matrix: usize| -> Vec<isize> {
+        let offset = batch.len() - own.len();
+        let mut s = vec![0isize; batch.len()];
+        let mut step = matrix as isize;
+        for i in (0..own.len()).rev() {
+            if own[i] != 1 {
+                s[offset + i] = step;
+            }
+            step = step.saturating_mul(own[i] as isize);
+        }
+        s
+    };
+    let mut out = batch.clone();
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(MatMulPlan {
+        a_strides: strides(ab, m * ka),
+        b_strides: strides(bb, kb * n),
+        batch,
+        m,
+        k: ka,
+        n,
+        out,
+    })
+}
+
+impl OpRule for MatMulRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        numeric(cx, a)?;
+        if a.elem != b.elem {
+            return invalid("MatMul's operands have different element types");
+        }
+        Ok(vec![a.with_dims(matmul_plan(&a.dims, &b.dims)?.out)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        Ok(Lowered::Kernel(Box::new(MatMulKernel {
+            elem: outputs.first().map_or(a.elem, |t| t.elem),
+            plan: matmul_plan(&a.dims, &b.dims)?,
+        })))
+    }
+}
+
+struct MatMulKernel {
+    elem: ElemType,
+    plan: MatMulPlan,
+}
+
+fn run_matmul<T: Num + HostElem>(
+    k: &MatMulKernel,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let p = rt_gemm::MatMul {
+        batch: &k.plan.batch,
+        a_batch_strides: &k.plan.a_strides,
+        b_batch_strides: &k.plan.b_strides,
+        m: k.plan.m,
+        k: k.plan.k,
+        n: k.plan.n,
+    };
+    let a = host::<T>(inputs.first().copied().flatten())?;
+    let b = host::<T>(inputs.get(1).copied().flatten())?;
+    rt_gemm::matmul(&p, a, b, host_mut::<T>(outputs.first_mut())?)?;
+    Ok(())
+}
+
+impl Kernel for MatMulKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        crate::by_num_type!(self.elem, run_matmul(self, inputs, outputs))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let p = &self.plan;
+        let batch = lit::usizes(&p.batch);
+        let (sa, sb) = (lit::isizes(&p.a_strides), lit::isizes(&p.b_strides));
+        let (m, k, n) = (lit::usize_lit(p.m), lit::usize_lit(p.k), lit::usize_lit(p.n));
+        let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        quote! {
+            #rt::gemm::matmul(
+                &#rt::gemm::MatMul {
+                    batch: #batch, a_batch_strides: #sa, b_batch_strides: #sb,
+                    m: #m, k: #k, n: #n,
+                },
+                #a, #b, #y,
+            )?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_follows_numpy_shapes() {
+        let p = matmul_plan(&[2, 1, 3, 4], &[5, 4, 6]).unwrap();
+        assert_eq!((p.batch.as_slice(), p.m, p.k, p.n), (&[2, 5][..], 3, 4, 6));
+        assert_eq!(p.out, [2, 5, 3, 6]);
+        assert_eq!(p.a_strides, [12, 0]);
+        assert_eq!(p.b_strides, [0, 24]);
+        assert_eq!(matmul_plan(&[4], &[4, 6]).unwrap().out, [6]);
+        assert_eq!(matmul_plan(&[3, 4], &[4]).unwrap().out, [3]);
+        assert_eq!(matmul_plan(&[4], &[4]).unwrap().out, Vec::<usize>::new());
+        assert!(matmul_plan(&[3, 4], &[5, 6]).is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! Operators that only change how data is seen, or whose outputs are known
+//! from types alone:
+//! - views (Identity, Reshape, Flatten, Squeeze, Unsqueeze): the output is
+//!   the input's bytes with another shape, so they cost nothing at run time;
+//! - Constant, Shape and Size: their outputs are constants.
+
+use super::{Lowered, NodeCx, OpResult, OpRule, axis, invalid, unsupported};
+use crate::ir::{AttrValue, ElemType, Tensor, TensorData, TensorType};
+use bytes::Bytes;
+
+/// The rule for `op_type`, if it is handled here.
+pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
+    match op_type {
+        "Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => Some(&ViewRule),
+        "Constant" => Some(&ConstantRule),
+        "Shape" | "Size" => Some(&ShapeRule),
+        _ => None,
+    }
+}
+
+struct ViewRule;
+
+/// The output dims of a view op.
+fn view_dims(cx: &NodeCx<'_>) -> OpResult<Vec<usize>> {
+    let x = cx.input(0)?;
+    let dims = &x.dims;
+    match cx.node.op.op_type.as_str() {
+        "Identity" => Ok(dims.clone()),
+        "Reshape" => reshape_dims(cx, dims),
+        "Flatten" => {
+            let rank = dims.len();
+            let a = axis(cx.int_or("axis", 1), rank + 1, "Flatten axis")?;
+            let outer: usize = dims[..a].iter().product();
+            let inner: usize = dims[a..].iter().product();
+            Ok(vec![outer, inner])
+        }
+        "Squeeze" => {
+            let axes = axes_of(cx)?;
+            let Some(axes) = axes else {
+                return Ok(dims.iter().copied().filter(|&d| d != 1).collect());
+            };
+            let mut drop = vec![false; dims.len()];
+            for a in axes {
+                let a = axis(a, dims.len(), "Squeeze axis")?;
+                if dims[a] != 1 {
+                    return invalid(format!("Squeeze axis {a} has size {}, not 1", dims[a]));
+                }
+                drop[a] = true;
+            }
+            Ok(dims.iter().zip(&drop).filter(|(_, d)| !**d).map(|(&v, _)| v).collect())
+        }
+        "Unsqueeze" => {
+            let Some(axes) = axes_of(cx)? else {
+                return invalid("Unsqueeze needs axes");
+            };
+            let rank = dims.len() + axes.len();
+            let mut insert = vec![false; rank];
+            for a in axes {
+                let a = axis(a, rank, "Unsqueeze axis")?;
+                if insert[a] {
+                    return invalid(format!("Unsqueeze axis {a} is given twice"));
+                }
+                insert[a] = true;
+            }
+            let mut rest = dims.iter();
+            Ok(insert.iter().map(|&ins| if ins { 1 } else { *rest.next().unwrap_or(&1) }).collect())
+        }
+        other => unsupported(format!("{other} is not a view")),
+    }
+}
+
+/// Squeeze/Unsqueeze axes: an attribute before opset 13, an input after.
+fn axes_of(cx: &NodeCx<'_>) -> OpResult<Option<Vec<i64>>> {
+    if cx.version() < 13 {
+        return Ok(cx.ints("axes"));
+    }
+    if cx.opt_input(1).is_none() {
+        return Ok(None);
+    }
+    cx.const_ints(1, "axes").map(Some)
+}
+
+/// Reshape's output dims: 0 copies the input dim (unless `allowzero`), -1 is
+/// inferred from the element count.
+fn reshape_dims(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<Vec<usize>> {
+    let shape = if cx.version() < 5 {
+        cx.ints("shape").ok_or_else(|| super::OpError::Invalid("Reshape needs shape".into()))?
+    } else {
+        cx.const_ints(1, "shape")?
+    };
+    let allow_zero = cx.int_or("allowzero", 0) != 0;
+    let total: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(shape.len());
+    let mut infer_at = None;
+    for (i, &s) in shape.iter().enumerate() {
+        match s {
+            -1 if infer_at.is_none() => {
+                infer_at = Some(i);
+                out.push(1);
+            }
+            -1 => return invalid("Reshape shape has more than one -1"),
+            0 if !allow_zero => match dims.get(i) {
+                Some(&d) => out.push(d),
+                None => {
+                    return invalid(format!("Reshape shape copies dim {i}, which the input lacks"));
+                }
+            },
+            s if s >= 0 => out.push(usize::try_from(s).unwrap_or(usize::MAX)),
+            s => return invalid(format!("Reshape shape has a negative size {s}")),
+        }
+    }
+    let known: usize = out.iter().product();
+    if let Some(i) = infer_at {
+        if known == 0 || !total.is_multiple_of(known) {
+            return invalid(format!("Reshape of {dims:?} to {shape:?} does not fit"));
+        }
+        out[i] = total / known;
+    }
+    if out.iter().product::<usize>() != total {
+        return invalid(format!(
+            "Reshape of {dims:?} ({total} elements) to {shape:?} does not fit"
+        ));
+    }
+    Ok(out)
+}
+
+impl OpRule for ViewRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let x = cx.input(0)?;
+        Ok(vec![x.with_dims(view_dims(cx)?)])
+    }
+
+    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Alias)
+    }
+}
+
+struct ConstantRule;
+
+/// Constant's value, from whichever attribute holds it.
+fn constant_value(cx: &NodeCx<'_>) -> OpResult<Tensor> {
+    let name = cx.node.outputs.first().map(|_| "constant").unwrap_or("constant");
+    let node = cx.node;
+    let Some(attr) = node.attributes.first() else {
+        return invalid("Constant has no value attribute");
+    };
+    let floats = |elem: ElemType, dims: Vec<u64>, bytes: Vec<u8>| Tensor {
+        name: name.to_owned(),
+        elem,
+        dims,
+        data: TensorData::Bytes(Bytes::from(bytes)),
+    };
+    Ok(match (&*attr.name, &attr.value) {
+        ("value", AttrValue::Tensor(t)) => t.clone(),
+        ("value_float", AttrValue::Float(v)) => {
+            floats(ElemType::Float, vec![], v.to_le_bytes().to_vec())
+        }
+        ("value_floats", AttrValue::Floats(v)) => floats(
+            ElemType::Float,
+            vec![v.len() as u64],
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        ("value_int", AttrValue::Int(v)) => Tensor::from_i64s(name, vec![], &[*v]),
+        ("value_ints", AttrValue::Ints(v)) => Tensor::from_i64s(name, vec![v.len() as u64], v),
+        (other, _) => return unsupported(format!("Constant with attribute '{other}'")),
+    })
+}
+
+impl OpRule for ConstantRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let t = constant_value(cx)?;
+        let ty = t.tensor_type().ok_or_else(|| {
+            super::OpError::Invalid("Constant's value has dims too large for this machine".into())
+        })?;
+        Ok(vec![ty])
+    }
+
+    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        unsupported("Constant is folded, never run")
+    }
+
+    fn constant_outputs(
+        &self,
+        cx: &NodeCx<'_>,
+        _outputs: &[TensorType],
+    ) -> OpResult<Option<Vec<Tensor>>> {
+        Ok(Some(vec![constant_value(cx)?]))
+    }
+}
+
+struct ShapeRule;
+
+impl ShapeRule {
+    fn value(cx: &NodeCx<'_>) -> OpResult<Vec<i64>> {
+        let dims: Vec<i64> = cx.input(0)?.dims.iter().map(|&d| d as i64).collect();
+        if cx.node.op.op_type == "Size" {
+            return Ok(vec![dims.iter().product()]);
+        }
+        let rank = dims.len() as i64;
+        let clamp = |v: i64| if v < 0 { (v + rank).max(0) } else { v.min(rank) } as usize;
+        let start = clamp(cx.int_or("start", 0));
+        let end = clamp(cx.int_or("end", rank));
+        Ok(dims.get(start..end.max(start)).unwrap_or_default().to_vec())
+    }
+}
+
+impl OpRule for ShapeRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let v = Self::value(cx)?;
+        let dims = if cx.node.op.op_type == "Size" { vec![] } else { vec![v.len()] };
+        Ok(vec![TensorType::new(ElemType::Int64, dims)])
+    }
+
+    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        unsupported("Shape and Size are folded, never run")
+    }
+
+    fn constant_outputs(
+        &self,
+        cx: &NodeCx<'_>,
+        outputs: &[TensorType],
+    ) -> OpResult<Option<Vec<Tensor>>> {
+        let v = Self::value(cx)?;
+        let dims =
+            outputs.first().map(|t| t.dims.iter().map(|&d| d as u64).collect()).unwrap_or_default();
+        Ok(Some(vec![Tensor::from_i64s("shape", dims, &v)]))
+    }
+}

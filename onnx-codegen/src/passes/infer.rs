@@ -1,0 +1,403 @@
+//! Shape and type inference with constant folding, over the main graph.
+//!
+//! Nodes are visited in order. Each gets its output types from its operator's
+//! rule ([`crate::ops::OpRule`]); a node whose inputs are all known at
+//! generation time is evaluated on the host with the very kernel the
+//! generated code would call, and its outputs become constants. What is left
+//! is the list of steps that run at run time, each already lowered to a
+//! kernel call or an alias.
+//!
+//! Symbolic dimensions are bound by the caller (`--dim N=4`); declared shapes
+//! (graph outputs, value_info) are checked against inferred ones. Every
+//! unsupported operator, attribute or type is reported, not only the first.
+
+use crate::diag::{Diagnostic, PathStep};
+use crate::ir::{Dim, Graph, Model, NodeId, Tensor, TensorType, Type, ValueId, ValueKind};
+use crate::ops::{self, HostTensor, Lowered, NodeCx, OpError};
+use std::collections::BTreeMap;
+
+/// What inference needs from the caller.
+#[derive(Clone, Debug)]
+pub struct InferOptions {
+    /// Values of symbolic dimensions (`dim_param`), by name.
+    pub dims: BTreeMap<String, usize>,
+    /// A node with constant inputs is folded when its outputs take at most
+    /// this many bytes, or no more than its inputs do (so folding never
+    /// inflates the weights much).
+    pub fold_limit_bytes: usize,
+}
+
+impl Default for InferOptions {
+    fn default() -> InferOptions {
+        InferOptions { dims: BTreeMap::new(), fold_limit_bytes: 64 * 1024 }
+    }
+}
+
+/// One node that runs at run time.
+pub struct Step {
+    pub node: NodeId,
+    pub lowered: Lowered,
+}
+
+/// Something the compiler does not handle yet, for reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Unsupported {
+    /// The node's name (or `#index`).
+    pub node: String,
+    pub op_type: String,
+    pub domain: String,
+    pub reason: String,
+}
+
+/// The result of inference: a type for every value it reached, the values
+/// known at generation time, the steps left to run, and what went wrong.
+pub struct Inferred {
+    /// Per value of the main graph: its static type, if inference reached it.
+    pub types: Vec<Option<TensorType>>,
+    /// Per value: its contents, if known at generation time.
+    pub constants: Vec<Option<Tensor>>,
+    /// The nodes that run, in order, dead ones removed.
+    pub steps: Vec<Step>,
+    /// How many nodes were folded away.
+    pub folded: usize,
+    /// Errors in the model (bad shapes, unbound dimensions, ...).
+    pub errors: Vec<Diagnostic>,
+    /// What this compiler does not support yet.
+    pub unsupported: Vec<Unsupported>,
+}
+
+impl Inferred {
+    /// Whether code can be generated.
+    pub fn is_complete(&self) -> bool {
+        self.errors.is_empty() && self.unsupported.is_empty()
+    }
+}
+
+/// Infers types and folds constants over `model`'s main graph.
+pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
+    let g = &model.graph;
+    let n = g.values().len();
+    let mut st = State {
+        g,
+        opts,
+        types: vec![None; n],
+        constants: vec![None; n],
+        errors: Vec::new(),
+        unsupported: Vec::new(),
+    };
+    st.seed_inputs_and_constants();
+    let mut steps = Vec::new();
+    let mut folded = 0;
+    for &id in g.order() {
+        match st.visit(id) {
+            Visit::Run(lowered) => steps.push(Step { node: id, lowered }),
+            Visit::Folded => folded += 1,
+            Visit::Skipped => {}
+        }
+    }
+    st.check_outputs();
+    let steps = live_steps(g, steps);
+    Inferred {
+        types: st.types,
+        constants: st.constants,
+        steps,
+        folded,
+        errors: st.errors,
+        unsupported: st.unsupported,
+    }
+}
+
+enum Visit {
+    Run(Lowered),
+    Folded,
+    Skipped,
+}
+
+struct State<'a> {
+    g: &'a Graph,
+    opts: &'a InferOptions,
+    types: Vec<Option<TensorType>>,
+    constants: Vec<Option<Tensor>>,
+    errors: Vec<Diagnostic>,
+    unsupported: Vec<Unsupported>,
+}
+
+impl State<'_> {
+    fn path(&self, node: Option<NodeId>) -> Vec<PathStep> {
+        let mut path = vec![PathStep::Graph(self.g.name.clone())];
+        if let Some(id) = node {
+            let n = self.g.node(id);
+            path.push(PathStep::Node { name: n.label(id), op_type: n.op.op_type.clone() });
+        }
+        path
+    }
+
+    fn error(&mut self, node: Option<NodeId>, message: String) {
+        let d = Diagnostic::error(message).at_path(self.path(node));
+        self.errors.push(d);
+    }
+
+    /// Graph inputs get their declared types, with symbolic dims bound;
+    /// initializers are constants.
+    fn seed_inputs_and_constants(&mut self) {
+        for (i, v) in self.g.values().iter().enumerate() {
+            match &v.kind {
+                ValueKind::Initializer(t) => match t.tensor_type() {
+                    Some(ty) => {
+                        self.types[i] = Some(ty);
+                        self.constants[i] = Some(t.clone());
+                    }
+                    None => self.error(None, format!("initializer '{}' is too large", v.name)),
+                },
+                ValueKind::Input { .. } => {
+                    let ty = self.input_type(&v.name, v.ty.as_ref());
+                    match ty {
+                        Ok(ty) => self.types[i] = Some(ty),
+                        Err(messages) => {
+                            for m in messages {
+                                self.error(None, m);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn input_type(&self, name: &str, ty: Option<&Type>) -> Result<TensorType, Vec<String>> {
+        let Some(Type::Tensor { elem, shape }) = ty else {
+            return Err(vec![format!(
+                "input '{name}' is not a tensor with a declared type; only tensor inputs are supported"
+            )]);
+        };
+        let Some(elem) = elem else {
+            return Err(vec![format!("input '{name}' has no element type")]);
+        };
+        let Some(dims) = &shape.dims else {
+            return Err(vec![format!(
+                "input '{name}' has no shape; the compiler needs static shapes"
+            )]);
+        };
+        let mut out = Vec::with_capacity(dims.len());
+        let mut problems = Vec::new();
+        for (i, d) in dims.iter().enumerate() {
+            match d {
+                Dim::Static(v) => match usize::try_from(*v) {
+                    Ok(v) => out.push(v),
+                    Err(_) => problems.push(format!("dimension {i} of input '{name}' is too large")),
+                },
+                Dim::Symbolic(s) => match self.opts.dims.get(s) {
+                    Some(&v) => out.push(v),
+                    None => problems.push(format!(
+                        "dimension {i} of input '{name}' is the symbol '{s}', which is not bound; give \
+                         it a value (--dim {s}=N)"
+                    )),
+                },
+                Dim::Unknown => problems.push(format!(
+                    "dimension {i} of input '{name}' is unknown ('?'); the compiler needs static shapes"
+                )),
+            }
+        }
+        if problems.is_empty() { Ok(TensorType::new(*elem, out)) } else { Err(problems) }
+    }
+
+    fn visit(&mut self, id: NodeId) -> Visit {
+        let g = self.g;
+        let node = g.node(id);
+        let inputs: Vec<Option<TensorType>> =
+            node.inputs.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
+        // An input whose type is unknown failed upstream, already reported.
+        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
+            return Visit::Skipped;
+        }
+        let report_unsupported = |st: &mut State<'_>, reason: String| {
+            st.unsupported.push(Unsupported {
+                node: node.label(id),
+                op_type: node.op.op_type.clone(),
+                domain: node.op.domain.clone(),
+                reason,
+            });
+            Visit::Skipped
+        };
+        if node.subgraphs().next().is_some() {
+            return report_unsupported(
+                self,
+                "control flow (subgraphs) is not supported yet".into(),
+            );
+        }
+        let Some(rule) = ops::rule(&node.op.domain, &node.op.op_type) else {
+            return report_unsupported(
+                self,
+                format!("operator {} is not supported yet", node.op.op_type),
+            );
+        };
+        // Clones share the data (`Bytes`), so this costs names and dims only.
+        let owned: Vec<Option<Tensor>> =
+            node.inputs.iter().map(|v| v.and_then(|v| self.constants[v.index()].clone())).collect();
+        let constants: Vec<Option<&Tensor>> = owned.iter().map(Option::as_ref).collect();
+        let cx = NodeCx { node, inputs: &inputs, constants: &constants };
+        let result = rule.infer(&cx).and_then(|outs| {
+            let fixed = rule.constant_outputs(&cx, &outs)?;
+            Ok((outs, fixed))
+        });
+        let (outputs, fixed) = match result {
+            Ok(r) => r,
+            Err(OpError::Unsupported(m)) => return report_unsupported(self, m),
+            Err(OpError::Invalid(m)) => {
+                self.error(Some(id), m);
+                return Visit::Skipped;
+            }
+        };
+        for (k, out) in node.outputs.iter().enumerate() {
+            let (Some(v), Some(ty)) = (out, outputs.get(k)) else { continue };
+            self.check_declared(id, *v, ty);
+            self.types[v.index()] = Some(ty.clone());
+        }
+        if let Some(values) = fixed {
+            self.set_constants(node.outputs.as_slice(), values);
+            return Visit::Folded;
+        }
+        let lowered = match rule.lower(&cx, &outputs) {
+            Ok(l) => l,
+            Err(OpError::Unsupported(m)) => return report_unsupported(self, m),
+            Err(OpError::Invalid(m)) => {
+                self.error(Some(id), m);
+                return Visit::Skipped;
+            }
+        };
+        let all_constant =
+            node.inputs.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
+        if all_constant && self.worth_folding(&constants, &outputs) {
+            match self.fold(&lowered, &constants, &outputs) {
+                Ok(values) => {
+                    self.set_constants(node.outputs.as_slice(), values);
+                    return Visit::Folded;
+                }
+                Err(Some(message)) => {
+                    self.error(Some(id), message);
+                    return Visit::Skipped;
+                }
+                // No host form for these types: the node runs at run time.
+                Err(None) => {}
+            }
+        }
+        Visit::Run(lowered)
+    }
+
+    fn worth_folding(&self, inputs: &[Option<&Tensor>], outputs: &[TensorType]) -> bool {
+        let out: usize = outputs.iter().map(|t| t.byte_size().unwrap_or(usize::MAX)).sum();
+        let inp: usize = inputs.iter().flatten().map(|t| t.data_len()).sum();
+        out <= self.opts.fold_limit_bytes.max(inp)
+    }
+
+    /// Runs a lowered node on constant inputs. `Err(None)` when the host
+    /// cannot run it (types without a host form); `Err(Some(message))` when
+    /// the kernel refuses the data.
+    fn fold(
+        &self,
+        lowered: &Lowered,
+        inputs: &[Option<&Tensor>],
+        outputs: &[TensorType],
+    ) -> Result<Vec<Tensor>, Option<String>> {
+        match lowered {
+            Lowered::Alias => {
+                let (Some(Some(t)), Some(ty)) = (inputs.first(), outputs.first()) else {
+                    return Err(None);
+                };
+                let mut t = (*t).clone();
+                t.dims = ty.dims.iter().map(|&d| d as u64).collect();
+                Ok(vec![t])
+            }
+            Lowered::Kernel(k) => {
+                let host: Vec<Option<HostTensor>> = inputs
+                    .iter()
+                    .map(|t| t.map(|t| HostTensor::from_tensor(t).ok_or(())).transpose())
+                    .collect::<Result<_, ()>>()
+                    .map_err(|()| None)?;
+                let host_refs: Vec<Option<&HostTensor>> = host.iter().map(Option::as_ref).collect();
+                let mut outs: Vec<HostTensor> =
+                    outputs.iter().map(HostTensor::zeros).collect::<Option<_>>().ok_or(None)?;
+                match k.eval(&host_refs, &mut outs) {
+                    Ok(()) => Ok(outs.iter().map(|o| o.to_tensor("folded")).collect()),
+                    Err(ops::EvalError::Type(_)) => Err(None),
+                    Err(ops::EvalError::Runtime(e)) => {
+                        Err(Some(format!("evaluating this node on constant inputs failed: {e}")))
+                    }
+                }
+            }
+        }
+    }
+
+    fn set_constants(&mut self, outputs: &[Option<ValueId>], values: Vec<Tensor>) {
+        for (out, mut t) in outputs.iter().zip(values) {
+            if let Some(v) = out {
+                t.name = self.g.value(*v).name.clone();
+                self.constants[v.index()] = Some(t);
+            }
+        }
+    }
+
+    /// A declared type (value_info, graph output) must agree with the inferred one.
+    fn check_declared(&mut self, node: NodeId, v: ValueId, inferred: &TensorType) {
+        let value = self.g.value(v);
+        let Some(Type::Tensor { elem, shape }) = &value.ty else { return };
+        let mut mismatch = elem.is_some_and(|e| e != inferred.elem);
+        if let Some(dims) = &shape.dims {
+            mismatch |= dims.len() != inferred.dims.len();
+            for (d, &i) in dims.iter().zip(&inferred.dims) {
+                match d {
+                    Dim::Static(s) => mismatch |= *s != i as u64,
+                    Dim::Symbolic(s) => {
+                        mismatch |= self.opts.dims.get(s).is_some_and(|&b| b != i);
+                    }
+                    Dim::Unknown => {}
+                }
+            }
+        }
+        if mismatch {
+            let declared = value.ty.as_ref().map(ToString::to_string).unwrap_or_default();
+            self.error(
+                Some(node),
+                format!(
+                    "value '{}' is declared as {declared} but inferred as {inferred}",
+                    value.name
+                ),
+            );
+        }
+    }
+
+    fn check_outputs(&mut self) {
+        for &v in &self.g.outputs {
+            if self.types[v.index()].is_none()
+                && self.errors.is_empty()
+                && self.unsupported.is_empty()
+            {
+                let name = self.g.value(v).name.clone();
+                self.error(
+                    None,
+                    format!("the type of graph output '{name}' could not be inferred"),
+                );
+            }
+        }
+    }
+}
+
+/// The steps some graph output depends on, in order.
+fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
+    let mut needed = vec![false; g.values().len()];
+    for &v in &g.outputs {
+        needed[v.index()] = true;
+    }
+    let mut keep = vec![false; steps.len()];
+    for (i, step) in steps.iter().enumerate().rev() {
+        let node = g.node(step.node);
+        if node.outputs.iter().flatten().any(|v| needed[v.index()]) {
+            keep[i] = true;
+            for v in node.inputs.iter().flatten() {
+                needed[v.index()] = true;
+            }
+        }
+    }
+    steps.into_iter().zip(keep).filter_map(|(s, k)| k.then_some(s)).collect()
+}

@@ -1,0 +1,331 @@
+//! Static memory planning: where every value of the main graph lives.
+//!
+//! Values are grouped into storages: a view (Reshape, Flatten, ...) shares
+//! its input's bytes, and a kernel that can run in place writes over an input
+//! that dies at that step. A storage is then one of:
+//! - a graph input (the caller's array, read only),
+//! - a graph output (the caller's array: the producer writes straight into it),
+//! - a weight (a range of the read-only weight blob), or
+//! - a range of the arena, placed by lifetime: storages whose lifetimes
+//!   overlap get disjoint ranges (greedy by size, lowest fitting offset).
+//!
+//! Outputs that are inputs, weights or another output's storage are copied
+//! into place after the last step. Every range starts at a multiple of
+//! [`ALIGN`] bytes, which suits SIMD loads and every element type.
+
+use crate::ir::{Graph, ValueId, ValueKind};
+use crate::ops::Lowered;
+use crate::passes::infer::Inferred;
+
+/// Alignment of every arena and weight range, in bytes.
+pub const ALIGN: usize = onnx_codegen_runtime::arena::ARENA_ALIGN;
+
+/// Where a value's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// Graph input `i` (the caller's array).
+    Input(usize),
+    /// Graph output `i` (the caller's array).
+    Output(usize),
+    /// `len` bytes of the weight blob from `offset`.
+    Weight { offset: usize, len: usize },
+    /// `len` bytes of the arena from `offset`.
+    Arena { offset: usize, len: usize },
+}
+
+/// What a step does in generated code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Calls its kernel; `in_place` when output 0 overwrites the input the
+    /// kernel names.
+    Call { in_place: bool },
+    /// Nothing: the output shares the input's storage.
+    View,
+}
+
+/// The memory plan of a graph.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Per value: where it lives, for values that exist at run time.
+    pub locs: Vec<Option<Loc>>,
+    /// Per step of [`Inferred::steps`].
+    pub actions: Vec<Action>,
+    /// Copies after the last step: (value, graph output index).
+    pub output_copies: Vec<(ValueId, usize)>,
+    /// The arena's size in bytes.
+    pub arena_bytes: usize,
+    /// The peak, over steps, of the bytes of storages live at once (unaligned):
+    /// no plan without in-place reuse can use less.
+    pub arena_lower_bound_bytes: usize,
+    /// The weight blob (little-endian values, each at an aligned offset).
+    pub weights: Vec<u8>,
+    /// Per arena storage, for reports: (first value, offset, bytes, first step, last step).
+    pub buffers: Vec<Buffer>,
+}
+
+/// One arena range, for reports and tests.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Buffer {
+    /// The values stored there (views and in-place results share storage).
+    pub values: Vec<String>,
+    pub offset: usize,
+    pub bytes: usize,
+    /// The step that writes it first.
+    pub first_step: usize,
+    /// The step that reads it last.
+    pub last_step: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fixed {
+    Input(usize),
+    Output(usize),
+    Weight(ValueId),
+}
+
+struct Groups {
+    parent: Vec<usize>,
+    fixed: Vec<Option<Fixed>>,
+}
+
+impl Groups {
+    fn find(&mut self, v: usize) -> usize {
+        let mut root = v;
+        while self.parent[root] != root {
+            root = self.parent[root];
+        }
+        let mut cur = v;
+        while self.parent[cur] != root {
+            let next = self.parent[cur];
+            self.parent[cur] = root;
+            cur = next;
+        }
+        root
+    }
+
+    /// Joins `b`'s group into `a`'s; false (and no change) if both are fixed.
+    fn union(&mut self, a: usize, b: usize) -> bool {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra == rb {
+            return true;
+        }
+        match (self.fixed[ra], self.fixed[rb]) {
+            (Some(_), Some(_)) => false,
+            (fa, fb) => {
+                self.parent[rb] = ra;
+                self.fixed[ra] = fa.or(fb);
+                true
+            }
+        }
+    }
+}
+
+fn align(n: usize) -> usize {
+    n.div_ceil(ALIGN).saturating_mul(ALIGN)
+}
+
+/// Plans the storage of every value that exists at run time.
+pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
+    let n = g.values().len();
+    let mut groups = Groups { parent: (0..n).collect(), fixed: vec![None; n] };
+    let size = |v: usize| inferred.types[v].as_ref().and_then(|t| t.byte_size()).unwrap_or(0);
+
+    // Which values the steps and outputs read, and when.
+    let mut last_use = vec![None::<usize>; n];
+    let mut used_by_steps = vec![false; n];
+    for (t, step) in inferred.steps.iter().enumerate() {
+        for v in g.node(step.node).inputs.iter().flatten() {
+            last_use[v.index()] = Some(t);
+            used_by_steps[v.index()] = true;
+        }
+    }
+    let end = inferred.steps.len();
+    for &v in &g.outputs {
+        last_use[v.index()] = Some(end);
+    }
+
+    // Inputs and weights are fixed where they are.
+    for (i, &v) in g.inputs.iter().enumerate() {
+        groups.fixed[v.index()] = Some(Fixed::Input(i));
+    }
+    for v in 0..n {
+        let is_input = matches!(g.values()[v].kind, ValueKind::Input { .. });
+        if inferred.constants[v].is_some() && !is_input {
+            groups.fixed[v] = Some(Fixed::Weight(ValueId(v as u32)));
+        }
+    }
+
+    // Views share their input's storage.
+    let mut actions = Vec::with_capacity(inferred.steps.len());
+    for step in &inferred.steps {
+        let node = g.node(step.node);
+        actions.push(match &step.lowered {
+            Lowered::Alias => {
+                if let (Some(Some(i)), Some(Some(o))) = (node.inputs.first(), node.outputs.first())
+                {
+                    groups.union(i.index(), o.index());
+                }
+                Action::View
+            }
+            Lowered::Kernel(_) => Action::Call { in_place: false },
+        });
+    }
+
+    // Graph outputs are the caller's arrays; an output whose storage is
+    // already fixed elsewhere is copied at the end.
+    let mut output_copies = Vec::new();
+    for (j, &v) in g.outputs.iter().enumerate() {
+        let r = groups.find(v.index());
+        if groups.fixed[r].is_some() {
+            output_copies.push((v, j));
+        } else {
+            groups.fixed[r] = Some(Fixed::Output(j));
+        }
+    }
+
+    // Group lifetimes, for in-place decisions and placement.
+    let mut group_last = vec![None::<usize>; n];
+    for (v, &last) in last_use.iter().enumerate() {
+        let r = groups.find(v);
+        group_last[r] = group_last[r].max(last);
+    }
+
+    // In place: output 0 takes over an input whose storage dies here.
+    for (t, step) in inferred.steps.iter().enumerate() {
+        let Lowered::Kernel(kernel) = &step.lowered else { continue };
+        let Some(k) = kernel.in_place() else { continue };
+        let node = g.node(step.node);
+        let (Some(Some(input)), Some(Some(output))) = (node.inputs.get(k), node.outputs.first())
+        else {
+            continue;
+        };
+        let (ri, ro) = (groups.find(input.index()), groups.find(output.index()));
+        let read_twice =
+            node.inputs.iter().flatten().filter(|v| groups.find(v.index()) == ri).count() > 1;
+        if groups.fixed[ri].is_none()
+            && groups.fixed[ro].is_none()
+            && group_last[ri] == Some(t)
+            && !read_twice
+            && size(input.index()) == size(output.index())
+        {
+            groups.union(input.index(), output.index());
+            let r = groups.find(input.index());
+            group_last[r] = group_last[ri].max(group_last[ro]);
+            actions[t] = Action::Call { in_place: true };
+        }
+    }
+
+    // Arena storages: groups not fixed, written by some step.
+    let mut first_def = vec![None::<usize>; n];
+    for (t, step) in inferred.steps.iter().enumerate() {
+        for v in g.node(step.node).outputs.iter().flatten() {
+            let r = groups.find(v.index());
+            if first_def[r].is_none() {
+                first_def[r] = Some(t);
+            }
+        }
+    }
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for v in 0..n {
+        let r = groups.find(v);
+        members[r].push(v);
+    }
+    struct Storage {
+        root: usize,
+        bytes: usize,
+        first: usize,
+        last: usize,
+    }
+    let mut storages: Vec<Storage> = Vec::new();
+    for r in 0..n {
+        if groups.find(r) != r || groups.fixed[r].is_some() {
+            continue;
+        }
+        let Some(first) = first_def[r] else { continue };
+        let bytes = members[r].iter().map(|&v| size(v)).max().unwrap_or(0);
+        let last = group_last[r].unwrap_or(first).max(first);
+        storages.push(Storage { root: r, bytes, first, last });
+    }
+
+    // Greedy by size: each storage at the lowest offset that does not
+    // overlap a placed storage whose lifetime meets its own.
+    let mut order: Vec<usize> = (0..storages.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(storages[i].bytes), storages[i].first));
+    let mut placed: Vec<(usize, usize, usize)> = Vec::new(); // (storage index, offset, aligned end)
+    let mut offsets = vec![0usize; storages.len()];
+    let mut arena_bytes = 0;
+    for &i in &order {
+        let s = &storages[i];
+        let mut busy: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|&&(j, _, _)| storages[j].first <= s.last && s.first <= storages[j].last)
+            .map(|&(_, off, end)| (off, end))
+            .collect();
+        busy.sort_unstable();
+        let need = align(s.bytes);
+        let mut offset = 0;
+        for (off, end) in busy {
+            if offset + need <= off {
+                break;
+            }
+            offset = offset.max(end);
+        }
+        offsets[i] = offset;
+        placed.push((i, offset, offset + need));
+        arena_bytes = arena_bytes.max(offset + need);
+    }
+
+    let mut live_bytes = vec![0usize; end + 1];
+    for s in &storages {
+        for slot in &mut live_bytes[s.first..=s.last.min(end)] {
+            *slot += s.bytes;
+        }
+    }
+    let arena_lower_bound_bytes = live_bytes.into_iter().max().unwrap_or(0);
+
+    // Weights: constants read at run time, each at an aligned offset.
+    let mut weights = Vec::new();
+    let mut weight_loc = vec![None::<(usize, usize)>; n];
+    let copied: Vec<usize> = output_copies.iter().map(|(v, _)| v.index()).collect();
+    for v in 0..n {
+        let r = groups.find(v);
+        let Some(Fixed::Weight(c)) = groups.fixed[r] else { continue };
+        let read = members[r].iter().any(|&m| used_by_steps[m] || copied.contains(&m));
+        if !read || weight_loc[r].is_some() {
+            continue;
+        }
+        let Some(t) = &inferred.constants[c.index()] else { continue };
+        let crate::ir::TensorData::Bytes(bytes) = &t.data else { continue };
+        let offset = align(weights.len());
+        weights.resize(offset, 0);
+        weights.extend_from_slice(bytes);
+        weight_loc[r] = Some((offset, bytes.len()));
+    }
+
+    let mut locs = vec![None; n];
+    let mut buffers = Vec::new();
+    for (i, s) in storages.iter().enumerate() {
+        buffers.push(Buffer {
+            values: members[s.root].iter().map(|&v| g.values()[v].name.clone()).collect(),
+            offset: offsets[i],
+            bytes: s.bytes,
+            first_step: s.first,
+            last_step: s.last,
+        });
+        for &m in &members[s.root] {
+            locs[m] = Some(Loc::Arena { offset: offsets[i], len: size(m) });
+        }
+    }
+    for (v, loc) in locs.iter_mut().enumerate() {
+        let r = groups.find(v);
+        *loc = match groups.fixed[r] {
+            Some(Fixed::Input(i)) => Some(Loc::Input(i)),
+            Some(Fixed::Output(j)) => Some(Loc::Output(j)),
+            Some(Fixed::Weight(_)) => {
+                weight_loc[r].map(|(offset, _)| Loc::Weight { offset, len: size(v) })
+            }
+            None => *loc,
+        };
+    }
+    Plan { locs, actions, output_copies, arena_bytes, arena_lower_bound_bytes, weights, buffers }
+}

@@ -1,0 +1,168 @@
+//! The face every generated model shows: descriptors of its inputs and
+//! outputs, and a type-erased entry ([`Model`]) so that a harness can drive
+//! any generated model with byte slices.
+
+use crate::{Error, Result};
+
+/// Element types of model inputs and outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    /// One byte per element, 0 or 1.
+    Bool,
+    F16,
+    Bf16,
+}
+
+impl Elem {
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Elem::I8 | Elem::U8 | Elem::Bool => 1,
+            Elem::I16 | Elem::U16 | Elem::F16 | Elem::Bf16 => 2,
+            Elem::F32 | Elem::I32 | Elem::U32 => 4,
+            Elem::F64 | Elem::I64 | Elem::U64 => 8,
+        }
+    }
+
+    /// The ONNX name of the type (`float`, `int64`, ...).
+    pub const fn onnx_name(self) -> &'static str {
+        match self {
+            Elem::F32 => "float",
+            Elem::F64 => "double",
+            Elem::I8 => "int8",
+            Elem::I16 => "int16",
+            Elem::I32 => "int32",
+            Elem::I64 => "int64",
+            Elem::U8 => "uint8",
+            Elem::U16 => "uint16",
+            Elem::U32 => "uint32",
+            Elem::U64 => "uint64",
+            Elem::Bool => "bool",
+            Elem::F16 => "float16",
+            Elem::Bf16 => "bfloat16",
+        }
+    }
+}
+
+/// One model input or output: its ONNX name, shape and element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: &'static str,
+    pub shape: &'static [usize],
+    pub elem: Elem,
+}
+
+impl TensorInfo {
+    /// The number of elements.
+    pub const fn numel(&self) -> usize {
+        let mut n = 1;
+        let mut i = 0;
+        while i < self.shape.len() {
+            n *= self.shape[i];
+            i += 1;
+        }
+        n
+    }
+
+    /// The size in bytes.
+    pub const fn byte_size(&self) -> usize {
+        self.numel() * self.elem.size()
+    }
+}
+
+/// A generated model driven through byte slices (little-endian, each
+/// aligned for its element type), in the order of [`Model::inputs`] and
+/// [`Model::outputs`].
+pub trait Model {
+    fn inputs(&self) -> &'static [TensorInfo];
+    fn outputs(&self) -> &'static [TensorInfo];
+    /// Runs the model. Fails with [`Error::ShapeMismatch`] if a slice's
+    /// length does not match its descriptor, [`Error::Misaligned`] if it is not
+    /// aligned for its type.
+    fn run_bytes(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result;
+}
+
+/// Static data aligned for every element type and SIMD load (weights).
+#[repr(C, align(64))]
+pub struct Aligned<T: ?Sized>(pub T);
+
+/// `bytes` as a fixed-size array of `T` (for `run_bytes`).
+pub fn array_ref<T: bytemuck::AnyBitPattern, const N: usize>(bytes: &[u8]) -> Result<&[T; N]> {
+    crate::arena::view::<T>(bytes)?.try_into().map_err(|_| Error::ShapeMismatch)
+}
+
+/// `bytes` as a mutable fixed-size array of `T` (for `run_bytes`).
+pub fn array_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit, const N: usize>(
+    bytes: &mut [u8],
+) -> Result<&mut [T; N]> {
+    crate::arena::view_mut::<T>(bytes)?.try_into().map_err(|_| Error::ShapeMismatch)
+}
+
+/// Boolean bytes (each 0 or 1) copied into an array of `bool`.
+pub fn bools_from_bytes<const N: usize>(bytes: &[u8]) -> Result<[bool; N]> {
+    if bytes.len() != N {
+        return Err(Error::ShapeMismatch);
+    }
+    let mut out = [false; N];
+    for (o, &b) in out.iter_mut().zip(bytes) {
+        *o = match b {
+            0 => false,
+            1 => true,
+            _ => return Err(Error::InvalidParams),
+        };
+    }
+    Ok(out)
+}
+
+/// Booleans written as bytes (0 or 1).
+pub fn bools_to_bytes(values: &[bool], bytes: &mut [u8]) -> Result {
+    if bytes.len() != values.len() {
+        return Err(Error::ShapeMismatch);
+    }
+    for (b, &v) in bytes.iter_mut().zip(values) {
+        *b = u8::from(v);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_count_elements_and_bytes() {
+        let t = TensorInfo { name: "x", shape: &[2, 3], elem: Elem::F16 };
+        assert_eq!((t.numel(), t.byte_size()), (6, 12));
+        let s = TensorInfo { name: "s", shape: &[], elem: Elem::I64 };
+        assert_eq!((s.numel(), s.byte_size()), (1, 8));
+    }
+
+    #[test]
+    fn arrays_from_bytes_check_length_and_alignment() {
+        let words = Aligned([1.0f32, 2.0]);
+        let bytes: &[u8] = bytemuck::cast_slice(&words.0);
+        let a: &[f32; 2] = array_ref(bytes).unwrap();
+        assert_eq!(a, &[1.0, 2.0]);
+        assert_eq!(array_ref::<f32, 3>(bytes).err(), Some(Error::ShapeMismatch));
+        assert_eq!(array_ref::<f32, 1>(&bytes[1..5]).err(), Some(Error::Misaligned));
+    }
+
+    #[test]
+    fn booleans_cross_as_zero_or_one() {
+        assert_eq!(bools_from_bytes::<3>(&[1, 0, 1]), Ok([true, false, true]));
+        assert_eq!(bools_from_bytes::<1>(&[2]), Err(Error::InvalidParams));
+        let mut out = [9u8; 2];
+        bools_to_bytes(&[false, true], &mut out).unwrap();
+        assert_eq!(out, [0, 1]);
+    }
+}
