@@ -139,24 +139,22 @@ pub fn emit(
         body.push(quote!({ #setup #out.copy_from_slice(#src); }));
     }
 
-    let weights_item = match (&opts.weights, plan.weights.is_empty()) {
-        (_, true) => quote!(),
-        (WeightSource::Inline, false) => {
+    let uses_weights = body_reads_weights(&body);
+    let weights_item = match (&opts.weights, uses_weights) {
+        (_, false) => quote!(),
+        (WeightSource::Inline, true) => {
             let bytes = Literal::byte_string(&plan.weights);
             quote! {
                 static #weights_static: #rt::Aligned<[u8; #weight_bytes]> = #rt::Aligned(*#bytes);
             }
         }
-        (WeightSource::File(path), false) => quote! {
+        (WeightSource::File(path), true) => quote! {
             static #weights_static: #rt::Aligned<[u8; #weight_bytes]> =
                 #rt::Aligned(*include_bytes!(#path));
         },
     };
-    let weights_binding = if plan.weights.is_empty() {
-        quote!()
-    } else {
-        quote!(let weights: &[u8] = &#weights_static.0;)
-    };
+    let weights_binding =
+        if uses_weights { quote!(let weights: &[u8] = &#weights_static.0;) } else { quote!() };
 
     let doc = struct_doc(model, inferred, plan, opts, &params);
     let run_doc = run_doc(model, &params);
@@ -432,6 +430,18 @@ impl StepBuffers {
         }
         out
     }
+}
+
+/// Whether any statement reads the `weights` binding.
+fn body_reads_weights(body: &[TokenStream]) -> bool {
+    fn reads(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|tt| match tt {
+            proc_macro2::TokenTree::Ident(i) => i == "weights",
+            proc_macro2::TokenTree::Group(g) => reads(g.stream()),
+            _ => false,
+        })
+    }
+    body.iter().any(|b| reads(b.clone()))
 }
 
 fn note_tokens(text: &str) -> TokenStream {

@@ -107,6 +107,19 @@ pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
     }
 }
 
+/// What a non-tensor value type is, for messages.
+fn non_tensor_kind(ty: Option<&Type>) -> Option<&'static str> {
+    match ty? {
+        Type::Tensor { .. } => None,
+        Type::SparseTensor { .. } => Some("sparse tensor"),
+        Type::Sequence(_) => Some("sequence"),
+        Type::Map { .. } => Some("map"),
+        Type::Optional(_) => Some("optional"),
+        Type::Opaque { .. } => Some("opaque"),
+        Type::Unknown => None,
+    }
+}
+
 enum Visit {
     Run(Lowered),
     Folded,
@@ -150,6 +163,15 @@ impl State<'_> {
                     None => self.error(None, format!("initializer '{}' is too large", v.name)),
                 },
                 ValueKind::Input { .. } => {
+                    if let Some(kind) = non_tensor_kind(v.ty.as_ref()) {
+                        self.unsupported.push(Unsupported {
+                            node: format!("input '{}'", v.name),
+                            op_type: String::new(),
+                            domain: String::new(),
+                            reason: format!("{kind} inputs are not supported yet"),
+                        });
+                        continue;
+                    }
                     let ty = self.input_type(&v.name, v.ty.as_ref());
                     match ty {
                         Ok(ty) => self.types[i] = Some(ty),
