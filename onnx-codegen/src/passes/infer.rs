@@ -229,10 +229,6 @@ impl State<'_> {
         let node = g.node(id);
         let inputs: Vec<Option<TensorType>> =
             node.inputs.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
-        // An input whose type is unknown failed upstream, already reported.
-        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
-            return Visit::Skipped;
-        }
         let report_unsupported = |st: &mut State<'_>, reason: String| {
             st.unsupported.push(Unsupported {
                 node: node.label(id),
@@ -242,6 +238,17 @@ impl State<'_> {
             });
             Visit::Skipped
         };
+        // An input whose type is unknown failed upstream, already reported;
+        // an operator without a rule is still worth reporting (all at once).
+        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
+            if ops::rule(&node.op.domain, &node.op.op_type).is_none() {
+                return report_unsupported(
+                    self,
+                    format!("operator {} is not supported yet", node.op.op_type),
+                );
+            }
+            return Visit::Skipped;
+        }
         if node.subgraphs().next().is_some() {
             return report_unsupported(
                 self,
