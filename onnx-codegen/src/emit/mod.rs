@@ -107,7 +107,7 @@ pub fn emit(
                 io_inputs.push(None);
                 continue;
             };
-            if in_place && Some(k) == kernel.in_place() {
+            if (in_place && Some(k) == kernel.in_place()) || !kernel.reads_input(k) {
                 io_inputs.push(None);
                 continue;
             }
@@ -176,6 +176,7 @@ pub fn emit(
 
         #weights_item
 
+        #[allow(dead_code)]
         impl #name {
             /// Bytes of the arena (intermediate values).
             pub const ARENA_BYTES: usize = #arena_bytes;

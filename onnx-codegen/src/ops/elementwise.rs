@@ -199,6 +199,11 @@ impl Kernel for UnaryKernel {
     fn in_place(&self) -> Option<usize> {
         Some(0)
     }
+
+    /// Clip's bounds are part of the function, fixed at generation time.
+    fn reads_input(&self, i: usize) -> bool {
+        i == 0
+    }
 }
 
 struct BinaryRule;

@@ -218,6 +218,13 @@ pub trait Kernel {
         None
     }
 
+    /// Whether the call reads input `i` at run time. Inputs whose values the
+    /// kernel took at generation time (Clip's bounds, Reshape-like shapes)
+    /// are neither stored nor bound.
+    fn reads_input(&self, _i: usize) -> bool {
+        true
+    }
+
     /// Working memory the call needs for its duration (element type and
     /// count): the planner gives it an arena range live only during the step.
     fn scratch(&self) -> Option<TensorType> {

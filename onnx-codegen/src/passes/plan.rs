@@ -136,7 +136,13 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut last_use = vec![None::<usize>; n];
     let mut used_by_steps = vec![false; n];
     for (t, step) in inferred.steps.iter().enumerate() {
-        for v in g.node(step.node).inputs.iter().flatten() {
+        for (i, v) in g.node(step.node).inputs.iter().enumerate() {
+            let Some(v) = v else { continue };
+            if let Lowered::Kernel(k) = &step.lowered
+                && !k.reads_input(i)
+            {
+                continue;
+            }
             last_use[v.index()] = Some(t);
             used_by_steps[v.index()] = true;
         }
