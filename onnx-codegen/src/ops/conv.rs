@@ -76,7 +76,10 @@ fn spatial<'a>(cx: &NodeCx<'_>, x: &'a TensorType) -> OpResult<&'a [usize]> {
         ));
     }
     if s.contains(&0) {
-        return unsupported(format!("{} on an input with an empty spatial axis ({x})", op_name(cx)));
+        return unsupported(format!(
+            "{} on an input with an empty spatial axis ({x})",
+            op_name(cx)
+        ));
     }
     Ok(s)
 }
@@ -149,7 +152,8 @@ fn explicit_pads(cx: &NodeCx<'_>, n: usize, ap: AutoPad) -> OpResult<(Vec<usize>
             2 * n
         ));
     }
-    let p: Vec<usize> = p.iter().map(|&v| to_usize(v, "attribute 'pads'")).collect::<OpResult<_>>()?;
+    let p: Vec<usize> =
+        p.iter().map(|&v| to_usize(v, "attribute 'pads'")).collect::<OpResult<_>>()?;
     if ap != AutoPad::NotSet && p.iter().any(|&v| v != 0) {
         return invalid("attributes 'pads' and 'auto_pad' cannot be used together");
     }
@@ -182,7 +186,8 @@ impl Geometry {
     }
 
     fn tokens(&self, rt: &TokenStream) -> TokenStream {
-        let (i, o, k) = (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
+        let (i, o, k) =
+            (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
         let (s, d) = (lit::usizes(&self.strides), lit::usizes(&self.dilations));
         let (pb, pe) = (lit::usizes(&self.pads_begin), lit::usizes(&self.pads_end));
         quote! {
@@ -362,7 +367,16 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
-    Ok(ConvPlan { elem: x.elem, batch, in_channels: c, out_channels: m, groups, geom, has_bias, out })
+    Ok(ConvPlan {
+        elem: x.elem,
+        batch,
+        in_channels: c,
+        out_channels: m,
+        groups,
+        geom,
+        has_bias,
+        out,
+    })
 }
 
 impl OpRule for ConvRule {
@@ -489,7 +503,16 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     };
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.in_dims);
-    Ok(ConvPlan { elem: x.elem, batch, in_channels: c, out_channels: m, groups, geom, has_bias, out })
+    Ok(ConvPlan {
+        elem: x.elem,
+        batch,
+        in_channels: c,
+        out_channels: m,
+        groups,
+        geom,
+        has_bias,
+        out,
+    })
 }
 
 impl OpRule for ConvTransposeRule {
@@ -515,7 +538,10 @@ fn host<T: HostElem>(t: Option<&HostTensor>, elem: ElemType) -> Result<&[T], Eva
     t.and_then(|t| t.get::<T>()).ok_or(EvalError::Type(elem))
 }
 
-fn host_mut<T: HostElem>(t: Option<&mut HostTensor>, elem: ElemType) -> Result<&mut [T], EvalError> {
+fn host_mut<T: HostElem>(
+    t: Option<&mut HostTensor>,
+    elem: ElemType,
+) -> Result<&mut [T], EvalError> {
     t.and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(elem))
 }
 
@@ -585,8 +611,13 @@ impl Kernel for ConvKernel {
 enum PoolKind {
     /// MaxPool; `indices` when the Indices output is wanted, `column_major`
     /// for `storage_order = 1`.
-    Max { indices: bool, column_major: bool },
-    Average { count_include_pad: bool },
+    Max {
+        indices: bool,
+        column_major: bool,
+    },
+    Average {
+        count_include_pad: bool,
+    },
     Lp(u32),
 }
 
@@ -598,7 +629,10 @@ fn lp_p(cx: &NodeCx<'_>) -> OpResult<u32> {
         if p >= 1.0 && p.fract() == 0.0 && p <= u32::MAX as f32 {
             return Ok(p as u32);
         }
-        return unsupported(format!("{} with p = {p}: only positive integer p is supported", op_name(cx)));
+        return unsupported(format!(
+            "{} with p = {p}: only positive integer p is supported",
+            op_name(cx)
+        ));
     }
     let p = cx.int_or("p", 2);
     match u32::try_from(p) {
@@ -800,7 +834,10 @@ fn global_plan(cx: &NodeCx<'_>) -> OpResult<GlobalPlan> {
         _ => GlobalKind::Lp(lp_p(cx)?),
     };
     if x.dims.len() < 2 {
-        return invalid(format!("{} needs an input of rank 2 or more ([N, C, ...]), got {x}", op_name(cx)));
+        return invalid(format!(
+            "{} needs an input of rank 2 or more ([N, C, ...]), got {x}",
+            op_name(cx)
+        ));
     }
     let Some(planes) = x.dims[0].checked_mul(x.dims[1]) else { return overflow("N * C") };
     let Some(size) = x.dims[2..].iter().try_fold(1usize, |a, &d| a.checked_mul(d)) else {
@@ -861,5 +898,369 @@ impl Kernel for GlobalKernel {
                 quote!(#rt::pool::global_lp_pool(#planes, #size, #pp, #x, #y)?;)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Analysis, Options, analyze};
+
+    /// Analyses a one-graph model written in the text syntax.
+    fn run(src: &str) -> Analysis {
+        let proto = crate::text::parse_model(src, "test.onnxtxt").expect("test model parses");
+        analyze(&proto, &Options::default()).expect("test model is well formed")
+    }
+
+    /// The dims of every graph output, or the first problem reported.
+    fn shapes(opset: i64, sig: &str, body: &str) -> Result<Vec<Vec<usize>>, String> {
+        let a = run(&format!(
+            "<ir_version: 8, opset_import: [\"\" : {opset}]>\ng {sig}\n{{\n{body}\n}}"
+        ));
+        let s = a.summary();
+        if let Some(u) = s.unsupported.first() {
+            return Err(format!("unsupported: {}", u.reason));
+        }
+        if let Some(e) = s.errors.first() {
+            return Err(format!("invalid: {e}"));
+        }
+        Ok(s.outputs.iter().map(|o| o.shape.clone().unwrap_or_default()).collect())
+    }
+
+    /// The folded value of graph output `k` (all inputs are initializers).
+    fn folded(opset: i64, sig: &str, body: &str, k: usize) -> Vec<f64> {
+        let a = run(&format!(
+            "<ir_version: 8, opset_import: [\"\" : {opset}]>\ng {sig}\n{{\n{body}\n}}"
+        ));
+        let g = &a.model().graph;
+        let v = g.outputs[k];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output folded");
+        t.to_f64s().or_else(|| t.to_i64s().map(|v| v.iter().map(|&x| x as f64).collect())).unwrap()
+    }
+
+    fn err(r: Result<Vec<Vec<usize>>, String>) -> String {
+        r.expect_err("the node is refused")
+    }
+
+    #[test]
+    fn conv_output_sizes() {
+        // floor((7 + 1 + 1 - 3) / 2) + 1 = 4 and floor((5 - 3) / 2) + 1 = 2.
+        let s = shapes(
+            22,
+            "(float[1, 1, 7, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <kernel_shape = [3, 3], pads = [1, 0, 1, 0], strides = [2, 2]> (x, w)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 4, 2]]));
+        // Dilation 2 makes a 3-tap kernel span 5: (9 - 5) / 1 + 1 = 5; kernel_shape inferred from W.
+        let s = shapes(
+            22,
+            "(float[2, 4, 9] x, float[6, 2, 3] w, float[6] b) => (float[] y)",
+            "y = Conv <dilations = [2], group = 2> (x, w, b)",
+        );
+        assert_eq!(s, Ok(vec![vec![2, 6, 5]]));
+        // Depthwise, SAME_UPPER, stride 2: ceil(7 / 2) = 4.
+        let s = shapes(
+            22,
+            "(float[1, 3, 7, 7] x, float[3, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <group = 3, auto_pad = \"SAME_UPPER\", strides = [2, 2]> (x, w)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 3, 4, 4]]));
+        // VALID on a 3-D input: (4 - 2) / 2 + 1 = 2, 5 - 3 + 1 = 3, 6 - 1 + 1 = 6.
+        let s = shapes(
+            11,
+            "(double[1, 2, 4, 5, 6] x, double[3, 2, 2, 3, 1] w) => (double[] y)",
+            "y = Conv <auto_pad = \"VALID\", strides = [2, 1, 1]> (x, w)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 3, 2, 3, 6]]));
+    }
+
+    #[test]
+    fn same_upper_and_lower_put_the_odd_pad_at_opposite_ends() {
+        // Kernel 4, stride 1 over 6: total pad 3. W picks the first tap, so
+        // y[i] is the padded input at i: one leading zero (UPPER) or two (LOWER).
+        let sig = "() => (float[1, 1, 6] y) <float[1, 1, 6] x = {1, 2, 3, 4, 5, 6}, \
+                   float[1, 1, 4] w = {1, 0, 0, 0}>";
+        let upper = folded(22, sig, "y = Conv <auto_pad = \"SAME_UPPER\"> (x, w)", 0);
+        assert_eq!(upper, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let lower = folded(22, sig, "y = Conv <auto_pad = \"SAME_LOWER\"> (x, w)", 0);
+        assert_eq!(lower, [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn conv_refusals() {
+        let e = err(shapes(
+            22,
+            "(float[1, 3, 5, 5] x, float[3, 2, 3, 3] w) => (float[] y)",
+            "y = Conv <group = 3> (x, w)",
+        ));
+        assert!(e.starts_with("invalid") && e.contains("group 3"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 5, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <kernel_shape = [3, 2]> (x, w)",
+        ));
+        assert!(e.contains("kernel_shape"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 5, 5] x, float[2, 1, 3, 3] w, float[3] b) => (float[] y)",
+            "y = Conv (x, w, b)",
+        ));
+        assert!(e.contains("bias"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 2, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv (x, w)",
+        ));
+        assert!(e.contains("larger than the padded input"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 5, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <auto_pad = \"SAME\"> (x, w)",
+        ));
+        assert!(e.contains("auto_pad 'SAME'"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 5, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <auto_pad = \"VALID\", pads = [1, 1, 1, 1]> (x, w)",
+        ));
+        assert!(e.contains("cannot be used together"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 5, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
+            "y = Conv <strides = [1, 0]> (x, w)",
+        ));
+        assert!(e.contains("'strides' must be at least 1"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float16[1, 1, 5, 5] x, float16[1, 1, 3, 3] w) => (float16[] y)",
+            "y = Conv (x, w)",
+        ));
+        assert!(e.starts_with("unsupported") && e.contains("float16"), "{e}");
+    }
+
+    #[test]
+    fn conv_transpose_sizes_and_values() {
+        // 3 * (3 - 1) + 1 + 3 = 10 and 2 * (3 - 1) + 1 + 3 = 8, given by output_padding or output_shape.
+        let sig = "(float[1, 1, 3, 3] x, float[1, 2, 3, 3] w) => (float[] y)";
+        for attrs in [
+            "output_padding = [1, 1], strides = [3, 2]",
+            "output_shape = [10, 8], strides = [3, 2]",
+            "output_shape = [1, 2, 10, 8], strides = [3, 2]",
+        ] {
+            let s = shapes(22, sig, &format!("y = ConvTranspose <{attrs}> (x, w)"));
+            assert_eq!(s, Ok(vec![vec![1, 2, 10, 8]]), "{attrs}");
+        }
+        // Pads crop: 3 * 2 + 3 - 2 = 7 and 2 * 2 + 3 - 4 = 3. SAME_*: in * stride.
+        let s = shapes(22, sig, "y = ConvTranspose <pads = [1, 2, 1, 2], strides = [3, 2]> (x, w)");
+        assert_eq!(s, Ok(vec![vec![1, 2, 7, 3]]));
+        let s = shapes(
+            22,
+            sig,
+            "y = ConvTranspose <auto_pad = \"SAME_LOWER\", strides = [2, 3]> (x, w)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 2, 6, 9]]));
+        // x = [1, 2], w = [1, 10, 100], stride 2: [1, 10, 100 + 2, 20, 200].
+        let sig = "() => (float[] y) <float[1, 1, 2] x = {1, 2}, float[1, 1, 3] w = {1, 10, 100}>";
+        let y = folded(22, sig, "y = ConvTranspose <strides = [2]> (x, w)", 0);
+        assert_eq!(y, [1.0, 10.0, 102.0, 20.0, 200.0]);
+        // output_shape 6: total padding -1, one extra trailing element.
+        let y = folded(22, sig, "y = ConvTranspose <strides = [2], output_shape = [6]> (x, w)", 0);
+        assert_eq!(y, [1.0, 10.0, 102.0, 20.0, 200.0, 0.0]);
+        // output_shape 3: total padding 2, one cropped at each end.
+        let y = folded(22, sig, "y = ConvTranspose <strides = [2], output_shape = [3]> (x, w)", 0);
+        assert_eq!(y, [10.0, 102.0, 20.0]);
+        // output_shape 4, total 1: the odd one is cropped at the end for SAME_UPPER, at the start otherwise.
+        let y = folded(
+            22,
+            sig,
+            "y = ConvTranspose <strides = [2], output_shape = [4], auto_pad = \"SAME_UPPER\"> (x, w)",
+            0,
+        );
+        assert_eq!(y, [1.0, 10.0, 102.0, 20.0]);
+        let y = folded(22, sig, "y = ConvTranspose <strides = [2], output_shape = [4]> (x, w)", 0);
+        assert_eq!(y, [10.0, 102.0, 20.0, 200.0]);
+        // Groups: 2 groups of one input channel, each scattering into 2 output channels, plus bias.
+        let sig = "() => (float[] y) <float[1, 2, 1] x = {1, 2}, float[2, 2, 1] w = {1, 2, 3, 4}, \
+                   float[4] b = {0, 0, 0, 100}>";
+        let y = folded(22, sig, "y = ConvTranspose <group = 2> (x, w, b)", 0);
+        assert_eq!(y, [1.0, 2.0, 6.0, 108.0]);
+    }
+
+    #[test]
+    fn conv_transpose_refusals() {
+        let sig = "(float[1, 1, 3] x, float[1, 1, 3] w) => (float[] y)";
+        let e =
+            err(shapes(22, sig, "y = ConvTranspose <strides = [2], output_padding = [2]> (x, w)"));
+        assert!(e.contains("output_padding 2"), "{e}");
+        // Needs two extra elements past the last window with stride 2.
+        let e =
+            err(shapes(22, sig, "y = ConvTranspose <strides = [2], output_shape = [9]> (x, w)"));
+        assert!(e.starts_with("unsupported"), "{e}");
+        let e = err(shapes(22, sig, "y = ConvTranspose <pads = [3, 3]> (x, w)"));
+        assert!(e.contains("empty"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 2, 3] x, float[1, 1, 3] w) => (float[] y)",
+            "y = ConvTranspose (x, w)",
+        ));
+        assert!(e.contains("channels"), "{e}");
+    }
+
+    #[test]
+    fn pool_sizes_and_ceil_mode() {
+        let sig = "(float[1, 3, 32, 32] x) => (float[] y)";
+        let s = shapes(22, sig, "y = MaxPool <kernel_shape = [5, 5], strides = [3, 3]> (x)");
+        assert_eq!(s, Ok(vec![vec![1, 3, 10, 10]]));
+        // With pads 2: 32 + 4 - 3 + 1 = 34.
+        let s = shapes(22, sig, "y = AveragePool <kernel_shape = [3, 3], pads = [2, 2, 2, 2]> (x)");
+        assert_eq!(s, Ok(vec![vec![1, 3, 34, 34]]));
+        // ceil((4 - 3) / 2) + 1 = 2 against floor's 1.
+        let sig = "(float[1, 1, 4, 4] x) => (float[] y)";
+        let s = shapes(
+            22,
+            sig,
+            "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 2, 2]]));
+        // ceil((2 - 1) / 2) + 1 = 2, but the second window would start at 2, past the input: dropped.
+        let sig = "(float[1, 1, 2, 2] x) => (float[] y)";
+        let s = shapes(
+            22,
+            sig,
+            "y = MaxPool <kernel_shape = [1, 1], strides = [2, 2], ceil_mode = 1> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 1, 1]]));
+        // Input 4, pads [0, 1], kernel 2, stride 2: ceil gives 3, whose window starts at 4 in the end padding.
+        let sig = "(float[1, 1, 4] x) => (float[] y)";
+        let s = shapes(
+            22,
+            sig,
+            "y = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 2]]));
+        // VALID ignores ceil_mode: floor((9 - 4) / 2) + 1 = 3.
+        let sig = "(float[1, 1, 9] x) => (float[] y)";
+        let s = shapes(
+            22,
+            sig,
+            "y = AveragePool <kernel_shape = [4], strides = [2], auto_pad = \"VALID\", ceil_mode = 1> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 3]]));
+        // Dilated SAME_LOWER: still ceil(7 / 2) = 4.
+        let sig = "(float[1, 1, 7] x) => (float[] y)";
+        let s = shapes(
+            22,
+            sig,
+            "y = LpPool <kernel_shape = [3], dilations = [2], strides = [2], auto_pad = \"SAME_LOWER\"> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 4]]));
+    }
+
+    #[test]
+    fn pool_values() {
+        // Ceil mode over [1..5], kernel 2, stride 2: the last window holds only 5.
+        let sig = "() => (float[] y) <float[1, 1, 5] x = {1, 2, 3, 4, 5}>";
+        let y = folded(
+            22,
+            sig,
+            "y = AveragePool <kernel_shape = [2], strides = [2], ceil_mode = 1> (x)",
+            0,
+        );
+        assert_eq!(y, [1.5, 3.5, 5.0]);
+        // count_include_pad divides by the padded window size.
+        let sig = "() => (float[] y) <float[1, 1, 3] x = {3, 6, 9}>";
+        let y = folded(
+            22,
+            sig,
+            "y = AveragePool <kernel_shape = [3], pads = [1, 1], count_include_pad = 1> (x)",
+            0,
+        );
+        assert_eq!(y, [3.0, 6.0, 5.0]);
+        let y = folded(22, sig, "y = AveragePool <kernel_shape = [3], pads = [1, 1]> (x)", 0);
+        assert_eq!(y, [4.5, 6.0, 7.5]);
+        // L2 over pairs: [3, 4] -> 5; opset 1 takes p as a float.
+        let sig = "() => (float[] y) <float[1, 1, 4] x = {3, -4, 6, 8}>";
+        let y = folded(22, sig, "y = LpPool <kernel_shape = [2], strides = [2]> (x)", 0);
+        assert_eq!(y, [5.0, 10.0]);
+        let y = folded(1, sig, "y = LpPool <kernel_shape = [2], strides = [2], p = 1.0> (x)", 0);
+        assert_eq!(y, [7.0, 14.0]);
+    }
+
+    #[test]
+    fn max_pool_indices_in_both_storage_orders() {
+        // A 2x3 plane [[1, 5, 2], [4, 3, 6]], column windows: maxima 4, 5, 6 at
+        // row-major 3, 1, 5 and column-major 1, 2, 5.
+        let sig = "() => (float[] y, int64[] i) <float[1, 1, 2, 3] x = {1, 5, 2, 4, 3, 6}>";
+        let body = "y, i = MaxPool <kernel_shape = [2, 1]> (x)";
+        assert_eq!(folded(22, sig, body, 0), [4.0, 5.0, 6.0]);
+        assert_eq!(folded(22, sig, body, 1), [3.0, 1.0, 5.0]);
+        let body = "y, i = MaxPool <kernel_shape = [2, 1], storage_order = 1> (x)";
+        assert_eq!(folded(22, sig, body, 1), [1.0, 2.0, 5.0]);
+        let s = shapes(
+            12,
+            "(uint8[2, 3, 6, 6] x) => (uint8[] y, int64[] i)",
+            "y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)",
+        );
+        assert_eq!(s, Ok(vec![vec![2, 3, 3, 3], vec![2, 3, 3, 3]]));
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 4, 4] x) => (float[] y)",
+            "y = MaxPool <kernel_shape = [2, 2], storage_order = 2> (x)",
+        ));
+        assert!(e.contains("storage_order"), "{e}");
+    }
+
+    #[test]
+    fn pool_refusals() {
+        let e = err(shapes(
+            11,
+            "(int8[1, 1, 4, 4] x) => (int8[] y)",
+            "y = MaxPool <kernel_shape = [2, 2]> (x)",
+        ));
+        assert!(e.starts_with("unsupported"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 4, 4] x) => (float[] y)",
+            "y = AveragePool <kernel_shape = [2]> (x)",
+        ));
+        assert!(e.contains("2 spatial axes"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[4, 4] x) => (float[] y)",
+            "y = MaxPool <kernel_shape = [2]> (x)",
+        ));
+        assert!(e.contains("rank 3"), "{e}");
+        let e = err(shapes(
+            22,
+            "(float[1, 1, 4] x) => (float[] y)",
+            "y = LpPool <kernel_shape = [2], p = 0> (x)",
+        ));
+        assert!(e.contains("'p'"), "{e}");
+        let e = err(shapes(
+            1,
+            "(float[1, 1, 4] x) => (float[] y)",
+            "y = LpPool <kernel_shape = [2], p = 1.5> (x)",
+        ));
+        assert!(e.starts_with("unsupported"), "{e}");
+        let e = err(shapes(
+            22,
+            "(int32[1, 1, 4] x) => (int32[] y)",
+            "y = AveragePool <kernel_shape = [2]> (x)",
+        ));
+        assert!(e.starts_with("unsupported"), "{e}");
+    }
+
+    #[test]
+    fn global_pools() {
+        let sig = "(float[2, 3, 4, 5] x) => (float[] y)";
+        assert_eq!(shapes(22, sig, "y = GlobalAveragePool (x)"), Ok(vec![vec![2, 3, 1, 1]]));
+        assert_eq!(shapes(22, sig, "y = GlobalMaxPool (x)"), Ok(vec![vec![2, 3, 1, 1]]));
+        let sig = "(double[2, 3, 4, 5, 6] x) => (double[] y)";
+        assert_eq!(shapes(18, sig, "y = GlobalLpPool <p = 3> (x)"), Ok(vec![vec![2, 3, 1, 1, 1]]));
+        let sig = "() => (float[] y) <float[1, 2, 2] x = {3, 4, -5, 12}>";
+        assert_eq!(folded(22, sig, "y = GlobalLpPool (x)", 0), [5.0, 13.0]);
+        assert_eq!(folded(22, sig, "y = GlobalMaxPool (x)", 0), [4.0, 12.0]);
+        assert_eq!(folded(22, sig, "y = GlobalAveragePool (x)", 0), [3.5, 3.5]);
+        let e = err(shapes(22, "(int64[1, 2, 2] x) => (int64[] y)", "y = GlobalMaxPool (x)"));
+        assert!(e.starts_with("unsupported"), "{e}");
     }
 }
