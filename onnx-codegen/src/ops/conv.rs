@@ -234,8 +234,9 @@ fn forward_geometry(
                 };
                 let Some(room) = padded.checked_sub(sp) else {
                     return invalid(format!(
-                        "on spatial axis {i} the window ({sp} with dilation) is larger than the \
-                         padded input ({padded})"
+                        "on spatial axis {i} the window spans {sp} elements (kernel {}, \
+                         dilation {}), more than the padded input's {padded}",
+                        kernel[i], dilations[i]
                     ));
                 };
                 // VALID's output size is the same with or without ceil_mode.
@@ -244,6 +245,13 @@ fn forward_geometry(
                     // A last window starting in the end padding is dropped.
                     if (out - 1).checked_mul(s).is_none_or(|start| start >= x + pb) {
                         out -= 1;
+                    }
+                    if out < room / s + 1 {
+                        // Even floor's last window lies wholly in the end padding.
+                        return unsupported(format!(
+                            "ceil_mode with an end padding ({pe}) at least as large as the \
+                             window ({sp}) on spatial axis {i}"
+                        ));
                     }
                     out
                 } else {
@@ -450,15 +458,29 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
             ));
         }
         let sp = span(kernel[i], d)?;
-        // s * (in - 1) + op + span, in i128 so no attribute value can overflow it.
-        let full = s as i128 * (in_dims[i] as i128 - 1) + op as i128 + sp as i128;
+        // s * (in - 1) + op + span and in * s, in i128 (checked: the
+        // attributes are untrusted).
+        let (si, ii) = (s as i128, in_dims[i] as i128);
+        let Some(full) = si
+            .checked_mul(ii - 1)
+            .and_then(|v| v.checked_add(op as i128))
+            .and_then(|v| v.checked_add(sp as i128))
+        else {
+            return overflow("ConvTranspose's output size");
+        };
         let target = match (&output_shape, ap) {
             (Some(o), _) => Some(i128::from(o[i])),
-            (None, AutoPad::SameUpper | AutoPad::SameLower) => Some(in_dims[i] as i128 * s as i128),
+            (None, AutoPad::SameUpper | AutoPad::SameLower) => match ii.checked_mul(si) {
+                Some(v) => Some(v),
+                None => return overflow("ConvTranspose's output size"),
+            },
             (None, _) => None,
         };
         let (pb, pe) = match (target, ap) {
-            (Some(t), _) => split_total(full - t, ap),
+            (Some(t), _) => match full.checked_sub(t) {
+                Some(total) => split_total(total, ap),
+                None => return overflow("ConvTranspose's padding"),
+            },
             (None, AutoPad::Valid) => (0, 0),
             (None, _) => (explicit_begin[i] as i128, explicit_end[i] as i128),
         };
@@ -1010,7 +1032,7 @@ mod tests {
             "(float[1, 1, 2, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
             "y = Conv (x, w)",
         ));
-        assert!(e.contains("larger than the padded input"), "{e}");
+        assert!(e.contains("more than the padded input's 2"), "{e}");
         let e = err(shapes(
             22,
             "(float[1, 1, 5, 5] x, float[1, 1, 3, 3] w) => (float[] y)",
@@ -1103,6 +1125,30 @@ mod tests {
             "y = ConvTranspose (x, w)",
         ));
         assert!(e.contains("channels"), "{e}");
+    }
+
+    #[test]
+    fn hostile_attributes_are_refused_not_panicking() {
+        let sig = "(float[1, 1, 3] x, float[1, 1, 3] w) => (float[] y)";
+        for body in [
+            "y = ConvTranspose <strides = [9223372036854775807]> (x, w)",
+            "y = ConvTranspose <output_shape = [-9223372036854775808]> (x, w)",
+            "y = ConvTranspose <dilations = [9223372036854775807]> (x, w)",
+            "y = Conv <dilations = [9223372036854775807]> (x, w)",
+            "y = Conv <pads = [9223372036854775807, 9223372036854775807]> (x, w)",
+            "y = Conv <strides = [-1]> (x, w)",
+            "y = Conv <group = 0> (x, w)",
+        ] {
+            assert!(shapes(22, sig, body).is_err(), "{body}");
+        }
+        let sig = "(float[1, 1, 3] x) => (float[] y)";
+        for body in [
+            "y = MaxPool <kernel_shape = [9223372036854775807]> (x)",
+            "y = MaxPool <kernel_shape = [2], pads = [-1, 0]> (x)",
+            "y = AveragePool <kernel_shape = [2], pads = [0, 9223372036854775807], ceil_mode = 1> (x)",
+        ] {
+            assert!(shapes(22, sig, body).is_err(), "{body}");
+        }
     }
 
     #[test]
