@@ -16,6 +16,7 @@
 mod host;
 mod schema;
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod shape_ops;
@@ -256,6 +257,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         return None;
     }
     elementwise::rule(op_type)
+        .or_else(|| conv::rule(op_type))
         .or_else(|| gemm::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
