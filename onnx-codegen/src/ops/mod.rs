@@ -18,6 +18,7 @@ mod schema;
 
 pub mod elementwise;
 pub mod gemm;
+pub mod norm;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -239,6 +240,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
     }
     elementwise::rule(op_type)
         .or_else(|| gemm::rule(op_type))
+        .or_else(|| norm::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
 }
