@@ -120,7 +120,11 @@ pub fn emit(
                 None => io_outputs.push(None),
             }
         }
-        let io = Io { inputs: io_inputs, outputs: io_outputs, in_place, rt: rt.clone() };
+        let scratch = match (plan.scratch[t], kernel.scratch()) {
+            (Some((offset, len)), Some(ty)) => Some(b.scratch(offset, len, ty.elem, rt)?),
+            _ => None,
+        };
+        let io = Io { inputs: io_inputs, outputs: io_outputs, in_place, scratch, rt: rt.clone() };
         let call = kernel.emit(&io);
         let setup = b.setup(rt);
         body.push(quote!({ #setup #call }));
@@ -379,6 +383,21 @@ impl StepBuffers {
                 params.model.graph.value(v).name
             )),
         }
+    }
+
+    /// A mutable typed slice over a scratch range.
+    fn scratch(
+        &mut self,
+        offset: usize,
+        len: usize,
+        elem: ElemType,
+        rt: &TokenStream,
+    ) -> Result<TokenStream, String> {
+        let elem = crate::ops::rust_type(elem, rt).ok_or_else(|| format!("{elem} scratch"))?;
+        let r = self.range(offset, len);
+        let ident = format_ident!("s{}", self.views.len());
+        self.views.push((ident.clone(), ViewSource::Arena(r), elem, true));
+        Ok(quote!(#ident))
     }
 
     /// The statements that split the arena and bind typed views.

@@ -194,6 +194,9 @@ pub struct Io {
     /// Output 0 is the same buffer as input [`Kernel::in_place`]: `outputs[0]`
     /// is the one (mutable) expression for both.
     pub in_place: bool,
+    /// The scratch buffer the kernel asked for ([`Kernel::scratch`]), as a
+    /// `&mut [T]` expression.
+    pub scratch: Option<TokenStream>,
     /// The path of the runtime crate (`::onnx_codegen_runtime`).
     pub rt: TokenStream,
 }
@@ -201,7 +204,9 @@ pub struct Io {
 /// One planned call into the runtime crate.
 pub trait Kernel {
     /// Runs the call on the host (constant folding). Outputs come with their
-    /// types and zeroed data of the right length.
+    /// types and zeroed data of the right length; the last entry of
+    /// `outputs` is the zeroed scratch buffer when [`Kernel::scratch`] asks
+    /// for one.
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult;
 
     /// The Rust statements of the call; they may use `?` on the runtime's
@@ -211,6 +216,12 @@ pub trait Kernel {
     /// The input whose buffer output 0 may overwrite, if the kernel can run in
     /// place.
     fn in_place(&self) -> Option<usize> {
+        None
+    }
+
+    /// Working memory the call needs for its duration (element type and
+    /// count): the planner gives it an arena range live only during the step.
+    fn scratch(&self) -> Option<TensorType> {
         None
     }
 }

@@ -316,10 +316,16 @@ impl State<'_> {
                     .collect::<Result<_, ()>>()
                     .map_err(|()| None)?;
                 let host_refs: Vec<Option<&HostTensor>> = host.iter().map(Option::as_ref).collect();
-                let mut outs: Vec<HostTensor> =
-                    outputs.iter().map(HostTensor::zeros).collect::<Option<_>>().ok_or(None)?;
+                let mut outs: Vec<HostTensor> = outputs
+                    .iter()
+                    .chain(k.scratch().as_ref())
+                    .map(HostTensor::zeros)
+                    .collect::<Option<_>>()
+                    .ok_or(None)?;
                 match k.eval(&host_refs, &mut outs) {
-                    Ok(()) => Ok(outs.iter().map(|o| o.to_tensor("folded")).collect()),
+                    Ok(()) => {
+                        Ok(outs.iter().take(outputs.len()).map(|o| o.to_tensor("folded")).collect())
+                    }
                     Err(ops::EvalError::Type(_)) => Err(None),
                     Err(ops::EvalError::Runtime(e)) => {
                         Err(Some(format!("evaluating this node on constant inputs failed: {e}")))

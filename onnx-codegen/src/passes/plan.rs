@@ -52,6 +52,8 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// Copies after the last step: (value, graph output index).
     pub output_copies: Vec<(ValueId, usize)>,
+    /// Per step: the arena range of its scratch buffer, if its kernel asks for one.
+    pub scratch: Vec<Option<(usize, usize)>>,
     /// The arena's size in bytes.
     pub arena_bytes: usize,
     /// The peak, over steps, of the bytes of storages live at once (unaligned):
@@ -231,7 +233,8 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
         members[r].push(v);
     }
     struct Storage {
-        root: usize,
+        /// The group's root value, or `None` for a step's scratch buffer.
+        root: Option<usize>,
         bytes: usize,
         first: usize,
         last: usize,
@@ -244,7 +247,15 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
         let Some(first) = first_def[r] else { continue };
         let bytes = members[r].iter().map(|&v| size(v)).max().unwrap_or(0);
         let last = group_last[r].unwrap_or(first).max(first);
-        storages.push(Storage { root: r, bytes, first, last });
+        storages.push(Storage { root: Some(r), bytes, first, last });
+    }
+    let mut scratch_storage = vec![None::<usize>; inferred.steps.len()];
+    for (t, step) in inferred.steps.iter().enumerate() {
+        let Lowered::Kernel(k) = &step.lowered else { continue };
+        if let Some(bytes) = k.scratch().and_then(|ty| ty.byte_size()) {
+            scratch_storage[t] = Some(storages.len());
+            storages.push(Storage { root: None, bytes, first: t, last: t });
+        }
     }
 
     // Greedy by size: each storage at the lowest offset that does not
@@ -305,17 +316,23 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut locs = vec![None; n];
     let mut buffers = Vec::new();
     for (i, s) in storages.iter().enumerate() {
+        let values = match s.root {
+            Some(r) => members[r].iter().map(|&v| g.values()[v].name.clone()).collect(),
+            None => vec![format!("scratch of step {}", s.first)],
+        };
         buffers.push(Buffer {
-            values: members[s.root].iter().map(|&v| g.values()[v].name.clone()).collect(),
+            values,
             offset: offsets[i],
             bytes: s.bytes,
             first_step: s.first,
             last_step: s.last,
         });
-        for &m in &members[s.root] {
+        for &m in s.root.map(|r| members[r].as_slice()).unwrap_or_default() {
             locs[m] = Some(Loc::Arena { offset: offsets[i], len: size(m) });
         }
     }
+    let scratch =
+        scratch_storage.iter().map(|s| s.map(|i| (offsets[i], storages[i].bytes))).collect();
     for (v, loc) in locs.iter_mut().enumerate() {
         let r = groups.find(v);
         *loc = match groups.fixed[r] {
@@ -327,5 +344,14 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
             None => *loc,
         };
     }
-    Plan { locs, actions, output_copies, arena_bytes, arena_lower_bound_bytes, weights, buffers }
+    Plan {
+        locs,
+        actions,
+        output_copies,
+        scratch,
+        arena_bytes,
+        arena_lower_bound_bytes,
+        weights,
+        buffers,
+    }
 }
