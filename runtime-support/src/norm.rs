@@ -486,8 +486,14 @@ mod tests {
         // Opset 18: one scale and bias per group.
         group_norm(s, 2, 0.0, &x, &[2.0, 3.0], &[1.0, 0.0], &mut y).unwrap();
         assert_eq!(y, [-1.0, 3.0, -3.0, 3.0]);
-        assert_eq!(group_norm(s, 3, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y), Err(Error::InvalidParams));
-        assert_eq!(group_norm(s, 2, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(
+            group_norm(s, 3, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y),
+            Err(Error::InvalidParams)
+        );
+        assert_eq!(
+            group_norm(s, 2, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]

@@ -206,9 +206,12 @@ pub fn reduce_flags<A: Flag, B: Flag>(max: bool, p: &Reduce<'_>, x: &[A], y: &mu
 /// function step for step.
 pub fn mean_variance_norm<T: Float>(p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Result {
     ensure(y.len() == x.len(), Error::ShapeMismatch)?;
-    let out_len = p.shape.iter().zip(p.axes).filter(|(_, r)| !**r).try_fold(1usize, |n, (&d, _)| {
-        n.checked_mul(d)
-    });
+    let out_len = p
+        .shape
+        .iter()
+        .zip(p.axes)
+        .filter(|(_, r)| !**r)
+        .try_fold(1usize, |n, (&d, _)| n.checked_mul(d));
     let s = split(p, x.len(), out_len.ok_or(Error::Overflow)?)?;
     let count = T::from_usize(s.count);
     let eps = T::from_f64(1e-9);

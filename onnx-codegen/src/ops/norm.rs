@@ -19,8 +19,7 @@ use super::{
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::norm::{
-    self as rt_norm, AxisShape, BatchNormParams, BatchNormStats, BatchNormTraining, LayerNorm,
-    Nchw,
+    self as rt_norm, AxisShape, BatchNormParams, BatchNormStats, BatchNormTraining, LayerNorm, Nchw,
 };
 use onnx_codegen_runtime::num::{Float, Num};
 use onnx_codegen_runtime::reduce::{self as rt_reduce, Reduce, ReduceOp};
@@ -64,7 +63,12 @@ fn float_input<'a>(cx: &NodeCx<'a>, i: usize) -> OpResult<&'a TensorType> {
 
 /// Input `i` must have element type `elem`; mixed precisions (allowed by
 /// some versions) have no kernel.
-fn same_elem<'a>(cx: &NodeCx<'a>, i: usize, elem: ElemType, what: &str) -> OpResult<&'a TensorType> {
+fn same_elem<'a>(
+    cx: &NodeCx<'a>,
+    i: usize,
+    elem: ElemType,
+    what: &str,
+) -> OpResult<&'a TensorType> {
     let t = cx.input(i)?;
     if t.elem != elem {
         return unsupported(format!(
@@ -123,23 +127,21 @@ fn host_in<'a, T: HostElem>(
     inputs: &[Option<&'a HostTensor>],
     i: usize,
 ) -> Result<&'a [T], EvalError> {
-    inputs
-        .get(i)
-        .copied()
-        .flatten()
-        .and_then(|t| t.get::<T>())
-        .ok_or(wrong_buffer())
+    inputs.get(i).copied().flatten().and_then(|t| t.get::<T>()).ok_or(wrong_buffer())
 }
 
 fn host_out<T: HostElem>(outputs: &mut [HostTensor], k: usize) -> Result<&mut [T], EvalError> {
     outputs.get_mut(k).and_then(|t| t.get_mut::<T>()).ok_or(wrong_buffer())
 }
 
+/// Output 0 and the optional outputs after it, as host buffers.
+type HostOutputs<'o, T> = (&'o mut [T], Vec<Option<&'o mut [T]>>);
+
 /// The first output and, for each of `present`, the output at that index.
 fn split_outputs<'o, T: HostElem>(
     outputs: &'o mut [HostTensor],
     present: &[bool],
-) -> Result<(&'o mut [T], Vec<Option<&'o mut [T]>>), EvalError> {
+) -> Result<HostOutputs<'o, T>, EvalError> {
     let mut it = outputs.iter_mut();
     let y = it.next().and_then(|t| t.get_mut::<T>()).ok_or(wrong_buffer())?;
     let mut rest = Vec::with_capacity(present.len());
@@ -155,7 +157,8 @@ fn split_outputs<'o, T: HostElem>(
 }
 
 fn nchw_tokens(s: Nchw, rt: &TokenStream) -> TokenStream {
-    let (n, c, sp) = (lit::usize_lit(s.batch), lit::usize_lit(s.channels), lit::usize_lit(s.spatial));
+    let (n, c, sp) =
+        (lit::usize_lit(s.batch), lit::usize_lit(s.channels), lit::usize_lit(s.spatial));
     quote!(#rt::norm::Nchw { batch: #n, channels: #c, spatial: #sp })
 }
 
@@ -284,8 +287,7 @@ fn run_batch_norm<T: Float + HostElem>(
     };
     let (y, mut rest) = split_outputs::<T>(outputs, &k.stats)?;
     let mut take = |i: usize| rest.get_mut(i).and_then(Option::take);
-    let stats =
-        BatchNormStats { running_mean: take(0), running_var: take(1), batch_mean: take(2) };
+    let stats = BatchNormStats { running_mean: take(0), running_var: take(1), batch_mean: take(2) };
     rt_norm::batch_norm_training(k.plan.s, &p, x, y, stats)?;
     Ok(())
 }
@@ -628,7 +630,8 @@ fn lp_norm_plan(cx: &NodeCx<'_>) -> OpResult<(AxisShape, u32)> {
         2 => 2,
         other => return invalid(format!("LpNormalization's p is {other}; only 1 and 2 exist")),
     };
-    let s = AxisShape { outer: product(&dims[..a])?, axis: dims[a], inner: product(&dims[a + 1..])? };
+    let s =
+        AxisShape { outer: product(&dims[..a])?, axis: dims[a], inner: product(&dims[a + 1..])? };
     Ok((s, p))
 }
 
@@ -640,7 +643,11 @@ impl OpRule for LpNormRule {
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let (s, p) = lp_norm_plan(cx)?;
-        Ok(Lowered::Kernel(Box::new(LpNormKernel { elem: elem_of(outputs, ElemType::Float), s, p })))
+        Ok(Lowered::Kernel(Box::new(LpNormKernel {
+            elem: elem_of(outputs, ElemType::Float),
+            s,
+            p,
+        })))
     }
 }
 
@@ -946,7 +953,8 @@ fn arg_plan(cx: &NodeCx<'_>) -> OpResult<(AxisShape, Vec<usize>)> {
     if dims[a] == 0 {
         return invalid(format!("{} over axis {a} of {x}, which is empty", op_name(cx)));
     }
-    let s = AxisShape { outer: product(&dims[..a])?, axis: dims[a], inner: product(&dims[a + 1..])? };
+    let s =
+        AxisShape { outer: product(&dims[..a])?, axis: dims[a], inner: product(&dims[a + 1..])? };
     let mut out = dims.clone();
     if cx.int_or("keepdims", 1) != 0 {
         out[a] = 1;
@@ -1001,5 +1009,307 @@ impl Kernel for ArgKernel {
         let (max, last) = (self.max, self.last);
         let (x, y) = (&io.inputs[0], &io.outputs[0]);
         quote!(#rt::reduce::arg_extreme(#s, #max, #last, #x, #y)?;)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HostData, HostTensor};
+    use crate::generate::{Analysis, Options, analyze};
+
+    /// Analyses a model written in the text syntax with the default domain at `opset`.
+    fn run(opset: u32, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options::default()).expect("test model is valid")
+    }
+
+    /// The inferred type of each graph output (`None` where inference stopped).
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    /// The folded value of graph output `j`, as f64s.
+    fn value(a: &Analysis, j: usize) -> Vec<f64> {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        let h = HostTensor::from_tensor(t).expect("output has a host form");
+        match h.data {
+            HostData::F32(v) => v.into_iter().map(f64::from).collect(),
+            HostData::F64(v) => v,
+            HostData::I32(v) => v.into_iter().map(f64::from).collect(),
+            HostData::I64(v) => v.into_iter().map(|x| x as f64).collect(),
+            HostData::Bool(v) => v.into_iter().map(|b| f64::from(u8::from(b))).collect(),
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    #[test]
+    fn reduce_axes_from_an_input_or_an_attribute() {
+        // ReduceSum-13 takes axes as an input; rows of [[1,2,3],[4,5,6]] sum to 6 and 15.
+        let a = run(
+            13,
+            "g () => (float[2] y) <float[2,3] x = {1,2,3,4,5,6}, int64[1] axes = {1}> {
+                y = ReduceSum <keepdims: int = 0> (x, axes)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2]")]);
+        assert_eq!(value(&a, 0), [6.0, 15.0]);
+        // ReduceMean-11 takes axes as an attribute; columns average to 2.5, 3.5, 4.5.
+        let a = run(
+            11,
+            "g () => (float[1,3] y) <float[2,3] x = {1,2,3,4,5,6}> {
+                y = ReduceMean <axes: ints = [-2]> (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 3]")]);
+        assert_eq!(value(&a, 0), [2.5, 3.5, 4.5]);
+        // Integer ReduceProd over everything, keepdims by default.
+        let a = run(
+            18,
+            "g () => (int32[1,1] y) <int32[2,2] x = {1,2,3,-4}> {
+                y = ReduceProd (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int32[1, 1]")]);
+        assert_eq!(value(&a, 0), [-24.0]);
+    }
+
+    #[test]
+    fn reduce_empty_axes_reduce_all_or_nothing() {
+        let a = run(18, "g (float[2,3,4] x) => (float[1,1,1] y) { y = ReduceMax (x) }");
+        assert_eq!(types(&a), [ty("float[1, 1, 1]")]);
+        let a =
+            run(18, "g (float[2,3,4] x) => (float y) { y = ReduceMax <keepdims: int = 0> (x) }");
+        assert_eq!(types(&a), [ty("float[]")]);
+        // noop_with_empty_axes: the output is the input.
+        let a = run(
+            18,
+            "g (float[2,3,4] x) => (float[2,3,4] y) { y = ReduceLogSumExp <noop_with_empty_axes: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4]")]);
+        assert!(a.inferred.is_complete());
+        // An axes input whose type says it is empty needs no value.
+        let a = run(
+            13,
+            "g (float[2,3] x, int64[0] axes) => (float[1,1] y) { y = ReduceSum (x, axes) }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 1]")]);
+    }
+
+    #[test]
+    fn reduce_errors_and_unsupported_cases() {
+        let a = run(
+            13,
+            "g (float[2,3] x, int64[1] axes) => (float[?,?] y) { y = ReduceSum (x, axes) }",
+        );
+        assert_eq!(types(&a), [None]);
+        assert!(unsupported(&a)[0].contains("axes (input 1) must be known"));
+        let a = run(
+            11,
+            "g (float[2,3] x) => (float[?,?] y) { y = ReduceMin <axes: ints = [1, -1]> (x) }",
+        );
+        assert!(errors(&a)[0].contains("names axis -1 twice"), "{:?}", errors(&a));
+        let a =
+            run(11, "g (float[2,3] x) => (float[?,?] y) { y = ReduceMin <axes: ints = [2]> (x) }");
+        assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
+        let a = run(18, "g (int32[2,3] x) => (int32[?,?] y) { y = ReduceL2 (x) }");
+        assert!(unsupported(&a)[0].contains("ReduceL2 on int32"), "{:?}", unsupported(&a));
+        let a = run(18, "g (float16[2,3] x) => (float16[?,?] y) { y = ReduceSum (x) }");
+        assert_eq!(unsupported(&a).len(), 1);
+    }
+
+    #[test]
+    fn boolean_max_and_min() {
+        let a = run(
+            20,
+            "g () => (bool[2,1] y, bool[2,1] z) <bool[2,2] x = {1,0,0,0}, int64[1] axes = {1}> {
+                y = ReduceMax (x, axes)
+                z = ReduceMin (x, axes)
+            }",
+        );
+        assert_eq!(types(&a), [ty("bool[2, 1]"), ty("bool[2, 1]")]);
+        assert_eq!(value(&a, 0), [1.0, 0.0]);
+        assert_eq!(value(&a, 1), [0.0, 0.0]);
+        let a = run(20, "g (bool[2,2] x) => (bool[?,?] y) { y = ReduceSum (x) }");
+        assert_eq!(unsupported(&a).len(), 1);
+    }
+
+    #[test]
+    fn arg_max_and_min() {
+        // Rows [1, 3, 3] and [2, 0, 0].
+        let a = run(
+            13,
+            "g () => (int64[2] y, int64[2,1] z, int64[1,3] w) <float[2,3] x = {1,3,3,2,0,0}> {
+                y = ArgMax <axis: int = 1, keepdims: int = 0> (x)
+                z = ArgMax <axis: int = -1, select_last_index: int = 1> (x)
+                w = ArgMin (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int64[2]"), ty("int64[2, 1]"), ty("int64[1, 3]")]);
+        assert_eq!(value(&a, 0), [1.0, 0.0]);
+        assert_eq!(value(&a, 1), [2.0, 0.0]);
+        assert_eq!(value(&a, 2), [0.0, 1.0, 1.0]);
+        let a = run(13, "g (float[2,0] x) => (int64[?,?] y) { y = ArgMax <axis: int = 1> (x) }");
+        assert!(errors(&a)[0].contains("empty"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn layer_norm_shapes_and_values() {
+        let a = run(
+            17,
+            "g (float[2,3,4] x, float[3,4] s, float[4] b) => (float[2,3,4] y, float[2,1,1] m, float[2,1,1] r) {
+                y, m, r = LayerNormalization <axis: int = -2> (x, s, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4]"), ty("float[2, 1, 1]"), ty("float[2, 1, 1]")]);
+        assert!(a.inferred.is_complete());
+        // Rows [1, 3] and [10, 14] standardise to [-1, 1]; a per-row scale [2, 3]
+        // of shape [2, 1] broadcasts over X, bias [1].
+        let a = run(
+            17,
+            "g () => (float[2,2] y, float[2,1] m) <float[2,2] x = {1,3,10,14}, float[2,1] s = {2,3}, float[1] b = {1}> {
+                y, m = LayerNormalization <epsilon: float = 0.0> (x, s, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 2]"), ty("float[2, 1]")]);
+        assert_eq!(value(&a, 0), [-1.0, 3.0, -2.0, 4.0]);
+        assert_eq!(value(&a, 1), [2.0, 12.0]);
+        let a = run(
+            17,
+            "g (float[2,3] x, float[2] s) => (float[2,3] y) { y = LayerNormalization (x, s) }",
+        );
+        assert!(errors(&a)[0].contains("do not broadcast"), "{:?}", errors(&a));
+        let a = run(
+            17,
+            "g (float[2,3] x, float[3] s) => (float[2,3] y, double[2,1] m) {
+                y, m = LayerNormalization <stash_type: int = 11> (x, s)
+            }",
+        );
+        assert!(unsupported(&a)[0].contains("stash type"), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn batch_norm_modes() {
+        let a = run(
+            15,
+            "g (float[2,3,4] x, float[3] s, float[3] b, float[3] m, float[3] v) => (float[2,3,4] y) {
+                y = BatchNormalization (x, s, b, m, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4]")]);
+        let a = run(
+            15,
+            "g (float[2,3] x, float[3] s, float[3] b, float[3] m, float[3] v) => (float[2,3] y, float[3] rm, float[3] rv) {
+                y, rm, rv = BatchNormalization (x, s, b, m, v)
+            }",
+        );
+        assert!(errors(&a)[0].contains("training_mode is 0"), "{:?}", errors(&a));
+        let a = run(
+            15,
+            "g (float[2,3] x, float[2] s, float[3] b, float[3] m, float[3] v) => (float[2,3] y) {
+                y = BatchNormalization (x, s, b, m, v)
+            }",
+        );
+        assert!(errors(&a)[0].contains("scale"), "{:?}", errors(&a));
+        // Training: one channel seeing {1, 3}: mean 2, variance 1; momentum 0.5
+        // moves the running mean 0 to 1 and the running variance 3 to 2.
+        let a = run(
+            15,
+            "g () => (float[2,1] y, float[1] rm, float[1] rv) <float[2,1] x = {1,3}, float[1] s = {2}, float[1] b = {1},
+                                  float[1] m = {0}, float[1] v = {3}> {
+                y, rm, rv = BatchNormalization <training_mode: int = 1, epsilon: float = 0.0,
+                                                momentum: float = 0.5> (x, s, b, m, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 1]"), ty("float[1]"), ty("float[1]")]);
+        assert_eq!(value(&a, 0), [-1.0, 3.0]);
+        assert_eq!(value(&a, 1), [1.0]);
+        assert_eq!(value(&a, 2), [2.0]);
+        // Opset 9: training is chosen by the outputs; saved_var is not supported.
+        let a = run(
+            9,
+            "g (float[2,1] x, float[1] s, float[1] b, float[1] m, float[1] v) => (float[2,1] y, float[1] a, float[1] c, float[1] d, float[1] e) {
+                y, a, c, d, e = BatchNormalization (x, s, b, m, v)
+            }",
+        );
+        assert!(unsupported(&a)[0].contains("saved_var"), "{:?}", unsupported(&a));
+        // Opset 7, spatial 0: per-activation statistics of C * D values.
+        let a = run(
+            7,
+            "g (float[2,3,4] x, float[12] s, float[12] b, float[12] m, float[12] v) => (float[2,3,4] y) {
+                y = BatchNormalization <spatial: int = 0> (x, s, b, m, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4]")]);
+        assert!(a.inferred.is_complete());
+    }
+
+    #[test]
+    fn channel_normalisations() {
+        let a = run(
+            6,
+            "g (float[2,3,5] x, float[3] s, float[3] b) => (float[2,3,5] y) {
+                y = InstanceNormalization (x, s, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 5]")]);
+        // Two groups of two channels: [1, 3] and [10, 14] both become [-1, 1],
+        // then per-channel scale and bias (opset 21).
+        let a = run(
+            21,
+            "g () => (float[1,4,1] y) <float[1,4,1] x = {1,3,10,14}, float[4] s = {1,2,3,4}, float[4] b = {0,0,0,1}> {
+                y = GroupNormalization <num_groups: int = 2, epsilon: float = 0.0> (x, s, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [-1.0, 2.0, -3.0, 5.0]);
+        // Opset 21 scales per channel.
+        let a = run(
+            21,
+            "g (float[1,4,2] x, float[2] s, float[2] b) => (float[1,4,2] y) {
+                y = GroupNormalization <num_groups: int = 2> (x, s, b)
+            }",
+        );
+        assert!(errors(&a)[0].contains("one value per channel"), "{:?}", errors(&a));
+        let a = run(
+            21,
+            "g (float[1,4,2] x, float[4] s, float[4] b) => (float[1,4,2] y) {
+                y = GroupNormalization <num_groups: int = 3> (x, s, b)
+            }",
+        );
+        assert!(errors(&a)[0].contains("does not divide"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn lp_and_mean_variance_normalisation() {
+        let a = run(
+            22,
+            "g () => (float[2,2] y) <float[2,2] x = {3,4,0,-2}> { y = LpNormalization <p: int = 1, axis: int = 1> (x) }",
+        );
+        assert_eq!(value(&a, 0), [f64::from(3.0f32 / 7.0), f64::from(4.0f32 / 7.0), 0.0, -1.0]);
+        let a =
+            run(22, "g (float[2,2] x) => (float[2,2] y) { y = LpNormalization <p: int = 3> (x) }");
+        assert!(errors(&a)[0].contains("only 1 and 2"), "{:?}", errors(&a));
+        let a = run(
+            13,
+            "g (float[2,3,4,5] x) => (float[2,3,4,5] y) { y = MeanVarianceNormalization (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4, 5]")]);
+        assert!(a.inferred.is_complete());
+        // The default axes [0, 2, 3] do not exist in a rank-2 input.
+        let a = run(13, "g (float[2,3] x) => (float[2,3] y) { y = MeanVarianceNormalization (x) }");
+        assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
     }
 }
