@@ -14,6 +14,7 @@
 //! Every stage reports problems as [`diag::Diagnostic`]s, all at once.
 #![forbid(unsafe_code)]
 
+pub mod build;
 pub mod canonical;
 pub mod diag;
 pub mod emit;

@@ -1,0 +1,114 @@
+//! Code generation from a build script.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     onnx_codegen::build::Build::new("models/net.onnx")
+//!         .name("Net")
+//!         .dim("N", 1)
+//!         .generate()
+//!         .unwrap_or_else(|e| panic!("{e}"));
+//! }
+//! // src/lib.rs: include!(concat!(env!("OUT_DIR"), "/net.rs"));
+//! ```
+//!
+//! The file goes to `OUT_DIR` (weights over a limit beside it, read with
+//! `include_bytes!`), and cargo is told to rerun the script when the model
+//! changes. The code is the same as `onnx-codegen generate` writes.
+
+use crate::diag::{Diagnostic, Error, Result};
+use crate::emit::WeightSource;
+use crate::generate::{Options, generate};
+use std::path::{Path, PathBuf};
+
+/// A model to compile from `build.rs`.
+#[derive(Clone, Debug)]
+pub struct Build {
+    model: PathBuf,
+    options: Options,
+    out_file: Option<String>,
+    out_dir: Option<PathBuf>,
+    inline_weights_limit: usize,
+}
+
+/// What a build produced.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The Rust file written.
+    pub path: PathBuf,
+    /// The generated struct's name.
+    pub struct_name: String,
+}
+
+impl Build {
+    /// A model file (binary or text), relative to the crate being built.
+    pub fn new(model: impl AsRef<Path>) -> Build {
+        Build {
+            model: model.as_ref().to_owned(),
+            options: Options::default(),
+            out_file: None,
+            out_dir: None,
+            inline_weights_limit: 1 << 20,
+        }
+    }
+
+    /// The struct's name (default: from the model's file name).
+    pub fn name(mut self, name: &str) -> Build {
+        self.options.name = Some(name.to_owned());
+        self
+    }
+
+    /// Binds a symbolic dimension.
+    pub fn dim(mut self, name: &str, value: usize) -> Build {
+        self.options.dims.insert(name.to_owned(), value);
+        self
+    }
+
+    /// The file name in the output folder (default: `<model stem>.rs`).
+    pub fn out_file(mut self, file: &str) -> Build {
+        self.out_file = Some(file.to_owned());
+        self
+    }
+
+    /// The output folder (default: `OUT_DIR`).
+    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Build {
+        self.out_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Weights larger than this go to a file beside the code (default 1 MiB).
+    pub fn inline_weights_limit(mut self, bytes: usize) -> Build {
+        self.inline_weights_limit = bytes;
+        self
+    }
+
+    /// Generates the code, writes it, and prints `cargo:rerun-if-changed`.
+    pub fn generate(self) -> Result<Built> {
+        let shown = self.model.display().to_string();
+        println!("cargo:rerun-if-changed={shown}");
+        let out_dir =
+            match self.out_dir.clone().or_else(|| std::env::var_os("OUT_DIR").map(PathBuf::from)) {
+                Some(d) => d,
+                None => {
+                    return Err(Error::from(Diagnostic::error(
+                        "OUT_DIR is not set: call this from a build script, or give out_dir",
+                    )));
+                }
+            };
+        let stem = self.model.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_owned();
+        let file = self.out_file.clone().unwrap_or_else(|| format!("{stem}.rs"));
+        let path = out_dir.join(&file);
+        let model = crate::load::load_model(&self.model)?;
+        let mut options = self.options.clone();
+        let mut generated = generate(&model, &options, &shown).map_err(|e| e.in_file(&shown))?;
+        if generated.weights.len() > self.inline_weights_limit {
+            let weights_file = format!("{file}.weights.bin");
+            crate::load::write_atomically(&out_dir.join(&weights_file), &generated.weights)?;
+            options.weights = WeightSource::File(weights_file);
+            generated = generate(&model, &options, &shown).map_err(|e| e.in_file(&shown))?;
+        }
+        let text = generated.to_file_text(&shown)?;
+        crate::load::write_atomically(&path, text.as_bytes())?;
+        Ok(Built { path, struct_name: generated.struct_name })
+    }
+}
