@@ -1,16 +1,16 @@
 //! Code generation from a build script.
 //!
+//! In `build.rs`:
+//!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     onnx_codegen::build::Build::new("models/net.onnx")
-//!         .name("Net")
-//!         .dim("N", 1)
-//!         .generate()
-//!         .unwrap_or_else(|e| panic!("{e}"));
-//! }
-//! // src/lib.rs: include!(concat!(env!("OUT_DIR"), "/net.rs"));
+//! onnx_codegen::build::Build::new("models/net.onnx")
+//!     .name("Net")
+//!     .dim("N", 1)
+//!     .generate()
+//!     .unwrap_or_else(|e| panic!("{e}"));
 //! ```
+//!
+//! and in the crate: `include!(concat!(env!("OUT_DIR"), "/net.rs"));`.
 //!
 //! The file goes to `OUT_DIR` (weights over a limit beside it, read with
 //! `include_bytes!`), and cargo is told to rerun the script when the model
