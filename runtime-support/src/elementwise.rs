@@ -559,9 +559,11 @@ pub enum Bitwise {
     Or,
     /// `a ^ b`.
     Xor,
-    /// `a << b` (`BitShift` with `direction = "LEFT"`); 0 when `b` >= width.
+    /// `a << b` (`BitShift` with `direction = "LEFT"`); 0 when `b` is negative
+    /// or >= width.
     ShiftLeft,
-    /// `a >> b` (`direction = "RIGHT"`); 0 when `b` >= width.
+    /// `a >> b` (`direction = "RIGHT"`), arithmetic for signed types; when
+    /// `b` is negative or >= width, the sign fill (0, or -1 for negative `a`).
     ShiftRight,
 }
 
@@ -578,7 +580,12 @@ pub fn bitwise<T: Int>(
         Bitwise::Or => zip2(p, a, b, out, |x, y| x.bit_or(y)),
         Bitwise::Xor => zip2(p, a, b, out, |x, y| x.bit_xor(y)),
         Bitwise::ShiftLeft => zip2(p, a, b, out, |x, y| x.shl(y)),
-        Bitwise::ShiftRight => zip2(p, a, b, out, |x, y| x.shr(y)),
+        // Out of range (negative or >= width), a signed value shifts to its
+        // sign fill: an in-range shift of a negative value is never 0.
+        Bitwise::ShiftRight => zip2(p, a, b, out, |x, y| match x.shr(y) {
+            r if r == T::ZERO && x < T::ZERO => T::ZERO.sub(T::ONE),
+            r => r,
+        }),
     }
 }
 
@@ -877,6 +884,13 @@ mod tests {
         assert_eq!(s, [4, 12, 252]);
         bitwise(Bitwise::ShiftRight, &p, &[16u8, 3, 255], &[2], &mut s).unwrap();
         assert_eq!(s, [4, 0, 63]);
+        let mut t = [0i8; 3];
+        bitwise(Bitwise::ShiftRight, &p, &[-8i8, 4, -1], &[-1], &mut t).unwrap();
+        assert_eq!(t, [-1, 0, -1]);
+        bitwise(Bitwise::ShiftRight, &p, &[-8i8, 4, -128], &[1], &mut t).unwrap();
+        assert_eq!(t, [-4, 2, -64]);
+        bitwise(Bitwise::ShiftLeft, &p, &[-8i8, 4, 64], &[8], &mut t).unwrap();
+        assert_eq!(t, [0, 0, 0]);
     }
 
     #[test]

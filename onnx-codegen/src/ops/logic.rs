@@ -1050,6 +1050,10 @@ struct VariadicRule;
 /// for Max/Min, float Neg/Abs/Sign); `None` when this family handles it.
 fn elementwise_rule(cx: &NodeCx<'_>) -> Option<&'static dyn OpRule> {
     let theirs = super::elementwise::rule(op(cx))?;
+    // Their kernels need the runtime's `Num` (no float16/bfloat16).
+    if cx.inputs.iter().flatten().any(|t| !is_num(t.elem)) {
+        return None;
+    }
     match theirs.infer(cx) {
         Err(OpError::Unsupported(_)) => None,
         _ => Some(theirs),
