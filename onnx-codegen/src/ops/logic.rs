@@ -1268,3 +1268,328 @@ impl Kernel for IntUnaryKernel {
         Some(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Analysis, Options, analyze};
+    use crate::ops::{HostData, HostTensor};
+
+    /// Inference over a model in the text syntax, with `opset`.
+    fn run(opset: i64, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 10, opset_import: [\"\" : {opset}]>\n{graph}");
+        let proto = crate::text::parse_model(&src, "t").unwrap_or_else(|e| panic!("{e}"));
+        analyze(&proto, &Options::default()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn index(a: &Analysis, name: &str) -> usize {
+        let values = a.model().graph.values();
+        values.iter().position(|v| v.name == name).unwrap_or_else(|| panic!("no value {name}"))
+    }
+
+    /// The inferred type of `name`, as text.
+    fn ty(a: &Analysis, name: &str) -> String {
+        a.inferred.types[index(a, name)].as_ref().map(ToString::to_string).unwrap_or_default()
+    }
+
+    /// The folded value of `name`.
+    fn value(a: &Analysis, name: &str) -> HostData {
+        let t = a.inferred.constants[index(a, name)].as_ref().expect("a folded value");
+        HostTensor::from_tensor(t).expect("a host form").data
+    }
+
+    /// Every problem found: unsupported reasons, then errors.
+    fn problems(a: &Analysis) -> Vec<String> {
+        let mut out: Vec<String> =
+            a.inferred.unsupported.iter().map(|u| format!("unsupported: {}", u.reason)).collect();
+        out.extend(a.inferred.errors.iter().map(|e| format!("error: {}", e.message)));
+        out
+    }
+
+    fn clean(a: &Analysis) {
+        assert!(problems(a).is_empty(), "{:?}", problems(a));
+    }
+
+    #[test]
+    fn comparisons_broadcast_to_bool() {
+        let a = run(
+            19,
+            "g (float[2,1,3] x, float[4,1] y, bool[3] p, bool[4,1] q) => (bool[2,4,3] z) {
+               z = Less (x, y)
+               e = Equal (p, q)
+               g = GreaterOrEqual (y, y)
+               n = Xor (p, q)
+               m = Not (q)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "z"), "bool[2, 4, 3]");
+        assert_eq!(ty(&a, "e"), "bool[4, 3]");
+        assert_eq!(ty(&a, "g"), "bool[4, 1]");
+        assert_eq!(ty(&a, "n"), "bool[4, 3]");
+        assert_eq!(ty(&a, "m"), "bool[4, 1]");
+    }
+
+    #[test]
+    fn comparison_errors() {
+        let a = run(
+            19,
+            "g (bool[3] p, float[3] x, int32[3] i, float[2] w) => (bool[3] z) {
+               z = Less (p, p)
+               m = Equal (x, i)
+               b = Greater (x, w)
+               o = And (x, x)
+             }",
+        );
+        let p = problems(&a);
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p.iter().any(|m| m.contains("Less is not defined on bool")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("Equal of float and int32")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("do not broadcast")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("And needs bool tensors")), "{p:?}");
+    }
+
+    #[test]
+    fn cast_targets_and_views() {
+        let a = run(
+            21,
+            "g (float[2,3] x, int64[1] like) => (double[2,3] d) {
+               d = Cast <to: int = 11> (x)
+               s = Cast <to: int = 1> (x)
+               l = CastLike (x, like)
+               b = Cast <to: int = 9> (x)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "d"), "double[2, 3]");
+        assert_eq!(ty(&a, "s"), "float[2, 3]");
+        assert_eq!(ty(&a, "l"), "int64[2, 3]");
+        assert_eq!(ty(&a, "b"), "bool[2, 3]");
+        // Before opset 6 the target is a type name.
+        let a = run(1, "g (float[2] x) => (int32[2] y) { y = Cast <to: string = \"INT32\"> (x) }");
+        clean(&a);
+        assert_eq!(ty(&a, "y"), "int32[2]");
+        let a = run(21, "g (float[2] x) => (float[2] y) { y = Cast <to: int = 17> (x) }");
+        let p = problems(&a);
+        assert!(p.len() == 1 && p[0].contains("float8e4m3fn tensors are not supported"), "{p:?}");
+        let a = run(21, "g (float[2] x) => (float[2] y) { y = Cast <to: int = 99> (x) }");
+        assert!(problems(&a)[0].contains("is not an element type"));
+    }
+
+    #[test]
+    fn casts_fold_with_onnx_semantics() {
+        let a = run(
+            21,
+            "g () => (int32[4] i) {
+               f = Constant <value: tensor = float[4] {-2.75, 0.5, 300.0, 0.0}> ()
+               i = Cast <to: int = 6> (f)
+               u = Cast <to: int = 2> (i)
+               b = Cast <to: int = 9> (f)
+               c = Cast <to: int = 1> (b)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "i"), HostData::I32(vec![-2, 0, 300, 0]));
+        // Integer narrowing wraps: 300 -> 44, -2 -> 254.
+        assert_eq!(value(&a, "u"), HostData::U8(vec![254, 0, 44, 0]));
+        assert_eq!(value(&a, "b"), HostData::Bool(vec![true, true, true, false]));
+        assert_eq!(value(&a, "c"), HostData::F32(vec![1.0, 1.0, 1.0, 0.0]));
+    }
+
+    #[test]
+    fn where_broadcasts_three_inputs() {
+        let a = run(
+            16,
+            "g (bool[2,1] c, int64[3] x, int64 y, bool[3] p) => (int64[2,3] z) {
+               z = Where (c, x, y)
+               w = Where (c, p, p)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "z"), "int64[2, 3]");
+        assert_eq!(ty(&a, "w"), "bool[2, 3]");
+        let a = run(16, "g (float[2] c, float[2] x) => (float[2] z) { z = Where (c, x, x) }");
+        assert!(problems(&a)[0].contains("condition must be bool"));
+        let a = run(
+            16,
+            "g () => (int32[2,2] z) {
+               c = Constant <value: tensor = bool[2,1] {1, 0}> ()
+               x = Constant <value: tensor = int32[2] {1, 2}> ()
+               y = Constant <value: tensor = int32[1] {-1}> ()
+               z = Where (c, x, y)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "z"), HostData::I32(vec![1, 2, -1, -1]));
+    }
+
+    #[test]
+    fn bitwise_ops_fold_and_check_their_attributes() {
+        let a = run(
+            18,
+            "g () => (int8[3] r) {
+               x = Constant <value: tensor = int8[3] {-8, 4, -1}> ()
+               s = Constant <value: tensor = int8[3] {1, 9, -16}> ()
+               r = BitShift <direction: string = \"RIGHT\"> (x, s)
+               l = BitShift <direction: string = \"LEFT\"> (x, s)
+               n = BitwiseNot (x)
+               a = BitwiseAnd (x, s)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "r"), HostData::I8(vec![-4, 0, -1]));
+        assert_eq!(value(&a, "l"), HostData::I8(vec![-16, 0, 0]));
+        assert_eq!(value(&a, "n"), HostData::I8(vec![7, -5, 0]));
+        assert_eq!(value(&a, "a"), HostData::I8(vec![0, 0, -16]));
+        let a = run(
+            18,
+            "g (int8[3] x, float[3] f) => (int8[3] r) {
+               r = BitShift <direction: string = \"UP\"> (x, x)
+               n = BitwiseNot (f)
+             }",
+        );
+        let p = problems(&a);
+        assert!(p.iter().any(|m| m.contains("'UP' is not 'LEFT' or 'RIGHT'")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("BitwiseNot is not defined on float")), "{p:?}");
+    }
+
+    #[test]
+    fn nan_and_infinity_tests() {
+        let a = run(
+            20,
+            "g () => (bool[4] n) {
+               x = Constant <value: tensor = float[4] {1.0, 0.0, 0.0, 0.0}> ()
+               z = Constant <value: tensor = float[4] {1.0, 0.0, 1.0, -1.0}> ()
+               q = Div (z, x)
+               n = IsNaN (q)
+               i = IsInf <detect_positive: int = 0> (q)
+               j = IsInf (q)
+             }",
+        );
+        clean(&a);
+        // q = [1, NaN, +inf, -inf].
+        assert_eq!(value(&a, "n"), HostData::Bool(vec![false, true, false, false]));
+        assert_eq!(value(&a, "i"), HostData::Bool(vec![false, false, false, true]));
+        assert_eq!(value(&a, "j"), HostData::Bool(vec![false, false, true, true]));
+    }
+
+    #[test]
+    fn constant_of_shape_needs_a_known_shape() {
+        let a = run(
+            20,
+            "g () => (int32[2,3] y) {
+               s = Constant <value: tensor = int64[2] {2, 3}> ()
+               y = ConstantOfShape <value: tensor = int32[1] {7}> (s)
+               z = ConstantOfShape (s)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "y"), HostData::I32(vec![7; 6]));
+        assert_eq!(value(&a, "z"), HostData::F32(vec![0.0; 6]));
+        let a = run(20, "g (int64[2] s) => (float[2] y) { y = ConstantOfShape (s) }");
+        assert!(problems(&a)[0].contains("must be known at generation time"));
+        let a = run(
+            20,
+            "g () => (float[2] y) {
+               s = Constant <value: tensor = int64[2] {2, -1}> ()
+               y = ConstantOfShape (s)
+             }",
+        );
+        assert!(problems(&a)[0].contains("negative dimension"));
+    }
+
+    #[test]
+    fn range_lengths_follow_the_spec() {
+        let a = run(
+            11,
+            "g () => (int64[3] r) {
+               a = Constant <value: tensor = int64 {1}> ()
+               b = Constant <value: tensor = int64 {10}> ()
+               c = Constant <value: tensor = int64 {3}> ()
+               r = Range (a, b, c)
+               e = Range (b, a, c)
+               fa = Constant <value: tensor = float {5}> ()
+               fb = Constant <value: tensor = float {1}> ()
+               fc = Constant <value: tensor = float {-1.5}> ()
+               f = Range (fa, fb, fc)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "r"), HostData::I64(vec![1, 4, 7]));
+        assert_eq!(ty(&a, "e"), "int64[0]");
+        // ceil((1 - 5) / -1.5) = 3 elements.
+        assert_eq!(value(&a, "f"), HostData::F32(vec![5.0, 3.5, 2.0]));
+        let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2] r) { r = Range (s, l, d) }");
+        assert!(problems(&a)[0].contains("must be known at generation time"));
+        let a = run(
+            11,
+            "g () => (int32[2] r) {
+               a = Constant <value: tensor = int32 {1}> ()
+               z = Constant <value: tensor = int32 {0}> ()
+               r = Range (a, a, z)
+             }",
+        );
+        assert!(problems(&a)[0].contains("delta is 0"));
+    }
+
+    #[test]
+    fn variadic_ops_take_any_number_of_inputs() {
+        let a = run(
+            13,
+            "g (float[3] x, float[2,3] y, float[1] w, int32[2] i) => (float[2,3] s) {
+               s = Sum (x, y, w)
+               m = Mean (x)
+               mx = Max (i)
+               mn = Min (w, y, x)
+               two = Max (x, y)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "s"), "float[2, 3]");
+        assert_eq!(ty(&a, "m"), "float[3]");
+        assert_eq!(ty(&a, "mx"), "int32[2]");
+        assert_eq!(ty(&a, "mn"), "float[2, 3]");
+        assert_eq!(ty(&a, "two"), "float[2, 3]");
+        let a = run(
+            13,
+            "g () => (float[3] s) {
+               a = Constant <value: tensor = float[3] {1, 2, 3}> ()
+               b = Constant <value: tensor = float[1] {10}> ()
+               c = Constant <value: tensor = float[3] {100, 200, 300}> ()
+               s = Sum (a, b, c)
+               m = Mean (a, c, b)
+               i = Constant <value: tensor = int64[2] {5, -7}> ()
+               j = Constant <value: tensor = int64[1] {0}> ()
+               x = Max (i, j, i)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "s"), HostData::F32(vec![111.0, 212.0, 313.0]));
+        assert_eq!(value(&a, "m"), HostData::F32(vec![37.0, 212.0 / 3.0, 313.0 / 3.0]));
+        assert_eq!(value(&a, "x"), HostData::I64(vec![5, 0]));
+        let a = run(13, "g (int32[2] i) => (int32[2] s) { s = Sum (i, i) }");
+        assert!(problems(&a)[0].contains("Sum is not defined on int32"));
+        let a = run(6, "g (float[2] x, float[1] y) => (float[2] s) { s = Sum (x, y) }");
+        assert!(problems(&a)[0].contains("before opset 8 does not broadcast"));
+    }
+
+    #[test]
+    fn integer_neg_abs_sign() {
+        let a = run(
+            13,
+            "g (float[2] f) => (int32[3] n) {
+               x = Constant <value: tensor = int32[3] {-3, 0, -2147483648}> ()
+               n = Neg (x)
+               b = Abs (x)
+               s = Sign (x)
+               ff = Abs (f)
+             }",
+        );
+        clean(&a);
+        assert_eq!(value(&a, "n"), HostData::I32(vec![3, 0, i32::MIN]));
+        assert_eq!(value(&a, "b"), HostData::I32(vec![3, 0, i32::MIN]));
+        assert_eq!(value(&a, "s"), HostData::I32(vec![-1, 0, -1]));
+        assert_eq!(ty(&a, "ff"), "float[2]");
+        let a = run(13, "g (uint8[2] x) => (uint8[2] y) { y = Neg (x) }");
+        assert!(problems(&a)[0].contains("Neg is not defined on uint8"));
+    }
+}
