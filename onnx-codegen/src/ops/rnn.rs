@@ -223,10 +223,10 @@ fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
     let [wd, wrows, wcols] = dims3(w, "W", cell)?;
     let [rd, rrows, hidden_size] = dims3(r, "R", cell)?;
     let g = cell.gates();
-    if let Some(hs) = cx.node.attr("hidden_size") {
-        if *hs != AttrValue::Int(hidden_size as i64) {
-            return invalid(format!("{name}'s hidden_size {hs:?} does not match R {r}"));
-        }
+    if let Some(hs) = cx.node.attr("hidden_size")
+        && *hs != AttrValue::Int(hidden_size as i64)
+    {
+        return invalid(format!("{name}'s hidden_size {hs:?} does not match R {r}"));
     }
     let gh = g * hidden_size;
     if wd != nd || rd != nd || wrows != gh || rrows != gh || wcols != input_size {
@@ -531,5 +531,130 @@ impl Kernel for RecurrentKernel {
 
     fn scratch(&self) -> Option<TensorType> {
         self.p.scratch_len().map(|n| TensorType::new(self.p.elem, vec![n]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{Analysis, Options, analyze};
+    use crate::ops::HostData;
+
+    fn run(opset: i64, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 10, opset_import: [\"\" : {opset}]>\n{graph}");
+        let proto = crate::text::parse_model(&src, "t").unwrap_or_else(|e| panic!("{e}"));
+        analyze(&proto, &Options::default()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn index(a: &Analysis, name: &str) -> usize {
+        let values = a.model().graph.values();
+        values.iter().position(|v| v.name == name).unwrap_or_else(|| panic!("no value {name}"))
+    }
+
+    fn ty(a: &Analysis, name: &str) -> String {
+        a.inferred.types[index(a, name)].as_ref().map(ToString::to_string).unwrap_or_default()
+    }
+
+    fn problems(a: &Analysis) -> Vec<String> {
+        let mut out: Vec<String> =
+            a.inferred.unsupported.iter().map(|u| format!("unsupported: {}", u.reason)).collect();
+        out.extend(a.inferred.errors.iter().map(|e| format!("error: {}", e.message)));
+        out
+    }
+
+    #[test]
+    fn lstm_shapes_for_both_layouts() {
+        // seq 5, batch 2, input 4, hidden 3, two directions.
+        let a = run(
+            14,
+            "g (float[5,2,4] x, float[2,12,4] w, float[2,12,3] r, float[2,4] x1, float[2,5,4] xb)
+               => (float[5,2,2,3] y) {
+               y, yh, yc = LSTM <direction: string = \"bidirectional\", hidden_size: int = 3> (x, w, r)
+               y1, yh1, yc1 = LSTM <direction: string = \"bidirectional\", layout: int = 1> (xb, w, r)
+               , only_h = LSTM <direction: string = \"bidirectional\"> (x, w, r)
+             }",
+        );
+        assert!(problems(&a).is_empty(), "{:?}", problems(&a));
+        assert_eq!(ty(&a, "y"), "float[5, 2, 2, 3]");
+        assert_eq!(ty(&a, "yh"), "float[2, 2, 3]");
+        assert_eq!(ty(&a, "yc"), "float[2, 2, 3]");
+        assert_eq!(ty(&a, "y1"), "float[2, 5, 2, 3]");
+        assert_eq!(ty(&a, "yh1"), "float[2, 2, 3]");
+        assert_eq!(ty(&a, "only_h"), "float[2, 2, 3]");
+    }
+
+    #[test]
+    fn gru_and_rnn_shapes_and_errors() {
+        let a = run(
+            14,
+            "g (double[3,1,2] x, double[1,6,2] w, double[1,6,2] r, double[1,12] b, int32[1] l,
+                double[1,2,2] rw, double[1,2,2] rr) => (double[3,1,1,2] y) {
+               y, yh = GRU <linear_before_reset: int = 1> (x, w, r, b, l)
+               ry, ryh = RNN <direction: string = \"reverse\"> (x, rw, rr)
+             }",
+        );
+        assert!(problems(&a).is_empty(), "{:?}", problems(&a));
+        assert_eq!(ty(&a, "yh"), "double[1, 1, 2]");
+        assert_eq!(ty(&a, "ry"), "double[3, 1, 1, 2]");
+        let a = run(
+            14,
+            "g (float[3,1,2] x, float[1,5,2] w, float[1,6,2] r, float[1,2,2] rw, float16[3,1,2] h,
+                float16[1,2,2] hw) => (float[3,1,1,2] y) {
+               y = GRU (x, w, r)
+               a = RNN <hidden_size: int = 4> (x, rw, rw)
+               b = RNN <activations: strings = [\"Tanh\", \"Relu\", \"Relu\"]> (x, rw, rw)
+               c = RNN <activations: strings = [\"Swish\"]> (x, rw, rw)
+               d = RNN <direction: string = \"sideways\"> (x, rw, rw)
+               e = RNN (h, hw, hw)
+             }",
+        );
+        let p = problems(&a);
+        assert_eq!(p.len(), 6, "{p:?}");
+        assert!(p.iter().any(|m| m.contains("do not fit X")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("hidden_size")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("needs 1 activations")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("'Swish' is not an RNN activation")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("'sideways'")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("unsupported: RNN on float16")), "{p:?}");
+    }
+
+    #[test]
+    fn activation_parameters_are_consumed_in_order() {
+        let alphas = [0.5f32, 0.25];
+        let betas = [0.75f32];
+        let (mut a, mut b) = (alphas.iter(), betas.iter());
+        let names = ["LeakyRelu", "tanh", "HardSigmoid", "Affine", "ScaledTanh"];
+        let got: Vec<Unary<f64>> =
+            names.iter().map(|n| activation(n, &mut a, &mut b).unwrap()).collect();
+        assert_eq!(
+            got,
+            [
+                Unary::LeakyRelu { alpha: 0.5 },
+                Unary::Tanh,
+                Unary::HardSigmoid { alpha: 0.25, beta: 0.75 },
+                // The lists ran out: ONNX defaults.
+                Unary::Affine { alpha: 1.0, beta: 0.0 },
+                Unary::ScaledTanh { alpha: 1.0, beta: 1.0 },
+            ]
+        );
+    }
+
+    #[test]
+    fn rnn_folds_on_constant_inputs() {
+        // H_t = Relu(x_t * 0.5 + H_{t-1} * 1): x = [2, 3] gives H = 1, then 2.5.
+        let a = run(
+            14,
+            "g () => (float[1,1,1] yh) {
+               x = Constant <value: tensor = float[2,1,1] {2, 3}> ()
+               w = Constant <value: tensor = float[1,1,1] {0.5}> ()
+               r = Constant <value: tensor = float[1,1,1] {1}> ()
+               y, yh = RNN <activations: strings = [\"Relu\"]> (x, w, r)
+             }",
+        );
+        assert!(problems(&a).is_empty(), "{:?}", problems(&a));
+        let t = a.inferred.constants[index(&a, "y")].as_ref().expect("folded");
+        assert_eq!(HostTensor::from_tensor(t).unwrap().data, HostData::F32(vec![1.0, 2.5]));
+        let t = a.inferred.constants[index(&a, "yh")].as_ref().expect("folded");
+        assert_eq!(HostTensor::from_tensor(t).unwrap().data, HostData::F32(vec![2.5]));
     }
 }
