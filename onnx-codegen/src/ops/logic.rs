@@ -315,16 +315,16 @@ impl Kernel for CastKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, y) = (io_in(io, 0), io_out(io));
-        // CastLike's second input only gives the type.
-        let unused = match io.inputs.get(1).cloned().flatten() {
-            Some(t) => quote!(let _ = #t;),
-            None => quote!(),
-        };
         if self.to_bool {
-            quote!(#unused #rt::cast::cast_to_flag(#x, #y)?;)
+            quote!(#rt::cast::cast_to_flag(#x, #y)?;)
         } else {
-            quote!(#unused #rt::cast::cast(#x, #y)?;)
+            quote!(#rt::cast::cast(#x, #y)?;)
         }
+    }
+
+    /// CastLike's second input only gives the type.
+    fn reads_input(&self, i: usize) -> bool {
+        i == 0
     }
 }
 
@@ -833,22 +833,22 @@ impl Kernel for FillKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let y = io_out(io);
-        let unused = match io.inputs.first().cloned().flatten() {
-            Some(t) => quote!(let _ = #t;),
-            None => quote!(),
-        };
         match scalar_tokens(&self.value, rt) {
-            Some(v) => quote!(#unused #y.fill(#v);),
+            Some(v) => quote!(#y.fill(#v);),
             None => {
                 let b = matches!(&self.value.data, HostData::Bool(v) if v.first() == Some(&true));
                 quote! {
-                    #unused
                     for v in #y.iter_mut() {
                         *v = #rt::num::Flag::from_bool(#b);
                     }
                 }
             }
         }
+    }
+
+    /// The shape was taken at generation time.
+    fn reads_input(&self, _i: usize) -> bool {
+        false
     }
 }
 
@@ -1005,7 +1005,6 @@ impl Kernel for RangeKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let y = io_out(io);
-        let unused = io.inputs.iter().flatten().map(|t| quote!(let _ = #t;));
         let (fs, fd) = range_float(&self.args);
         let (is, id) = range_int(&self.args);
         let body = match self.elem {
@@ -1033,11 +1032,15 @@ impl Kernel for RangeKernel {
             }
         };
         quote! {
-            #(#unused)*
             for (i, v) in #y.iter_mut().enumerate() {
                 *v = #body;
             }
         }
+    }
+
+    /// Start, limit and delta were taken at generation time.
+    fn reads_input(&self, _i: usize) -> bool {
+        false
     }
 }
 
