@@ -559,9 +559,11 @@ pub enum Bitwise {
     Or,
     /// `a ^ b`.
     Xor,
-    /// `a << b` (`BitShift` with `direction = "LEFT"`); 0 when `b` >= width.
+    /// `a << b` (`BitShift` with `direction = "LEFT"`); 0 when `b` is negative
+    /// or >= width.
     ShiftLeft,
-    /// `a >> b` (`direction = "RIGHT"`); 0 when `b` >= width.
+    /// `a >> b` (`direction = "RIGHT"`), arithmetic for signed types; when
+    /// `b` is negative or >= width, the sign fill (0, or -1 for negative `a`).
     ShiftRight,
 }
 
@@ -578,7 +580,12 @@ pub fn bitwise<T: Int>(
         Bitwise::Or => zip2(p, a, b, out, |x, y| x.bit_or(y)),
         Bitwise::Xor => zip2(p, a, b, out, |x, y| x.bit_xor(y)),
         Bitwise::ShiftLeft => zip2(p, a, b, out, |x, y| x.shl(y)),
-        Bitwise::ShiftRight => zip2(p, a, b, out, |x, y| x.shr(y)),
+        // Out of range (negative or >= width), a signed value shifts to its
+        // sign fill: an in-range shift of a negative value is never 0.
+        Bitwise::ShiftRight => zip2(p, a, b, out, |x, y| match x.shr(y) {
+            r if r == T::ZERO && x < T::ZERO => T::ZERO.sub(T::ONE),
+            r => r,
+        }),
     }
 }
 
@@ -603,6 +610,96 @@ pub fn where_<F: Flag, T: Copy>(
         out[o] = if cond[c].get() { x[i] } else { y[j] };
     });
     Ok(())
+}
+
+/// [`where_`] for boolean `x` and `y`, which may each be stored as `bool`
+/// (the caller's buffers) or `u8` (the arena), independently of the output.
+pub fn where_flags<C: Flag, A: Flag, B: Flag, O: Flag>(
+    p: &Broadcast<'_, 3>,
+    cond: &[C],
+    x: &[A],
+    y: &[B],
+    out: &mut [O],
+) -> Result {
+    let n = numel(p.shape)?;
+    ensure(out.len() == n, Error::ShapeMismatch)?;
+    check_strided(p.shape, p.strides[0], 0, cond.len())?;
+    check_strided(p.shape, p.strides[1], 0, x.len())?;
+    check_strided(p.shape, p.strides[2], 0, y.len())?;
+    let mut os = [0isize; MAX_RANK];
+    let os = &mut os[..p.shape.len()];
+    contiguous_strides(p.shape, os)?;
+    walk(p.shape, [p.strides[0], p.strides[1], p.strides[2], os], [0; 4], |[c, i, j, o]| {
+        out[o] = O::from_bool(if cond[c].get() { x[i].get() } else { y[j].get() });
+    });
+    Ok(())
+}
+
+/// A float classification (ONNX `IsNaN`, `IsInf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatClass {
+    /// NaN.
+    Nan,
+    /// An infinity of a selected sign (`IsInf`'s `detect_negative` and
+    /// `detect_positive`).
+    Inf { negative: bool, positive: bool },
+}
+
+/// `out = class(x)` for any float type (`f32`, `f64`, `f16`, `bf16`).
+pub fn classify<T: CastElement, F: Flag>(class: FloatClass, x: &[T], out: &mut [F]) -> Result {
+    ensure(x.len() == out.len(), Error::ShapeMismatch)?;
+    for (o, &v) in out.iter_mut().zip(x) {
+        let v = match v.to_wide() {
+            Wide::Float(v) => v,
+            Wide::Int(_) => 0.0,
+        };
+        *o = F::from_bool(match class {
+            FloatClass::Nan => v.is_nan(),
+            FloatClass::Inf { negative, positive } => {
+                (negative && v == f64::NEG_INFINITY) || (positive && v == f64::INFINITY)
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `out = out (op) x`, with `x` read through broadcast strides over `shape`
+/// (`out`'s shape): one step of a variadic `Sum`, `Mean`, `Max` or `Min`
+/// (`Mean` ends with a `Div` by the input count). Same semantics and errors
+/// as [`arith`].
+pub fn accumulate<T: Num>(
+    op: Arith,
+    shape: &[usize],
+    x_strides: &[isize],
+    x: &[T],
+    out: &mut [T],
+) -> Result {
+    let n = numel(shape)?;
+    ensure(out.len() == n, Error::ShapeMismatch)?;
+    check_strided(shape, x_strides, 0, x.len())?;
+    let mut os = [0isize; MAX_RANK];
+    let os = &mut os[..shape.len()];
+    contiguous_strides(shape, os)?;
+    let mut bad = false;
+    walk(shape, [x_strides, os], [0, 0], |[i, o]| {
+        let (a, b) = (out[o], x[i]);
+        let r = match op {
+            Arith::Add => Some(a.add(b)),
+            Arith::Sub => Some(a.sub(b)),
+            Arith::Mul => Some(a.mul(b)),
+            Arith::Div => a.div(b),
+            Arith::Pow => a.pow(b),
+            Arith::Min => Some(a.min_of(b)),
+            Arith::Max => Some(a.max_of(b)),
+            Arith::Mod => a.rem_floor(b),
+            Arith::Fmod => a.rem_trunc(b),
+        };
+        out[o] = r.unwrap_or_else(|| {
+            bad = true;
+            T::ZERO
+        });
+    });
+    if bad { Err(Error::DivisionByZero) } else { Ok(()) }
 }
 
 #[cfg(test)]
@@ -787,6 +884,13 @@ mod tests {
         assert_eq!(s, [4, 12, 252]);
         bitwise(Bitwise::ShiftRight, &p, &[16u8, 3, 255], &[2], &mut s).unwrap();
         assert_eq!(s, [4, 0, 63]);
+        let mut t = [0i8; 3];
+        bitwise(Bitwise::ShiftRight, &p, &[-8i8, 4, -1], &[-1], &mut t).unwrap();
+        assert_eq!(t, [-1, 0, -1]);
+        bitwise(Bitwise::ShiftRight, &p, &[-8i8, 4, -128], &[1], &mut t).unwrap();
+        assert_eq!(t, [-4, 2, -64]);
+        bitwise(Bitwise::ShiftLeft, &p, &[-8i8, 4, 64], &[8], &mut t).unwrap();
+        assert_eq!(t, [0, 0, 0]);
     }
 
     #[test]
@@ -796,5 +900,48 @@ mod tests {
         let mut o = [0i32; 6];
         where_(&p, &[true, false], &[1, 2, 3], &[-1], &mut o).unwrap();
         assert_eq!(o, [1, 2, 3, -1, -1, -1]);
+    }
+
+    #[test]
+    fn where_on_flags_mixes_storage() {
+        let p = Broadcast { shape: &[3], strides: [&[1], &[1], &[0]] };
+        let mut o = [7u8; 3];
+        where_flags(&p, &[1u8, 0, 1], &[true, true, false], &[1u8], &mut o).unwrap();
+        assert_eq!(o, [1, 1, 0]);
+        assert!(where_flags(&p, &[true; 2], &[true; 3], &[true], &mut o).is_err());
+    }
+
+    #[test]
+    fn classify_nan_and_infinities() {
+        let x = [1.0f32, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+        let mut o = [false; 4];
+        classify(FloatClass::Nan, &x, &mut o).unwrap();
+        assert_eq!(o, [false, true, false, false]);
+        classify(FloatClass::Inf { negative: true, positive: true }, &x, &mut o).unwrap();
+        assert_eq!(o, [false, false, true, true]);
+        classify(FloatClass::Inf { negative: true, positive: false }, &x, &mut o).unwrap();
+        assert_eq!(o, [false, false, false, true]);
+        let h = [half::f16::INFINITY, half::f16::NAN];
+        let mut u = [0u8; 2];
+        classify(FloatClass::Nan, &h, &mut u).unwrap();
+        assert_eq!(u, [0, 1]);
+        assert!(classify(FloatClass::Nan, &h, &mut u[..1]).is_err());
+    }
+
+    #[test]
+    fn accumulate_broadcasts_into_output() {
+        // out [2,3] += x [3]; then max with a column [2,1]; then / 2.
+        let mut out = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        accumulate(Arith::Add, &[2, 3], &[0, 1], &[10.0, 20.0, 30.0], &mut out).unwrap();
+        assert_eq!(out, [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
+        accumulate(Arith::Max, &[2, 3], &[1, 0], &[20.0, 30.0], &mut out).unwrap();
+        assert_eq!(out, [20.0, 22.0, 33.0, 30.0, 30.0, 36.0]);
+        accumulate(Arith::Div, &[2, 3], &[0, 0], &[2.0], &mut out).unwrap();
+        assert_eq!(out, [10.0, 11.0, 16.5, 15.0, 15.0, 18.0]);
+        let mut i = [4i32, 5];
+        assert_eq!(accumulate(Arith::Div, &[2], &[1], &[2, 0], &mut i), Err(Error::DivisionByZero));
+        assert_eq!(i, [2, 0]);
+        assert!(accumulate(Arith::Add, &[2], &[1], &[1, 2, 3], &mut [0i32; 3]).is_err());
+        assert!(accumulate(Arith::Add, &[3], &[1], &[1, 2], &mut [0i32; 3]).is_err());
     }
 }

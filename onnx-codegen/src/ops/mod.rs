@@ -19,7 +19,9 @@ mod schema;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod logic;
 pub mod norm;
+pub mod rnn;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -257,12 +259,14 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
     if normalize_domain(domain) != DEFAULT_DOMAIN {
         return None;
     }
-    elementwise::rule(op_type)
+    logic::rule(op_type)
+        .or_else(|| elementwise::rule(op_type))
         .or_else(|| conv::rule(op_type))
         .or_else(|| gemm::rule(op_type))
         .or_else(|| norm::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
+        .or_else(|| rnn::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
