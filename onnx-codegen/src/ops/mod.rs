@@ -18,6 +18,7 @@ mod schema;
 
 pub mod elementwise;
 pub mod gemm;
+pub mod layout;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -250,6 +251,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
     }
     elementwise::rule(op_type)
         .or_else(|| gemm::rule(op_type))
+        .or_else(|| layout::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
 }
