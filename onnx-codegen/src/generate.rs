@@ -163,6 +163,9 @@ pub struct Generated {
     pub weights: Vec<u8>,
     /// Sizes and the plan, for reports.
     pub summary: Summary,
+    /// The types of the graph inputs and outputs, in `run`'s order.
+    pub inputs: Vec<TensorType>,
+    pub outputs: Vec<TensorType>,
 }
 
 impl Generated {
@@ -232,11 +235,17 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     };
     let tokens = emit::emit(analysis.model(), &analysis.inferred, plan, &emit_opts)
         .map_err(|e| Error::from(Diagnostic::error(format!("cannot emit code: {e}"))))?;
+    let g = &analysis.model().graph;
+    let types = |ids: &[crate::ir::ValueId]| -> Vec<TensorType> {
+        ids.iter().filter_map(|v| analysis.inferred.types[v.index()].clone()).collect()
+    };
     Ok(Generated {
         struct_name,
         tokens,
         weights: plan.weights.clone(),
         summary: analysis.summary(),
+        inputs: types(&g.inputs),
+        outputs: types(&g.outputs),
     })
 }
 

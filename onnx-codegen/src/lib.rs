@@ -18,6 +18,7 @@ pub mod canonical;
 pub mod diag;
 pub mod emit;
 pub mod generate;
+pub mod harness;
 pub mod ir;
 pub mod load;
 pub mod ops;

@@ -5,6 +5,7 @@ mod check;
 mod convert;
 mod generate;
 mod inspect;
+mod test;
 
 use clap::{Parser, Subcommand};
 use onnx_codegen::diag::{Diagnostic, Severity};
@@ -31,6 +32,9 @@ enum Command {
     Generate(generate::Args),
     /// Show a model's ops, value shapes, memory plan and what is not supported.
     Inspect(inspect::Args),
+    /// Generate, compile and run test directories (ONNX backend layout) against their
+    /// reference outputs. Prints PASS/FAIL/UNSUPPORTED per test and `N passed, M failed`.
+    Test(test::Args),
 }
 
 /// A model and the values of its symbolic dimensions.
@@ -61,6 +65,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Test(args) => test::run(&args),
     }
 }
 

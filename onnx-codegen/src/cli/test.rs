@@ -1,0 +1,64 @@
+use onnx_codegen::generate::Options;
+use onnx_codegen::harness::{self, Status, TestOptions};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Test directories in the ONNX backend layout (model.onnx, test_data_set_*/).
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// A symbolic dimension's value, as NAME=N (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = super::parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// Write what the generated code produced as TensorProto files under this directory.
+    #[arg(long, value_name = "OUTDIR")]
+    save_outputs: Option<PathBuf>,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Where to build the generated code (kept between runs for speed).
+    #[arg(long, default_value = "target/onnx-codegen-test")]
+    work_dir: PathBuf,
+    /// Models per compiled shard.
+    #[arg(long, default_value_t = 40)]
+    shard_size: usize,
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let opts = TestOptions {
+        generate: Options { dims: args.dims.iter().cloned().collect(), ..Options::default() },
+        work_dir: std::path::absolute(&args.work_dir).unwrap_or_else(|_| args.work_dir.clone()),
+        save_outputs: args.save_outputs.clone(),
+        shard_size: args.shard_size,
+    };
+    if let Err(e) = std::fs::create_dir_all(&opts.work_dir) {
+        eprintln!("error: cannot create {}: {e}", opts.work_dir.display());
+        return ExitCode::FAILURE;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let progress = |line: &str| {
+        if tty {
+            eprintln!("... {line}");
+        }
+    };
+    let outcomes = harness::run_tests(&args.dirs, &opts, &progress);
+    for o in &outcomes {
+        match o.status {
+            Status::Pass => println!("PASS {}", o.name),
+            Status::Fail => println!("FAIL {}: {}", o.name, o.reason),
+            Status::Unsupported => println!("UNSUPPORTED {}: {}", o.name, o.reason),
+        }
+    }
+    let (passed, failed, unsupported) = harness::tally(&outcomes);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&outcomes).unwrap_or_default();
+        if let Err(e) = onnx_codegen::load::write_atomically(path, text.as_bytes()) {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    println!("{passed} passed, {} failed", failed + unsupported);
+    if failed + unsupported == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

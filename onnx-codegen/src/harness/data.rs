@@ -1,0 +1,169 @@
+//! Test data: reading the ONNX backend layout's `.pb` tensors, comparing
+//! results with the reference tolerance, and writing results back as `.pb`.
+
+use crate::ir::{ElemType, Tensor, TensorData, TensorType};
+use crate::proto::{Message, TensorProto};
+use bytes::Bytes;
+use std::path::Path;
+
+/// Relative tolerance of the ONNX backend tests.
+pub const RTOL: f64 = 1e-3;
+/// Absolute tolerance of the ONNX backend tests.
+pub const ATOL: f64 = 1e-7;
+
+/// Reads a `TensorProto` file as an IR tensor.
+pub fn read_tensor(path: &Path) -> Result<Tensor, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let proto = TensorProto::decode(Bytes::from(bytes))
+        .map_err(|e| format!("{}: not a TensorProto ({e})", path.display()))?;
+    Tensor::from_proto(&proto).map_err(|errors| {
+        let text: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
+        format!("{}: {}", path.display(), text.join("; "))
+    })
+}
+
+/// The raw bytes of `t` after checking it against the expected type.
+pub fn input_bytes<'a>(
+    t: &'a Tensor,
+    expected: &TensorType,
+    what: &str,
+) -> Result<&'a [u8], String> {
+    let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
+    if t.elem != expected.elem || dims != expected.dims {
+        return Err(format!(
+            "{what} is {}{:?} in the test data but the model takes {expected}",
+            t.elem, dims
+        ));
+    }
+    match &t.data {
+        TensorData::Bytes(b) => Ok(b),
+        TensorData::Strings(_) => Err(format!("{what} is a string tensor")),
+    }
+}
+
+/// Compares `actual` (raw little-endian bytes of type `ty`) with `expected`:
+/// element type and shape exactly, floats within `ATOL + RTOL * |expected|`
+/// (NaN equals NaN), everything else exactly. `None` when they agree.
+pub fn compare(actual: &[u8], ty: &TensorType, expected: &Tensor) -> Option<String> {
+    let dims: Vec<usize> = expected.dims.iter().map(|&d| d as usize).collect();
+    if expected.elem != ty.elem {
+        return Some(format!("element type {} but the reference is {}", ty.elem, expected.elem));
+    }
+    if dims != ty.dims {
+        return Some(format!("shape {:?} but the reference is {:?}", ty.dims, dims));
+    }
+    let TensorData::Bytes(want) = &expected.data else {
+        return Some("string outputs are not compared yet".into());
+    };
+    if want.len() != actual.len() {
+        return Some(format!("{} bytes but the reference has {}", actual.len(), want.len()));
+    }
+    let floats = |a: Vec<f64>, b: Vec<f64>| -> Option<String> {
+        let mut bad = 0usize;
+        let mut first = None;
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= ATOL + RTOL * y.abs();
+            if !ok {
+                bad += 1;
+                first.get_or_insert((i, *x, *y));
+            }
+        }
+        first.map(|(i, x, y)| {
+            format!("{bad} of {} values differ; first at index {i}: got {x}, expected {y}", a.len())
+        })
+    };
+    match ty.elem {
+        ElemType::Float => {
+            let f = |b: &[u8]| {
+                b.chunks_exact(4)
+                    .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                    .collect()
+            };
+            floats(f(actual), f(want))
+        }
+        ElemType::Double => {
+            let f = |b: &[u8]| {
+                b.chunks_exact(8)
+                    .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                    .collect()
+            };
+            floats(f(actual), f(want))
+        }
+        ElemType::Float16 => {
+            let f = |b: &[u8]| {
+                b.chunks_exact(2)
+                    .map(|c| f64::from(onnx_codegen_runtime::f16::from_le_bytes([c[0], c[1]])))
+                    .collect()
+            };
+            floats(f(actual), f(want))
+        }
+        ElemType::Bfloat16 => {
+            let f = |b: &[u8]| {
+                b.chunks_exact(2)
+                    .map(|c| f64::from(onnx_codegen_runtime::bf16::from_le_bytes([c[0], c[1]])))
+                    .collect()
+            };
+            floats(f(actual), f(want))
+        }
+        _ => {
+            let size = ty.elem.bits().map_or(1, |b| (b as usize).div_ceil(8)).max(1);
+            let at = actual.chunks(size).zip(want.chunks(size)).position(|(a, b)| a != b)?;
+            Some(format!(
+                "values differ; first at index {at}: got bytes {:?}, expected {:?}",
+                &actual[at * size..(at + 1) * size],
+                &want[at * size..(at + 1) * size]
+            ))
+        }
+    }
+}
+
+/// Writes `bytes` of type `ty` as a `TensorProto` file named `name`.
+pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> Result<(), String> {
+    let proto = TensorProto {
+        name: Some(name.to_owned()),
+        data_type: Some(ty.elem.to_proto()),
+        dims: ty.dims.iter().map(|&d| d as i64).collect(),
+        raw_data: Some(Bytes::copy_from_slice(bytes)),
+        ..Default::default()
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    crate::load::write_atomically(path, &proto.encode_to_vec()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats(v: &[f32]) -> Tensor {
+        Tensor {
+            name: "t".into(),
+            elem: ElemType::Float,
+            dims: vec![v.len() as u64],
+            data: TensorData::Bytes(
+                v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into(),
+            ),
+        }
+    }
+
+    #[test]
+    fn float_comparison_uses_the_backend_tolerance() {
+        let ty = TensorType::new(ElemType::Float, vec![3]);
+        let want = floats(&[1.0, f32::NAN, 100.0]);
+        let got = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(compare(&got(&[1.0005, f32::NAN, 100.09]), &ty, &want), None);
+        let bad = compare(&got(&[1.0, 0.0, 100.2]), &ty, &want).unwrap();
+        assert!(bad.starts_with("2 of 3 values differ; first at index 1"), "{bad}");
+        let shape = compare(&got(&[1.0, 2.0]), &TensorType::new(ElemType::Float, vec![2]), &want);
+        assert_eq!(shape.unwrap(), "shape [2] but the reference is [3]");
+    }
+
+    #[test]
+    fn integers_compare_exactly() {
+        let ty = TensorType::new(ElemType::Int64, vec![2]);
+        let want = Tensor::from_i64s("t", vec![2], &[5, -1]);
+        let got: Vec<u8> = [5i64, -2].iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert!(compare(&got, &ty, &want).unwrap().contains("first at index 1"));
+    }
+}

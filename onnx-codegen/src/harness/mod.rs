@@ -1,0 +1,290 @@
+//! The test harness behind `onnx-codegen test`: generate, compile and run
+//! models in the ONNX backend test layout (`model.onnx`,
+//! `test_data_set_*/input_*.pb`, `output_*.pb`), and compare the results
+//! with the reference outputs.
+//!
+//! Models are generated in-process, then compiled together: the generated
+//! files go into a few shard crates of one cargo workspace (so the runtime
+//! crate is built once and shards build in parallel). A shard that fails to
+//! compile is rebuilt without the models its errors point at, so one bad
+//! model never hides the others. Each shard binary runs a list of jobs,
+//! reading inputs and writing outputs as raw little-endian files.
+
+pub mod data;
+mod shards;
+
+use crate::emit::WeightSource;
+use crate::generate::{Generated, Options, generate};
+use crate::ir::{Tensor, TensorType};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How a test ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Unsupported,
+}
+
+/// One test's result.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Outcome {
+    pub name: String,
+    pub status: Status,
+    /// Why it did not pass.
+    pub reason: String,
+}
+
+/// What the harness needs from the caller.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    pub generate: Options,
+    /// Where the shard crates and their build live (kept between runs so
+    /// that unchanged shards are not rebuilt).
+    pub work_dir: PathBuf,
+    /// Where to write what the generated code produced
+    /// (`<dir>/<test>/test_data_set_K/output_J.pb`).
+    pub save_outputs: Option<PathBuf>,
+    /// Models per shard crate.
+    pub shard_size: usize,
+}
+
+/// A test that generated: its code and data sets.
+struct Case {
+    name: String,
+    dir: PathBuf,
+    generated: Generated,
+    /// The weight file the code includes, for models with large weights.
+    weights_file: Option<String>,
+    sets: Vec<DataSet>,
+}
+
+/// Weights above this size go to a file next to the generated module.
+const INLINE_WEIGHTS_LIMIT: usize = 1 << 20;
+
+struct DataSet {
+    name: String,
+    inputs: Vec<PathBuf>,
+    outputs: Vec<PathBuf>,
+}
+
+/// Runs every test directory and returns one outcome per directory, in order.
+/// `progress` is called with a line of text as phases start.
+pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Fn(&str)) -> Vec<Outcome> {
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; dirs.len()];
+    let mut cases: Vec<(usize, Case)> = Vec::new();
+    progress(&format!("generating {} models", dirs.len()));
+    for (i, dir) in dirs.iter().enumerate() {
+        let name = test_name(dir);
+        match prepare_case(dir, &name, &opts.generate) {
+            Ok(case) => cases.push((i, case)),
+            Err((status, reason)) => outcomes[i] = Some(Outcome { name, status, reason }),
+        }
+    }
+    progress(&format!("compiling {} generated models", cases.len()));
+    let files: Vec<shards::ModelFile> = cases
+        .iter()
+        .map(|(_, c)| shards::ModelFile {
+            name: c.name.clone(),
+            struct_name: c.generated.struct_name.clone(),
+            code: c.generated.to_file_text(&c.dir.join("model.onnx").display().to_string()),
+            weights_file: c.weights_file.clone().map(|f| (f, c.generated.weights.clone())),
+        })
+        .collect();
+    let built = shards::build(&files, &opts.work_dir, opts.shard_size);
+    progress("running");
+    let mut jobs = Vec::new();
+    for (k, (_, case)) in cases.iter().enumerate() {
+        if let Err(reason) = &built.models[k] {
+            jobs.push(Err(reason.clone()));
+            continue;
+        }
+        jobs.push(Ok(case_jobs(case, k, &opts.work_dir)));
+    }
+    let results = shards::run(&built, &jobs);
+    for (k, (i, case)) in cases.iter().enumerate() {
+        let outcome = match &jobs[k] {
+            Err(reason) => {
+                Outcome { name: case.name.clone(), status: Status::Fail, reason: reason.clone() }
+            }
+            Ok(list) => judge(case, list, &results[k], opts.save_outputs.as_deref()),
+        };
+        outcomes[*i] = Some(outcome);
+    }
+    outcomes
+        .into_iter()
+        .zip(dirs)
+        .map(|(o, d)| {
+            o.unwrap_or_else(|| Outcome {
+                name: test_name(d),
+                status: Status::Fail,
+                reason: "the harness lost this test".into(),
+            })
+        })
+        .collect()
+}
+
+/// The last component of a test directory's path.
+pub fn test_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status, String)> {
+    let model_path = dir.join("model.onnx");
+    let fail = |reason: String| (Status::Fail, reason);
+    let model =
+        crate::load::load_model(&model_path).map_err(|e| fail(first_line(&e.to_string())))?;
+    let source = model_path.display().to_string();
+    let mut weights_file = None;
+    let generated = match generate(&model, opts, &source).and_then(|g| {
+        if g.weights.len() <= INLINE_WEIGHTS_LIMIT {
+            return Ok(g);
+        }
+        let file = format!("{}.weights.bin", crate::emit::snake_ident(name));
+        weights_file = Some(file.clone());
+        let opts = Options { weights: WeightSource::File(file), ..opts.clone() };
+        generate(&model, &opts, &source)
+    }) {
+        Ok(g) => g,
+        Err(e) => {
+            let unsupported =
+                e.diagnostics().iter().any(|d| d.message.starts_with("not supported:"));
+            let reasons: Vec<String> = e
+                .diagnostics()
+                .iter()
+                .map(|d| {
+                    let at = d.location.path.last().map(|p| format!("{p}: ")).unwrap_or_default();
+                    format!("{at}{}", d.message.trim_start_matches("not supported: "))
+                })
+                .collect();
+            let status = if unsupported { Status::Unsupported } else { Status::Fail };
+            return Err((status, reasons.join("; ")));
+        }
+    };
+    let mut sets = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| fail(format!("cannot read the test directory: {e}")))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && test_name(p).starts_with("test_data_set_"))
+        .collect();
+    entries.sort();
+    for set in entries {
+        let numbered = |prefix: &str| -> Vec<PathBuf> {
+            (0..)
+                .map(|k| set.join(format!("{prefix}_{k}.pb")))
+                .take_while(|p| p.is_file())
+                .collect()
+        };
+        let (inputs, outputs) = (numbered("input"), numbered("output"));
+        if inputs.len() != generated.inputs.len() {
+            return Err(fail(format!(
+                "{} has {} inputs but the model takes {}",
+                test_name(&set),
+                inputs.len(),
+                generated.inputs.len()
+            )));
+        }
+        if outputs.len() != generated.outputs.len() {
+            return Err(fail(format!(
+                "{} has {} outputs but the model gives {}",
+                test_name(&set),
+                outputs.len(),
+                generated.outputs.len()
+            )));
+        }
+        sets.push(DataSet { name: test_name(&set), inputs, outputs });
+    }
+    if sets.is_empty() {
+        return Err(fail("no test_data_set_* directory".into()));
+    }
+    Ok(Case { name: name.to_owned(), dir: dir.to_owned(), generated, weights_file, sets })
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
+}
+
+/// The jobs of one case: per data set, raw input files in, raw output files out.
+fn case_jobs(case: &Case, k: usize, work: &Path) -> Vec<Result<shards::Job, String>> {
+    let dir = work.join("data").join(format!("m{k}"));
+    case.sets
+        .iter()
+        .map(|set| {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut inputs = Vec::new();
+            for (j, (path, ty)) in set.inputs.iter().zip(&case.generated.inputs).enumerate() {
+                let t = data::read_tensor(path)?;
+                let bytes = data::input_bytes(&t, ty, &format!("input {j}"))?;
+                let raw = dir.join(format!("{}_in{j}.bin", set.name));
+                std::fs::write(&raw, bytes).map_err(|e| format!("{}: {e}", raw.display()))?;
+                inputs.push(raw);
+            }
+            let outputs = (0..set.outputs.len())
+                .map(|j| dir.join(format!("{}_out{j}.bin", set.name)))
+                .collect();
+            Ok(shards::Job { inputs, outputs })
+        })
+        .collect()
+}
+
+/// Compares a case's results and decides its outcome.
+fn judge(
+    case: &Case,
+    jobs: &[Result<shards::Job, String>],
+    results: &[Result<(), String>],
+    save: Option<&Path>,
+) -> Outcome {
+    let fail = |reason: String| Outcome { name: case.name.clone(), status: Status::Fail, reason };
+    let mut problems = Vec::new();
+    for (s, set) in case.sets.iter().enumerate() {
+        let job = match jobs.get(s) {
+            Some(Ok(job)) => job,
+            Some(Err(e)) => return fail(format!("{}: {e}", set.name)),
+            None => return fail("missing job".into()),
+        };
+        if let Some(Err(e)) = results.get(s) {
+            return fail(format!("{}: {e}", set.name));
+        }
+        for (j, (raw, want)) in job.outputs.iter().zip(&set.outputs).enumerate() {
+            let ty: &TensorType = &case.generated.outputs[j];
+            let actual = match std::fs::read(raw) {
+                Ok(b) => b,
+                Err(e) => return fail(format!("{}: output {j} was not written: {e}", set.name)),
+            };
+            if let Some(dir) = save {
+                let path = dir.join(&case.name).join(&set.name).join(format!("output_{j}.pb"));
+                let name = case.generated.summary.outputs.get(j).map_or("", |v| v.name.as_str());
+                if let Err(e) = data::write_tensor(&path, name, ty, &actual) {
+                    return fail(format!("cannot save output {j}: {e}"));
+                }
+            }
+            let expected: Tensor = match data::read_tensor(want) {
+                Ok(t) => t,
+                Err(e) => return fail(e),
+            };
+            if let Some(diff) = data::compare(&actual, ty, &expected) {
+                problems.push(format!("{} output {j}: {diff}", set.name));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Outcome { name: case.name.clone(), status: Status::Pass, reason: String::new() }
+    } else {
+        fail(problems.join("; "))
+    }
+}
+
+/// Counts outcomes by status: (passed, failed, unsupported).
+pub fn tally(outcomes: &[Outcome]) -> (usize, usize, usize) {
+    let mut counts = BTreeMap::new();
+    for o in outcomes {
+        *counts.entry(format!("{:?}", o.status)).or_insert(0usize) += 1;
+    }
+    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
+    (get("Pass"), get("Fail"), get("Unsupported"))
+}
