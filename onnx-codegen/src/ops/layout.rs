@@ -983,7 +983,7 @@ impl Kernel for LayoutKernel {
                         let c = input(2).unwrap_or_default();
                         quote! {
                             #l::PadMode::Constant(#l::MoveTo::move_to(
-                                *#c.first().ok_or(#rt::Error::ShapeMismatch)?,
+                                *(#c).first().ok_or(#rt::Error::ShapeMismatch)?,
                             ))
                         }
                     }
