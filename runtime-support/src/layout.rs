@@ -118,7 +118,7 @@ pub fn concat_part<X: MoveTo<Y>, Y>(
     if x.is_empty() {
         return Ok(());
     }
-    ensure(outer > 0 && x.len() % outer == 0, Error::ShapeMismatch)?;
+    ensure(outer > 0 && x.len().is_multiple_of(outer), Error::ShapeMismatch)?;
     let c = x.len() / outer;
     ensure(at.checked_add(c).is_some_and(|end| end <= width), Error::ShapeMismatch)?;
     for o in 0..outer {
@@ -160,7 +160,7 @@ pub fn split_part<X: MoveTo<Y>, Y>(
     if y.is_empty() {
         return Ok(());
     }
-    ensure(outer > 0 && y.len() % outer == 0, Error::ShapeMismatch)?;
+    ensure(outer > 0 && y.len().is_multiple_of(outer), Error::ShapeMismatch)?;
     let c = y.len() / outer;
     ensure(at.checked_add(c).is_some_and(|end| end <= width), Error::ShapeMismatch)?;
     for o in 0..outer {

@@ -346,7 +346,7 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
             if parts == 0 {
                 return invalid("Split has no outputs");
             }
-            if dim % parts == 0 {
+            if dim.is_multiple_of(parts) {
                 vec![dim / parts; parts]
             } else if cx.version() >= 18 {
                 // Chunks of ceil(dim / parts); the last one gets the rest.
@@ -654,8 +654,8 @@ fn pad(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
 fn tile(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     let rank = x.rank();
     let repeats = if cx.version() < 6 {
-        let tiles = cx.const_ints(1, "Tile's tiles")?;
-        let ax = cx.const_ints(2, "Tile's axis")?;
+        let tiles = whole_numbers(cx, 1, "Tile's tiles")?;
+        let ax = whole_numbers(cx, 2, "Tile's axis")?;
         let ([t], [a]) = (tiles.as_slice(), ax.as_slice()) else {
             return invalid("Tile's tiles and axis must be one value each");
         };
@@ -667,10 +667,7 @@ fn tile(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         cx.const_ints(1, "Tile's repeats")?
     };
     if repeats.len() != rank {
-        return invalid(format!(
-            "Tile has {} repeats for a rank-{rank} input",
-            repeats.len()
-        ));
+        return invalid(format!("Tile has {} repeats for a rank-{rank} input", repeats.len()));
     }
     let repeats =
         repeats.iter().map(|&v| to_usize(v, "Tile repeat")).collect::<OpResult<Vec<_>>>()?;
@@ -686,6 +683,24 @@ fn tile(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     }
     check_rank(cx, rank, MAX_RANK / 2)?;
     single(out, Op::Tile { shape: x.dims.clone(), repeats })
+}
+
+/// Integers known at generation time, also when the schema types them as
+/// floats (Tile before opset 6).
+fn whole_numbers(cx: &NodeCx<'_>, i: usize, what: &str) -> OpResult<Vec<i64>> {
+    let Some(floats) = cx.constant(i).and_then(|t| t.to_f64s()) else {
+        return cx.const_ints(i, what);
+    };
+    floats
+        .iter()
+        .map(|&v| {
+            if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                Ok(v as i64)
+            } else {
+                invalid(format!("{what} (input {i}) holds {v}, not a whole number"))
+            }
+        })
+        .collect()
 }
 
 fn depth_space(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
@@ -708,7 +723,7 @@ fn depth_space(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     let bb = b.checked_mul(b).ok_or_else(too_large)?;
     let s = Nchw4 { n, c, h, w };
     let (dims, op) = if op == "DepthToSpace" {
-        if c % bb != 0 {
+        if !c.is_multiple_of(bb) {
             return invalid(format!("DepthToSpace of {c} channels by blocks of {b}x{b}"));
         }
         let dims = vec![
@@ -719,7 +734,7 @@ fn depth_space(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         ];
         (dims, Op::DepthToSpace { s, block: b, crd })
     } else {
-        if h % b != 0 || w % b != 0 {
+        if !h.is_multiple_of(b) || !w.is_multiple_of(b) {
             return invalid(format!("SpaceToDepth of {h}x{w} by blocks of {b}x{b}"));
         }
         let dims = vec![n, c.checked_mul(bb).ok_or_else(too_large)?, h / b, w / b];
@@ -856,9 +871,9 @@ fn run<T: Data>(
                 PadKind::Zero => PadMode::Constant(T::default()),
                 PadKind::Input => {
                     let v = input(2)?.first().copied();
-                    PadMode::Constant(v.ok_or(EvalError::Runtime(
-                        onnx_codegen_runtime::Error::ShapeMismatch,
-                    ))?)
+                    PadMode::Constant(
+                        v.ok_or(EvalError::Runtime(onnx_codegen_runtime::Error::ShapeMismatch))?,
+                    )
                 }
                 PadKind::Attr(v) => PadMode::Constant(T::from_f64(*v)),
                 PadKind::Reflect => PadMode::Reflect,
@@ -895,7 +910,8 @@ fn pad_value_tokens(v: f64, elem: ElemType, rt: &TokenStream) -> TokenStream {
 }
 
 fn nchw_tokens(s: Nchw4, rt: &TokenStream) -> TokenStream {
-    let (n, c, h, w) = (lit::usize_lit(s.n), lit::usize_lit(s.c), lit::usize_lit(s.h), lit::usize_lit(s.w));
+    let (n, c, h, w) =
+        (lit::usize_lit(s.n), lit::usize_lit(s.c), lit::usize_lit(s.h), lit::usize_lit(s.w));
     quote!(#rt::layout::Nchw4 { n: #n, c: #c, h: #h, w: #w })
 }
 
@@ -1010,5 +1026,464 @@ impl Kernel for LayoutKernel {
                 quote!(#l::space_to_depth(#s, #b, #crd, #x, #y)?;)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Analysis, Options, analyze};
+    use crate::ir::{ElemType, TensorType};
+
+    /// Analyses a one-graph model in the text syntax at `opset`. Untyped
+    /// graph outputs get the element type of the first tensor declared (and
+    /// no shape), so inference alone decides their dims.
+    fn run(opset: i64, graph: &str) -> Analysis {
+        let graph = type_outputs(graph);
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("model parses");
+        analyze(&model, &Options::default()).expect("model is valid")
+    }
+
+    fn type_outputs(graph: &str) -> String {
+        const TYPES: [&str; 8] =
+            ["bool[", "float16[", "float[", "double[", "int8[", "int16[", "int32[", "int64["];
+        let first = TYPES
+            .iter()
+            .filter_map(|t| graph.find(t).map(|at| (at, &t[..t.len() - 1])))
+            .min()
+            .map_or("float", |(_, t)| t);
+        let (Some(start), Some(len)) =
+            (graph.find("=> ("), graph.find("=> (").and_then(|s| graph[s..].find(')')))
+        else {
+            return graph.to_owned();
+        };
+        let names = &graph[start + 4..start + len];
+        let typed: Vec<String> = names
+            .split(',')
+            .map(str::trim)
+            .map(|n| if n.contains(' ') { n.to_owned() } else { format!("{first}[] {n}") })
+            .collect();
+        format!("{}=> ({}{}", &graph[..start], typed.join(", "), &graph[start + len..])
+    }
+
+    fn value(a: &Analysis, name: &str) -> crate::ir::ValueId {
+        a.model().graph.value_by_name(name).expect("value exists")
+    }
+
+    fn ty(a: &Analysis, name: &str) -> TensorType {
+        let v = value(a, name);
+        match &a.inferred.types[v.index()] {
+            Some(t) => t.clone(),
+            None => panic!("no type for {name}: {:?}", problems(a)),
+        }
+    }
+
+    fn dims(a: &Analysis, name: &str) -> Vec<usize> {
+        ty(a, name).dims
+    }
+
+    /// A value folded at generation time, as i64s (integer and bool tensors)
+    /// or f64s (float tensors).
+    fn ints(a: &Analysis, name: &str) -> Vec<i64> {
+        let v = value(a, name);
+        let t = a.inferred.constants[v.index()].as_ref().expect("value is folded");
+        t.to_i64s().expect("integer tensor")
+    }
+
+    fn floats(a: &Analysis, name: &str) -> Vec<f64> {
+        let v = value(a, name);
+        let t = a.inferred.constants[v.index()].as_ref().expect("value is folded");
+        t.to_f64s().expect("float tensor")
+    }
+
+    fn problems(a: &Analysis) -> Vec<String> {
+        let mut out: Vec<String> = a.inferred.errors.iter().map(|d| d.message.clone()).collect();
+        out.extend(a.inferred.unsupported.iter().map(|u| format!("unsupported: {}", u.reason)));
+        out
+    }
+
+    /// The one problem of an analysis, which must contain `part`.
+    fn fails_with(a: &Analysis, part: &str) {
+        let p = problems(a);
+        assert!(p.iter().any(|m| m.contains(part)), "expected a problem with '{part}', got {p:?}");
+    }
+
+    /// Kernel calls left to run (views cost nothing).
+    fn calls(a: &Analysis) -> usize {
+        a.inferred
+            .steps
+            .iter()
+            .filter(|s| matches!(s.lowered, crate::ops::Lowered::Kernel(_)))
+            .count()
+    }
+
+    #[test]
+    fn transpose_shapes_and_values() {
+        let a = run(
+            21,
+            "g (float[2,3,4] x) => (y, z, w) {
+                y = Transpose (x)
+                z = Transpose <perm = [1, 2, 0]> (x)
+                w = Transpose <perm = [0, 2, 1]> (z)
+            }",
+        );
+        assert_eq!(dims(&a, "y"), [4, 3, 2]);
+        assert_eq!(dims(&a, "z"), [3, 4, 2]);
+        assert_eq!(dims(&a, "w"), [3, 2, 4]);
+        // [[1,2,3],[4,5,6]] transposed.
+        let a = run(13, "g () => (y) <int32[2,3] x = {1, 2, 3, 4, 5, 6}> { y = Transpose (x) }");
+        assert_eq!(ints(&a, "y"), [1, 4, 2, 5, 3, 6]);
+        // Moving only a length-1 axis is a view: no step runs.
+        let a = run(13, "g (float[1,3,2] x) => (y) { y = Transpose <perm = [1, 0, 2]> (x) }");
+        assert_eq!(dims(&a, "y"), [3, 1, 2]);
+        assert_eq!(calls(&a), 0);
+    }
+
+    #[test]
+    fn transpose_errors() {
+        let a = run(13, "g (float[2,3] x) => (y) { y = Transpose <perm = [0, 0]> (x) }");
+        fails_with(&a, "given twice");
+        let a = run(13, "g (float[2,3] x) => (y) { y = Transpose <perm = [1, 0, 2]> (x) }");
+        fails_with(&a, "has 3 entries");
+        let a = run(13, "g (float[2,3] x) => (y) { y = Transpose <perm = [-1, 0]> (x) }");
+        fails_with(&a, "negative");
+        let a = run(13, "g (string[2,3] x) => (y) { y = Transpose (x) }");
+        fails_with(&a, "unsupported: Transpose on string tensors");
+    }
+
+    #[test]
+    fn concat_any_axis() {
+        let a = run(
+            13,
+            "g (float[2,3] a, float[2,1] b, float[4,3] c) => (y, z, w) {
+                y = Concat <axis = -1> (a, b)
+                z = Concat <axis = 0> (a, c)
+                w = Concat <axis = 1> (a)
+            }",
+        );
+        assert_eq!(dims(&a, "y"), [2, 4]);
+        assert_eq!(dims(&a, "z"), [6, 3]);
+        assert_eq!(dims(&a, "w"), [2, 3]);
+        // Along axis 1: [[1,2],[3,4]] ++ [[5],[6]] ++ [] -> [[1,2,5],[3,4,6]].
+        let a = run(
+            13,
+            "g () => (y) <int64[2,2] a = {1, 2, 3, 4}, int64[2,1] b = {5, 6}, int64[2,0] c = {}> {
+                y = Concat <axis = 1> (a, b, c)
+            }",
+        );
+        assert_eq!(ints(&a, "y"), [1, 2, 5, 3, 4, 6]);
+        // Opset 1 defaults the axis to 1.
+        let a = run(1, "g (float[2,3] a, float[2,2] b) => (y) { y = Concat (a, b) }");
+        assert_eq!(dims(&a, "y"), [2, 5]);
+    }
+
+    #[test]
+    fn concat_errors() {
+        let a = run(13, "g (float[2,3] a, float[3,3] b) => (y) { y = Concat <axis = 1> (a, b) }");
+        fails_with(&a, "do not match");
+        let a = run(13, "g (float[2,3] a, float[2,3] b) => (y) { y = Concat <axis = 2> (a, b) }");
+        fails_with(&a, "out of range");
+        let a = run(13, "g (float a, float b) => (y) { y = Concat <axis = 0> (a, b) }");
+        fails_with(&a, "scalars");
+    }
+
+    #[test]
+    fn split_by_sizes_counts_and_uneven_chunks() {
+        let a = run(
+            13,
+            "g (float[2,6] x) => (a, b, c, d) <int64[2] s = {2, 4}> {
+                a, b = Split <axis = 1> (x, s)
+                c, d = Split <axis = -1> (x)
+            }",
+        );
+        assert_eq!((dims(&a, "a"), dims(&a, "b")), (vec![2, 2], vec![2, 4]));
+        assert_eq!((dims(&a, "c"), dims(&a, "d")), (vec![2, 3], vec![2, 3]));
+        // Opset 18, 7 into 3: chunks of 3, 3 and 1.
+        let a = run(
+            18,
+            "g () => (a, b, c) <int32[7] x = {1, 2, 3, 4, 5, 6, 7}> {
+                a, b, c = Split <num_outputs = 3> (x)
+            }",
+        );
+        assert_eq!(
+            (ints(&a, "a"), ints(&a, "b"), ints(&a, "c")),
+            (vec![1, 2, 3], vec![4, 5, 6], vec![7])
+        );
+        // Opset 2 takes the sizes as an attribute; along axis 1 of [[1,2,3],[4,5,6]].
+        let a = run(
+            2,
+            "g () => (a, b) <float[2,3] x = {1, 2, 3, 4, 5, 6}> {
+                a, b = Split <axis = 1, split = [2, 1]> (x)
+            }",
+        );
+        assert_eq!((floats(&a, "a"), floats(&a, "b")), (vec![1., 2., 4., 5.], vec![3., 6.]));
+    }
+
+    #[test]
+    fn split_errors() {
+        let a = run(13, "g (float[6] x) => (a, b) <int64[2] s = {2, 3}> { a, b = Split (x, s) }");
+        fails_with(&a, "does not add up");
+        let a = run(13, "g (float[7] x) => (a, b) { a, b = Split (x) }");
+        fails_with(&a, "equal parts");
+        let a = run(18, "g (float[6] x) => (a, b) { a, b = Split <num_outputs = 3> (x) }");
+        fails_with(&a, "num_outputs 3");
+        let a = run(18, "g (float[6] x, int64[2] s) => (a, b) { a, b = Split (x, s) }");
+        fails_with(&a, "unsupported: Split's split (input 1) must be known at generation time");
+    }
+
+    #[test]
+    fn slice_clamps_and_steps() {
+        let a = run(
+            13,
+            "g (float[20,10,5] x) => (a, b, c, d)
+              <int64[2] s = {0, 1}, int64[2] e = {3, 10}, int64[1] big = {1000},
+               int64[1] neg = {-1}, int64[1] lo = {-1000}, int64[1] m2 = {-2}, int64[1] ax = {-2}> {
+                a = Slice (x, s, e)
+                b = Slice (x, neg, big)
+                c = Slice (x, neg, lo, ax, m2)
+                d = Slice (x, big, lo, ax, m2)
+            }",
+        );
+        assert_eq!(dims(&a, "a"), [3, 9, 5]);
+        // starts -1 -> 19, end clamped to 20: one row.
+        assert_eq!(dims(&a, "b"), [1, 10, 5]);
+        // Axis 1 backwards from 9 by 2 to the front: 9, 7, 5, 3, 1.
+        assert_eq!(dims(&a, "c"), [20, 5, 5]);
+        // A start past the end clamps to the last element when going backwards.
+        assert_eq!(dims(&a, "d"), [20, 5, 5]);
+        // Values: x[::-1, 2:0:-1] of [[1,2,3],[4,5,6]] = [[6,5],[3,2]].
+        let a = run(
+            13,
+            "g () => (y) <int64[2,3] x = {1, 2, 3, 4, 5, 6}, int64[2] s = {-1, 2},
+                          int64[2] e = {-9223372036854775807, 0}, int64[2] st = {-1, -1}> {
+                y = Slice (x, s, e, , st)
+            }",
+        );
+        assert_eq!(ints(&a, "y"), [6, 5, 3, 2]);
+        // Opset 1 attributes, with an empty result along axis 0.
+        let a =
+            run(1, "g (float[4,6] x) => (y) { y = Slice <starts = [3, 2], ends = [1, -1]> (x) }");
+        assert_eq!(dims(&a, "y"), [0, 3]);
+    }
+
+    #[test]
+    fn slice_errors() {
+        let a = run(
+            13,
+            "g (float[4] x) => (y) <int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {0}, int64[1] z = {0}> {
+                y = Slice (x, s, e, a, z)
+            }",
+        );
+        fails_with(&a, "step for axis 0 is 0");
+        let a = run(
+            13,
+            "g (float[4,4] x) => (y) <int64[2] s = {0, 0}, int64[2] e = {4, 4}, int64[2] a = {1, -1}> {
+                y = Slice (x, s, e, a)
+            }",
+        );
+        fails_with(&a, "given twice");
+        let a =
+            run(13, "g (float[4] x, int64[1] s) => (y) <int64[1] e = {4}> { y = Slice (x, s, e) }");
+        fails_with(&a, "unsupported: Slice's starts (input 1) must be known");
+    }
+
+    #[test]
+    fn gathers() {
+        let a = run(
+            13,
+            "g (float[5,4,3] x, int64[2,2] i, int32 j) => (a, b, c) {
+                a = Gather <axis = 1> (x, i)
+                b = Gather <axis = -1> (x, j)
+                c = GatherElements <axis = 0> (x, i3)
+                i3 = Cast <to = 7> (f)
+                f = Constant <value = float[2,4,3] {0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}> ()
+            }",
+        );
+        assert_eq!(dims(&a, "a"), [5, 2, 2, 3]);
+        assert_eq!(dims(&a, "b"), [5, 4]);
+        // Gather axis 1 of [[1,2,3],[4,5,6]] with [2, -3] -> [[3,1],[6,4]].
+        let a = run(
+            13,
+            "g () => (y, z) <int64[2,3] x = {1, 2, 3, 4, 5, 6}, int32[2] i = {2, -3},
+                             int64[1,3] k = {1, 0, -1}> {
+                y = Gather <axis = 1> (x, i)
+                z = GatherElements <axis = 0> (x, k)
+            }",
+        );
+        assert_eq!(ints(&a, "y"), [3, 1, 6, 4]);
+        assert_eq!(ints(&a, "z"), [4, 2, 6]);
+    }
+
+    #[test]
+    fn gather_errors() {
+        let a =
+            run(13, "g (float[5,4] x) => (y) <int64[1] i = {4}> { y = Gather <axis = 1> (x, i) }");
+        fails_with(&a, "index 4 is out of range for an axis of length 4");
+        let a = run(13, "g (float[5,4] x, float[2] i) => (y) { y = Gather (x, i) }");
+        fails_with(&a, "int32 or int64");
+        let a = run(
+            13,
+            "g (float[2,2] x, int64[2,3] i) => (y) { y = GatherElements <axis = 0> (x, i) }",
+        );
+        fails_with(&a, "exceed data dims");
+    }
+
+    #[test]
+    fn expand_and_tile() {
+        let a = run(
+            13,
+            "g (float[3,1] x) => (a, b) <int64[3] s = {2, 1, 4}, int64[2] t = {3, 1}> {
+                a = Expand (x, s)
+                b = Expand (x, t)
+            }",
+        );
+        assert_eq!(dims(&a, "a"), [2, 3, 4]);
+        assert_eq!(dims(&a, "b"), [3, 1]);
+        assert_eq!(calls(&a), 1, "an Expand to the same shape is a view");
+        let a = run(
+            13,
+            "g () => (y, z) <int64[2,1] x = {7, 8}, int64[2] s = {2, 3}, int64[2] r = {2, 2}> {
+                y = Expand (x, s)
+                z = Tile (x, r)
+            }",
+        );
+        assert_eq!(ints(&a, "y"), [7, 7, 7, 8, 8, 8]);
+        assert_eq!(ints(&a, "z"), [7, 7, 8, 8, 7, 7, 8, 8]);
+        // Opset 1 Tile: one axis, one count.
+        let a = run(
+            1,
+            "g (float[2,3] x) => (y) <float t = {3.0}, float ax = {1.0}> { y = Tile (x, t, ax) }",
+        );
+        assert_eq!(dims(&a, "y"), [2, 9]);
+        let a = run(13, "g (float[3,1] x) => (y) <int64[2] s = {2, 1}> { y = Expand (x, s) }");
+        fails_with(&a, "do not broadcast");
+        let a = run(13, "g (float[3] x) => (y) <int64[1] r = {-1}> { y = Tile (x, r) }");
+        fails_with(&a, "negative");
+    }
+
+    #[test]
+    fn pad_modes_and_forms() {
+        let a = run(
+            18,
+            "g (float[1,3,4,5] x) => (a, b, c) <int64[8] p = {0, 0, 1, 2, 0, 0, 3, -1},
+                                              int64[4] q = {1, 1, 2, 2}, int64[2] ax = {-1, 1}> {
+                a = Pad (x, p)
+                b = Pad <mode = \"reflect\"> (x, q, , ax)
+                c = Pad <mode = \"edge\"> (x, p)
+            }",
+        );
+        assert_eq!(dims(&a, "a"), [1, 3, 8, 6]);
+        assert_eq!(dims(&a, "b"), [1, 6, 4, 8]);
+        assert_eq!(dims(&a, "c"), [1, 3, 8, 6]);
+        // [1,2,3] padded by 2 and 1 in each mode.
+        let a = run(
+            19,
+            "g () => (c, r, e, w) <int32[3] x = {1, 2, 3}, int64[2] p = {2, 1}, int32 v = {9}> {
+                c = Pad (x, p, v)
+                r = Pad <mode = \"reflect\"> (x, p)
+                e = Pad <mode = \"edge\"> (x, p)
+                w = Pad <mode = \"wrap\"> (x, p)
+            }",
+        );
+        assert_eq!(ints(&a, "c"), [9, 9, 1, 2, 3, 9]);
+        assert_eq!(ints(&a, "r"), [3, 2, 1, 2, 3, 2]);
+        assert_eq!(ints(&a, "e"), [1, 1, 1, 2, 3, 3]);
+        assert_eq!(ints(&a, "w"), [2, 3, 1, 2, 3, 1]);
+        // Opset 2: pads and value are attributes; negative pads crop.
+        let a = run(
+            2,
+            "g () => (y) <float[4] x = {1, 2, 3, 4}> { y = Pad <pads = [-1, 2], value = 0.5> (x) }",
+        );
+        assert_eq!(floats(&a, "y"), [2., 3., 4., 0.5, 0.5]);
+        // Booleans: a true border around [false].
+        let a = run(
+            13,
+            "g () => (y) <bool[1] x = {0}, int64[2] p = {1, 1}, bool v = {1}> { y = Pad (x, p, v) }",
+        );
+        assert_eq!(ty(&a, "y").elem, ElemType::Bool);
+        assert_eq!(ints(&a, "y"), [1, 0, 1]);
+    }
+
+    #[test]
+    fn pad_errors() {
+        let a = run(13, "g (float[3] x) => (y) <int64[1] p = {1}> { y = Pad (x, p) }");
+        fails_with(&a, "2 per axis");
+        let a = run(13, "g (float[3] x) => (y) <int64[2] p = {-2, -2}> { y = Pad (x, p) }");
+        fails_with(&a, "crops axis 0");
+        let a = run(
+            18,
+            "g (float[3] x) => (y) <int64[2] p = {1, 1}> { y = Pad <mode = \"wrap\"> (x, p) }",
+        );
+        fails_with(&a, "wrap needs opset 19");
+        let a = run(
+            19,
+            "g (float[0] x) => (y) <int64[2] p = {1, 1}> { y = Pad <mode = \"edge\"> (x, p) }",
+        );
+        fails_with(&a, "empty tensor");
+        let a = run(13, "g (float[3] x, int64[2] p) => (y) { y = Pad (x, p) }");
+        fails_with(&a, "unsupported: Pad's pads (input 1) must be known");
+    }
+
+    #[test]
+    fn depth_and_space() {
+        let a = run(
+            13,
+            "g (float[1,8,2,3] x, float[2,1,4,6] z) => (a, b) {
+                a = DepthToSpace <blocksize = 2, mode = \"CRD\"> (x)
+                b = SpaceToDepth <blocksize = 2> (z)
+            }",
+        );
+        assert_eq!(dims(&a, "a"), [1, 2, 4, 6]);
+        assert_eq!(dims(&a, "b"), [2, 4, 2, 3]);
+        // [1, 8, 1, 1] holding 0..8: DCR interleaves the two output channels.
+        let a = run(
+            13,
+            "g () => (d, c) <int64[1,8,1,1] x = {0, 1, 2, 3, 4, 5, 6, 7}> {
+                d = DepthToSpace <blocksize = 2> (x)
+                c = DepthToSpace <blocksize = 2, mode = \"CRD\"> (x)
+            }",
+        );
+        assert_eq!(ints(&a, "d"), [0, 2, 4, 6, 1, 3, 5, 7]);
+        assert_eq!(ints(&a, "c"), [0, 1, 2, 3, 4, 5, 6, 7]);
+        // SpaceToDepth of [1, 2, 2, 2] holding 0..8: DCR takes one element of
+        // each channel per block position, CRD (opset 28) keeps channels together.
+        let graph = |mode: &str| {
+            format!(
+                "g () => (y) <int64[1,2,2,2] x = {{0, 1, 2, 3, 4, 5, 6, 7}}> {{
+                    y = SpaceToDepth <blocksize = 2{mode}> (x)
+                }}"
+            )
+        };
+        assert_eq!(ints(&run(13, &graph("")), "y"), [0, 4, 1, 5, 2, 6, 3, 7]);
+        assert_eq!(ints(&run(28, &graph(", mode = \"CRD\"")), "y"), [0, 1, 2, 3, 4, 5, 6, 7]);
+        let a = run(13, "g (float[1,6,2,2] x) => (y) { y = DepthToSpace <blocksize = 2> (x) }");
+        fails_with(&a, "DepthToSpace of 6 channels");
+        let a = run(13, "g (float[1,1,3,2] x) => (y) { y = SpaceToDepth <blocksize = 2> (x) }");
+        fails_with(&a, "SpaceToDepth of 3x2");
+        let a = run(13, "g (float[8,2,2] x) => (y) { y = DepthToSpace <blocksize = 2> (x) }");
+        fails_with(&a, "4-D input");
+    }
+
+    #[test]
+    fn f16_and_bool_fold() {
+        // f16 1, 2, 3, 4 (the text syntax writes their bits: 0x3C00, 0x4000,
+        // 0x4200, 0x4400) transposed as [2, 2].
+        let a = run(
+            13,
+            "g () => (float16[] y, bool[] b) <float16[2,2] x = {15360, 16384, 16896, 17408}, bool[2,2] f = {1, 0, 0, 0}> {
+                y = Transpose (x)
+                b = Transpose (f)
+            }",
+        );
+        let v = value(&a, "y");
+        let t = a.inferred.constants[v.index()].as_ref().expect("folded");
+        let bits: Vec<u16> = t
+            .bytes()
+            .expect("bytes")
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(bits, [0x3C00, 0x4200, 0x4000, 0x4400]);
+        assert_eq!(ints(&a, "b"), [1, 0, 0, 0]);
     }
 }
