@@ -297,6 +297,9 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     }
     let a = axis(cx.int_or("axis", 0), rank, "Split axis")?;
     let n = cx.node.outputs.len();
+    if n == 0 {
+        return invalid("Split has no outputs");
+    }
     let dim = x.dims[a];
     let given: Option<Vec<i64>> = if cx.version() >= 13 || cx.version() < 2 {
         match cx.opt_input(1) {
@@ -328,23 +331,16 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
             sizes
         }
         None => {
-            let parts = match cx.node.attr("num_outputs") {
-                Some(_) if cx.version() >= 18 => {
-                    let k = cx.int_or("num_outputs", 0);
-                    if usize::try_from(k).ok() != Some(n) || k < 1 {
-                        return invalid(format!(
-                            "Split's num_outputs {k} does not match its {n} outputs"
-                        ));
-                    }
-                    n
+            // Opset 18 asks for 'num_outputs' here; without it, the number of
+            // outputs is used (as before 18, and as the reference does).
+            let parts = n;
+            if cx.version() >= 18 && cx.node.attr("num_outputs").is_some() {
+                let k = cx.int_or("num_outputs", 0);
+                if usize::try_from(k).ok() != Some(n) {
+                    return invalid(format!(
+                        "Split's num_outputs {k} does not match its {n} outputs"
+                    ));
                 }
-                _ if cx.version() >= 18 => {
-                    return invalid("Split (opset 18) needs the 'split' input or 'num_outputs'");
-                }
-                _ => n,
-            };
-            if parts == 0 {
-                return invalid("Split has no outputs");
             }
             if dim.is_multiple_of(parts) {
                 vec![dim / parts; parts]
@@ -750,7 +746,7 @@ impl OpRule for LayoutRule {
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let p = plan(cx)?;
-        let elem = outputs.first().map_or(p.outputs[0].elem, |t| t.elem);
+        let elem = outputs.first().or(p.outputs.first()).map_or(ElemType::Float, |t| t.elem);
         Ok(match p.op {
             Op::Alias => Lowered::Alias,
             op => Lowered::Kernel(Box::new(LayoutKernel { op, elem })),
