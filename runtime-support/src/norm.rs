@@ -5,6 +5,7 @@
 //! squared deviations), summing in index order.
 
 use crate::num::{Float, Num};
+use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
 use crate::{Error, Result, ensure};
 
 fn len3(a: usize, b: usize, c: usize) -> Result<usize> {
@@ -59,6 +60,131 @@ pub fn batch_norm<T: Float>(s: Nchw, p: &BatchNormParams<'_, T>, x: &[T], y: &mu
         let std = p.var[c].add(p.epsilon).sqrt();
         for (o, &v) in yc.iter_mut().zip(xc) {
             *o = v.sub(p.mean[c]).div(std).unwrap_or(T::NAN).mul(p.scale[c]).add(p.bias[c]);
+        }
+    }
+    Ok(())
+}
+
+/// The inputs and attributes of `BatchNormalization` in training mode.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchNormTraining<'a, T> {
+    /// Per-channel scale (gamma).
+    pub scale: &'a [T],
+    /// Per-channel bias (beta).
+    pub bias: &'a [T],
+    /// Per-channel running mean before this step.
+    pub input_mean: &'a [T],
+    /// Per-channel running variance before this step.
+    pub input_var: &'a [T],
+    /// Added to the variance.
+    pub epsilon: T,
+    /// Weight of the old running statistics in the new ones.
+    pub momentum: T,
+}
+
+/// The optional outputs of [`batch_norm_training`], one value per channel.
+#[derive(Debug, Default)]
+pub struct BatchNormStats<'a, T> {
+    /// `input_mean * momentum + batch_mean * (1 - momentum)`.
+    pub running_mean: Option<&'a mut [T]>,
+    /// `input_var * momentum + batch_var * (1 - momentum)`.
+    pub running_var: Option<&'a mut [T]>,
+    /// The mean of this batch.
+    pub batch_mean: Option<&'a mut [T]>,
+}
+
+/// ONNX `BatchNormalization` in training mode: each channel is normalised
+/// with the mean and population variance of this batch (over `N` and the
+/// spatial dims); the running statistics are updated with `momentum`.
+pub fn batch_norm_training<T: Float>(
+    s: Nchw,
+    p: &BatchNormTraining<'_, T>,
+    x: &[T],
+    y: &mut [T],
+    stats: BatchNormStats<'_, T>,
+) -> Result {
+    let n = s.len()?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    for v in [p.scale, p.bias, p.input_mean, p.input_var] {
+        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
+    }
+    let BatchNormStats { mut running_mean, mut running_var, mut batch_mean } = stats;
+    for v in [&running_mean, &running_var, &batch_mean].into_iter().flatten() {
+        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
+    }
+    let count = T::from_usize(s.batch.checked_mul(s.spatial).ok_or(Error::Overflow)?);
+    let plane = s.channels.checked_mul(s.spatial).ok_or(Error::Overflow)?;
+    // The planes of channel c: x[b * plane + c * spatial ..][..spatial] for each b.
+    let planes = |c: usize| {
+        (0..s.batch).map(move |b| {
+            let at = b * plane + c * s.spatial;
+            at..at + s.spatial
+        })
+    };
+    for c in 0..s.channels {
+        let mut sum = T::ZERO;
+        for r in planes(c) {
+            sum = x[r].iter().fold(sum, |a, &v| a.add(v));
+        }
+        let mean = sum.div(count).unwrap_or(T::NAN);
+        let mut sq = T::ZERO;
+        for r in planes(c) {
+            sq = x[r].iter().fold(sq, |a, &v| {
+                let d = v.sub(mean);
+                a.add(d.mul(d))
+            });
+        }
+        let var = sq.div(count).unwrap_or(T::NAN);
+        let std = var.add(p.epsilon).sqrt();
+        for r in planes(c) {
+            for (o, &v) in y[r.clone()].iter_mut().zip(&x[r]) {
+                *o = v.sub(mean).div(std).unwrap_or(T::NAN).mul(p.scale[c]).add(p.bias[c]);
+            }
+        }
+        let keep = T::ONE.sub(p.momentum);
+        if let Some(out) = running_mean.as_deref_mut() {
+            out[c] = p.input_mean[c].mul(p.momentum).add(mean.mul(keep));
+        }
+        if let Some(out) = running_var.as_deref_mut() {
+            out[c] = p.input_var[c].mul(p.momentum).add(var.mul(keep));
+        }
+        if let Some(out) = batch_mean.as_deref_mut() {
+            out[c] = mean;
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `GroupNormalization`: the channels of each batch item are split into
+/// `groups` equal groups, each normalised over its channels and spatial
+/// extent, then scaled and shifted per channel (`scale`/`bias` of length
+/// `channels`, opset 21) or per group (length `groups`, opset 18).
+pub fn group_norm<T: Float>(
+    s: Nchw,
+    groups: usize,
+    epsilon: T,
+    x: &[T],
+    scale: &[T],
+    bias: &[T],
+    y: &mut [T],
+) -> Result {
+    let n = s.len()?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    ensure(groups > 0 && s.channels.is_multiple_of(groups), Error::InvalidParams)?;
+    let per_channel = scale.len() == s.channels;
+    ensure(per_channel || scale.len() == groups, Error::ShapeMismatch)?;
+    ensure(bias.len() == scale.len(), Error::ShapeMismatch)?;
+    let per_group = s.channels / groups;
+    let chunk = per_group.checked_mul(s.spatial).ok_or(Error::Overflow)?;
+    if n == 0 || chunk == 0 {
+        return Ok(());
+    }
+    for (i, (yg, xg)) in y.chunks_mut(chunk).zip(x.chunks(chunk)).enumerate() {
+        let g = i % groups;
+        let (m, std) = mean_std(xg, epsilon);
+        for (j, (o, &v)) in yg.iter_mut().zip(xg).enumerate() {
+            let k = if per_channel { g * per_group + j / s.spatial } else { g };
+            *o = v.sub(m).div(std).unwrap_or(T::NAN).mul(scale[k]).add(bias[k]);
         }
     }
     Ok(())
@@ -128,6 +254,58 @@ pub fn layer_norm<T: Float>(
             out[r] = T::ONE.div(std).unwrap_or(T::NAN);
         }
     }
+    Ok(())
+}
+
+/// `LayerNormalization` whose `scale` and `bias` broadcast to the whole
+/// input rather than holding exactly the normalised extent: each is read
+/// with its own strides over `shape` (0 on broadcast axes). Otherwise as
+/// [`layer_norm`].
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_broadcast<T: Float>(
+    p: &LayerNorm<T>,
+    shape: &[usize],
+    x: &[T],
+    scale: (&[T], &[isize]),
+    bias: Option<(&[T], &[isize])>,
+    y: &mut [T],
+    mean: Option<&mut [T]>,
+    inv_std_dev: Option<&mut [T]>,
+) -> Result {
+    let n = p.outer.checked_mul(p.inner).ok_or(Error::Overflow)?;
+    ensure(numel(shape)? == n && x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    check_strided(shape, scale.1, 0, scale.0.len())?;
+    if let Some((b, strides)) = bias {
+        check_strided(shape, strides, 0, b.len())?;
+    }
+    ensure(mean.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
+    ensure(inv_std_dev.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
+    if p.inner == 0 {
+        return Ok(());
+    }
+    // Standardise row by row, then apply the broadcast affine map in one walk.
+    let (mut mean, mut inv_std_dev) = (mean, inv_std_dev);
+    for (r, (yr, xr)) in y.chunks_mut(p.inner).zip(x.chunks(p.inner)).enumerate() {
+        let (m, std) = mean_std(xr, p.epsilon);
+        for (o, &v) in yr.iter_mut().zip(xr) {
+            *o = v.sub(m).div(std).unwrap_or(T::NAN);
+        }
+        if let Some(out) = mean.as_deref_mut() {
+            out[r] = m;
+        }
+        if let Some(out) = inv_std_dev.as_deref_mut() {
+            out[r] = T::ONE.div(std).unwrap_or(T::NAN);
+        }
+    }
+    let rank = shape.len();
+    let mut contiguous = [0isize; MAX_RANK];
+    contiguous_strides(shape, &mut contiguous[..rank])?;
+    let zeros = [0isize; MAX_RANK];
+    let zero = [T::ZERO];
+    let (b, b_strides) = bias.unwrap_or((&zero, &zeros[..rank]));
+    walk(shape, [&contiguous[..rank], scale.1, b_strides], [0, 0, 0], |[i, s, k]| {
+        y[i] = y[i].mul(scale.0[s]).add(b[k]);
+    });
     Ok(())
 }
 
@@ -262,6 +440,94 @@ mod tests {
         let m: f64 = y.iter().sum::<f64>() / 6.0;
         let v: f64 = y.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
         assert!(m.abs() < 1e-12 && (v - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn batch_norm_training_hand_computed() {
+        // N 2, C 2, spatial 2. Channel 0 sees {1, 3, 1, 3}: mean 2, var 1;
+        // channel 1 sees {0, 0, 2, 2}: mean 1, var 1.
+        let s = Nchw { batch: 2, channels: 2, spatial: 2 };
+        let p = BatchNormTraining {
+            scale: &[1.0f64, 2.0],
+            bias: &[0.0, 1.0],
+            input_mean: &[0.0, 3.0],
+            input_var: &[1.0, 5.0],
+            epsilon: 0.0,
+            momentum: 0.5,
+        };
+        let x = [1.0, 3.0, 0.0, 0.0, 1.0, 3.0, 2.0, 2.0];
+        let mut y = [0.0f64; 8];
+        let (mut rm, mut rv, mut bm) = ([0.0f64; 2], [0.0f64; 2], [0.0f64; 2]);
+        let stats = BatchNormStats {
+            running_mean: Some(&mut rm),
+            running_var: Some(&mut rv),
+            batch_mean: Some(&mut bm),
+        };
+        batch_norm_training(s, &p, &x, &mut y, stats).unwrap();
+        assert_eq!(y, [-1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 3.0, 3.0]);
+        assert_eq!(rm, [1.0, 2.0]);
+        assert_eq!(rv, [1.0, 3.0]);
+        assert_eq!(bm, [2.0, 1.0]);
+        let none = BatchNormStats::default();
+        assert_eq!(
+            batch_norm_training(s, &p, &x[..7], &mut y[..7], none),
+            Err(Error::ShapeMismatch)
+        );
+    }
+
+    #[test]
+    fn group_norm_hand_computed() {
+        // Two groups of two channels: [1, 3] and [10, 14] both become [-1, 1].
+        let s = Nchw { batch: 1, channels: 4, spatial: 1 };
+        let x = [1.0f32, 3.0, 10.0, 14.0];
+        let mut y = [0.0f32; 4];
+        group_norm(s, 2, 0.0, &x, &[1.0, 2.0, 3.0, 4.0], &[0.0, 0.0, 0.0, 1.0], &mut y).unwrap();
+        assert_eq!(y, [-1.0, 2.0, -3.0, 5.0]);
+        // Opset 18: one scale and bias per group.
+        group_norm(s, 2, 0.0, &x, &[2.0, 3.0], &[1.0, 0.0], &mut y).unwrap();
+        assert_eq!(y, [-1.0, 3.0, -3.0, 3.0]);
+        assert_eq!(
+            group_norm(s, 3, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y),
+            Err(Error::InvalidParams)
+        );
+        assert_eq!(
+            group_norm(s, 2, 0.0, &x, &[1.0; 3], &[0.0; 3], &mut y),
+            Err(Error::ShapeMismatch)
+        );
+    }
+
+    #[test]
+    fn layer_norm_broadcast_scale_per_row() {
+        // Rows [1, 3] and [10, 14] standardise to [-1, 1]; scale [2, 1] is per
+        // row (strides [1, 0]), bias [1] everywhere.
+        let p = LayerNorm { outer: 2, inner: 2, epsilon: 0.0f32 };
+        let mut y = [0.0f32; 4];
+        let mut inv = [0.0f32; 2];
+        layer_norm_broadcast(
+            &p,
+            &[2, 2],
+            &[1.0, 3.0, 10.0, 14.0],
+            (&[2.0, 3.0], &[1, 0]),
+            Some((&[1.0], &[0, 0])),
+            &mut y,
+            None,
+            Some(&mut inv),
+        )
+        .unwrap();
+        assert_eq!(y, [-1.0, 3.0, -2.0, 4.0]);
+        assert_eq!(inv, [1.0, 0.5]);
+        // A scale stride that walks past the scale's end is refused.
+        let r = layer_norm_broadcast(
+            &p,
+            &[2, 2],
+            &[0.0; 4],
+            (&[2.0, 3.0], &[1, 1]),
+            None,
+            &mut y,
+            None,
+            None,
+        );
+        assert_eq!(r, Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -86,6 +86,33 @@ pub fn max_pool<T: Num>(
     Ok(())
 }
 
+/// Rewrites MaxPool `Indices` from row-major to column-major spatial order
+/// (ONNX `storage_order = 1`): an index `plane * size + offset` keeps its
+/// plane, and its spatial offset is recomputed with the first spatial axis
+/// varying fastest. Negative indices (empty windows) are left alone.
+pub fn max_pool_indices_column_major(in_dims: &[usize], indices: &mut [i64]) -> Result {
+    ensure(in_dims.len() <= MAX_RANK, Error::RankTooLarge)?;
+    let size = numel(in_dims)?;
+    if size == 0 {
+        return Ok(());
+    }
+    for ix in indices.iter_mut() {
+        let Ok(i) = usize::try_from(*ix) else { continue };
+        let (plane, mut off) = (i / size, i % size);
+        let mut col = 0usize;
+        let mut stride = size;
+        for &d in in_dims.iter().rev() {
+            // Peel axes from the last (fastest in row-major); in column-major
+            // the last axis has the largest stride.
+            stride /= d;
+            col += (off % d) * stride;
+            off /= d;
+        }
+        *ix = i64::try_from(plane * size + col).map_err(|_| Error::Overflow)?;
+    }
+    Ok(())
+}
+
 /// ONNX `AveragePool`: the sum over each window's taps inside the input,
 /// divided by that number of taps, or with `count_include_pad` by the number
 /// of taps inside the padded extent (taps past the end padding never count).
@@ -225,6 +252,18 @@ mod tests {
         max_pool(&p, &x, &mut y, Some(&mut ix)).unwrap();
         assert_eq!(y, [5.0, 7.0, 13.0, 15.0]);
         assert_eq!(ix, [5, 7, 13, 15]);
+    }
+
+    #[test]
+    fn column_major_indices() {
+        // A 2x3 plane: row-major offset r * 3 + c becomes c * 2 + r; plane 1 keeps its base 6.
+        let mut ix = [0i64, 1, 2, 3, 4, 5, 6 + 5, -1];
+        max_pool_indices_column_major(&[2, 3], &mut ix).unwrap();
+        assert_eq!(ix, [0, 2, 4, 1, 3, 5, 6 + 5, -1]);
+        // 3-D [2, 2, 2]: (a, b, c) row-major 4a + 2b + c -> column-major a + 2b + 4c.
+        let mut ix: [i64; 8] = core::array::from_fn(|i| i as i64);
+        max_pool_indices_column_major(&[2, 2, 2], &mut ix).unwrap();
+        assert_eq!(ix, [0, 4, 2, 6, 1, 5, 3, 7]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! reduces its inputs in row-major order.
 
 use crate::norm::AxisShape;
-use crate::num::{Float, Num};
+use crate::num::{Flag, Float, Num};
 use crate::shape::{MAX_RANK, numel, walk};
 use crate::{Error, Result, ensure};
 
@@ -184,6 +184,55 @@ pub fn reduce_float<T: Float>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]
     Ok(())
 }
 
+/// `ReduceMax` (`max = true`, logical or) or `ReduceMin` (logical and) on
+/// booleans; over an empty set they give false and true. Input and output
+/// may be caller `bool`s or arena bytes independently.
+pub fn reduce_flags<A: Flag, B: Flag>(max: bool, p: &Reduce<'_>, x: &[A], y: &mut [B]) -> Result {
+    let s = split(p, x.len(), y.len())?;
+    each_output(&s, x, |o, lane| {
+        let mut acc = !max;
+        if max {
+            lane(&mut |v: A| acc |= v.get());
+        } else {
+            lane(&mut |v: A| acc &= v.get());
+        }
+        y[o] = B::from_bool(acc);
+    });
+    Ok(())
+}
+
+/// ONNX `MeanVarianceNormalization` over the axes of `p`: each lane becomes
+/// `(x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9)`, the operator's defining
+/// function step for step.
+pub fn mean_variance_norm<T: Float>(p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Result {
+    ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+    let out_len = p
+        .shape
+        .iter()
+        .zip(p.axes)
+        .filter(|(_, r)| !**r)
+        .try_fold(1usize, |n, (&d, _)| n.checked_mul(d));
+    let s = split(p, x.len(), out_len.ok_or(Error::Overflow)?)?;
+    let count = T::from_usize(s.count);
+    let eps = T::from_f64(1e-9);
+    let red = &s.red[..s.nr];
+    let red_strides = &s.red_strides[..s.nr];
+    walk(&s.kept[..s.nk], [&s.kept_strides[..s.nk]], [0], |[base]| {
+        let (mut sum, mut sq) = (T::ZERO, T::ZERO);
+        walk(red, [red_strides], [base], |[i]| {
+            sum = sum.add(x[i]);
+            sq = sq.add(x[i].mul(x[i]));
+        });
+        let mean = sum.div(count).unwrap_or(T::NAN);
+        let var = sq.div(count).unwrap_or(T::NAN).sub(mean.mul(mean));
+        let std = var.sqrt().add(eps);
+        walk(red, [red_strides], [base], |[i]| {
+            y[i] = x[i].sub(mean).div(std).unwrap_or(T::NAN);
+        });
+    });
+    Ok(())
+}
+
 /// ONNX `ArgMax` (`max = true`) or `ArgMin` along one axis: the index of the
 /// first extreme value, or of the last with `select_last_index`. NaN counts as
 /// the extreme (the first NaN wins). `y` holds `outer * inner` indices.
@@ -301,6 +350,36 @@ mod tests {
         assert_eq!(y2, [f32::NEG_INFINITY; 2]);
         reduce_float(ReduceOp::Sum, &empty, &[], &mut y2).unwrap();
         assert_eq!(y2, [0.0; 2]);
+    }
+
+    #[test]
+    fn boolean_max_and_min() {
+        // [[true, false], [false, false]] over axis 1: any [true, false], all [false, false].
+        let x = [true, false, false, false];
+        let rows = Reduce { shape: &[2, 2], axes: &[false, true] };
+        let mut y = [0u8; 2];
+        reduce_flags(true, &rows, &x, &mut y).unwrap();
+        assert_eq!(y, [1, 0]);
+        let mut yb = [true; 2];
+        reduce_flags(false, &rows, &[1u8, 1, 0, 1], &mut yb).unwrap();
+        assert_eq!(yb, [true, false]);
+        // Empty sets: false for max, true for min.
+        let empty = Reduce { shape: &[0, 2], axes: &[true, false] };
+        reduce_flags::<bool, bool>(true, &empty, &[], &mut yb).unwrap();
+        assert_eq!(yb, [false, false]);
+        reduce_flags::<bool, bool>(false, &empty, &[], &mut yb).unwrap();
+        assert_eq!(yb, [true, true]);
+    }
+
+    #[test]
+    fn mean_variance_norm_columns() {
+        // Columns [1, 3] (mean 2, std 1) and [2, 2] (std 0: the 1e-9 keeps it finite).
+        let p = Reduce { shape: &[2, 2], axes: &[true, false] };
+        let mut y = [9.0f64; 4];
+        mean_variance_norm(&p, &[1.0, 2.0, 3.0, 2.0], &mut y).unwrap();
+        let d = 1.0 + 1e-9;
+        assert_eq!(y, [-1.0 / d, 0.0, 1.0 / d, 0.0]);
+        assert_eq!(mean_variance_norm(&p, &[0.0; 4], &mut y[..3]), Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -21,6 +21,13 @@ pub struct Args {
     /// Where to build the generated code (kept between runs for speed).
     #[arg(long, default_value = "target/onnx-codegen-test")]
     work_dir: PathBuf,
+    /// Relative tolerance for float outputs.
+    #[arg(long, default_value_t = onnx_codegen::harness::data::RTOL)]
+    rtol: f64,
+    /// Absolute tolerance for float outputs (the backend tests' 1e-7 by default;
+    /// real models through other summation orders want about 1e-4).
+    #[arg(long, default_value_t = onnx_codegen::harness::data::ATOL)]
+    atol: f64,
     /// Models per compiled shard.
     #[arg(long, default_value_t = 40)]
     shard_size: usize,
@@ -32,6 +39,7 @@ pub fn run(args: &Args) -> ExitCode {
         work_dir: std::path::absolute(&args.work_dir).unwrap_or_else(|_| args.work_dir.clone()),
         save_outputs: args.save_outputs.clone(),
         shard_size: args.shard_size,
+        tolerance: onnx_codegen::harness::data::Tolerance { rtol: args.rtol, atol: args.atol },
     };
     if let Err(e) = std::fs::create_dir_all(&opts.work_dir) {
         eprintln!("error: cannot create {}: {e}", opts.work_dir.display());

@@ -107,7 +107,7 @@ pub fn emit(
                 io_inputs.push(None);
                 continue;
             };
-            if in_place && Some(k) == kernel.in_place() {
+            if (in_place && Some(k) == kernel.in_place()) || !kernel.reads_input(k) {
                 io_inputs.push(None);
                 continue;
             }
@@ -139,24 +139,22 @@ pub fn emit(
         body.push(quote!({ #setup #out.copy_from_slice(#src); }));
     }
 
-    let weights_item = match (&opts.weights, plan.weights.is_empty()) {
-        (_, true) => quote!(),
-        (WeightSource::Inline, false) => {
+    let uses_weights = body_reads_weights(&body);
+    let weights_item = match (&opts.weights, uses_weights) {
+        (_, false) => quote!(),
+        (WeightSource::Inline, true) => {
             let bytes = Literal::byte_string(&plan.weights);
             quote! {
                 static #weights_static: #rt::Aligned<[u8; #weight_bytes]> = #rt::Aligned(*#bytes);
             }
         }
-        (WeightSource::File(path), false) => quote! {
+        (WeightSource::File(path), true) => quote! {
             static #weights_static: #rt::Aligned<[u8; #weight_bytes]> =
                 #rt::Aligned(*include_bytes!(#path));
         },
     };
-    let weights_binding = if plan.weights.is_empty() {
-        quote!()
-    } else {
-        quote!(let weights: &[u8] = &#weights_static.0;)
-    };
+    let weights_binding =
+        if uses_weights { quote!(let weights: &[u8] = &#weights_static.0;) } else { quote!() };
 
     let doc = struct_doc(model, inferred, plan, opts, &params);
     let run_doc = run_doc(model, &params);
@@ -178,6 +176,7 @@ pub fn emit(
 
         #weights_item
 
+        #[allow(dead_code)]
         impl #name {
             /// Bytes of the arena (intermediate values).
             pub const ARENA_BYTES: usize = #arena_bytes;
@@ -432,6 +431,18 @@ impl StepBuffers {
         }
         out
     }
+}
+
+/// Whether any statement reads the `weights` binding.
+fn body_reads_weights(body: &[TokenStream]) -> bool {
+    fn reads(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|tt| match tt {
+            proc_macro2::TokenTree::Ident(i) => i == "weights",
+            proc_macro2::TokenTree::Group(g) => reads(g.stream()),
+            _ => false,
+        })
+    }
+    body.iter().any(|b| reads(b.clone()))
 }
 
 fn note_tokens(text: &str) -> TokenStream {

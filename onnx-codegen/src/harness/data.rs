@@ -41,10 +41,29 @@ pub fn input_bytes<'a>(
     }
 }
 
+/// How close floats must be: `|got - expected| <= atol + rtol * |expected|`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Default for Tolerance {
+    /// The ONNX backend tests' tolerance.
+    fn default() -> Tolerance {
+        Tolerance { rtol: RTOL, atol: ATOL }
+    }
+}
+
 /// Compares `actual` (raw little-endian bytes of type `ty`) with `expected`:
-/// element type and shape exactly, floats within `ATOL + RTOL * |expected|`
-/// (NaN equals NaN), everything else exactly. `None` when they agree.
-pub fn compare(actual: &[u8], ty: &TensorType, expected: &Tensor) -> Option<String> {
+/// element type and shape exactly, floats within the tolerance (NaN equals
+/// NaN), everything else exactly. `None` when they agree.
+pub fn compare(
+    actual: &[u8],
+    ty: &TensorType,
+    expected: &Tensor,
+    tol: Tolerance,
+) -> Option<String> {
     let dims: Vec<usize> = expected.dims.iter().map(|&d| d as usize).collect();
     if expected.elem != ty.elem {
         return Some(format!("element type {} but the reference is {}", ty.elem, expected.elem));
@@ -62,7 +81,9 @@ pub fn compare(actual: &[u8], ty: &TensorType, expected: &Tensor) -> Option<Stri
         let mut bad = 0usize;
         let mut first = None;
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-            let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= ATOL + RTOL * y.abs();
+            let ok = (x.is_nan() && y.is_nan())
+                || x == y
+                || (x - y).abs() <= tol.atol + tol.rtol * y.abs();
             if !ok {
                 bad += 1;
                 first.get_or_insert((i, *x, *y));
@@ -152,11 +173,23 @@ mod tests {
         let ty = TensorType::new(ElemType::Float, vec![3]);
         let want = floats(&[1.0, f32::NAN, 100.0]);
         let got = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        assert_eq!(compare(&got(&[1.0005, f32::NAN, 100.09]), &ty, &want), None);
-        let bad = compare(&got(&[1.0, 0.0, 100.2]), &ty, &want).unwrap();
+        assert_eq!(
+            compare(&got(&[1.0005, f32::NAN, 100.09]), &ty, &want, Tolerance::default()),
+            None
+        );
+        let bad = compare(&got(&[1.0, 0.0, 100.2]), &ty, &want, Tolerance::default()).unwrap();
         assert!(bad.starts_with("2 of 3 values differ; first at index 1"), "{bad}");
-        let shape = compare(&got(&[1.0, 2.0]), &TensorType::new(ElemType::Float, vec![2]), &want);
+        let shape = compare(
+            &got(&[1.0, 2.0]),
+            &TensorType::new(ElemType::Float, vec![2]),
+            &want,
+            Tolerance::default(),
+        );
         assert_eq!(shape.unwrap(), "shape [2] but the reference is [3]");
+    }
+
+    fn got_f(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
     #[test]
@@ -164,6 +197,16 @@ mod tests {
         let ty = TensorType::new(ElemType::Int64, vec![2]);
         let want = Tensor::from_i64s("t", vec![2], &[5, -1]);
         let got: Vec<u8> = [5i64, -2].iter().flat_map(|x| x.to_le_bytes()).collect();
-        assert!(compare(&got, &ty, &want).unwrap().contains("first at index 1"));
+        assert!(
+            compare(&got, &ty, &want, Tolerance::default()).unwrap().contains("first at index 1")
+        );
+        let loose = Tolerance { rtol: 1e-3, atol: 1e-4 };
+        let near = compare(
+            &got_f(&[1.0, 5e-5]),
+            &TensorType::new(ElemType::Float, vec![2]),
+            &floats(&[1.0, 0.0]),
+            loose,
+        );
+        assert_eq!(near, None);
     }
 }

@@ -49,6 +49,8 @@ pub struct TestOptions {
     pub save_outputs: Option<PathBuf>,
     /// Models per shard crate.
     pub shard_size: usize,
+    /// How close float results must be.
+    pub tolerance: data::Tolerance,
 }
 
 /// A test that generated: its code and data sets.
@@ -109,7 +111,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Fn(&str)) 
             Err(reason) => {
                 Outcome { name: case.name.clone(), status: Status::Fail, reason: reason.clone() }
             }
-            Ok(list) => judge(case, list, &results[k], opts.save_outputs.as_deref()),
+            Ok(list) => judge(case, list, &results[k], opts),
         };
         outcomes[*i] = Some(outcome);
     }
@@ -237,8 +239,9 @@ fn judge(
     case: &Case,
     jobs: &[Result<shards::Job, String>],
     results: &[Result<(), String>],
-    save: Option<&Path>,
+    opts: &TestOptions,
 ) -> Outcome {
+    let save = opts.save_outputs.as_deref();
     let fail = |reason: String| Outcome { name: case.name.clone(), status: Status::Fail, reason };
     let mut problems = Vec::new();
     for (s, set) in case.sets.iter().enumerate() {
@@ -267,7 +270,7 @@ fn judge(
                 Ok(t) => t,
                 Err(e) => return fail(e),
             };
-            if let Some(diff) = data::compare(&actual, ty, &expected) {
+            if let Some(diff) = data::compare(&actual, ty, &expected, opts.tolerance) {
                 problems.push(format!("{} output {j}: {diff}", set.name));
             }
         }

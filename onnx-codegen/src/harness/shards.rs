@@ -131,8 +131,11 @@ pub fn build(files: &[ModelFile], work: &Path, shard_size: usize) -> Built {
         }
         let mut blamed_any = false;
         for (s, file, message) in &errors {
-            let model = file
-                .strip_prefix("src/m")
+            // Cargo names files relative to the workspace: `shard_3/src/m12.rs`.
+            let model = Path::new(file)
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| f.strip_prefix('m'))
                 .and_then(|r| r.strip_suffix(".rs"))
                 .and_then(|n| n.parse::<usize>().ok());
             match model {

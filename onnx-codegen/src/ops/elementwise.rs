@@ -199,6 +199,11 @@ impl Kernel for UnaryKernel {
     fn in_place(&self) -> Option<usize> {
         Some(0)
     }
+
+    /// Clip's bounds are part of the function, fixed at generation time.
+    fn reads_input(&self, i: usize) -> bool {
+        i == 0
+    }
 }
 
 struct BinaryRule;
@@ -228,6 +233,9 @@ impl OpRule for BinaryRule {
             ));
         }
         let (a, b) = (cx.input(0)?, cx.input(1)?);
+        if !is_num(a.elem) {
+            return unsupported(format!("{} on {} tensors", cx.node.op.op_type, a.elem));
+        }
         if a.elem != b.elem {
             return unsupported(format!(
                 "{} of {} and {} tensors",
@@ -252,6 +260,23 @@ impl OpRule for BinaryRule {
             shape: out.dims.clone(),
         })))
     }
+}
+
+/// Element types the runtime's `Num` kernels take.
+fn is_num(elem: ElemType) -> bool {
+    matches!(
+        elem,
+        ElemType::Float
+            | ElemType::Double
+            | ElemType::Int8
+            | ElemType::Int16
+            | ElemType::Int32
+            | ElemType::Int64
+            | ElemType::Uint8
+            | ElemType::Uint16
+            | ElemType::Uint32
+            | ElemType::Uint64
+    )
 }
 
 struct BinaryKernel {

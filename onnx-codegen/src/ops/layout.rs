@@ -932,6 +932,18 @@ impl Kernel for LayoutKernel {
         }
     }
 
+    /// Shape-like inputs (starts, pads, repeats, ...) were taken at
+    /// generation time; only the data, Gather's indices, Concat's inputs and
+    /// Pad's constant value are read when the call runs.
+    fn reads_input(&self, i: usize) -> bool {
+        match &self.op {
+            Op::Concat { .. } => true,
+            Op::Gather { .. } | Op::GatherElements { .. } => i <= 1,
+            Op::Pad { mode: PadKind::Input, .. } => i == 0 || i == 2,
+            _ => i == 0,
+        }
+    }
+
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let l = quote!(#rt::layout);

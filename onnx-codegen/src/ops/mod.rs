@@ -16,9 +16,11 @@
 mod host;
 mod schema;
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod layout;
+pub mod norm;
 pub mod shape_ops;
 pub mod softmax;
 
@@ -219,6 +221,13 @@ pub trait Kernel {
         None
     }
 
+    /// Whether the call reads input `i` at run time. Inputs whose values the
+    /// kernel took at generation time (Clip's bounds, Reshape-like shapes)
+    /// are neither stored nor bound.
+    fn reads_input(&self, _i: usize) -> bool {
+        true
+    }
+
     /// Working memory the call needs for its duration (element type and
     /// count): the planner gives it an arena range live only during the step.
     fn scratch(&self) -> Option<TensorType> {
@@ -250,8 +259,10 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         return None;
     }
     elementwise::rule(op_type)
+        .or_else(|| conv::rule(op_type))
         .or_else(|| gemm::rule(op_type))
         .or_else(|| layout::rule(op_type))
+        .or_else(|| norm::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
 }

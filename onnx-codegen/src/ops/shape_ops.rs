@@ -28,8 +28,10 @@ fn view_dims(cx: &NodeCx<'_>) -> OpResult<Vec<usize>> {
         "Identity" => Ok(dims.clone()),
         "Reshape" => reshape_dims(cx, dims),
         "Flatten" => {
+            // Flatten's axis is in [-rank, rank]: rank itself means "all outer".
             let rank = dims.len();
-            let a = axis(cx.int_or("axis", 1), rank + 1, "Flatten axis")?;
+            let raw = cx.int_or("axis", 1);
+            let a = if raw == rank as i64 { rank } else { axis(raw, rank, "Flatten axis")? };
             let outer: usize = dims[..a].iter().product();
             let inner: usize = dims[a..].iter().product();
             Ok(vec![outer, inner])

@@ -107,6 +107,19 @@ pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
     }
 }
 
+/// What a non-tensor value type is, for messages.
+fn non_tensor_kind(ty: Option<&Type>) -> Option<&'static str> {
+    match ty? {
+        Type::Tensor { .. } => None,
+        Type::SparseTensor { .. } => Some("sparse tensor"),
+        Type::Sequence(_) => Some("sequence"),
+        Type::Map { .. } => Some("map"),
+        Type::Optional(_) => Some("optional"),
+        Type::Opaque { .. } => Some("opaque"),
+        Type::Unknown => None,
+    }
+}
+
 enum Visit {
     Run(Lowered),
     Folded,
@@ -150,6 +163,15 @@ impl State<'_> {
                     None => self.error(None, format!("initializer '{}' is too large", v.name)),
                 },
                 ValueKind::Input { .. } => {
+                    if let Some(kind) = non_tensor_kind(v.ty.as_ref()) {
+                        self.unsupported.push(Unsupported {
+                            node: format!("input '{}'", v.name),
+                            op_type: String::new(),
+                            domain: String::new(),
+                            reason: format!("{kind} inputs are not supported yet"),
+                        });
+                        continue;
+                    }
                     let ty = self.input_type(&v.name, v.ty.as_ref());
                     match ty {
                         Ok(ty) => self.types[i] = Some(ty),
@@ -207,10 +229,6 @@ impl State<'_> {
         let node = g.node(id);
         let inputs: Vec<Option<TensorType>> =
             node.inputs.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
-        // An input whose type is unknown failed upstream, already reported.
-        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
-            return Visit::Skipped;
-        }
         let report_unsupported = |st: &mut State<'_>, reason: String| {
             st.unsupported.push(Unsupported {
                 node: node.label(id),
@@ -220,6 +238,17 @@ impl State<'_> {
             });
             Visit::Skipped
         };
+        // An input whose type is unknown failed upstream, already reported;
+        // an operator without a rule is still worth reporting (all at once).
+        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
+            if ops::rule(&node.op.domain, &node.op.op_type).is_none() {
+                return report_unsupported(
+                    self,
+                    format!("operator {} is not supported yet", node.op.op_type),
+                );
+            }
+            return Visit::Skipped;
+        }
         if node.subgraphs().next().is_some() {
             return report_unsupported(
                 self,

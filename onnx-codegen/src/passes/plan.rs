@@ -136,7 +136,13 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut last_use = vec![None::<usize>; n];
     let mut used_by_steps = vec![false; n];
     for (t, step) in inferred.steps.iter().enumerate() {
-        for v in g.node(step.node).inputs.iter().flatten() {
+        for (i, v) in g.node(step.node).inputs.iter().enumerate() {
+            let Some(v) = v else { continue };
+            if let Lowered::Kernel(k) = &step.lowered
+                && !k.reads_input(i)
+            {
+                continue;
+            }
             last_use[v.index()] = Some(t);
             used_by_steps[v.index()] = true;
         }
@@ -353,5 +359,89 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
         arena_lower_bound_bytes,
         weights,
         buffers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::passes::infer::{InferOptions, infer};
+
+    fn planned(src: &str) -> (crate::ir::Model, Inferred, Plan) {
+        let proto = crate::text::parse_model(src, "t.onnxtxt").expect("parses");
+        let model = crate::passes::prepare(&proto).expect("valid").model;
+        let inferred = infer(&model, &InferOptions::default());
+        assert!(inferred.is_complete(), "{:?} {:?}", inferred.errors, inferred.unsupported);
+        let plan = plan(&model.graph, &inferred);
+        (model, inferred, plan)
+    }
+
+    fn loc(model: &crate::ir::Model, plan: &Plan, name: &str) -> Option<Loc> {
+        plan.locs[model.graph.value_by_name(name).expect("value").index()]
+    }
+
+    const HEAD: &str = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+
+    #[test]
+    fn a_chain_of_unary_ops_runs_in_place_in_one_buffer() {
+        let (m, _, p) = planned(&format!(
+            "{HEAD}g (float[16] x) => (float[16] y) {{ a = Neg (x) b = Relu (a) c = Exp (b) y = Neg (c) }}"
+        ));
+        // `a` is written from the input; b and c overwrite it; y is the caller's array.
+        assert_eq!(p.actions[0], Action::Call { in_place: false });
+        assert_eq!(p.actions[1], Action::Call { in_place: true });
+        assert_eq!(p.actions[2], Action::Call { in_place: true });
+        assert_eq!(loc(&m, &p, "a"), Some(Loc::Arena { offset: 0, len: 64 }));
+        assert_eq!(loc(&m, &p, "c"), Some(Loc::Arena { offset: 0, len: 64 }));
+        assert_eq!(loc(&m, &p, "y"), Some(Loc::Output(0)));
+        assert_eq!((p.arena_bytes, p.arena_lower_bound_bytes), (64, 64));
+    }
+
+    #[test]
+    fn values_alive_together_get_disjoint_ranges_and_dead_ones_are_reused() {
+        let (m, _, p) = planned(&format!(
+            "{HEAD}g (float[32] x) => (float[32] y) {{
+                a = Neg (x)
+                b = Exp (x)
+                c = Add (a, b)
+                d = Sigmoid (x)
+                y = Mul (c, d)
+            }}"
+        ));
+        let range = |n: &str| match loc(&m, &p, n) {
+            Some(Loc::Arena { offset, len }) => offset..offset + len,
+            other => panic!("{n}: {other:?}"),
+        };
+        let (a, b, c, d) = (range("a"), range("b"), range("c"), range("d"));
+        assert!(a.end <= b.start || b.end <= a.start, "a and b overlap");
+        assert!(c.end <= d.start || d.end <= c.start, "c and d overlap");
+        // a and b are dead once c exists: three 128-byte values live at most.
+        assert_eq!(p.arena_lower_bound_bytes, 3 * 128);
+        assert_eq!(p.arena_bytes, 3 * 128);
+    }
+
+    #[test]
+    fn views_share_storage_and_outputs_are_written_in_place() {
+        let (m, _, p) = planned(
+            &format!(
+                "{HEAD}g (float[2, 8] x) => (float[16] y) {{ a = Relu (x) y = Reshape (a, s) }}"
+            )
+            .replace("{ a", "<int64[1] s = {16}> { a"),
+        );
+        // Relu writes straight into the caller's output through the view.
+        assert_eq!(loc(&m, &p, "a"), Some(Loc::Output(0)));
+        assert_eq!(loc(&m, &p, "y"), Some(Loc::Output(0)));
+        assert_eq!(p.actions[1], Action::View);
+        assert_eq!(p.arena_bytes, 0);
+    }
+
+    #[test]
+    fn outputs_that_are_inputs_or_repeated_are_copied() {
+        let (m, _, p) = planned(&format!(
+            "{HEAD}g (float[4] x) => (float[4] y, float[4] z, float[4] w) {{ y = Identity (x) z = Neg (x) w = Identity (z) }}"
+        ));
+        assert_eq!(loc(&m, &p, "z"), Some(Loc::Output(1)));
+        let copied: Vec<usize> = p.output_copies.iter().map(|&(_, j)| j).collect();
+        assert_eq!(copied, [0, 2]);
     }
 }

@@ -1,0 +1,130 @@
+//! End to end: the models in `tests/models/` were compiled by `build.rs`;
+//! here each runs on the inputs in its `.json` file and must give the
+//! outputs the ONNX reference evaluator gave (`tools/gen_e2e_expected.py`),
+//! within the backend tolerance.
+
+#[allow(clippy::all)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/models.rs"));
+}
+
+use onnx_codegen_runtime::{Elem, TensorInfo};
+
+/// The values as bytes of the descriptor's element type, in 8-byte words so
+/// they are aligned for any type.
+fn encode(values: &[serde_json::Value], info: &TensorInfo) -> Vec<u64> {
+    assert_eq!(values.len(), info.numel(), "input '{}'", info.name);
+    let mut bytes = Vec::new();
+    for v in values {
+        match info.elem {
+            Elem::F32 => bytes.extend((v.as_f64().unwrap() as f32).to_le_bytes()),
+            Elem::F64 => bytes.extend(v.as_f64().unwrap().to_le_bytes()),
+            Elem::I32 => bytes.extend((v.as_i64().unwrap() as i32).to_le_bytes()),
+            Elem::I64 => bytes.extend(v.as_i64().unwrap().to_le_bytes()),
+            other => panic!("no test encoding for {other:?}"),
+        }
+    }
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    onnx_codegen_runtime::arena::as_bytes_mut(&mut words)[..bytes.len()].copy_from_slice(&bytes);
+    words
+}
+
+fn decode(bytes: &[u8], info: &TensorInfo) -> Vec<f64> {
+    match info.elem {
+        Elem::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        Elem::F64 => {
+            bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+        }
+        Elem::I32 => bytes
+            .chunks_exact(4)
+            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        Elem::I64 => bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("no test decoding for {other:?}"),
+    }
+}
+
+fn check(name: &str) {
+    let path = format!("{}/models/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut model = generated::model(name).unwrap_or_else(|| panic!("no generated model {name}"));
+    let (ins, outs) = (model.inputs(), model.outputs());
+    let inputs: Vec<Vec<u64>> = record["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(ins)
+        .map(|(v, info)| encode(v.as_array().unwrap(), info))
+        .collect();
+    let input_bytes: Vec<&[u8]> = inputs
+        .iter()
+        .zip(ins)
+        .map(|(w, info)| &onnx_codegen_runtime::arena::as_bytes(w)[..info.byte_size()])
+        .collect();
+    let mut outputs: Vec<Vec<u64>> =
+        outs.iter().map(|i| vec![0u64; i.byte_size().div_ceil(8)]).collect();
+    {
+        let mut output_bytes: Vec<&mut [u8]> = outputs
+            .iter_mut()
+            .zip(outs)
+            .map(|(w, info)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..info.byte_size()])
+            .collect();
+        model.run_bytes(&input_bytes, &mut output_bytes).unwrap();
+    }
+    for (j, (expected, info)) in record["outputs"].as_array().unwrap().iter().zip(outs).enumerate()
+    {
+        let got =
+            decode(&onnx_codegen_runtime::arena::as_bytes(&outputs[j])[..info.byte_size()], info);
+        let want: Vec<f64> =
+            expected.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(got.len(), want.len(), "{name} output {j}");
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-7 + 1e-3 * w.abs() || (g.is_nan() && w.is_nan()),
+                "{name} output '{}' [{k}]: got {g}, expected {w}",
+                info.name
+            );
+        }
+    }
+}
+
+#[test]
+fn tiny_classifier_matches_the_reference() {
+    check("tiny_classifier");
+}
+
+#[test]
+fn broadcast_arithmetic_and_activations_match_the_reference() {
+    check("broadcast_arith");
+}
+
+#[test]
+fn views_matmul_and_folded_shapes_match_the_reference() {
+    check("shapes_and_folding");
+}
+
+#[test]
+fn integer_math_matches_the_reference() {
+    check("integer_math");
+}
+
+#[test]
+fn typed_run_and_descriptors_agree() {
+    use generated::tiny_classifier::TinyClassifier;
+    let mut m = TinyClassifier::new();
+    assert_eq!(TinyClassifier::INPUTS[0].shape, &[2, 4]);
+    assert_eq!(TinyClassifier::OUTPUTS[0].elem, Elem::F32);
+    let mut probabilities = [0f32; 6];
+    m.run(&[1.0, 0.5, -0.3, 2.0, 0.0, 0.0, 0.0, 0.0], &mut probabilities).unwrap();
+    // Each row of a softmax sums to one.
+    for row in probabilities.chunks(3) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+}

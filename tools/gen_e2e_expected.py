@@ -1,0 +1,57 @@
+"""Writes the expected outputs of the end-to-end test models.
+
+For each tests/models/<name>.onnxtxt: parse it with the reference parser,
+make deterministic inputs, run the ONNX reference evaluator
+(onnx.reference.ReferenceEvaluator), and write <name>.json with the inputs and
+the reference outputs. The expected values come from the reference, never
+from onnx-codegen. Run: python3 tools/gen_e2e_expected.py
+"""
+import json
+import pathlib
+
+import numpy as np
+import onnx
+import onnx.parser
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "models"
+# Symbolic dimensions in the test models, bound the same way in tests/build.rs.
+DIMS = {"N": 2}
+
+
+def shape_of(value_info):
+    dims = []
+    for d in value_info.type.tensor_type.shape.dim:
+        dims.append(d.dim_value if d.HasField("dim_value") else DIMS[d.dim_param])
+    return dims
+
+
+def make_input(rng, value_info):
+    dtype = helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type)
+    shape = shape_of(value_info)
+    if np.issubdtype(dtype, np.integer):
+        values = rng.integers(-20, 20, size=shape)
+        values[values == 0] = 7  # divisors stay non-zero
+        return values.astype(dtype)
+    return (rng.random(shape) * 2.0 + 0.25).astype(dtype)
+
+
+def main():
+    for path in sorted(ROOT.glob("*.onnxtxt")):
+        model = onnx.parser.parse_model(path.read_text())
+        onnx.checker.check_model(model, full_check=True)
+        rng = np.random.default_rng(1234)
+        inputs = {vi.name: make_input(rng, vi) for vi in model.graph.input}
+        outputs = ReferenceEvaluator(model).run(None, inputs)
+        record = {
+            "dims": DIMS,
+            "inputs": [inputs[vi.name].flatten().tolist() for vi in model.graph.input],
+            "outputs": [np.asarray(o).flatten().tolist() for o in outputs],
+        }
+        path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+        print("wrote", path.with_suffix(".json").name)
+
+
+if __name__ == "__main__":
+    main()
