@@ -1,38 +1,70 @@
 //! Data movement: strided copy, Transpose, Concat, Split, Slice, Gather,
 //! GatherElements, Expand, Pad, Tile, DepthToSpace, SpaceToDepth.
 //!
-//! All of these only move elements, so they are generic over `T: Copy` and
-//! serve every element type (including `bool`/`u8` flags and f16). Outputs
-//! are contiguous row-major; most ops are a [`strided_copy`] with strides the
-//! generator (or the op's helper here) derives from the shapes.
+//! All of these only move elements, so they serve every element type
+//! (including f16 and booleans). They read `X` and write `Y` where
+//! `X: MoveTo<Y>`: the same type, or a boolean moving between its two
+//! storages (`bool` in the caller's buffers, `u8` in the arena), so one call
+//! can read a graph input and write the arena. Outputs are contiguous
+//! row-major; most ops are a [`strided_copy`] with strides the generator (or
+//! the op's helper here) derives from the shapes.
 
 use crate::norm::AxisShape;
 use crate::num::Int;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, next_index, numel, walk};
 use crate::{Error, Result, ensure};
 
+/// An element that can be stored into a `Y` slot: every `Copy` type into
+/// itself, and a boolean between `bool` and its arena form `u8` (0 or 1; any
+/// nonzero byte reads as true).
+pub trait MoveTo<Y>: Copy {
+    /// The element as a `Y`.
+    fn move_to(self) -> Y;
+}
+
+impl<T: Copy> MoveTo<T> for T {
+    #[inline]
+    fn move_to(self) -> T {
+        self
+    }
+}
+
+impl MoveTo<u8> for bool {
+    #[inline]
+    fn move_to(self) -> u8 {
+        u8::from(self)
+    }
+}
+
+impl MoveTo<bool> for u8 {
+    #[inline]
+    fn move_to(self) -> bool {
+        self != 0
+    }
+}
+
 /// Copies the elements of `src` visited by walking `shape` with `src_strides`
 /// from `src_offset` into contiguous `dst` (of `numel(shape)` elements).
 /// Negative strides walk backwards; 0 strides repeat (broadcast).
-pub fn strided_copy<T: Copy>(
+pub fn strided_copy<X: MoveTo<Y>, Y>(
     shape: &[usize],
     src_strides: &[isize],
     src_offset: usize,
-    src: &[T],
-    dst: &mut [T],
+    src: &[X],
+    dst: &mut [Y],
 ) -> Result {
     ensure(dst.len() == numel(shape)?, Error::ShapeMismatch)?;
     check_strided(shape, src_strides, src_offset, src.len())?;
     let mut o = 0;
     walk(shape, [src_strides], [src_offset], |[i]| {
-        dst[o] = src[i];
+        dst[o] = src[i].move_to();
         o += 1;
     });
     Ok(())
 }
 
 /// ONNX `Transpose`: `y` has dims `shape[perm[i]]`.
-pub fn transpose<T: Copy>(shape: &[usize], perm: &[usize], x: &[T], y: &mut [T]) -> Result {
+pub fn transpose<X: MoveTo<Y>, Y>(shape: &[usize], perm: &[usize], x: &[X], y: &mut [Y]) -> Result {
     let r = shape.len();
     ensure(r <= MAX_RANK, Error::RankTooLarge)?;
     ensure(perm.len() == r, Error::InvalidParams)?;
@@ -56,40 +88,85 @@ pub fn transpose<T: Copy>(shape: &[usize], perm: &[usize], x: &[T], y: &mut [T])
 /// ONNX `Concat`: every input is `[outer, chunk_i]` (its dims before the axis
 /// multiply to `outer`; `chunk_i` is its axis length times the dims after),
 /// and `y` is `[outer, sum chunk_i]`. `outer` must be nonzero unless all are empty.
-pub fn concat<T: Copy>(outer: usize, inputs: &[&[T]], y: &mut [T]) -> Result {
+pub fn concat<X: MoveTo<Y>, Y>(outer: usize, inputs: &[&[X]], y: &mut [Y]) -> Result {
     let total: usize = inputs.iter().map(|i| i.len()).sum();
     ensure(y.len() == total, Error::ShapeMismatch)?;
     if total == 0 {
         return Ok(());
     }
     ensure(outer > 0, Error::InvalidParams)?;
-    ensure(inputs.iter().all(|i| i.len() % outer == 0), Error::ShapeMismatch)?;
+    let width = total / outer;
     let mut at = 0;
+    for inp in inputs {
+        concat_part(outer, width, at, inp, y)?;
+        at += inp.len() / outer;
+    }
+    Ok(())
+}
+
+/// One input of a `Concat`: `x`, seen as `[outer, chunk]`, is copied into
+/// columns `at..at + chunk` of `y` seen as `[outer, width]`. Calling it once
+/// per input lets every input have its own element storage.
+pub fn concat_part<X: MoveTo<Y>, Y>(
+    outer: usize,
+    width: usize,
+    at: usize,
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
+    ensure(y.len() == outer.checked_mul(width).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    if x.is_empty() {
+        return Ok(());
+    }
+    ensure(outer > 0 && x.len().is_multiple_of(outer), Error::ShapeMismatch)?;
+    let c = x.len() / outer;
+    ensure(at.checked_add(c).is_some_and(|end| end <= width), Error::ShapeMismatch)?;
     for o in 0..outer {
-        for inp in inputs {
-            let c = inp.len() / outer;
-            y[at..at + c].copy_from_slice(&inp[o * c..(o + 1) * c]);
-            at += c;
+        let dst = &mut y[o * width + at..o * width + at + c];
+        for (d, s) in dst.iter_mut().zip(&x[o * c..(o + 1) * c]) {
+            *d = (*s).move_to();
         }
     }
     Ok(())
 }
 
 /// ONNX `Split`: the inverse of [`concat()`]; each output is `[outer, chunk_i]`.
-pub fn split<T: Copy>(outer: usize, x: &[T], outputs: &mut [&mut [T]]) -> Result {
+pub fn split<X: MoveTo<Y>, Y>(outer: usize, x: &[X], outputs: &mut [&mut [Y]]) -> Result {
     let total: usize = outputs.iter().map(|o| o.len()).sum();
     ensure(x.len() == total, Error::ShapeMismatch)?;
     if total == 0 {
         return Ok(());
     }
     ensure(outer > 0, Error::InvalidParams)?;
-    ensure(outputs.iter().all(|o| o.len() % outer == 0), Error::ShapeMismatch)?;
+    let width = total / outer;
     let mut at = 0;
+    for out in outputs.iter_mut() {
+        split_part(outer, width, at, x, out)?;
+        at += out.len() / outer;
+    }
+    Ok(())
+}
+
+/// One output of a `Split`: columns `at..at + chunk` of `x`, seen as
+/// `[outer, width]`, copied into `y` seen as `[outer, chunk]`.
+pub fn split_part<X: MoveTo<Y>, Y>(
+    outer: usize,
+    width: usize,
+    at: usize,
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
+    ensure(x.len() == outer.checked_mul(width).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    if y.is_empty() {
+        return Ok(());
+    }
+    ensure(outer > 0 && y.len().is_multiple_of(outer), Error::ShapeMismatch)?;
+    let c = y.len() / outer;
+    ensure(at.checked_add(c).is_some_and(|end| end <= width), Error::ShapeMismatch)?;
     for o in 0..outer {
-        for out in outputs.iter_mut() {
-            let c = out.len() / outer;
-            out[o * c..(o + 1) * c].copy_from_slice(&x[at..at + c]);
-            at += c;
+        let src = &x[o * width + at..o * width + at + c];
+        for (d, s) in y[o * c..(o + 1) * c].iter_mut().zip(src) {
+            *d = (*s).move_to();
         }
     }
     Ok(())
@@ -99,13 +176,13 @@ pub fn split<T: Copy>(outer: usize, x: &[T], outputs: &mut [&mut [T]]) -> Result
 /// read (`starts`, already clamped into the axis), the step (nonzero, may be
 /// negative) and the output length (`out_shape`). Axes not sliced have start
 /// 0, step 1 and their full length.
-pub fn slice<T: Copy>(
+pub fn slice<X: MoveTo<Y>, Y>(
     shape: &[usize],
     starts: &[usize],
     steps: &[isize],
     out_shape: &[usize],
-    x: &[T],
-    y: &mut [T],
+    x: &[X],
+    y: &mut [Y],
 ) -> Result {
     let r = shape.len();
     ensure(r <= MAX_RANK, Error::RankTooLarge)?;
@@ -141,7 +218,12 @@ fn resolve<I: Int>(i: I, n: usize) -> Result<usize> {
 
 /// ONNX `Gather`: `x` seen as `[outer, axis, inner]`, `y` as
 /// `[outer, indices.len(), inner]`; negative indices count from the end.
-pub fn gather<T: Copy, I: Int>(s: AxisShape, indices: &[I], x: &[T], y: &mut [T]) -> Result {
+pub fn gather<X: MoveTo<Y>, Y, I: Int>(
+    s: AxisShape,
+    indices: &[I],
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
     ensure(x.len() == s.len()?, Error::ShapeMismatch)?;
     let ys = AxisShape { axis: indices.len(), ..s };
     ensure(y.len() == ys.len()?, Error::ShapeMismatch)?;
@@ -150,7 +232,9 @@ pub fn gather<T: Copy, I: Int>(s: AxisShape, indices: &[I], x: &[T], y: &mut [T]
         for o in 0..s.outer {
             let src = (o * s.axis + j) * s.inner;
             let dst = (o * indices.len() + k) * s.inner;
-            y[dst..dst + s.inner].copy_from_slice(&x[src..src + s.inner]);
+            for (d, v) in y[dst..dst + s.inner].iter_mut().zip(&x[src..src + s.inner]) {
+                *d = (*v).move_to();
+            }
         }
     }
     Ok(())
@@ -159,13 +243,13 @@ pub fn gather<T: Copy, I: Int>(s: AxisShape, indices: &[I], x: &[T], y: &mut [T]
 /// ONNX `GatherElements`: `y[i] = x[i with axis coordinate replaced by indices[i]]`;
 /// `y` and `indices` have `index_shape`, which has `shape`'s rank and no dim
 /// larger than `shape`'s except possibly along `axis`.
-pub fn gather_elements<T: Copy, I: Int>(
+pub fn gather_elements<X: MoveTo<Y>, Y, I: Int>(
     shape: &[usize],
     index_shape: &[usize],
     axis: usize,
     indices: &[I],
-    x: &[T],
-    y: &mut [T],
+    x: &[X],
+    y: &mut [Y],
 ) -> Result {
     let r = shape.len();
     ensure(r <= MAX_RANK, Error::RankTooLarge)?;
@@ -190,7 +274,7 @@ pub fn gather_elements<T: Copy, I: Int>(
     let mut err = Ok(());
     walk(&walk_shape[..r], [&xs[..r], &is[..r]], [0, 0], |[base, o]| {
         match resolve(indices[o], shape[axis]) {
-            Ok(j) => y[o] = x[base + j * axis_stride],
+            Ok(j) => y[o] = x[base + j * axis_stride].move_to(),
             Err(e) => err = Err(e),
         }
     });
@@ -199,7 +283,12 @@ pub fn gather_elements<T: Copy, I: Int>(
 
 /// ONNX `Expand` (and any broadcast copy): `x` read through broadcast strides
 /// (see [`crate::shape::broadcast_strides`]) into `y` of `out_shape`.
-pub fn expand<T: Copy>(out_shape: &[usize], x_strides: &[isize], x: &[T], y: &mut [T]) -> Result {
+pub fn expand<X: MoveTo<Y>, Y>(
+    out_shape: &[usize],
+    x_strides: &[isize],
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
     strided_copy(out_shape, x_strides, 0, x, y)
 }
 
@@ -219,13 +308,13 @@ pub enum PadMode<T> {
 /// ONNX `Pad`: per axis, `pads_begin[d]` elements before and `pads_end[d]`
 /// after (negative pads crop), so `y`'s dims are `shape[d] + begin + end`.
 /// Reflect and wrap may pad past the axis length (they repeat periodically).
-pub fn pad<T: Copy>(
+pub fn pad<X: MoveTo<Y>, Y: Copy>(
     shape: &[usize],
     pads_begin: &[isize],
     pads_end: &[isize],
-    mode: PadMode<T>,
-    x: &[T],
-    y: &mut [T],
+    mode: PadMode<Y>,
+    x: &[X],
+    y: &mut [Y],
 ) -> Result {
     let r = shape.len();
     ensure(r <= MAX_RANK, Error::RankTooLarge)?;
@@ -283,7 +372,7 @@ pub fn pad<T: Copy>(
             };
         }
         y[o] = match (src, mode) {
-            (Some(s), _) => x[s],
+            (Some(s), _) => x[s].move_to(),
             (None, PadMode::Constant(v)) => v,
             (None, _) => return Err(Error::InvalidParams),
         };
@@ -296,7 +385,7 @@ pub fn pad<T: Copy>(
 
 /// ONNX `Tile`: `y`'s dims are `shape[d] * repeats[d]`. The rank may be at
 /// most half of [`MAX_RANK`].
-pub fn tile<T: Copy>(shape: &[usize], repeats: &[usize], x: &[T], y: &mut [T]) -> Result {
+pub fn tile<X: MoveTo<Y>, Y>(shape: &[usize], repeats: &[usize], x: &[X], y: &mut [Y]) -> Result {
     let r = shape.len();
     ensure(2 * r <= MAX_RANK, Error::RankTooLarge)?;
     ensure(repeats.len() == r, Error::InvalidParams)?;
@@ -330,7 +419,13 @@ pub struct Nchw4 {
 
 /// ONNX `DepthToSpace` of `x` with dims `s`: `y` is
 /// `[N, C / b², H * b, W * b]`. `crd` selects mode `CRD` (else `DCR`).
-pub fn depth_to_space<T: Copy>(s: Nchw4, block: usize, crd: bool, x: &[T], y: &mut [T]) -> Result {
+pub fn depth_to_space<X: MoveTo<Y>, Y>(
+    s: Nchw4,
+    block: usize,
+    crd: bool,
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
     let bb = block.checked_mul(block).ok_or(Error::Overflow)?;
     ensure(block > 0 && s.c.is_multiple_of(bb), Error::InvalidParams)?;
     let c2 = s.c / bb;
@@ -343,13 +438,22 @@ pub fn depth_to_space<T: Copy>(s: Nchw4, block: usize, crd: bool, x: &[T], y: &m
 }
 
 /// ONNX `SpaceToDepth` of `x` with dims `s`: `y` is `[N, C * b², H / b, W / b]`.
-pub fn space_to_depth<T: Copy>(s: Nchw4, block: usize, x: &[T], y: &mut [T]) -> Result {
+/// `crd` selects mode `CRD` (channel, then row and column within the block;
+/// opset 28), else `DCR` (the block position, then the channel).
+pub fn space_to_depth<X: MoveTo<Y>, Y>(
+    s: Nchw4,
+    block: usize,
+    crd: bool,
+    x: &[X],
+    y: &mut [Y],
+) -> Result {
     ensure(
         block > 0 && s.h.is_multiple_of(block) && s.w.is_multiple_of(block),
         Error::InvalidParams,
     )?;
     let b = block;
-    transpose(&[s.n, s.c, s.h / b, b, s.w / b, b], &[0, 3, 5, 1, 2, 4], x, y)
+    let perm: &[usize] = if crd { &[0, 1, 3, 5, 2, 4] } else { &[0, 3, 5, 1, 2, 4] };
+    transpose(&[s.n, s.c, s.h / b, b, s.w / b, b], perm, x, y)
 }
 
 #[cfg(test)]
@@ -372,6 +476,46 @@ mod tests {
         transpose(&[4, 2, 3], &[1, 2, 0], &a, &mut b).unwrap();
         assert_eq!(b, x);
         assert_eq!(transpose(&[2, 3], &[0, 0], &M23, &mut t), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn booleans_move_between_storages() {
+        // A caller's `bool` tensor transposed into the arena's `u8` form and back.
+        let x = [true, false, false, true, true, false];
+        let mut a = [7u8; 6];
+        transpose(&[2, 3], &[1, 0], &x, &mut a).unwrap();
+        assert_eq!(a, [1, 1, 0, 1, 0, 0]);
+        let mut b = [false; 6];
+        transpose(&[3, 2], &[1, 0], &[1u8, 1, 0, 2, 0, 0], &mut b).unwrap();
+        assert_eq!(b, x);
+        // Concat of a `bool` input and a `u8` input, one part at a time.
+        let mut y = [9u8; 6];
+        concat_part(2, 3, 0, &[true, false], &mut y).unwrap();
+        concat_part(2, 3, 1, &[0u8, 1, 1, 0], &mut y).unwrap();
+        assert_eq!(y, [1, 0, 1, 0, 1, 0]);
+        let mut p = [false; 2];
+        split_part(2, 3, 2, &y, &mut p).unwrap();
+        assert_eq!(p, [true, false]);
+        // Pad writes its constant in the output's storage.
+        let mut y = [false; 4];
+        pad(&[2], &[1], &[1], PadMode::Constant(true), &[0u8, 1], &mut y).unwrap();
+        assert_eq!(y, [true, false, true, true]);
+    }
+
+    #[test]
+    fn parts_check_their_columns() {
+        let mut y = [0i32; 6];
+        // Columns 2..4 of a width-3 row do not exist.
+        assert_eq!(concat_part(2, 3, 2, &[1, 2, 3, 4], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(concat_part(2, 4, 0, &[1, 2], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(concat_part(4, 3, 0, &[1, 2, 3], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(split_part(2, 3, 3, &M23, &mut [0; 2]), Err(Error::ShapeMismatch));
+        // Splitting into unequal parts, the last one empty.
+        let (mut a, mut b, mut c) = ([0i32; 4], [0i32; 2], [0i32; 0]);
+        split_part(2, 3, 0, &M23, &mut a).unwrap();
+        split_part(2, 3, 2, &M23, &mut b).unwrap();
+        split_part(2, 3, 3, &M23, &mut c).unwrap();
+        assert_eq!((a, b), ([1, 2, 4, 5], [3, 6]));
     }
 
     #[test]
@@ -498,7 +642,23 @@ mod tests {
         let mut a = [0i32; 48];
         let mut b = [0i32; 48];
         depth_to_space(Nchw4 { n: 1, c: 8, h: 2, w: 3 }, 2, false, &x, &mut a).unwrap();
-        space_to_depth(Nchw4 { n: 1, c: 2, h: 4, w: 6 }, 2, &a, &mut b).unwrap();
+        space_to_depth(Nchw4 { n: 1, c: 2, h: 4, w: 6 }, 2, false, &a, &mut b).unwrap();
         assert_eq!(b, x);
+        // ... and SpaceToDepth CRD inverts DepthToSpace CRD.
+        depth_to_space(Nchw4 { n: 1, c: 8, h: 2, w: 3 }, 2, true, &x, &mut a).unwrap();
+        space_to_depth(Nchw4 { n: 1, c: 2, h: 4, w: 6 }, 2, true, &a, &mut b).unwrap();
+        assert_eq!(b, x);
+        // CRD on [1, 1, 2, 2]: one channel, so the block is read row by row.
+        let mut y = [0i32; 4];
+        space_to_depth(Nchw4 { n: 1, c: 1, h: 2, w: 2 }, 2, true, &[1, 2, 3, 4], &mut y).unwrap();
+        assert_eq!(y, [1, 2, 3, 4]);
+        // Two channels [1, 2, 2, 2]: CRD keeps each channel's block together,
+        // DCR interleaves the channels per block position.
+        let x: [i32; 8] = core::array::from_fn(|i| i as i32);
+        let mut y = [0i32; 8];
+        space_to_depth(Nchw4 { n: 1, c: 2, h: 2, w: 2 }, 2, true, &x, &mut y).unwrap();
+        assert_eq!(y, [0, 1, 2, 3, 4, 5, 6, 7]);
+        space_to_depth(Nchw4 { n: 1, c: 2, h: 2, w: 2 }, 2, false, &x, &mut y).unwrap();
+        assert_eq!(y, [0, 4, 1, 5, 2, 6, 3, 7]);
     }
 }

@@ -19,6 +19,7 @@ mod schema;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod layout;
 pub mod logic;
 pub mod norm;
 pub mod rnn;
@@ -263,6 +264,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| elementwise::rule(op_type))
         .or_else(|| conv::rule(op_type))
         .or_else(|| gemm::rule(op_type))
+        .or_else(|| layout::rule(op_type))
         .or_else(|| norm::rule(op_type))
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
