@@ -81,7 +81,12 @@ pub fn split<const N: usize>(
 
 /// Views bytes as a slice of `T`; [`Error::Misaligned`] if the start is not
 /// aligned for `T` or the length is not a multiple of `size_of::<T>()`.
+/// Empty bytes are an empty slice whatever their address (an empty range
+/// may carry a dangling, byte-aligned pointer).
 pub fn view<T: bytemuck::AnyBitPattern>(bytes: &[u8]) -> Result<&[T]> {
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
     bytemuck::try_cast_slice(bytes).map_err(|_| Error::Misaligned)
 }
 
@@ -89,6 +94,9 @@ pub fn view<T: bytemuck::AnyBitPattern>(bytes: &[u8]) -> Result<&[T]> {
 pub fn view_mut<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
     bytes: &mut [u8],
 ) -> Result<&mut [T]> {
+    if bytes.is_empty() {
+        return Ok(&mut []);
+    }
     bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::Misaligned)
 }
 
@@ -104,6 +112,18 @@ pub fn as_bytes_mut<T: bytemuck::Pod>(values: &mut [T]) -> &mut [u8] {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn empty_views_ignore_the_address() {
+        // 4-aligned words: byte 1 is certainly not aligned for f32.
+        let words = [0u32; 3];
+        let bytes = super::as_bytes(&words);
+        assert_eq!(super::view::<f32>(&bytes[1..1]), Ok(&[][..]));
+        assert!(super::view::<f32>(&bytes[1..5]).is_err());
+        let mut more = [0u64; 2];
+        let more = super::as_bytes_mut(&mut more);
+        assert!(super::view_mut::<u64>(&mut more[3..3]).is_ok_and(|v| v.is_empty()));
+    }
+
     use super::*;
 
     #[repr(C, align(64))]

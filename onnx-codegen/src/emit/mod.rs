@@ -280,7 +280,9 @@ struct StepBuffers {
     ranges: Vec<(usize, usize)>,
     /// Typed bindings: (binding, source, element type, mutable).
     views: Vec<(Ident, ViewSource, TokenStream, bool)>,
-    by_value: BTreeMap<(usize, bool), Ident>,
+    /// Bindings by (offset, length, mutable): an empty value may share an
+    /// offset with another.
+    by_value: BTreeMap<(usize, usize, bool), Ident>,
 }
 
 enum ViewSource {
@@ -340,8 +342,10 @@ impl StepBuffers {
                 Ok(quote!(#ident))
             }
             Some(Loc::Arena { offset, len }) => {
-                if let Some(ident) =
-                    self.by_value.get(&(offset, false)).or(self.by_value.get(&(offset, true)))
+                if let Some(ident) = self
+                    .by_value
+                    .get(&(offset, len, false))
+                    .or(self.by_value.get(&(offset, len, true)))
                 {
                     return Ok(quote!(#ident));
                 }
@@ -349,7 +353,7 @@ impl StepBuffers {
                 let r = self.range(offset, len);
                 let ident = format_ident!("x{}", self.views.len());
                 self.views.push((ident.clone(), ViewSource::Arena(r), elem, false));
-                self.by_value.insert((offset, false), ident.clone());
+                self.by_value.insert((offset, len, false), ident.clone());
                 Ok(quote!(#ident))
             }
             None => Err(format!("value '{}' has no storage", params.model.graph.value(v).name)),
@@ -374,7 +378,7 @@ impl StepBuffers {
                 let r = self.range(offset, len);
                 let ident = format_ident!("y{}", self.views.len());
                 self.views.push((ident.clone(), ViewSource::Arena(r), elem, true));
-                self.by_value.insert((offset, true), ident.clone());
+                self.by_value.insert((offset, len, true), ident.clone());
                 Ok(quote!(#ident))
             }
             other => Err(format!(
