@@ -404,3 +404,85 @@ mod tests {
         assert_eq!(y, [1]);
     }
 }
+
+/// Reduction axes that arrive as data at run time (an `axes` input the
+/// generator could not see). Normalises them (negative axes count from the
+/// end), fills `mask` with one flag per axis of `shape`, and checks that the
+/// reduction gives `out_shape`, the shape the generator planned from the
+/// model's declared output. Returns `true` when the node is a no-op (no axes
+/// and `noop_with_empty_axes`): the output is then a copy of the input.
+///
+/// [`Error::IndexOutOfBounds`] for an axis outside the rank,
+/// [`Error::InvalidParams`] for an axis given twice, and
+/// [`Error::ShapeMismatch`] when the result would not have the planned shape.
+pub fn runtime_axes(
+    axes: &[i64],
+    shape: &[usize],
+    keepdims: bool,
+    noop_with_empty_axes: bool,
+    out_shape: &[usize],
+    mask: &mut [bool],
+) -> Result<bool> {
+    ensure(mask.len() == shape.len(), Error::ShapeMismatch)?;
+    let rank = shape.len() as i64;
+    mask.iter_mut().for_each(|m| *m = false);
+    if axes.is_empty() {
+        if noop_with_empty_axes {
+            ensure(out_shape == shape, Error::ShapeMismatch)?;
+            return Ok(true);
+        }
+        mask.iter_mut().for_each(|m| *m = true);
+    }
+    for &a in axes {
+        let a = if a < 0 { a + rank } else { a };
+        ensure((0..rank).contains(&a), Error::IndexOutOfBounds)?;
+        let slot = &mut mask[a as usize];
+        ensure(!*slot, Error::InvalidParams)?;
+        *slot = true;
+    }
+    let mut out = out_shape.iter();
+    for (&d, &reduced) in shape.iter().zip(mask.iter()) {
+        let expect = match (reduced, keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        };
+        if let Some(e) = expect {
+            ensure(out.next() == Some(&e), Error::ShapeMismatch)?;
+        }
+    }
+    ensure(out.next().is_none(), Error::ShapeMismatch)?;
+    Ok(false)
+}
+
+#[cfg(test)]
+mod runtime_axes_tests {
+    use super::*;
+
+    #[test]
+    fn axes_from_data_fill_the_mask_and_check_the_planned_shape() {
+        let mut mask = [false; 3];
+        // Reduce axis -1 of [2, 3, 4] keeping dims: [2, 3, 1].
+        assert_eq!(runtime_axes(&[-1], &[2, 3, 4], true, false, &[2, 3, 1], &mut mask), Ok(false));
+        assert_eq!(mask, [false, false, true]);
+        // Without keepdims the axis disappears; a wrong plan is refused.
+        assert_eq!(runtime_axes(&[0], &[2, 3, 4], false, false, &[3, 4], &mut mask), Ok(false));
+        assert_eq!(
+            runtime_axes(&[1], &[2, 3, 4], false, false, &[3, 4], &mut mask),
+            Err(Error::ShapeMismatch)
+        );
+        // No axes: all of them, or a no-op when asked.
+        assert_eq!(runtime_axes(&[], &[2, 3, 4], true, false, &[1, 1, 1], &mut mask), Ok(false));
+        assert_eq!(mask, [true; 3]);
+        assert_eq!(runtime_axes(&[], &[2, 3, 4], true, true, &[2, 3, 4], &mut mask), Ok(true));
+        // Bad data.
+        assert_eq!(
+            runtime_axes(&[3], &[2, 3, 4], true, false, &[2, 3, 4], &mut mask),
+            Err(Error::IndexOutOfBounds)
+        );
+        assert_eq!(
+            runtime_axes(&[1, -2], &[2, 3, 4], true, false, &[2, 1, 4], &mut mask),
+            Err(Error::InvalidParams)
+        );
+    }
+}

@@ -62,6 +62,11 @@ pub struct NodeCx<'a> {
     pub inputs: &'a [Option<TensorType>],
     /// One entry per input; the value when it is known at generation time.
     pub constants: &'a [Option<&'a Tensor>],
+    /// One entry per output: the type the model declares for it (graph
+    /// outputs, value_info), when every dimension is known. Rules whose
+    /// output shape depends on input values known only at run time use it,
+    /// and their generated code checks the values against it.
+    pub declared: &'a [Option<TensorType>],
 }
 
 impl<'a> NodeCx<'a> {
@@ -81,6 +86,11 @@ impl<'a> NodeCx<'a> {
     /// The type of input `i`, if present.
     pub fn opt_input(&self, i: usize) -> Option<&'a TensorType> {
         self.inputs.get(i).and_then(Option::as_ref)
+    }
+
+    /// The type the model declares for output `k`, if fully known.
+    pub fn declared_output(&self, k: usize) -> Option<&'a TensorType> {
+        self.declared.get(k).and_then(Option::as_ref)
     }
 
     /// The value of input `i` when known at generation time.

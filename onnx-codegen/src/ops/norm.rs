@@ -738,11 +738,20 @@ fn reduce_op(name: &str) -> ReduceOp {
     }
 }
 
-/// A reduction node: which axes it folds (`None`: none, the output is the
-/// input, for `noop_with_empty_axes`), and its output dims.
+/// A reduction node: which axes it folds, and its output dims.
 struct ReducePlan {
-    mask: Option<Vec<bool>>,
+    mask: Mask,
     out: Vec<usize>,
+}
+
+enum Mask {
+    /// No axes with `noop_with_empty_axes`: the output is the input.
+    Noop,
+    /// The axes, known at generation time.
+    Known(Vec<bool>),
+    /// The axes are data read at run time; the output shape is the declared
+    /// one, and the generated code checks the axes against it.
+    Runtime,
 }
 
 fn reduce_plan(cx: &NodeCx<'_>) -> OpResult<ReducePlan> {
@@ -777,13 +786,21 @@ fn reduce_plan(cx: &NodeCx<'_>) -> OpResult<ReducePlan> {
             None => Vec::new(),
             // An empty axes tensor needs no value.
             Some(t) if t.numel() == Some(0) => Vec::new(),
+            Some(_) if cx.constant(1).is_none() => {
+                let Some(out) = cx.declared_output(0) else {
+                    return unsupported(
+                        "axes (input 1) are known only at run time and the output's shape is not declared",
+                    );
+                };
+                return Ok(ReducePlan { mask: Mask::Runtime, out: out.dims.clone() });
+            }
             Some(_) => cx.const_ints(1, "axes")?,
         }
     };
     let rank = x.rank();
     let mask = if axes.is_empty() {
         if cx.int_or("noop_with_empty_axes", 0) != 0 {
-            return Ok(ReducePlan { mask: None, out: x.dims.clone() });
+            return Ok(ReducePlan { mask: Mask::Noop, out: x.dims.clone() });
         }
         vec![true; rank]
     } else {
@@ -800,7 +817,7 @@ fn reduce_plan(cx: &NodeCx<'_>) -> OpResult<ReducePlan> {
             (true, false) => None,
         })
         .collect();
-    Ok(ReducePlan { mask: Some(mask), out })
+    Ok(ReducePlan { mask: Mask::Known(mask), out })
 }
 
 impl OpRule for ReduceRule {
@@ -811,13 +828,79 @@ impl OpRule for ReduceRule {
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let x = cx.input(0)?;
-        let Some(axes) = reduce_plan(cx)?.mask else { return Ok(Lowered::Alias) };
+        let plan = reduce_plan(cx)?;
+        let axes = match plan.mask {
+            Mask::Noop => return Ok(Lowered::Alias),
+            Mask::Known(axes) => axes,
+            Mask::Runtime => {
+                return Ok(Lowered::Kernel(Box::new(RuntimeReduceKernel {
+                    op: reduce_op(op_name(cx)),
+                    elem: elem_of(outputs, x.elem),
+                    shape: x.dims.clone(),
+                    out: plan.out,
+                    keepdims: cx.int_or("keepdims", 1) != 0,
+                    noop: cx.int_or("noop_with_empty_axes", 0) != 0,
+                })));
+            }
+        };
         Ok(Lowered::Kernel(Box::new(ReduceKernel {
             what: ReduceWhat::Op(reduce_op(op_name(cx))),
             elem: elem_of(outputs, x.elem),
             shape: x.dims.clone(),
             axes,
         })))
+    }
+}
+
+/// A reduction whose axes are data read at run time: the generated code
+/// builds the axis mask, checks it against the planned output shape, and
+/// runs the same kernels as [`ReduceKernel`].
+struct RuntimeReduceKernel {
+    op: ReduceOp,
+    elem: ElemType,
+    shape: Vec<usize>,
+    out: Vec<usize>,
+    keepdims: bool,
+    noop: bool,
+}
+
+impl Kernel for RuntimeReduceKernel {
+    /// Never folded: its axes are not constants.
+    fn eval(&self, _inputs: &[Option<&HostTensor>], _outputs: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(self.elem))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let rank = lit::usize_lit(self.shape.len());
+        let shape = lit::usizes(&self.shape);
+        let out = lit::usizes(&self.out);
+        let (keep, noop) = (self.keepdims, self.noop);
+        let (x, axes, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        let p = quote!(&#rt::reduce::Reduce { shape: #shape, axes: &mask });
+        let call = match self.elem {
+            ElemType::Bool => {
+                let max = self.op == ReduceOp::Max;
+                quote!(#rt::reduce::reduce_flags(#max, #p, x, y)?;)
+            }
+            ElemType::Float | ElemType::Double => {
+                let op = reduce_op_tokens(self.op, rt);
+                quote!(#rt::reduce::reduce_float(#op, #p, x, y)?;)
+            }
+            _ => {
+                let op = reduce_op_tokens(self.op, rt);
+                quote!(#rt::reduce::reduce(#op, #p, x, y)?;)
+            }
+        };
+        quote! {
+            let (x, y) = (#x, #y);
+            let mut mask = [false; #rank];
+            if #rt::reduce::runtime_axes(#axes, #shape, #keep, #noop, #out, &mut mask)? {
+                y.copy_from_slice(x);
+            } else {
+                #call
+            }
+        }
     }
 }
 
@@ -1116,7 +1199,17 @@ mod tests {
             "g (float[2,3] x, int64[1] axes) => (float[?,?] y) { y = ReduceSum (x, axes) }",
         );
         assert_eq!(types(&a), [None]);
-        assert!(unsupported(&a)[0].contains("axes (input 1) must be known"));
+        assert!(unsupported(&a)[0].contains(
+            "axes (input 1) are known only at run time and the output's shape is not declared"
+        ));
+        // With the output's shape declared, the axes may be data: the plan
+        // follows the declaration and the generated code checks it.
+        let a = run(
+            13,
+            "g (float[2,3] x, int64[1] axes) => (float[2,1] y) { y = ReduceSum (x, axes) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 1]")]);
+        assert!(a.inferred.is_complete());
         let a = run(
             11,
             "g (float[2,3] x) => (float[?,?] y) { y = ReduceMin <axes: ints = [1, -1]> (x) }",

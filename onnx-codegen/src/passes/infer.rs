@@ -265,7 +265,9 @@ impl State<'_> {
         let owned: Vec<Option<Tensor>> =
             node.inputs.iter().map(|v| v.and_then(|v| self.constants[v.index()].clone())).collect();
         let constants: Vec<Option<&Tensor>> = owned.iter().map(Option::as_ref).collect();
-        let cx = NodeCx { node, inputs: &inputs, constants: &constants };
+        let declared: Vec<Option<TensorType>> =
+            node.outputs.iter().map(|v| v.and_then(|v| self.declared_type(v))).collect();
+        let cx = NodeCx { node, inputs: &inputs, constants: &constants, declared: &declared };
         let result = rule.infer(&cx).and_then(|outs| {
             let fixed = rule.constant_outputs(&cx, &outs)?;
             Ok((outs, fixed))
@@ -371,6 +373,23 @@ impl State<'_> {
                 self.constants[v.index()] = Some(t);
             }
         }
+    }
+
+    /// The declared type of `v` with every dimension known (symbols bound).
+    fn declared_type(&self, v: ValueId) -> Option<TensorType> {
+        let Some(Type::Tensor { elem: Some(elem), shape }) = &self.g.value(v).ty else {
+            return None;
+        };
+        let dims = shape.dims.as_ref()?;
+        let dims = dims
+            .iter()
+            .map(|d| match d {
+                Dim::Static(n) => usize::try_from(*n).ok(),
+                Dim::Symbolic(s) => self.opts.dims.get(s).copied(),
+                Dim::Unknown => None,
+            })
+            .collect::<Option<Vec<usize>>>()?;
+        Some(TensorType::new(*elem, dims))
     }
 
     /// A declared type (value_info, graph output) must agree with the inferred one.
