@@ -181,3 +181,30 @@ fn deep_nesting_in_text_is_refused() {
         assert!(!Path::new(&out).exists());
     }
 }
+
+/// Generation refuses models over the configured limits, quoting the figure
+/// and the limit, and writes nothing.
+#[test]
+fn generate_enforces_arena_and_weight_limits() {
+    let s = Scratch::new("limits");
+    let model = s.file(
+        "m.onnxtxt",
+        b"<ir_version: 8, opset_import: [\"\" : 17]>\n\
+          g (float[64] x) => (float[64] y) <float[1] w = {1}> { a = Add (x, w) b = Neg (a) y = Mul (a, b) }\n",
+    );
+    let out = s.path("m.rs");
+    let r = run(&[
+        "generate",
+        &model,
+        "-o",
+        &out,
+        "--max-arena-bytes",
+        "100",
+        "--max-weight-bytes",
+        "2",
+    ]);
+    // `a` and `b` (256 bytes each) are alive together at the Mul.
+    assert_refused(&r, &model, "the arena would take 512 bytes, over the limit of 100 bytes");
+    assert_refused(&r, &model, "the weights take 4 bytes, over the limit of 2 bytes");
+    assert!(!Path::new(&out).exists());
+}

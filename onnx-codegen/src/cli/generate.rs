@@ -19,13 +19,24 @@ pub struct Args {
     /// (`OUTPUT.weights.bin`, read with include_bytes!) instead of inline.
     #[arg(long, default_value_t = 1 << 20)]
     inline_weights_limit: usize,
+    /// Refuse the model if its arena would exceed this many bytes.
+    #[arg(long, default_value_t = Options::default().max_arena_bytes)]
+    max_arena_bytes: usize,
+    /// Refuse the model if its weights exceed this many bytes.
+    #[arg(long, default_value_t = Options::default().max_weight_bytes)]
+    max_weight_bytes: usize,
 }
 
 pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
-    let mut opts =
-        Options { name: args.name.clone(), dims: args.model.dims(), ..Options::default() };
+    let mut opts = Options {
+        name: args.name.clone(),
+        dims: args.model.dims(),
+        max_arena_bytes: args.max_arena_bytes,
+        max_weight_bytes: args.max_weight_bytes,
+        ..Options::default()
+    };
     let weights_path = {
         let mut name = args.output.file_name().unwrap_or_default().to_os_string();
         name.push(".weights.bin");
