@@ -568,13 +568,22 @@ fn struct_doc(
 fn signature_lines(model: &Model, params: &Params<'_>) -> Vec<String> {
     let g = &model.graph;
     let mut lines = Vec::new();
-    for (i, &v) in g.inputs.iter().enumerate() {
+    // The parameter's name is shown when it differs from the ONNX name.
+    let line = |kind: &str, v: ValueId, ident: &Ident| {
         let ty = params.type_of(v).map(ToString::to_string).unwrap_or_default();
-        lines.push(format!(" - input `{}` (`{}`): {ty}", g.value(v).name, params.inputs[i]));
+        let name = &g.value(v).name;
+        let param = ident.to_string();
+        if *name == param {
+            format!(" - {kind} `{name}`: {ty}")
+        } else {
+            format!(" - {kind} `{name}` (parameter `{param}`): {ty}")
+        }
+    };
+    for (i, &v) in g.inputs.iter().enumerate() {
+        lines.push(line("input", v, &params.inputs[i]));
     }
     for (j, &v) in g.outputs.iter().enumerate() {
-        let ty = params.type_of(v).map(ToString::to_string).unwrap_or_default();
-        lines.push(format!(" - output `{}` (`{}`): {ty}", g.value(v).name, params.outputs[j]));
+        lines.push(line("output", v, &params.outputs[j]));
     }
     lines
 }
