@@ -110,7 +110,8 @@ pub fn trilu<X: MoveTo<Y>, Y: Default>(
     x: &[X],
     y: &mut [Y],
 ) -> Result {
-    let n = m.batch.checked_mul(m.rows).and_then(|v| v.checked_mul(m.cols)).ok_or(Error::Overflow)?;
+    let n =
+        m.batch.checked_mul(m.rows).and_then(|v| v.checked_mul(m.cols)).ok_or(Error::Overflow)?;
     ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
     let k = i128::from(k);
     let mut at = 0;
@@ -222,7 +223,10 @@ pub fn one_hot<I: AsIndex, X: MoveTo<Y>, Y>(
     y: &mut [Y],
 ) -> Result {
     let s = AxisShape { outer, axis: depth, inner };
-    ensure(indices.len() == outer.checked_mul(inner).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(
+        indices.len() == outer.checked_mul(inner).ok_or(Error::Overflow)?,
+        Error::ShapeMismatch,
+    )?;
     ensure(y.len() == s.len()?, Error::ShapeMismatch)?;
     let &[off, on] = values else { return Err(Error::ShapeMismatch) };
     let d = i64::try_from(depth).map_err(|_| Error::Overflow)?;

@@ -359,7 +359,8 @@ fn trilu_plan(cx: &NodeCx<'_>) -> OpResult<(Matrices, Scalar)> {
     if r < 2 {
         return invalid(format!("Trilu needs an input of rank 2 or more, got {x}"));
     }
-    let m = Matrices { batch: product(&x.dims[..r - 2])?, rows: x.dims[r - 2], cols: x.dims[r - 1] };
+    let m =
+        Matrices { batch: product(&x.dims[..r - 2])?, rows: x.dims[r - 2], cols: x.dims[r - 1] };
     let k = if cx.opt_input(1).is_none() {
         Scalar::Known(0)
     } else {
@@ -668,10 +669,9 @@ fn one_hot_plan(cx: &NodeCx<'_>) -> OpResult<OneHotPlan> {
             "OneHot's depth (input 1) must be known at generation time; it sets the output shape",
         );
     };
-    let depth = usize::try_from(depth)
-        .ok()
-        .filter(|&d| d > 0)
-        .ok_or_else(|| OpError::Invalid(format!("OneHot's depth must be positive, it is {depth}")))?;
+    let depth = usize::try_from(depth).ok().filter(|&d| d > 0).ok_or_else(|| {
+        OpError::Invalid(format!("OneHot's depth must be positive, it is {depth}"))
+    })?;
     let r = ind.rank();
     let a = axis(cx.int_or("axis", -1), r + 1, "OneHot axis")?;
     let mut dims = ind.dims.clone();
@@ -860,10 +860,7 @@ impl OpRule for TopKRule {
         let x = cx.input(0)?;
         Ok(declared(
             cx,
-            vec![
-                TensorType::new(x.elem, p.dims.clone()),
-                TensorType::new(ElemType::Int64, p.dims),
-            ],
+            vec![TensorType::new(x.elem, p.dims.clone()), TensorType::new(ElemType::Int64, p.dims)],
         ))
     }
 
@@ -923,5 +920,256 @@ impl Kernel for TopKKernel {
                 #rt::norm::AxisShape { outer: #o, axis: #a, inner: #n }, #k, #largest, #x, #v, #i,
             )?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HostData, HostTensor};
+    use crate::generate::{Analysis, Options, analyze};
+
+    /// Analyses a model written in the text syntax with the default domain at `opset`.
+    fn run(opset: u32, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options::default()).expect("test model is valid")
+    }
+
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    /// The folded value of graph output `j`, as f64s.
+    fn value(a: &Analysis, j: usize) -> Vec<f64> {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        let h = HostTensor::from_tensor(t).expect("output has a host form");
+        match h.data {
+            HostData::F32(v) => v.into_iter().map(f64::from).collect(),
+            HostData::F64(v) => v,
+            HostData::I32(v) => v.into_iter().map(f64::from).collect(),
+            HostData::I64(v) => v.into_iter().map(|x| x as f64).collect(),
+            HostData::Bool(v) => v.into_iter().map(|b| f64::from(u8::from(b))).collect(),
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    #[test]
+    fn rms_normalization() {
+        // Row [3, 4]: mean of squares 12.5; scale [1, 2].
+        let a = run(
+            23,
+            "g () => (float[1,2] y) <float[1,2] x = {3, 4}, float[2] s = {1, 2}> {
+                y = RMSNormalization <epsilon: float = 0.0> (x, s)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 2]")]);
+        let r = 12.5f64.sqrt();
+        let v = value(&a, 0);
+        assert!((v[0] - 3.0 / r).abs() < 1e-6 && (v[1] - 8.0 / r).abs() < 1e-6, "{v:?}");
+        // Axis 0 of [2, 2] with scale [2, 1] broadcast over the columns:
+        // mean of squares of {1, 1, 1, 1} is 1, so y is the scale.
+        let a = run(
+            23,
+            "g () => (double[2,2] y) <double[2,2] x = {1, 1, 1, 1}, double[2,1] s = {5, 7}> {
+                y = RMSNormalization <axis: int = 0, epsilon: float = 0.0> (x, s)
+            }",
+        );
+        assert_eq!(value(&a, 0), [5.0, 5.0, 7.0, 7.0]);
+        let a = run(
+            23,
+            "g (float[2,2] x, float[3] s) => (float[2,2] y) { y = RMSNormalization (x, s) }",
+        );
+        assert!(errors(&a)[0].contains("does not broadcast"), "{:?}", errors(&a));
+        let a = run(
+            23,
+            "g (float[2,2] x, float[2] s) => (float[2,2] y) { y = RMSNormalization <axis: int = 2> (x, s) }",
+        );
+        assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
+        let a = run(
+            23,
+            "g (float[2,2] x, float[2,1] s) => (float[2,2] y) { y = RMSNormalization (x, s) }",
+        );
+        assert!(unsupported(&a)[0].contains("before axis"), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn trilu() {
+        let a = run(
+            14,
+            "g () => (int64[2,3] y) <int64[2,3] x = {1, 2, 3, 4, 5, 6}, int64 k = {1}> {
+                y = Trilu <upper: int = 0> (x, k)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 2.0, 0.0, 4.0, 5.0, 6.0]);
+        let a =
+            run(14, "g () => (int64[2,3] y) <int64[2,3] x = {1, 2, 3, 4, 5, 6}> { y = Trilu (x) }");
+        assert_eq!(value(&a, 0), [1.0, 2.0, 3.0, 0.0, 5.0, 6.0]);
+        // k read at run time: inferred and lowered, nothing unsupported.
+        let a = run(14, "g (bool[2,2,3] x, int64 k) => (bool[2,2,3] y) { y = Trilu (x, k) }");
+        assert_eq!(types(&a), [ty("bool[2, 2, 3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(14, "g (float[3] x) => (float[3] y) { y = Trilu (x) }");
+        assert!(errors(&a)[0].contains("rank 2"), "{:?}", errors(&a));
+        let a = run(14, "g (float[2,2] x, int64[2] k) => (float[2,2] y) { y = Trilu (x, k) }");
+        assert!(errors(&a)[0].contains("one element"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn dropout() {
+        let a = run(13, "g (float[2] x) => (float[2] y, bool[2] m) { y, m = Dropout (x) }");
+        assert_eq!(types(&a), [ty("float[2]"), ty("bool[2]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        // Before opset 10 the mask has the input's type.
+        let a = run(7, "g (double[2] x) => (double[2] y, double[2] m) { y, m = Dropout (x) }");
+        assert_eq!(types(&a), [ty("double[2]"), ty("double[2]")]);
+        // Folded: output is the input, mask all kept.
+        let a = run(
+            12,
+            "g () => (float[2] y, bool[2] m) <float[2] x = {1.5, -2}> { y, m = Dropout (x) }",
+        );
+        assert_eq!(value(&a, 0), [1.5, -2.0]);
+        assert_eq!(value(&a, 1), [1.0, 1.0]);
+        // Training mode with ratio 0 keeps everything.
+        let a = run(
+            13,
+            "g (float[2] x) => (float[2] y) <float r = {0}, bool t = {1}> { y = Dropout (x, r, t) }",
+        );
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            13,
+            "g (float[2] x, bool t) => (float[2] y) <float r = {0.5}> { y = Dropout (x, r, t) }",
+        );
+        assert!(unsupported(&a)[0].contains("run time"), "{:?}", unsupported(&a));
+        let a = run(13, "g (float[2] x) => (float[2] y) <bool t = {1}> { y = Dropout (x, , t) }");
+        assert!(unsupported(&a)[0].contains("training mode"), "{:?}", unsupported(&a));
+        let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout (x) }");
+        assert!(unsupported(&a)[0].contains("is_test"), "{:?}", unsupported(&a));
+        let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout <is_test: int = 1> (x) }");
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn cumsum() {
+        let a = run(
+            14,
+            "g () => (float[2,3] y) <float[2,3] x = {1, 2, 3, 4, 5, 6}, int32 ax = {1}> {
+                y = CumSum <reverse: int = 1> (x, ax)
+            }",
+        );
+        assert_eq!(value(&a, 0), [6.0, 5.0, 3.0, 15.0, 11.0, 6.0]);
+        let a = run(
+            14,
+            "g () => (int32[2,3] y) <int32[2,3] x = {1, 2, 3, 4, 5, 6}, int64 ax = {-2}> {
+                y = CumSum <exclusive: int = 1> (x, ax)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 0.0, 0.0, 1.0, 2.0, 3.0]);
+        let a = run(14, "g (float[2,3] x, int64 ax) => (float[2,3] y) { y = CumSum (x, ax) }");
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a =
+            run(14, "g (float[2,3] x) => (float[2,3] y) <int64 ax = {2}> { y = CumSum (x, ax) }");
+        assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn one_hot() {
+        // Indices {0, -1} with depth 3 on axis 0: y is [3, 2].
+        let a = run(
+            11,
+            "g () => (float[3,2] y) <int64[2] i = {0, -1}, float d = {3}, float[2] v = {0, 1}> {
+                y = OneHot <axis: int = 0> (i, d, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[3, 2]")]);
+        assert_eq!(value(&a, 0), [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+        let a = run(
+            11,
+            "g (int64[2] i) => (int32[2,4] y) <int64 d = {4}, int32[2] v = {0, 1}> {
+                y = OneHot (i, d, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int32[2, 4]")]);
+        let a = run(
+            11,
+            "g (int64[2] i, int64 d, float[2] v) => (float[2,?] y) { y = OneHot (i, d, v) }",
+        );
+        assert!(unsupported(&a)[0].contains("depth"), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (int64[2] i, float[3] v) => (float[2,4] y) <int64 d = {4}> { y = OneHot (i, d, v) }",
+        );
+        assert!(errors(&a)[0].contains("2 elements"), "{:?}", errors(&a));
+        let a = run(
+            11,
+            "g (int64[2] i, float[2] v) => (float[2,4] y) <int64 d = {4}> {
+                y = OneHot <axis: int = 2> (i, d, v)
+            }",
+        );
+        assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn eye_like() {
+        let a = run(
+            22,
+            "g (int32[2,3] x) => (float[2,3] y) { y = EyeLike <dtype: int = 1, k: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+        assert_eq!(value(&a, 0), [0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+        let a = run(9, "g (int64[3,2] x) => (int64[3,2] y) { y = EyeLike <k: int = -1> (x) }");
+        assert_eq!(value(&a, 0), [0.0, 0.0, 1.0, 0.0, 0.0, 1.0]);
+        let a = run(9, "g (int64[3,2,1] x) => (int64[3,2,1] y) { y = EyeLike (x) }");
+        assert!(errors(&a)[0].contains("2-D"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn top_k() {
+        let a = run(
+            11,
+            "g () => (float[2,2] v, int64[2,2] i) <float[2,3] x = {1, 3, 2, 5, 5, 4}, int64[1] k = {2}> {
+                v, i = TopK (x, k)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 2]"), ty("int64[2, 2]")]);
+        assert_eq!(value(&a, 0), [3.0, 2.0, 5.0, 5.0]);
+        assert_eq!(value(&a, 1), [1.0, 2.0, 0.0, 1.0]);
+        // Smallest along axis 0; ties keep the lower index.
+        let a = run(
+            11,
+            "g () => (int32[1,3] v, int64[1,3] i) <int32[2,3] x = {1, 3, 2, 5, 0, 2}, int64[1] k = {1}> {
+                v, i = TopK <axis: int = 0, largest: int = 0> (x, k)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 0.0, 2.0]);
+        assert_eq!(value(&a, 1), [0.0, 1.0, 0.0]);
+        let a = run(
+            1,
+            "g (float[2,3] x) => (float[2,1] v, int64[2,1] i) { v, i = TopK <k: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 1]"), ty("int64[2, 1]")]);
+        let a = run(
+            11,
+            "g (float[2,3] x, int64[1] k) => (float[2,?] v, int64[2,?] i) { v, i = TopK (x, k) }",
+        );
+        assert!(unsupported(&a)[0].contains("K (input 1)"), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (float[2,3] x) => (float[2,4] v, int64[2,4] i) <int64[1] k = {4}> { v, i = TopK (x, k) }",
+        );
+        assert!(errors(&a)[0].contains("outside"), "{:?}", errors(&a));
     }
 }
