@@ -54,6 +54,7 @@ pub mod arena;
 pub mod cast;
 pub mod conv;
 pub mod elementwise;
+pub mod extra;
 pub mod gemm;
 pub mod layout;
 pub mod model;

@@ -18,6 +18,7 @@ mod schema;
 
 pub mod conv;
 pub mod elementwise;
+pub mod extra;
 pub mod gemm;
 pub mod layout;
 pub mod logic;
@@ -279,6 +280,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| shape_ops::rule(op_type))
         .or_else(|| softmax::rule(op_type))
         .or_else(|| rnn::rule(op_type))
+        .or_else(|| extra::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
