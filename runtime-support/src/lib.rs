@@ -56,6 +56,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod layout;
+pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod num;
