@@ -251,23 +251,46 @@ mod tests {
         let s = LossShape { batch: 2, classes: 2, spatial: 1 };
         let x = [0.0f64, 3.0f64.ln(), 5.0, 5.0];
         let (mut y, mut lp) = ([0.0f64; 2], [0.0f64; 4]);
-        softmax_cross_entropy(&params(s, Reduction::None, None), &x, &[1i64, 0], None, &mut y, &mut lp)
-            .unwrap();
+        softmax_cross_entropy(
+            &params(s, Reduction::None, None),
+            &x,
+            &[1i64, 0],
+            None,
+            &mut y,
+            &mut lp,
+        )
+        .unwrap();
         let want_lp = [0.25f64.ln(), 0.75f64.ln(), 0.5f64.ln(), 0.5f64.ln()];
         for (a, b) in lp.iter().zip(want_lp) {
             assert!((a - b).abs() < 1e-15, "{lp:?}");
         }
-        assert!((y[0] - 4.0f64.ln() + 3.0f64.ln()).abs() < 1e-15 && (y[1] - 2.0f64.ln()).abs() < 1e-15);
+        assert!(
+            (y[0] - 4.0f64.ln() + 3.0f64.ln()).abs() < 1e-15 && (y[1] - 2.0f64.ln()).abs() < 1e-15
+        );
         // Mean with weights [1, 3]: (3 * ln(4/3) + 1 * ln 2) / 4.
         let mut r = [0.0f64];
         let w = [1.0f64, 3.0];
-        softmax_cross_entropy(&params(s, Reduction::Mean, None), &x, &[1i32, 0], Some(&w), &mut r, &mut lp)
-            .unwrap();
+        softmax_cross_entropy(
+            &params(s, Reduction::Mean, None),
+            &x,
+            &[1i32, 0],
+            Some(&w),
+            &mut r,
+            &mut lp,
+        )
+        .unwrap();
         let want = (3.0 * (4.0f64 / 3.0).ln() + 2.0f64.ln()) / 4.0;
         assert!((r[0] - want).abs() < 1e-15, "{r:?} {want}");
         let mut short = [0.0f64; 3];
         assert_eq!(
-            softmax_cross_entropy(&params(s, Reduction::Sum, None), &x, &[1i32, 0], None, &mut r, &mut short),
+            softmax_cross_entropy(
+                &params(s, Reduction::Sum, None),
+                &x,
+                &[1i32, 0],
+                None,
+                &mut r,
+                &mut short
+            ),
             Err(Error::ShapeMismatch)
         );
     }

@@ -72,7 +72,9 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
     }
     let dims = &x.dims;
     if dims.len() < 2 {
-        return invalid(format!("{name} needs an input of rank 2 or more ([N, C, ...]), got {dims:?}"));
+        return invalid(format!(
+            "{name} needs an input of rank 2 or more ([N, C, ...]), got {dims:?}"
+        ));
     }
     let (batch, classes) = (dims[0], dims[1]);
     let mut want_target = vec![batch];
@@ -86,10 +88,7 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
     let weight = cx.opt_input(2);
     if let Some(w) = weight {
         if w.elem != x.elem {
-            return invalid(format!(
-                "{name}'s weights are {} but its input is {}",
-                w.elem, x.elem
-            ));
+            return invalid(format!("{name}'s weights are {} but its input is {}", w.elem, x.elem));
         }
         if w.dims != [classes] {
             return invalid(format!(
@@ -293,5 +292,161 @@ impl Kernel for LossKernel {
             LogProb::Scratch(n) => Some(TensorType::new(self.elem, vec![n])),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{HostData, HostTensor};
+    use crate::generate::{Analysis, Options, analyze};
+
+    /// Analyses a model written in the text syntax with the default domain at `opset`.
+    fn run(opset: u32, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options::default()).expect("test model is valid")
+    }
+
+    /// The inferred type of each graph output (`None` where inference stopped).
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    /// The folded value of graph output `j`, as f64s.
+    fn value(a: &Analysis, j: usize) -> Vec<f64> {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        let h = HostTensor::from_tensor(t).expect("output has a host form");
+        match h.data {
+            HostData::F32(v) => v.into_iter().map(f64::from).collect(),
+            HostData::F64(v) => v,
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    fn close(got: &[f64], want: &[f64]) -> bool {
+        got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12)
+    }
+
+    #[test]
+    fn output_shapes_follow_the_reduction() {
+        let a = run(
+            22,
+            "g (float[2,3,4,5] x, int64[2,4,5] t, float[3] w) => (float[2,4,5] n, float s, float m) {
+                n = NegativeLogLikelihoodLoss <reduction: string = \"none\"> (x, t, w)
+                s = NegativeLogLikelihoodLoss <reduction: string = \"sum\"> (x, t)
+                m = NegativeLogLikelihoodLoss (x, t, w)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 4, 5]"), ty("float[]"), ty("float[]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        // SoftmaxCrossEntropyLoss: log_prob has the scores' shape; rank 2 gives [N].
+        let a = run(
+            13,
+            "g (double[3,4] x, int32[3] t) => (double[3] l, double[3,4] p, double m) {
+                l, p = SoftmaxCrossEntropyLoss <reduction: string = \"none\"> (x, t)
+                m = SoftmaxCrossEntropyLoss <ignore_index: int = -1> (x, t)
+            }",
+        );
+        assert_eq!(types(&a), [ty("double[3]"), ty("double[3, 4]"), ty("double[]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn nll_folds_to_hand_computed_values() {
+        // Rows [1, 2, 3] and [4, 5, 6], targets 2 and 0, weights [0.5, 1, 2]:
+        // losses -3 * 2 = -6 and -4 * 0.5 = -2.
+        let a = run(
+            13,
+            "g () => (float[2] n, float s, float m, float mi, float mu)
+               <float[2,3] x = {1,2,3,4,5,6}, int32[2] t = {2,0}, float[3] w = {0.5,1,2}> {
+                n = NegativeLogLikelihoodLoss <reduction: string = \"none\"> (x, t, w)
+                s = NegativeLogLikelihoodLoss <reduction: string = \"sum\"> (x, t, w)
+                m = NegativeLogLikelihoodLoss (x, t, w)
+                mi = NegativeLogLikelihoodLoss <ignore_index: int = 0> (x, t, w)
+                mu = NegativeLogLikelihoodLoss <ignore_index: int = 2> (x, t)
+            }",
+        );
+        assert_eq!(value(&a, 0), [-6.0, -2.0]);
+        assert_eq!(value(&a, 1), [-8.0]);
+        // Weighted mean: -8 / (2 + 0.5).
+        assert_eq!(value(&a, 2), [f64::from(-3.2f32)]);
+        // Target 0 ignored: -6 / 2.
+        assert_eq!(value(&a, 3), [-3.0]);
+        // No weights, target 2 ignored: -4 over one counted element.
+        assert_eq!(value(&a, 4), [-4.0]);
+    }
+
+    #[test]
+    fn sce_folds_log_softmax_and_loss() {
+        // Row [0, 1]: log-softmax [-ln(1 + e), 1 - ln(1 + e)]; row [2, 2]: [-ln 2, -ln 2].
+        let a = run(
+            13,
+            "g () => (double[2] l, double[2,2] p, double m)
+               <double[2,2] x = {0,1,2,2}, int64[2] t = {1,0}, double[2] w = {3,1}> {
+                l, p = SoftmaxCrossEntropyLoss <reduction: string = \"none\"> (x, t)
+                m = SoftmaxCrossEntropyLoss (x, t, w)
+            }",
+        );
+        let lse = (1.0 + 1f64.exp()).ln();
+        let ln2 = 2f64.ln();
+        assert!(close(&value(&a, 0), &[lse - 1.0, ln2]), "{:?}", value(&a, 0));
+        assert!(close(&value(&a, 1), &[-lse, 1.0 - lse, -ln2, -ln2]), "{:?}", value(&a, 1));
+        // Weights [3, 1]: (1 * (lse - 1) + 3 * ln 2) / (1 + 3).
+        let want = (lse - 1.0 + 3.0 * ln2) / 4.0;
+        assert!(close(&value(&a, 2), &[want]), "{:?}", value(&a, 2));
+    }
+
+    #[test]
+    fn invalid_models_are_reported() {
+        let cases = [
+            ("float[2,3] x, int64[3] t", "(x, t)", "targets have shape [3]"),
+            ("float[2,3] x, int64[2] t, float[2] w", "(x, t, w)", "3 classes need [3]"),
+            ("float[2,3] x, int64[2] t, double[3] w", "(x, t, w)", "weights are double"),
+            ("float[3] x, int64[3] t", "(x, t)", "rank 2 or more"),
+        ];
+        for (inputs, args, want) in cases {
+            let a = run(
+                22,
+                &format!("g ({inputs}) => (float y) {{ y = NegativeLogLikelihoodLoss {args} }}"),
+            );
+            assert!(errors(&a).iter().any(|e| e.contains(want)), "{want}: {:?}", errors(&a));
+        }
+        let a = run(
+            13,
+            "g (float[2,3] x, int64[2] t) => (float y) {
+                y = SoftmaxCrossEntropyLoss <reduction: string = \"average\"> (x, t)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("'average'")), "{:?}", errors(&a));
+        // A target outside [0, C) that is not ignored fails when folded.
+        let a = run(
+            13,
+            "g () => (float y) <float[1,2] x = {1,2}, int64[1] t = {2}> {
+                y = NegativeLogLikelihoodLoss (x, t)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("out of bounds")), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn half_precision_is_unsupported() {
+        let a = run(
+            13,
+            "g (float16[2,3] x, int64[2] t) => (float16 y) { y = SoftmaxCrossEntropyLoss (x, t) }",
+        );
+        assert!(unsupported(&a).iter().any(|u| u.contains("float16")), "{:?}", unsupported(&a));
     }
 }
