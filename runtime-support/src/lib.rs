@@ -57,6 +57,7 @@ pub mod elementwise;
 pub mod extra;
 pub mod gemm;
 pub mod layout;
+pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod num;

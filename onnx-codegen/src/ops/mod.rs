@@ -22,6 +22,7 @@ pub mod extra;
 pub mod gemm;
 pub mod layout;
 pub mod logic;
+pub mod loss;
 pub mod norm;
 pub mod rnn;
 pub mod shape_ops;
@@ -281,6 +282,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| softmax::rule(op_type))
         .or_else(|| rnn::rule(op_type))
         .or_else(|| extra::rule(op_type))
+        .or_else(|| loss::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
