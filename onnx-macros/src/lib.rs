@@ -1,4 +1,212 @@
-//! `onnx_model!`: compiles an ONNX model into a Rust struct inside the calling crate.
+//! `onnx_model!`: compiles an ONNX model into a Rust struct, in place, at
+//! build time.
 //!
-//! The macro arrives with code generation (the compiler core); this crate
-//! exists now so that the workspace has its final shape.
+//! ```text
+//! onnx_codegen_macros::onnx_model!("models/kws.onnx", name = Kws, dims(N = 1));
+//!
+//! let mut model = Kws::new();          // a const fn: may live in a static
+//! model.run(&input, &mut output)?;     // &[T; N] in, &mut [T; M] out
+//! ```
+//!
+//! The path is relative to the calling crate's `CARGO_MANIFEST_DIR` (absolute
+//! paths work too); binary (`.onnx`) and text (`.onnxtxt`) models both work.
+//! Options:
+//! - `name = Ident`: the struct's name (default: from the file name);
+//! - `dims(N = 4, ...)`: values of symbolic dimensions;
+//! - `runtime = path`: where the runtime crate is (default
+//!   `::onnx_codegen_runtime`).
+//!
+//! The expansion is the same code `onnx-codegen generate` writes. The crate
+//! is rebuilt when the model file changes. Every problem with the model
+//! (all unsupported operators at once) is a compile error at the macro's
+//! path argument.
+
+use onnx_codegen::emit::WeightSource;
+use onnx_codegen::generate::{Options, generate};
+use proc_macro::TokenStream;
+use proc_macro2::Span;
+use std::path::PathBuf;
+use syn::parse::{Parse, ParseStream};
+use syn::{Ident, LitInt, LitStr, Token};
+
+/// Compiles an ONNX model into a struct; see the crate documentation.
+#[proc_macro]
+pub fn onnx_model(input: TokenStream) -> TokenStream {
+    let args = syn::parse_macro_input!(input as Args);
+    match expand(&args) {
+        Ok(tokens) => tokens.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// The macro's arguments.
+struct Args {
+    path: LitStr,
+    name: Option<Ident>,
+    dims: Vec<(Ident, LitInt)>,
+    runtime: Option<syn::Path>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Args> {
+        let path: LitStr = input.parse()?;
+        let mut args = Args { path, name: None, dims: Vec::new(), runtime: None };
+        while input.peek(Token![,]) {
+            input.parse::<Token![,]>()?;
+            if input.is_empty() {
+                break;
+            }
+            let key: Ident = input.parse()?;
+            match key.to_string().as_str() {
+                "name" => {
+                    input.parse::<Token![=]>()?;
+                    args.name = Some(input.parse()?);
+                }
+                "runtime" => {
+                    input.parse::<Token![=]>()?;
+                    args.runtime = Some(input.parse()?);
+                }
+                "dims" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    while !content.is_empty() {
+                        let name: Ident = content.parse()?;
+                        content.parse::<Token![=]>()?;
+                        let value: LitInt = content.parse()?;
+                        args.dims.push((name, value));
+                        if !content.is_empty() {
+                            content.parse::<Token![,]>()?;
+                        }
+                    }
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("unknown option `{other}`; expected `name`, `dims` or `runtime`"),
+                    ));
+                }
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// Weights above this size reach the code through `include_bytes!` of a
+/// file instead of a literal in the token stream.
+const INLINE_WEIGHTS_LIMIT: usize = 1 << 20;
+
+fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
+    let span = args.path.span();
+    let path = resolve(&args.path.value());
+    let shown = path.display().to_string();
+    let mut opts =
+        Options { name: args.name.as_ref().map(ToString::to_string), ..Options::default() };
+    for (name, value) in &args.dims {
+        opts.dims.insert(name.to_string(), value.base10_parse()?);
+    }
+    if let Some(runtime) = &args.runtime {
+        opts.runtime_path = quote::quote!(#runtime).to_string();
+    }
+    let model = onnx_codegen::load::load_model(&path).map_err(|e| error(span, &e))?;
+    let mut generated =
+        generate(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
+    if generated.weights.len() > INLINE_WEIGHTS_LIMIT {
+        let blob = write_blob(&generated.weights).map_err(|e| syn::Error::new(span, e))?;
+        opts.weights = WeightSource::File(blob);
+        generated = generate(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
+    }
+    let code = generated.to_tokens();
+    // Reading the model through include_bytes! makes cargo rebuild the
+    // crate when the file changes; the constant itself is never used.
+    Ok(quote::quote! {
+        const _: &[u8] = include_bytes!(#shown);
+        #code
+    })
+}
+
+/// The model's path: relative paths start at the calling crate's manifest.
+fn resolve(path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() {
+        return p;
+    }
+    match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(dir) => PathBuf::from(dir).join(p),
+        None => p,
+    }
+}
+
+/// Writes the weight blob where this compilation can include it: the
+/// crate's `OUT_DIR` when it has a build script, else the temporary folder.
+/// The name is the blob's hash, so concurrent builds never clash.
+fn write_blob(bytes: &[u8]) -> Result<String, String> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let dir = std::env::var_os("OUT_DIR")
+        .map_or_else(|| std::env::temp_dir().join("onnx-codegen"), PathBuf::from);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let file = dir.join(format!("weights-{h:016x}-{}.bin", bytes.len()));
+    if !std::fs::read(&file).is_ok_and(|old| old == bytes) {
+        onnx_codegen::load::write_atomically(&file, bytes).map_err(|e| e.to_string())?;
+    }
+    Ok(file.display().to_string())
+}
+
+/// One compile error per diagnostic, all pointing at the macro's argument.
+fn error(span: Span, e: &onnx_codegen::Error) -> syn::Error {
+    let mut all: Option<syn::Error> = None;
+    for d in e.diagnostics() {
+        let one = syn::Error::new(span, d.to_string());
+        match &mut all {
+            Some(a) => a.combine(one),
+            None => all = Some(one),
+        }
+    }
+    all.unwrap_or_else(|| syn::Error::new(span, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(src: &str) -> Args {
+        syn::parse_str(src).expect("arguments parse")
+    }
+
+    #[test]
+    fn options_parse() {
+        let a = args(r#""m.onnx", name = Net, dims(N = 4, S = 16), runtime = ::my::rt,"#);
+        assert_eq!(a.path.value(), "m.onnx");
+        assert_eq!(a.name.unwrap().to_string(), "Net");
+        let dims: Vec<String> = a.dims.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        assert_eq!(dims, ["N=4", "S=16"]);
+        assert!(syn::parse_str::<Args>(r#""m.onnx", colour = red"#).is_err());
+    }
+
+    #[test]
+    fn every_problem_becomes_a_compile_error() {
+        let dir = std::env::temp_dir().join(format!("onnx-macros-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = dir.join("bad.onnxtxt");
+        std::fs::write(
+            &model,
+            "<ir_version: 8, opset_import: [\"\" : 17]>\n\
+             g (float[N] x) => (float[N] y) { a = Frobnicate (x) y = Wibble (a) }\n",
+        )
+        .unwrap();
+        let a = args(&format!("{:?}", model.display().to_string()));
+        let err = expand(&a).unwrap_err();
+        let messages: Vec<String> = err.into_iter().map(|e| e.to_string()).collect();
+        assert!(
+            messages.iter().any(|m| m.contains("operator 'Frobnicate', which is unknown")),
+            "{messages:?}"
+        );
+        assert!(
+            messages.iter().any(|m| m.contains("operator 'Wibble', which is unknown")),
+            "{messages:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
