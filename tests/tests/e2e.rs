@@ -3,7 +3,6 @@
 //! outputs the ONNX reference evaluator gave (`tools/gen_e2e_expected.py`),
 //! within the backend tolerance.
 
-#[allow(clippy::all)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/models.rs"));
 }

@@ -36,6 +36,31 @@ pub fn isize_lit(v: isize) -> TokenStream {
     if v < 0 { quote!(-#l) } else { quote!(#l) }
 }
 
+/// A suffixed integer literal of the Rust type of `elem` (`2i64`, `7u8`),
+/// the value wrapped to that type as `as` would; `None` for non-integers.
+pub fn int(v: i128, elem: ElemType) -> Option<TokenStream> {
+    let l = match elem {
+        ElemType::Int8 => Literal::i8_suffixed(v as i8),
+        ElemType::Int16 => Literal::i16_suffixed(v as i16),
+        ElemType::Int32 => Literal::i32_suffixed(v as i32),
+        ElemType::Int64 => Literal::i64_suffixed(v as i64),
+        ElemType::Uint8 => Literal::u8_suffixed(v as u8),
+        ElemType::Uint16 => Literal::u16_suffixed(v as u16),
+        ElemType::Uint32 => Literal::u32_suffixed(v as u32),
+        ElemType::Uint64 => Literal::u64_suffixed(v as u64),
+        _ => return None,
+    };
+    // Negative signed values print with their sign; emit it as a unary minus.
+    let text = l.to_string();
+    match text.strip_prefix('-') {
+        Some(rest) => {
+            let positive: Literal = rest.parse().ok()?;
+            Some(quote!(-#positive))
+        }
+        None => Some(quote!(#l)),
+    }
+}
+
 /// A float literal of the Rust type of `elem` (`f32` or `f64`) with the value
 /// `v` rounded to that type.
 pub fn float(v: f64, elem: ElemType) -> TokenStream {
@@ -99,5 +124,9 @@ mod tests {
         assert_eq!(f32_lit(16777216.0).to_string(), "16777216f32");
         assert_eq!(isizes(&[3, 0, -1]).to_string(), "& [3 , 0 , - 1]");
         assert_eq!(usizes(&[]).to_string(), "& []");
+        assert_eq!(int(2, ElemType::Int64).unwrap().to_string(), "2i64");
+        assert_eq!(int(-3, ElemType::Int32).unwrap().to_string(), "- 3i32");
+        assert_eq!(int(-1, ElemType::Uint8).unwrap().to_string(), "255u8");
+        assert!(int(1, ElemType::Float).is_none());
     }
 }

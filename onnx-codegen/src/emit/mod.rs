@@ -193,6 +193,8 @@ pub fn emit(
             }
 
             #(#[doc = #run_doc])*
+            // One parameter per graph input and output is the contract.
+            #[allow(clippy::too_many_arguments)]
             pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<(), #rt::Error> {
                 let arena: &mut [u8] = &mut self.arena.0;
                 #unused_arena
@@ -406,7 +408,12 @@ impl StepBuffers {
     /// The statements that split the arena and bind typed views.
     fn setup(&self, rt: &TokenStream) -> TokenStream {
         let mut out = TokenStream::new();
-        if !self.ranges.is_empty() {
+        if let [(o, l)] = self.ranges.as_slice() {
+            let (a, b) = (Literal::usize_unsuffixed(*o), Literal::usize_unsuffixed(o + l));
+            out.extend(quote! {
+                let b0 = arena.get_mut(#a..#b).ok_or(#rt::Error::ArenaOutOfBounds)?;
+            });
+        } else if !self.ranges.is_empty() {
             let names: Vec<Ident> =
                 (0..self.ranges.len()).map(|i| format_ident!("b{}", i)).collect();
             let ranges = self.ranges.iter().map(|&(o, l)| {

@@ -186,11 +186,8 @@ impl GemmKernel {
     fn scale_tokens(&self, v: f64) -> TokenStream {
         match self.elem {
             ElemType::Float | ElemType::Double => lit::float(v, self.elem),
-            _ => {
-                let ty = super::rust_type(self.elem, &quote!(unused)).unwrap_or(quote!(i64));
-                let n = lit::isize_lit(v.trunc() as isize);
-                quote!((#n as #ty))
-            }
+            // Integer Gemm truncates its float scales, as the host fold does.
+            _ => lit::int(v.trunc() as i128, self.elem).unwrap_or_else(|| lit::isize_lit(0)),
         }
     }
 }

@@ -3,7 +3,6 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-#[allow(clippy::all)]
 pub mod models {
     include!(concat!(env!("OUT_DIR"), "/tiny_classifier.rs"));
     include!(concat!(env!("OUT_DIR"), "/broadcast_arith.rs"));
