@@ -62,6 +62,7 @@ pub mod model;
 pub mod norm;
 pub mod num;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;
