@@ -392,15 +392,25 @@ pub struct Requant<'a, S, Y> {
     pub a_scale: &'a [S],
     /// One value, or one per column of `B` / output channel of QLinearConv.
     pub b_scale: &'a [S],
-    pub y_scale: S,
-    pub y_zero_point: Option<Y>,
+    /// One value.
+    pub y_scale: &'a [S],
+    /// One value.
+    pub y_zero_point: Option<&'a [Y]>,
 }
 
 impl<S: QReal, Y: QInt> Requant<'_, S, Y> {
+    fn check(&self, a: usize, b: usize) -> Result {
+        check_zp(Some(self.a_scale), a)?;
+        check_zp(Some(self.b_scale), b)?;
+        ensure(self.y_scale.len() == 1, Error::ShapeMismatch)?;
+        ensure(self.y_zero_point.is_none_or(|z| z.len() == 1), Error::ShapeMismatch)
+    }
+
     #[inline]
     fn apply(&self, acc: i32, ia: usize, ib: usize) -> Result<Y> {
-        let m = multiplier(scale_at(self.a_scale, ia)?, scale_at(self.b_scale, ib)?, self.y_scale);
-        let zp = self.y_zero_point.map_or(0, QInt::to_i64) as f64;
+        let ys = scale_at(self.y_scale, 0)?;
+        let m = multiplier(scale_at(self.a_scale, ia)?, scale_at(self.b_scale, ib)?, ys);
+        let zp = zp_at(self.y_zero_point, 0) as f64;
         Ok(round_sat(f64::from(acc) * m + zp))
     }
 }
@@ -417,8 +427,7 @@ pub fn qlinear_matmul<A: QInt, B: QInt, S: QReal, Y: QInt>(
     r: &Requant<'_, S, Y>,
     y: &mut [Y],
 ) -> Result {
-    check_zp(Some(r.a_scale), p.m)?;
-    check_zp(Some(r.b_scale), p.n)?;
+    r.check(p.m, p.n)?;
     let len = y.len();
     let mut res = Ok(());
     matmul_core(p, a, a_zp, b, b_zp, len, |e, i, j, v| match r.apply(v, i, j) {
@@ -537,15 +546,20 @@ pub fn conv_integer<X: QInt, W: QInt>(
 pub fn qlinear_conv<X: QInt, W: QInt, S: QReal, Y: QInt>(
     p: &Conv<'_>,
     x: &[X],
-    x_zp: Option<X>,
+    x_zp: Option<&[X]>,
     w: &[W],
     w_zp: Option<&[W]>,
     bias: Option<&[i32]>,
     r: &Requant<'_, S, Y>,
     y: &mut [Y],
 ) -> Result {
+    r.check(1, p.out_channels)?;
     ensure(r.a_scale.len() == 1, Error::ShapeMismatch)?;
-    check_zp(Some(r.b_scale), p.out_channels)?;
+    let x_zp = match x_zp {
+        None => None,
+        Some([v]) => Some(*v),
+        Some(_) => return Err(Error::ShapeMismatch),
+    };
     let len = y.len();
     let mut res = Ok(());
     conv_core(p, x, x_zp, w, w_zp, bias, len, |e, oc, v| match r.apply(v, 0, oc) {
@@ -639,12 +653,12 @@ mod tests {
     #[test]
     fn qlinear_matmul_requantizes() {
         // [2, 3] @ [3, 1] -> 2*1 + 3*2 = 8; 8 * (0.5 * 0.5 / 0.1) = 20 (+ zp 100).
-        let r = Requant { a_scale: &[0.5f32], b_scale: &[0.5f32], y_scale: 0.1, y_zero_point: Some(100u8) };
+        let r = Requant { a_scale: &[0.5f32], b_scale: &[0.5f32], y_scale: &[0.1], y_zero_point: Some(&[100u8][..]) };
         let mut y = [0u8; 1];
         qlinear_matmul(&mm2(1, 2, 1), &[2u8, 3], None, &[1u8, 2], None, &r, &mut y).unwrap();
         assert_eq!(y, [120]);
         // Saturation.
-        let r = Requant { a_scale: &[1.0f32], b_scale: &[1.0f32], y_scale: 1.0, y_zero_point: None::<i8> };
+        let r = Requant { a_scale: &[1.0f32], b_scale: &[1.0f32], y_scale: &[1.0], y_zero_point: None::<&[i8]> };
         let mut y = [0i8; 1];
         qlinear_matmul(&mm2(1, 2, 1), &[100i8, 100], None, &[1i8, 1], None, &r, &mut y).unwrap();
         assert_eq!(y, [127]);
@@ -672,9 +686,9 @@ mod tests {
         let mut y = [0i32; 3];
         conv_integer(&p, &[5u8, 6, 7], &[1u8, 1, 1], Some(&[5u8][..]), None, &mut y).unwrap();
         assert_eq!(y, [1, 3, 3]);
-        let r = Requant { a_scale: &[0.5f32], b_scale: &[1.0f32], y_scale: 1.0, y_zero_point: Some(10u8) };
+        let r = Requant { a_scale: &[0.5f32], b_scale: &[1.0f32], y_scale: &[1.0], y_zero_point: Some(&[10u8][..]) };
         let mut q = [0u8; 3];
-        qlinear_conv(&p, &[5u8, 6, 7], Some(5u8), &[1u8, 1, 1], None, Some(&[1i32][..]), &r, &mut q)
+        qlinear_conv(&p, &[5u8, 6, 7], Some(&[5u8][..]), &[1u8, 1, 1], None, Some(&[1i32][..]), &r, &mut q)
             .unwrap();
         // (1 + 1) * 0.5 = 1, (3 + 1) * 0.5 = 2 -> 11, 12, 12
         assert_eq!(q, [11, 12, 12]);
