@@ -169,10 +169,11 @@ impl QuantAxis {
                 for i in 0..self.inner {
                     let p = if per_tensor {
                         0
-                    } else if self.block == 0 {
-                        a
                     } else {
-                        (o * nb + a / self.block) * self.inner + i
+                        match a.checked_div(self.block) {
+                            None => a,
+                            Some(q) => (o * nb + q) * self.inner + i,
+                        }
                     };
                     f(e, p);
                     e += 1;
@@ -653,12 +654,22 @@ mod tests {
     #[test]
     fn qlinear_matmul_requantizes() {
         // [2, 3] @ [3, 1] -> 2*1 + 3*2 = 8; 8 * (0.5 * 0.5 / 0.1) = 20 (+ zp 100).
-        let r = Requant { a_scale: &[0.5f32], b_scale: &[0.5f32], y_scale: &[0.1], y_zero_point: Some(&[100u8][..]) };
+        let r = Requant {
+            a_scale: &[0.5f32],
+            b_scale: &[0.5f32],
+            y_scale: &[0.1],
+            y_zero_point: Some(&[100u8][..]),
+        };
         let mut y = [0u8; 1];
         qlinear_matmul(&mm2(1, 2, 1), &[2u8, 3], None, &[1u8, 2], None, &r, &mut y).unwrap();
         assert_eq!(y, [120]);
         // Saturation.
-        let r = Requant { a_scale: &[1.0f32], b_scale: &[1.0f32], y_scale: &[1.0], y_zero_point: None::<&[i8]> };
+        let r = Requant {
+            a_scale: &[1.0f32],
+            b_scale: &[1.0f32],
+            y_scale: &[1.0],
+            y_zero_point: None::<&[i8]>,
+        };
         let mut y = [0i8; 1];
         qlinear_matmul(&mm2(1, 2, 1), &[100i8, 100], None, &[1i8, 1], None, &r, &mut y).unwrap();
         assert_eq!(y, [127]);
@@ -686,10 +697,24 @@ mod tests {
         let mut y = [0i32; 3];
         conv_integer(&p, &[5u8, 6, 7], &[1u8, 1, 1], Some(&[5u8][..]), None, &mut y).unwrap();
         assert_eq!(y, [1, 3, 3]);
-        let r = Requant { a_scale: &[0.5f32], b_scale: &[1.0f32], y_scale: &[1.0], y_zero_point: Some(&[10u8][..]) };
+        let r = Requant {
+            a_scale: &[0.5f32],
+            b_scale: &[1.0f32],
+            y_scale: &[1.0],
+            y_zero_point: Some(&[10u8][..]),
+        };
         let mut q = [0u8; 3];
-        qlinear_conv(&p, &[5u8, 6, 7], Some(&[5u8][..]), &[1u8, 1, 1], None, Some(&[1i32][..]), &r, &mut q)
-            .unwrap();
+        qlinear_conv(
+            &p,
+            &[5u8, 6, 7],
+            Some(&[5u8][..]),
+            &[1u8, 1, 1],
+            None,
+            Some(&[1i32][..]),
+            &r,
+            &mut q,
+        )
+        .unwrap();
         // (1 + 1) * 0.5 = 1, (3 + 1) * 0.5 = 2 -> 11, 12, 12
         assert_eq!(q, [11, 12, 12]);
     }

@@ -203,9 +203,7 @@ fn quantized(cx: &NodeCx<'_>, elem: ElemType, what: &str, allow_i32: bool) -> Op
 fn float_scale(cx: &NodeCx<'_>, t: &TensorType, what: &str) -> OpResult<()> {
     match t.elem {
         ElemType::Float | ElemType::Float16 | ElemType::Bfloat16 => Ok(()),
-        ElemType::Float8E8M0 => {
-            unsupported(format!("{} with a float8e8m0 {what}", op_name(cx)))
-        }
+        ElemType::Float8E8M0 => unsupported(format!("{} with a float8e8m0 {what}", op_name(cx))),
         other => invalid(format!(
             "{}'s {what} must be float, float16 or bfloat16, got {other}",
             op_name(cx)
@@ -821,8 +819,10 @@ impl Kernel for QLinearMatMulKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let mat = self.0.mat.tokens(rt);
-        let (a, za, b, zb) = (in_tokens(io, 0), opt_tokens(io, 2), in_tokens(io, 3), opt_tokens(io, 5));
-        let (sa, sb, sy, zy) = (in_tokens(io, 1), in_tokens(io, 4), in_tokens(io, 6), opt_tokens(io, 7));
+        let (a, za, b, zb) =
+            (in_tokens(io, 0), opt_tokens(io, 2), in_tokens(io, 3), opt_tokens(io, 5));
+        let (sa, sb, sy, zy) =
+            (in_tokens(io, 1), in_tokens(io, 4), in_tokens(io, 6), opt_tokens(io, 7));
         let y = out_tokens(io, 0);
         quote! {
             #rt::quant::qlinear_matmul(
@@ -935,12 +935,12 @@ fn conv_geom(cx: &NodeCx<'_>, xi: usize, wi: usize) -> OpResult<ConvGeom> {
     if in_dims.contains(&0) || kernel.contains(&0) {
         return unsupported(format!("{} with an empty spatial or kernel axis", op_name(cx)));
     }
-    if let Some(ks) = cx.ints("kernel_shape") {
-        if ks.len() != n || ks.iter().zip(&kernel).any(|(&a, &b)| usize::try_from(a) != Ok(b)) {
-            return invalid(format!(
-                "attribute 'kernel_shape' {ks:?} does not match the weights' spatial dims {kernel:?}"
-            ));
-        }
+    if let Some(ks) = cx.ints("kernel_shape")
+        && (ks.len() != n || ks.iter().zip(&kernel).any(|(&a, &b)| usize::try_from(a) != Ok(b)))
+    {
+        return invalid(format!(
+            "attribute 'kernel_shape' {ks:?} does not match the weights' spatial dims {kernel:?}"
+        ));
     }
     let g = cx.int_or("group", 1);
     let groups = match usize::try_from(g) {
@@ -1118,13 +1118,13 @@ fn qlinear_conv_plan(cx: &NodeCx<'_>) -> OpResult<QLinearConvPlan> {
         }
         None => x,
     };
-    if let Some(b) = cx.opt_input(8) {
-        if b.elem != ElemType::Int32 || b.dims != [geom.out_channels] {
-            return invalid(format!(
-                "QLinearConv's bias B is {b}; it must be int32 with {} elements",
-                geom.out_channels
-            ));
-        }
+    if let Some(b) = cx.opt_input(8)
+        && (b.elem != ElemType::Int32 || b.dims != [geom.out_channels])
+    {
+        return invalid(format!(
+            "QLinearConv's bias B is {b}; it must be int32 with {} elements",
+            geom.out_channels
+        ));
     }
     Ok(QLinearConvPlan { geom, x, w, s, y })
 }
@@ -1176,8 +1176,10 @@ impl Kernel for QLinearConvKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let conv = self.0.geom.tokens(rt);
-        let (x, zx, w, zw) = (in_tokens(io, 0), opt_tokens(io, 2), in_tokens(io, 3), opt_tokens(io, 5));
-        let (sx, sw, sy, zy) = (in_tokens(io, 1), in_tokens(io, 4), in_tokens(io, 6), opt_tokens(io, 7));
+        let (x, zx, w, zw) =
+            (in_tokens(io, 0), opt_tokens(io, 2), in_tokens(io, 3), opt_tokens(io, 5));
+        let (sx, sw, sy, zy) =
+            (in_tokens(io, 1), in_tokens(io, 4), in_tokens(io, 6), opt_tokens(io, 7));
         let (b, y) = (opt_tokens(io, 8), out_tokens(io, 0));
         quote! {
             #rt::quant::qlinear_conv(
@@ -1186,5 +1188,214 @@ impl Kernel for QLinearConvKernel {
                 #y,
             )?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{HostData, HostTensor};
+    use crate::generate::{Analysis, Options, analyze};
+
+    /// Analyses a model written in the text syntax with the default domain at `opset`.
+    fn run(opset: u32, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 10, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options::default()).expect("test model is valid")
+    }
+
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    /// The folded value of graph output `j`, as i64s or f64s.
+    fn value(a: &Analysis, j: usize) -> HostData {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        HostTensor::from_tensor(t).expect("output has a host form").data
+    }
+
+    #[test]
+    fn quantize_types_follow_zero_point_and_output_dtype() {
+        let a = run(
+            21,
+            "g (float[2,3] x, float s, int8 z, float[3] sa, uint16[3] za, float[2,2] sb)
+               => (int8[2,3] a, uint8[2,3] b, uint16[2,3] c, int16[2,3] d, uint16[2,3] e) {
+                a = QuantizeLinear (x, s, z)
+                b = QuantizeLinear (x, s)
+                c = QuantizeLinear <axis: int = -1> (x, sa, za)
+                d = QuantizeLinear <output_dtype: int = 5> (x, s)
+                e = QuantizeLinear <axis: int = 1, block_size: int = 2, output_dtype: int = 4> (x, sb)
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [
+                ty("int8[2, 3]"),
+                ty("uint8[2, 3]"),
+                ty("uint16[2, 3]"),
+                ty("int16[2, 3]"),
+                ty("uint16[2, 3]")
+            ]
+        );
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn quantize_folds_with_rounding_and_saturation() {
+        // x / 2 = [0.5, 1.5, 2.5, -0.5, 300, -300]: half to even, + 10, saturated.
+        let a = run(
+            13,
+            "g () => (uint8[6] y, int8[6] z) <float[6] x = {1, 3, 5, -1, 600, -600}, float s = {2},
+                 uint8 zu = {10}, int8 zi = {-10}> {
+                y = QuantizeLinear (x, s, zu)
+                z = QuantizeLinear (x, s, zi)
+            }",
+        );
+        assert_eq!(value(&a, 0), HostData::U8(vec![10, 12, 12, 10, 255, 0]));
+        assert_eq!(value(&a, 1), HostData::I8(vec![-10, -8, -8, -10, 127, -128]));
+    }
+
+    #[test]
+    fn quantize_per_axis_and_blocked_fold() {
+        // x [2, 3]: column scales [1, 2, 4]; blocked along axis 1 (block 2): per row
+        // blocks {cols 0-1, col 2} with scales [[1, 2], [4, 8]].
+        let a = run(
+            21,
+            "g () => (uint8[2,3] p, uint8[2,3] b) <float[2,3] x = {8, 8, 8, 16, 16, 16},
+                 float[3] s = {1, 2, 4}, float[2,2] sb = {1, 2, 4, 8}> {
+                p = QuantizeLinear <axis: int = 1> (x, s)
+                b = QuantizeLinear <axis: int = 1, block_size: int = 2> (x, sb)
+            }",
+        );
+        assert_eq!(value(&a, 0), HostData::U8(vec![8, 4, 2, 16, 8, 4]));
+        assert_eq!(value(&a, 1), HostData::U8(vec![8, 8, 4, 4, 4, 2]));
+    }
+
+    #[test]
+    fn dequantize_folds_and_takes_output_dtype() {
+        let a = run(
+            23,
+            "g () => (float[3] y, float16[3] h, float[2,2] p) <uint8[3] x = {0, 128, 255},
+                 float s = {0.5}, uint8 z = {128}, int8[2,2] q = {1, 2, 3, 4},
+                 float[2] sp = {1, 10}, int8[2] zp = {1, 0}> {
+                y = DequantizeLinear (x, s, z)
+                h = DequantizeLinear <output_dtype: int = 10> (x, s, z)
+                p = DequantizeLinear <axis: int = 0> (q, sp, zp)
+            }",
+        );
+        assert_eq!(value(&a, 0), HostData::F32(vec![-64.0, 0.0, 63.5]));
+        let h = [-64.0f32, 0.0, 63.5].map(onnx_codegen_runtime::f16::from_f32).to_vec();
+        assert_eq!(value(&a, 1), HostData::F16(h));
+        assert_eq!(value(&a, 2), HostData::F32(vec![0.0, 1.0, 30.0, 40.0]));
+    }
+
+    #[test]
+    fn dynamic_quantize_folds() {
+        // Range [0, 255]: scale 1, zero point 0; 2.5 rounds to 2.
+        let a = run(
+            11,
+            "g () => (uint8[3] y, float s, uint8 z) <float[3] x = {0, 2.5, 255}> {
+                y, s, z = DynamicQuantizeLinear (x)
+            }",
+        );
+        assert_eq!(value(&a, 0), HostData::U8(vec![0, 2, 255]));
+        assert_eq!(value(&a, 1), HostData::F32(vec![1.0]));
+        assert_eq!(value(&a, 2), HostData::U8(vec![0]));
+    }
+
+    #[test]
+    fn integer_products_infer_and_fold() {
+        // [[3, 4]] - 1 = [[2, 3]]; [[1], [2]] - per-column zero point 1 = [[0], [1]]: 3.
+        let a = run(
+            10,
+            "g (uint8[2,5,3] xa, int8[3,4] xb) => (int32[1,1] y, int32[2,5,4] w) <uint8[1,2] a = {3, 4},
+                 uint8 za = {1}, int8[2,1] b = {1, 2}, int8[1] zb = {1}> {
+                y = MatMulInteger (a, b, za, zb)
+                w = MatMulInteger (xa, xb)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int32[1, 1]"), ty("int32[2, 5, 4]")]);
+        assert_eq!(value(&a, 0), HostData::I32(vec![3]));
+        // QLinearMatMul: (2 * 1 + 3 * 2) * (0.5 * 0.5 / 0.1) + 100 = 120.
+        let a = run(
+            10,
+            "g () => (uint8[1,1] y) <uint8[1,2] a = {2, 3}, float sa = {0.5}, uint8 za = {0},
+                 uint8[2,1] b = {1, 2}, float sb = {0.5}, uint8 zb = {0}, float sy = {0.1},
+                 uint8 zy = {100}> {
+                y = QLinearMatMul (a, sa, za, b, sb, zb, sy, zy)
+            }",
+        );
+        assert_eq!(value(&a, 0), HostData::U8(vec![120]));
+    }
+
+    #[test]
+    fn integer_convolutions_infer_and_fold() {
+        // x [1,1,3] = [5, 6, 7] - 5 with pads 1 and a [1, 1, 1] kernel: [1, 3, 3].
+        let a = run(
+            10,
+            "g (int8[1,4,5,5] xs, int8[6,2,3,3] ws) => (int32[1,1,3] y, int32[1,6,3,3] s, uint8[1,1,3] q)
+               <uint8[1,1,3] x = {5, 6, 7}, uint8[1,1,3] w = {1, 1, 1}, uint8 zx = {5},
+                float sx = {0.5}, float sw = {1}, float sy = {1}, uint8 zy = {10}, int32[1] bias = {1},
+                uint8 zw = {0}> {
+                y = ConvInteger <pads: ints = [1, 1]> (x, w, zx)
+                s = ConvInteger <group: int = 2, strides: ints = [2, 2], auto_pad: string = \"SAME_UPPER\"> (xs, ws)
+                q = QLinearConv <pads: ints = [1, 1]> (x, sx, zx, w, sw, zw, sy, zy, bias)
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [ty("int32[1, 1, 3]"), ty("int32[1, 6, 3, 3]"), ty("uint8[1, 1, 3]")]
+        );
+        assert_eq!(value(&a, 0), HostData::I32(vec![1, 3, 3]));
+        // ((1, 3, 3) + 1) * 0.5 + 10 = 11, 12, 12.
+        assert_eq!(value(&a, 2), HostData::U8(vec![11, 12, 12]));
+    }
+
+    #[test]
+    fn invalid_models_are_reported() {
+        let cases = [
+            ("float[2,3] x, float[2] s", "y = QuantizeLinear (x, s)", "1-D with 3 elements"),
+            ("float[2,3] x, float s, int8[2] z", "y = QuantizeLinear (x, s, z)", "scale's shape"),
+            (
+                "float[2,4] x, float[2,3] s",
+                "y = QuantizeLinear <block_size: int = 2> (x, s)",
+                "must have shape [2, 2]",
+            ),
+            ("uint8[2] x, float s, int8 z", "y = DequantizeLinear (x, s, z)", "expected uint8"),
+            ("uint8[2,3] a, uint8[4,2] b", "y = MatMulInteger (a, b)", "inner dimensions"),
+            ("float[2,3] a, float[3,2] b", "y = MatMulInteger (a, b)", "A of type float"),
+        ];
+        for (inputs, body, want) in cases {
+            let a = run(21, &format!("g ({inputs}) => (uint8 y) {{ {body} }}"));
+            assert!(errors(&a).iter().any(|e| e.contains(want)), "{want}: {:?}", errors(&a));
+        }
+    }
+
+    #[test]
+    fn float8_and_sub_byte_types_are_unsupported() {
+        let a = run(
+            21,
+            "g (float[4] x, float s) => (int4[4] y, float8e4m3fn[4] f) {
+                y = QuantizeLinear <output_dtype: int = 22> (x, s)
+                f = QuantizeLinear <output_dtype: int = 17> (x, s)
+            }",
+        );
+        let u = unsupported(&a);
+        assert!(
+            u.iter().any(|r| r.contains("int4")) && u.iter().any(|r| r.contains("float8")),
+            "{u:?}"
+        );
     }
 }
