@@ -248,8 +248,10 @@ fn quant_axis(cx: &NodeCx<'_>, x: &TensorType, scale: &TensorType) -> OpResult<Q
         ));
     }
     let a = super::axis(cx.int_or("axis", 1), x.dims.len(), "attribute 'axis'")?;
-    let outer: usize = x.dims[..a].iter().product();
-    let inner: usize = x.dims[a + 1..].iter().product();
+    let prod = |d: &[usize]| d.iter().try_fold(1usize, |acc, &v| acc.checked_mul(v));
+    let (Some(outer), Some(inner)) = (prod(&x.dims[..a]), prod(&x.dims[a + 1..])) else {
+        return invalid(format!("{}'s input {x} is too large", op_name(cx)));
+    };
     if block == 0 {
         if scale.dims != [x.dims[a]] {
             return invalid(format!(
