@@ -29,8 +29,11 @@
 //!   tile, expand, depth/space rearrangements, generic strided copy).
 //! - [`cast`]: ONNX `Cast` between all numeric types, bool, f16 and bf16.
 //! - [`rnn`]: LSTM, GRU and RNN following the ONNX equations.
+//! - [`quant`]: integer quantization kernels (Quantize/DequantizeLinear,
+//!   DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
+//!   QLinearConv).
 //!
-//! Not covered yet: quantized ops, float8, strings, Resize, Scatter*,
+//! Not covered yet: float8 and sub-byte quantization, strings, Resize, Scatter*,
 //! GatherND, TopK, NonZero and other data-dependent-shape ops, and the
 //! packed/SIMD fast paths (the signatures leave room for them).
 //!
@@ -62,6 +65,7 @@ pub mod model;
 pub mod norm;
 pub mod num;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod logic;
 pub mod loss;
 pub mod norm;
+pub mod quant;
 pub mod rnn;
 pub mod shape_ops;
 pub mod softmax;
@@ -283,6 +284,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| rnn::rule(op_type))
         .or_else(|| extra::rule(op_type))
         .or_else(|| loss::rule(op_type))
+        .or_else(|| quant::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

@@ -1,0 +1,721 @@
+//! Quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+//! MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
+//!
+//! Zero points are subtracted and products accumulated in integers (`i64`
+//! accumulators, results wrapped to `i32` as the ONNX reference does); floats
+//! appear only where the spec puts them: the division by the scale, the
+//! multiplication by the scale, and the requantization multiplier. Those float
+//! steps are computed in `f64` and rounded to the precision the ONNX reference
+//! computes them in ([`Work`]), which gives the same bits: a product or a
+//! quotient of two `p`-bit floats computed in `f64` and rounded once to `p`
+//! bits is the correctly rounded `p`-bit result for `p <= 24`. Rounding to
+//! integers is half to even; results saturate to the output type's range.
+
+use crate::conv::Conv;
+use crate::gemm::MatMul;
+use crate::shape::{MAX_RANK, check_strided, contiguous_strides, next_index, numel, walk};
+use crate::{Error, Result, bf16, ensure, f16};
+
+/// The float precision an intermediate result is rounded to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    F64,
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Work {
+    /// `v` rounded (to nearest, ties to even) to this precision.
+    #[inline]
+    pub fn round(self, v: f64) -> f64 {
+        match self {
+            Work::F64 => v,
+            Work::F32 => f64::from(v as f32),
+            Work::F16 => f16::from_f64(v).to_f64(),
+            Work::Bf16 => bf16::from_f64(v).to_f64(),
+        }
+    }
+}
+
+/// Element types read as numbers by the float steps (inputs and scales).
+pub trait QReal: Copy + 'static {
+    /// The precision the type carries.
+    const WORK: Work;
+    /// The value, exactly.
+    fn to_f64(self) -> f64;
+}
+
+/// Float element types the dequantized outputs are written as.
+pub trait QFloat: QReal {
+    /// `v` rounded to nearest, ties to even.
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! real {
+    ($t:ty, $w:ident, $to:expr) => {
+        impl QReal for $t {
+            const WORK: Work = Work::$w;
+            #[inline]
+            fn to_f64(self) -> f64 {
+                let f: fn($t) -> f64 = $to;
+                f(self)
+            }
+        }
+    };
+}
+
+real!(f32, F32, f64::from);
+real!(f16, F16, |v| v.to_f64());
+real!(bf16, Bf16, |v| v.to_f64());
+real!(i32, F64, f64::from);
+
+impl QFloat for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+impl QFloat for f16 {
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+impl QFloat for bf16 {
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+}
+
+/// Integer element types of quantized tensors and zero points.
+pub trait QInt: Copy + Default + 'static {
+    /// The smallest value.
+    const MIN: i64;
+    /// The largest value.
+    const MAX: i64;
+    /// The value.
+    fn to_i64(self) -> i64;
+    /// `v` clamped to `[MIN, MAX]`.
+    fn saturate(v: i64) -> Self;
+}
+
+macro_rules! qint {
+    ($($t:ty),*) => {$(
+        impl QInt for $t {
+            const MIN: i64 = <$t>::MIN as i64;
+            const MAX: i64 = <$t>::MAX as i64;
+            #[inline]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline]
+            fn saturate(v: i64) -> Self {
+                v.clamp(<Self as QInt>::MIN, <Self as QInt>::MAX) as $t
+            }
+        }
+    )*};
+}
+
+qint!(u8, i8, u16, i16, i32);
+
+/// `v` rounded half to even and saturated to `Q`'s range (NaN gives 0).
+#[inline]
+fn round_sat<Q: QInt>(v: f64) -> Q {
+    Q::saturate(libm::rint(v) as i64)
+}
+
+/// How a scale (and zero point) maps onto a tensor viewed as
+/// `[outer, axis, inner]`.
+///
+/// With `block == 0` the scale holds one value (per tensor) or `axis` values
+/// (per axis). With `block > 0` (blocked quantization) the scale is
+/// `[outer, ceil(axis / block), inner]`: element `(o, a, i)` uses the scale of
+/// block `a / block`.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantAxis {
+    pub outer: usize,
+    pub axis: usize,
+    pub inner: usize,
+    pub block: usize,
+}
+
+impl QuantAxis {
+    /// The number of scale values the layout takes, given the `len` the
+    /// caller passes; checks the tensor length `n`.
+    fn check(&self, n: usize, len: usize) -> Result {
+        let total = self
+            .outer
+            .checked_mul(self.axis)
+            .and_then(|v| v.checked_mul(self.inner))
+            .ok_or(Error::Overflow)?;
+        ensure(n == total, Error::ShapeMismatch)?;
+        let want = if self.block == 0 {
+            if len == 1 { 1 } else { self.axis }
+        } else {
+            self.outer
+                .checked_mul(self.axis.div_ceil(self.block))
+                .and_then(|v| v.checked_mul(self.inner))
+                .ok_or(Error::Overflow)?
+        };
+        ensure(len == want, Error::ShapeMismatch)
+    }
+
+    /// Calls `f(element, param)` for every element in order.
+    #[inline]
+    fn each(&self, per_tensor: bool, mut f: impl FnMut(usize, usize)) {
+        let nb = if self.block == 0 { 0 } else { self.axis.div_ceil(self.block) };
+        let mut e = 0;
+        for o in 0..self.outer {
+            for a in 0..self.axis {
+                for i in 0..self.inner {
+                    let p = if per_tensor {
+                        0
+                    } else {
+                        match a.checked_div(self.block) {
+                            None => a,
+                            Some(q) => (o * nb + q) * self.inner + i,
+                        }
+                    };
+                    f(e, p);
+                    e += 1;
+                }
+            }
+        }
+    }
+}
+
+/// ONNX `QuantizeLinear` to an integer type:
+/// `y = saturate(round_half_even(x / scale) + zero_point)`.
+///
+/// `x` and `scale` are first rounded to `work` and the quotient is rounded to
+/// `work` (the precision the spec's reference computes in: the common type of
+/// `x` and `scale`, or the `precision` attribute).
+pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
+    p: &QuantAxis,
+    work: Work,
+    x: &[X],
+    scale: &[S],
+    zero_point: Option<&[Q]>,
+    y: &mut [Q],
+) -> Result {
+    p.check(x.len(), scale.len())?;
+    ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+    if let Some(z) = zero_point {
+        ensure(z.len() == scale.len(), Error::ShapeMismatch)?;
+    }
+    let per_tensor = p.block == 0 && scale.len() == 1;
+    p.each(per_tensor, |e, k| {
+        let q = work.round(work.round(x[e].to_f64()) / work.round(scale[k].to_f64()));
+        let r = libm::rint(q);
+        // Saturating float-to-int conversion; the zero point is added in integers.
+        let zp = zero_point.map_or(0, |z| z[k].to_i64());
+        y[e] = Q::saturate((r as i64).saturating_add(zp));
+    });
+    Ok(())
+}
+
+/// ONNX `DequantizeLinear` from an integer type:
+/// `y = (x - zero_point) * scale`.
+///
+/// The difference is taken in integers; the product is rounded to `f32` (the
+/// reference's precision), except for `i32` inputs with a zero point, whose
+/// reference computation is `f64` on `x` rounded to `f32`.
+pub fn dequantize_linear<Q: QInt, S: QReal, Y: QFloat>(
+    p: &QuantAxis,
+    x: &[Q],
+    scale: &[S],
+    zero_point: Option<&[Q]>,
+    y: &mut [Y],
+) -> Result {
+    p.check(x.len(), scale.len())?;
+    ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+    if let Some(z) = zero_point {
+        ensure(z.len() == scale.len(), Error::ShapeMismatch)?;
+    }
+    let per_tensor = p.block == 0 && scale.len() == 1;
+    let wide = Q::MAX > i64::from(u16::MAX);
+    p.each(per_tensor, |e, k| {
+        let s = scale[k].to_f64();
+        let v = if wide {
+            let xf = f64::from(x[e].to_i64() as f32);
+            match zero_point {
+                Some(z) => (xf - z[k].to_i64() as f64) * s,
+                None => Work::F32.round(xf * s),
+            }
+        } else {
+            let d = x[e].to_i64() - zero_point.map_or(0, |z| z[k].to_i64());
+            Work::F32.round(d as f64 * s)
+        };
+        y[e] = Y::from_f64(v);
+    });
+    Ok(())
+}
+
+/// ONNX `DynamicQuantizeLinear`: `uint8` quantization of `x` with a scale and
+/// zero point computed from its range (which always includes 0), all in `f32`
+/// as the spec's reference does.
+pub fn dynamic_quantize_linear(
+    x: &[f32],
+    y: &mut [u8],
+    y_scale: &mut [f32],
+    y_zero_point: &mut [u8],
+) -> Result {
+    ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+    ensure(y_scale.len() == 1 && y_zero_point.len() == 1, Error::ShapeMismatch)?;
+    let (mut lo, mut hi) = (0f32, 0f32);
+    for &v in x {
+        if v.is_nan() || lo.is_nan() {
+            lo = f32::NAN;
+        } else if v < lo {
+            lo = v;
+        }
+        if v.is_nan() || hi.is_nan() {
+            hi = f32::NAN;
+        } else if v > hi {
+            hi = v;
+        }
+    }
+    let range = if hi == lo { 1.0 } else { hi - lo };
+    let scale = range / 255.0;
+    let initial = 0.0 - lo / scale;
+    let zp = libm::rintf(initial.clamp(0.0, 255.0));
+    for (o, &v) in y.iter_mut().zip(x) {
+        let q = libm::rintf(v / scale) + zp;
+        *o = if q.is_nan() { 0 } else { q.clamp(0.0, 255.0) as u8 };
+    }
+    y_scale[0] = scale;
+    y_zero_point[0] = if zp.is_nan() { 0 } else { zp as u8 };
+    Ok(())
+}
+
+/// A zero point: one value, or one per row (of `A`) or column (of `B`).
+fn zp_at<Q: QInt>(z: Option<&[Q]>, i: usize) -> i64 {
+    match z {
+        None => 0,
+        Some([v]) => v.to_i64(),
+        Some(z) => z.get(i).map_or(0, |v| v.to_i64()),
+    }
+}
+
+fn check_zp<Q>(z: Option<&[Q]>, n: usize) -> Result {
+    match z {
+        Some(z) => ensure(z.len() == 1 || z.len() == n, Error::ShapeMismatch),
+        None => Ok(()),
+    }
+}
+
+fn check_batch(batch: &[usize], strides: &[isize], size: usize, len: usize) -> Result {
+    if size == 0 {
+        return check_strided(batch, strides, 0, usize::MAX);
+    }
+    ensure(len >= size, Error::ShapeMismatch)?;
+    check_strided(batch, strides, 0, len - size + 1)
+}
+
+/// The integer core of MatMulInteger and QLinearMatMul: calls
+/// `out(flat_index, row, column, acc)` with the wrapped `i32` sum of
+/// `(a - a_zp) * (b - b_zp)` for every output element.
+fn matmul_core<A: QInt, B: QInt>(
+    p: &MatMul<'_>,
+    a: &[A],
+    a_zp: Option<&[A]>,
+    b: &[B],
+    b_zp: Option<&[B]>,
+    out_len: usize,
+    mut out: impl FnMut(usize, usize, usize, i32),
+) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
+    ensure(out_len == total, Error::ShapeMismatch)?;
+    check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
+    check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
+    check_zp(a_zp, m)?;
+    check_zp(b_zp, n)?;
+    let mut ys = [0isize; MAX_RANK];
+    let ys = &mut ys[..p.batch.len()];
+    contiguous_strides(p.batch, ys)?;
+    let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
+    for s in ys.iter_mut() {
+        *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+    }
+    walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
+        for i in 0..m {
+            let za = zp_at(a_zp, i);
+            for j in 0..n {
+                let zb = zp_at(b_zp, j);
+                let mut acc = 0i64;
+                for t in 0..k {
+                    let av = a[ia + i * k + t].to_i64() - za;
+                    let bv = b[ib + t * n + j].to_i64() - zb;
+                    acc = acc.wrapping_add(av * bv);
+                }
+                out(iy + i * n + j, i, j, acc as i32);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// ONNX `MatMulInteger`: `y = (a - a_zp) @ (b - b_zp)` in `i32`; `a_zp` is
+/// one value or one per row of `A`, `b_zp` one value or one per column of `B`.
+pub fn matmul_integer<A: QInt, B: QInt>(
+    p: &MatMul<'_>,
+    a: &[A],
+    b: &[B],
+    a_zp: Option<&[A]>,
+    b_zp: Option<&[B]>,
+    y: &mut [i32],
+) -> Result {
+    let len = y.len();
+    matmul_core(p, a, a_zp, b, b_zp, len, |e, _, _, v| y[e] = v)
+}
+
+/// The requantization multiplier `a_scale * w_scale / y_scale`, rounded at
+/// each step to the scales' precision.
+#[inline]
+fn multiplier<S: QReal>(a: S, b: S, y: S) -> f64 {
+    S::WORK.round(S::WORK.round(a.to_f64() * b.to_f64()) / y.to_f64())
+}
+
+fn scale_at<S: QReal>(s: &[S], i: usize) -> Result<S> {
+    match s {
+        [v] => Ok(*v),
+        _ => s.get(i).copied().ok_or(Error::ShapeMismatch),
+    }
+}
+
+/// The scales and zero points of a QLinear op's output requantization.
+#[derive(Clone, Copy, Debug)]
+pub struct Requant<'a, S, Y> {
+    /// One value, or one per row of `A` (QLinearMatMul; `x_scale` of QLinearConv).
+    pub a_scale: &'a [S],
+    /// One value, or one per column of `B` / output channel of QLinearConv.
+    pub b_scale: &'a [S],
+    /// One value.
+    pub y_scale: &'a [S],
+    /// One value.
+    pub y_zero_point: Option<&'a [Y]>,
+}
+
+impl<S: QReal, Y: QInt> Requant<'_, S, Y> {
+    fn check(&self, a: usize, b: usize) -> Result {
+        check_zp(Some(self.a_scale), a)?;
+        check_zp(Some(self.b_scale), b)?;
+        ensure(self.y_scale.len() == 1, Error::ShapeMismatch)?;
+        ensure(self.y_zero_point.is_none_or(|z| z.len() == 1), Error::ShapeMismatch)
+    }
+
+    #[inline]
+    fn apply(&self, acc: i32, ia: usize, ib: usize) -> Result<Y> {
+        let ys = scale_at(self.y_scale, 0)?;
+        let m = multiplier(scale_at(self.a_scale, ia)?, scale_at(self.b_scale, ib)?, ys);
+        let zp = zp_at(self.y_zero_point, 0) as f64;
+        Ok(round_sat(f64::from(acc) * m + zp))
+    }
+}
+
+/// ONNX `QLinearMatMul`: the integer product of the zero-point-shifted
+/// operands, scaled by `a_scale * b_scale / y_scale`, plus `y_zero_point`,
+/// rounded half to even and saturated.
+pub fn qlinear_matmul<A: QInt, B: QInt, S: QReal, Y: QInt>(
+    p: &MatMul<'_>,
+    a: &[A],
+    a_zp: Option<&[A]>,
+    b: &[B],
+    b_zp: Option<&[B]>,
+    r: &Requant<'_, S, Y>,
+    y: &mut [Y],
+) -> Result {
+    r.check(p.m, p.n)?;
+    let len = y.len();
+    let mut res = Ok(());
+    matmul_core(p, a, a_zp, b, b_zp, len, |e, i, j, v| match r.apply(v, i, j) {
+        Ok(q) => y[e] = q,
+        Err(err) => res = Err(err),
+    })?;
+    res
+}
+
+fn len3(a: usize, b: usize, c: usize) -> Result<usize> {
+    a.checked_mul(b).and_then(|v| v.checked_mul(c)).ok_or(Error::Overflow)
+}
+
+/// The integer core of ConvInteger and QLinearConv: calls
+/// `out(flat_index, output_channel, acc)` with the wrapped `i32` sum of
+/// `(x - x_zp) * (w - w_zp)` over each window (padding contributes 0), plus
+/// the bias.
+#[allow(clippy::too_many_arguments)]
+fn conv_core<X: QInt, W: QInt>(
+    p: &Conv<'_>,
+    x: &[X],
+    x_zp: Option<X>,
+    w: &[W],
+    w_zp: Option<&[W]>,
+    bias: Option<&[i32]>,
+    out_len: usize,
+    mut out: impl FnMut(usize, usize, i32),
+) -> Result {
+    p.window.check(false)?;
+    ensure(
+        p.groups > 0
+            && p.in_channels.is_multiple_of(p.groups)
+            && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    let k_size = numel(p.window.kernel)?;
+    let cg = p.in_channels / p.groups;
+    let mg = p.out_channels / p.groups;
+    ensure(x.len() == len3(p.batch, p.in_channels, in_size)?, Error::ShapeMismatch)?;
+    ensure(w.len() == len3(p.out_channels, cg, k_size)?, Error::ShapeMismatch)?;
+    ensure(out_len == len3(p.batch, p.out_channels, out_size)?, Error::ShapeMismatch)?;
+    check_zp(w_zp, p.out_channels)?;
+    if let Some(b) = bias {
+        ensure(b.len() == p.out_channels, Error::ShapeMismatch)?;
+    }
+    if out_size == 0 {
+        return Ok(());
+    }
+    let zx = x_zp.map_or(0, QInt::to_i64);
+    let mut opos = [0usize; MAX_RANK];
+    let opos = &mut opos[..p.window.in_dims.len()];
+    for n in 0..p.batch {
+        for g in 0..p.groups {
+            for mo in 0..mg {
+                let oc = g * mg + mo;
+                let zw = zp_at(w_zp, oc);
+                let y_base = (n * p.out_channels + oc) * out_size;
+                opos.fill(0);
+                let mut o = 0;
+                loop {
+                    let mut acc = 0i64;
+                    for ci in 0..cg {
+                        let x_base = (n * p.in_channels + g * cg + ci) * in_size;
+                        let w_base = (oc * cg + ci) * k_size;
+                        p.window.taps(opos, |tap, at| {
+                            if let Some(at) = at {
+                                let xv = x[x_base + at].to_i64() - zx;
+                                let wv = w[w_base + tap].to_i64() - zw;
+                                acc = acc.wrapping_add(xv * wv);
+                            }
+                        });
+                    }
+                    let mut v = acc as i32;
+                    if let Some(b) = bias {
+                        v = v.wrapping_add(b[oc]);
+                    }
+                    out(y_base + o, oc, v);
+                    o += 1;
+                    if !next_index(opos, p.window.out_dims) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `ConvInteger`: `y = conv(x - x_zp, w - w_zp)` in `i32`; `w_zp` is one
+/// value or one per output channel; padding reads as `x_zp` (0 after the
+/// shift).
+pub fn conv_integer<X: QInt, W: QInt>(
+    p: &Conv<'_>,
+    x: &[X],
+    w: &[W],
+    x_zp: Option<&[X]>,
+    w_zp: Option<&[W]>,
+    y: &mut [i32],
+) -> Result {
+    let x_zp = match x_zp {
+        None => None,
+        Some([v]) => Some(*v),
+        Some(_) => return Err(Error::ShapeMismatch),
+    };
+    let len = y.len();
+    conv_core(p, x, x_zp, w, w_zp, None, len, |e, _, v| y[e] = v)
+}
+
+/// ONNX `QLinearConv`: the integer convolution of the zero-point-shifted
+/// operands plus the `i32` bias, scaled by `x_scale * w_scale / y_scale`
+/// (`w_scale` one value or one per output channel), plus `y_zero_point`,
+/// rounded half to even and saturated.
+#[allow(clippy::too_many_arguments)]
+pub fn qlinear_conv<X: QInt, W: QInt, S: QReal, Y: QInt>(
+    p: &Conv<'_>,
+    x: &[X],
+    x_zp: Option<&[X]>,
+    w: &[W],
+    w_zp: Option<&[W]>,
+    bias: Option<&[i32]>,
+    r: &Requant<'_, S, Y>,
+    y: &mut [Y],
+) -> Result {
+    r.check(1, p.out_channels)?;
+    ensure(r.a_scale.len() == 1, Error::ShapeMismatch)?;
+    let x_zp = match x_zp {
+        None => None,
+        Some([v]) => Some(*v),
+        Some(_) => return Err(Error::ShapeMismatch),
+    };
+    let len = y.len();
+    let mut res = Ok(());
+    conv_core(p, x, x_zp, w, w_zp, bias, len, |e, oc, v| match r.apply(v, 0, oc) {
+        Ok(q) => y[e] = q,
+        Err(err) => res = Err(err),
+    })?;
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::Window;
+
+    fn flat(n: usize) -> QuantAxis {
+        QuantAxis { outer: 1, axis: 1, inner: n, block: 0 }
+    }
+
+    #[test]
+    fn quantize_rounds_half_to_even_and_saturates() {
+        let x = [0.0f32, 2.0, 3.0, 5.0, -1.0, 1000.0, -1000.0, 1.0];
+        let mut y = [0u8; 8];
+        quantize_linear(&flat(8), Work::F32, &x, &[2.0f32], Some(&[128u8][..]), &mut y).unwrap();
+        // 0, 1, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, 500, -500, 0.5 -> 0
+        assert_eq!(y, [128, 129, 130, 130, 128, 255, 0, 128]);
+        let mut y = [0i8; 3];
+        quantize_linear(&flat(3), Work::F32, &[-300.0f32, 300.0, -3.0], &[1.0f32], None, &mut y)
+            .unwrap();
+        assert_eq!(y, [-128, 127, -3]);
+    }
+
+    #[test]
+    fn quantize_per_axis_and_blocked() {
+        // x [2, 3], axis 1, scales per column.
+        let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let p = QuantAxis { outer: 2, axis: 3, inner: 1, block: 0 };
+        let mut y = [0u8; 6];
+        quantize_linear(&p, Work::F32, &x, &[1.0f32, 2.0, 3.0], None, &mut y).unwrap();
+        assert_eq!(y, [1, 1, 1, 4, 2, 2]);
+        // x [1, 4] blocked along axis 1 with block 3: scales [1, 2].
+        let p = QuantAxis { outer: 1, axis: 4, inner: 1, block: 3 };
+        let mut y = [0u8; 4];
+        quantize_linear(&p, Work::F32, &[2.0f32, 4.0, 6.0, 8.0], &[1.0f32, 2.0], None, &mut y)
+            .unwrap();
+        assert_eq!(y, [2, 4, 6, 4]);
+        assert_eq!(
+            quantize_linear(&p, Work::F32, &[0.0f32; 4], &[1.0f32], None, &mut y),
+            Err(Error::ShapeMismatch)
+        );
+    }
+
+    #[test]
+    fn dequantize_subtracts_in_integers() {
+        let mut y = [0f32; 3];
+        dequantize_linear(&flat(3), &[0u8, 128, 255], &[0.5f32], Some(&[128u8][..]), &mut y)
+            .unwrap();
+        assert_eq!(y, [-64.0, 0.0, 63.5]);
+        let mut y = [f16::ZERO; 2];
+        dequantize_linear(&flat(2), &[-3i16, 7], &[f16::from_f32(2.0)], None, &mut y).unwrap();
+        assert_eq!(y, [f16::from_f32(-6.0), f16::from_f32(14.0)]);
+    }
+
+    #[test]
+    fn dynamic_quantize_matches_hand_values() {
+        // Range [0, 255] -> scale 1, zero point 0.
+        let mut y = [0u8; 3];
+        let (mut s, mut z) = ([0f32], [0u8]);
+        dynamic_quantize_linear(&[0.0, 127.5, 255.0], &mut y, &mut s, &mut z).unwrap();
+        assert_eq!((y, s, z), ([0, 128, 255], [1.0], [0]));
+        // Range [-25.5, 0] -> scale 0.1, zero point 255.
+        dynamic_quantize_linear(&[-25.5, -1.0, 0.0], &mut y, &mut s, &mut z).unwrap();
+        assert_eq!((y, z), ([0, 245, 255], [255]));
+    }
+
+    fn mm2(m: usize, k: usize, n: usize) -> MatMul<'static> {
+        MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m, k, n }
+    }
+
+    #[test]
+    fn matmul_integer_with_row_and_column_zero_points() {
+        // A [[11, 7], [3, 5]] - [1, 2] per row; B [[1, 2], [3, 4]] - [1, 0] per column.
+        let mut y = [0i32; 4];
+        let a = [11u8, 7, 3, 5];
+        let b = [1i8, 2, 3, 4];
+        matmul_integer(&mm2(2, 2, 2), &a, &b, Some(&[1u8, 2][..]), Some(&[1i8, 0][..]), &mut y)
+            .unwrap();
+        // [[10, 6], [1, 3]] @ [[0, 2], [2, 4]] = [[12, 44], [6, 14]]
+        assert_eq!(y, [12, 44, 6, 14]);
+    }
+
+    #[test]
+    fn qlinear_matmul_requantizes() {
+        // [2, 3] @ [3, 1] -> 2*1 + 3*2 = 8; 8 * (0.5 * 0.5 / 0.1) = 20 (+ zp 100).
+        let r = Requant {
+            a_scale: &[0.5f32],
+            b_scale: &[0.5f32],
+            y_scale: &[0.1],
+            y_zero_point: Some(&[100u8][..]),
+        };
+        let mut y = [0u8; 1];
+        qlinear_matmul(&mm2(1, 2, 1), &[2u8, 3], None, &[1u8, 2], None, &r, &mut y).unwrap();
+        assert_eq!(y, [120]);
+        // Saturation.
+        let r = Requant {
+            a_scale: &[1.0f32],
+            b_scale: &[1.0f32],
+            y_scale: &[1.0],
+            y_zero_point: None::<&[i8]>,
+        };
+        let mut y = [0i8; 1];
+        qlinear_matmul(&mm2(1, 2, 1), &[100i8, 100], None, &[1i8, 1], None, &r, &mut y).unwrap();
+        assert_eq!(y, [127]);
+    }
+
+    #[test]
+    fn conv_integer_padding_counts_as_zero_point() {
+        // x 1x1x3 [5, 6, 7] with zp 5, w 1x1x3 [1, 1, 1], pads 1: windows
+        // [pad, 0, 1] = 1, [0, 1, 2] = 3, [1, 2, pad] = 3.
+        let p = Conv {
+            batch: 1,
+            in_channels: 1,
+            out_channels: 1,
+            groups: 1,
+            window: Window {
+                in_dims: &[3],
+                out_dims: &[3],
+                kernel: &[3],
+                strides: &[1],
+                dilations: &[1],
+                pads_begin: &[1],
+                pads_end: &[1],
+            },
+        };
+        let mut y = [0i32; 3];
+        conv_integer(&p, &[5u8, 6, 7], &[1u8, 1, 1], Some(&[5u8][..]), None, &mut y).unwrap();
+        assert_eq!(y, [1, 3, 3]);
+        let r = Requant {
+            a_scale: &[0.5f32],
+            b_scale: &[1.0f32],
+            y_scale: &[1.0],
+            y_zero_point: Some(&[10u8][..]),
+        };
+        let mut q = [0u8; 3];
+        qlinear_conv(
+            &p,
+            &[5u8, 6, 7],
+            Some(&[5u8][..]),
+            &[1u8, 1, 1],
+            None,
+            Some(&[1i32][..]),
+            &r,
+            &mut q,
+        )
+        .unwrap();
+        // (1 + 1) * 0.5 = 1, (3 + 1) * 0.5 = 2 -> 11, 12, 12
+        assert_eq!(q, [11, 12, 12]);
+    }
+}
