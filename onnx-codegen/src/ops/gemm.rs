@@ -219,40 +219,72 @@ fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
 
 struct MatMulRule;
 
-/// MatMul's plan: batch shape and strides, matrix sizes, output dims.
-struct MatMulPlan {
-    batch: Vec<usize>,
-    a_strides: Vec<isize>,
-    b_strides: Vec<isize>,
-    m: usize,
-    k: usize,
-    n: usize,
-    out: Vec<usize>,
+/// A batched, broadcasting matrix product's plan (numpy rules, as MatMul).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct MatMulPlan {
+    pub(super) batch: Vec<usize>,
+    pub(super) a_strides: Vec<isize>,
+    pub(super) b_strides: Vec<isize>,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    pub(super) n: usize,
+    pub(super) out: Vec<usize>,
 }
 
-fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
-    if a.is_empty() || b.is_empty() {
-        return invalid("MatMul operands must have rank 1 or more");
+impl MatMulPlan {
+    /// The runtime parameters.
+    pub(super) fn params(&self) -> rt_gemm::MatMul<'_> {
+        rt_gemm::MatMul {
+            batch: &self.batch,
+            a_batch_strides: &self.a_strides,
+            b_batch_strides: &self.b_strides,
+            m: self.m,
+            k: self.k,
+            n: self.n,
+        }
     }
-    // Numpy: a 1-D A is [1, k] (the 1 dropped from the output), a 1-D B is [k, 1].
+
+    /// The runtime parameters in generated code.
+    pub(super) fn tokens(&self, rt: &TokenStream) -> TokenStream {
+        let batch = lit::usizes(&self.batch);
+        let (sa, sb) = (lit::isizes(&self.a_strides), lit::isizes(&self.b_strides));
+        let (m, k, n) = (lit::usize_lit(self.m), lit::usize_lit(self.k), lit::usize_lit(self.n));
+        quote! {
+            #rt::gemm::MatMul {
+                batch: #batch, a_batch_strides: #sa, b_batch_strides: #sb, m: #m, k: #k, n: #n,
+            }
+        }
+    }
+}
+
+pub(super) fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
+    if a.is_empty() || b.is_empty() {
+        return invalid("matrix product operands must have rank 1 or more");
+    }
     let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
     let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
     let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if ka != kb {
-        return invalid(format!("MatMul inner dimensions differ: {a:?} @ {b:?}"));
+        return invalid(format!("matrix product inner dimensions differ: {a:?} @ {b:?}"));
     }
     let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let batch = broadcast_shapes(&[ab, bb])?;
+    if batch.len() > onnx_codegen_runtime::shape::MAX_RANK {
+        return unsupported(format!(
+            "a batch rank above {}",
+            onnx_codegen_runtime::shape::MAX_RANK
+        ));
+    }
     let strides = |own: &[usize], matrix: usize| -> Vec<isize> {
         let offset = batch.len() - own.len();
         let mut s = vec![0isize; batch.len()];
-        let mut step = matrix as isize;
+        let mut step = isize::try_from(matrix).unwrap_or(isize::MAX);
         for i in (0..own.len()).rev() {
             if own[i] != 1 {
                 s[offset + i] = step;
             }
-            step = step.saturating_mul(own[i] as isize);
+            step = step.saturating_mul(isize::try_from(own[i]).unwrap_or(isize::MAX));
         }
         s
     };
@@ -264,8 +296,8 @@ fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
         out.push(n);
     }
     Ok(MatMulPlan {
-        a_strides: strides(ab, m * ka),
-        b_strides: strides(bb, kb * n),
+        a_strides: strides(ab, m.saturating_mul(ka)),
+        b_strides: strides(bb, kb.saturating_mul(n)),
         batch,
         m,
         k: ka,
@@ -303,14 +335,7 @@ fn run_matmul<T: Num + HostElem>(
     inputs: &[Option<&HostTensor>],
     outputs: &mut [HostTensor],
 ) -> EvalResult {
-    let p = rt_gemm::MatMul {
-        batch: &k.plan.batch,
-        a_batch_strides: &k.plan.a_strides,
-        b_batch_strides: &k.plan.b_strides,
-        m: k.plan.m,
-        k: k.plan.k,
-        n: k.plan.n,
-    };
+    let p = k.plan.params();
     let a = host::<T>(inputs.first().copied().flatten())?;
     let b = host::<T>(inputs.get(1).copied().flatten())?;
     rt_gemm::matmul(&p, a, b, host_mut::<T>(outputs.first_mut())?)?;
@@ -324,20 +349,9 @@ impl Kernel for MatMulKernel {
 
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
-        let p = &self.plan;
-        let batch = lit::usizes(&p.batch);
-        let (sa, sb) = (lit::isizes(&p.a_strides), lit::isizes(&p.b_strides));
-        let (m, k, n) = (lit::usize_lit(p.m), lit::usize_lit(p.k), lit::usize_lit(p.n));
+        let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
-        quote! {
-            #rt::gemm::matmul(
-                &#rt::gemm::MatMul {
-                    batch: #batch, a_batch_strides: #sa, b_batch_strides: #sb,
-                    m: #m, k: #k, n: #n,
-                },
-                #a, #b, #y,
-            )?;
-        }
+        quote!(#rt::gemm::matmul(&#p, #a, #b, #y)?;)
     }
 }
 

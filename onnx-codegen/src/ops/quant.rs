@@ -11,15 +11,15 @@
 //! quantization are reported unsupported. Scales: float32, float16, bfloat16
 //! (and int32 where the spec allows it for QuantizeLinear).
 
+use super::gemm::{MatMulPlan, matmul_plan};
 use super::host::HostElem;
 use super::{
-    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule,
-    broadcast_shapes, invalid, unsupported,
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, invalid,
+    unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::conv::{Conv, Window};
-use onnx_codegen_runtime::gemm::MatMul;
 use onnx_codegen_runtime::quant::{self as rt_q, QuantAxis, Requant, Work};
 use onnx_codegen_runtime::shape::MAX_RANK;
 use onnx_codegen_runtime::{bf16, f16};
@@ -556,88 +556,6 @@ impl Kernel for DynamicQuantizeKernel {
     }
 }
 
-/// A batched, broadcasting matrix product's plan (numpy rules, as MatMul).
-#[derive(Clone, Debug, PartialEq)]
-struct MatPlan {
-    batch: Vec<usize>,
-    a_strides: Vec<isize>,
-    b_strides: Vec<isize>,
-    m: usize,
-    k: usize,
-    n: usize,
-    out: Vec<usize>,
-}
-
-impl MatPlan {
-    fn params(&self) -> MatMul<'_> {
-        MatMul {
-            batch: &self.batch,
-            a_batch_strides: &self.a_strides,
-            b_batch_strides: &self.b_strides,
-            m: self.m,
-            k: self.k,
-            n: self.n,
-        }
-    }
-
-    fn tokens(&self, rt: &TokenStream) -> TokenStream {
-        let batch = lit::usizes(&self.batch);
-        let (sa, sb) = (lit::isizes(&self.a_strides), lit::isizes(&self.b_strides));
-        let (m, k, n) = (lit::usize_lit(self.m), lit::usize_lit(self.k), lit::usize_lit(self.n));
-        quote! {
-            #rt::gemm::MatMul {
-                batch: #batch, a_batch_strides: #sa, b_batch_strides: #sb, m: #m, k: #k, n: #n,
-            }
-        }
-    }
-}
-
-fn mat_plan(a: &[usize], b: &[usize]) -> OpResult<MatPlan> {
-    if a.is_empty() || b.is_empty() {
-        return invalid("matrix product operands must have rank 1 or more");
-    }
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
-    let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    if ka != kb {
-        return invalid(format!("matrix product inner dimensions differ: {a:?} @ {b:?}"));
-    }
-    let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
-    let batch = broadcast_shapes(&[ab, bb])?;
-    if batch.len() > MAX_RANK {
-        return unsupported(format!("a batch rank above {MAX_RANK}"));
-    }
-    let strides = |own: &[usize], matrix: usize| -> Vec<isize> {
-        let offset = batch.len() - own.len();
-        let mut s = vec![0isize; batch.len()];
-        let mut step = isize::try_from(matrix).unwrap_or(isize::MAX);
-        for i in (0..own.len()).rev() {
-            if own[i] != 1 {
-                s[offset + i] = step;
-            }
-            step = step.saturating_mul(isize::try_from(own[i]).unwrap_or(isize::MAX));
-        }
-        s
-    };
-    let mut out = batch.clone();
-    if a.len() > 1 {
-        out.push(m);
-    }
-    if b.len() > 1 {
-        out.push(n);
-    }
-    Ok(MatPlan {
-        a_strides: strides(ab, m.saturating_mul(ka)),
-        b_strides: strides(bb, kb.saturating_mul(n)),
-        batch,
-        m,
-        k: ka,
-        n,
-        out,
-    })
-}
-
 /// A per-tensor, per-row or per-column parameter (zero point or scale): one
 /// element, or `count` elements laid along one axis.
 fn check_vector(cx: &NodeCx<'_>, t: &TensorType, count: usize, what: &str) -> OpResult<()> {
@@ -674,7 +592,7 @@ fn zp_of(cx: &NodeCx<'_>, i: usize, elem: ElemType, count: usize, what: &str) ->
 struct MatMulIntegerRule;
 
 struct MatMulIntegerPlan {
-    mat: MatPlan,
+    mat: MatMulPlan,
     a: ElemType,
     b: ElemType,
 }
@@ -682,7 +600,7 @@ struct MatMulIntegerPlan {
 fn matmul_integer_plan(cx: &NodeCx<'_>) -> OpResult<MatMulIntegerPlan> {
     let a = int8_operand(cx, 0, "A")?;
     let b = int8_operand(cx, 1, "B")?;
-    let mat = mat_plan(&cx.input(0)?.dims, &cx.input(1)?.dims)?;
+    let mat = matmul_plan(&cx.input(0)?.dims, &cx.input(1)?.dims)?;
     zp_of(cx, 2, a, mat.m, "a_zero_point")?;
     zp_of(cx, 3, b, mat.n, "b_zero_point")?;
     Ok(MatMulIntegerPlan { mat, a, b })
@@ -749,7 +667,7 @@ fn scales_type(cx: &NodeCx<'_>, idx: &[usize]) -> OpResult<ElemType> {
 struct QLinearMatMulRule;
 
 struct QLinearMatMulPlan {
-    mat: MatPlan,
+    mat: MatMulPlan,
     a: ElemType,
     b: ElemType,
     s: ElemType,
@@ -759,7 +677,7 @@ struct QLinearMatMulPlan {
 fn qlinear_matmul_plan(cx: &NodeCx<'_>) -> OpResult<QLinearMatMulPlan> {
     let a = int8_operand(cx, 0, "a")?;
     let b = int8_operand(cx, 3, "b")?;
-    let mat = mat_plan(&cx.input(0)?.dims, &cx.input(3)?.dims)?;
+    let mat = matmul_plan(&cx.input(0)?.dims, &cx.input(3)?.dims)?;
     let s = scales_type(cx, &[1, 4, 6])?;
     check_vector(cx, cx.input(1)?, mat.m, "a_scale")?;
     check_vector(cx, cx.input(4)?, mat.n, "b_scale")?;
