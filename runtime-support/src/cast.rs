@@ -221,7 +221,7 @@ impl LowBit {
 
     /// The bytes `n` packed elements take.
     pub const fn packed_len(self, n: usize) -> usize {
-        (n / (8 / self.bits())) + if n % (8 / self.bits()) == 0 { 0 } else { 1 }
+        n.div_ceil(8 / self.bits())
     }
 
     fn minifloat(self) -> Option<Minifloat> {
@@ -229,7 +229,9 @@ impl LowBit {
             LowBit::F8E4M3FN => Minifloat { mant: 3, bias: 7, max: 0x7E, fnuz: false, inf: false },
             LowBit::F8E4M3FNUZ => Minifloat { mant: 3, bias: 8, max: 0x7F, fnuz: true, inf: false },
             LowBit::F8E5M2 => Minifloat { mant: 2, bias: 15, max: 0x7B, fnuz: false, inf: true },
-            LowBit::F8E5M2FNUZ => Minifloat { mant: 2, bias: 16, max: 0x7F, fnuz: true, inf: false },
+            LowBit::F8E5M2FNUZ => {
+                Minifloat { mant: 2, bias: 16, max: 0x7F, fnuz: true, inf: false }
+            }
             LowBit::F4E2M1 => Minifloat { mant: 1, bias: 1, max: 0x7, fnuz: false, inf: false },
             _ => return None,
         })
@@ -242,11 +244,9 @@ impl LowBit {
             LowBit::U4 => Wide::Int(i128::from(code & 0xF)),
             LowBit::I2 => Wide::Int(i128::from(((code << 6) as i8) >> 6)),
             LowBit::U2 => Wide::Int(i128::from(code & 0x3)),
-            LowBit::F8E8M0 => Wide::Float(if code == 0xFF {
-                f64::NAN
-            } else {
-                pow2(i32::from(code) - 127)
-            }),
+            LowBit::F8E8M0 => {
+                Wide::Float(if code == 0xFF { f64::NAN } else { pow2(i32::from(code) - 127) })
+            }
             _ => Wide::Float(self.decode_minifloat(code)),
         }
     }
@@ -514,5 +514,135 @@ mod tests {
         cast(&[f16::from_f32(-2.75), f16::from_f32(1000.5)], &mut i).unwrap();
         assert_eq!(i, [-2, 1000]);
         assert_eq!(cast(&[1.0f32], &mut [0i16; 2]), Err(Error::ShapeMismatch));
+    }
+
+    fn enc(f: LowBit, x: f64, saturate: bool) -> u8 {
+        f.encode(Wide::Float(x), saturate, Round::Up)
+    }
+
+    fn dec(f: LowBit, c: u8) -> f64 {
+        match f.decode(c) {
+            Wide::Float(v) => v,
+            Wide::Int(v) => v as f64,
+        }
+    }
+
+    #[test]
+    fn float8e4m3fn() {
+        let f = LowBit::F8E4M3FN;
+        // 1.0: exponent 0 + bias 7 = 0b0111, mantissa 0.
+        assert_eq!(enc(f, 1.0, true), 0x38);
+        // 1 + 1/16 is halfway between 0x38 and 0x39: ties to even (0x38);
+        // 1 + 3/16 is halfway between 0x39 and 0x3A: to 0x3A.
+        assert_eq!(enc(f, 1.0625, true), 0x38);
+        assert_eq!(enc(f, 1.1875, true), 0x3A);
+        assert_eq!(enc(f, 448.0, true), 0x7E);
+        // 464 rounds to 448 (even), so it is in range even without saturation.
+        assert_eq!(enc(f, 464.0, false), 0x7E);
+        assert_eq!(enc(f, 500.0, true), 0x7E);
+        assert_eq!(enc(f, 500.0, false), 0x7F);
+        assert_eq!(enc(f, f64::NEG_INFINITY, true), 0xFE);
+        assert_eq!(enc(f, f64::NEG_INFINITY, false), 0xFF);
+        assert_eq!(enc(f, f64::NAN, true), 0x7F);
+        assert_eq!(enc(f, -0.0, true), 0x80);
+        // Smallest subnormal 2^-9; half of it ties to zero.
+        assert_eq!(enc(f, 1.0 / 512.0, true), 0x01);
+        assert_eq!(enc(f, 1.0 / 1024.0, true), 0x00);
+        assert_eq!(dec(f, 0x01), 1.0 / 512.0);
+        assert_eq!(dec(f, 0xFE), -448.0);
+        assert!(dec(f, 0x7F).is_nan());
+    }
+
+    #[test]
+    fn float8_fnuz_and_e5m2() {
+        let f = LowBit::F8E4M3FNUZ;
+        assert_eq!(enc(f, 1.0, true), 0x40);
+        assert_eq!(enc(f, -0.0, true), 0x00);
+        assert_eq!(enc(f, 240.0, true), 0x7F);
+        assert_eq!(enc(f, f64::INFINITY, true), 0x7F);
+        assert_eq!(enc(f, f64::INFINITY, false), 0x80);
+        assert_eq!(enc(f, -1000.0, false), 0x80);
+        assert!(dec(f, 0x80).is_nan());
+        assert_eq!(dec(f, 0xC0), -1.0);
+        let f = LowBit::F8E5M2;
+        assert_eq!(enc(f, 1.0, true), 0x3C);
+        assert_eq!(enc(f, 57344.0, false), 0x7B);
+        assert_eq!(enc(f, 1e6, true), 0x7B);
+        assert_eq!(enc(f, 1e6, false), 0x7C);
+        assert_eq!(enc(f, f64::NEG_INFINITY, false), 0xFC);
+        assert_eq!(enc(f, -f64::NAN, false), 0xFE);
+        assert_eq!(dec(f, 0x7C), f64::INFINITY);
+        assert_eq!(dec(f, 0x01), 1.0 / 65536.0);
+        let f = LowBit::F8E5M2FNUZ;
+        assert_eq!(enc(f, 1.0, true), 0x40);
+        assert_eq!(enc(f, f64::NAN, true), 0x80);
+        assert_eq!(dec(f, 0x7F), 57344.0);
+    }
+
+    #[test]
+    fn float8e8m0_rounding() {
+        let f = LowBit::F8E8M0;
+        let e = |x: f64, sat: bool, r: Round| f.encode(Wide::Float(x), sat, r);
+        assert_eq!(e(1.0, true, Round::Up), 0x7F);
+        // 3 = 1.5 * 2^1: up to 4, down to 2, nearest (tie) up to 4.
+        assert_eq!(e(3.0, true, Round::Up), 0x81);
+        assert_eq!(e(3.0, true, Round::Down), 0x80);
+        assert_eq!(e(3.0, true, Round::Nearest), 0x81);
+        assert_eq!(e(1.25, true, Round::Nearest), 0x7F);
+        // Above 2^127 rounding up saturates at 2^127 or becomes NaN.
+        assert_eq!(e(3.0 * 2f64.powi(126), true, Round::Up), 0xFE);
+        assert_eq!(e(3.0 * 2f64.powi(126), false, Round::Up), 0xFF);
+        assert_eq!(e(f64::NAN, true, Round::Up), 0xFF);
+        assert_eq!(dec(f, 0x80), 2.0);
+        assert!(dec(f, 0xFF).is_nan());
+    }
+
+    #[test]
+    fn float4e2m1_saturates() {
+        let f = LowBit::F4E2M1;
+        assert_eq!(enc(f, 1.0, false), 0x2);
+        assert_eq!(enc(f, 6.0, false), 0x7);
+        // 5 is halfway between 4 (0x6) and 6 (0x7): even is 4.
+        assert_eq!(enc(f, 5.0, false), 0x6);
+        // -0.75 is halfway between -0.5 (0x9) and -1 (0xA): even is -1.
+        assert_eq!(enc(f, -0.75, false), 0xA);
+        assert_eq!(enc(f, 0.25, false), 0x0);
+        assert_eq!(enc(f, 100.0, false), 0x7);
+        assert_eq!(enc(f, f64::NEG_INFINITY, false), 0xF);
+        assert_eq!(enc(f, f64::NAN, false), 0x8);
+        assert_eq!(dec(f, 0x9), -0.5);
+        assert_eq!(dec(f, 0x7), 6.0);
+    }
+
+    #[test]
+    fn small_integers_wrap_and_pack() {
+        assert_eq!(LowBit::I4.encode(Wide::Int(8), true, Round::Up), 0x8);
+        assert_eq!(LowBit::I4.encode(Wide::Float(-1.9), true, Round::Up), 0xF);
+        assert_eq!(LowBit::U2.encode(Wide::Int(-3), true, Round::Up), 0x1);
+        assert_eq!(dec(LowBit::I4, 0x8), -8.0);
+        assert_eq!(dec(LowBit::U4, 0xF), 15.0);
+        assert_eq!(dec(LowBit::I2, 0x2), -2.0);
+        // Low bits first, unused bits zero.
+        let mut u4 = [0xFFu8; 2];
+        cast_to_low(&[1i32, 2, 3], LowBit::U4, true, Round::Up, &mut u4).unwrap();
+        assert_eq!(u4, [0x21, 0x03]);
+        let mut i2 = [0u8; 2];
+        cast_to_low(&[-1.0f32, 0.0, 1.0, -2.0, 1.0], LowBit::I2, true, Round::Up, &mut i2).unwrap();
+        assert_eq!(i2, [0x93, 0x01]);
+        let mut back = [0i8; 5];
+        cast_from_low(LowBit::I2, &i2, &mut back).unwrap();
+        assert_eq!(back, [-1, 0, 1, -2, 1]);
+        let mut flags = [7u8; 5];
+        cast_from_low_to_flag(LowBit::U2, &i2, &mut flags).unwrap();
+        assert_eq!(flags, [1, 0, 1, 1, 1]);
+        // int4 -> float8e4m3fn: -8 is 1.0 * 2^3 with the sign: 0x80 | (10 << 3).
+        let mut f8 = [0u8; 3];
+        cast_low(LowBit::I4, &[0x8F, 0x01], LowBit::F8E4M3FN, true, Round::Up, &mut f8, 3).unwrap();
+        assert_eq!(f8, [0xB8, 0xD0, 0x38]);
+        assert_eq!(cast_from_low(LowBit::U4, &[0u8; 2], &mut [0f32; 5]), Err(Error::ShapeMismatch));
+        assert_eq!(
+            cast_to_low(&[1.0f32; 3], LowBit::I4, true, Round::Up, &mut [0u8; 1]),
+            Err(Error::ShapeMismatch)
+        );
     }
 }
