@@ -21,13 +21,39 @@ pub enum Elem {
     Bool,
     F16,
     Bf16,
+    /// The low-precision types: raw `u8` codes in generated code, one per
+    /// byte for the 8-bit floats, packed two (4-bit) or four (2-bit) per
+    /// byte with the first element in the low bits.
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F8E5M2FNUZ,
+    F8E8M0,
+    F4E2M1,
+    I4,
+    U4,
+    I2,
+    U2,
 }
 
 impl Elem {
-    /// Bytes per element.
+    /// Bytes per storage unit: per element, except for the packed 4-bit
+    /// and 2-bit types whose unit is the byte holding several elements.
     pub const fn size(self) -> usize {
         match self {
-            Elem::I8 | Elem::U8 | Elem::Bool => 1,
+            Elem::I8
+            | Elem::U8
+            | Elem::Bool
+            | Elem::F8E4M3FN
+            | Elem::F8E4M3FNUZ
+            | Elem::F8E5M2
+            | Elem::F8E5M2FNUZ
+            | Elem::F8E8M0
+            | Elem::F4E2M1
+            | Elem::I4
+            | Elem::U4
+            | Elem::I2
+            | Elem::U2 => 1,
             Elem::I16 | Elem::U16 | Elem::F16 | Elem::Bf16 => 2,
             Elem::F32 | Elem::I32 | Elem::U32 => 4,
             Elem::F64 | Elem::I64 | Elem::U64 => 8,
@@ -50,7 +76,32 @@ impl Elem {
             Elem::Bool => "bool",
             Elem::F16 => "float16",
             Elem::Bf16 => "bfloat16",
+            Elem::F8E4M3FN => "float8e4m3fn",
+            Elem::F8E4M3FNUZ => "float8e4m3fnuz",
+            Elem::F8E5M2 => "float8e5m2",
+            Elem::F8E5M2FNUZ => "float8e5m2fnuz",
+            Elem::F8E8M0 => "float8e8m0",
+            Elem::F4E2M1 => "float4e2m1",
+            Elem::I4 => "int4",
+            Elem::U4 => "uint4",
+            Elem::I2 => "int2",
+            Elem::U2 => "uint2",
         }
+    }
+
+    /// Elements per storage unit ([`Elem::size`] bytes): 2 for the 4-bit
+    /// types, 4 for the 2-bit ones, 1 otherwise.
+    pub const fn per_unit(self) -> usize {
+        match self {
+            Elem::F4E2M1 | Elem::I4 | Elem::U4 => 2,
+            Elem::I2 | Elem::U2 => 4,
+            _ => 1,
+        }
+    }
+
+    /// Storage units `n` elements take (packed types round up).
+    pub const fn units(self, n: usize) -> usize {
+        n.div_ceil(self.per_unit())
     }
 }
 
@@ -74,9 +125,9 @@ impl TensorInfo {
         n
     }
 
-    /// The size in bytes.
+    /// The size in bytes (packed types round up to whole bytes).
     pub const fn byte_size(&self) -> usize {
-        self.numel() * self.elem.size()
+        self.elem.units(self.numel()) * self.elem.size()
     }
 }
 
@@ -145,6 +196,12 @@ mod tests {
         assert_eq!((t.numel(), t.byte_size()), (6, 12));
         let s = TensorInfo { name: "s", shape: &[], elem: Elem::I64 };
         assert_eq!((s.numel(), s.byte_size()), (1, 8));
+        let p = TensorInfo { name: "p", shape: &[5], elem: Elem::I4 };
+        assert_eq!((p.numel(), p.byte_size()), (5, 3));
+        let q = TensorInfo { name: "q", shape: &[3, 3], elem: Elem::U2 };
+        assert_eq!((q.numel(), q.byte_size()), (9, 3));
+        let f = TensorInfo { name: "f", shape: &[3], elem: Elem::F8E5M2 };
+        assert_eq!(f.byte_size(), 3);
     }
 
     #[test]

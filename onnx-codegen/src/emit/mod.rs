@@ -269,7 +269,8 @@ impl<'a> Params<'a> {
         let ty = self.type_of(v)?;
         let elem = crate::ops::rust_type(ty.elem, rt)
             .ok_or_else(|| format!("{} values cannot cross the model's boundary yet", ty.elem))?;
-        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        let n = crate::ops::storage_len(ty).ok_or("a shape too large")?;
+        let n = Literal::usize_unsuffixed(n);
         Ok(if mutable { quote!(&mut [#elem; #n]) } else { quote!(&[#elem; #n]) })
     }
 }
@@ -476,6 +477,16 @@ fn elem_tokens(elem: ElemType, rt: &TokenStream) -> Result<TokenStream, String> 
         ElemType::Bool => "Bool",
         ElemType::Float16 => "F16",
         ElemType::Bfloat16 => "Bf16",
+        ElemType::Float8E4M3FN => "F8E4M3FN",
+        ElemType::Float8E4M3FNUZ => "F8E4M3FNUZ",
+        ElemType::Float8E5M2 => "F8E5M2",
+        ElemType::Float8E5M2FNUZ => "F8E5M2FNUZ",
+        ElemType::Float8E8M0 => "F8E8M0",
+        ElemType::Float4E2M1 => "F4E2M1",
+        ElemType::Int4 => "I4",
+        ElemType::Uint4 => "U4",
+        ElemType::Int2 => "I2",
+        ElemType::Uint2 => "U2",
         other => return Err(format!("{other} values cannot cross the model's boundary yet")),
     };
     let v = Ident::new(v, Span::call_site());
@@ -496,7 +507,8 @@ fn run_bytes_body(
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = params.type_of(v)?;
         let id = &ins[i];
-        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        let n = crate::ops::storage_len(ty).ok_or("a shape too large")?;
+        let n = Literal::usize_unsuffixed(n);
         if ty.elem == ElemType::Bool {
             convert.push(quote!(let #id = #rt::model::bools_from_bytes::<#n>(#id)?;));
             args.push(quote!(&#id));
@@ -509,7 +521,8 @@ fn run_bytes_body(
     for (j, &v) in g.outputs.iter().enumerate() {
         let ty = params.type_of(v)?;
         let id = &outs[j];
-        let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+        let n = crate::ops::storage_len(ty).ok_or("a shape too large")?;
+        let n = Literal::usize_unsuffixed(n);
         if ty.elem == ElemType::Bool {
             let tmp = format_ident!("{}_bools", id);
             convert.push(quote!(let mut #tmp = [false; #n];));

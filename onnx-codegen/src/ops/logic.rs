@@ -1,7 +1,10 @@
 //! Type conversion, comparison, logic and selection, and the variadic and
 //! integer forms of arithmetic the element-wise family leaves out:
 //! - Cast, CastLike (every pair of `float`, `double`, `float16`, `bfloat16`,
-//!   the integers and `bool`; an identical pair is a view);
+//!   the integers, `bool` and the low-precision types held as raw bytes:
+//!   the four float8 types, `float8e8m0`, `float4e2m1`, `int4`, `uint4`,
+//!   `int2`, `uint2`, with `saturate` and `round_mode`; an identical pair is
+//!   a view);
 //! - Equal, Less, Greater, LessOrEqual, GreaterOrEqual; And, Or, Xor, Not;
 //!   BitShift, BitwiseAnd/Or/Xor/Not; Where; IsNaN, IsInf (all broadcasting);
 //! - ConstantOfShape and Range, whose shapes come from values known at
@@ -18,7 +21,7 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{AttrValue, ElemType, TensorType};
-use onnx_codegen_runtime::cast::{self as rt_cast, CastElement, Wide};
+use onnx_codegen_runtime::cast::{self as rt_cast, CastElement, LowBit, Round, Wide};
 use onnx_codegen_runtime::elementwise::{
     self as rt_ew, Arith, Bitwise, Broadcast, Compare, FloatClass, Logic, NumUnary,
 };
@@ -238,12 +241,42 @@ fn cast_target(cx: &NodeCx<'_>) -> OpResult<ElemType> {
     }
 }
 
+/// The runtime's form of a low-precision element type, and its name there.
+fn low_bit(e: ElemType) -> Option<(LowBit, &'static str)> {
+    Some(match e {
+        ElemType::Float8E4M3FN => (LowBit::F8E4M3FN, "F8E4M3FN"),
+        ElemType::Float8E4M3FNUZ => (LowBit::F8E4M3FNUZ, "F8E4M3FNUZ"),
+        ElemType::Float8E5M2 => (LowBit::F8E5M2, "F8E5M2"),
+        ElemType::Float8E5M2FNUZ => (LowBit::F8E5M2FNUZ, "F8E5M2FNUZ"),
+        ElemType::Float8E8M0 => (LowBit::F8E8M0, "F8E8M0"),
+        ElemType::Float4E2M1 => (LowBit::F4E2M1, "F4E2M1"),
+        ElemType::Int4 => (LowBit::I4, "I4"),
+        ElemType::Uint4 => (LowBit::U4, "U4"),
+        ElemType::Int2 => (LowBit::I2, "I2"),
+        ElemType::Uint2 => (LowBit::U2, "U2"),
+        _ => return None,
+    })
+}
+
+/// The `round_mode` attribute (opset 24+; only float8e8m0 targets use it).
+fn cast_round(cx: &NodeCx<'_>) -> OpResult<Round> {
+    match cx.string_or("round_mode", "up").as_str() {
+        "up" => Ok(Round::Up),
+        "down" => Ok(Round::Down),
+        "nearest" => Ok(Round::Nearest),
+        other => invalid(format!(
+            "{} 'round_mode' = '{other}' is not one of 'up', 'down', 'nearest'",
+            op(cx)
+        )),
+    }
+}
+
 impl OpRule for CastRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
         let to = cast_target(cx)?;
         for e in [x.elem, to] {
-            if !is_plain(e) {
+            if !is_plain(e) && low_bit(e).is_none() {
                 return unsupported(format!(
                     "{} from {} to {to}: {e} tensors are not supported",
                     op(cx),
@@ -251,21 +284,55 @@ impl OpRule for CastRule {
                 ));
             }
         }
+        let saturate = cx.int_or("saturate", 1);
+        if !matches!(saturate, 0 | 1) {
+            return invalid(format!("{} 'saturate' = {saturate} is not 0 or 1", op(cx)));
+        }
+        cast_round(cx)?;
         Ok(vec![TensorType::new(to, x.dims.clone())])
     }
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let from = cx.input(0)?.elem;
-        let to = outputs.first().ok_or_else(|| no_output(cx))?.elem;
+        let out = outputs.first().ok_or_else(|| no_output(cx))?;
+        let to = out.elem;
         if from == to {
             return Ok(Lowered::Alias);
         }
-        Ok(Lowered::Kernel(Box::new(CastKernel { to_bool: to == ElemType::Bool })))
+        Ok(Lowered::Kernel(Box::new(CastKernel {
+            to_bool: to == ElemType::Bool,
+            from_low: low_bit(from),
+            to_low: low_bit(to),
+            saturate: cx.int_or("saturate", 1) != 0,
+            round: cast_round(cx)?,
+            count: out.numel().ok_or_else(|| OpError::Invalid("a shape too large".into()))?,
+        })))
     }
 }
 
 struct CastKernel {
     to_bool: bool,
+    /// The source, when it is a low-precision type (raw `u8` codes).
+    from_low: Option<(LowBit, &'static str)>,
+    /// The destination, when it is a low-precision type.
+    to_low: Option<(LowBit, &'static str)>,
+    saturate: bool,
+    round: Round,
+    /// Elements cast (packed buffers do not tell).
+    count: usize,
+}
+
+impl CastKernel {
+    /// `saturate, Round::X` in generated code.
+    fn mode_tokens(&self, rt: &TokenStream) -> TokenStream {
+        let saturate = self.saturate;
+        let round = ident(match self.round {
+            Round::Up => "Up",
+            Round::Down => "Down",
+            Round::Nearest => "Nearest",
+        });
+        quote!(#saturate, #rt::cast::Round::#round)
+    }
 }
 
 /// Casts between any two host element vectors.
@@ -308,6 +375,13 @@ impl Kernel for CastKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         let x = inputs.first().copied().flatten().ok_or(EvalError::Type(ElemType::Float))?;
         let y = outputs.first_mut().ok_or(EvalError::Type(ElemType::Float))?;
+        // Low-precision tensors have no host form: they are not folded.
+        if self.from_low.is_some() {
+            return Err(EvalError::Type(x.ty.elem));
+        }
+        if self.to_low.is_some() {
+            return Err(EvalError::Type(y.ty.elem));
+        }
         cast_host(&x.data, &mut y.data)?;
         Ok(())
     }
@@ -315,10 +389,30 @@ impl Kernel for CastKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, y) = (io_in(io, 0), io_out(io));
-        if self.to_bool {
-            quote!(#rt::cast::cast_to_flag(#x, #y)?;)
-        } else {
-            quote!(#rt::cast::cast(#x, #y)?;)
+        let fmt = |name: &str| {
+            let v = ident(name);
+            quote!(#rt::cast::LowBit::#v)
+        };
+        match (self.from_low, self.to_low) {
+            (Some((_, from)), Some((_, to))) => {
+                let (from, to, mode) = (fmt(from), fmt(to), self.mode_tokens(rt));
+                let n = lit::usize_lit(self.count);
+                quote!(#rt::cast::cast_low(#from, #x, #to, #mode, #y, #n)?;)
+            }
+            (Some((_, from)), None) => {
+                let from = fmt(from);
+                if self.to_bool {
+                    quote!(#rt::cast::cast_from_low_to_flag(#from, #x, #y)?;)
+                } else {
+                    quote!(#rt::cast::cast_from_low(#from, #x, #y)?;)
+                }
+            }
+            (None, Some((_, to))) => {
+                let (to, mode) = (fmt(to), self.mode_tokens(rt));
+                quote!(#rt::cast::cast_to_low(#x, #to, #mode, #y)?;)
+            }
+            (None, None) if self.to_bool => quote!(#rt::cast::cast_to_flag(#x, #y)?;),
+            (None, None) => quote!(#rt::cast::cast(#x, #y)?;),
         }
     }
 
@@ -1371,11 +1465,56 @@ mod tests {
         let a = run(1, "g (float[2] x) => (int32[2] y) { y = Cast <to: string = \"INT32\"> (x) }");
         clean(&a);
         assert_eq!(ty(&a, "y"), "int32[2]");
-        let a = run(21, "g (float[2] x) => (float[2] y) { y = Cast <to: int = 17> (x) }");
+        let a = run(21, "g (float[2] x) => (string[2] y) { y = Cast <to: int = 8> (x) }");
         let p = problems(&a);
-        assert!(p.len() == 1 && p[0].contains("float8e4m3fn tensors are not supported"), "{p:?}");
+        assert!(p.len() == 1 && p[0].contains("string tensors are not supported"), "{p:?}");
         let a = run(21, "g (float[2] x) => (float[2] y) { y = Cast <to: int = 99> (x) }");
         assert!(problems(&a)[0].contains("is not an element type"));
+    }
+
+    #[test]
+    fn low_precision_casts() {
+        let a = run(
+            25,
+            "g (float[5] x, int4[5] i, float8e5m2[1] like) => (float8e4m3fn[5] f) {
+               f = Cast <to: int = 17, saturate: int = 0> (x)
+               u = Cast <to: int = 25> (x)
+               e = Cast <to: int = 24, round_mode: string = \"nearest\"> (x)
+               h = Cast <to: int = 10> (i)
+               k = CastLike (i, like)
+               b = Cast <to: int = 9> (i)
+               s = Cast <to: int = 22> (i)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "f"), "float8e4m3fn[5]");
+        assert_eq!(ty(&a, "u"), "uint2[5]");
+        assert_eq!(ty(&a, "e"), "float8e8m0[5]");
+        assert_eq!(ty(&a, "h"), "float16[5]");
+        assert_eq!(ty(&a, "k"), "float8e5m2[5]");
+        assert_eq!(ty(&a, "b"), "bool[5]");
+        assert_eq!(ty(&a, "s"), "int4[5]");
+        // Packed values take whole bytes: 5 int4 are 3 bytes, 5 uint2 are 2.
+        let t = |n: &str| a.inferred.types[index(&a, n)].clone().expect("a type");
+        assert_eq!(super::super::storage_len(&t("i")), Some(3));
+        assert_eq!(super::super::storage_len(&t("u")), Some(2));
+        assert_eq!(super::super::storage_len(&t("f")), Some(5));
+        assert_eq!(super::super::storage_len(&t("h")), Some(5));
+    }
+
+    #[test]
+    fn low_precision_cast_errors() {
+        let a = run(
+            25,
+            "g (float[2] x) => (float8e8m0[2] y) {
+               y = Cast <to: int = 24, round_mode: string = \"sideways\"> (x)
+               z = Cast <to: int = 17, saturate: int = 2> (x)
+             }",
+        );
+        let p = problems(&a);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p.iter().any(|m| m.contains("'round_mode' = 'sideways'")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("'saturate' = 2 is not 0 or 1")), "{p:?}");
     }
 
     #[test]

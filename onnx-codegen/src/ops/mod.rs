@@ -342,6 +342,9 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<isize> {
 }
 
 /// The Rust element type of `elem` in generated code, when it has one.
+/// The low-precision types are raw `u8` codes (packed for 4 and 2 bits), so
+/// a slice of them holds [`ElemType::byte_size`] bytes, not one per element
+/// ([`storage_len`]).
 pub fn rust_type(elem: ElemType, rt: &TokenStream) -> Option<TokenStream> {
     use quote::quote;
     Some(match elem {
@@ -358,8 +361,32 @@ pub fn rust_type(elem: ElemType, rt: &TokenStream) -> Option<TokenStream> {
         ElemType::Bool => quote!(bool),
         ElemType::Float16 => quote!(#rt::f16),
         ElemType::Bfloat16 => quote!(#rt::bf16),
+        e if is_low_bit(e) => quote!(u8),
         _ => return None,
     })
+}
+
+/// The low-precision types generated code holds as raw (packed) bytes.
+pub fn is_low_bit(elem: ElemType) -> bool {
+    matches!(
+        elem,
+        ElemType::Float8E4M3FN
+            | ElemType::Float8E4M3FNUZ
+            | ElemType::Float8E5M2
+            | ElemType::Float8E5M2FNUZ
+            | ElemType::Float8E8M0
+            | ElemType::Float4E2M1
+            | ElemType::Int4
+            | ElemType::Uint4
+            | ElemType::Int2
+            | ElemType::Uint2
+    )
+}
+
+/// The length of `ty`'s slice in generated code: its element count, or its
+/// byte size for the packed low-precision types.
+pub fn storage_len(ty: &TensorType) -> Option<usize> {
+    if is_low_bit(ty.elem) { ty.byte_size() } else { ty.numel() }
 }
 
 /// Calls `$f::<T>(args)` with `T` the Rust type of a numeric `ElemType`;
