@@ -52,6 +52,7 @@
 
 pub mod arena;
 pub mod cast;
+pub mod check;
 pub mod conv;
 pub mod elementwise;
 pub mod extra;
