@@ -4,7 +4,12 @@
 //!   the input's bytes with another shape, so they cost nothing at run time;
 //! - Constant, Shape and Size: their outputs are constants.
 
-use super::{Lowered, NodeCx, OpResult, OpRule, axis, invalid, unsupported};
+use super::{
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, axis,
+    invalid, unsupported,
+};
+use proc_macro2::TokenStream;
+use quote::quote;
 use crate::ir::{AttrValue, ElemType, Tensor, TensorData, TensorType};
 use bytes::Bytes;
 
@@ -24,6 +29,18 @@ struct ViewRule;
 fn view_dims(cx: &NodeCx<'_>) -> OpResult<Vec<usize>> {
     let x = cx.input(0)?;
     let dims = &x.dims;
+    if runtime_view(cx) {
+        let Some(t) = cx.declared_output(0) else {
+            return unsupported(format!(
+                "{}'s input 1 is known only at run time and the model does not declare the output's shape",
+                cx.node.op.op_type
+            ));
+        };
+        if t.elem != x.elem || t.numel() != x.numel() {
+            return invalid(format!("{} output is declared as {t}; input is {x}", cx.node.op.op_type));
+        }
+        return Ok(t.dims.clone());
+    }
     match cx.node.op.op_type.as_str() {
         "Identity" => Ok(dims.clone()),
         "Reshape" => reshape_dims(cx, dims),
@@ -132,8 +149,80 @@ impl OpRule for ViewRule {
         Ok(vec![x.with_dims(view_dims(cx)?)])
     }
 
-    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Alias)
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        if !runtime_view(cx) {
+            return Ok(Lowered::Alias);
+        }
+        let x = cx.input(0)?;
+        let out = outputs.first().map_or_else(|| x.dims.clone(), |t| t.dims.clone());
+        Ok(Lowered::Kernel(Box::new(ViewCheckKernel {
+            op: cx.node.op.op_type.clone(),
+            elem: x.elem,
+            shape: x.dims.clone(),
+            out,
+            allow_zero: cx.int_or("allowzero", 0) != 0,
+        })))
+    }
+}
+
+/// Whether the node is a Reshape, Squeeze or Unsqueeze whose shape or axes
+/// (input 1) are data read at run time.
+fn runtime_view(cx: &NodeCx<'_>) -> bool {
+    let from = match cx.node.op.op_type.as_str() {
+        "Reshape" => 5,
+        "Squeeze" | "Unsqueeze" => 13,
+        _ => return false,
+    };
+    cx.version() >= from && cx.opt_input(1).is_some() && cx.constant(1).is_none()
+}
+
+/// A view whose shape-like input is data: the output has the declared shape,
+/// and the generated code checks the values against it. The framework's
+/// views ([`Lowered::Alias`]) run no code, so this is a kernel: it runs in
+/// place (output 0 shares input 0's storage: only the check runs) when the
+/// planner allows, and otherwise copies the bytes after the check.
+struct ViewCheckKernel {
+    op: String,
+    elem: ElemType,
+    shape: Vec<usize>,
+    out: Vec<usize>,
+    allow_zero: bool,
+}
+
+impl Kernel for ViewCheckKernel {
+    /// Never folded: its shape-like input is not a constant.
+    fn eval(&self, _inputs: &[Option<&HostTensor>], _outputs: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(self.elem))
+    }
+
+    fn in_place(&self) -> Option<usize> {
+        Some(0)
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let c = quote!(#rt::check);
+        let shape = crate::emit::lit::usizes(&self.shape);
+        let out = crate::emit::lit::usizes(&self.out);
+        let v = io.inputs.get(1).cloned().flatten().unwrap_or_default();
+        let check = match self.op.as_str() {
+            "Reshape" => {
+                let z = self.allow_zero;
+                quote!(#c::reshape(#v, #shape, #z, #out)?;)
+            }
+            "Squeeze" => quote!(#c::squeeze(#v, #shape, #out)?;),
+            _ => quote!(#c::unsqueeze(#v, #shape, #out)?;),
+        };
+        if io.in_place {
+            return check;
+        }
+        let x = io.inputs.first().cloned().flatten().unwrap_or_default();
+        let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+        let n = crate::emit::lit::usize_lit(self.out.iter().product());
+        quote! {
+            #check
+            #rt::layout::concat_part(1, #n, 0, #x, #y)?;
+        }
     }
 }
 
