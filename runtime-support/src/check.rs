@@ -282,12 +282,14 @@ mod tests {
     fn slice_fills_the_kernel_params() {
         let (mut first, mut step) = ([9usize; 2], [9isize; 2]);
         // x[:, 4:0:-2] of [3, 5]: columns 4 and 2.
-        let r = slice(&[4i64], &[0], Some(&[1]), Some(&[-2]), &[3, 5], &[3, 2], &mut first, &mut step);
+        let r =
+            slice(&[4i64], &[0], Some(&[1]), Some(&[-2]), &[3, 5], &[3, 2], &mut first, &mut step);
         assert_eq!(r, Ok(()));
         assert_eq!((first, step), ([0, 4], [1, -2]));
         let r = slice(&[0i32], &[10], None, None, &[3, 5], &[2, 5], &mut first, &mut step);
         assert_eq!(r, Err(Error::ShapeMismatch));
-        let r = slice(&[0i64], &[1], Some(&[0]), Some(&[0]), &[3, 5], &[1, 5], &mut first, &mut step);
+        let r =
+            slice(&[0i64], &[1], Some(&[0]), Some(&[0]), &[3, 5], &[1, 5], &mut first, &mut step);
         assert_eq!(r, Err(Error::InvalidParams));
     }
 

@@ -54,14 +54,31 @@ struct Planned {
 /// values before the kernel, which refuses values that give other shapes.
 #[derive(Clone, Debug, PartialEq)]
 enum RtCheck {
-    Expand { shape: Vec<usize>, out: Vec<usize> },
-    Tile { shape: Vec<usize>, out: Vec<usize> },
-    Split { sizes: Vec<usize> },
+    Expand {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+    },
+    Tile {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+    },
+    Split {
+        sizes: Vec<usize>,
+    },
     /// `starts`, `ends` and the optional `axes`, `steps` (inputs 1 to 4)
     /// decide the kernel's first indices and steps.
-    Slice { shape: Vec<usize>, out: Vec<usize>, axes: bool, steps: bool },
+    Slice {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+        axes: bool,
+        steps: bool,
+    },
     /// `pads` (input 1) and the optional `axes` (input 3, of `axes_elem`).
-    Pad { shape: Vec<usize>, out: Vec<usize>, axes: Option<ElemType> },
+    Pad {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+        axes: Option<ElemType>,
+    },
 }
 
 /// The output type the model declares for output `k`, for a node whose
@@ -421,10 +438,8 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         at.push(col);
         col += s * inner;
     }
-    if n == 1 {
-        if !runtime {
-            return Ok(Planned { outputs, op: Op::Alias, check: None });
-        }
+    if n == 1 && !runtime {
+        return Ok(Planned { outputs, op: Op::Alias, check: None });
     }
     let check = runtime.then(|| RtCheck::Split { sizes: sizes.clone() });
     Ok(Planned { outputs, op: Op::Split { outer, width: dim * inner, at }, check })

@@ -8,10 +8,10 @@ use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, axis,
     invalid, unsupported,
 };
-use proc_macro2::TokenStream;
-use quote::quote;
 use crate::ir::{AttrValue, ElemType, Tensor, TensorData, TensorType};
 use bytes::Bytes;
+use proc_macro2::TokenStream;
+use quote::quote;
 
 /// The rule for `op_type`, if it is handled here.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
@@ -37,7 +37,10 @@ fn view_dims(cx: &NodeCx<'_>) -> OpResult<Vec<usize>> {
             ));
         };
         if t.elem != x.elem || t.numel() != x.numel() {
-            return invalid(format!("{} output is declared as {t}; input is {x}", cx.node.op.op_type));
+            return invalid(format!(
+                "{} output is declared as {t}; input is {x}",
+                cx.node.op.op_type
+            ));
         }
         return Ok(t.dims.clone());
     }
