@@ -1266,7 +1266,11 @@ mod tests {
     /// graph outputs get the element type of the first tensor declared (and
     /// no shape), so inference alone decides their dims.
     fn run(opset: i64, graph: &str) -> Analysis {
-        let graph = type_outputs(graph);
+        run_typed(opset, &type_outputs(graph))
+    }
+
+    /// Like [`run`], for graphs whose outputs are all typed already.
+    fn run_typed(opset: i64, graph: &str) -> Analysis {
         let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
         let model = crate::text::parse_model(&src, "test.onnxtxt").expect("model parses");
         analyze(&model, &Options::default()).expect("model is valid")
@@ -1448,6 +1452,40 @@ mod tests {
     }
 
     #[test]
+    fn shape_inputs_given_as_data_take_the_declared_shapes() {
+        let one = |opset: i64, graph: &str, want: &[usize]| {
+            let a = run_typed(opset, graph);
+            assert_eq!(problems(&a), Vec::<String>::new(), "{graph}");
+            assert_eq!(dims(&a, "y"), want, "{graph}");
+            assert_eq!(calls(&a), 1, "{graph}");
+        };
+        one(
+            13,
+            "g (float[3,1] x, int64[3] s) => (float[2,3,4] y) { y = Expand (x, s) }",
+            &[2, 3, 4],
+        );
+        one(13, "g (float[2,3] x, int64[2] r) => (float[4,3] y) { y = Tile (x, r) }", &[4, 3]);
+        one(
+            13,
+            "g (float[5,4] x, int64[1] s, int64[1] e) => (float[2,4] y) { y = Slice (x, s, e) }",
+            &[2, 4],
+        );
+        one(18, "g (float[3] x, int64[2] p) => (float[6] y) { y = Pad (x, p) }", &[6]);
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[2] y, float[4] b) { y, b = Split (x, s) }",
+        );
+        assert_eq!(problems(&a), Vec::<String>::new());
+        assert_eq!((dims(&a, "y"), dims(&a, "b")), (vec![2], vec![4]));
+        // A declared shape the input cannot broadcast to (or tile into) is an error.
+        let a =
+            run_typed(13, "g (float[3,2] x, int64[3] s) => (float[2,3,4] y) { y = Expand (x, s) }");
+        fails_with(&a, "do not broadcast");
+        let a = run_typed(13, "g (float[2,3] x, int64[2] r) => (float[5,3] y) { y = Tile (x, r) }");
+        fails_with(&a, "Tile output is declared as");
+    }
+
+    #[test]
     fn split_errors() {
         let a = run(13, "g (float[6] x) => (a, b) <int64[2] s = {2, 3}> { a, b = Split (x, s) }");
         fails_with(&a, "does not add up");
@@ -1455,8 +1493,17 @@ mod tests {
         fails_with(&a, "equal parts");
         let a = run(18, "g (float[6] x) => (a, b) { a, b = Split <num_outputs = 3> (x) }");
         fails_with(&a, "num_outputs 3");
-        let a = run(18, "g (float[6] x, int64[2] s) => (a, b) { a, b = Split (x, s) }");
-        fails_with(&a, "unsupported: Split's split (input 1) must be known at generation time");
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[N] a, float[N] b) { a, b = Split (x, s) }",
+        );
+        fails_with(&a, "unsupported: Split's split (input 1) is known only at run time");
+        // Declared outputs give the sizes; they must fit the axis.
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[2] a, float[5] b) { a, b = Split (x, s) }",
+        );
+        fails_with(&a, "does not add up");
     }
 
     #[test]
@@ -1510,9 +1557,19 @@ mod tests {
             }",
         );
         fails_with(&a, "given twice");
-        let a =
-            run(13, "g (float[4] x, int64[1] s) => (y) <int64[1] e = {4}> { y = Slice (x, s, e) }");
-        fails_with(&a, "unsupported: Slice's starts (input 1) must be known");
+        let a = run(
+            13,
+            "g (float[4] x, int64[1] s) => (float[N] y) <int64[1] e = {4}> { y = Slice (x, s, e) }",
+        );
+        fails_with(
+            &a,
+            "unsupported: Slice's starts, ends, axes or steps is known only at run time",
+        );
+        let a = run_typed(
+            13,
+            "g (float[4] x, int64[1] s) => (float[2,2] y) <int64[1] e = {4}> { y = Slice (x, s, e) }",
+        );
+        fails_with(&a, "Slice output is declared as");
     }
 
     #[test]
@@ -1648,8 +1705,8 @@ mod tests {
             "g (float[0] x) => (y) <int64[2] p = {1, 1}> { y = Pad <mode = \"edge\"> (x, p) }",
         );
         fails_with(&a, "empty tensor");
-        let a = run(13, "g (float[3] x, int64[2] p) => (y) { y = Pad (x, p) }");
-        fails_with(&a, "unsupported: Pad's pads (input 1) must be known");
+        let a = run(13, "g (float[3] x, int64[2] p) => (float[N] y) { y = Pad (x, p) }");
+        fails_with(&a, "unsupported: Pad's pads or axes is known only at run time");
     }
 
     #[test]
