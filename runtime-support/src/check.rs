@@ -242,6 +242,15 @@ pub fn pad<I: Int, J: Int>(
     Ok(())
 }
 
+/// The one value of a scalar read at run time (Clip's bounds, Range's
+/// arguments); [`Error::ShapeMismatch`] unless `v` holds exactly one.
+pub fn scalar<T: Copy>(v: &[T]) -> Result<T> {
+    match v {
+        [x] => Ok(*x),
+        _ => Err(Error::ShapeMismatch),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +285,13 @@ mod tests {
         assert_eq!(tile(&[-1i64, 2], &[3, 4], &[6, 4]), Err(Error::InvalidParams));
         assert_eq!(split(&[2i64, 3], &[2, 3]), Ok(()));
         assert_eq!(split(&[3i64, 2], &[2, 3]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn scalars_hold_one_value() {
+        assert_eq!(scalar(&[2.5f32]), Ok(2.5));
+        assert_eq!(scalar::<f32>(&[]), Err(Error::ShapeMismatch));
+        assert_eq!(scalar(&[1i64, 2]), Err(Error::ShapeMismatch));
     }
 
     #[test]
