@@ -251,6 +251,27 @@ pub fn scalar<T: Copy>(v: &[T]) -> Result<T> {
     }
 }
 
+/// ONNX `Range` on integers: `max(ceil((limit - start) / delta), 0)` must
+/// be the planned length `len`.
+pub fn range_int(start: i64, limit: i64, delta: i64, len: usize) -> Result {
+    ensure(delta != 0, Error::InvalidParams)?;
+    let (s, l, d) = (i128::from(start), i128::from(limit), i128::from(delta));
+    let span = l - s;
+    let q = span / d;
+    let q = if span % d != 0 && ((span < 0) == (d < 0)) { q + 1 } else { q };
+    ensure(usize::try_from(q.max(0)) == Ok(len), Error::ShapeMismatch)
+}
+
+/// ONNX `Range` on floats: `max(ceil((limit - start) / delta), 0)` must be
+/// the planned length `len`.
+pub fn range_float(start: f64, limit: f64, delta: f64, len: usize) -> Result {
+    ensure(delta != 0.0, Error::InvalidParams)?;
+    let n = libm::ceil((limit - start) / delta);
+    ensure(n.is_finite(), Error::InvalidParams)?;
+    let n = if n > 0.0 { n } else { 0.0 };
+    ensure(n == len as f64, Error::ShapeMismatch)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +313,18 @@ mod tests {
         assert_eq!(scalar(&[2.5f32]), Ok(2.5));
         assert_eq!(scalar::<f32>(&[]), Err(Error::ShapeMismatch));
         assert_eq!(scalar(&[1i64, 2]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn range_lengths_follow_the_spec() {
+        assert_eq!(range_int(10, 4, -3, 2), Ok(()));
+        assert_eq!(range_int(10, 4, -3, 3), Err(Error::ShapeMismatch));
+        assert_eq!(range_int(4, 10, -3, 0), Ok(()));
+        assert_eq!(range_int(1, 2, 0, 0), Err(Error::InvalidParams));
+        assert_eq!(range_float(1.0, 5.0, 2.0, 2), Ok(()));
+        assert_eq!(range_float(1.0, 5.5, 2.0, 3), Ok(()));
+        assert_eq!(range_float(1.0, 5.5, 2.0, 2), Err(Error::ShapeMismatch));
+        assert_eq!(range_float(1.0, f64::INFINITY, 2.0, 2), Err(Error::InvalidParams));
     }
 
     #[test]
