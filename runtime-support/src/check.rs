@@ -272,6 +272,13 @@ pub fn range_float(start: f64, limit: f64, delta: f64, len: usize) -> Result {
     ensure(n == len as f64, Error::ShapeMismatch)
 }
 
+/// A count read at run time (OneHot's depth, TopK's K; floats truncate
+/// toward zero) must be the planned `n`.
+pub fn count<I: crate::extra::AsIndex>(v: &[I], n: usize) -> Result {
+    let c = scalar(v)?.as_index();
+    ensure(usize::try_from(c) == Ok(n), Error::ShapeMismatch)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +332,14 @@ mod tests {
         assert_eq!(range_float(1.0, 5.5, 2.0, 3), Ok(()));
         assert_eq!(range_float(1.0, 5.5, 2.0, 2), Err(Error::ShapeMismatch));
         assert_eq!(range_float(1.0, f64::INFINITY, 2.0, 2), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn counts_match_the_plan() {
+        assert_eq!(count(&[3i64], 3), Ok(()));
+        assert_eq!(count(&[3.9f32], 3), Ok(()));
+        assert_eq!(count(&[4i32], 3), Err(Error::ShapeMismatch));
+        assert_eq!(count(&[-1i64], 3), Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -1633,8 +1633,14 @@ mod tests {
         assert_eq!(ty(&a, "e"), "int64[0]");
         // ceil((1 - 5) / -1.5) = 3 elements.
         assert_eq!(value(&a, "f"), HostData::F32(vec![5.0, 3.5, 2.0]));
+        // Arguments given as data: the declared length, checked at run time.
         let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2] r) { r = Range (s, l, d) }");
-        assert!(problems(&a)[0].contains("must be known at generation time"));
+        clean(&a);
+        assert_eq!(ty(&a, "r"), "int32[2]");
+        let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[N] r) { r = Range (s, l, d) }");
+        assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
+        let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2,2] r) { r = Range (s, l, d) }");
+        assert!(problems(&a)[0].contains("a 1-D int32 tensor expected"), "{:?}", problems(&a));
         let a = run(
             11,
             "g () => (int32[2] r) {
