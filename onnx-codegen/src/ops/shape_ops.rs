@@ -217,7 +217,9 @@ impl Kernel for ViewCheckKernel {
             _ => quote!(#c::unsqueeze(#v, #shape, #out)?;),
         };
         if io.in_place {
-            return check;
+            // The output is the input's storage: only the check runs.
+            let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+            return quote!(#check let _ = #y;);
         }
         let x = io.inputs.first().cloned().flatten().unwrap_or_default();
         let y = io.outputs.first().cloned().flatten().unwrap_or_default();
