@@ -322,3 +322,50 @@ impl OpRule for ShapeRule {
         Ok(Some(vec![Tensor::from_i64s("shape", dims, &v)]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Analysis, Options, analyze};
+
+    fn run(opset: i64, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("model parses");
+        analyze(&model, &Options::default()).expect("model is valid")
+    }
+
+    fn problems(a: &Analysis) -> Vec<String> {
+        let mut out: Vec<String> = a.inferred.errors.iter().map(|d| d.message.clone()).collect();
+        out.extend(a.inferred.unsupported.iter().map(|u| u.reason.clone()));
+        out
+    }
+
+    fn kernels(a: &Analysis) -> usize {
+        a.inferred.steps.iter().filter(|s| matches!(s.lowered, super::Lowered::Kernel(_))).count()
+    }
+
+    #[test]
+    fn views_with_shapes_given_as_data_use_the_declared_shape() {
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[3,2] y) { y = Reshape (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        assert_eq!(kernels(&a), 1);
+        let a =
+            run(18, "g (float[2,3] x, int64[1] s) => (float[2,1,3] y) { y = Unsqueeze (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        let a = run(18, "g (float[1,3] x, int64[1] s) => (float[3] y) { y = Squeeze (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        // Known shapes stay views (no code).
+        let a = run(
+            18,
+            "g (float[2,3] x) => (float[3,2] y) <int64[2] s = {3, 2}> { y = Reshape (x, s) }",
+        );
+        assert_eq!((problems(&a), kernels(&a)), (Vec::<String>::new(), 0));
+    }
+
+    #[test]
+    fn views_with_shapes_given_as_data_need_a_fitting_declaration() {
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[N,2] y) { y = Reshape (x, s) }");
+        assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[4,2] y) { y = Reshape (x, s) }");
+        assert!(problems(&a)[0].contains("declared as"), "{:?}", problems(&a));
+    }
+}
