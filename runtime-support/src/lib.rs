@@ -55,6 +55,7 @@
 
 pub mod arena;
 pub mod cast;
+pub mod check;
 pub mod conv;
 pub mod elementwise;
 pub mod extra;

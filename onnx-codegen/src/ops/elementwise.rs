@@ -79,7 +79,11 @@ fn clip_bounds(cx: &NodeCx<'_>) -> OpResult<Unary<f64>> {
             return Ok(default);
         }
         let Some(t) = cx.constant(i) else {
-            return unsupported(format!("Clip bound (input {i}) must be known at generation time"));
+            // Read at run time (see `clip_runtime`); the default stands in.
+            if cx.opt_input(i).and_then(TensorType::numel) != Some(1) {
+                return invalid(format!("Clip bound (input {i}) must hold one value"));
+            }
+            return Ok(default);
         };
         match t.to_f64s().as_deref() {
             Some([v]) => Ok(*v),
@@ -87,6 +91,17 @@ fn clip_bounds(cx: &NodeCx<'_>) -> OpResult<Unary<f64>> {
         }
     };
     Ok(Unary::Clip { min: bound(1, f64::NEG_INFINITY)?, max: bound(2, f64::INFINITY)? })
+}
+
+/// Which of Clip's bounds (inputs 1 and 2) are data read at run time.
+fn clip_runtime(cx: &NodeCx<'_>) -> [bool; 2] {
+    let rt = |i: usize| {
+        cx.node.op.op_type == "Clip"
+            && cx.version() >= 11
+            && cx.opt_input(i).is_some()
+            && cx.constant(i).is_none()
+    };
+    [rt(1), rt(2)]
 }
 
 impl OpRule for UnaryRule {
@@ -101,7 +116,8 @@ impl OpRule for UnaryRule {
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let elem = outputs.first().map(|t| t.elem).ok_or_else(|| no_output(cx))?;
-        Ok(Lowered::Kernel(Box::new(UnaryKernel { op: unary_op(cx)?, elem })))
+        let runtime = clip_runtime(cx);
+        Ok(Lowered::Kernel(Box::new(UnaryKernel { op: unary_op(cx)?, elem, runtime })))
     }
 }
 
@@ -112,6 +128,8 @@ fn no_output(cx: &NodeCx<'_>) -> OpError {
 struct UnaryKernel {
     op: Unary<f64>,
     elem: ElemType,
+    /// Clip's bounds (inputs 1 and 2) read at run time instead of `op`'s.
+    runtime: [bool; 2],
 }
 
 /// `Unary::Name { field: literal, ... }` in generated code.
@@ -181,12 +199,24 @@ fn run_unary<T: Float + HostElem>(
 
 impl Kernel for UnaryKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if self.runtime.contains(&true) {
+            // Never folded: a bound is not a constant.
+            return Err(EvalError::Type(self.elem));
+        }
         crate::by_float_type!(self.elem, run_unary(self.op, inputs, outputs))
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
-        let op = unary_tokens(self.op, self.elem, rt);
+        let mut op = unary_tokens(self.op, self.elem, rt);
+        if let (Unary::Clip { min, max }, true) = (self.op, self.runtime.contains(&true)) {
+            let bound = |i: usize, v: f64| match io.inputs.get(i).cloned().flatten() {
+                Some(b) if self.runtime[i - 1] => quote!(#rt::check::scalar(#b)?),
+                _ => lit::float(v, self.elem),
+            };
+            let (a, b) = (bound(1, min), bound(2, max));
+            op = quote!(#rt::elementwise::Unary::Clip { min: #a, max: #b });
+        }
         let y = &io.outputs[0];
         if io.in_place {
             quote!(#rt::elementwise::unary_in_place(#op, #y);)
@@ -200,9 +230,10 @@ impl Kernel for UnaryKernel {
         Some(0)
     }
 
-    /// Clip's bounds are part of the function, fixed at generation time.
+    /// Clip's bounds are part of the function, fixed at generation time,
+    /// unless they are data.
     fn reads_input(&self, i: usize) -> bool {
-        i == 0
+        i == 0 || (i <= 2 && self.runtime[i - 1])
     }
 }
 

@@ -649,6 +649,8 @@ struct OneHotPlan {
     depth: usize,
     inner: usize,
     dims: Vec<usize>,
+    /// The depth is data: taken from the declared output, checked at run time.
+    runtime: bool,
 }
 
 fn one_hot_plan(cx: &NodeCx<'_>) -> OpResult<OneHotPlan> {
@@ -664,20 +666,42 @@ fn one_hot_plan(cx: &NodeCx<'_>) -> OpResult<OneHotPlan> {
         return invalid(format!("OneHot's values must hold 2 elements (off, on), it is {values}"));
     }
     cx.input(1)?;
-    let Some(depth) = const_scalar(cx, 1, "OneHot's depth")? else {
-        return unsupported(
-            "OneHot's depth (input 1) must be known at generation time; it sets the output shape",
-        );
+    let r = ind.rank();
+    let a = axis(cx.int_or("axis", -1), r + 1, "OneHot axis")?;
+    let runtime = cx.constant(1).is_none();
+    let depth = match const_scalar(cx, 1, "OneHot's depth")? {
+        Some(d) => d,
+        None => {
+            let Some(t) = cx.declared_output(0) else {
+                return unsupported(
+                    "OneHot's depth (input 1) is known only at run time and the model does not declare the output's shape",
+                );
+            };
+            if !is_num(cx.input(1)?.elem) || cx.input(1)?.numel() != Some(1) {
+                return invalid("OneHot's depth must be one number");
+            }
+            if t.rank() != r + 1 {
+                return invalid(format!("OneHot output is declared as {t}; indices are {ind}"));
+            }
+            i64::try_from(t.dims[a]).unwrap_or(i64::MAX)
+        }
     };
     let depth = usize::try_from(depth).ok().filter(|&d| d > 0).ok_or_else(|| {
         OpError::Invalid(format!("OneHot's depth must be positive, it is {depth}"))
     })?;
-    let r = ind.rank();
-    let a = axis(cx.int_or("axis", -1), r + 1, "OneHot axis")?;
     let mut dims = ind.dims.clone();
     dims.insert(a, depth);
     product(&dims)?;
-    Ok(OneHotPlan { outer: product(&ind.dims[..a])?, depth, inner: product(&ind.dims[a..])?, dims })
+    if runtime && cx.declared_output(0).is_some_and(|t| t.dims != dims) {
+        return invalid(format!("OneHot output is declared with dims other than {dims:?}"));
+    }
+    Ok(OneHotPlan {
+        outer: product(&ind.dims[..a])?,
+        depth,
+        inner: product(&ind.dims[a..])?,
+        dims,
+        runtime,
+    })
 }
 
 impl OpRule for OneHotRule {
@@ -693,6 +717,7 @@ impl OpRule for OneHotRule {
             outer: p.outer,
             depth: p.depth,
             inner: p.inner,
+            runtime: p.runtime,
         })))
     }
 }
@@ -702,6 +727,8 @@ struct OneHotKernel {
     outer: usize,
     depth: usize,
     inner: usize,
+    /// The depth (input 1) is read at run time and checked against `depth`.
+    runtime: bool,
 }
 
 fn run_one_hot<T: Data>(
@@ -718,11 +745,15 @@ fn run_one_hot<T: Data>(
 
 impl Kernel for OneHotKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if self.runtime {
+            // Never folded: the depth is not a constant.
+            return Err(EvalError::Type(self.elem));
+        }
         by_data_type!(self.elem, run_one_hot(self, inputs, outputs))
     }
 
     fn reads_input(&self, i: usize) -> bool {
-        i != 1
+        i != 1 || self.runtime
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
@@ -730,7 +761,11 @@ impl Kernel for OneHotKernel {
         let (o, d, n) =
             (lit::usize_lit(self.outer), lit::usize_lit(self.depth), lit::usize_lit(self.inner));
         let (ind, values, y) = (&io.inputs[0], &io.inputs[2], &io.outputs[0]);
-        quote!(#rt::extra::one_hot(#o, #d, #n, #ind, #values, #y)?;)
+        let check = match io.inputs.get(1).cloned().flatten() {
+            Some(depth) if self.runtime => quote!(#rt::check::count(#depth, #d)?;),
+            _ => quote!(),
+        };
+        quote!(#check #rt::extra::one_hot(#o, #d, #n, #ind, #values, #y)?;)
     }
 }
 
@@ -819,6 +854,8 @@ struct TopKPlan {
     shape: AxisShape,
     k: usize,
     dims: Vec<usize>,
+    /// K is data: taken from the declared outputs, checked at run time.
+    runtime: bool,
 }
 
 fn top_k_plan(cx: &NodeCx<'_>) -> OpResult<TopKPlan> {
@@ -829,6 +866,8 @@ fn top_k_plan(cx: &NodeCx<'_>) -> OpResult<TopKPlan> {
     if x.rank() == 0 {
         return invalid("TopK needs an input of rank 1 or more");
     }
+    let a = axis(cx.int_or("axis", -1), x.rank(), "TopK axis")?;
+    let mut runtime = false;
     let k = if cx.version() < 10 {
         cx.int("k")?
     } else {
@@ -836,13 +875,20 @@ fn top_k_plan(cx: &NodeCx<'_>) -> OpResult<TopKPlan> {
         match const_scalar(cx, 1, "TopK's K")? {
             Some(k) => k,
             None => {
-                return unsupported(
-                    "TopK's K (input 1) must be known at generation time; it sets the output shape",
-                );
+                let Some(t) = cx.declared_output(0).or(cx.declared_output(1)) else {
+                    return unsupported(
+                        "TopK's K (input 1) is known only at run time and the model does not declare the outputs' shapes",
+                    );
+                };
+                runtime_scalar(cx, 1, "TopK's K")?;
+                if t.rank() != x.rank() {
+                    return invalid(format!("TopK output is declared as {t}; input is {x}"));
+                }
+                runtime = true;
+                i64::try_from(t.dims[a]).unwrap_or(i64::MAX)
             }
         }
     };
-    let a = axis(cx.int_or("axis", -1), x.rank(), "TopK axis")?;
     let n = x.dims[a];
     let k = usize::try_from(k).ok().filter(|&k| k <= n).ok_or_else(|| {
         OpError::Invalid(format!("TopK's k {k} is outside [0, {n}] (axis {a} of {x})"))
@@ -851,7 +897,10 @@ fn top_k_plan(cx: &NodeCx<'_>) -> OpResult<TopKPlan> {
         AxisShape { outer: product(&x.dims[..a])?, axis: n, inner: product(&x.dims[a + 1..])? };
     let mut dims = x.dims.clone();
     dims[a] = k;
-    Ok(TopKPlan { shape, k, dims })
+    if runtime && (0..2).any(|j| cx.declared_output(j).is_some_and(|t| t.dims != dims)) {
+        return invalid(format!("TopK outputs are declared with dims other than {dims:?}"));
+    }
+    Ok(TopKPlan { shape, k, dims, runtime })
 }
 
 impl OpRule for TopKRule {
@@ -874,6 +923,7 @@ impl OpRule for TopKRule {
             shape: p.shape,
             k: p.k,
             largest: cx.int_or("largest", 1) != 0,
+            runtime: p.runtime,
         })))
     }
 }
@@ -883,6 +933,8 @@ struct TopKKernel {
     shape: AxisShape,
     k: usize,
     largest: bool,
+    /// K (input 1) is read at run time and checked against `k`.
+    runtime: bool,
 }
 
 fn run_top_k<T: Num + HostElem>(
@@ -901,11 +953,15 @@ fn run_top_k<T: Num + HostElem>(
 
 impl Kernel for TopKKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if self.runtime {
+            // Never folded: K is not a constant.
+            return Err(EvalError::Type(self.elem));
+        }
         crate::by_num_type!(self.elem, run_top_k(self, inputs, outputs))
     }
 
     fn reads_input(&self, i: usize) -> bool {
-        i == 0
+        i == 0 || (i == 1 && self.runtime)
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
@@ -915,7 +971,12 @@ impl Kernel for TopKKernel {
         let k = lit::usize_lit(self.k);
         let largest = self.largest;
         let (x, v, i) = (&io.inputs[0], &io.outputs[0], &io.outputs[1]);
+        let check = match io.inputs.get(1).cloned().flatten() {
+            Some(kk) if self.runtime => quote!(#rt::check::count(#kk, #k)?;),
+            _ => quote!(),
+        };
         quote! {
+            #check
             #rt::extra::top_k(
                 #rt::norm::AxisShape { outer: #o, axis: #a, inner: #n }, #k, #largest, #x, #v, #i,
             )?;

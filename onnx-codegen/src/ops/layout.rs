@@ -43,6 +43,58 @@ struct LayoutRule;
 struct Planned {
     outputs: Vec<TensorType>,
     op: Op,
+    /// Shape-like inputs read at run time, checked against the declared
+    /// output shapes before `op` runs.
+    check: Option<RtCheck>,
+}
+
+/// A run-time check (and, for Slice and Pad, the run-time parameters) of a
+/// node whose shape-like inputs are data: its outputs have the shapes the
+/// model declares, and the generated code calls `runtime::check` with the
+/// values before the kernel, which refuses values that give other shapes.
+#[derive(Clone, Debug, PartialEq)]
+enum RtCheck {
+    Expand {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+    },
+    Tile {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+    },
+    Split {
+        sizes: Vec<usize>,
+    },
+    /// `starts`, `ends` and the optional `axes`, `steps` (inputs 1 to 4)
+    /// decide the kernel's first indices and steps.
+    Slice {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+        axes: bool,
+        steps: bool,
+    },
+    /// `pads` (input 1) and the optional `axes` (input 3, of `axes_elem`).
+    Pad {
+        shape: Vec<usize>,
+        out: Vec<usize>,
+        axes: Option<ElemType>,
+    },
+}
+
+/// The output type the model declares for output `k`, for a node whose
+/// shape-like input `what` is data.
+fn declared(cx: &NodeCx<'_>, k: usize, what: &str) -> OpResult<TensorType> {
+    match cx.declared_output(k) {
+        Some(t) => Ok(t.clone()),
+        None => unsupported(format!(
+            "{what} is known only at run time and the model does not declare the shape of output {k}"
+        )),
+    }
+}
+
+/// Whether optional input `i` is present and not known at generation time.
+fn runtime_input(cx: &NodeCx<'_>, i: usize) -> bool {
+    cx.opt_input(i).is_some() && cx.constant(i).is_none()
 }
 
 /// One data-movement call, with every parameter fixed at generation time.
@@ -210,7 +262,7 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Planned> {
 }
 
 fn single(t: TensorType, op: Op) -> OpResult<Planned> {
-    Ok(Planned { outputs: vec![t], op })
+    Ok(Planned { outputs: vec![t], op, check: None })
 }
 
 fn transpose(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
@@ -301,7 +353,18 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         return invalid("Split has no outputs");
     }
     let dim = x.dims[a];
-    let given: Option<Vec<i64>> = if cx.version() >= 13 || cx.version() < 2 {
+    let runtime = cx.version() >= 13 && runtime_input(cx, 1);
+    let given: Option<Vec<i64>> = if runtime {
+        let mut s = Vec::with_capacity(n);
+        for k in 0..n {
+            let t = declared(cx, k, "Split's split (input 1)")?;
+            if t.rank() != rank {
+                return invalid(format!("Split output {k} is declared with dims {:?}", t.dims));
+            }
+            s.push(i64::try_from(t.dims[a]).unwrap_or(i64::MAX));
+        }
+        Some(s)
+    } else if cx.version() >= 13 || cx.version() < 2 {
         match cx.opt_input(1) {
             Some(_) => Some(cx.const_ints(1, "Split's split")?),
             None if cx.version() < 2 => cx.ints("split"),
@@ -375,10 +438,11 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         at.push(col);
         col += s * inner;
     }
-    if n == 1 {
-        return Ok(Planned { outputs, op: Op::Alias });
+    if n == 1 && !runtime {
+        return Ok(Planned { outputs, op: Op::Alias, check: None });
     }
-    Ok(Planned { outputs, op: Op::Split { outer, width: dim * inner, at } })
+    let check = runtime.then(|| RtCheck::Split { sizes: sizes.clone() });
+    Ok(Planned { outputs, op: Op::Split { outer, width: dim * inner, at }, check })
 }
 
 /// The first index and the length of a slice of an axis of length `dim`,
@@ -415,6 +479,22 @@ fn slice(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         let Some(starts) = cx.ints("starts") else { return invalid("Slice needs 'starts'") };
         let Some(ends) = cx.ints("ends") else { return invalid("Slice needs 'ends'") };
         (starts, ends, cx.ints("axes"), None)
+    } else if (1..=4).any(|i| runtime_input(cx, i)) {
+        let t = declared(cx, 0, "Slice's starts, ends, axes or steps")?;
+        if t.rank() != rank || t.elem != x.elem {
+            return invalid(format!("Slice output is declared as {t}; input is {x}"));
+        }
+        check_rank(cx, rank, MAX_RANK)?;
+        let out = t.dims.clone();
+        let check = RtCheck::Slice {
+            shape: x.dims.clone(),
+            out: out.clone(),
+            axes: cx.opt_input(3).is_some(),
+            steps: cx.opt_input(4).is_some(),
+        };
+        let op =
+            Op::Slice { shape: x.dims.clone(), starts: vec![0; rank], steps: vec![1; rank], out };
+        return Ok(Planned { outputs: vec![t], op, check: Some(check) });
     } else {
         let starts = cx.const_ints(1, "Slice's starts")?;
         let ends = cx.const_ints(2, "Slice's ends")?;
@@ -539,6 +619,17 @@ fn gather_elements(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
 }
 
 fn expand(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
+    if runtime_input(cx, 1) {
+        let t = declared(cx, 0, "Expand's shape (input 1)")?;
+        if t.elem != x.elem || broadcast_shapes(&[&x.dims, &t.dims])? != t.dims {
+            return invalid(format!("Expand output is declared as {t}; input is {x}"));
+        }
+        check_rank(cx, t.rank(), MAX_RANK)?;
+        let strides = broadcast_strides(&x.dims, &t.dims);
+        let check = RtCheck::Expand { shape: x.dims.clone(), out: t.dims.clone() };
+        let op = Op::Expand { out: t.dims.clone(), strides };
+        return Ok(Planned { outputs: vec![t], op, check: Some(check) });
+    }
     let shape = cx.const_ints(1, "Expand's shape")?;
     let shape =
         shape.iter().map(|&v| to_usize(v, "Expand dimension")).collect::<OpResult<Vec<_>>>()?;
@@ -555,12 +646,14 @@ fn expand(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
 fn pad(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     let rank = x.rank();
     let mode = cx.string_or("mode", "constant");
+    let runtime = cx.version() >= 11
+        && (runtime_input(cx, 1) || (cx.version() >= 18 && runtime_input(cx, 3)));
     let (pads, axes, constant) = if cx.version() < 11 {
         let name = if cx.version() < 2 { "paddings" } else { "pads" };
         let Some(pads) = cx.ints(name) else { return invalid(format!("Pad needs '{name}'")) };
         (pads, None, PadKind::Attr(f64::from(cx.float_or("value", 0.0))))
     } else {
-        let pads = cx.const_ints(1, "Pad's pads")?;
+        let pads = if runtime { Vec::new() } else { cx.const_ints(1, "Pad's pads")? };
         let constant = match cx.opt_input(2) {
             Some(t) => {
                 if t.elem != x.elem {
@@ -580,6 +673,7 @@ fn pad(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
             None => PadKind::Zero,
         };
         let axes = match cx.opt_input(3) {
+            Some(_) if runtime => None,
             Some(_) if cx.version() >= 18 => Some(cx.const_ints(3, "Pad's axes")?),
             _ => None,
         };
@@ -597,6 +691,21 @@ fn pad(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
             ));
         }
     };
+    if runtime {
+        let t = declared(cx, 0, "Pad's pads or axes")?;
+        if t.elem != x.elem || t.rank() != rank {
+            return invalid(format!("Pad output is declared as {t}; input is {x}"));
+        }
+        check_rank(cx, rank, MAX_RANK)?;
+        let axes = match cx.opt_input(3) {
+            Some(a) if cx.version() >= 18 => Some(a.elem),
+            _ => None,
+        };
+        let check = RtCheck::Pad { shape: x.dims.clone(), out: t.dims.clone(), axes };
+        let op =
+            Op::Pad { shape: x.dims.clone(), begin: vec![0; rank], end: vec![0; rank], mode: kind };
+        return Ok(Planned { outputs: vec![t], op, check: Some(check) });
+    }
     let axes = match axes {
         Some(a) => distinct_axes(&a, rank, "Pad axis")?,
         None => (0..rank).collect(),
@@ -659,6 +768,23 @@ fn tile(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         let mut r = vec![1i64; rank];
         r[a] = *t;
         r
+    } else if runtime_input(cx, 1) {
+        let t = declared(cx, 0, "Tile's repeats (input 1)")?;
+        if t.elem != x.elem || t.rank() != rank {
+            return invalid(format!("Tile output is declared as {t}; input is {x}"));
+        }
+        let mut repeats = Vec::with_capacity(rank);
+        for (&d, &o) in x.dims.iter().zip(&t.dims) {
+            match (d, o) {
+                (0, 0) => repeats.push(1),
+                (d, o) if d > 0 && o.is_multiple_of(d) => repeats.push(o / d),
+                _ => return invalid(format!("Tile output is declared as {t}; input is {x}")),
+            }
+        }
+        check_rank(cx, rank, MAX_RANK / 2)?;
+        let check = RtCheck::Tile { shape: x.dims.clone(), out: t.dims.clone() };
+        let op = Op::Tile { shape: x.dims.clone(), repeats };
+        return Ok(Planned { outputs: vec![t], op, check: Some(check) });
     } else {
         cx.const_ints(1, "Tile's repeats")?
     };
@@ -749,7 +875,7 @@ impl OpRule for LayoutRule {
         let elem = outputs.first().or(p.outputs.first()).map_or(ElemType::Float, |t| t.elem);
         Ok(match p.op {
             Op::Alias => Lowered::Alias,
-            op => Lowered::Kernel(Box::new(LayoutKernel { op, elem })),
+            op => Lowered::Kernel(Box::new(LayoutKernel { op, elem, check: p.check })),
         })
     }
 }
@@ -757,6 +883,7 @@ impl OpRule for LayoutRule {
 struct LayoutKernel {
     op: Op,
     elem: ElemType,
+    check: Option<RtCheck>,
 }
 
 /// The element types of host tensors the kernels move (including `bool`,
@@ -914,6 +1041,10 @@ fn nchw_tokens(s: Nchw4, rt: &TokenStream) -> TokenStream {
 impl Kernel for LayoutKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         use ElemType as E;
+        if self.check.is_some() {
+            // Never folded: its shape-like inputs are not constants.
+            return Err(EvalError::Type(self.elem));
+        }
         match self.elem {
             E::Float => run::<f32>(self, inputs, outputs),
             E::Double => run::<f64>(self, inputs, outputs),
@@ -936,6 +1067,9 @@ impl Kernel for LayoutKernel {
     /// generation time; only the data, Gather's indices, Concat's inputs and
     /// Pad's constant value are read when the call runs.
     fn reads_input(&self, i: usize) -> bool {
+        if self.check.is_some() {
+            return true;
+        }
         match &self.op {
             Op::Concat { .. } => true,
             Op::Gather { .. } | Op::GatherElements { .. } => i <= 1,
@@ -945,6 +1079,92 @@ impl Kernel for LayoutKernel {
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
+        let call = self.emit_call(io);
+        let Some(check) = &self.check else { return call };
+        let rt = &io.rt;
+        let c = quote!(#rt::check);
+        let us = lit::usizes;
+        let input = |i: usize| io.inputs.get(i).cloned().flatten();
+        let opt = |i: usize| match input(i) {
+            Some(v) => quote!(::core::option::Option::Some(#v)),
+            None => quote!(::core::option::Option::None),
+        };
+        let v1 = input(1).unwrap_or_default();
+        match check {
+            RtCheck::Expand { shape, out } => {
+                let (shape, out) = (us(shape), us(out));
+                quote!(#c::expand(#v1, #shape, #out)?; #call)
+            }
+            RtCheck::Tile { shape, out } => {
+                let (shape, out) = (us(shape), us(out));
+                quote!(#c::tile(#v1, #shape, #out)?; #call)
+            }
+            RtCheck::Split { sizes } => {
+                let sizes = us(sizes);
+                quote!(#c::split(#v1, #sizes)?; #call)
+            }
+            RtCheck::Slice { shape, out, axes, steps } => {
+                let r = lit::usize_lit(shape.len());
+                let v2 = input(2).unwrap_or_default();
+                let a = if *axes { opt(3) } else { quote!(::core::option::Option::None) };
+                let st = if *steps { opt(4) } else { quote!(::core::option::Option::None) };
+                let x = input(0).unwrap_or_default();
+                let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+                let (shape, out) = (us(shape), us(out));
+                quote! {
+                    let mut first = [0usize; #r];
+                    let mut step = [1isize; #r];
+                    #c::slice(#v1, #v2, #a, #st, #shape, #out, &mut first, &mut step)?;
+                    #rt::layout::slice(#shape, &first, &step, #out, #x, #y)?;
+                }
+            }
+            RtCheck::Pad { shape, out, axes } => {
+                let r = lit::usize_lit(shape.len());
+                let a = match axes {
+                    Some(_) => opt(3),
+                    None => quote!(::core::option::Option::None::<&[i64]>),
+                };
+                let (shape, out) = (us(shape), us(out));
+                let Op::Pad { mode, .. } = &self.op else { return call };
+                let x = input(0).unwrap_or_default();
+                let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+                let mode = self.pad_mode(mode, io);
+                quote! {
+                    let mut begin = [0isize; #r];
+                    let mut end = [0isize; #r];
+                    #c::pad(#v1, #a, #shape, #out, &mut begin, &mut end)?;
+                    #rt::layout::pad(#shape, &begin, &end, #mode, #x, #y)?;
+                }
+            }
+        }
+    }
+}
+
+impl LayoutKernel {
+    fn pad_mode(&self, mode: &PadKind, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let l = quote!(#rt::layout);
+        match mode {
+            PadKind::Zero => quote!(#l::PadMode::Constant(::core::default::Default::default())),
+            PadKind::Input => {
+                let c = io.inputs.get(2).cloned().flatten().unwrap_or_default();
+                quote! {
+                    #l::PadMode::Constant(#l::MoveTo::move_to(
+                        *(#c).first().ok_or(#rt::Error::ShapeMismatch)?,
+                    ))
+                }
+            }
+            PadKind::Attr(v) => {
+                let v = pad_value_tokens(*v, self.elem, rt);
+                quote!(#l::PadMode::Constant(#v))
+            }
+            PadKind::Reflect => quote!(#l::PadMode::Reflect),
+            PadKind::Edge => quote!(#l::PadMode::Edge),
+            PadKind::Wrap => quote!(#l::PadMode::Wrap),
+        }
+    }
+
+    fn emit_call(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let l = quote!(#rt::layout);
         let us = lit::usizes;
@@ -1046,7 +1266,11 @@ mod tests {
     /// graph outputs get the element type of the first tensor declared (and
     /// no shape), so inference alone decides their dims.
     fn run(opset: i64, graph: &str) -> Analysis {
-        let graph = type_outputs(graph);
+        run_typed(opset, &type_outputs(graph))
+    }
+
+    /// Like [`run`], for graphs whose outputs are all typed already.
+    fn run_typed(opset: i64, graph: &str) -> Analysis {
         let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
         let model = crate::text::parse_model(&src, "test.onnxtxt").expect("model parses");
         analyze(&model, &Options::default()).expect("model is valid")
@@ -1228,6 +1452,40 @@ mod tests {
     }
 
     #[test]
+    fn shape_inputs_given_as_data_take_the_declared_shapes() {
+        let one = |opset: i64, graph: &str, want: &[usize]| {
+            let a = run_typed(opset, graph);
+            assert_eq!(problems(&a), Vec::<String>::new(), "{graph}");
+            assert_eq!(dims(&a, "y"), want, "{graph}");
+            assert_eq!(calls(&a), 1, "{graph}");
+        };
+        one(
+            13,
+            "g (float[3,1] x, int64[3] s) => (float[2,3,4] y) { y = Expand (x, s) }",
+            &[2, 3, 4],
+        );
+        one(13, "g (float[2,3] x, int64[2] r) => (float[4,3] y) { y = Tile (x, r) }", &[4, 3]);
+        one(
+            13,
+            "g (float[5,4] x, int64[1] s, int64[1] e) => (float[2,4] y) { y = Slice (x, s, e) }",
+            &[2, 4],
+        );
+        one(18, "g (float[3] x, int64[2] p) => (float[6] y) { y = Pad (x, p) }", &[6]);
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[2] y, float[4] b) { y, b = Split (x, s) }",
+        );
+        assert_eq!(problems(&a), Vec::<String>::new());
+        assert_eq!((dims(&a, "y"), dims(&a, "b")), (vec![2], vec![4]));
+        // A declared shape the input cannot broadcast to (or tile into) is an error.
+        let a =
+            run_typed(13, "g (float[3,2] x, int64[3] s) => (float[2,3,4] y) { y = Expand (x, s) }");
+        fails_with(&a, "do not broadcast");
+        let a = run_typed(13, "g (float[2,3] x, int64[2] r) => (float[5,3] y) { y = Tile (x, r) }");
+        fails_with(&a, "Tile output is declared as");
+    }
+
+    #[test]
     fn split_errors() {
         let a = run(13, "g (float[6] x) => (a, b) <int64[2] s = {2, 3}> { a, b = Split (x, s) }");
         fails_with(&a, "does not add up");
@@ -1235,8 +1493,17 @@ mod tests {
         fails_with(&a, "equal parts");
         let a = run(18, "g (float[6] x) => (a, b) { a, b = Split <num_outputs = 3> (x) }");
         fails_with(&a, "num_outputs 3");
-        let a = run(18, "g (float[6] x, int64[2] s) => (a, b) { a, b = Split (x, s) }");
-        fails_with(&a, "unsupported: Split's split (input 1) must be known at generation time");
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[N] a, float[N] b) { a, b = Split (x, s) }",
+        );
+        fails_with(&a, "unsupported: Split's split (input 1) is known only at run time");
+        // Declared outputs give the sizes; they must fit the axis.
+        let a = run_typed(
+            18,
+            "g (float[6] x, int64[2] s) => (float[2] a, float[5] b) { a, b = Split (x, s) }",
+        );
+        fails_with(&a, "does not add up");
     }
 
     #[test]
@@ -1290,9 +1557,19 @@ mod tests {
             }",
         );
         fails_with(&a, "given twice");
-        let a =
-            run(13, "g (float[4] x, int64[1] s) => (y) <int64[1] e = {4}> { y = Slice (x, s, e) }");
-        fails_with(&a, "unsupported: Slice's starts (input 1) must be known");
+        let a = run(
+            13,
+            "g (float[4] x, int64[1] s) => (float[N] y) <int64[1] e = {4}> { y = Slice (x, s, e) }",
+        );
+        fails_with(
+            &a,
+            "unsupported: Slice's starts, ends, axes or steps is known only at run time",
+        );
+        let a = run_typed(
+            13,
+            "g (float[4] x, int64[1] s) => (float[2,2] y) <int64[1] e = {4}> { y = Slice (x, s, e) }",
+        );
+        fails_with(&a, "Slice output is declared as");
     }
 
     #[test]
@@ -1428,8 +1705,8 @@ mod tests {
             "g (float[0] x) => (y) <int64[2] p = {1, 1}> { y = Pad <mode = \"edge\"> (x, p) }",
         );
         fails_with(&a, "empty tensor");
-        let a = run(13, "g (float[3] x, int64[2] p) => (y) { y = Pad (x, p) }");
-        fails_with(&a, "unsupported: Pad's pads (input 1) must be known");
+        let a = run(13, "g (float[3] x, int64[2] p) => (float[N] y) { y = Pad (x, p) }");
+        fails_with(&a, "unsupported: Pad's pads or axes is known only at run time");
     }
 
     #[test]

@@ -1027,15 +1027,127 @@ fn range_args(cx: &NodeCx<'_>) -> OpResult<(ElemType, RangeArgs)> {
     Ok((elem, RangeArgs { start, delta, count }))
 }
 
+/// A Range whose start, limit or delta is data: its length is the one the
+/// model declares, and the generated code checks the values against it.
+fn range_runtime(cx: &NodeCx<'_>) -> OpResult<Option<(ElemType, usize)>> {
+    if (0..3).all(|i| cx.constant(i).is_some()) {
+        return Ok(None);
+    }
+    let elem = cx.input(0)?.elem;
+    for i in 0..3 {
+        let t = cx.input(i)?;
+        if t.elem != elem {
+            return invalid("Range's start, limit and delta have different element types");
+        }
+        if t.numel() != Some(1) {
+            return invalid(format!(
+                "Range's input {i} must be a scalar, it has dims {:?}",
+                t.dims
+            ));
+        }
+    }
+    if !matches!(
+        elem,
+        ElemType::Float
+            | ElemType::Double
+            | ElemType::Float16
+            | ElemType::Bfloat16
+            | ElemType::Int16
+            | ElemType::Int32
+            | ElemType::Int64
+    ) {
+        return invalid(format!("Range is not defined on {elem} tensors"));
+    }
+    let Some(t) = cx.declared_output(0) else {
+        return unsupported(
+            "Range's start, limit or delta is known only at run time and the model does not declare the output's length",
+        );
+    };
+    match t.dims[..] {
+        [n] if t.elem == elem => Ok(Some((elem, n))),
+        _ => invalid(format!("Range output is declared as {t}; a 1-D {elem} tensor expected")),
+    }
+}
+
 impl OpRule for RangeRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        if let Some((elem, n)) = range_runtime(cx)? {
+            return Ok(vec![TensorType::new(elem, vec![n])]);
+        }
         let (elem, args) = range_args(cx)?;
         Ok(vec![TensorType::new(elem, vec![args.count])])
     }
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        if let Some((elem, n)) = range_runtime(cx)? {
+            return Ok(Lowered::Kernel(Box::new(RuntimeRangeKernel { elem, len: n })));
+        }
         let (elem, args) = range_args(cx)?;
         Ok(Lowered::Kernel(Box::new(RangeKernel { elem, args })))
+    }
+}
+
+/// Range with start, limit and delta read at run time (see
+/// [`range_runtime`]): the same formula as [`RangeKernel`], after
+/// `check::range_*` has compared the length with the planned one.
+struct RuntimeRangeKernel {
+    elem: ElemType,
+    len: usize,
+}
+
+impl Kernel for RuntimeRangeKernel {
+    /// Never folded: its inputs are not constants.
+    fn eval(&self, _inputs: &[Option<&HostTensor>], _outputs: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(self.elem))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let y = io_out(io);
+        let arg = |i: usize| io.inputs.get(i).cloned().flatten().unwrap_or_default();
+        let (a0, a1, a2) = (arg(0), arg(1), arg(2));
+        let n = lit::usize_lit(self.len);
+        let (check, body) = match self.elem {
+            ElemType::Float | ElemType::Double => {
+                let t = if self.elem == ElemType::Float { quote!(f32) } else { quote!(f64) };
+                (
+                    quote!(#rt::check::range_float(s as f64, l as f64, d as f64, #n)?;),
+                    quote!(s + (i as #t) * d),
+                )
+            }
+            ElemType::Float16 | ElemType::Bfloat16 => {
+                let t = if self.elem == ElemType::Float16 { quote!(f16) } else { quote!(bf16) };
+                (
+                    quote! {
+                        let (s, l, d) = (s.to_f32(), l.to_f32(), d.to_f32());
+                        #rt::check::range_float(s as f64, l as f64, d as f64, #n)?;
+                    },
+                    quote!(#rt::#t::from_f32(s + (i as f32) * d)),
+                )
+            }
+            e => {
+                let t = match e {
+                    ElemType::Int16 => quote!(i16),
+                    ElemType::Int32 => quote!(i32),
+                    _ => quote!(i64),
+                };
+                (
+                    quote!(#rt::check::range_int(s as i64, l as i64, d as i64, #n)?;),
+                    quote!(s.wrapping_add((i as #t).wrapping_mul(d))),
+                )
+            }
+        };
+        quote! {
+            let (s, l, d) = (
+                #rt::check::scalar(#a0)?,
+                #rt::check::scalar(#a1)?,
+                #rt::check::scalar(#a2)?,
+            );
+            #check
+            for (i, v) in #y.iter_mut().enumerate() {
+                *v = #body;
+            }
+        }
     }
 }
 
@@ -1660,8 +1772,14 @@ mod tests {
         assert_eq!(ty(&a, "e"), "int64[0]");
         // ceil((1 - 5) / -1.5) = 3 elements.
         assert_eq!(value(&a, "f"), HostData::F32(vec![5.0, 3.5, 2.0]));
+        // Arguments given as data: the declared length, checked at run time.
         let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2] r) { r = Range (s, l, d) }");
-        assert!(problems(&a)[0].contains("must be known at generation time"));
+        clean(&a);
+        assert_eq!(ty(&a, "r"), "int32[2]");
+        let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[N] r) { r = Range (s, l, d) }");
+        assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
+        let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2,2] r) { r = Range (s, l, d) }");
+        assert!(problems(&a)[0].contains("a 1-D int32 tensor expected"), "{:?}", problems(&a));
         let a = run(
             11,
             "g () => (int32[2] r) {

@@ -4,9 +4,14 @@
 //!   the input's bytes with another shape, so they cost nothing at run time;
 //! - Constant, Shape and Size: their outputs are constants.
 
-use super::{Lowered, NodeCx, OpResult, OpRule, axis, invalid, unsupported};
+use super::{
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, axis,
+    invalid, unsupported,
+};
 use crate::ir::{AttrValue, ElemType, Tensor, TensorData, TensorType};
 use bytes::Bytes;
+use proc_macro2::TokenStream;
+use quote::quote;
 
 /// The rule for `op_type`, if it is handled here.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
@@ -24,6 +29,21 @@ struct ViewRule;
 fn view_dims(cx: &NodeCx<'_>) -> OpResult<Vec<usize>> {
     let x = cx.input(0)?;
     let dims = &x.dims;
+    if runtime_view(cx) {
+        let Some(t) = cx.declared_output(0) else {
+            return unsupported(format!(
+                "{}'s input 1 is known only at run time and the model does not declare the output's shape",
+                cx.node.op.op_type
+            ));
+        };
+        if t.elem != x.elem || t.numel() != x.numel() {
+            return invalid(format!(
+                "{} output is declared as {t}; input is {x}",
+                cx.node.op.op_type
+            ));
+        }
+        return Ok(t.dims.clone());
+    }
     match cx.node.op.op_type.as_str() {
         "Identity" => Ok(dims.clone()),
         "Reshape" => reshape_dims(cx, dims),
@@ -132,8 +152,82 @@ impl OpRule for ViewRule {
         Ok(vec![x.with_dims(view_dims(cx)?)])
     }
 
-    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Alias)
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        if !runtime_view(cx) {
+            return Ok(Lowered::Alias);
+        }
+        let x = cx.input(0)?;
+        let out = outputs.first().map_or_else(|| x.dims.clone(), |t| t.dims.clone());
+        Ok(Lowered::Kernel(Box::new(ViewCheckKernel {
+            op: cx.node.op.op_type.clone(),
+            elem: x.elem,
+            shape: x.dims.clone(),
+            out,
+            allow_zero: cx.int_or("allowzero", 0) != 0,
+        })))
+    }
+}
+
+/// Whether the node is a Reshape, Squeeze or Unsqueeze whose shape or axes
+/// (input 1) are data read at run time.
+fn runtime_view(cx: &NodeCx<'_>) -> bool {
+    let from = match cx.node.op.op_type.as_str() {
+        "Reshape" => 5,
+        "Squeeze" | "Unsqueeze" => 13,
+        _ => return false,
+    };
+    cx.version() >= from && cx.opt_input(1).is_some() && cx.constant(1).is_none()
+}
+
+/// A view whose shape-like input is data: the output has the declared shape,
+/// and the generated code checks the values against it. The framework's
+/// views ([`Lowered::Alias`]) run no code, so this is a kernel: it runs in
+/// place (output 0 shares input 0's storage: only the check runs) when the
+/// planner allows, and otherwise copies the bytes after the check.
+struct ViewCheckKernel {
+    op: String,
+    elem: ElemType,
+    shape: Vec<usize>,
+    out: Vec<usize>,
+    allow_zero: bool,
+}
+
+impl Kernel for ViewCheckKernel {
+    /// Never folded: its shape-like input is not a constant.
+    fn eval(&self, _inputs: &[Option<&HostTensor>], _outputs: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(self.elem))
+    }
+
+    fn in_place(&self) -> Option<usize> {
+        Some(0)
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let c = quote!(#rt::check);
+        let shape = crate::emit::lit::usizes(&self.shape);
+        let out = crate::emit::lit::usizes(&self.out);
+        let v = io.inputs.get(1).cloned().flatten().unwrap_or_default();
+        let check = match self.op.as_str() {
+            "Reshape" => {
+                let z = self.allow_zero;
+                quote!(#c::reshape(#v, #shape, #z, #out)?;)
+            }
+            "Squeeze" => quote!(#c::squeeze(#v, #shape, #out)?;),
+            _ => quote!(#c::unsqueeze(#v, #shape, #out)?;),
+        };
+        if io.in_place {
+            // The output is the input's storage: only the check runs.
+            let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+            return quote!(#check let _ = #y;);
+        }
+        let x = io.inputs.first().cloned().flatten().unwrap_or_default();
+        let y = io.outputs.first().cloned().flatten().unwrap_or_default();
+        let n = crate::emit::lit::usize_lit(self.out.iter().product());
+        quote! {
+            #check
+            #rt::layout::concat_part(1, #n, 0, #x, #y)?;
+        }
     }
 }
 
@@ -226,5 +320,52 @@ impl OpRule for ShapeRule {
         let dims =
             outputs.first().map(|t| t.dims.iter().map(|&d| d as u64).collect()).unwrap_or_default();
         Ok(Some(vec![Tensor::from_i64s("shape", dims, &v)]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Analysis, Options, analyze};
+
+    fn run(opset: i64, graph: &str) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("model parses");
+        analyze(&model, &Options::default()).expect("model is valid")
+    }
+
+    fn problems(a: &Analysis) -> Vec<String> {
+        let mut out: Vec<String> = a.inferred.errors.iter().map(|d| d.message.clone()).collect();
+        out.extend(a.inferred.unsupported.iter().map(|u| u.reason.clone()));
+        out
+    }
+
+    fn kernels(a: &Analysis) -> usize {
+        a.inferred.steps.iter().filter(|s| matches!(s.lowered, super::Lowered::Kernel(_))).count()
+    }
+
+    #[test]
+    fn views_with_shapes_given_as_data_use_the_declared_shape() {
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[3,2] y) { y = Reshape (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        assert_eq!(kernels(&a), 1);
+        let a =
+            run(18, "g (float[2,3] x, int64[1] s) => (float[2,1,3] y) { y = Unsqueeze (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        let a = run(18, "g (float[1,3] x, int64[1] s) => (float[3] y) { y = Squeeze (x, s) }");
+        assert_eq!(problems(&a), Vec::<String>::new());
+        // Known shapes stay views (no code).
+        let a = run(
+            18,
+            "g (float[2,3] x) => (float[3,2] y) <int64[2] s = {3, 2}> { y = Reshape (x, s) }",
+        );
+        assert_eq!((problems(&a), kernels(&a)), (Vec::<String>::new(), 0));
+    }
+
+    #[test]
+    fn views_with_shapes_given_as_data_need_a_fitting_declaration() {
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[N,2] y) { y = Reshape (x, s) }");
+        assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
+        let a = run(18, "g (float[2,3] x, int64[2] s) => (float[4,2] y) { y = Reshape (x, s) }");
+        assert!(problems(&a)[0].contains("declared as"), "{:?}", problems(&a));
     }
 }
