@@ -15,6 +15,8 @@
 
 mod host;
 mod schema;
+#[cfg(test)]
+mod testing;
 
 pub mod conv;
 pub mod elementwise;

@@ -1097,47 +1097,7 @@ impl Kernel for ArgKernel {
 
 #[cfg(test)]
 mod tests {
-    use super::{HostData, HostTensor};
-    use crate::generate::{Analysis, Options, analyze};
-
-    /// Analyses a model written in the text syntax with the default domain at `opset`.
-    fn run(opset: u32, graph: &str) -> Analysis {
-        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
-        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
-        analyze(&model, &Options::default()).expect("test model is valid")
-    }
-
-    /// The inferred type of each graph output (`None` where inference stopped).
-    fn types(a: &Analysis) -> Vec<Option<String>> {
-        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
-    }
-
-    fn unsupported(a: &Analysis) -> Vec<String> {
-        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
-    }
-
-    fn errors(a: &Analysis) -> Vec<String> {
-        a.summary().errors
-    }
-
-    /// The folded value of graph output `j`, as f64s.
-    fn value(a: &Analysis, j: usize) -> Vec<f64> {
-        let v = a.model().graph.outputs[j];
-        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
-        let h = HostTensor::from_tensor(t).expect("output has a host form");
-        match h.data {
-            HostData::F32(v) => v.into_iter().map(f64::from).collect(),
-            HostData::F64(v) => v,
-            HostData::I32(v) => v.into_iter().map(f64::from).collect(),
-            HostData::I64(v) => v.into_iter().map(|x| x as f64).collect(),
-            HostData::Bool(v) => v.into_iter().map(|b| f64::from(u8::from(b))).collect(),
-            other => panic!("unexpected output {other:?}"),
-        }
-    }
-
-    fn ty(s: &str) -> Option<String> {
-        Some(s.to_owned())
-    }
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
 
     #[test]
     fn reduce_axes_from_an_input_or_an_attribute() {

@@ -1114,30 +1114,8 @@ impl Kernel for QLinearConvKernel {
 #[cfg(test)]
 mod tests {
     use super::super::{HostData, HostTensor};
-    use crate::generate::{Analysis, Options, analyze};
-
-    /// Analyses a model written in the text syntax with the default domain at `opset`.
-    fn run(opset: u32, graph: &str) -> Analysis {
-        let src = format!("<ir_version: 10, opset_import: [\"\" : {opset}]>\n{graph}");
-        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
-        analyze(&model, &Options::default()).expect("test model is valid")
-    }
-
-    fn types(a: &Analysis) -> Vec<Option<String>> {
-        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
-    }
-
-    fn ty(s: &str) -> Option<String> {
-        Some(s.to_owned())
-    }
-
-    fn unsupported(a: &Analysis) -> Vec<String> {
-        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
-    }
-
-    fn errors(a: &Analysis) -> Vec<String> {
-        a.summary().errors
-    }
+    use crate::generate::Analysis;
+    use crate::ops::testing::{errors, run, ty, types, unsupported};
 
     /// The folded value of graph output `j`, as i64s or f64s.
     fn value(a: &Analysis, j: usize) -> HostData {
