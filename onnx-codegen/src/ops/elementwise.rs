@@ -4,7 +4,7 @@
 use super::host::HostElem;
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
-    broadcast_shapes, broadcast_strides, invalid, unsupported,
+    broadcast_shapes, broadcast_strides, invalid, is_num, unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
@@ -291,23 +291,6 @@ impl OpRule for BinaryRule {
             shape: out.dims.clone(),
         })))
     }
-}
-
-/// Element types the runtime's `Num` kernels take.
-fn is_num(elem: ElemType) -> bool {
-    matches!(
-        elem,
-        ElemType::Float
-            | ElemType::Double
-            | ElemType::Int8
-            | ElemType::Int16
-            | ElemType::Int32
-            | ElemType::Int64
-            | ElemType::Uint8
-            | ElemType::Uint16
-            | ElemType::Uint32
-            | ElemType::Uint64
-    )
 }
 
 struct BinaryKernel {

@@ -10,7 +10,7 @@
 use super::host::{HostData, HostElem};
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
-    axis, broadcast_strides, invalid, unsupported,
+    axis, broadcast_strides, invalid, is_num, unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, Tensor, TensorType};
@@ -56,23 +56,6 @@ fn declared(cx: &NodeCx<'_>, mut types: Vec<TensorType>) -> Vec<TensorType> {
 
 fn wrong_buffer() -> EvalError {
     EvalError::Runtime(onnx_codegen_runtime::Error::ShapeMismatch)
-}
-
-fn is_num(e: ElemType) -> bool {
-    use ElemType as E;
-    matches!(
-        e,
-        E::Float
-            | E::Double
-            | E::Int8
-            | E::Int16
-            | E::Int32
-            | E::Int64
-            | E::Uint8
-            | E::Uint16
-            | E::Uint32
-            | E::Uint64
-    )
 }
 
 /// Every element type with a host form (the movement kernels' types).

@@ -17,7 +17,7 @@
 use super::host::{HostData, HostElem};
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
-    broadcast_shapes, broadcast_strides, invalid, unsupported,
+    broadcast_shapes, broadcast_strides, invalid, is_int, is_num, unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{AttrValue, ElemType, TensorType};
@@ -54,27 +54,8 @@ fn op<'a>(cx: &NodeCx<'a>) -> &'a str {
     cx.node.op.op_type.as_str()
 }
 
-fn is_int(e: ElemType) -> bool {
-    matches!(
-        e,
-        ElemType::Int8
-            | ElemType::Int16
-            | ElemType::Int32
-            | ElemType::Int64
-            | ElemType::Uint8
-            | ElemType::Uint16
-            | ElemType::Uint32
-            | ElemType::Uint64
-    )
-}
-
 fn is_float(e: ElemType) -> bool {
     matches!(e, ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16)
-}
-
-/// Types the runtime's arithmetic (`Num`) covers.
-fn is_num(e: ElemType) -> bool {
-    is_int(e) || matches!(e, ElemType::Float | ElemType::Double)
 }
 
 /// Types with a Rust form in generated code (what Cast converts between).

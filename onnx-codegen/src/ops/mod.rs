@@ -343,6 +343,27 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<isize> {
     strides
 }
 
+/// Integer element types (the runtime's `Int` kernels).
+pub fn is_int(elem: ElemType) -> bool {
+    matches!(
+        elem,
+        ElemType::Int8
+            | ElemType::Int16
+            | ElemType::Int32
+            | ElemType::Int64
+            | ElemType::Uint8
+            | ElemType::Uint16
+            | ElemType::Uint32
+            | ElemType::Uint64
+    )
+}
+
+/// Element types the runtime's arithmetic (`Num`) kernels take: the
+/// integers, `f32` and `f64`.
+pub fn is_num(elem: ElemType) -> bool {
+    is_int(elem) || matches!(elem, ElemType::Float | ElemType::Double)
+}
+
 /// The Rust element type of `elem` in generated code, when it has one.
 /// The low-precision types are raw `u8` codes (packed for 4 and 2 bits), so
 /// a slice of them holds [`ElemType::byte_size`] bytes, not one per element
