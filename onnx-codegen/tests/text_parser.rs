@@ -96,10 +96,6 @@ fn lexical_errors_are_reported_with_positions() {
     assert!(e.0.starts_with("unterminated string"), "{}", e.0);
     assert_eq!((e.1, e.2), (2, 27));
 
-    let e = error(&format!("{HEAD}g () => () {{ y = Foo <s = \"a\\tb\"> () }}"));
-    assert!(e.0.starts_with("invalid escape '\\t'"), "{}", e.0);
-    assert_eq!((e.1, e.2), (2, 29));
-
     let e = error(&format!("{HEAD}g () => () {{\n  y = Foo(x); \n}}"));
     assert_eq!(e, ("unexpected character ';'".into(), 3, 13));
 }

@@ -11,9 +11,10 @@
 //!   is a float, else an integer. `-inf`, `-infinity` and `-nan` (any case) are
 //!   float tokens; unsigned `inf`/`nan` are identifiers the parser reads as
 //!   floats where a value is expected, because they may also name things;
-//! - strings: `"..."` where `\"` and `\\` are the only escapes (the reference
-//!   printer emits no other; the reference parser would silently turn `\n`
-//!   into `n`, so we refuse other escapes instead);
+//! - strings: `"..."` where a backslash makes the next character literal:
+//!   `\"` and `\\` are what the reference printer writes, and any other
+//!   `\c` stands for `c` (so `\n` is `n`, not a newline), as in the
+//!   reference parser, so that both read a text into the same model;
 //! - punctuation: `< > ( ) [ ] { } , : = @ ? .` and the arrow `=>`.
 
 use crate::diag::{Diagnostic, Location, SourcePos};
@@ -180,15 +181,12 @@ impl<'a> Lexer<'a> {
                             "unterminated string: expected a closing '\"' before the end of input",
                         ));
                     }
+                    // Any other escaped character stands for itself, as
+                    // in the reference parser (`\\n` is `n`). Skip it whole,
+                    // however many bytes its UTF-8 takes.
                     Some(_) => {
-                        let c = self.src[i + 1..].chars().next().unwrap_or('?');
-                        return Err(self.error_at(
-                            i,
-                            2,
-                            format!(
-                                "invalid escape '\\{c}' in string: only '\\\"' and '\\\\' are allowed"
-                            ),
-                        ));
+                        let c = self.src[i + 1..].chars().next().map_or(1, char::len_utf8);
+                        i += 1 + c;
                     }
                 },
                 Some(_) => i += 1,
@@ -382,15 +380,14 @@ mod tests {
         assert_eq!(string_value(r#""a\"b\\c""#), "a\"b\\c");
         assert_eq!(string_value(r#""""#), "");
         assert_eq!(string_value("\"line\nbreak é\""), "line\nbreak é");
+        // Other escapes stand for the character itself, as in the reference.
+        assert_eq!(string_value(r#""a\nb\tc\é""#), "anbtcé");
     }
 
     #[test]
     fn lexical_errors() {
         let d = first_error("x \"abc");
         assert!(d.message.starts_with("unterminated string"), "{}", d.message);
-        assert_eq!(d.location.pos.as_ref().map(|p| p.column), Some(3));
-        let d = first_error(r#""a\nb""#);
-        assert!(d.message.starts_with("invalid escape '\\n'"), "{}", d.message);
         assert_eq!(d.location.pos.as_ref().map(|p| p.column), Some(3));
         let d = first_error("\"a\\");
         assert!(d.message.starts_with("unterminated string"), "{}", d.message);
