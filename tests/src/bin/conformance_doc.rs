@@ -1,0 +1,97 @@
+//! Writes `docs/conformance.md`: for every operator in the ONNX node suite,
+//! how many tests use it, how many pass, and why the others do not.
+//!
+//! Usage: `conformance_doc NODE_DIR RESULTS_JSON OUT_MD`, where RESULTS_JSON
+//! is what `onnx-codegen test NODE_DIR/* --json RESULTS_JSON` wrote. A test
+//! counts for every operator its model uses (expanded tests use several).
+
+use onnx_codegen_proto::{Message, ModelProto};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::Path;
+
+#[derive(Default)]
+struct Row {
+    tests: usize,
+    passed: usize,
+    /// Test name → reason, for the tests that did not pass.
+    others: BTreeMap<String, String>,
+}
+
+fn ops_of(model: &Path) -> BTreeSet<String> {
+    let Ok(bytes) = std::fs::read(model) else { return BTreeSet::new() };
+    let Ok(m) = ModelProto::decode(bytes.as_slice()) else { return BTreeSet::new() };
+    let graph = m.graph.unwrap_or_default();
+    graph
+        .node
+        .iter()
+        .map(|n| match n.domain() {
+            "" | "ai.onnx" => n.op_type().to_owned(),
+            d => format!("{d}.{}", n.op_type()),
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [node_dir, results, out] = args.as_slice() else {
+        eprintln!("usage: conformance_doc NODE_DIR RESULTS_JSON OUT_MD");
+        std::process::exit(2);
+    };
+    let text = std::fs::read_to_string(results).unwrap_or_else(|e| {
+        eprintln!("{results}: {e}");
+        std::process::exit(2);
+    });
+    let outcomes: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_else(|e| {
+        eprintln!("{results}: {e}");
+        std::process::exit(2);
+    });
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let (mut total, mut passed) = (0, 0);
+    for o in &outcomes {
+        let name = o["name"].as_str().unwrap_or_default();
+        let pass = o["status"] == "pass";
+        total += 1;
+        passed += usize::from(pass);
+        for op in ops_of(&Path::new(node_dir).join(name).join("model.onnx")) {
+            let row = rows.entry(op).or_default();
+            row.tests += 1;
+            if pass {
+                row.passed += 1;
+            } else {
+                let status = o["status"].as_str().unwrap_or_default();
+                let reason = o["reason"].as_str().unwrap_or_default();
+                row.others.insert(name.to_owned(), format!("{status}: {reason}"));
+            }
+        }
+    }
+    let mut md = String::new();
+    writeln!(md, "# Conformance: the ONNX node suite\n").unwrap();
+    writeln!(
+        md,
+        "Written by `tests/src/bin/conformance_doc.rs` from `onnx-codegen test` results \
+         (strict tolerance: rtol 1e-3, atol 1e-7). **{passed} of {total} tests pass.** \
+         A test counts for every operator its model uses.\n"
+    )
+    .unwrap();
+    writeln!(md, "| operator | tests | pass | not passing |\n| --- | ---: | ---: | ---: |")
+        .unwrap();
+    for (op, row) in &rows {
+        writeln!(md, "| {op} | {} | {} | {} |", row.tests, row.passed, row.tests - row.passed)
+            .unwrap();
+    }
+    writeln!(md, "\n## Why tests do not pass\n").unwrap();
+    for (op, row) in rows.iter().filter(|(_, r)| !r.others.is_empty()) {
+        writeln!(md, "### {op}\n").unwrap();
+        for (test, reason) in &row.others {
+            let reason: String = reason.chars().take(300).collect();
+            writeln!(md, "- `{test}`: {}", reason.replace('|', "\\|")).unwrap();
+        }
+        md.push('\n');
+    }
+    if let Err(e) = std::fs::write(out, md) {
+        eprintln!("{out}: {e}");
+        std::process::exit(2);
+    }
+    println!("conformance: {passed} passed, {} failed", total - passed);
+}
