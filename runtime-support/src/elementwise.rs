@@ -59,6 +59,24 @@ pub enum Unary<T> {
     Sin,
     /// Cosine.
     Cos,
+    /// Tangent.
+    Tan,
+    /// Arcsine.
+    Asin,
+    /// Arccosine.
+    Acos,
+    /// Arctangent.
+    Atan,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic cosine.
+    Acosh,
+    /// Inverse hyperbolic tangent.
+    Atanh,
     /// `ln(1 + e^x)`, computed without overflow.
     Softplus,
     /// `x / (1 + |x|)`.
@@ -106,6 +124,15 @@ impl<T> Unary<T> {
             Unary::Sign => Unary::Sign,
             Unary::Sin => Unary::Sin,
             Unary::Cos => Unary::Cos,
+            Unary::Tan => Unary::Tan,
+            Unary::Asin => Unary::Asin,
+            Unary::Acos => Unary::Acos,
+            Unary::Atan => Unary::Atan,
+            Unary::Sinh => Unary::Sinh,
+            Unary::Cosh => Unary::Cosh,
+            Unary::Asinh => Unary::Asinh,
+            Unary::Acosh => Unary::Acosh,
+            Unary::Atanh => Unary::Atanh,
             Unary::Softplus => Unary::Softplus,
             Unary::Softsign => Unary::Softsign,
             Unary::Gelu => Unary::Gelu,
@@ -161,6 +188,15 @@ pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {
         Unary::Sign => x.sign(),
         Unary::Sin => x.sin(),
         Unary::Cos => x.cos(),
+        Unary::Tan => x.tan(),
+        Unary::Asin => x.asin(),
+        Unary::Acos => x.acos(),
+        Unary::Atan => x.atan(),
+        Unary::Sinh => x.sinh(),
+        Unary::Cosh => x.cosh(),
+        Unary::Asinh => x.asinh(),
+        Unary::Acosh => x.acosh(),
+        Unary::Atanh => x.atanh(),
         Unary::Softplus => {
             if x > T::ZERO {
                 x.add(x.neg().exp().ln_1p())
@@ -943,5 +979,32 @@ mod tests {
         assert_eq!(i, [2, 0]);
         assert!(accumulate(Arith::Add, &[2], &[1], &[1, 2, 3], &mut [0i32; 3]).is_err());
         assert!(accumulate(Arith::Add, &[3], &[1], &[1, 2], &mut [0i32; 3]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod trig_tests {
+    use super::*;
+
+    #[test]
+    fn trigonometric_and_hyperbolic_functions_at_known_points() {
+        let pi = core::f64::consts::PI;
+        let cases: [(Unary<f64>, f64, f64); 9] = [
+            (Unary::Tan, pi / 4.0, 1.0),
+            (Unary::Asin, 1.0, pi / 2.0),
+            (Unary::Acos, -1.0, pi),
+            (Unary::Atan, 1.0, pi / 4.0),
+            (Unary::Sinh, 0.0, 0.0),
+            (Unary::Cosh, 0.0, 1.0),
+            (Unary::Asinh, 0.0, 0.0),
+            (Unary::Acosh, 1.0, 0.0),
+            (Unary::Atanh, 0.0, 0.0),
+        ];
+        for (op, x, want) in cases {
+            assert!((eval(op, x) - want).abs() < 1e-12, "{op:?}({x})");
+        }
+        // Outside the domain: NaN, not a panic.
+        assert!(eval(Unary::Acosh, 0.5f64).is_nan());
+        assert!(eval(Unary::Asin, 2.0f32).is_nan());
     }
 }

@@ -77,6 +77,24 @@ pub trait Float: Num {
     fn sin(self) -> Self;
     /// Cosine.
     fn cos(self) -> Self;
+    /// Tangent.
+    fn tan(self) -> Self;
+    /// Arcsine.
+    fn asin(self) -> Self;
+    /// Arccosine.
+    fn acos(self) -> Self;
+    /// Arctangent.
+    fn atan(self) -> Self;
+    /// Hyperbolic sine.
+    fn sinh(self) -> Self;
+    /// Hyperbolic cosine.
+    fn cosh(self) -> Self;
+    /// Inverse hyperbolic sine.
+    fn asinh(self) -> Self;
+    /// Inverse hyperbolic cosine.
+    fn acosh(self) -> Self;
+    /// Inverse hyperbolic tangent.
+    fn atanh(self) -> Self;
     /// Largest integer not above `self`.
     fn floor(self) -> Self;
     /// Smallest integer not below `self`.
@@ -151,7 +169,8 @@ impl Flag for u8 {
 macro_rules! impl_float {
     ($t:ty, $exp:ident, $ln:ident, $ln1p:ident, $sqrt:ident, $tanh:ident, $erf:ident,
      $sin:ident, $cos:ident, $floor:ident, $ceil:ident, $rint:ident, $pow:ident,
-     $fmod:ident, $fabs:ident, $copysign:ident) => {
+     $fmod:ident, $fabs:ident, $copysign:ident,
+     [$($trig:ident = $libm:ident),*]) => {
         impl Num for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -277,6 +296,12 @@ macro_rules! impl_float {
             fn cos(self) -> Self {
                 libm::$cos(self)
             }
+            $(
+                #[inline]
+                fn $trig(self) -> Self {
+                    libm::$libm(self)
+                }
+            )*
             #[inline]
             fn floor(self) -> Self {
                 libm::$floor(self)
@@ -302,11 +327,62 @@ macro_rules! impl_float {
 }
 
 impl_float!(
-    f32, expf, logf, log1pf, sqrtf, tanhf, erff, sinf, cosf, floorf, ceilf, rintf, powf, fmodf,
-    fabsf, copysignf
+    f32,
+    expf,
+    logf,
+    log1pf,
+    sqrtf,
+    tanhf,
+    erff,
+    sinf,
+    cosf,
+    floorf,
+    ceilf,
+    rintf,
+    powf,
+    fmodf,
+    fabsf,
+    copysignf,
+    [
+        tan = tanf,
+        asin = asinf,
+        acos = acosf,
+        atan = atanf,
+        sinh = sinhf,
+        cosh = coshf,
+        asinh = asinhf,
+        acosh = acoshf,
+        atanh = atanhf
+    ]
 );
 impl_float!(
-    f64, exp, log, log1p, sqrt, tanh, erf, sin, cos, floor, ceil, rint, pow, fmod, fabs, copysign
+    f64,
+    exp,
+    log,
+    log1p,
+    sqrt,
+    tanh,
+    erf,
+    sin,
+    cos,
+    floor,
+    ceil,
+    rint,
+    pow,
+    fmod,
+    fabs,
+    copysign,
+    [
+        tan = tan,
+        asin = asin,
+        acos = acos,
+        atan = atan,
+        sinh = sinh,
+        cosh = cosh,
+        asinh = asinh,
+        acosh = acosh,
+        atanh = atanh
+    ]
 );
 
 macro_rules! impl_int {

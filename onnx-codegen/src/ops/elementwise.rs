@@ -18,8 +18,9 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
     match op_type {
         "Relu" | "LeakyRelu" | "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "Erf" | "Exp"
         | "Log" | "Sqrt" | "Neg" | "Abs" | "Reciprocal" | "Floor" | "Ceil" | "Round" | "Sign"
-        | "Sin" | "Cos" | "Softplus" | "Softsign" | "Gelu" | "Elu" | "Selu" | "ThresholdedRelu"
-        | "Clip" => Some(&UnaryRule),
+        | "Sin" | "Cos" | "Tan" | "Asin" | "Acos" | "Atan" | "Sinh" | "Cosh" | "Asinh"
+        | "Acosh" | "Atanh" | "Softplus" | "Softsign" | "Gelu" | "Elu" | "Selu"
+        | "ThresholdedRelu" | "Clip" => Some(&UnaryRule),
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Min" | "Max" | "Mod" => Some(&BinaryRule),
         _ => None,
     }
@@ -50,6 +51,15 @@ fn unary_op(cx: &NodeCx<'_>) -> OpResult<Unary<f64>> {
         "Sign" => Unary::Sign,
         "Sin" => Unary::Sin,
         "Cos" => Unary::Cos,
+        "Tan" => Unary::Tan,
+        "Asin" => Unary::Asin,
+        "Acos" => Unary::Acos,
+        "Atan" => Unary::Atan,
+        "Sinh" => Unary::Sinh,
+        "Cosh" => Unary::Cosh,
+        "Asinh" => Unary::Asinh,
+        "Acosh" => Unary::Acosh,
+        "Atanh" => Unary::Atanh,
         "Softplus" => Unary::Softplus,
         "Softsign" => Unary::Softsign,
         "Gelu" => match cx.string_or("approximate", "none").as_str() {
