@@ -143,7 +143,7 @@ struct UnaryKernel {
 }
 
 /// `Unary::Name { field: literal, ... }` in generated code.
-fn unary_tokens(op: Unary<f64>, elem: ElemType, rt: &TokenStream) -> TokenStream {
+pub(super) fn unary_tokens(op: Unary<f64>, elem: ElemType, rt: &TokenStream) -> TokenStream {
     let l = |v: f64| lit::float(v, elem);
     let path = quote!(#rt::elementwise::Unary);
     match op {

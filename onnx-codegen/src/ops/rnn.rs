@@ -398,43 +398,6 @@ fn run<T: Float + HostElem>(
     Ok(())
 }
 
-/// An activation in generated code.
-fn activation_tokens(a: Unary<f64>, elem: ElemType, rt: &TokenStream) -> TokenStream {
-    let l = |v: f64| lit::float(v, elem);
-    let path = quote!(#rt::elementwise::Unary);
-    match a {
-        Unary::LeakyRelu { alpha } => {
-            let a = l(alpha);
-            quote!(#path::LeakyRelu { alpha: #a })
-        }
-        Unary::ThresholdedRelu { alpha } => {
-            let a = l(alpha);
-            quote!(#path::ThresholdedRelu { alpha: #a })
-        }
-        Unary::Elu { alpha } => {
-            let a = l(alpha);
-            quote!(#path::Elu { alpha: #a })
-        }
-        Unary::HardSigmoid { alpha, beta } => {
-            let (a, b) = (l(alpha), l(beta));
-            quote!(#path::HardSigmoid { alpha: #a, beta: #b })
-        }
-        Unary::Affine { alpha, beta } => {
-            let (a, b) = (l(alpha), l(beta));
-            quote!(#path::Affine { alpha: #a, beta: #b })
-        }
-        Unary::ScaledTanh { alpha, beta } => {
-            let (a, b) = (l(alpha), l(beta));
-            quote!(#path::ScaledTanh { alpha: #a, beta: #b })
-        }
-        other => {
-            // The parameterless functions: the name is the Debug form.
-            let name = Ident::new(&format!("{other:?}"), Span::call_site());
-            quote!(#path::#name)
-        }
-    }
-}
-
 fn opt(e: Option<&Option<TokenStream>>) -> TokenStream {
     match e.cloned().flatten() {
         Some(t) => quote!(Some(#t)),
@@ -466,7 +429,7 @@ impl Kernel for RecurrentKernel {
             None => quote!(None),
         };
         let per_dir = |v: &[Unary<f64>]| {
-            let items = v.iter().map(|&a| activation_tokens(a, p.elem, rt));
+            let items = v.iter().map(|&a| super::elementwise::unary_tokens(a, p.elem, rt));
             quote!([#(#items),*])
         };
         let (a0, a1) = (per_dir(&p.activations[0]), per_dir(&p.activations[1]));
@@ -515,7 +478,11 @@ impl Kernel for RecurrentKernel {
                     }
                 } else {
                     let first = |v: &[Unary<f64>]| {
-                        activation_tokens(v.first().copied().unwrap_or(Unary::Tanh), p.elem, rt)
+                        super::elementwise::unary_tokens(
+                            v.first().copied().unwrap_or(Unary::Tanh),
+                            p.elem,
+                            rt,
+                        )
                     };
                     let (f0, f1) = (first(&p.activations[0]), first(&p.activations[1]));
                     quote! {
