@@ -148,8 +148,9 @@ impl<T> Unary<T> {
     }
 }
 
-/// Evaluates `op` on one element.
-#[inline]
+/// Evaluates `op` on one element. Always inlined: callers pass a constant
+/// `op`, and the match must fold away.
+#[inline(always)]
 pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {
     let half = T::from_f64(0.5);
     match op {
@@ -263,6 +264,9 @@ pub fn sigmoid<T: Float>(x: T) -> T {
 }
 
 /// Applies `op` to every element of `x`, writing `y` (same length).
+// Inlined so that `op`, a constant at every generated call, selects its
+// function at compile time: no per-element dispatch, no unused math linked.
+#[inline(always)]
 pub fn unary<T: Float>(op: Unary<T>, x: &[T], y: &mut [T]) -> Result {
     ensure(x.len() == y.len(), Error::ShapeMismatch)?;
     for (o, &v) in y.iter_mut().zip(x) {
@@ -272,6 +276,9 @@ pub fn unary<T: Float>(op: Unary<T>, x: &[T], y: &mut [T]) -> Result {
 }
 
 /// Applies `op` to every element of `x` in place.
+// Inlined so that `op`, a constant at every generated call, selects its
+// function at compile time: no per-element dispatch, no unused math linked.
+#[inline(always)]
 pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
     for v in x.iter_mut() {
         *v = eval(op, *v);

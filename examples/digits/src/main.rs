@@ -69,10 +69,6 @@ fn main() -> ExitCode {
         100.0 * correct as f64 / count as f64
     );
     println!("predictions equal to onnxruntime's: {agree}/{count}");
-    println!(
-        "arena: {} bytes, weights: {} bytes",
-        Digits::ARENA_BYTES,
-        Digits::WEIGHT_BYTES
-    );
+    println!("arena: {} bytes, weights: {} bytes", Digits::ARENA_BYTES, Digits::WEIGHT_BYTES);
     if agree == count { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
