@@ -76,7 +76,15 @@ fn main() -> ! {
         hprintln!("FAIL: output differs from the reference");
         debug::exit(debug::EXIT_FAILURE);
     }
-    loop {}
+    halt()
+}
+
+/// Stops here for good (the semihosting exit above ends QEMU; on a board
+/// without a debugger attached, the core sleeps).
+fn halt() -> ! {
+    loop {
+        cortex_m::asm::wfi();
+    }
 }
 
 /// A probability in parts per million. Integers keep the float formatting
@@ -89,14 +97,14 @@ fn ppm(p: f32) -> i32 {
 fn fail(why: &str) -> ! {
     hprintln!("FAIL: {}", why);
     debug::exit(debug::EXIT_FAILURE);
-    loop {}
+    halt()
 }
 
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     hprintln!("panic: {}", info);
     debug::exit(debug::EXIT_FAILURE);
-    loop {}
+    halt()
 }
 
 /// Stack high-water mark by painting: the free stack below the current
