@@ -805,6 +805,26 @@ fn fill_value(cx: &NodeCx<'_>) -> OpResult<HostTensor> {
 
 impl OpRule for ConstantOfShapeRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        if cx.constant(0).is_none() {
+            // The shape is data: plan the declared output, checked at run time.
+            let value = fill_value(cx)?;
+            let rank = cx.input(0)?.dims.first().copied();
+            return match cx.declared_output(0) {
+                Some(t) if rank.is_some_and(|r| r != t.dims.len()) => invalid(format!(
+                    "ConstantOfShape's shape has {} elements but its output is declared as {t}",
+                    rank.unwrap_or(0)
+                )),
+                Some(t) if t.elem == value.ty.elem => Ok(vec![t.clone()]),
+                Some(t) => invalid(format!(
+                    "ConstantOfShape fills with {} but its output is declared as {t}",
+                    value.ty.elem
+                )),
+                None => unsupported(
+                    "ConstantOfShape's shape (input 0) is known only at run time and the model \
+                     does not declare the output's shape",
+                ),
+            };
+        }
         let shape = cx.const_ints(0, "ConstantOfShape's shape")?;
         let dims =
             shape.iter().map(|&d| usize::try_from(d)).collect::<Result<Vec<_>, _>>().map_err(
@@ -822,14 +842,20 @@ impl OpRule for ConstantOfShapeRule {
         Ok(vec![ty])
     }
 
-    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Kernel(Box::new(FillKernel { value: fill_value(cx)? })))
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        let check_dims = match cx.constant(0) {
+            Some(_) => None,
+            None => Some(outputs.first().map(|t| t.dims.clone()).unwrap_or_default()),
+        };
+        Ok(Lowered::Kernel(Box::new(FillKernel { value: fill_value(cx)?, check_dims })))
     }
 }
 
 /// Fills the output with one value.
 struct FillKernel {
     value: HostTensor,
+    /// When the shape input is data: the planned dims it must equal at run time.
+    check_dims: Option<Vec<usize>>,
 }
 
 fn run_fill<T: HostElem>(v: &HostTensor, outputs: &mut [HostTensor]) -> EvalResult {
@@ -908,7 +934,15 @@ impl Kernel for FillKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let y = io_out(io);
-        match scalar_tokens(&self.value, rt) {
+        // Expanding a scalar to `shape` gives exactly `shape`: the same check.
+        let check = match (&self.check_dims, io.inputs.first()) {
+            (Some(dims), Some(Some(shape))) => {
+                let dims = lit::usizes(dims);
+                quote!(#rt::check::expand(#shape, &[], #dims)?;)
+            }
+            _ => quote!(),
+        };
+        let fill = match scalar_tokens(&self.value, rt) {
             Some(v) => quote!(#y.fill(#v);),
             None => {
                 let b = matches!(&self.value.data, HostData::Bool(v) if v.first() == Some(&true));
@@ -918,12 +952,13 @@ impl Kernel for FillKernel {
                     }
                 }
             }
-        }
+        };
+        quote!(#check #fill)
     }
 
-    /// The shape was taken at generation time.
+    /// The shape is read only to be checked, when it is data.
     fn reads_input(&self, _i: usize) -> bool {
-        false
+        self.check_dims.is_some()
     }
 }
 
@@ -1720,8 +1755,13 @@ mod tests {
         clean(&a);
         assert_eq!(value(&a, "y"), HostData::I32(vec![7; 6]));
         assert_eq!(value(&a, "z"), HostData::F32(vec![0.0; 6]));
+        // A shape known only at run time: the declared output, checked then.
+        let a = run(20, "g (int64[2] s) => (float[4,3] y) { y = ConstantOfShape (s) }");
+        clean(&a);
         let a = run(20, "g (int64[2] s) => (float[2] y) { y = ConstantOfShape (s) }");
-        assert!(problems(&a)[0].contains("must be known at generation time"));
+        assert!(problems(&a)[0].contains("has 2 elements but its output is declared as float[2]"));
+        let a = run(20, "g (int64[2] s) => (float[2,M] y) { y = ConstantOfShape (s) }");
+        assert!(problems(&a)[0].contains("does not declare the output's shape"));
         let a = run(
             20,
             "g () => (float[2] y) {
