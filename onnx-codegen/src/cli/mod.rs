@@ -5,6 +5,7 @@ mod check;
 mod convert;
 mod generate;
 mod inspect;
+mod report;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,11 @@ enum Command {
     Generate(generate::Args),
     /// Show a model's ops, value shapes, memory plan and what is not supported.
     Inspect(inspect::Args),
+    /// Write an HTML report of a model: shapes, sizes, MACs and the memory plan as a picture.
+    ///
+    /// The report is one self-contained file. A model with unsupported operators still gets
+    /// a report, with what is missing listed at the top.
+    Report(report::Args),
     /// Generate, compile and run test directories (ONNX backend layout) against their
     /// reference outputs. Prints PASS/FAIL/UNSUPPORTED per test and `N passed, M failed`.
     Test(test::Args),
@@ -65,6 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Test(args) => test::run(&args),
     }
 }
