@@ -227,3 +227,55 @@ fn renders_in_headless_chromium() {
     assert!(png.len() > 20_000, "the screenshot looks empty ({} bytes)", png.len());
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// Graph errors in text models point at the line of the node, attribute or
+/// initializer at fault, also inside subgraphs.
+#[test]
+fn graph_errors_in_text_get_source_positions() {
+    use onnx_codegen::diag::PathStep;
+    let src = r#"<ir_version: 8, opset_import: ["" : 17]>
+main (bool c, float[2] x) => (float[2] y)
+   <float[2] w = {1, 2}>
+{
+  [first] a = Relu (x)
+  y = If (c) <then_branch = then_g () => (float[2] t) {
+      t = Neg (a)
+    }, else_branch = else_g () => (float[2] e) {
+      e = Abs (a)
+    }>
+}
+"#;
+    let (_, map) = onnx_codegen::text::parse_model_with_spans(src, "m.onnxtxt").unwrap();
+    let node = |name: &str, op: &str| PathStep::Node { name: name.into(), op_type: op.into() };
+    let at = |path: Vec<PathStep>| {
+        let pos = map.locate(src, &path).expect("found");
+        (pos.line, pos.column, pos.len)
+    };
+    let main = PathStep::Graph("main".into());
+    assert_eq!(at(vec![main.clone(), node("first", "Relu")]), (5, 15, 4));
+    assert_eq!(at(vec![main.clone(), node("#1", "If")]), (6, 7, 2));
+    assert_eq!(at(vec![main.clone(), PathStep::Tensor("w".into())]), (3, 14, 1));
+    assert_eq!(
+        at(vec![
+            main.clone(),
+            node("#1", "If"),
+            PathStep::Attribute("else_branch".into()),
+            PathStep::Graph("else_g".into()),
+            node("#0", "Abs"),
+        ]),
+        (9, 11, 3)
+    );
+    // A step that cannot be found leaves the innermost one that was.
+    assert_eq!(at(vec![main.clone(), node("#1", "If"), PathStep::Attribute("nope".into())]), (6, 7, 2));
+    assert!(map.locate(src, &[PathStep::Graph("other".into())]).is_none());
+
+    // End to end: validation's error gets the node's line.
+    let bad = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n  [mul] y = Mul (x, w)\n}\n";
+    let model = onnx_codegen::text::parse_model(bad, "bad.onnxtxt").unwrap();
+    let err = onnx_codegen::passes::prepare(&model).err().expect("w is undefined");
+    let (_, map) = onnx_codegen::text::parse_model_with_spans(bad, "bad.onnxtxt").unwrap();
+    let mut diags = err.into_diagnostics();
+    onnx_codegen::text::spans::attach_positions(bad, &map, &mut diags);
+    let pos = diags[0].location.pos.as_ref().expect("a position");
+    assert_eq!((pos.line, pos.column), (3, 13));
+}

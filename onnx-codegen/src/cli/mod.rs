@@ -10,6 +10,8 @@ mod test;
 
 use clap::{Parser, Subcommand};
 use onnx_codegen::diag::{Diagnostic, Severity};
+use onnx_codegen::load::Format;
+use onnx_codegen::text::{self, spans::SourceMap};
 use std::process::ExitCode;
 
 /// Ahead-of-time compiler from ONNX models to allocation-free Rust.
@@ -76,9 +78,34 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Prints diagnostics to standard error, a blank line between them.
+/// Prints diagnostics to standard error, a blank line between them. Graph
+/// errors in a text model get the line of the node (or value) at fault.
 fn report(diagnostics: &[Diagnostic]) {
-    for d in diagnostics {
+    let mut diagnostics = diagnostics.to_vec();
+    let mut files: Vec<&str> = diagnostics
+        .iter()
+        .filter(|d| d.location.pos.is_none() && !d.location.path.is_empty())
+        .filter_map(|d| d.location.file.as_deref())
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    let sources: Vec<(String, String, SourceMap)> = files
+        .into_iter()
+        .filter_map(|file| {
+            let path = std::path::Path::new(file);
+            let src = std::fs::read(path).ok()?;
+            let format = Format::from_extension(path).unwrap_or_else(|| Format::sniff(&src));
+            let src = String::from_utf8(src).ok().filter(|_| format == Format::Text)?;
+            let (_, map) = text::parse_model_with_spans(&src, file).ok()?;
+            Some((file.to_owned(), src, map))
+        })
+        .collect();
+    for (file, src, map) in &sources {
+        for d in diagnostics.iter_mut().filter(|d| d.location.file.as_deref() == Some(file)) {
+            text::spans::attach_positions(src, map, std::slice::from_mut(d));
+        }
+    }
+    for d in &diagnostics {
         eprintln!("{d}\n");
     }
 }
