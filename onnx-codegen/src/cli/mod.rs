@@ -110,6 +110,32 @@ fn report(diagnostics: &[Diagnostic]) {
     }
 }
 
+/// A spinner on standard error for a step that may take a while (big models);
+/// nothing when standard error is not a terminal. Dropping it clears it.
+fn spinner(message: String) -> Spinner {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return Spinner(None);
+    }
+    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    Spinner(Some(bar))
+}
+
+/// See [`spinner`].
+struct Spinner(Option<indicatif::ProgressBar>);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// Exit code 1 if any diagnostic is an error.
 fn exit_code(diagnostics: &[Diagnostic]) -> ExitCode {
     if diagnostics.iter().any(|d| d.severity == Severity::Error) {

@@ -19,11 +19,13 @@ pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
     let opts = Options { dims: args.model.dims(), ..Options::default() };
+    let busy = super::spinner(format!("analysing {shown}"));
     let result = load::load_model(path).and_then(|m| analyze(&m, &opts)).and_then(|analysis| {
         let html = report::html(&analysis, &shown)?;
         load::write_atomically(&args.output, html.as_bytes())?;
         Ok((analysis, html.len()))
     });
+    drop(busy);
     match result {
         Ok((analysis, size)) => {
             let problems = analysis.problems();
