@@ -2,9 +2,7 @@
 //! right, unsupported operators are listed, and it renders in a real browser.
 
 use onnx_codegen::generate::{Analysis, Options, analyze};
-use onnx_codegen::report::{
-    self, PLAN_HEIGHT, PLAN_LEFT, PLAN_MIN_HEIGHT, PLAN_TOP, PLAN_WIDTH,
-};
+use onnx_codegen::report::{self, PLAN_HEIGHT, PLAN_LEFT, PLAN_MIN_HEIGHT, PLAN_TOP, PLAN_WIDTH};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,10 +69,7 @@ fn plan_rectangles_match_the_plan() {
             assert!((got - want).abs() < 0.011, "{tag}: {got} != {want}");
         };
         close(num(tag, "x"), PLAN_LEFT + b.first_step as f64 * PLAN_WIDTH / steps);
-        close(
-            num(tag, "width"),
-            (b.last_step - b.first_step + 1) as f64 * PLAN_WIDTH / steps,
-        );
+        close(num(tag, "width"), (b.last_step - b.first_step + 1) as f64 * PLAN_WIDTH / steps);
         close(num(tag, "y"), PLAN_TOP + b.offset as f64 * PLAN_HEIGHT / arena);
         close(num(tag, "height"), (b.bytes as f64 * PLAN_HEIGHT / arena).max(PLAN_MIN_HEIGHT));
         // Everything stays inside the drawing area.
@@ -266,13 +261,16 @@ main (bool c, float[2] x) => (float[2] y)
         (9, 11, 3)
     );
     // A step that cannot be found leaves the innermost one that was.
-    assert_eq!(at(vec![main.clone(), node("#1", "If"), PathStep::Attribute("nope".into())]), (6, 7, 2));
+    assert_eq!(
+        at(vec![main.clone(), node("#1", "If"), PathStep::Attribute("nope".into())]),
+        (6, 7, 2)
+    );
     assert!(map.locate(src, &[PathStep::Graph("other".into())]).is_none());
 
     // End to end: validation's error gets the node's line.
     let bad = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n  [mul] y = Mul (x, w)\n}\n";
     let model = onnx_codegen::text::parse_model(bad, "bad.onnxtxt").unwrap();
-    let err = onnx_codegen::passes::prepare(&model).err().expect("w is undefined");
+    let Err(err) = onnx_codegen::passes::prepare(&model) else { panic!("w is undefined") };
     let (_, map) = onnx_codegen::text::parse_model_with_spans(bad, "bad.onnxtxt").unwrap();
     let mut diags = err.into_diagnostics();
     onnx_codegen::text::spans::attach_positions(bad, &map, &mut diags);
@@ -335,7 +333,8 @@ fn cli_report_inspect_and_text_positions() {
     // A model that cannot be read gets no report.
     let missing = dir.join("missing.onnx");
     let out = dir.join("missing.html");
-    let (code, _, stderr) = cli(&["report", missing.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let (code, _, stderr) =
+        cli(&["report", missing.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("cannot read the model file"), "{stderr}");
     assert!(!out.exists());

@@ -65,8 +65,10 @@ fn human(shown: &str, s: &Summary, totals: &report::Totals, values: bool) -> Str
     out += &format!("  outputs  {}\n", list(&s.outputs));
     let mut ops: Vec<(&String, &usize)> = s.ops.iter().collect();
     ops.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-    let ops: Vec<String> =
-        ops.iter().map(|&(op, &n)| if n == 1 { op.clone() } else { format!("{op} x{n}") }).collect();
+    let ops: Vec<String> = ops
+        .iter()
+        .map(|&(op, &n)| if n == 1 { op.clone() } else { format!("{op} x{n}") })
+        .collect();
     out += &format!("  ops      {}\n", ops.join(", "));
     match (s.arena_bytes, s.arena_lower_bound_bytes, s.weights_bytes) {
         (Some(a), Some(lb), Some(w)) => {

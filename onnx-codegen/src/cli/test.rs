@@ -1,5 +1,5 @@
-use onnx_codegen::generate::Options;
 use indicatif::{ProgressBar, ProgressStyle};
+use onnx_codegen::generate::Options;
 use onnx_codegen::harness::{self, Progress, Status, TestOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;

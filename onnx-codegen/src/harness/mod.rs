@@ -99,7 +99,9 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
         let name = test_name(dir);
         match prepare_case(dir, &name, &opts.generate) {
             Ok(case) => cases.push((i, case)),
-            Err((status, reason)) => outcomes[i] = Some(Outcome { name: name.clone(), status, reason }),
+            Err((status, reason)) => {
+                outcomes[i] = Some(Outcome { name: name.clone(), status, reason })
+            }
         }
         progress.advance(1, &name);
     }

@@ -113,7 +113,8 @@ pub fn build(
     for round in 0..4 {
         let pending = members.iter().filter(|l| l.iter().any(|&k| models[k].is_ok())).count();
         let name = if round == 0 { "compiling" } else { "compiling again" };
-        let shards_text = if pending == 1 { "1 shard".to_owned() } else { format!("{pending} shards") };
+        let shards_text =
+            if pending == 1 { "1 shard".to_owned() } else { format!("{pending} shards") };
         progress.phase(&format!("{name} {} models, {shards_text}", files.len()), pending);
         for (s, list) in members.iter().enumerate() {
             let live: Vec<usize> = list.iter().copied().filter(|&k| models[k].is_ok()).collect();

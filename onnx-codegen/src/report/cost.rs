@@ -29,43 +29,42 @@ pub fn node_cost(node: &Node, types: &[Option<TensorType>]) -> Cost {
     };
     let numel = |t: Option<&TensorType>| t.and_then(TensorType::numel).map_or(0, to_u64);
     let out_numel = numel(out(0));
-    let macs = match node.op.op_type.as_str() {
-        // Each output element takes one filter's worth of MACs: W is
-        // [M, C/group, k...], so numel(W)/M per output element.
-        "Conv" | "ConvInteger" => per_output_of_filter(out_numel, ty(1)),
-        "QLinearConv" => per_output_of_filter(out_numel, ty(3)),
-        // Each input element is spread over one filter slice: W is [C, M/group, k...].
-        "ConvTranspose" => {
-            let x = numel(ty(0));
-            ty(1).map_or(0, |w| {
-                let c = w.dims.first().copied().map_or(0, to_u64);
-                if c == 0 { 0 } else { x.saturating_mul(numel(Some(w)) / c) }
-            })
-        }
-        "MatMul" | "MatMulInteger" | "FusedMatMul" => {
-            out_numel.saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64))
-        }
-        "QLinearMatMul" => {
-            out_numel.saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64))
-        }
-        "Gemm" => {
-            let trans_a = node.attr_int("transA").unwrap_or(0) != 0;
-            let k = ty(0).and_then(|a| if trans_a { a.dims.first() } else { a.dims.get(1) });
-            out_numel.saturating_mul(k.copied().map_or(0, to_u64))
-        }
-        // Every time step multiplies the input by W and the state by R, for
-        // every batch entry: numel(W) + numel(R) MACs per (step, batch entry).
-        "LSTM" | "GRU" | "RNN" => {
-            // X is [seq, batch, input] or, with layout 1, [batch, seq, input].
-            let steps_batch = ty(0).map_or(0, |x| {
-                let seq = x.dims.first().copied().unwrap_or(0);
-                let batch = x.dims.get(1).copied().unwrap_or(0);
-                to_u64(seq).saturating_mul(to_u64(batch))
-            });
-            steps_batch.saturating_mul(numel(ty(1)).saturating_add(numel(ty(2))))
-        }
-        _ => 0,
-    };
+    let macs =
+        match node.op.op_type.as_str() {
+            // Each output element takes one filter's worth of MACs: W is
+            // [M, C/group, k...], so numel(W)/M per output element.
+            "Conv" | "ConvInteger" => per_output_of_filter(out_numel, ty(1)),
+            "QLinearConv" => per_output_of_filter(out_numel, ty(3)),
+            // Each input element is spread over one filter slice: W is [C, M/group, k...].
+            "ConvTranspose" => {
+                let x = numel(ty(0));
+                ty(1).map_or(0, |w| {
+                    let c = w.dims.first().copied().map_or(0, to_u64);
+                    numel(Some(w)).checked_div(c).map_or(0, |per| x.saturating_mul(per))
+                })
+            }
+            "MatMul" | "MatMulInteger" | "FusedMatMul" => out_numel
+                .saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64)),
+            "QLinearMatMul" => out_numel
+                .saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64)),
+            "Gemm" => {
+                let trans_a = node.attr_int("transA").unwrap_or(0) != 0;
+                let k = ty(0).and_then(|a| if trans_a { a.dims.first() } else { a.dims.get(1) });
+                out_numel.saturating_mul(k.copied().map_or(0, to_u64))
+            }
+            // Every time step multiplies the input by W and the state by R, for
+            // every batch entry: numel(W) + numel(R) MACs per (step, batch entry).
+            "LSTM" | "GRU" | "RNN" => {
+                // X is [seq, batch, input] or, with layout 1, [batch, seq, input].
+                let steps_batch = ty(0).map_or(0, |x| {
+                    let seq = x.dims.first().copied().unwrap_or(0);
+                    let batch = x.dims.get(1).copied().unwrap_or(0);
+                    to_u64(seq).saturating_mul(to_u64(batch))
+                });
+                steps_batch.saturating_mul(numel(ty(1)).saturating_add(numel(ty(2))))
+            }
+            _ => 0,
+        };
     let extra = match node.op.op_type.as_str() {
         "Conv" | "ConvInteger" | "QLinearConv" | "ConvTranspose" | "MatMul" | "MatMulInteger"
         | "QLinearMatMul" | "FusedMatMul" | "Gemm" | "LSTM" | "GRU" | "RNN" => 0,
@@ -140,7 +139,7 @@ fn per_output_of_filter(out_numel: u64, w: Option<&TensorType>) -> u64 {
     let Some(w) = w else { return 0 };
     let m = w.dims.first().copied().map_or(0, to_u64);
     let total = w.numel().map_or(0, to_u64);
-    if m == 0 { 0 } else { out_numel.saturating_mul(total / m) }
+    total.checked_div(m).map_or(0, |per| out_numel.saturating_mul(per))
 }
 
 fn to_u64(n: usize) -> u64 {

@@ -201,8 +201,7 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
             "run"
         } else if unsupported_names.contains(node.label(id).as_str()) {
             "unsupported"
-        } else if all_outputs_known && !node.outputs.iter().flatten().any(|&v| ty_of(v).is_none())
-        {
+        } else if all_outputs_known && !node.outputs.iter().flatten().any(|&v| ty_of(v).is_none()) {
             "folded"
         } else {
             "removed"
@@ -217,13 +216,8 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
             total.flops = total.flops.saturating_add(cost.flops);
         }
         let out_bytes: u64 = node.outputs.iter().flatten().map(|&v| bytes_of(v)).sum();
-        let weight_bytes: u64 = node
-            .inputs
-            .iter()
-            .flatten()
-            .filter(|&&v| is_const(v))
-            .map(|&v| bytes_of(v))
-            .sum();
+        let weight_bytes: u64 =
+            node.inputs.iter().flatten().filter(|&&v| is_const(v)).map(|&v| bytes_of(v)).sum();
         nodes.push(NodeRow {
             index,
             step,
@@ -235,7 +229,11 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
             out_bytes,
             out_bytes_text: bytes_text(out_bytes),
             weight_bytes,
-            weight_bytes_text: if weight_bytes == 0 { String::new() } else { bytes_text(weight_bytes) },
+            weight_bytes_text: if weight_bytes == 0 {
+                String::new()
+            } else {
+                bytes_text(weight_bytes)
+            },
             macs: cost.macs,
             macs_text: if cost.macs == 0 { String::new() } else { count_text(cost.macs) },
             flops: cost.flops,
@@ -392,9 +390,7 @@ pub fn render(report: &Report) -> Result<String> {
             msg.push_str(&format!(": {s}"));
             source = s.source();
         }
-        Error::from(Diagnostic::error(format!(
-            "internal error: the report template failed: {msg}"
-        )))
+        Error::from(Diagnostic::error(format!("internal error: the report template failed: {msg}")))
     };
     let mut tera = tera::Tera::default();
     tera.autoescape_on(vec![".html"]);
@@ -474,7 +470,13 @@ pub fn bytes_text(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
     format!("{v:.digits$} {}", UNITS[unit])
 }
 
@@ -490,7 +492,13 @@ pub fn count_text(n: u64) -> String {
         v /= 1000.0;
         unit += 1;
     }
-    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
     format!("{v:.digits$}{}", UNITS[unit])
 }
 
