@@ -134,6 +134,10 @@ g (float[2] x, int64[2] pads) => (float[M] y) {
     assert!(html.contains("&lt;odd&gt;.onnxtxt"));
     assert!(!html.contains("<odd>"));
     assert!(html.contains("Not planned"));
+    let r = report::build(&a, "u.onnxtxt");
+    let status: Vec<&str> = r.nodes.iter().map(|n| n.status).collect();
+    assert_eq!(status, ["pending", "unsupported"]);
+    assert_eq!(r.totals.flops, 2, "the pending Relu's work is counted");
 }
 
 /// Chromium's executable, if installed.
@@ -266,6 +270,7 @@ main (bool c, float[2] x) => (float[2] y)
         (6, 7, 2)
     );
     assert!(map.locate(src, &[PathStep::Graph("other".into())]).is_none());
+    assert_eq!(at(vec![main.clone()]), (2, 1, 4));
 
     // End to end: validation's error gets the node's line.
     let bad = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n  [mul] y = Mul (x, w)\n}\n";

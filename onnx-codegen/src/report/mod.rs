@@ -71,7 +71,9 @@ pub struct NodeRow {
     pub index: usize,
     /// The step it runs at, if it runs (folded and dead nodes do not).
     pub step: Option<usize>,
-    /// `run`, `folded` (computed at generation time), `unsupported` or `removed`.
+    /// `run`, `folded` (computed at generation time), `unsupported`, `removed`
+    /// (its outputs are not needed) or `pending` (not planned because of an
+    /// unsupported node elsewhere).
     pub status: &'static str,
     pub op: String,
     pub name: String,
@@ -193,6 +195,7 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
 
     let mut nodes = Vec::new();
     let mut total = Cost::default();
+    let planned = analysis.plan.is_some();
     for (index, &id) in g.order().iter().enumerate() {
         let node = g.node(id);
         let step = step_of.get(id.index()).copied().flatten();
@@ -203,15 +206,16 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
             "unsupported"
         } else if all_outputs_known && !node.outputs.iter().flatten().any(|&v| ty_of(v).is_none()) {
             "folded"
-        } else {
+        } else if planned {
             "removed"
-        };
-        let cost = if step.is_some() || status == "unsupported" {
-            node_cost(node, types)
         } else {
-            Cost::default()
+            // Dead-step removal is only meaningful once the whole graph
+            // runs: until then a node feeding an unsupported one is pending.
+            "pending"
         };
-        if step.is_some() {
+        let runs = matches!(status, "run" | "unsupported" | "pending");
+        let cost = if runs { node_cost(node, types) } else { Cost::default() };
+        if runs {
             total.macs = total.macs.saturating_add(cost.macs);
             total.flops = total.flops.saturating_add(cost.flops);
         }

@@ -537,9 +537,11 @@ impl<'a> Parser<'a> {
         let offset = self.tok.start;
         let mut graph =
             GraphProto { name: Some(self.quotable_id("a graph name")?), ..GraphProto::default() };
+        let name_len = self.lex_end().saturating_sub(offset);
         self.graph_spans.push(GraphSpan {
             name: graph.name().to_owned(),
             offset,
+            name_len,
             ..GraphSpan::default()
         });
         if self.eat(b'(')? && !self.eat(b')')? {

@@ -17,6 +17,8 @@ pub struct SourceMap {
 pub struct GraphSpan {
     pub name: String,
     pub offset: usize,
+    /// The byte length of the name as written.
+    pub name_len: usize,
     pub nodes: Vec<NodeSpan>,
     /// (name, byte offset, byte length of the name as written).
     pub values: Vec<(String, usize, usize)>,
@@ -43,8 +45,8 @@ pub struct AttrSpan {
 
 impl SourceMap {
     /// The position in `src` of the innermost part of `path` that can be
-    /// found: the node, attribute or value the path ends at, or the closest
-    /// enclosing one. `None` if not even the first step matches.
+    /// found: the node, attribute, value or graph the path ends at, or the
+    /// closest enclosing one. `None` if not even the first step matches.
     pub fn locate(&self, src: &str, path: &[PathStep]) -> Option<SourcePos> {
         let (offset, len) = self.find(path)?;
         let len = u32::try_from(len.max(1)).unwrap_or(u32::MAX);
@@ -66,6 +68,7 @@ impl SourceMap {
                     }
                     node = None;
                     attr = None;
+                    found = Some((graph.offset, graph.name_len));
                 }
                 PathStep::Node { name, .. } => {
                     let n = graph.nodes.iter().find(|n| !n.name.is_empty() && &n.name == name);
