@@ -179,6 +179,9 @@ impl fmt::Display for Diagnostic {
     ///  3 |   float[N, 3 = X
     ///    |              ^
     /// ```
+    ///
+    /// followed, for errors found in the graph, by the path to the place at
+    /// fault (`= in graph 'main' > node 'conv1' (Conv)`) and by the notes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let label = match self.severity {
             Severity::Error => "error",
@@ -191,10 +194,6 @@ impl fmt::Display for Diagnostic {
             (Some(file), None) => write!(f, "\n  --> {file}")?,
             (None, Some(pos)) => write!(f, "\n  --> {}:{}", pos.line, pos.column)?,
             (None, None) => {}
-        }
-        if !loc.path.is_empty() {
-            let path: Vec<String> = loc.path.iter().map(ToString::to_string).collect();
-            write!(f, "\n   = in {}", path.join(" > "))?;
         }
         if let Some(pos) = &loc.pos {
             let number = pos.line.to_string();
@@ -209,6 +208,10 @@ impl fmt::Display for Diagnostic {
                 let carets = "^".repeat(usize::try_from(pos.len.max(1)).unwrap_or(1).min(80));
                 write!(f, "\n {pad} | {}{carets}", " ".repeat(col))?;
             }
+        }
+        if !loc.path.is_empty() {
+            let path: Vec<String> = loc.path.iter().map(ToString::to_string).collect();
+            write!(f, "\n   = in {}", path.join(" > "))?;
         }
         for note in &self.notes {
             write!(f, "\n   = {note}")?;
@@ -362,6 +365,23 @@ mod tests {
         assert_eq!(
             d.to_string(),
             "error: input 'x' is not defined\n  --> net.onnx\n   = in graph 'main' > node 'if0' (If) > attribute 'then_branch'"
+        );
+    }
+
+    #[test]
+    fn source_line_comes_before_the_graph_path_and_notes() {
+        let src = "g (float[2] x) => (float[2] y) {\n  [mul] y = Mul (x, w)\n}";
+        let pos = SourcePos::at(src, src.find("Mul").unwrap(), 3);
+        let d = Diagnostic::error("input 'w' of node 'mul' is not defined")
+            .at(Location::source("m.onnxtxt", pos))
+            .at_path(vec![
+                PathStep::Graph("g".into()),
+                PathStep::Node { name: "mul".into(), op_type: "Mul".into() },
+            ])
+            .note("define 'w' before the node");
+        assert_eq!(
+            d.to_string(),
+            "error: input 'w' of node 'mul' is not defined\n  --> m.onnxtxt:2:13\n   |\n 2 |   [mul] y = Mul (x, w)\n   |             ^^^\n   = in graph 'g' > node 'mul' (Mul)\n   = define 'w' before the node"
         );
     }
 

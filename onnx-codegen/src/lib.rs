@@ -24,6 +24,7 @@ pub mod ir;
 pub mod load;
 pub mod ops;
 pub mod passes;
+pub mod report;
 pub mod text;
 
 pub use diag::{Diagnostic, Error, Result};

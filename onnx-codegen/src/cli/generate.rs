@@ -42,6 +42,7 @@ pub fn run(args: &Args) -> ExitCode {
         name.push(".weights.bin");
         args.output.with_file_name(name)
     };
+    let busy = super::spinner(format!("generating code for {shown}"));
     let result = load::load_model(path).and_then(|m| {
         let generated = generate(&m, &opts, &shown)?;
         if generated.weights.len() > args.inline_weights_limit {
@@ -58,6 +59,7 @@ pub fn run(args: &Args) -> ExitCode {
         load::write_atomically(&args.output, text.as_bytes())?;
         Ok(g)
     });
+    drop(busy);
     match result {
         Ok(g) => {
             let s = &g.summary;

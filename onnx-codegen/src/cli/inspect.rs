@@ -1,6 +1,7 @@
 use super::ModelArgs;
-use onnx_codegen::generate::{Options, analyze};
+use onnx_codegen::generate::{Options, Summary, ValueSummary, analyze};
 use onnx_codegen::load;
+use onnx_codegen::report::{self, bytes_text, count_text};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -10,6 +11,9 @@ pub struct Args {
     /// Print a JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Also list every value computed by a node, with its type.
+    #[arg(long)]
+    values: bool,
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -33,29 +37,76 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     } else {
-        println!("{shown}: graph '{}', {} nodes", s.graph, s.nodes);
-        let ops: Vec<String> = s.ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
-        println!("  ops: {}", ops.join(", "));
-        for v in &s.inputs {
-            println!("  input  {}: {}", v.name, v.r#type.as_deref().unwrap_or("?"));
-        }
-        for v in &s.outputs {
-            println!("  output {}: {}", v.name, v.r#type.as_deref().unwrap_or("?"));
-        }
-        for v in &s.values {
-            let c = if v.constant { " (constant)" } else { "" };
-            println!("  value  {}: {}{c}", v.name, v.r#type.as_deref().unwrap_or("?"));
-        }
-        println!("  steps: {} ({} nodes folded at generation time)", s.steps, s.folded);
-        match (s.arena_bytes, s.arena_lower_bound_bytes, s.weights_bytes) {
-            (Some(a), Some(lb), Some(w)) => {
-                println!("  arena: {a} bytes (lower bound {lb}); weights: {w} bytes")
-            }
-            _ => println!("  arena: not planned (see the problems below)"),
-        }
+        let totals = report::build(&analysis, &shown).totals;
+        print!("{}", human(&shown, &s, &totals, args.values));
     }
     let problems = analysis.problems();
     let with_file: Vec<_> = problems.into_iter().map(|d| d.in_file(&shown)).collect();
     super::report(&with_file);
     if with_file.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The compact summary: a few aligned lines whatever the model's size.
+fn human(shown: &str, s: &Summary, totals: &report::Totals, values: bool) -> String {
+    let mut out = format!(
+        "{shown}: graph '{}', {} nodes ({} run, {} folded at generation time)\n",
+        s.graph, s.nodes, s.steps, s.folded
+    );
+    let list = |vs: &[ValueSummary]| -> String {
+        let shown: Vec<String> = vs
+            .iter()
+            .take(8)
+            .map(|v| format!("{} {}", v.name, v.r#type.as_deref().unwrap_or("?")))
+            .collect();
+        let more = vs.len().saturating_sub(8);
+        if more > 0 { format!("{}, and {more} more", shown.join(", ")) } else { shown.join(", ") }
+    };
+    out += &format!("  inputs   {}\n", list(&s.inputs));
+    out += &format!("  outputs  {}\n", list(&s.outputs));
+    let mut ops: Vec<(&String, &usize)> = s.ops.iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let ops: Vec<String> = ops
+        .iter()
+        .map(|&(op, &n)| if n == 1 { op.clone() } else { format!("{op} x{n}") })
+        .collect();
+    out += &format!("  ops      {}\n", ops.join(", "));
+    match (s.arena_bytes, s.arena_lower_bound_bytes, s.weights_bytes) {
+        (Some(a), Some(lb), Some(w)) => {
+            out += &format!("  weights  {} ({w} bytes)\n", bytes_text(to_u64(w)));
+            out += &format!(
+                "  arena    {} ({a} bytes; lower bound {}), {} buffers\n",
+                bytes_text(to_u64(a)),
+                bytes_text(to_u64(lb)),
+                s.buffers.len()
+            );
+        }
+        _ => out += "  arena    not planned: see the problems below\n",
+    }
+    out += &format!(
+        "  compute  {} MACs, {} FLOPs\n",
+        count_text(totals.macs),
+        count_text(totals.flops)
+    );
+    if !s.unsupported.is_empty() {
+        let mut kinds: Vec<&str> = s.unsupported.iter().map(|u| u.op_type.as_str()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        out += &format!(
+            "  missing  {} node{} not supported yet ({})\n",
+            s.unsupported.len(),
+            if s.unsupported.len() == 1 { "" } else { "s" },
+            kinds.join(", ")
+        );
+    }
+    if values {
+        for v in &s.values {
+            let c = if v.constant { " (constant)" } else { "" };
+            out += &format!("  value    {}: {}{c}\n", v.name, v.r#type.as_deref().unwrap_or("?"));
+        }
+    }
+    out
+}
+
+fn to_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }

@@ -5,10 +5,13 @@ mod check;
 mod convert;
 mod generate;
 mod inspect;
+mod report;
 mod test;
 
 use clap::{Parser, Subcommand};
 use onnx_codegen::diag::{Diagnostic, Severity};
+use onnx_codegen::load::Format;
+use onnx_codegen::text::{self, spans::SourceMap};
 use std::process::ExitCode;
 
 /// Ahead-of-time compiler from ONNX models to allocation-free Rust.
@@ -32,6 +35,11 @@ enum Command {
     Generate(generate::Args),
     /// Show a model's ops, value shapes, memory plan and what is not supported.
     Inspect(inspect::Args),
+    /// Write an HTML report of a model: shapes, sizes, MACs and the memory plan as a picture.
+    ///
+    /// The report is one self-contained file. A model with unsupported operators still gets
+    /// a report, with what is missing listed at the top.
+    Report(report::Args),
     /// Generate, compile and run test directories (ONNX backend layout) against their
     /// reference outputs. Prints PASS/FAIL/UNSUPPORTED per test and `N passed, M failed`.
     Test(test::Args),
@@ -65,14 +73,66 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Test(args) => test::run(&args),
     }
 }
 
-/// Prints diagnostics to standard error, a blank line between them.
+/// Prints diagnostics to standard error, a blank line between them. Graph
+/// errors in a text model get the line of the node (or value) at fault.
 fn report(diagnostics: &[Diagnostic]) {
-    for d in diagnostics {
+    let mut diagnostics = diagnostics.to_vec();
+    let mut files: Vec<&str> = diagnostics
+        .iter()
+        .filter(|d| d.location.pos.is_none() && !d.location.path.is_empty())
+        .filter_map(|d| d.location.file.as_deref())
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    let sources: Vec<(String, String, SourceMap)> = files
+        .into_iter()
+        .filter_map(|file| {
+            let path = std::path::Path::new(file);
+            let src = std::fs::read(path).ok()?;
+            let format = Format::from_extension(path).unwrap_or_else(|| Format::sniff(&src));
+            let src = String::from_utf8(src).ok().filter(|_| format == Format::Text)?;
+            let (_, map) = text::parse_model_with_spans(&src, file).ok()?;
+            Some((file.to_owned(), src, map))
+        })
+        .collect();
+    for (file, src, map) in &sources {
+        for d in diagnostics.iter_mut().filter(|d| d.location.file.as_deref() == Some(file)) {
+            text::spans::attach_positions(src, map, std::slice::from_mut(d));
+        }
+    }
+    for d in &diagnostics {
         eprintln!("{d}\n");
+    }
+}
+
+/// A spinner on standard error for a step that may take a while (big models);
+/// nothing when standard error is not a terminal. Dropping it clears it.
+fn spinner(message: String) -> Spinner {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return Spinner(None);
+    }
+    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    Spinner(Some(bar))
+}
+
+/// See [`spinner`].
+struct Spinner(Option<indicatif::ProgressBar>);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
     }
 }
 

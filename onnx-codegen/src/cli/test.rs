@@ -1,5 +1,6 @@
+use indicatif::{ProgressBar, ProgressStyle};
 use onnx_codegen::generate::Options;
-use onnx_codegen::harness::{self, Status, TestOptions};
+use onnx_codegen::harness::{self, Progress, Status, TestOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,13 +46,11 @@ pub fn run(args: &Args) -> ExitCode {
         eprintln!("error: cannot create {}: {e}", opts.work_dir.display());
         return ExitCode::FAILURE;
     }
-    let tty = std::io::stderr().is_terminal();
-    let progress = |line: &str| {
-        if tty {
-            eprintln!("... {line}");
-        }
+    let outcomes = if std::io::stderr().is_terminal() {
+        harness::run_tests(&args.dirs, &opts, &Bar::new())
+    } else {
+        harness::run_tests(&args.dirs, &opts, &harness::Quiet)
     };
-    let outcomes = harness::run_tests(&args.dirs, &opts, &progress);
     for o in &outcomes {
         match o.status {
             Status::Pass => println!("PASS {}", o.name),
@@ -69,4 +68,44 @@ pub fn run(args: &Args) -> ExitCode {
     }
     println!("{passed} passed, {} failed", failed + unsupported);
     if failed + unsupported == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// A progress bar on standard error, one phase after another.
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new() -> Bar {
+        let style = ProgressStyle::with_template(
+            "{prefix:>12.bold} [{bar:30}] {pos}/{len} {elapsed:>4} {wide_msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let bar = ProgressBar::new(0).with_style(style);
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Bar { bar }
+    }
+}
+
+impl Progress for Bar {
+    fn phase(&self, name: &str, total: usize) {
+        let (verb, rest) = name.split_once(' ').unwrap_or((name, ""));
+        self.bar.set_prefix(verb.to_owned());
+        self.bar.set_message(rest.to_owned());
+        self.bar.set_position(0);
+        self.bar.reset_elapsed();
+        self.bar.set_length(u64::try_from(total).unwrap_or(u64::MAX));
+    }
+
+    fn advance(&self, n: usize, item: &str) {
+        self.bar.inc(u64::try_from(n).unwrap_or(u64::MAX));
+        if !item.is_empty() {
+            self.bar.set_message(item.to_owned());
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }

@@ -72,20 +72,39 @@ struct DataSet {
     outputs: Vec<PathBuf>,
 }
 
-/// Runs every test directory and returns one outcome per directory, in order.
-/// `progress` is called with a line of text as phases start.
-pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Fn(&str)) -> Vec<Outcome> {
+/// Where a long run reports how far it got: a phase starts with a number of
+/// items, then items complete. Every method does nothing by default, so a
+/// caller that wants silence passes [`Quiet`].
+pub trait Progress: Sync {
+    /// A phase starts; `total` items will complete (0 when unknown).
+    fn phase(&self, _name: &str, _total: usize) {}
+    /// `n` more items of the current phase completed; `item` names the last one.
+    fn advance(&self, _n: usize, _item: &str) {}
+    /// The run is over.
+    fn finish(&self) {}
+}
+
+/// No progress display.
+pub struct Quiet;
+
+impl Progress for Quiet {}
+
+/// Runs every test directory and returns one outcome per directory, in order,
+/// telling `progress` about the phases: generating, compiling, running.
+pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) -> Vec<Outcome> {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; dirs.len()];
     let mut cases: Vec<(usize, Case)> = Vec::new();
-    progress(&format!("generating {} models", dirs.len()));
+    progress.phase("generating", dirs.len());
     for (i, dir) in dirs.iter().enumerate() {
         let name = test_name(dir);
         match prepare_case(dir, &name, &opts.generate) {
             Ok(case) => cases.push((i, case)),
-            Err((status, reason)) => outcomes[i] = Some(Outcome { name, status, reason }),
+            Err((status, reason)) => {
+                outcomes[i] = Some(Outcome { name: name.clone(), status, reason })
+            }
         }
+        progress.advance(1, &name);
     }
-    progress(&format!("compiling {} generated models", cases.len()));
     let files: Vec<shards::ModelFile> = cases
         .iter()
         .map(|(_, c)| shards::ModelFile {
@@ -95,8 +114,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Fn(&str)) 
             weights_file: c.weights_file.clone().map(|f| (f, c.generated.weights.clone())),
         })
         .collect();
-    let built = shards::build(&files, &opts.work_dir, opts.shard_size);
-    progress("running");
+    let built = shards::build(&files, &opts.work_dir, opts.shard_size, progress);
     let mut jobs = Vec::new();
     for (k, (_, case)) in cases.iter().enumerate() {
         if let Err(reason) = &built.models[k] {
@@ -105,7 +123,8 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Fn(&str)) 
         }
         jobs.push(Ok(case_jobs(case, k, &opts.work_dir)));
     }
-    let results = shards::run(&built, &jobs);
+    let results = shards::run(&built, &jobs, progress);
+    progress.finish();
     for (k, (i, case)) in cases.iter().enumerate() {
         let outcome = match &jobs[k] {
             Err(reason) => {

@@ -70,7 +70,12 @@ fn shard_of(name: &str, shards: usize) -> usize {
 }
 
 /// Builds all models; see the module docs.
-pub fn build(files: &[ModelFile], work: &Path, shard_size: usize) -> Built {
+pub fn build(
+    files: &[ModelFile],
+    work: &Path,
+    shard_size: usize,
+    progress: &dyn super::Progress,
+) -> Built {
     let shards = files.len().div_ceil(shard_size.max(1)).clamp(1, 64);
     let mut models: Vec<Result<(), String>> = files
         .iter()
@@ -105,7 +110,12 @@ pub fn build(files: &[ModelFile], work: &Path, shard_size: usize) -> Built {
         return Built { models, placement, binaries: vec![None; shards] };
     }
     let mut binaries = vec![None; shards];
-    for _round in 0..4 {
+    for round in 0..4 {
+        let pending = members.iter().filter(|l| l.iter().any(|&k| models[k].is_ok())).count();
+        let name = if round == 0 { "compiling" } else { "compiling again" };
+        let shards_text =
+            if pending == 1 { "1 shard".to_owned() } else { format!("{pending} shards") };
+        progress.phase(&format!("{name} {} models, {shards_text}", files.len()), pending);
         for (s, list) in members.iter().enumerate() {
             let live: Vec<usize> = list.iter().copied().filter(|&k| models[k].is_ok()).collect();
             if let Err(e) = write_shard(work, s, &live, files) {
@@ -114,7 +124,7 @@ pub fn build(files: &[ModelFile], work: &Path, shard_size: usize) -> Built {
                 }
             }
         }
-        let (errors, built) = match cargo_build(work) {
+        let (errors, built) = match cargo_build(work, progress) {
             Ok(r) => r,
             Err(e) => {
                 fail_all(&mut models, e);
@@ -281,51 +291,70 @@ type CompileError = (usize, String, String);
 
 /// Runs `cargo build` on the workspace; returns the errors and the shards
 /// that built.
-fn cargo_build(work: &Path) -> Result<(Vec<CompileError>, BTreeSet<usize>), String> {
+fn cargo_build(
+    work: &Path,
+    progress: &dyn super::Progress,
+) -> Result<(Vec<CompileError>, BTreeSet<usize>), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
+    let mut child = Command::new(cargo)
         .current_dir(work)
         .args(["build", "--release", "--keep-going", "--message-format=json", "--target-dir"])
         .arg(work.join("target"))
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("RUSTFLAGS")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run cargo (needed to compile the generated code): {e}"))?;
+    // Standard error is drained on its own thread so neither pipe fills up.
+    let stderr_pipe = child.stderr.take();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = stderr_pipe {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+        }
+        text
+    });
     let mut errors = Vec::new();
     let mut built = BTreeSet::new();
     let mut seen_any = false;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let shard = msg["target"]["name"]
-            .as_str()
-            .and_then(|n| n.strip_prefix("shard_"))
-            .and_then(|n| n.parse::<usize>().ok());
-        match msg["reason"].as_str() {
-            Some("compiler-artifact") => {
-                seen_any = true;
-                if let Some(s) = shard
-                    && msg["executable"].is_string()
-                {
-                    built.insert(s);
+    if let Some(stdout) = child.stdout.take() {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            let shard = msg["target"]["name"]
+                .as_str()
+                .and_then(|n| n.strip_prefix("shard_"))
+                .and_then(|n| n.parse::<usize>().ok());
+            match msg["reason"].as_str() {
+                Some("compiler-artifact") => {
+                    seen_any = true;
+                    if let Some(s) = shard
+                        && msg["executable"].is_string()
+                    {
+                        built.insert(s);
+                        progress.advance(1, &format!("shard_{s}"));
+                    }
                 }
+                Some("compiler-message") if msg["message"]["level"] == "error" => {
+                    seen_any = true;
+                    let Some(s) = shard else { continue };
+                    let text = msg["message"]["message"].as_str().unwrap_or("error").to_owned();
+                    let file = msg["message"]["spans"]
+                        .as_array()
+                        .and_then(|spans| spans.iter().find(|sp| sp["is_primary"] == true))
+                        .and_then(|sp| sp["file_name"].as_str())
+                        .unwrap_or("")
+                        .to_owned();
+                    errors.push((s, file, text));
+                }
+                _ => {}
             }
-            Some("compiler-message") if msg["message"]["level"] == "error" => {
-                seen_any = true;
-                let Some(s) = shard else { continue };
-                let text = msg["message"]["message"].as_str().unwrap_or("error").to_owned();
-                let file = msg["message"]["spans"]
-                    .as_array()
-                    .and_then(|spans| spans.iter().find(|sp| sp["is_primary"] == true))
-                    .and_then(|sp| sp["file_name"].as_str())
-                    .unwrap_or("")
-                    .to_owned();
-                errors.push((s, file, text));
-            }
-            _ => {}
         }
     }
-    if !seen_any && !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = child.wait().map_err(|e| format!("cargo did not finish: {e}"))?;
+    let stderr = stderr_reader.join().unwrap_or_default();
+    if !seen_any && !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(format!("cargo failed before compiling anything: {}", tail.join(" | ")));
@@ -337,6 +366,7 @@ fn cargo_build(work: &Path) -> Result<(Vec<CompileError>, BTreeSet<usize>), Stri
 pub fn run(
     built: &Built,
     jobs: &[Result<Vec<Result<Job, String>>, String>],
+    progress: &dyn super::Progress,
 ) -> Vec<Vec<Result<(), String>>> {
     let mut results: Vec<Vec<Result<(), String>>> = jobs
         .iter()
@@ -356,8 +386,13 @@ pub fn run(
             }
         }
     }
+    let total: usize = per_shard.values().map(Vec::len).sum();
+    progress.phase("running", total);
     for (s, list) in per_shard {
-        let Some(binary) = &built.binaries[s] else { continue };
+        let Some(binary) = &built.binaries[s] else {
+            progress.advance(list.len(), "");
+            continue;
+        };
         let outcome = run_batch(binary, &list);
         let crashed = outcome.len() < list.len();
         for (n, (k, j, _)) in list.iter().enumerate() {
@@ -375,6 +410,7 @@ pub fn run(
                 });
             }
         }
+        progress.advance(list.len(), &format!("shard_{s}"));
     }
     results
 }

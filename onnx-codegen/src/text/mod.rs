@@ -6,6 +6,7 @@
 mod lexer;
 mod parser;
 mod printer;
+pub mod spans;
 
-pub use parser::parse_model;
+pub use parser::{parse_model, parse_model_with_spans};
 pub use printer::print_model;

@@ -19,6 +19,7 @@
 //! ([`MAX_DEPTH`]), so no input can exhaust the stack.
 
 use super::lexer::{Lexer, Token, TokenKind, is_float_word, string_value};
+use super::spans::{AttrSpan, GraphSpan, NodeSpan, SourceMap};
 use crate::diag::Diagnostic;
 use crate::proto::{
     AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
@@ -38,6 +39,12 @@ pub const MAX_DEPTH: usize = 64;
 /// A syntax error stops the parse and gives one diagnostic that points at
 /// the offending token and says what was expected there.
 pub fn parse_model(src: &str, file: &str) -> crate::Result<ModelProto> {
+    parse_model_with_spans(src, file).map(|(model, _)| model)
+}
+
+/// Parses a whole model and records where its graphs, nodes, attributes and
+/// values are, so later errors can point at lines.
+pub fn parse_model_with_spans(src: &str, file: &str) -> crate::Result<(ModelProto, SourceMap)> {
     // Nesting recurses up to MAX_DEPTH levels, and a level of graph nesting
     // takes tens of kilobytes of stack in debug builds. The parse runs on a
     // thread of its own with a stack sized for that, so it never depends on
@@ -46,7 +53,7 @@ pub fn parse_model(src: &str, file: &str) -> crate::Result<ModelProto> {
         let worker = std::thread::Builder::new()
             .name("onnx-text-parser".to_owned())
             .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(scope, || parse_model_here(src, file));
+            .spawn_scoped(scope, || parse_with_spans_here(src, file));
         match worker {
             Ok(handle) => handle.join().unwrap_or_else(|_| {
                 Err(Diagnostic::error("the text parser stopped unexpectedly").in_file(file).into())
@@ -65,9 +72,16 @@ pub fn parse_model(src: &str, file: &str) -> crate::Result<ModelProto> {
 const PARSER_STACK_BYTES: usize = 64 << 20;
 
 /// Parses on the current thread.
+#[cfg(test)]
 fn parse_model_here(src: &str, file: &str) -> crate::Result<ModelProto> {
+    parse_with_spans_here(src, file).map(|(model, _)| model)
+}
+
+/// Parses on the current thread, recording positions.
+fn parse_with_spans_here(src: &str, file: &str) -> crate::Result<(ModelProto, SourceMap)> {
     let mut parser = Parser::new(src, file).map_err(|d| *d)?;
-    Ok(parser.model().map_err(|d| *d)?)
+    let model = parser.model().map_err(|d| *d)?;
+    Ok((model, SourceMap { main: parser.main_span.take() }))
 }
 
 /// Syntax errors are boxed: they are rare, and the `Ok` path stays small.
@@ -178,13 +192,27 @@ struct Parser<'a> {
     lex: Lexer<'a>,
     tok: Token,
     depth: usize,
+    /// The graphs and nodes being parsed, innermost last (for the source map).
+    graph_spans: Vec<GraphSpan>,
+    node_spans: Vec<NodeSpan>,
+    main_span: Option<GraphSpan>,
+    /// The last consumed token.
+    prev: Token,
 }
 
 impl<'a> Parser<'a> {
     fn new(src: &'a str, file: &'a str) -> PResult<Parser<'a>> {
         let mut lex = Lexer::new(src, file);
         let tok = lex.next_token()?;
-        Ok(Parser { lex, tok, depth: 0 })
+        Ok(Parser {
+            lex,
+            tok,
+            depth: 0,
+            graph_spans: Vec::new(),
+            node_spans: Vec::new(),
+            main_span: None,
+            prev: tok,
+        })
     }
 
     // ----- token helpers -------------------------------------------------
@@ -193,7 +221,13 @@ impl<'a> Parser<'a> {
     fn bump(&mut self) -> PResult<Token> {
         let tok = self.tok;
         self.tok = self.lex.next_token()?;
+        self.prev = tok;
         Ok(tok)
+    }
+
+    /// The byte just after the last consumed token.
+    fn lex_end(&self) -> usize {
+        self.prev.end
     }
 
     fn text(&self, tok: Token) -> &'a str {
@@ -500,8 +534,16 @@ impl<'a> Parser<'a> {
     /// graph ::= name inputs? '=>' outputs ('<' value-infos/initializers '>')? nodes
     fn graph(&mut self) -> PResult<GraphProto> {
         self.enter()?;
+        let offset = self.tok.start;
         let mut graph =
             GraphProto { name: Some(self.quotable_id("a graph name")?), ..GraphProto::default() };
+        let name_len = self.lex_end().saturating_sub(offset);
+        self.graph_spans.push(GraphSpan {
+            name: graph.name().to_owned(),
+            offset,
+            name_len,
+            ..GraphSpan::default()
+        });
         if self.eat(b'(')? && !self.eat(b')')? {
             loop {
                 let vi = self.value_info("a graph input (a type and a name)")?;
@@ -544,6 +586,13 @@ impl<'a> Parser<'a> {
         }
         graph.node = self.node_list()?;
         self.leave();
+        if let Some(span) = self.graph_spans.pop() {
+            match self.node_spans.last_mut().and_then(|n| n.attributes.last_mut()) {
+                Some(attr) => attr.graphs.push(span),
+                None if self.main_span.is_none() => self.main_span = Some(span),
+                None => {}
+            }
+        }
         Ok(graph)
     }
 
@@ -559,7 +608,11 @@ impl<'a> Parser<'a> {
     fn value_info(&mut self, what: &str) -> PResult<ValueInfoProto> {
         let r#type = if self.next_is_type() { Some(self.type_proto()?) } else { None };
         let what = if r#type.is_some() { "a name after the type" } else { what };
+        let at = self.tok;
         let name = self.quotable_id(what)?;
+        if let Some(g) = self.graph_spans.last_mut() {
+            g.values.push((name.clone(), at.start, at.end.saturating_sub(at.start)));
+        }
         Ok(ValueInfoProto { name: Some(name), r#type, ..ValueInfoProto::default() })
     }
 
@@ -845,6 +898,18 @@ impl<'a> Parser<'a> {
 
     /// node ::= ('[' name ']')? outputs '=' op attrs? '(' inputs ')' attrs?
     fn node(&mut self) -> PResult<NodeProto> {
+        self.node_spans.push(NodeSpan { offset: self.tok.start, ..NodeSpan::default() });
+        let node = self.node_body()?;
+        if let Some(mut span) = self.node_spans.pop() {
+            span.name = node.name().to_owned();
+            if let Some(g) = self.graph_spans.last_mut() {
+                g.nodes.push(span);
+            }
+        }
+        Ok(node)
+    }
+
+    fn node_body(&mut self) -> PResult<NodeProto> {
         let mut node = NodeProto::default();
         if self.eat(b'[')? {
             node.name = Some(match self.tok.kind {
@@ -855,6 +920,7 @@ impl<'a> Parser<'a> {
         }
         node.output = self.id_list()?;
         self.expect(b'=', "'=' after the node outputs (or a node, or '}')")?;
+        let op_start = self.tok.start;
         let mut op = self.identifier("an operator name")?;
         let mut domain = String::new();
         while self.eat(b'.')? {
@@ -863,6 +929,11 @@ impl<'a> Parser<'a> {
             }
             domain.push_str(&op);
             op = self.identifier("an identifier after '.' in the operator name")?;
+        }
+        let op_end = self.lex_end();
+        if let Some(span) = self.node_spans.last_mut() {
+            span.op_offset = op_start;
+            span.op_len = op_end.saturating_sub(op_start);
         }
         node.domain = Some(domain);
         node.op_type = Some(op);
@@ -918,6 +989,13 @@ impl<'a> Parser<'a> {
 
     /// After the attribute name: (':' type)? '=' value.
     fn attribute(&mut self, name: String) -> PResult<AttributeProto> {
+        if let Some(n) = self.node_spans.last_mut() {
+            n.attributes.push(AttrSpan {
+                name: name.clone(),
+                offset: self.prev.start,
+                graphs: Vec::new(),
+            });
+        }
         let mut attr = AttributeProto { name: Some(name), ..AttributeProto::default() };
         if self.eat(b':')? {
             let tok = self.tok;
