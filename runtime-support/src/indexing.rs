@@ -717,6 +717,11 @@ pub fn first_or<T: Copy>(v: Option<&[T]>, default: T) -> T {
     v.and_then(|v| v.first().copied()).unwrap_or(default)
 }
 
+/// The first element of an optional scalar input, if there is one.
+pub fn first_opt<T: Copy>(v: Option<&[T]>) -> Option<T> {
+    v.and_then(|v| v.first().copied())
+}
+
 /// The shape of a NonMaxSuppression call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Nms {
