@@ -218,7 +218,7 @@ pub fn tensor_scatter<T: Copy, I: AsIndex>(
         ensure(w.len() == batch, Error::ShapeMismatch)?;
     }
     copy_into(cache, y)?;
-    let per_batch = if batch == 0 { 0 } else { outer / batch };
+    let per_batch = outer.checked_div(batch).unwrap_or(0);
     for o in 0..outer {
         let b = o / per_batch.max(1);
         let start = match write_indices {
@@ -257,7 +257,7 @@ pub fn gather_nd<X: MoveTo<Y>, I: AsIndex, Y>(
     let tuples = indices.len() / k;
     ensure(tuples * k == indices.len(), Error::ShapeMismatch)?;
     ensure(y.len() == tuples.checked_mul(slice).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
-    let per = if batch == 0 { 0 } else { tuples / batch };
+    let per = tuples.checked_div(batch).unwrap_or(0);
     ensure(per * batch == tuples, Error::ShapeMismatch)?;
     for t in 0..tuples {
         let b = t / per.max(1);
@@ -347,7 +347,10 @@ pub fn einsum<T: Widen>(
 ) -> Result {
     let labels = out_dims.len() + sum_dims.len();
     ensure(labels <= MAX_LABELS, Error::RankTooLarge)?;
-    ensure(operands.len() == strides.len() && operands.len() <= MAX_OPERANDS, Error::InvalidParams)?;
+    ensure(
+        operands.len() == strides.len() && operands.len() <= MAX_OPERANDS,
+        Error::InvalidParams,
+    )?;
     let mut dims = [0usize; MAX_LABELS];
     dims[..out_dims.len()].copy_from_slice(out_dims);
     dims[out_dims.len()..labels].copy_from_slice(sum_dims);
@@ -554,7 +557,7 @@ pub fn reverse_sequence<X: MoveTo<Y>, I: AsIndex, Y>(
 ) -> Result {
     let rank = dims.len();
     ensure(
-        rank >= 2 && rank <= crate::shape::MAX_RANK && batch_axis < rank && time_axis < rank,
+        (2..=crate::shape::MAX_RANK).contains(&rank) && batch_axis < rank && time_axis < rank,
         Error::InvalidParams,
     )?;
     ensure(batch_axis != time_axis, Error::InvalidParams)?;
@@ -959,7 +962,10 @@ mod tests {
         let mut y = [0i64; 4];
         assert_eq!(non_zero(&[2, 2], 2, &[1.0f32, 0.0, 0.0, 3.0], &mut y), Ok(()));
         assert_eq!(y, [0, 1, 0, 1]);
-        assert_eq!(non_zero(&[2, 2], 2, &[1.0f32, 1.0, 0.0, 3.0], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(
+            non_zero(&[2, 2], 2, &[1.0f32, 1.0, 0.0, 3.0], &mut y),
+            Err(Error::ShapeMismatch)
+        );
         let mut c = [0i32; 2];
         assert_eq!(compress(1, 3, 1, 2, &[true, false, true], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 9]);

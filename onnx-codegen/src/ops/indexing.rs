@@ -190,14 +190,22 @@ fn ints_in(inputs: &[Option<&HostTensor>], i: usize) -> Result<Vec<i64>, EvalErr
 
 /// The declared type of output `k`, checked to have `elem` and `rank`, for
 /// an output whose length depends on the data.
-fn declared_of(cx: &NodeCx<'_>, k: usize, elem: ElemType, rank: usize, what: &str) -> OpResult<TensorType> {
+fn declared_of(
+    cx: &NodeCx<'_>,
+    k: usize,
+    elem: ElemType,
+    rank: usize,
+    what: &str,
+) -> OpResult<TensorType> {
     let Some(t) = cx.declared_output(k) else {
         return unsupported(format!(
             "{what}: the output's length depends on the data and the model does not declare its shape"
         ));
     };
     if t.elem != elem || t.rank() != rank {
-        return invalid(format!("{what}: the output is declared as {t}, expected {elem} of rank {rank}"));
+        return invalid(format!(
+            "{what}: the output is declared as {t}, expected {elem} of rank {rank}"
+        ));
     }
     Ok(t.clone())
 }
@@ -213,18 +221,66 @@ enum Axis {
 
 #[derive(Clone, Debug)]
 enum Plan {
-    ScatterElements { shape: Vec<usize>, index_shape: Vec<usize>, axis: usize, reduction: Reduction },
-    ScatterNd { shape: Vec<usize>, k: usize, count: usize, reduction: Reduction },
-    TensorScatter { shape: Vec<usize>, axis: usize, seq: usize, circular: bool },
-    GatherNd { shape: Vec<usize>, batch_dims: usize, k: usize },
-    Einsum { out_dims: Vec<usize>, sum_dims: Vec<usize>, strides: Vec<Vec<usize>> },
-    CumProd { dims: Vec<usize>, axis: Axis, exclusive: bool, reverse: bool },
-    BitCast { to: ElemType },
-    ReverseSequence { dims: Vec<usize>, batch_axis: usize, time_axis: usize },
-    Det { batch: usize, n: usize },
-    NonZero { dims: Vec<usize>, count: usize },
-    Compress { outer: usize, len: usize, inner: usize, count: usize },
-    Nms { p: Nms, count: usize },
+    ScatterElements {
+        shape: Vec<usize>,
+        index_shape: Vec<usize>,
+        axis: usize,
+        reduction: Reduction,
+    },
+    ScatterNd {
+        shape: Vec<usize>,
+        k: usize,
+        count: usize,
+        reduction: Reduction,
+    },
+    TensorScatter {
+        shape: Vec<usize>,
+        axis: usize,
+        seq: usize,
+        circular: bool,
+    },
+    GatherNd {
+        shape: Vec<usize>,
+        batch_dims: usize,
+        k: usize,
+    },
+    Einsum {
+        out_dims: Vec<usize>,
+        sum_dims: Vec<usize>,
+        strides: Vec<Vec<usize>>,
+    },
+    CumProd {
+        dims: Vec<usize>,
+        axis: Axis,
+        exclusive: bool,
+        reverse: bool,
+    },
+    BitCast {
+        to: ElemType,
+    },
+    ReverseSequence {
+        dims: Vec<usize>,
+        batch_axis: usize,
+        time_axis: usize,
+    },
+    Det {
+        batch: usize,
+        n: usize,
+    },
+    NonZero {
+        dims: Vec<usize>,
+        count: usize,
+    },
+    Compress {
+        outer: usize,
+        len: usize,
+        inner: usize,
+        count: usize,
+    },
+    Nms {
+        p: Nms,
+        count: usize,
+    },
 }
 
 struct Planned {
@@ -327,7 +383,10 @@ fn plan_tensor_scatter(cx: &NodeCx<'_>) -> OpResult<Planned> {
         return unsupported(format!("TensorScatter on {} tensors", cache.elem));
     }
     if upd.elem != cache.elem {
-        return invalid(format!("TensorScatter's update is {}, the cache {}", upd.elem, cache.elem));
+        return invalid(format!(
+            "TensorScatter's update is {}, the cache {}",
+            upd.elem, cache.elem
+        ));
     }
     let rank = cache.rank();
     if rank < 2 {
@@ -340,21 +399,33 @@ fn plan_tensor_scatter(cx: &NodeCx<'_>) -> OpResult<Planned> {
     let circular = match cx.string_or("mode", "linear").as_str() {
         "linear" => false,
         "circular" => true,
-        other => return invalid(format!("TensorScatter's mode '{other}' is not linear or circular")),
+        other => {
+            return invalid(format!("TensorScatter's mode '{other}' is not linear or circular"));
+        }
     };
     if upd.rank() != rank
-        || (0..rank).any(|d| if d == a { upd.dims[d] > cache.dims[d] } else { upd.dims[d] != cache.dims[d] })
+        || (0..rank).any(|d| {
+            if d == a { upd.dims[d] > cache.dims[d] } else { upd.dims[d] != cache.dims[d] }
+        })
     {
         return invalid(format!("TensorScatter's update {upd} does not fit the cache {cache}"));
     }
-    if let Some(w) = cx.opt_input(2) {
-        if !matches!(w.elem, ElemType::Int64 | ElemType::Int32) || w.dims != cache.dims[..1] {
-            return invalid(format!("TensorScatter's write_indices {w} must be int64[{}]", cache.dims[0]));
-        }
+    if let Some(w) = cx.opt_input(2)
+        && (!matches!(w.elem, ElemType::Int64 | ElemType::Int32) || w.dims != cache.dims[..1])
+    {
+        return invalid(format!(
+            "TensorScatter's write_indices {w} must be int64[{}]",
+            cache.dims[0]
+        ));
     }
     Ok(Planned {
         outputs: vec![cache.clone()],
-        plan: Plan::TensorScatter { shape: cache.dims.clone(), axis: a, seq: upd.dims[a], circular },
+        plan: Plan::TensorScatter {
+            shape: cache.dims.clone(),
+            axis: a,
+            seq: upd.dims[a],
+            circular,
+        },
     })
 }
 
@@ -374,13 +445,19 @@ fn plan_gather_nd(cx: &NodeCx<'_>) -> OpResult<Planned> {
         return invalid("GatherND's indices must have rank 1 or more");
     };
     if b >= idx.rank() || b >= data.rank() {
-        return invalid(format!("GatherND's batch_dims {b} must be below the ranks of data {data} and indices {idx}"));
+        return invalid(format!(
+            "GatherND's batch_dims {b} must be below the ranks of data {data} and indices {idx}"
+        ));
     }
     if data.dims[..b] != idx.dims[..b] {
-        return invalid(format!("GatherND's data {data} and indices {idx} differ on the batch axes"));
+        return invalid(format!(
+            "GatherND's data {data} and indices {idx} differ on the batch axes"
+        ));
     }
     if k == 0 || b + k > data.rank() {
-        return invalid(format!("GatherND's index tuples of {k} do not fit data {data} after {b} batch axes"));
+        return invalid(format!(
+            "GatherND's index tuples of {k} do not fit data {data} after {b} batch axes"
+        ));
     }
     let dims: Vec<usize> = lead.iter().chain(&data.dims[b + k..]).copied().collect();
     product(&dims)?;
@@ -401,7 +478,9 @@ fn einsum_term(term: &str, what: &str) -> OpResult<Vec<Option<u8>>> {
         match b[i] {
             b'.' => {
                 if b.get(i..i + 3) != Some(b"...") || ellipsis {
-                    return invalid(format!("Einsum's {what} '{term}' has a stray or repeated '.'"));
+                    return invalid(format!(
+                        "Einsum's {what} '{term}' has a stray or repeated '.'"
+                    ));
                 }
                 ellipsis = true;
                 out.push(None);
@@ -412,7 +491,10 @@ fn einsum_term(term: &str, what: &str) -> OpResult<Vec<Option<u8>>> {
                 i += 1;
             }
             c => {
-                return invalid(format!("Einsum's {what} '{term}' holds '{}', not a letter", c as char));
+                return invalid(format!(
+                    "Einsum's {what} '{term}' holds '{}', not a letter",
+                    c as char
+                ));
             }
         }
     }
@@ -423,7 +505,10 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
     let eq: String = cx.string_or("equation", "").chars().filter(|c| !c.is_whitespace()).collect();
     let n = cx.inputs.len();
     if n == 0 || n > rt_ix::MAX_OPERANDS {
-        return unsupported(format!("Einsum with {n} operands (1 to {} are supported)", rt_ix::MAX_OPERANDS));
+        return unsupported(format!(
+            "Einsum with {n} operands (1 to {} are supported)",
+            rt_ix::MAX_OPERANDS
+        ));
     }
     let elem = cx.input(0)?.elem;
     if !(is_num(elem) || matches!(elem, ElemType::Float16 | ElemType::Bfloat16)) {
@@ -435,7 +520,10 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
     };
     let terms: Vec<&str> = lhs.split(',').collect();
     if terms.len() != n {
-        return invalid(format!("Einsum's equation '{eq}' has {} operands, the node {n} inputs", terms.len()));
+        return invalid(format!(
+            "Einsum's equation '{eq}' has {} operands, the node {n} inputs",
+            terms.len()
+        ));
     }
     // Labels: letters by their byte; ellipsis axes as 128 + position from the right.
     let mut size: std::collections::BTreeMap<u16, usize> = std::collections::BTreeMap::new();
@@ -493,7 +581,10 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
                 if label >= 128 && (*slot == 1 || dim == 1) {
                     *slot = (*slot).max(dim);
                 } else {
-                    return invalid(format!("Einsum's equation '{eq}' gives an axis both {} and {dim}", *slot));
+                    return invalid(format!(
+                        "Einsum's equation '{eq}' gives an axis both {} and {dim}",
+                        *slot
+                    ));
                 }
             }
         }
@@ -506,10 +597,16 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
                 match l {
                     Some(c) => {
                         if !counts.contains_key(&c) {
-                            return invalid(format!("Einsum's output label '{}' is in no input", c as char));
+                            return invalid(format!(
+                                "Einsum's output label '{}' is in no input",
+                                c as char
+                            ));
                         }
                         if v.contains(&u16::from(c)) {
-                            return invalid(format!("Einsum's output repeats label '{}'", c as char));
+                            return invalid(format!(
+                                "Einsum's output repeats label '{}'",
+                                c as char
+                            ));
                         }
                         v.push(u16::from(c));
                     }
@@ -518,7 +615,11 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
             }
             v
         }
-        None => ell_labels.iter().copied().chain(counts.iter().filter(|&(_, &n)| n == 1).map(|(&c, _)| u16::from(c))).collect(),
+        None => ell_labels
+            .iter()
+            .copied()
+            .chain(counts.iter().filter(|&(_, &n)| n == 1).map(|(&c, _)| u16::from(c)))
+            .collect(),
     };
     let sum_labels: Vec<u16> = size.keys().copied().filter(|l| !out_labels.contains(l)).collect();
     let dim_of = |l: &u16| size.get(l).copied().unwrap_or(1);
@@ -612,7 +713,10 @@ fn plan_reverse_sequence(cx: &NodeCx<'_>) -> OpResult<Planned> {
     }
     let lens = cx.input(1)?;
     if lens.elem != ElemType::Int64 || lens.dims != [x.dims[b]] {
-        return invalid(format!("ReverseSequence's sequence_lens {lens} must be int64[{}]", x.dims[b]));
+        return invalid(format!(
+            "ReverseSequence's sequence_lens {lens} must be int64[{}]",
+            x.dims[b]
+        ));
     }
     Ok(Planned {
         outputs: vec![x.clone()],
@@ -671,7 +775,10 @@ fn plan_non_zero(cx: &NodeCx<'_>) -> OpResult<Planned> {
         None => {
             let t = declared_of(cx, 0, ElemType::Int64, 2, "NonZero")?;
             if t.dims[0] != x.rank() {
-                return invalid(format!("NonZero's output is declared as {t}; the input has rank {}", x.rank()));
+                return invalid(format!(
+                    "NonZero's output is declared as {t}; the input has rank {}",
+                    x.rank()
+                ));
             }
             t.dims[1]
         }
@@ -712,7 +819,9 @@ fn plan_compress(cx: &NodeCx<'_>) -> OpResult<Planned> {
                     let mut dims = x.dims.clone();
                     dims[a] = t.dims[a];
                     if dims != t.dims {
-                        return invalid(format!("Compress's output is declared as {t}; the input is {x}"));
+                        return invalid(format!(
+                            "Compress's output is declared as {t}; the input is {x}"
+                        ));
                     }
                     t.dims[a]
                 }
@@ -721,7 +830,10 @@ fn plan_compress(cx: &NodeCx<'_>) -> OpResult<Planned> {
         }
     };
     if count > c.dims[0] {
-        return invalid(format!("Compress's output is declared with {count} elements along the axis; the condition has {}", c.dims[0]));
+        return invalid(format!(
+            "Compress's output is declared with {count} elements along the axis; the condition has {}",
+            c.dims[0]
+        ));
     }
     let dims = match a {
         Some(a) => {
@@ -741,10 +853,15 @@ fn plan_nms(cx: &NodeCx<'_>) -> OpResult<Planned> {
     let boxes = cx.input(0)?;
     let scores = cx.input(1)?;
     if boxes.elem != ElemType::Float || scores.elem != ElemType::Float {
-        return unsupported(format!("NonMaxSuppression on {} boxes (float is supported)", boxes.elem));
+        return unsupported(format!(
+            "NonMaxSuppression on {} boxes (float is supported)",
+            boxes.elem
+        ));
     }
     if boxes.rank() != 3 || boxes.dims[2] != 4 {
-        return invalid(format!("NonMaxSuppression's boxes must be [batches, boxes, 4], got {boxes}"));
+        return invalid(format!(
+            "NonMaxSuppression's boxes must be [batches, boxes, 4], got {boxes}"
+        ));
     }
     if scores.rank() != 3 || scores.dims[0] != boxes.dims[0] || scores.dims[2] != boxes.dims[1] {
         return invalid(format!("NonMaxSuppression's scores {scores} do not match boxes {boxes}"));
@@ -754,22 +871,29 @@ fn plan_nms(cx: &NodeCx<'_>) -> OpResult<Planned> {
         (3, ElemType::Float, "iou_threshold"),
         (4, ElemType::Float, "score_threshold"),
     ] {
-        if let Some(t) = cx.opt_input(i) {
-            if t.elem != e || t.numel().is_some_and(|n| n > 1) {
-                return invalid(format!("NonMaxSuppression's {what} must be one {e}, it is {t}"));
-            }
+        if let Some(t) = cx.opt_input(i)
+            && (t.elem != e || t.numel().is_some_and(|n| n > 1))
+        {
+            return invalid(format!("NonMaxSuppression's {what} must be one {e}, it is {t}"));
         }
     }
     let center = match cx.int_or("center_point_box", 0) {
         0 => false,
         1 => true,
-        other => return invalid(format!("NonMaxSuppression's center_point_box {other} is not 0 or 1")),
+        other => {
+            return invalid(format!("NonMaxSuppression's center_point_box {other} is not 0 or 1"));
+        }
     };
     let t = declared_of(cx, 0, ElemType::Int64, 2, "NonMaxSuppression")?;
     if t.dims[1] != 3 {
         return invalid(format!("NonMaxSuppression's output is declared as {t}; it has 3 columns"));
     }
-    let p = Nms { batches: boxes.dims[0], classes: scores.dims[1], boxes: boxes.dims[1], center_point_box: center };
+    let p = Nms {
+        batches: boxes.dims[0],
+        classes: scores.dims[1],
+        boxes: boxes.dims[1],
+        center_point_box: center,
+    };
     Ok(Planned { outputs: vec![t.clone()], plan: Plan::Nms { p, count: t.dims[0] } })
 }
 
@@ -840,16 +964,43 @@ fn run_move<T: Data + Combine + rt_ix::IsZero + MoveTo<T>>(
     match &k.plan {
         Plan::ScatterElements { shape, index_shape, axis, reduction } => {
             let (i, u) = (ints_in(inputs, 1)?, data_in::<T>(inputs, 2)?);
-            rt_ix::scatter_elements(shape, index_shape, *axis, *reduction, x, &i, u, data_out::<T>(outputs, 0)?)?;
+            rt_ix::scatter_elements(
+                shape,
+                index_shape,
+                *axis,
+                *reduction,
+                x,
+                &i,
+                u,
+                data_out::<T>(outputs, 0)?,
+            )?;
         }
         Plan::ScatterNd { shape, k: kk, count, reduction } => {
             let (i, u) = (ints_in(inputs, 1)?, data_in::<T>(inputs, 2)?);
-            rt_ix::scatter_nd(shape, *kk, *count, *reduction, x, &i, u, data_out::<T>(outputs, 0)?)?;
+            rt_ix::scatter_nd(
+                shape,
+                *kk,
+                *count,
+                *reduction,
+                x,
+                &i,
+                u,
+                data_out::<T>(outputs, 0)?,
+            )?;
         }
         Plan::TensorScatter { shape, axis, seq, circular } => {
             let u = data_in::<T>(inputs, 1)?;
             let w = if k.present.get(2) == Some(&true) { Some(ints_in(inputs, 2)?) } else { None };
-            rt_ix::tensor_scatter(shape, *axis, *seq, *circular, x, u, w.as_deref(), data_out::<T>(outputs, 0)?)?;
+            rt_ix::tensor_scatter(
+                shape,
+                *axis,
+                *seq,
+                *circular,
+                x,
+                u,
+                w.as_deref(),
+                data_out::<T>(outputs, 0)?,
+            )?;
         }
         Plan::GatherNd { shape, batch_dims, k: kk } => {
             let i = ints_in(inputs, 1)?;
@@ -857,7 +1008,14 @@ fn run_move<T: Data + Combine + rt_ix::IsZero + MoveTo<T>>(
         }
         Plan::ReverseSequence { dims, batch_axis, time_axis } => {
             let l = ints_in(inputs, 1)?;
-            rt_ix::reverse_sequence(dims, *batch_axis, *time_axis, &l, x, data_out::<T>(outputs, 0)?)?;
+            rt_ix::reverse_sequence(
+                dims,
+                *batch_axis,
+                *time_axis,
+                &l,
+                x,
+                data_out::<T>(outputs, 0)?,
+            )?;
         }
         Plan::NonZero { dims, count } => {
             rt_ix::non_zero(dims, *count, x, data_out::<i64>(outputs, 0)?)?;
@@ -877,7 +1035,8 @@ fn run_einsum<T: Data + Widen>(
     outputs: &mut [HostTensor],
 ) -> EvalResult {
     let Plan::Einsum { out_dims, sum_dims, strides } = &k.plan else { return Err(wrong_buffer()) };
-    let ops: Vec<&[T]> = (0..strides.len()).map(|i| data_in::<T>(inputs, i)).collect::<Result<_, _>>()?;
+    let ops: Vec<&[T]> =
+        (0..strides.len()).map(|i| data_in::<T>(inputs, i)).collect::<Result<_, _>>()?;
     let st: Vec<&[usize]> = strides.iter().map(Vec::as_slice).collect();
     rt_ix::einsum(out_dims, sum_dims, &ops, &st, data_out::<T>(outputs, 0)?)?;
     Ok(())
@@ -888,7 +1047,9 @@ fn run_num<T: Num + HostElem>(
     inputs: &[Option<&HostTensor>],
     outputs: &mut [HostTensor],
 ) -> EvalResult {
-    let Plan::CumProd { dims, axis, exclusive, reverse } = &k.plan else { return Err(wrong_buffer()) };
+    let Plan::CumProd { dims, axis, exclusive, reverse } = &k.plan else {
+        return Err(wrong_buffer());
+    };
     let a = match axis {
         Axis::Known(a) => *a,
         Axis::Runtime => match ints_in(inputs, 1)?.as_slice() {
@@ -910,7 +1071,9 @@ fn run_det<T: Float + HostElem>(
     let Plan::Det { batch, n } = k.plan else { return Err(wrong_buffer()) };
     let x = inputs.first().copied().flatten().and_then(|t| t.get::<T>()).ok_or(wrong_buffer())?;
     let [y, s, ..] = outputs else { return Err(wrong_buffer()) };
-    let (Some(y), Some(s)) = (y.get_mut::<T>(), s.get_mut::<T>()) else { return Err(wrong_buffer()) };
+    let (Some(y), Some(s)) = (y.get_mut::<T>(), s.get_mut::<T>()) else {
+        return Err(wrong_buffer());
+    };
     rt_ix::det(batch, n, x, y, s)?;
     Ok(())
 }
@@ -929,8 +1092,11 @@ impl Kernel for IndexKernel {
                 let x = inputs.first().copied().flatten().ok_or(wrong_buffer())?;
                 let t = x.to_tensor("x");
                 let TensorData::Bytes(b) = t.data else { return Err(wrong_buffer()) };
-                let bytes: Vec<u8> =
-                    if *to == ElemType::Bool { b.iter().map(|&v| u8::from(v != 0)).collect() } else { b.to_vec() };
+                let bytes: Vec<u8> = if *to == ElemType::Bool {
+                    b.iter().map(|&v| u8::from(v != 0)).collect()
+                } else {
+                    b.to_vec()
+                };
                 let cast = Tensor { elem: *to, data: TensorData::Bytes(Bytes::from(bytes)), ..t };
                 let h = HostTensor::from_tensor(&cast).ok_or(EvalError::Type(*to))?;
                 let y = outputs.first_mut().ok_or(wrong_buffer())?;
@@ -941,8 +1107,18 @@ impl Kernel for IndexKernel {
                 Ok(())
             }
             Plan::Nms { p, count } => {
-                let b = inputs.first().copied().flatten().and_then(|t| t.get::<f32>()).ok_or(wrong_buffer())?;
-                let s = inputs.get(1).copied().flatten().and_then(|t| t.get::<f32>()).ok_or(wrong_buffer())?;
+                let b = inputs
+                    .first()
+                    .copied()
+                    .flatten()
+                    .and_then(|t| t.get::<f32>())
+                    .ok_or(wrong_buffer())?;
+                let s = inputs
+                    .get(1)
+                    .copied()
+                    .flatten()
+                    .and_then(|t| t.get::<f32>())
+                    .ok_or(wrong_buffer())?;
                 let m = match inputs.get(2).copied().flatten() {
                     Some(t) => host_ints(t).and_then(|v| v.first().copied()).unwrap_or(0),
                     None => 0,
@@ -982,7 +1158,8 @@ impl Kernel for IndexKernel {
         let y = io.outputs.first().cloned().flatten();
         match &self.plan {
             Plan::ScatterElements { shape, index_shape, axis, reduction } => {
-                let (s, is, a, r) = (us(shape), us(index_shape), u(*axis), red_tokens(*reduction, rt));
+                let (s, is, a, r) =
+                    (us(shape), us(index_shape), u(*axis), red_tokens(*reduction, rt));
                 let (i, up) = (input(1), input(2));
                 quote!(#ix::scatter_elements(#s, #is, #a, #r, #x, #i, #up, #y)?;)
             }
@@ -1007,7 +1184,8 @@ impl Kernel for IndexKernel {
             }
             Plan::Einsum { out_dims, sum_dims, strides } => {
                 let (o, s) = (us(out_dims), us(sum_dims));
-                let ops: Vec<TokenStream> = (0..strides.len()).map(|i| input(i).unwrap_or_default()).collect();
+                let ops: Vec<TokenStream> =
+                    (0..strides.len()).map(|i| input(i).unwrap_or_default()).collect();
                 let st: Vec<TokenStream> = strides.iter().map(|s| us(s)).collect();
                 quote!(#ix::einsum(#o, #s, &[#(#ops),*], &[#(#st),*], #y)?;)
             }
@@ -1046,7 +1224,8 @@ impl Kernel for IndexKernel {
                 quote!(#ix::compress(#o, #l, #i, #c, #cond, #x, #y)?;)
             }
             Plan::Nms { p, count } => {
-                let (b, c, n, center) = (u(p.batches), u(p.classes), u(p.boxes), p.center_point_box);
+                let (b, c, n, center) =
+                    (u(p.batches), u(p.classes), u(p.boxes), p.center_point_box);
                 let opt = |i: usize| match input(i) {
                     Some(v) => quote!(Some(#v)),
                     None => quote!(None),
