@@ -1247,3 +1247,242 @@ impl Kernel for IndexKernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
+
+    #[test]
+    fn scatter_elements_and_scatter() {
+        let a = run(
+            18,
+            "g () => (float[1,5] y) <float[1,5] d = {1, 2, 3, 4, 5}, int64[1,2] i = {1, -2},
+                float[1,2] u = {10, 20}> {
+                y = ScatterElements <axis: int = 1> (d, i, u)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 10.0, 3.0, 20.0, 5.0]);
+        // Duplicate indices accumulate with reduction add.
+        let a = run(
+            18,
+            "g () => (int32[3] y) <int32[3] d = {1, 2, 3}, int32[2] i = {1, 1}, int32[2] u = {4, 5}> {
+                y = ScatterElements <reduction: string = \"add\"> (d, i, u)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 11.0, 3.0]);
+        let a = run(
+            10,
+            "g () => (float[2,2] y) <float[2,2] d = {0, 0, 0, 0}, int64[1,2] i = {1, 0},
+                float[1,2] u = {7, 8}> {
+                y = Scatter (d, i, u)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 8.0, 7.0, 0.0]);
+        let a = run(
+            16,
+            "g (float[3] d, int64[2] i, float[2] u) => (float[3] y) {
+                y = ScatterElements <reduction: string = \"max\"> (d, i, u)
+            }",
+        );
+        assert!(errors(&a)[0].contains("not defined at opset 16"), "{:?}", errors(&a));
+        let a = run(
+            18,
+            "g (float[3] d, int64[2] i, float[3] u) => (float[3] y) { y = ScatterElements (d, i, u) }",
+        );
+        assert!(errors(&a)[0].contains("same shape"), "{:?}", errors(&a));
+        let a = run(
+            18,
+            "g (bool[3] d, int64[2] i, bool[2] u) => (bool[3] y) {
+                y = ScatterElements <reduction: string = \"mul\"> (d, i, u)
+            }",
+        );
+        assert!(unsupported(&a)[0].contains("bool"), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn scatter_nd_and_tensor_scatter() {
+        let a = run(
+            18,
+            "g () => (float[4] y) <float[4] d = {1, 2, 3, 4}, int64[2,1] i = {1, 1}, float[2] u = {3, 5}> {
+                y = ScatterND <reduction: string = \"mul\"> (d, i, u)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 30.0, 3.0, 4.0]);
+        let a = run(
+            18,
+            "g () => (int64[2,2] y) <int64[2,2] d = {1, 2, 3, 4}, int64[1,1] i = {-1}, int64[1,2] u = {8, 9}> {
+                y = ScatterND <reduction: string = \"min\"> (d, i, u)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 2.0, 3.0, 4.0]);
+        let a = run(
+            18,
+            "g (float[2,2] d, int64[1,1] i, float[1,3] u) => (float[2,2] y) { y = ScatterND (d, i, u) }",
+        );
+        assert!(errors(&a)[0].contains("expected dims [1, 2]"), "{:?}", errors(&a));
+        // Cache [1, 3, 1]; two rows written from row 2 wrap to row 0.
+        let a = run(
+            24,
+            "g () => (float[1,3,1] y) <float[1,3,1] c = {1, 2, 3}, float[1,2,1] u = {8, 9}, int64[1] w = {2}> {
+                y = TensorScatter <mode: string = \"circular\"> (c, u, w)
+            }",
+        );
+        assert_eq!(value(&a, 0), [9.0, 2.0, 8.0]);
+        let a = run(
+            24,
+            "g (float[2,3,4] c, float[2,4,4] u) => (float[2,3,4] y) { y = TensorScatter (c, u) }",
+        );
+        assert!(errors(&a)[0].contains("does not fit"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn gather_nd() {
+        let a = run(
+            13,
+            "g () => (int32[2,2] y) <int32[2,2,2] d = {0, 1, 2, 3, 4, 5, 6, 7}, int64[2,1] i = {1, 0}> {
+                y = GatherND <batch_dims: int = 1> (d, i)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int32[2, 2]")]);
+        assert_eq!(value(&a, 0), [2.0, 3.0, 4.0, 5.0]);
+        let a =
+            run(13, "g (float[2,3,4] d, int64[5,2] i) => (float[5,4] y) { y = GatherND (d, i) }");
+        assert_eq!(types(&a), [ty("float[5, 4]")]);
+        let a = run(13, "g (float[2,3] d, int64[5,3] i) => (float[5] y) { y = GatherND (d, i) }");
+        assert!(errors(&a)[0].contains("do not fit"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn einsum_plans() {
+        // Implicit output "ik" of a matrix product.
+        let a = run(
+            12,
+            "g () => (float[2,2] y) <float[2,2] a = {1, 2, 3, 4}, float[2,2] b = {5, 6, 7, 8}> {
+                y = Einsum <equation: string = \"ij,jk\"> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [19.0, 22.0, 43.0, 50.0]);
+        // A repeated label with an implicit output is a trace.
+        let a = run(
+            12,
+            "g () => (double y) <double[2,2] a = {1, 2, 3, 4}> { y = Einsum <equation: string = \"ii\"> (a) }",
+        );
+        assert_eq!(value(&a, 0), [5.0]);
+        let a = run(
+            12,
+            "g () => (int64[2,2] y) <int64[2,2] a = {1, 2, 3, 4}> {
+                y = Einsum <equation: string = \"ij -> ji\"> (a)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 3.0, 2.0, 4.0]);
+        // Batch diagonal with an ellipsis; a broadcast ellipsis in a product.
+        let a = run(
+            12,
+            "g (double[3,5,5] x) => (double[3,5] y) { y = Einsum <equation: string = \"...ii->...i\"> (x) }",
+        );
+        assert_eq!(types(&a), [ty("double[3, 5]")]);
+        let a = run(
+            12,
+            "g (float[2,1,3,4] a, float[5,4,6] b) => (float[2,5,3,6] y) {
+                y = Einsum <equation: string = \"...ij,...jk->...ik\"> (a, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 5, 3, 6]")]);
+        let a = run(
+            12,
+            "g (float[2,3] a, float[4,5] b) => (float[2,5] y) { y = Einsum <equation: string = \"ij,jk->ik\"> (a, b) }",
+        );
+        assert!(errors(&a)[0].contains("both 3 and 4"), "{:?}", errors(&a));
+        let a = run(
+            12,
+            "g (float[2,3] a) => (float[2] y) { y = Einsum <equation: string = \"ij->iz\"> (a) }",
+        );
+        assert!(errors(&a)[0].contains("'z' is in no input"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn cumprod_bitcast_reverse_sequence_det() {
+        let a = run(
+            26,
+            "g () => (int32[2,3] y) <int32[2,3] x = {1, 2, 3, 4, 5, 6}, int32 ax = {1}> {
+                y = CumProd <exclusive: int = 1, reverse: int = 1> (x, ax)
+            }",
+        );
+        assert_eq!(value(&a, 0), [6.0, 3.0, 1.0, 30.0, 6.0, 1.0]);
+        let a = run(26, "g (float[3] x, int64 ax) => (float[3] y) { y = CumProd (x, ax) }");
+        assert_eq!(types(&a), [ty("float[3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            26,
+            "g () => (int32[2] y) <float[2] x = {1, -2}> { y = BitCast <to: int = 6> (x) }",
+        );
+        assert_eq!(value(&a, 0), [1_065_353_216.0, -1_073_741_824.0]);
+        let a = run(26, "g (float[2] x) => (int64[2] y) { y = BitCast <to: int = 7> (x) }");
+        assert!(errors(&a)[0].contains("width"), "{:?}", errors(&a));
+        let a = run(
+            10,
+            "g () => (float[2,3] y) <float[2,3] x = {1, 2, 3, 4, 5, 6}, int64[2] l = {2, 3}> {
+                y = ReverseSequence <batch_axis: int = 0, time_axis: int = 1> (x, l)
+            }",
+        );
+        assert_eq!(value(&a, 0), [2.0, 1.0, 3.0, 6.0, 5.0, 4.0]);
+        let a = run(
+            10,
+            "g (float[2,3] x, int64[2] l) => (float[2,3] y) { y = ReverseSequence (x, l) }",
+        );
+        assert!(errors(&a)[0].contains("int64[3]"), "{:?}", errors(&a));
+        let a = run(
+            22,
+            "g () => (double[2] y) <double[2,2,2] x = {1, 2, 3, 4, 2, 0, 0, 3}> { y = Det (x) }",
+        );
+        let v = value(&a, 0);
+        assert!((v[0] + 2.0).abs() < 1e-12 && (v[1] - 6.0).abs() < 1e-12, "{v:?}");
+        let a = run(22, "g (float[2,3] x) => (float y) { y = Det (x) }");
+        assert!(errors(&a)[0].contains("square"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn data_dependent_lengths() {
+        let a = run(13, "g () => (int64[2,2] y) <bool[2,2] x = {1, 0, 0, 1}> { y = NonZero (x) }");
+        assert_eq!(value(&a, 0), [0.0, 1.0, 0.0, 1.0]);
+        let a = run(13, "g (float[2,2] x) => (int64[2,3] y) { y = NonZero (x) }");
+        assert_eq!(types(&a), [ty("int64[2, 3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(13, "g (float[2,2] x) => (int64[2,?] y) { y = NonZero (x) }");
+        assert!(unsupported(&a)[0].contains("does not declare"), "{:?}", unsupported(&a));
+        // A constant condition fixes the length; the declared one is not needed.
+        let a = run(
+            11,
+            "g (float[3,2] x) => (float[3,?] y) <bool[2] c = {0, 1}> { y = Compress <axis: int = 1> (x, c) }",
+        );
+        assert_eq!(types(&a), [ty("float[3, 1]")]);
+        let a = run(
+            11,
+            "g () => (int32[2] y) <int32[2,2] x = {1, 2, 3, 4}, bool[3] c = {1, 0, 1}> { y = Compress (x, c) }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 3.0]);
+        let a = run(
+            11,
+            "g (float[3,2] x, bool[3] c) => (float[2,2] y) { y = Compress <axis: int = 0> (x, c) }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 2]")]);
+        let a = run(
+            11,
+            "g (float[3,2] x, bool[3] c) => (float[4,2] y) { y = Compress <axis: int = 0> (x, c) }",
+        );
+        assert!(errors(&a)[0].contains("the condition has 3"), "{:?}", errors(&a));
+        let a = run(
+            11,
+            "g (float[1,3,4] b, float[1,1,3] s, int64[1] m) => (int64[2,3] y) { y = NonMaxSuppression (b, s, m) }",
+        );
+        assert_eq!(types(&a), [ty("int64[2, 3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (float[1,3,4] b, float[1,1,2] s) => (int64[2,3] y) { y = NonMaxSuppression (b, s) }",
+        );
+        assert!(errors(&a)[0].contains("do not match"), "{:?}", errors(&a));
+        let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
+        assert!(unsupported(&a)[0].contains("Unique"), "{:?}", unsupported(&a));
+    }
+}
