@@ -835,6 +835,120 @@ pub fn non_max_suppression(
     ensure(rows == count, Error::ShapeMismatch)
 }
 
+// ---------------------------------------------------------------------------
+// Unique
+
+/// A tensor seen as `[outer, len, inner]`: `len` slices `x[:, i, :]` along
+/// the middle axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slices {
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+}
+
+/// A total order for unique: NaN equals NaN and sorts after numbers.
+fn order<T: PartialOrd>(a: T, b: T) -> core::cmp::Ordering {
+    use core::cmp::Ordering::{Equal, Greater, Less};
+    match a.partial_cmp(&b) {
+        Some(o) => o,
+        None => match (a.partial_cmp(&a).is_none(), b.partial_cmp(&b).is_none()) {
+            (true, false) => Greater,
+            (false, true) => Less,
+            _ => Equal,
+        },
+    }
+}
+
+fn cmp_slices<T: PartialOrd + Copy>(s: Slices, x: &[T], a: usize, b: usize) -> core::cmp::Ordering {
+    for o in 0..s.outer {
+        let (pa, pb) = ((o * s.len + a) * s.inner, (o * s.len + b) * s.inner);
+        for n in 0..s.inner {
+            let c = order(x[pa + n], x[pb + n]);
+            if c.is_ne() {
+                return c;
+            }
+        }
+    }
+    core::cmp::Ordering::Equal
+}
+
+/// ONNX `Unique` over the slices of `x`: `y` gets the `count` distinct
+/// slices (sorted ascending, lexicographically, when `sorted`; else in order
+/// of first occurrence), `firsts` (at least `count` long) and `indices` the
+/// index of each one's first occurrence, `inverse` for every slice the
+/// position of its value in `y`, `counts` how often each occurs. The data
+/// must hold exactly `count` distinct slices.
+#[allow(clippy::too_many_arguments)]
+pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
+    s: Slices,
+    sorted: bool,
+    count: usize,
+    x: &[X],
+    y: &mut [Y],
+    firsts: &mut [i64],
+    indices: Option<&mut [i64]>,
+    inverse: Option<&mut [i64]>,
+    counts: Option<&mut [i64]>,
+) -> Result {
+    ensure(x.len() == product(&[s.outer, s.len, s.inner])?, Error::ShapeMismatch)?;
+    ensure(y.len() == product(&[s.outer, count, s.inner])?, Error::ShapeMismatch)?;
+    ensure(firsts.len() >= count, Error::ShapeMismatch)?;
+    let mut found = 0usize;
+    for i in 0..s.len {
+        if (0..i).all(|j| cmp_slices(s, x, j, i).is_ne()) {
+            ensure(found < count, Error::ShapeMismatch)?;
+            firsts[found] = i as i64;
+            found += 1;
+        }
+    }
+    ensure(found == count, Error::ShapeMismatch)?;
+    let firsts = &mut firsts[..count];
+    if sorted {
+        for p in 1..count {
+            let mut q = p;
+            while q > 0 && cmp_slices(s, x, firsts[q - 1] as usize, firsts[q] as usize).is_gt() {
+                firsts.swap(q - 1, q);
+                q -= 1;
+            }
+        }
+    }
+    for o in 0..s.outer {
+        for (p, &f) in firsts.iter().enumerate() {
+            let (src, dst) = ((o * s.len + f as usize) * s.inner, (o * count + p) * s.inner);
+            for n in 0..s.inner {
+                y[dst + n] = x[src + n].move_to();
+            }
+        }
+    }
+    if let Some(ix) = indices {
+        ensure(ix.len() == count, Error::ShapeMismatch)?;
+        ix.copy_from_slice(firsts);
+    }
+    let mut counts = counts;
+    if let Some(c) = counts.as_deref_mut() {
+        ensure(c.len() == count, Error::ShapeMismatch)?;
+        c.fill(0);
+    }
+    let mut inverse = inverse;
+    if let Some(inv) = inverse.as_deref() {
+        ensure(inv.len() == s.len, Error::ShapeMismatch)?;
+    }
+    for j in 0..s.len {
+        let p = firsts
+            .iter()
+            .position(|&f| cmp_slices(s, x, f as usize, j).is_eq())
+            .ok_or(Error::InvalidParams)?;
+        if let Some(inv) = inverse.as_deref_mut() {
+            inv[j] = p as i64;
+        }
+        if let Some(c) = counts.as_deref_mut() {
+            c[p] += 1;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -971,6 +1085,27 @@ mod tests {
         assert_eq!(c, [7, 9]);
         assert_eq!(compress(1, 3, 1, 2, &[1u8, 1], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 8]);
+    }
+
+    #[test]
+    fn unique_sorted_and_by_occurrence() {
+        let x = [2.0f32, 1.0, 2.0, 3.0, 1.0];
+        let s = Slices { outer: 1, len: 5, inner: 1 };
+        let (mut y, mut f, mut ix, mut inv, mut c) =
+            ([0f32; 3], [0i64; 3], [0i64; 3], [0i64; 5], [0i64; 3]);
+        let r = unique(s, true, 3, &x, &mut y, &mut f, Some(&mut ix), Some(&mut inv), Some(&mut c));
+        assert_eq!(r, Ok(()));
+        assert_eq!((y, ix, inv, c), ([1.0, 2.0, 3.0], [1, 0, 3], [1, 0, 1, 2, 0], [2, 2, 1]));
+        let r = unique(s, false, 3, &x, &mut y, &mut f, Some(&mut ix), None, None);
+        assert_eq!((r, y, ix), (Ok(()), [2.0, 1.0, 3.0], [0, 1, 3]));
+        // Rows of [[1, 0], [0, 1], [1, 0]] along axis 0.
+        let rows = [1i32, 0, 0, 1, 1, 0];
+        let s = Slices { outer: 1, len: 3, inner: 2 };
+        let mut y = [0i32; 4];
+        let r = unique(s, true, 2, &rows, &mut y, &mut f, None, Some(&mut inv[..3]), None);
+        assert_eq!((r, y, &inv[..3]), (Ok(()), [0, 1, 1, 0], &[1i64, 0, 1][..]));
+        let r = unique(s, true, 3, &rows, &mut [0i32; 6], &mut f, None, None, None);
+        assert_eq!(r, Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::{
 use crate::emit::lit;
 use crate::ir::{ElemType, Tensor, TensorData, TensorType};
 use bytes::Bytes;
-use onnx_codegen_runtime::indexing::{self as rt_ix, Combine, Nms, Reduction, Widen};
+use onnx_codegen_runtime::indexing::{self as rt_ix, Combine, Nms, Reduction, Slices, Widen};
 use onnx_codegen_runtime::layout::MoveTo;
 use onnx_codegen_runtime::num::{Float, Num};
 use onnx_codegen_runtime::{bf16, f16};
@@ -279,6 +279,11 @@ enum Plan {
     },
     Nms {
         p: Nms,
+        count: usize,
+    },
+    Unique {
+        s: Slices,
+        sorted: bool,
         count: usize,
     },
 }
@@ -897,6 +902,83 @@ fn plan_nms(cx: &NodeCx<'_>) -> OpResult<Planned> {
     Ok(Planned { outputs: vec![t.clone()], plan: Plan::Nms { p, count: t.dims[0] } })
 }
 
+fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let x = cx.input(0)?;
+    if !is_data(x.elem) {
+        return unsupported(format!("Unique on {} tensors", x.elem));
+    }
+    let a = match cx.node.attr("axis") {
+        Some(_) => Some(axis(cx.int_or("axis", 0), x.rank(), "Unique axis")?),
+        None => None,
+    };
+    let s = match a {
+        Some(a) => Slices {
+            outer: product(&x.dims[..a])?,
+            len: x.dims[a],
+            inner: product(&x.dims[a + 1..])?,
+        },
+        None => Slices { outer: 1, len: product(&x.dims)?, inner: 1 },
+    };
+    let y_count = cx.declared_output(0).map(|t| -> OpResult<usize> {
+        match a {
+            Some(a) => {
+                let mut dims = x.dims.clone();
+                dims[a] = t.dims.get(a).copied().unwrap_or(0);
+                if t.elem != x.elem || t.dims != dims {
+                    return invalid(format!("Unique's Y is declared as {t}; X is {x}"));
+                }
+                Ok(dims[a])
+            }
+            None if t.elem == x.elem && t.rank() == 1 => Ok(t.dims[0]),
+            None => invalid(format!("Unique's Y is declared as {t}; it is 1-D {}", x.elem)),
+        }
+    });
+    let count = match y_count {
+        Some(c) => c?,
+        None => {
+            let other = [1, 3].into_iter().find_map(|k| cx.declared_output(k));
+            match other {
+                Some(t) if t.elem == ElemType::Int64 && t.rank() == 1 => t.dims[0],
+                Some(t) => {
+                    return invalid(format!("Unique's indices or counts are declared as {t}"));
+                }
+                None => {
+                    return unsupported(
+                        "Unique: the outputs' lengths depend on the data and the model does not declare them",
+                    );
+                }
+            }
+        }
+    };
+    for k in [1, 3] {
+        if let Some(t) = cx.declared_output(k)
+            && t.dims != [count]
+        {
+            return invalid(format!(
+                "Unique's output {k} is declared as {t}; Y has {count} entries"
+            ));
+        }
+    }
+    if count > s.len || (count == 0 && s.len > 0) {
+        return invalid(format!(
+            "Unique's outputs are declared with {count} entries for {} slices",
+            s.len
+        ));
+    }
+    let y_dims = match a {
+        Some(a) => {
+            let mut d = x.dims.clone();
+            d[a] = count;
+            d
+        }
+        None => vec![count],
+    };
+    let i64s = |n: usize| TensorType::new(ElemType::Int64, vec![n]);
+    let mut outputs = vec![TensorType::new(x.elem, y_dims), i64s(count), i64s(s.len), i64s(count)];
+    outputs.truncate(cx.node.outputs.len().max(1));
+    Ok(Planned { outputs, plan: Plan::Unique { s, sorted: cx.int_or("sorted", 1) != 0, count } })
+}
+
 fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
     match kind {
         OpKind::ScatterElements => plan_scatter_elements(cx, "ScatterElements"),
@@ -912,9 +994,7 @@ fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
         OpKind::NonZero => plan_non_zero(cx),
         OpKind::Compress => plan_compress(cx),
         OpKind::Nms => plan_nms(cx),
-        OpKind::Unique => unsupported(
-            "Unique: its outputs' lengths depend on the data and the kernel is not written yet",
-        ),
+        OpKind::Unique => plan_unique(cx),
     }
 }
 
@@ -1129,6 +1209,8 @@ impl Kernel for IndexKernel {
                 rt_ix::non_max_suppression(*p, b, s, m, iou, thr, *count, y)?;
                 Ok(())
             }
+            // The outputs present vary; Unique runs only in generated code.
+            Plan::Unique { .. } => Err(EvalError::Type(self.elem)),
             _ => by_data_type!(self.elem, run_move(self, inputs, outputs)),
         }
     }
@@ -1136,7 +1218,10 @@ impl Kernel for IndexKernel {
     fn reads_input(&self, i: usize) -> bool {
         match &self.plan {
             Plan::CumProd { axis, .. } => i == 0 || *axis == Axis::Runtime,
-            Plan::BitCast { .. } | Plan::Det { .. } | Plan::NonZero { .. } => i == 0,
+            Plan::BitCast { .. }
+            | Plan::Det { .. }
+            | Plan::NonZero { .. }
+            | Plan::Unique { .. } => i == 0,
             _ => true,
         }
     }
@@ -1144,6 +1229,9 @@ impl Kernel for IndexKernel {
     fn scratch(&self) -> Option<TensorType> {
         match self.plan {
             Plan::Det { n, .. } => Some(TensorType::new(self.elem, vec![(n * n).max(1)])),
+            Plan::Unique { count, .. } => {
+                Some(TensorType::new(ElemType::Int64, vec![count.max(1)]))
+            }
             _ => None,
         }
     }
@@ -1241,6 +1329,21 @@ impl Kernel for IndexKernel {
                         #ix::first_or(#iou, 0.0f32),
                         #ix::first_opt(#thr),
                         #cnt, #y,
+                    )?;
+                }
+            }
+            Plan::Unique { s, sorted, count } => {
+                let (o, l, n, c) = (u(s.outer), u(s.len), u(s.inner), u(*count));
+                let out = |k: usize| match io.outputs.get(k).cloned().flatten() {
+                    Some(v) => quote!(Some(#v)),
+                    None => quote!(None),
+                };
+                let (idx, inv, cnt) = (out(1), out(2), out(3));
+                let f = &io.scratch;
+                quote! {
+                    #ix::unique(
+                        #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,
+                        #x, #y, #f, #idx, #inv, #cnt,
                     )?;
                 }
             }
@@ -1483,6 +1586,16 @@ mod tests {
         );
         assert!(errors(&a)[0].contains("do not match"), "{:?}", errors(&a));
         let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
-        assert!(unsupported(&a)[0].contains("Unique"), "{:?}", unsupported(&a));
+        assert!(unsupported(&a)[0].contains("does not declare"), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (float[3,4] x) => (float[3,2] y, int64[2] i, int64[4] v, int64[2] c) {
+                y, i, v, c = Unique <axis: int = -1, sorted: int = 0> (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[3, 2]"), ty("int64[2]"), ty("int64[4]"), ty("int64[2]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(11, "g (int32[4] x) => (int32[3] y, int64[2] c) { y, , , c = Unique (x) }");
+        assert!(errors(&a)[0].contains("Y has 3 entries"), "{:?}", errors(&a));
     }
 }
