@@ -124,7 +124,10 @@ pub fn scatter_elements<D: MoveTo<Y>, I: AsIndex, U: MoveTo<Y>, Y: Combine>(
     let rank = shape.len();
     ensure(index_shape.len() == rank && axis < rank, Error::InvalidParams)?;
     ensure(rank <= crate::shape::MAX_RANK, Error::RankTooLarge)?;
-    ensure(shape.iter().zip(index_shape).all(|(&d, &i)| i <= d), Error::InvalidParams)?;
+    ensure(
+        shape.iter().zip(index_shape).enumerate().all(|(d, (&n, &i))| d == axis || i <= n),
+        Error::InvalidParams,
+    )?;
     ensure(data.len() == product(shape)?, Error::ShapeMismatch)?;
     let n = product(index_shape)?;
     ensure(indices.len() == n && updates.len() == n, Error::ShapeMismatch)?;
@@ -213,7 +216,7 @@ pub fn tensor_scatter<T: Copy, I: AsIndex>(
     let (outer, inner) = (product(&shape[..axis])?, product(&shape[axis + 1..])?);
     let batch = shape[0];
     ensure(cache.len() == product(shape)?, Error::ShapeMismatch)?;
-    ensure(update.len() == outer * seq * inner, Error::ShapeMismatch)?;
+    ensure(update.len() == product(&[outer, seq, inner])?, Error::ShapeMismatch)?;
     if let Some(w) = write_indices {
         ensure(w.len() == batch, Error::ShapeMismatch)?;
     }
@@ -969,6 +972,30 @@ mod tests {
         );
         assert_eq!(r, Ok(()));
         assert_eq!(y, [1.0, 42.0, 3.0, 24.0]);
+        // More indices along the axis than the axis is long.
+        let r = scatter_elements(
+            &[2],
+            &[3],
+            0,
+            Reduction::Max,
+            &[1i32, 2],
+            &[0i64, 0, 1],
+            &[5i32, 7, 0],
+            &mut [0i32; 0],
+        );
+        assert_eq!(r, Err(Error::ShapeMismatch));
+        let mut z = [0i32; 2];
+        let r = scatter_elements(
+            &[2],
+            &[3],
+            0,
+            Reduction::Max,
+            &[1i32, 2],
+            &[0i64, 0, 1],
+            &[5i32, 7, 0],
+            &mut z,
+        );
+        assert_eq!((r, z), (Ok(()), [7, 2]));
         let r = scatter_elements(
             &[1, 4],
             &[1, 1],

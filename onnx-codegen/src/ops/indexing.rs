@@ -548,6 +548,9 @@ fn plan_einsum(cx: &NodeCx<'_>) -> OpResult<Planned> {
             return invalid(format!("Einsum's term '{term}' does not match input {j} {t}"));
         }
         let e = t.rank() - letters;
+        if e > rt_ix::MAX_LABELS {
+            return unsupported(format!("Einsum with an ellipsis of {e} axes"));
+        }
         ell_rank = ell_rank.max(e);
         let mut strides = vec![0usize; t.rank()];
         let mut s = 1usize;
