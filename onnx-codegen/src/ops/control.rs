@@ -1,0 +1,415 @@
+//! Control flow: If, Loop and Scan.
+//!
+//! A body (a branch, a loop body) is compiled by the same passes as the
+//! main graph: inferred with its inputs typed by the node and its captures
+//! typed (and, when known, valued) by the enclosing graph, planned into its
+//! own arena, and emitted as a block of statements. The node becomes one
+//! kernel whose scratch range in the enclosing arena holds the body's arena
+//! (shared by both branches of an If, reused by every iteration of a loop)
+//! and the loop state. The enclosing graph sees the outer values a body
+//! captures as extra inputs of the node (after its own), so they stay alive
+//! until the node runs and are bound for it.
+//!
+//! Loops run as Rust loops, never unrolled; their state must keep one static
+//! type across iterations, and scan outputs have a length fixed at
+//! generation time (checked against the iteration count at run time).
+
+use super::{
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
+    invalid, unsupported,
+};
+use crate::emit::lit;
+use crate::ir::{ElemType, Graph, Tensor, TensorType, ValueKind};
+use crate::passes::infer::{self, InferOptions, Inferred, Seed};
+use crate::passes::plan::{self, ALIGN, Plan};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+use std::cell::Cell;
+
+/// The rule for `op_type`, if it is a control-flow operator.
+pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
+    match op_type {
+        "If" => Some(&IfRule),
+        _ => None,
+    }
+}
+
+/// How deeply bodies may nest (each level is compiled twice: once for
+/// inference, once for lowering).
+const MAX_NESTING: usize = 8;
+
+thread_local! {
+    static NESTING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One compiled body.
+struct Body {
+    graph: Graph,
+    inferred: Inferred,
+    plan: Plan,
+    /// Per capture of `graph`: its position among the node's step inputs.
+    capture_slots: Vec<usize>,
+}
+
+impl Body {
+    fn output_types(&self) -> Vec<TensorType> {
+        self.graph
+            .outputs
+            .iter()
+            .filter_map(|v| self.inferred.types.get(v.index()).cloned().flatten())
+            .collect()
+    }
+
+    /// The output values known at generation time, if all are.
+    fn constant_outputs(&self) -> Option<Vec<Tensor>> {
+        self.graph
+            .outputs
+            .iter()
+            .map(|v| self.inferred.constants.get(v.index()).cloned().flatten())
+            .collect()
+    }
+
+    /// Whether step input `slot` of the node is read by this body at run
+    /// time (a capture whose value is not known at generation time).
+    fn reads_slot(&self, slot: usize) -> bool {
+        self.graph.captures.iter().zip(&self.capture_slots).any(|(&c, &s)| {
+            s == slot && self.inferred.constants.get(c.index()).is_some_and(Option::is_none)
+        })
+    }
+
+    /// The body's statements; `inputs` binds its graph inputs in order,
+    /// captures are bound as `_cf_cap{slot}`, `outputs` its graph outputs.
+    fn tokens(
+        &self,
+        inputs: &[Ident],
+        outputs: &[Ident],
+        rt: &TokenStream,
+    ) -> Result<TokenStream, String> {
+        let mut ins = inputs.to_vec();
+        ins.extend(self.capture_slots.iter().map(|s| format_ident!("_cf_cap{}", s)));
+        crate::emit::emit_body(&self.graph, &self.inferred, &self.plan, ins, outputs.to_vec(), rt)
+    }
+}
+
+/// Compiles `graph` (an attribute of `cx.node`) with its inputs typed by
+/// `input_types`.
+fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -> OpResult<Body> {
+    let Some(graph) = cx.node.attr(attr).and_then(|a| a.graphs().first()) else {
+        return invalid(format!("attribute '{attr}' (a graph) is required"));
+    };
+    if graph.inputs.len() != input_types.len() {
+        return invalid(format!(
+            "the body '{}' in '{attr}' has {} inputs; {} were expected",
+            graph.name,
+            graph.inputs.len(),
+            input_types.len()
+        ));
+    }
+    let depth = NESTING.with(Cell::get);
+    if depth >= MAX_NESTING {
+        return unsupported(format!(
+            "control flow nested more than {MAX_NESTING} levels deep is not supported"
+        ));
+    }
+    let captured = infer::captured_values(cx.node);
+    let own = cx.node.inputs.len();
+    let mut seeds: Vec<Seed> = graph
+        .inputs
+        .iter()
+        .zip(input_types)
+        .map(|(&value, ty)| Seed { value, ty: ty.clone(), constant: None })
+        .collect();
+    let mut capture_slots = Vec::new();
+    for &c in &graph.captures {
+        let ValueKind::Captured { outer } = graph.value(c).kind else { continue };
+        let Some(pos) = captured.iter().position(|&o| o == outer) else {
+            return invalid(format!("capture '{}' has no outer value", graph.value(c).name));
+        };
+        let slot = own + pos;
+        let Some(ty) = cx.opt_input(slot) else {
+            return invalid(format!("the outer value '{}' has no type", graph.value(c).name));
+        };
+        seeds.push(Seed { value: c, ty: ty.clone(), constant: cx.constant(slot).cloned() });
+        capture_slots.push(slot);
+    }
+    NESTING.with(|n| n.set(depth + 1));
+    let inferred = infer::infer_graph(graph, &InferOptions::default(), &seeds);
+    NESTING.with(|n| n.set(depth));
+    if let Some(u) = inferred.unsupported.first() {
+        return unsupported(format!(
+            "in body '{}' ({attr}), node {} ({}): {}",
+            graph.name, u.node, u.op_type, u.reason
+        ));
+    }
+    if !inferred.errors.is_empty() {
+        let all: Vec<String> = inferred.errors.iter().map(|d| d.message.clone()).collect();
+        return invalid(format!("in body '{}' ({attr}): {}", graph.name, all.join("; ")));
+    }
+    for &o in &graph.outputs {
+        if inferred.types.get(o.index()).is_none_or(Option::is_none) {
+            return invalid(format!(
+                "the type of output '{}' of body '{}' could not be inferred",
+                graph.value(o).name,
+                graph.name
+            ));
+        }
+    }
+    let plan = plan::plan(graph, &inferred);
+    Ok(Body { graph: graph.clone(), inferred, plan, capture_slots })
+}
+
+fn align(n: usize) -> usize {
+    n.div_ceil(ALIGN).saturating_mul(ALIGN)
+}
+
+/// Element type in buffers the kernel owns (booleans as bytes).
+fn buffer_elem(elem: ElemType, rt: &TokenStream) -> OpResult<TokenStream> {
+    if elem == ElemType::Bool {
+        return Ok(quote!(u8));
+    }
+    if super::is_low_bit(elem) {
+        return unsupported(format!("{elem} values in loop state are not supported yet"));
+    }
+    super::rust_type(elem, rt)
+        .ok_or_else(|| OpError::Unsupported(format!("{elem} values in loop state")))
+}
+
+/// A buffer the kernel keeps in its scratch range.
+struct Slot {
+    ty: TensorType,
+    offset: usize,
+    bytes: usize,
+}
+
+/// The kernel's scratch range: the body arena first, then its own buffers.
+struct Scratch {
+    arena: usize,
+    slots: Vec<Slot>,
+    end: usize,
+}
+
+impl Scratch {
+    fn new(arena: usize) -> Scratch {
+        Scratch { arena, slots: Vec::new(), end: align(arena).max(ALIGN) }
+    }
+
+    fn add(&mut self, ty: &TensorType) -> OpResult<usize> {
+        let Some(bytes) = ty.byte_size() else {
+            return unsupported(format!("a loop buffer of type {ty} is too large"));
+        };
+        let offset = self.end;
+        self.end = offset.saturating_add(align(bytes).max(ALIGN));
+        self.slots.push(Slot { ty: ty.clone(), offset, bytes });
+        Ok(self.slots.len() - 1)
+    }
+
+    fn ty(&self) -> Option<TensorType> {
+        (self.end > 0).then(|| TensorType::new(ElemType::Uint8, vec![self.end]))
+    }
+
+    /// Splits the scratch bytes into `_cf_arena` and `_cf_slot{i}` typed views.
+    fn bind(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let Some(scratch) = &io.scratch else {
+            return quote!(compile_error!("a control-flow step lost its scratch range");)
+        };
+        let mut names = vec![format_ident!("_cf_arena")];
+        let mut ranges = vec![{
+            let end = lit::usize_lit(self.arena);
+            quote!(0..#end)
+        }];
+        let mut views = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            let name = format_ident!("_cf_slot{}", i);
+            let (a, b) = (lit::usize_lit(s.offset), lit::usize_lit(s.offset + s.bytes));
+            ranges.push(quote!(#a..#b));
+            let elem = buffer_elem(s.ty.elem, rt).unwrap_or_else(|_| quote!(u8));
+            views.push(quote!(let #name: &mut [#elem] = #rt::arena::view_mut(#name)?;));
+            names.push(name);
+        }
+        quote! {
+            let [#(#names),*] = #rt::arena::split(&mut *#scratch, [#(#ranges),*])?;
+            #(#views)*
+        }
+    }
+}
+
+/// The input expression `i` of `io`, or a compile error naming it.
+fn io_in(io: &Io, i: usize) -> TokenStream {
+    match io.inputs.get(i).cloned().flatten() {
+        Some(t) => t,
+        None => quote!(compile_error!("a control-flow input is not bound")),
+    }
+}
+
+/// Binds the node's captured inputs as `_cf_cap{slot}` (all at once, so a
+/// binding never shadows a name another one reads).
+fn bind_all(pairs: Vec<(Ident, TokenStream)>) -> TokenStream {
+    if pairs.is_empty() {
+        return quote!();
+    }
+    let (names, exprs): (Vec<Ident>, Vec<TokenStream>) = pairs.into_iter().unzip();
+    quote!(let (#(#names,)*) = (#(#exprs,)*);)
+}
+
+fn captures(io: &Io, own: usize) -> Vec<(Ident, TokenStream)> {
+    io.inputs
+        .iter()
+        .enumerate()
+        .skip(own)
+        .filter_map(|(slot, e)| e.clone().map(|e| (format_ident!("_cf_cap{}", slot), e)))
+        .collect()
+}
+
+fn idents(prefix: &str, n: usize) -> Vec<Ident> {
+    (0..n).map(|i| Ident::new(&format!("{prefix}{i}"), Span::call_site())).collect()
+}
+
+fn error_tokens(message: &str) -> TokenStream {
+    quote!(compile_error!(#message);)
+}
+
+// ---------------------------------------------------------------------------
+// If.
+
+struct IfRule;
+
+impl IfRule {
+    fn cond(cx: &NodeCx<'_>) -> OpResult<Option<bool>> {
+        let c = cx.input(0)?;
+        if c.elem != ElemType::Bool || c.numel() != Some(1) {
+            return invalid(format!("the condition of If must be one bool, got {c}"));
+        }
+        Ok(cx.constant(0).and_then(|t| t.to_i64s()).and_then(|v| v.first().map(|&b| b != 0)))
+    }
+
+    fn branches(cx: &NodeCx<'_>) -> OpResult<(Option<Body>, Option<Body>)> {
+        Ok(match Self::cond(cx)? {
+            Some(true) => (Some(compile(cx, "then_branch", &[])?), None),
+            Some(false) => (None, Some(compile(cx, "else_branch", &[])?)),
+            None => {
+                (Some(compile(cx, "then_branch", &[])?), Some(compile(cx, "else_branch", &[])?))
+            }
+        })
+    }
+}
+
+impl OpRule for IfRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let (then, els) = Self::branches(cx)?;
+        let t = then.as_ref().map(Body::output_types);
+        let e = els.as_ref().map(Body::output_types);
+        let outs = match (t, e) {
+            (Some(t), Some(e)) => {
+                if t != e {
+                    let show = |v: &[TensorType]| {
+                        v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                    };
+                    return unsupported(format!(
+                        "the branches of If produce different types ({} and {}); outputs must have one static type",
+                        show(&t),
+                        show(&e)
+                    ));
+                }
+                t
+            }
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => Vec::new(),
+        };
+        if outs.len() != cx.node.outputs.len() {
+            return invalid(format!(
+                "If has {} outputs but its branch has {}",
+                cx.node.outputs.len(),
+                outs.len()
+            ));
+        }
+        Ok(outs)
+    }
+
+    fn constant_outputs(
+        &self,
+        cx: &NodeCx<'_>,
+        _outputs: &[TensorType],
+    ) -> OpResult<Option<Vec<Tensor>>> {
+        if Self::cond(cx)?.is_none() {
+            return Ok(None);
+        }
+        let (then, els) = Self::branches(cx)?;
+        Ok(then.or(els).and_then(|b| b.constant_outputs()))
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (then, els) = Self::branches(cx)?;
+        let arena = [&then, &els]
+            .into_iter()
+            .flatten()
+            .map(|b| b.plan.arena_bytes)
+            .max()
+            .unwrap_or(0);
+        let kernel = IfKernel {
+            own: cx.node.inputs.len(),
+            outputs: cx.node.outputs.len(),
+            then,
+            els,
+            arena,
+        };
+        let rt = quote!(::onnx_codegen_runtime);
+        for b in [&kernel.then, &kernel.els].into_iter().flatten() {
+            b.tokens(&[], &idents("_cf_out", kernel.outputs), &rt)
+                .map_err(|m| OpError::Unsupported(format!("If body: {m}")))?;
+        }
+        Ok(Lowered::Kernel(Box::new(kernel)))
+    }
+}
+
+struct IfKernel {
+    own: usize,
+    outputs: usize,
+    then: Option<Body>,
+    els: Option<Body>,
+    arena: usize,
+}
+
+impl Kernel for IfKernel {
+    fn eval(&self, _: &[Option<&HostTensor>], _: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(ElemType::Bool))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let outs = idents("_cf_out", self.outputs);
+        let mut pairs = captures(io, self.own);
+        for (k, o) in outs.iter().enumerate() {
+            let e = io.outputs.get(k).cloned().flatten();
+            let e = e.unwrap_or_else(|| quote!(compile_error!("an If output is absent")));
+            pairs.push((o.clone(), e));
+        }
+        let bind = bind_all(pairs);
+        let arena = match (&io.scratch, self.arena) {
+            (Some(s), n) if n > 0 => quote!(let arena: &mut [u8] = &mut *#s;),
+            _ => quote!(),
+        };
+        let body = |b: &Body| b.tokens(&[], &outs, rt).unwrap_or_else(|m| error_tokens(&m));
+        let code = match (&self.then, &self.els) {
+            (Some(t), Some(e)) => {
+                let (t, e) = (body(t), body(e));
+                let c = io_in(io, 0);
+                quote!(if #rt::control::flag(#c)? { #t } else { #e })
+            }
+            (Some(b), None) | (None, Some(b)) => body(b),
+            (None, None) => quote!(),
+        };
+        quote!({ #bind #arena #code })
+    }
+
+    fn reads_input(&self, i: usize) -> bool {
+        if i < self.own {
+            return self.then.is_some() && self.els.is_some();
+        }
+        [&self.then, &self.els].into_iter().flatten().any(|b| b.reads_slot(i))
+    }
+
+    fn scratch(&self) -> Option<TensorType> {
+        (self.arena > 0).then(|| TensorType::new(ElemType::Uint8, vec![self.arena]))
+    }
+}
