@@ -57,6 +57,14 @@ pub fn count(x: &[i64]) -> Result<i64> {
     x.first().copied().ok_or(Error::ShapeMismatch)
 }
 
+/// Row `row` of `dst` seen as rows of `len` elements (a Loop's scan output
+/// at iteration `row`).
+pub fn row_mut<T>(dst: &mut [T], row: usize, len: usize) -> Result<&mut [T]> {
+    let start = row.checked_mul(len).ok_or(Error::Overflow)?;
+    let end = start.checked_add(len).ok_or(Error::Overflow)?;
+    dst.get_mut(start..end).ok_or(Error::ShapeMismatch)
+}
+
 /// The layout of a tensor seen as `[outer, len, inner]` around its scan axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanAxis {
@@ -166,5 +174,9 @@ mod tests {
         assert_eq!(flag(&[1u8]), Ok(true));
         assert_eq!(flag::<bool>(&[]), Err(Error::ShapeMismatch));
         assert_eq!(count(&[5]), Ok(5));
+        let mut d = [0i32; 6];
+        row_mut(&mut d, 2, 2).unwrap()[1] = 9;
+        assert_eq!(d, [0, 0, 0, 0, 0, 9]);
+        assert_eq!(row_mut(&mut d, 3, 2).map(|r| r.len()), Err(Error::ShapeMismatch));
     }
 }
