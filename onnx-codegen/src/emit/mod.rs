@@ -189,6 +189,9 @@ struct Params<'a> {
     inputs: Vec<Ident>,
     /// Per graph output: the binding (a mutable slice or array).
     outputs: Vec<Ident>,
+    /// Whether the bindings are slices (a body's) rather than arrays (`run`'s
+    /// parameters), which decides how they are reborrowed.
+    slices: bool,
 }
 
 impl<'a> Params<'a> {
@@ -204,7 +207,7 @@ impl<'a> Params<'a> {
         };
         let inputs = g.inputs.iter().map(|&v| ident(&g.value(v).name)).collect();
         let outputs = g.outputs.iter().map(|&v| ident(&g.value(v).name)).collect();
-        Params { g, types: &inferred.types, inputs, outputs }
+        Params { g, types: &inferred.types, inputs, outputs, slices: false }
     }
 
     fn type_of(&self, v: ValueId) -> Result<&'a TensorType, String> {
@@ -290,7 +293,8 @@ fn steps_code(
         body.push(note_tokens(&note));
         // Booleans are `bool` in the caller's arrays and bytes in the arena.
         if params.type_of(v)?.elem == ElemType::Bool {
-            body.push(quote!({ #setup #rt::control::copy(#src, &mut #out[..])?; }));
+            let dst = if params.slices { quote!(&mut *#out) } else { quote!(&mut #out[..]) };
+            body.push(quote!({ #setup #rt::control::copy(#src, #dst)?; }));
         } else {
             body.push(quote!({ #setup #out.copy_from_slice(#src); }));
         }
@@ -311,7 +315,7 @@ pub fn emit_body(
     outputs: Vec<Ident>,
     rt: &TokenStream,
 ) -> Result<TokenStream, String> {
-    let params = Params { g, types: &inferred.types, inputs, outputs };
+    let params = Params { g, types: &inferred.types, inputs, outputs, slices: true };
     let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
     let weights = if uses_weights {
         let n = Literal::usize_unsuffixed(plan.weights.len());
@@ -385,11 +389,11 @@ impl StepBuffers {
         match plan.locs[v.index()] {
             Some(Loc::Input(i)) => {
                 let p = &params.inputs[i];
-                Ok(quote!(&#p[..]))
+                Ok(if params.slices { quote!(#p) } else { quote!(&#p[..]) })
             }
             Some(Loc::Output(j)) => {
                 let p = &params.outputs[j];
-                Ok(quote!(&#p[..]))
+                Ok(if params.slices { quote!(&*#p) } else { quote!(&#p[..]) })
             }
             Some(Loc::Weight { offset, len }) => {
                 let (elem, _) = Self::element(v, params, rt)?;
@@ -428,7 +432,7 @@ impl StepBuffers {
         match plan.locs[v.index()] {
             Some(Loc::Output(j)) => {
                 let p = &params.outputs[j];
-                Ok(quote!(&mut #p[..]))
+                Ok(if params.slices { quote!(&mut *#p) } else { quote!(&mut #p[..]) })
             }
             Some(Loc::Arena { offset, len }) => {
                 let (elem, _) = Self::element(v, params, rt)?;
@@ -438,10 +442,9 @@ impl StepBuffers {
                 self.by_value.insert((offset, len, true), ident.clone());
                 Ok(quote!(#ident))
             }
-            other => Err(format!(
-                "value '{}' would be written into {other:?}",
-                params.g.value(v).name
-            )),
+            other => {
+                Err(format!("value '{}' would be written into {other:?}", params.g.value(v).name))
+            }
         }
     }
 

@@ -213,7 +213,7 @@ impl Scratch {
     fn bind(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let Some(scratch) = &io.scratch else {
-            return quote!(compile_error!("a control-flow step lost its scratch range");)
+            return quote!(compile_error!("a control-flow step lost its scratch range"););
         };
         let mut names = vec![format_ident!("_cf_arena")];
         let mut ranges = vec![{
@@ -342,12 +342,8 @@ impl OpRule for IfRule {
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
         let (then, els) = Self::branches(cx)?;
-        let arena = [&then, &els]
-            .into_iter()
-            .flatten()
-            .map(|b| b.plan.arena_bytes)
-            .max()
-            .unwrap_or(0);
+        let arena =
+            [&then, &els].into_iter().flatten().map(|b| b.plan.arena_bytes).max().unwrap_or(0);
         let kernel = IfKernel {
             own: cx.node.inputs.len(),
             outputs: cx.node.outputs.len(),
@@ -419,20 +415,17 @@ impl Kernel for IfKernel {
 /// A body input's type: `given`, unless the body declares a static shape
 /// with the same element count (a rank-1 `[1]` for a scalar, say).
 fn body_input_type(body: Option<&Graph>, i: usize, given: TensorType) -> TensorType {
-    let declared = body.and_then(|g| g.inputs.get(i)).and_then(|&v| match &g_value_ty(body, v) {
-        Some(crate::ir::Type::Tensor { shape, .. }) => shape
+    let declared = body.and_then(|g| g.inputs.get(i).map(|&v| &g.value(v).ty)).and_then(|ty| {
+        let Some(crate::ir::Type::Tensor { shape, .. }) = ty else { return None };
+        shape
             .dims
-            .as_ref()
-            .map(|d| {
-                d.iter()
-                    .map(|d| match d {
-                        crate::ir::Dim::Static(n) => usize::try_from(*n).ok(),
-                        _ => None,
-                    })
-                    .collect::<Option<Vec<usize>>>()
+            .as_ref()?
+            .iter()
+            .map(|d| match d {
+                crate::ir::Dim::Static(n) => usize::try_from(*n).ok(),
+                _ => None,
             })
-            .flatten(),
-        _ => None,
+            .collect::<Option<Vec<usize>>>()
     });
     match declared {
         Some(dims) if dims.iter().product::<usize>() == given.numel().unwrap_or(0) => {
@@ -440,10 +433,6 @@ fn body_input_type(body: Option<&Graph>, i: usize, given: TensorType) -> TensorT
         }
         _ => given,
     }
-}
-
-fn g_value_ty(body: Option<&Graph>, v: crate::ir::ValueId) -> Option<crate::ir::Type> {
-    body.and_then(|g| g.value(v).ty.clone())
 }
 
 fn body_graph<'a>(cx: &NodeCx<'a>) -> Option<&'a Graph> {
@@ -522,7 +511,10 @@ impl LoopRule {
             ));
         }
         if outs[0].elem != ElemType::Bool || outs[0].numel() != Some(1) {
-            return invalid(format!("the body's condition output must be one bool, got {}", outs[0]));
+            return invalid(format!(
+                "the body's condition output must be one bool, got {}",
+                outs[0]
+            ));
         }
         for (k, (s, o)) in state.iter().zip(&outs[1..]).enumerate() {
             if s != o {
@@ -639,24 +631,24 @@ impl Kernel for LoopKernel {
         let split = self.scratch.bind(io);
         let init = (0..n).map(|k| {
             let (src, dst) = (format_ident!("_cf_in{}", k + 2), slot(self.slots.state[k]));
-            quote!(#rt::control::copy(&#src[..], &mut *#dst)?;)
+            quote!(#rt::control::copy(#src, &mut *#dst)?;)
         });
         let max = if self.has_m {
-            quote!(let _cf_max: i64 = #rt::control::count(&_cf_in0[..])?;)
+            quote!(let _cf_max: i64 = #rt::control::count(_cf_in0)?;)
         } else {
             quote!(let _cf_max: i64 = i64::MAX;)
         };
         let go = if self.has_cond {
-            quote!(let mut _cf_go: bool = #rt::control::flag(&_cf_in1[..])?;)
+            quote!(let mut _cf_go: bool = #rt::control::flag(_cf_in1)?;)
         } else {
             quote!(let _cf_go: bool = true;)
         };
-        let mut bin = vec![quote!(&_cf_iter), quote!(&_cf_cin)];
+        let mut bin = vec![quote!(&_cf_iter[..]), quote!(&_cf_cin[..])];
         bin.extend(self.slots.state.iter().map(|&s| {
             let s = slot(s);
             quote!(&*#s)
         }));
-        let mut bout = vec![quote!(&mut _cf_cout)];
+        let mut bout = vec![quote!(&mut _cf_cout[..])];
         bout.extend(self.slots.next.iter().map(|&s| {
             let s = slot(s);
             quote!(&mut *#s)
@@ -670,13 +662,14 @@ impl Kernel for LoopKernel {
                 None => {
                     let r = format_ident!("_cf_res{}", n + k);
                     let len = lit::usize_lit(len);
-                    quote!(#rt::control::row_mut(&mut #r[..], _cf_row, #len)?)
+                    quote!(#rt::control::row_mut(&mut *#r, _cf_row, #len)?)
                 }
             });
         }
         let bin_names = idents("_cf_bin", bin.len());
         let bout_names = idents("_cf_bout", bout.len());
-        let body = self.body.tokens(&bin_names, &bout_names, rt).unwrap_or_else(|m| error_tokens(&m));
+        let body =
+            self.body.tokens(&bin_names, &bout_names, rt).unwrap_or_else(|m| error_tokens(&m));
         let arena = body_arena(&self.body);
         let advance = (0..n).map(|k| {
             let (src, dst) = (slot(self.slots.next[k]), slot(self.slots.state[k]));
@@ -685,7 +678,7 @@ impl Kernel for LoopKernel {
         let update = if self.has_cond { quote!(_cf_go = _cf_cout[0];) } else { quote!() };
         let finish = (0..n).filter(|&k| self.present.get(k) == Some(&true)).map(|k| {
             let (src, dst) = (slot(self.slots.state[k]), format_ident!("_cf_res{}", k));
-            quote!(#rt::control::copy(&*#src, &mut #dst[..])?;)
+            quote!(#rt::control::copy(&*#src, &mut *#dst)?;)
         });
         let check = match self.rows {
             Some(rows) if !self.slice_lens.is_empty() => {
@@ -744,10 +737,13 @@ struct ScanRule;
 /// A tensor seen as `[outer, len, inner]` around an axis, for the runtime.
 fn scan_axis(dims: &[usize], axis: usize) -> OpResult<[usize; 3]> {
     let too_large = || OpError::Unsupported("a Scan tensor is too large".into());
-    let outer = dims[..axis].iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(too_large)?;
+    let outer =
+        dims[..axis].iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(too_large)?;
     let len = dims.get(axis).copied().unwrap_or(1);
-    let inner =
-        dims[axis.saturating_add(1).min(dims.len())..].iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(too_large)?;
+    let inner = dims[axis.saturating_add(1).min(dims.len())..]
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(too_large)?;
     Ok([outer, len, inner])
 }
 
@@ -782,7 +778,9 @@ impl ScanRule {
             match cx.ints(name) {
                 None => Ok(vec![false; count]),
                 Some(v) if v.len() == count => Ok(v.iter().map(|&d| d != 0).collect()),
-                Some(v) => invalid(format!("{name} has {} entries; {count} were expected", v.len())),
+                Some(v) => {
+                    invalid(format!("{name} has {} entries; {count} were expected", v.len()))
+                }
             }
         };
         let in_rev = flag_list(if v8 { "directions" } else { "scan_input_directions" }, m)?;
@@ -800,12 +798,14 @@ impl ScanRule {
             }
             batch = cx.input(first_state + n)?.dims.first().copied().unwrap_or(0);
         }
-        for j in 0..m {
+        for (j, &rev) in in_rev.iter().enumerate() {
             let idx = first_state + n + j;
             let t = cx.input(idx)?;
             let axis = if v8 {
                 if t.dims.len() < 2 || t.dims[0] != batch {
-                    return invalid(format!("Scan-8 input {idx} must be [batch, sequence, ...], got {t}"));
+                    return invalid(format!(
+                        "Scan-8 input {idx} must be [batch, sequence, ...], got {t}"
+                    ));
                 }
                 1
             } else {
@@ -820,9 +820,9 @@ impl ScanRule {
             dims.remove(axis);
             if v8 {
                 dims.remove(0);
-                inputs.push((idx, [1, batch.saturating_mul(l), inner], in_rev[j]));
+                inputs.push((idx, [1, batch.saturating_mul(l), inner], rev));
             } else {
-                inputs.push((idx, [outer, l, inner], in_rev[j]));
+                inputs.push((idx, [outer, l, inner], rev));
             }
             slice_types.push(t.with_dims(dims));
         }
@@ -832,7 +832,9 @@ impl ScanRule {
             let t = cx.input(first_state + k)?;
             if v8 {
                 if t.dims.first() != Some(&batch) {
-                    return invalid(format!("Scan-8 state {k} must have the batch size first, got {t}"));
+                    return invalid(format!(
+                        "Scan-8 state {k} must have the batch size first, got {t}"
+                    ));
                 }
                 state.push(t.with_dims(t.dims[1..].to_vec()));
             } else {
@@ -869,7 +871,12 @@ impl ScanRule {
                 let mut dims = vec![batch, len];
                 dims.extend(&t.dims);
                 let inner = t.numel().unwrap_or(0);
-                outputs.push((t.clone(), t.with_dims(dims), [1, batch.saturating_mul(len), inner], false));
+                outputs.push((
+                    t.clone(),
+                    t.with_dims(dims),
+                    [1, batch.saturating_mul(len), inner],
+                    false,
+                ));
             } else {
                 let a = out_axes.as_ref().and_then(|a| a.get(k).copied()).unwrap_or(0);
                 let axis = super::axis(a, t.dims.len() + 1, "scan_output_axes entry")?;
@@ -999,57 +1006,73 @@ impl Kernel for ScanKernel {
         let len = lit::usize_lit(self.len);
         let last = lit::usize_lit(self.len.saturating_sub(1));
         let index = |rev: bool| {
-            if rev {
-                quote!(_cf_b * #len + (#last - _cf_t))
-            } else {
-                quote!(_cf_b * #len + _cf_t)
-            }
+            if rev { quote!(_cf_b * #len + (#last - _cf_t)) } else { quote!(_cf_b * #len + _cf_t) }
         };
-        let state_axis =
-            |k: usize| axis_tokens(rt, [1, self.batch, self.state_numel.get(k).copied().unwrap_or(0)]);
+        let state_axis = |k: usize| {
+            axis_tokens(rt, [1, self.batch, self.state_numel.get(k).copied().unwrap_or(0)])
+        };
         let init = (0..n).map(|k| {
-            let (src, dst) = (format_ident!("_cf_in{}", self.first_state + k), slot(self.slots.state[k]));
+            let (src, dst) =
+                (format_ident!("_cf_in{}", self.first_state + k), slot(self.slots.state[k]));
             let ax = state_axis(k);
-            quote!(#rt::control::slice_get(&#src[..], #ax, _cf_b, &mut *#dst)?;)
+            quote!(#rt::control::slice_get(#src, #ax, _cf_b, &mut *#dst)?;)
         });
-        let gather = self.inputs.iter().zip(&self.in_slots).enumerate().map(|(j, (&(lay, rev), &s))| {
-            let src = format_ident!("_cf_in{}", self.first_state + n + j);
-            let (ax, ix, dst) = (axis_tokens(rt, lay), index(rev), slot(s));
-            quote!(#rt::control::slice_get(&#src[..], #ax, #ix, &mut *#dst)?;)
-        });
-        let mut bin: Vec<TokenStream> = self.slots.state.iter().map(|&s| {
-            let s = slot(s);
-            quote!(&*#s)
-        }).collect();
+        let gather =
+            self.inputs.iter().zip(&self.in_slots).enumerate().map(|(j, (&(lay, rev), &s))| {
+                let src = format_ident!("_cf_in{}", self.first_state + n + j);
+                let (ax, ix, dst) = (axis_tokens(rt, lay), index(rev), slot(s));
+                quote!(#rt::control::slice_get(#src, #ax, #ix, &mut *#dst)?;)
+            });
+        let mut bin: Vec<TokenStream> = self
+            .slots
+            .state
+            .iter()
+            .map(|&s| {
+                let s = slot(s);
+                quote!(&*#s)
+            })
+            .collect();
         bin.extend(self.in_slots.iter().map(|&s| {
             let s = slot(s);
             quote!(&*#s)
         }));
-        let mut bout: Vec<TokenStream> = self.slots.next.iter().map(|&s| {
-            let s = slot(s);
-            quote!(&mut *#s)
-        }).collect();
+        let mut bout: Vec<TokenStream> = self
+            .slots
+            .next
+            .iter()
+            .map(|&s| {
+                let s = slot(s);
+                quote!(&mut *#s)
+            })
+            .collect();
         bout.extend(self.out_slots.iter().map(|&s| {
             let s = slot(s);
             quote!(&mut *#s)
         }));
         let bin_names = idents("_cf_bin", bin.len());
         let bout_names = idents("_cf_bout", bout.len());
-        let body = self.body.tokens(&bin_names, &bout_names, rt).unwrap_or_else(|m| error_tokens(&m));
+        let body =
+            self.body.tokens(&bin_names, &bout_names, rt).unwrap_or_else(|m| error_tokens(&m));
         let arena = body_arena(&self.body);
         let advance = (0..n).map(|k| {
             let (src, dst) = (slot(self.slots.next[k]), slot(self.slots.state[k]));
             quote!(#rt::control::copy(&*#src, &mut *#dst)?;)
         });
-        let scatter = self.outputs.iter().zip(&self.out_slots).enumerate().filter(|(k, _)| self.present.get(n + k) == Some(&true)).map(|(k, (&(lay, rev), &s))| {
-            let dst = format_ident!("_cf_res{}", n + k);
-            let (ax, ix, src) = (axis_tokens(rt, lay), index(rev), slot(s));
-            quote!(#rt::control::slice_put(&*#src, #ax, #ix, &mut #dst[..])?;)
-        });
+        let scatter = self
+            .outputs
+            .iter()
+            .zip(&self.out_slots)
+            .enumerate()
+            .filter(|(k, _)| self.present.get(n + k) == Some(&true))
+            .map(|(k, (&(lay, rev), &s))| {
+                let dst = format_ident!("_cf_res{}", n + k);
+                let (ax, ix, src) = (axis_tokens(rt, lay), index(rev), slot(s));
+                quote!(#rt::control::slice_put(&*#src, #ax, #ix, &mut *#dst)?;)
+            });
         let finish = (0..n).filter(|&k| self.present.get(k) == Some(&true)).map(|k| {
             let (src, dst) = (slot(self.slots.state[k]), format_ident!("_cf_res{}", k));
             let ax = state_axis(k);
-            quote!(#rt::control::slice_put(&*#src, #ax, _cf_b, &mut #dst[..])?;)
+            quote!(#rt::control::slice_put(&*#src, #ax, _cf_b, &mut *#dst)?;)
         });
         quote!({
             #bind

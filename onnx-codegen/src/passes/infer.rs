@@ -344,8 +344,7 @@ impl State<'_> {
                 return Visit::Skipped;
             }
         };
-        let all_constant =
-            reads.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
+        let all_constant = reads.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
         if all_constant && self.worth_folding(&constants, &outputs) {
             match self.fold(&lowered, &constants, &outputs) {
                 Ok(values) => {
