@@ -10,6 +10,11 @@
 //! captures as extra inputs of the node (after its own), so they stay alive
 //! until the node runs and are bound for it.
 //!
+//! Optionals whose presence is known at generation time need no run-time
+//! form: a present optional is its tensor, so `Optional(x)` and
+//! `OptionalGetElement(x)` are views of `x` and `OptionalHasElement` is a
+//! constant. Empty optionals and optional graph inputs are not supported yet.
+//!
 //! Loops run as Rust loops, never unrolled; their state must keep one static
 //! type across iterations, and scan outputs have a length fixed at
 //! generation time (checked against the iteration count at run time).
@@ -32,6 +37,8 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "If" => Some(&IfRule),
         "Loop" => Some(&LoopRule),
         "Scan" => Some(&ScanRule),
+        "Optional" | "OptionalGetElement" => Some(&PresentRule),
+        "OptionalHasElement" => Some(&HasElementRule),
         _ => None,
     }
 }
@@ -1100,5 +1107,188 @@ impl Kernel for ScanKernel {
 
     fn scratch(&self) -> Option<TensorType> {
         self.scratch.ty()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Optionals known at generation time.
+
+/// `Optional(x)` and `OptionalGetElement(x)` with `x` a tensor (or a present
+/// optional, which is its tensor): a view of `x`.
+struct PresentRule;
+
+impl OpRule for PresentRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        match cx.opt_input(0) {
+            Some(t) => Ok(vec![t.clone()]),
+            None if cx.node.op.op_type == "Optional" => {
+                unsupported("empty optionals (Optional without an input) are not supported yet")
+            }
+            None => invalid("OptionalGetElement needs an input"),
+        }
+    }
+
+    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Alias)
+    }
+}
+
+/// `OptionalHasElement`: true for a tensor (a present optional), false for
+/// an absent input.
+struct HasElementRule;
+
+impl OpRule for HasElementRule {
+    fn infer(&self, _cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        Ok(vec![TensorType::new(ElemType::Bool, vec![])])
+    }
+
+    fn lower(&self, _cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        unsupported("OptionalHasElement is always folded")
+    }
+
+    fn constant_outputs(
+        &self,
+        cx: &NodeCx<'_>,
+        _outputs: &[TensorType],
+    ) -> OpResult<Option<Vec<Tensor>>> {
+        let present = cx.opt_input(0).is_some();
+        let t = Tensor::from_bytes(
+            "has_element",
+            ElemType::Bool,
+            Vec::new(),
+            bytes::Bytes::from(vec![u8::from(present)]),
+        )
+        .map_err(|_| OpError::Invalid("a bool scalar".into()))?;
+        Ok(Some(vec![t]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{errors, run, ty, types, unsupported, value};
+
+    #[test]
+    fn if_takes_its_branches_type_and_captures_outer_values() {
+        let a = run(
+            17,
+            "g (bool c, float[2,3] x) => (float[2,3] y) {
+               y = If (c) <then_branch: graph = t () => (float[2,3] a) { a = Neg (x) },
+                           else_branch: graph = e () => (float[2,3] b) { b = Relu (x) }>
+             }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty());
+    }
+
+    #[test]
+    fn if_with_a_known_condition_folds_to_the_taken_branch() {
+        let a = run(
+            17,
+            "g (float[2] x) => (float[2] y, float[2] z) {
+               c = Constant <value: tensor = bool {0}> ()
+               k = Constant <value: tensor = float[2] {1, 2}> ()
+               y = If (c) <then_branch: graph = t () => (float[2] a) { a = Neg (k) },
+                           else_branch: graph = e () => (float[2] b) { b = Add (k, k) }>
+               z = Add (x, y)
+             }",
+        );
+        assert_eq!(value(&a, 0), [2.0, 4.0]);
+        assert_eq!(a.inferred.steps.len(), 1);
+    }
+
+    #[test]
+    fn if_branches_of_different_shapes_are_unsupported() {
+        let a = run(
+            17,
+            "g (bool c) => (float[2] y) {
+               y = If (c) <then_branch: graph = t () => (float[2] a) { a = Constant <value: tensor = float[2] {1, 2}> () },
+                           else_branch: graph = e () => (float[3] b) { b = Constant <value: tensor = float[3] {1, 2, 3}> () }>
+             }",
+        );
+        let u = unsupported(&a);
+        assert!(u.len() == 1 && u[0].contains("different types"), "{u:?}");
+    }
+
+    #[test]
+    fn loop_scan_outputs_take_the_constant_trip_count() {
+        let a = run(
+            17,
+            "g (float[3] v) => (float[3] last, float[5,3] all) {
+               m = Constant <value: tensor = int64 {5}> ()
+               last, all = Loop (m, \"\", v) <body: graph = b (int64 i, bool c, float[3] s) => (bool co, float[3] so, float[3] row) {
+                  co = Identity (c)
+                  so = Add (s, s)
+                  row = Identity (so)
+               }>
+             }",
+        );
+        assert_eq!(types(&a), [ty("float[3]"), ty("float[5, 3]")]);
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn loop_state_that_changes_shape_is_unsupported() {
+        let a = run(
+            17,
+            "g (float[3] v) => (float[6] last) {
+               m = Constant <value: tensor = int64 {2}> ()
+               last = Loop (m, \"\", v) <body: graph = b (int64 i, bool c, float[3] s) => (bool co, float[6] so) {
+                  co = Identity (c)
+                  so = Concat <axis: int = 0> (s, s)
+               }>
+             }",
+        );
+        let u = unsupported(&a);
+        assert!(u.len() == 1 && u[0].contains("must not change"), "{u:?}");
+    }
+
+    #[test]
+    fn loop_scan_outputs_of_unknown_length_are_unsupported() {
+        let a = run(
+            17,
+            "g (int64 m, float[3] v) => (float[3] last, float[?,3] all) {
+               last, all = Loop (m, \"\", v) <body: graph = b (int64 i, bool c, float[3] s) => (bool co, float[3] so, float[3] row) {
+                  co = Identity (c)
+                  so = Add (s, s)
+                  row = Identity (so)
+               }>
+             }",
+        );
+        let u = unsupported(&a);
+        assert!(u.len() == 1 && u[0].contains("known at generation time"), "{u:?}");
+    }
+
+    #[test]
+    fn scan_puts_the_sequence_axis_where_asked() {
+        let a = run(
+            17,
+            "g (float[2] s, float[4,3,2] x) => (float[2] sf, float[2,3] ys) {
+               ax = Constant <value: tensor = int64[1] {0}> ()
+               sf, ys = Scan (s, x) <num_scan_inputs: int = 1, scan_input_axes: ints = [1],
+                                    scan_output_axes: ints = [-1],
+                                    body: graph = b (float[2] si, float[4,2] xi) => (float[2] so, float[2] y) {
+                  r = ReduceSum <keepdims: int = 0> (xi, ax)
+                  so = Add (si, r)
+                  y = Identity (so)
+               }>
+             }",
+        );
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[2, 3]")]);
+    }
+
+    #[test]
+    fn optionals_known_at_generation_time_fold() {
+        let a = run(
+            18,
+            "g (float[2] x) => (bool h, bool e, float[2] y) {
+               o = Optional (x)
+               h = OptionalHasElement (o)
+               e = OptionalHasElement (\"\")
+               y = OptionalGetElement (o)
+             }",
+        );
+        assert_eq!(value(&a, 0), [1.0]);
+        assert_eq!(value(&a, 1), [0.0]);
+        assert_eq!(types(&a)[2], ty("float[2]"));
     }
 }
