@@ -25,7 +25,7 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, Graph, Tensor, TensorType, ValueKind};
-use crate::passes::infer::{self, InferOptions, Inferred, Seed};
+use crate::passes::infer::{self, Inferred, Seed};
 use crate::passes::plan::{self, ALIGN, Plan};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -142,7 +142,7 @@ fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -> OpResult<
         capture_slots.push(slot);
     }
     NESTING.with(|n| n.set(depth + 1));
-    let inferred = infer::infer_graph(graph, &InferOptions::default(), &seeds);
+    let inferred = infer::infer_graph(graph, &infer::enclosing_options(), &seeds);
     NESTING.with(|n| n.set(depth));
     if let Some(u) = inferred.unsupported.first() {
         return unsupported(format!(

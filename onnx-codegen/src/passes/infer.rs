@@ -92,6 +92,26 @@ pub struct Seed {
 /// take the seed's type instead of their declared one (a subgraph's inputs
 /// and captures are typed by its node); the main graph has no seeds.
 pub fn infer_graph(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
+    let outer = OPTIONS.with(|o| o.replace(Some(opts.clone())));
+    let inferred = infer_graph_with(g, opts, seeds);
+    OPTIONS.with(|o| *o.borrow_mut() = outer);
+    inferred
+}
+
+std::thread_local! {
+    /// The options of the graph being inferred, for the bodies of its
+    /// control-flow nodes (rules see nodes, not options).
+    static OPTIONS: std::cell::RefCell<Option<InferOptions>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The options of the graph being inferred on this thread (the defaults
+/// outside inference): control-flow rules infer their bodies with them, so
+/// symbolic dimensions the user bound (`--dim`) hold there too.
+pub fn enclosing_options() -> InferOptions {
+    OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
+}
+
+fn infer_graph_with(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
     let n = g.values().len();
     let mut st = State {
         g,
