@@ -721,9 +721,19 @@ pub fn format_file(tokens: TokenStream, header: &str) -> Result<String, String> 
     let text = prettyplease::unparse(&file);
     let mut out = String::with_capacity(text.len() + header.len());
     out.push_str(header);
-    for line in text.lines() {
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix(NOTE).and_then(|r| r.strip_prefix("!(\"")) {
+        // A long note is wrapped: the marker, its string, `);` on three lines.
+        if trimmed.strip_prefix(NOTE) == Some("!(") {
+            let indent = &line[..line.len() - trimmed.len()];
+            let note = lines.next().unwrap_or_default().trim();
+            let note = note.trim_end_matches(',').trim_start_matches('"').trim_end_matches('"');
+            lines.next();
+            out.push_str(indent);
+            out.push_str("// ");
+            out.push_str(&unescape(note));
+        } else if let Some(rest) = trimmed.strip_prefix(NOTE).and_then(|r| r.strip_prefix("!(\"")) {
             let indent = &line[..line.len() - trimmed.len()];
             let note = rest.trim_end_matches("\");");
             out.push_str(indent);

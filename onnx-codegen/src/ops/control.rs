@@ -199,7 +199,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(arena: usize) -> Scratch {
-        Scratch { arena, slots: Vec::new(), end: align(arena).max(ALIGN) }
+        Scratch { arena, slots: Vec::new(), end: align(arena) }
     }
 
     fn add(&mut self, ty: &TensorType) -> OpResult<usize> {
