@@ -240,7 +240,17 @@ impl State<'_> {
                             node: format!("input '{}'", v.name),
                             op_type: String::new(),
                             domain: String::new(),
-                            reason: format!("{kind} inputs are not supported yet"),
+                            reason: match kind {
+                                "sequence" => "sequence inputs are not supported: generated code \
+                                               holds a sequence as separately planned tensors, so \
+                                               its length must be known at generation time"
+                                    .to_owned(),
+                                "optional" => "optional inputs are not supported yet (only \
+                                               optionals whose presence is known at generation \
+                                               time)"
+                                    .to_owned(),
+                                _ => format!("{kind} inputs are not supported yet"),
+                            },
                         });
                         continue;
                     }
