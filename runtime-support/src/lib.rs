@@ -56,6 +56,7 @@
 pub mod arena;
 pub mod cast;
 pub mod check;
+pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod extra;

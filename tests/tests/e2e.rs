@@ -127,3 +127,8 @@ fn typed_run_and_descriptors_agree() {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
     }
 }
+
+#[test]
+fn if_loop_and_scan_match_the_reference() {
+    check("control_flow");
+}

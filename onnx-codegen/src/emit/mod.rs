@@ -13,7 +13,7 @@
 
 pub mod lit;
 
-use crate::ir::{ElemType, Model, TensorType, ValueId};
+use crate::ir::{ElemType, Graph, Model, TensorType, ValueId};
 use crate::ops::{Io, Lowered};
 use crate::passes::infer::Inferred;
 use crate::passes::plan::{Action, Loc, Plan};
@@ -62,7 +62,7 @@ pub fn emit(
     let arena_bytes = Literal::usize_unsuffixed(plan.arena_bytes);
     let weight_bytes = Literal::usize_unsuffixed(plan.weights.len());
 
-    let params = Params::new(model, inferred)?;
+    let params = Params::new(model, inferred);
 
     let infos = |ids: &[ValueId]| -> Result<Vec<TokenStream>, String> {
         ids.iter()
@@ -90,56 +90,7 @@ pub fn emit(
         fn_params.push(quote!(#ident: #ty));
     }
 
-    let mut body = Vec::new();
-    for (t, step) in inferred.steps.iter().enumerate() {
-        let node = g.node(step.node);
-        let note = format!("{} ({})", node.label(step.node), node.op.op_type);
-        let (Lowered::Kernel(kernel), Action::Call { in_place }) = (&step.lowered, plan.actions[t])
-        else {
-            body.push(note_tokens(&format!("{note}: a view, no code")));
-            continue;
-        };
-        body.push(note_tokens(&note));
-        let mut b = StepBuffers::default();
-        let mut io_inputs = Vec::new();
-        for (k, input) in node.inputs.iter().enumerate() {
-            let Some(v) = input else {
-                io_inputs.push(None);
-                continue;
-            };
-            if (in_place && Some(k) == kernel.in_place()) || !kernel.reads_input(k) {
-                io_inputs.push(None);
-                continue;
-            }
-            io_inputs.push(Some(b.read(*v, plan, &params, rt)?));
-        }
-        let mut io_outputs = Vec::new();
-        for output in &node.outputs {
-            match output {
-                Some(v) => io_outputs.push(Some(b.write(*v, plan, &params, rt)?)),
-                None => io_outputs.push(None),
-            }
-        }
-        let scratch = match (plan.scratch[t], kernel.scratch()) {
-            (Some((offset, len)), Some(ty)) => Some(b.scratch(offset, len, ty.elem, rt)?),
-            _ => None,
-        };
-        let io = Io { inputs: io_inputs, outputs: io_outputs, in_place, scratch, rt: rt.clone() };
-        let call = kernel.emit(&io);
-        let setup = b.setup(rt);
-        body.push(quote!({ #setup #call }));
-    }
-    for &(v, j) in &plan.output_copies {
-        let out = &params.outputs[j];
-        let mut b = StepBuffers::default();
-        let src = b.read(v, plan, &params, rt)?;
-        let setup = b.setup(rt);
-        let note = format!("output '{}' is a copy", g.value(g.outputs[j]).name);
-        body.push(note_tokens(&note));
-        body.push(quote!({ #setup #out.copy_from_slice(#src); }));
-    }
-
-    let uses_weights = body_reads_weights(&body);
+    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
     let weights_item = match (&opts.weights, uses_weights) {
         (_, false) => quote!(),
         (WeightSource::Inline, true) => {
@@ -230,16 +181,21 @@ pub fn emit(
     })
 }
 
-/// Names and types of the `run` parameters.
+/// Names and types of the `run` parameters (or of a subgraph's bindings).
 struct Params<'a> {
-    model: &'a Model,
-    inferred: &'a Inferred,
+    g: &'a Graph,
+    types: &'a [Option<TensorType>],
+    /// Per graph input (then per capture, for subgraphs): the binding.
     inputs: Vec<Ident>,
+    /// Per graph output: the binding (a mutable slice or array).
     outputs: Vec<Ident>,
+    /// Whether the bindings are slices (a body's) rather than arrays (`run`'s
+    /// parameters), which decides how they are reborrowed.
+    slices: bool,
 }
 
 impl<'a> Params<'a> {
-    fn new(model: &'a Model, inferred: &'a Inferred) -> Result<Params<'a>, String> {
+    fn new(model: &'a Model, inferred: &'a Inferred) -> Params<'a> {
         let g = &model.graph;
         let mut taken: BTreeMap<String, usize> = BTreeMap::new();
         let mut ident = |name: &str| {
@@ -251,13 +207,14 @@ impl<'a> Params<'a> {
         };
         let inputs = g.inputs.iter().map(|&v| ident(&g.value(v).name)).collect();
         let outputs = g.outputs.iter().map(|&v| ident(&g.value(v).name)).collect();
-        Ok(Params { model, inferred, inputs, outputs })
+        Params { g, types: &inferred.types, inputs, outputs, slices: false }
     }
 
     fn type_of(&self, v: ValueId) -> Result<&'a TensorType, String> {
-        self.inferred.types[v.index()]
-            .as_ref()
-            .ok_or_else(|| format!("value '{}' has no type", self.model.graph.value(v).name))
+        self.types
+            .get(v.index())
+            .and_then(Option::as_ref)
+            .ok_or_else(|| format!("value '{}' has no type", self.g.value(v).name))
     }
 
     fn array_type(
@@ -275,6 +232,104 @@ impl<'a> Params<'a> {
     }
 }
 
+/// The statements of `steps` (then the copies into outputs the plan asks
+/// for), and whether they read the `weights` binding.
+fn steps_code(
+    params: &Params<'_>,
+    steps: &[crate::passes::infer::Step],
+    plan: &Plan,
+    rt: &TokenStream,
+) -> Result<(Vec<TokenStream>, bool), String> {
+    let g = params.g;
+    let mut uses_weights = false;
+    let mut body = Vec::new();
+    for (t, step) in steps.iter().enumerate() {
+        let node = g.node(step.node);
+        let note = format!("{} ({})", node.label(step.node), node.op.op_type);
+        let (Lowered::Kernel(kernel), Some(Action::Call { in_place })) =
+            (&step.lowered, plan.actions.get(t).copied())
+        else {
+            body.push(note_tokens(&format!("{note}: a view, no code")));
+            continue;
+        };
+        body.push(note_tokens(&note));
+        let mut b = StepBuffers::default();
+        let mut io_inputs = Vec::new();
+        for (k, input) in crate::passes::infer::step_inputs(node).iter().enumerate() {
+            let Some(v) = input else {
+                io_inputs.push(None);
+                continue;
+            };
+            if (in_place && Some(k) == kernel.in_place()) || !kernel.reads_input(k) {
+                io_inputs.push(None);
+                continue;
+            }
+            io_inputs.push(Some(b.read(*v, plan, params, rt)?));
+        }
+        let mut io_outputs = Vec::new();
+        for output in &node.outputs {
+            match output {
+                Some(v) => io_outputs.push(Some(b.write(*v, plan, params, rt)?)),
+                None => io_outputs.push(None),
+            }
+        }
+        let scratch = match (plan.scratch.get(t).copied().flatten(), kernel.scratch()) {
+            (Some((offset, len)), Some(ty)) => Some(b.scratch(offset, len, ty.elem, rt)?),
+            _ => None,
+        };
+        let io = Io { inputs: io_inputs, outputs: io_outputs, in_place, scratch, rt: rt.clone() };
+        let call = kernel.emit(&io);
+        let setup = b.setup(rt);
+        uses_weights |= b.uses_weights;
+        body.push(quote!({ #setup #call }));
+    }
+    for &(v, j) in &plan.output_copies {
+        let out = &params.outputs[j];
+        let mut b = StepBuffers::default();
+        let src = b.read(v, plan, params, rt)?;
+        let setup = b.setup(rt);
+        uses_weights |= b.uses_weights;
+        let note = format!("output '{}' is a copy", g.value(g.outputs[j]).name);
+        body.push(note_tokens(&note));
+        // Booleans are `bool` in the caller's arrays and bytes in the arena.
+        if params.type_of(v)?.elem == ElemType::Bool {
+            let dst = if params.slices { quote!(&mut *#out) } else { quote!(&mut #out[..]) };
+            body.push(quote!({ #setup #rt::control::copy(#src, #dst)?; }));
+        } else {
+            body.push(quote!({ #setup #out.copy_from_slice(#src); }));
+        }
+    }
+    Ok((body, uses_weights))
+}
+
+/// The statements that run subgraph `g` (a control-flow body): `inputs`
+/// names a binding per graph input then per capture (anything that
+/// derefs to a slice), `outputs` a mutable slice per graph output, and
+/// `arena` (when the plan needs one) is the bytes of its scratch range.
+/// The body's weights become a static inside the block.
+pub fn emit_body(
+    g: &Graph,
+    inferred: &Inferred,
+    plan: &Plan,
+    inputs: Vec<Ident>,
+    outputs: Vec<Ident>,
+    rt: &TokenStream,
+) -> Result<TokenStream, String> {
+    let params = Params { g, types: &inferred.types, inputs, outputs, slices: true };
+    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
+    let weights = if uses_weights {
+        let n = Literal::usize_unsuffixed(plan.weights.len());
+        let bytes = Literal::byte_string(&plan.weights);
+        quote! {
+            static BODY_WEIGHTS: #rt::Aligned<[u8; #n]> = #rt::Aligned(*#bytes);
+            let weights: &[u8] = &BODY_WEIGHTS.0;
+        }
+    } else {
+        quote!()
+    };
+    Ok(quote!(#weights #(#body)*))
+}
+
 /// The buffers one step touches: arena ranges to split, weight ranges, and
 /// the caller's arrays.
 #[derive(Default)]
@@ -286,6 +341,8 @@ struct StepBuffers {
     /// Bindings by (offset, length, mutable): an empty value may share an
     /// offset with another.
     by_value: BTreeMap<(usize, usize, bool), Ident>,
+    /// Whether a binding reads the weight blob.
+    uses_weights: bool,
 }
 
 enum ViewSource {
@@ -332,15 +389,16 @@ impl StepBuffers {
         match plan.locs[v.index()] {
             Some(Loc::Input(i)) => {
                 let p = &params.inputs[i];
-                Ok(quote!(&#p[..]))
+                Ok(if params.slices { quote!(#p) } else { quote!(&#p[..]) })
             }
             Some(Loc::Output(j)) => {
                 let p = &params.outputs[j];
-                Ok(quote!(&#p[..]))
+                Ok(if params.slices { quote!(&*#p) } else { quote!(&#p[..]) })
             }
             Some(Loc::Weight { offset, len }) => {
                 let (elem, _) = Self::element(v, params, rt)?;
                 let ident = format_ident!("w{}", self.views.len());
+                self.uses_weights = true;
                 self.views.push((ident.clone(), ViewSource::Weight(offset, len), elem, false));
                 Ok(quote!(#ident))
             }
@@ -359,7 +417,7 @@ impl StepBuffers {
                 self.by_value.insert((offset, len, false), ident.clone());
                 Ok(quote!(#ident))
             }
-            None => Err(format!("value '{}' has no storage", params.model.graph.value(v).name)),
+            None => Err(format!("value '{}' has no storage", params.g.value(v).name)),
         }
     }
 
@@ -374,7 +432,7 @@ impl StepBuffers {
         match plan.locs[v.index()] {
             Some(Loc::Output(j)) => {
                 let p = &params.outputs[j];
-                Ok(quote!(&mut #p[..]))
+                Ok(if params.slices { quote!(&mut *#p) } else { quote!(&mut #p[..]) })
             }
             Some(Loc::Arena { offset, len }) => {
                 let (elem, _) = Self::element(v, params, rt)?;
@@ -384,10 +442,9 @@ impl StepBuffers {
                 self.by_value.insert((offset, len, true), ident.clone());
                 Ok(quote!(#ident))
             }
-            other => Err(format!(
-                "value '{}' would be written into {other:?}",
-                params.model.graph.value(v).name
-            )),
+            other => {
+                Err(format!("value '{}' would be written into {other:?}", params.g.value(v).name))
+            }
         }
     }
 
@@ -443,18 +500,6 @@ impl StepBuffers {
         }
         out
     }
-}
-
-/// Whether any statement reads the `weights` binding.
-fn body_reads_weights(body: &[TokenStream]) -> bool {
-    fn reads(tokens: TokenStream) -> bool {
-        tokens.into_iter().any(|tt| match tt {
-            proc_macro2::TokenTree::Ident(i) => i == "weights",
-            proc_macro2::TokenTree::Group(g) => reads(g.stream()),
-            _ => false,
-        })
-    }
-    body.iter().any(|b| reads(b.clone()))
 }
 
 fn note_tokens(text: &str) -> TokenStream {
@@ -676,9 +721,19 @@ pub fn format_file(tokens: TokenStream, header: &str) -> Result<String, String> 
     let text = prettyplease::unparse(&file);
     let mut out = String::with_capacity(text.len() + header.len());
     out.push_str(header);
-    for line in text.lines() {
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix(NOTE).and_then(|r| r.strip_prefix("!(\"")) {
+        // A long note is wrapped: the marker, its string, `);` on three lines.
+        if trimmed.strip_prefix(NOTE) == Some("!(") {
+            let indent = &line[..line.len() - trimmed.len()];
+            let note = lines.next().unwrap_or_default().trim();
+            let note = note.trim_end_matches(',').trim_start_matches('"').trim_end_matches('"');
+            lines.next();
+            out.push_str(indent);
+            out.push_str("// ");
+            out.push_str(&unescape(note));
+        } else if let Some(rest) = trimmed.strip_prefix(NOTE).and_then(|r| r.strip_prefix("!(\"")) {
             let indent = &line[..line.len() - trimmed.len()];
             let note = rest.trim_end_matches("\");");
             out.push_str(indent);

@@ -18,6 +18,7 @@ mod schema;
 #[cfg(test)]
 mod testing;
 
+pub mod control;
 pub mod conv;
 pub mod elementwise;
 pub mod extra;
@@ -289,6 +290,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| loss::rule(op_type))
         .or_else(|| quant::rule(op_type))
         .or_else(|| indexing::rule(op_type))
+        .or_else(|| control::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

@@ -12,7 +12,7 @@
 //! unsupported operator, attribute or type is reported, not only the first.
 
 use crate::diag::{Diagnostic, PathStep};
-use crate::ir::{Dim, Graph, Model, NodeId, Tensor, TensorType, Type, ValueId, ValueKind};
+use crate::ir::{Dim, Graph, Model, Node, NodeId, Tensor, TensorType, Type, ValueId, ValueKind};
 use crate::ops::{self, HostTensor, Lowered, NodeCx, OpError};
 use std::collections::BTreeMap;
 
@@ -75,7 +75,43 @@ impl Inferred {
 
 /// Infers types and folds constants over `model`'s main graph.
 pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
-    let g = &model.graph;
+    infer_graph(&model.graph, opts, &[])
+}
+
+/// A value of a subgraph whose type (and maybe contents) the enclosing node
+/// provides: a body input (run time) or a capture of an outer value.
+#[derive(Clone, Debug)]
+pub struct Seed {
+    pub value: ValueId,
+    pub ty: TensorType,
+    /// The contents, when known at generation time.
+    pub constant: Option<Tensor>,
+}
+
+/// Infers types and folds constants over `g`. Graph inputs listed in `seeds`
+/// take the seed's type instead of their declared one (a subgraph's inputs
+/// and captures are typed by its node); the main graph has no seeds.
+pub fn infer_graph(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
+    let outer = OPTIONS.with(|o| o.replace(Some(opts.clone())));
+    let inferred = infer_graph_with(g, opts, seeds);
+    OPTIONS.with(|o| *o.borrow_mut() = outer);
+    inferred
+}
+
+std::thread_local! {
+    /// The options of the graph being inferred, for the bodies of its
+    /// control-flow nodes (rules see nodes, not options).
+    static OPTIONS: std::cell::RefCell<Option<InferOptions>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The options of the graph being inferred on this thread (the defaults
+/// outside inference): control-flow rules infer their bodies with them, so
+/// symbolic dimensions the user bound (`--dim`) hold there too.
+pub fn enclosing_options() -> InferOptions {
+    OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
+}
+
+fn infer_graph_with(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
     let n = g.values().len();
     let mut st = State {
         g,
@@ -85,7 +121,7 @@ pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
         errors: Vec::new(),
         unsupported: Vec::new(),
     };
-    st.seed_inputs_and_constants();
+    st.seed_inputs_and_constants(seeds);
     let mut steps = Vec::new();
     let mut folded = 0;
     for &id in g.order() {
@@ -105,6 +141,33 @@ pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
         errors: st.errors,
         unsupported: st.unsupported,
     }
+}
+
+/// The values a node reads at run time: its inputs, then the outer values
+/// its subgraphs capture (each once, in order of the subgraphs' capture
+/// lists). Control-flow rules see the captures as extra inputs after the
+/// node's own, so planning keeps them alive and emission binds them.
+pub fn step_inputs(node: &Node) -> Vec<Option<ValueId>> {
+    let mut out = node.inputs.clone();
+    for outer in captured_values(node) {
+        out.push(Some(outer));
+    }
+    out
+}
+
+/// The outer values the subgraphs of `node` capture, each once.
+pub fn captured_values(node: &Node) -> Vec<ValueId> {
+    let mut out: Vec<ValueId> = Vec::new();
+    for g in node.subgraphs() {
+        for &c in &g.captures {
+            if let ValueKind::Captured { outer } = g.value(c).kind
+                && !out.contains(&outer)
+            {
+                out.push(outer);
+            }
+        }
+    }
+    out
 }
 
 /// What a non-tensor value type is, for messages.
@@ -152,8 +215,17 @@ impl State<'_> {
 
     /// Graph inputs get their declared types, with symbolic dims bound;
     /// initializers are constants.
-    fn seed_inputs_and_constants(&mut self) {
+    fn seed_inputs_and_constants(&mut self, seeds: &[Seed]) {
+        for s in seeds {
+            if let Some(slot) = self.types.get_mut(s.value.index()) {
+                *slot = Some(s.ty.clone());
+                self.constants[s.value.index()] = s.constant.clone();
+            }
+        }
         for (i, v) in self.g.values().iter().enumerate() {
+            if seeds.iter().any(|s| s.value.index() == i) {
+                continue;
+            }
             match &v.kind {
                 ValueKind::Initializer(t) => match t.tensor_type() {
                     Some(ty) => {
@@ -168,7 +240,17 @@ impl State<'_> {
                             node: format!("input '{}'", v.name),
                             op_type: String::new(),
                             domain: String::new(),
-                            reason: format!("{kind} inputs are not supported yet"),
+                            reason: match kind {
+                                "sequence" => "sequence inputs are not supported: generated code \
+                                               holds a sequence as separately planned tensors, so \
+                                               its length must be known at generation time"
+                                    .to_owned(),
+                                "optional" => "optional inputs are not supported yet (only \
+                                               optionals whose presence is known at generation \
+                                               time)"
+                                    .to_owned(),
+                                _ => format!("{kind} inputs are not supported yet"),
+                            },
                         });
                         continue;
                     }
@@ -227,8 +309,9 @@ impl State<'_> {
     fn visit(&mut self, id: NodeId) -> Visit {
         let g = self.g;
         let node = g.node(id);
+        let reads = step_inputs(node);
         let inputs: Vec<Option<TensorType>> =
-            node.inputs.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
+            reads.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
         let report_unsupported = |st: &mut State<'_>, reason: String| {
             st.unsupported.push(Unsupported {
                 node: node.label(id),
@@ -240,7 +323,7 @@ impl State<'_> {
         };
         // An input whose type is unknown failed upstream, already reported;
         // an operator without a rule is still worth reporting (all at once).
-        if node.inputs.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
+        if reads.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
             if ops::rule(&node.op.domain, &node.op.op_type).is_none() {
                 return report_unsupported(
                     self,
@@ -248,12 +331,6 @@ impl State<'_> {
                 );
             }
             return Visit::Skipped;
-        }
-        if node.subgraphs().next().is_some() {
-            return report_unsupported(
-                self,
-                "control flow (subgraphs) is not supported yet".into(),
-            );
         }
         let Some(rule) = ops::rule(&node.op.domain, &node.op.op_type) else {
             return report_unsupported(
@@ -263,7 +340,7 @@ impl State<'_> {
         };
         // Clones share the data (`Bytes`), so this costs names and dims only.
         let owned: Vec<Option<Tensor>> =
-            node.inputs.iter().map(|v| v.and_then(|v| self.constants[v.index()].clone())).collect();
+            reads.iter().map(|v| v.and_then(|v| self.constants[v.index()].clone())).collect();
         let constants: Vec<Option<&Tensor>> = owned.iter().map(Option::as_ref).collect();
         let declared: Vec<Option<TensorType>> =
             node.outputs.iter().map(|v| v.and_then(|v| self.declared_type(v))).collect();
@@ -297,8 +374,7 @@ impl State<'_> {
                 return Visit::Skipped;
             }
         };
-        let all_constant =
-            node.inputs.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
+        let all_constant = reads.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
         if all_constant && self.worth_folding(&constants, &outputs) {
             match self.fold(&lowered, &constants, &outputs) {
                 Ok(values) => {
@@ -448,7 +524,7 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
         let node = g.node(step.node);
         if node.outputs.iter().flatten().any(|v| needed[v.index()]) {
             keep[i] = true;
-            for v in node.inputs.iter().flatten() {
+            for v in step_inputs(node).iter().flatten() {
                 needed[v.index()] = true;
             }
         }

@@ -136,7 +136,7 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut last_use = vec![None::<usize>; n];
     let mut used_by_steps = vec![false; n];
     for (t, step) in inferred.steps.iter().enumerate() {
-        for (i, v) in g.node(step.node).inputs.iter().enumerate() {
+        for (i, v) in crate::passes::infer::step_inputs(g.node(step.node)).iter().enumerate() {
             let Some(v) = v else { continue };
             if let Lowered::Kernel(k) = &step.lowered
                 && !k.reads_input(i)
@@ -152,8 +152,9 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
         last_use[v.index()] = Some(end);
     }
 
-    // Inputs and weights are fixed where they are.
-    for (i, &v) in g.inputs.iter().enumerate() {
+    // Inputs and weights are fixed where they are. A subgraph's captures
+    // are inputs too, numbered after its own.
+    for (i, &v) in g.inputs.iter().chain(&g.captures).enumerate() {
         groups.fixed[v.index()] = Some(Fixed::Input(i));
     }
     for v in 0..n {
