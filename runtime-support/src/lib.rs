@@ -62,6 +62,8 @@ pub mod extra;
 pub mod gemm;
 pub mod layout;
 pub mod loss;
+pub mod misc;
+pub mod ml;
 pub mod model;
 pub mod norm;
 pub mod num;
@@ -70,6 +72,7 @@ pub mod quant;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;
+pub mod signal;
 pub mod softmax;
 
 pub use half::{bf16, f16};

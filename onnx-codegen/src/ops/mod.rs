@@ -25,6 +25,7 @@ pub mod gemm;
 pub mod layout;
 pub mod logic;
 pub mod loss;
+pub mod misc;
 pub mod norm;
 pub mod quant;
 pub mod rnn;
@@ -287,6 +288,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| extra::rule(op_type))
         .or_else(|| loss::rule(op_type))
         .or_else(|| quant::rule(op_type))
+        .or_else(|| misc::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
