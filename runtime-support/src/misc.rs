@@ -181,7 +181,8 @@ pub enum Optimizer {
 /// One optimizer step for one tensor: `r` is the learning rate, `t` the
 /// update count; `x`, `g` and the state `s1` (Momentum's and Adam's `V`,
 /// Adagrad's `H`) and `s2` (Adam's `H`; empty otherwise) have one length.
-/// Writes the new `x` to `x_new`, the new states to `s1_new` and `s2_new`.
+/// Writes the new `x` to `x_new`, the new states to `s1_new` and `s2_new`
+/// (each may be empty when the model does not ask for it).
 #[allow(clippy::too_many_arguments)]
 pub fn optimizer_step<T: Float>(
     op: Optimizer,
@@ -196,7 +197,8 @@ pub fn optimizer_step<T: Float>(
     s2_new: &mut [T],
 ) -> Result {
     let n = x.len();
-    ensure(g.len() == n && s1.len() == n && x_new.len() == n, Error::ShapeMismatch)?;
+    ensure(g.len() == n && s1.len() == n, Error::ShapeMismatch)?;
+    ensure(x_new.len() == n || x_new.is_empty(), Error::ShapeMismatch)?;
     ensure(s1_new.len() == n || s1_new.is_empty(), Error::ShapeMismatch)?;
     let adam = matches!(op, Optimizer::Adam { .. });
     if adam {
@@ -235,7 +237,9 @@ pub fn optimizer_step<T: Float>(
                 (xn * (1.0 - norm_coefficient_post), v, h)
             }
         };
-        x_new[i] = T::from_f64(xn);
+        if let Some(o) = x_new.get_mut(i) {
+            *o = T::from_f64(xn);
+        }
         if let Some(o) = s1_new.get_mut(i) {
             *o = T::from_f64(s1n);
         }

@@ -26,10 +26,12 @@ pub mod layout;
 pub mod logic;
 pub mod loss;
 pub mod misc;
+pub mod ml;
 pub mod norm;
 pub mod quant;
 pub mod rnn;
 pub mod shape_ops;
+pub mod signal;
 pub mod softmax;
 
 pub use host::{HostData, HostTensor};
@@ -273,8 +275,11 @@ impl From<onnx_codegen_runtime::Error> for EvalError {
 
 /// The rule for `op_type` in `domain`, if this compiler supports it.
 pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
-    if normalize_domain(domain) != DEFAULT_DOMAIN {
-        return None;
+    match normalize_domain(domain) {
+        DEFAULT_DOMAIN => {}
+        "ai.onnx.ml" => return ml::ml_rule(op_type),
+        "ai.onnx.preview.training" => return ml::training_rule(op_type),
+        _ => return None,
     }
     logic::rule(op_type)
         .or_else(|| elementwise::rule(op_type))
@@ -289,6 +294,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| loss::rule(op_type))
         .or_else(|| quant::rule(op_type))
         .or_else(|| misc::rule(op_type))
+        .or_else(|| signal::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
