@@ -173,9 +173,24 @@ pub fn check_dims<I: Int>(values: &[I], dims: &[usize]) -> Result {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Optimizer {
     /// Momentum; `nesterov` selects its Nesterov form.
-    Momentum { alpha: f64, beta: f64, norm_coefficient: f64, nesterov: bool },
-    Adagrad { decay_factor: f64, epsilon: f64, norm_coefficient: f64 },
-    Adam { alpha: f64, beta: f64, epsilon: f64, norm_coefficient: f64, norm_coefficient_post: f64 },
+    Momentum {
+        alpha: f64,
+        beta: f64,
+        norm_coefficient: f64,
+        nesterov: bool,
+    },
+    Adagrad {
+        decay_factor: f64,
+        epsilon: f64,
+        norm_coefficient: f64,
+    },
+    Adam {
+        alpha: f64,
+        beta: f64,
+        epsilon: f64,
+        norm_coefficient: f64,
+        norm_coefficient_post: f64,
+    },
 }
 
 /// One optimizer step for one tensor: `r` is the learning rate, `t` the
@@ -257,7 +272,10 @@ mod tests {
     #[test]
     fn activations_by_hand() {
         let s = Act::Shrink { lambd: 1.5, bias: 0.5 };
-        assert_eq!([s.apply(-2.0), s.apply(-1.0), s.apply(1.5), s.apply(2.0)], [-1.5, 0.0, 0.0, 1.5]);
+        assert_eq!(
+            [s.apply(-2.0), s.apply(-1.0), s.apply(1.5), s.apply(2.0)],
+            [-1.5, 0.0, 0.0, 1.5]
+        );
         assert_eq!(Act::Celu { alpha: 2.0 }.apply(3.0), 3.0);
         let c = Act::Celu { alpha: 2.0 }.apply(-2.0);
         assert!((c - 2.0 * (libm::exp(-1.0) - 1.0)).abs() < 1e-15);
@@ -276,7 +294,8 @@ mod tests {
 
     #[test]
     fn lrn_by_hand() {
-        let p = Lrn { batch: 1, channels: 2, spatial: 1, size: 2, alpha: 2.0, beta: 1.0, bias: 1.0 };
+        let p =
+            Lrn { batch: 1, channels: 2, spatial: 1, size: 2, alpha: 2.0, beta: 1.0, bias: 1.0 };
         let mut y = [0.0f64; 2];
         lrn(&p, &[1.0, 2.0], &mut y).unwrap();
         // Channel 0 sums channels 0..=1 (5), channel 1 only itself (4).
@@ -288,12 +307,16 @@ mod tests {
         let mut y = [9.0f32; 6];
         max_unpool(&[2, 2], &[2, 3], &[1.0, 2.0], &[1i64, 2], &mut y).unwrap();
         assert_eq!(y, [0.0, 1.0, 0.0, 2.0, 0.0, 0.0]);
-        assert_eq!(max_unpool(&[2, 2], &[2, 3], &[1.0f32], &[4i64], &mut y), Err(Error::IndexOutOfBounds));
+        assert_eq!(
+            max_unpool(&[2, 2], &[2, 3], &[1.0f32], &[4i64], &mut y),
+            Err(Error::IndexOutOfBounds)
+        );
     }
 
     #[test]
     fn momentum_step() {
-        let op = Optimizer::Momentum { alpha: 0.9, beta: 0.1, norm_coefficient: 0.0, nesterov: false };
+        let op =
+            Optimizer::Momentum { alpha: 0.9, beta: 0.1, norm_coefficient: 0.0, nesterov: false };
         let (mut xn, mut vn) = ([0.0f64], [0.0f64]);
         optimizer_step(op, 0.5, 1, &[1.0], &[2.0], &[1.0], &[], &mut xn, &mut vn, &mut []).unwrap();
         assert!((vn[0] - 1.1).abs() < 1e-12 && (xn[0] - 0.45).abs() < 1e-12);

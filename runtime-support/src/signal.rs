@@ -221,7 +221,8 @@ pub fn stft<T: Float>(
                     let w = window.and_then(|w| w.get(k)).map_or(1.0, |v| v.to_f64());
                     let base = (b * len + f * step + k) * c;
                     let xr = x.get(base).map_or(0.0, |v| v.to_f64()) * w;
-                    let xi = if c == 2 { x.get(base + 1).map_or(0.0, |v| v.to_f64()) * w } else { 0.0 };
+                    let xi =
+                        if c == 2 { x.get(base + 1).map_or(0.0, |v| v.to_f64()) * w } else { 0.0 };
                     let (cs, sn) = twiddle(m * k, n);
                     re += xr * cs + xi * sn;
                     im += xi * cs - xr * sn;
@@ -345,7 +346,10 @@ mod tests {
         for (a, b) in back.iter().zip(x) {
             assert!((a - b).abs() < 1e-12, "{back:?}");
         }
-        assert_eq!(dft(&[4, 1], 0, None, false, false, &x, &[4, 1], &mut y), Err(Error::ShapeMismatch));
+        assert_eq!(
+            dft(&[4, 1], 0, None, false, false, &x, &[4, 1], &mut y),
+            Err(Error::ShapeMismatch)
+        );
         assert_eq!(dft_layout(&[4, 1], 1, None, false, false), Err(Error::InvalidParams));
     }
 

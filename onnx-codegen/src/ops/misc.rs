@@ -73,7 +73,10 @@ pub(super) fn hin<'a, T: HostElem>(
 }
 
 /// Output `j`'s elements as `T`.
-pub(super) fn hout<T: HostElem>(outputs: &mut [HostTensor], j: usize) -> Result<&mut [T], EvalError> {
+pub(super) fn hout<T: HostElem>(
+    outputs: &mut [HostTensor],
+    j: usize,
+) -> Result<&mut [T], EvalError> {
     outputs.get_mut(j).and_then(HostTensor::get_mut::<T>).ok_or_else(mismatch)
 }
 
@@ -332,7 +335,8 @@ impl OpRule for LrnRule {
                 let rt = &io.rt;
                 let u = lit::usize_lit;
                 let (b, c, s, n) = (u(p.batch), u(p.channels), u(p.spatial), u(p.size));
-                let (al, be, bi) = (lit::f64_lit(p.alpha), lit::f64_lit(p.beta), lit::f64_lit(p.bias));
+                let (al, be, bi) =
+                    (lit::f64_lit(p.alpha), lit::f64_lit(p.beta), lit::f64_lit(p.bias));
                 let (x, y) = (&io.inputs[0], &io.outputs[0]);
                 quote!(#rt::misc::lrn(&#rt::misc::Lrn {
                     batch: #b, channels: #c, spatial: #s, size: #n,
@@ -389,7 +393,10 @@ fn unpool_dims(cx: &NodeCx<'_>) -> OpResult<(Vec<usize>, Vec<usize>, bool)> {
     let (out, runtime) = if cx.constant(2).is_some() {
         let v = cx.const_ints(2, "output_shape")?;
         let dims: Option<Vec<usize>> = v.iter().map(|&d| usize::try_from(d).ok()).collect();
-        (dims.ok_or_else(|| OpError::Invalid("MaxUnpool's output_shape is negative".into()))?, false)
+        (
+            dims.ok_or_else(|| OpError::Invalid("MaxUnpool's output_shape is negative".into()))?,
+            false,
+        )
     } else {
         (declared(cx, 0, "the output_shape input")?.dims.clone(), true)
     };
@@ -442,7 +449,7 @@ impl OpRule for MaxUnpoolRule {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::testing::{run, ty, types, unsupported, errors};
+    use crate::ops::testing::{errors, run, ty, types, unsupported};
 
     #[test]
     fn prelu_shapes() {

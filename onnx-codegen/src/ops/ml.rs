@@ -128,7 +128,11 @@ fn optimizer(cx: &NodeCx<'_>) -> OpResult<(Optimizer, usize)> {
             let nesterov = match cx.string_or("mode", "standard").as_str() {
                 "standard" => false,
                 "nesterov" => true,
-                other => return invalid(format!("Momentum's mode '{other}' is not 'standard' or 'nesterov'")),
+                other => {
+                    return invalid(format!(
+                        "Momentum's mode '{other}' is not 'standard' or 'nesterov'"
+                    ));
+                }
             };
             let alpha = f("alpha", 0.0);
             let op = Optimizer::Momentum {

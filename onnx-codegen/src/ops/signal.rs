@@ -6,8 +6,12 @@
 //! shape is the plan and the runtime kernel checks the values against it.
 
 use super::host::HostElem;
-use super::misc::{FnKernel, const_scalar, declared, float_input, hin, host_float, host_int, hout, scalar_expr};
-use super::{EvalResult, HostTensor, Lowered, NodeCx, OpError, OpResult, OpRule, invalid, unsupported};
+use super::misc::{
+    FnKernel, const_scalar, declared, float_input, hin, host_float, host_int, hout, scalar_expr,
+};
+use super::{
+    EvalResult, HostTensor, Lowered, NodeCx, OpError, OpResult, OpRule, invalid, unsupported,
+};
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::num::Float;
@@ -279,7 +283,12 @@ fn window_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, usize)> {
             .map_err(|_| rt_err(cx, &format!("the window size {n} is negative")))?,
         None => match declared(cx, 0, "the size input")?.dims.as_slice() {
             [n] => *n,
-            d => return invalid(format!("{}'s output must be 1-D, declared {d:?}", cx.node.op.op_type)),
+            d => {
+                return invalid(format!(
+                    "{}'s output must be 1-D, declared {d:?}",
+                    cx.node.op.op_type
+                ));
+            }
         },
     };
     Ok((elem, len))
@@ -307,7 +316,9 @@ impl OpRule for WindowRule {
         let periodic = cx.int_or("periodic", 1) != 0;
         let kind = self.0;
         FnKernel {
-            eval: Box::new(move |i, o| crate::by_float_type!(elem, run_window(kind, periodic, i, o))),
+            eval: Box::new(move |i, o| {
+                crate::by_float_type!(elem, run_window(kind, periodic, i, o))
+            }),
             emit: Box::new(move |io| {
                 let rt = &io.rt;
                 let k = match kind {
@@ -346,7 +357,9 @@ fn mel_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, Vec<usize>)> {
     let elem = out_elem(cx)?;
     let dims = match (const_scalar(cx, 0, "num_mel_bins")?, const_scalar(cx, 1, "dft_length")?) {
         (Some(m), Some(d)) if m > 0 && d > 0 => vec![(d / 2 + 1) as usize, m as usize],
-        (Some(_), Some(_)) => return invalid("MelWeightMatrix's num_mel_bins and dft_length must be positive"),
+        (Some(_), Some(_)) => {
+            return invalid("MelWeightMatrix's num_mel_bins and dft_length must be positive");
+        }
         _ => declared(cx, 0, "the num_mel_bins and dft_length inputs")?.dims.clone(),
     };
     if dims.len() != 2 {
@@ -401,7 +414,8 @@ mod tests {
         assert_eq!(types(&a), [ty("float[1,10,10,2]")]);
         let a = run(19, "g (float[1,10,10,1] x) => (y) { y = DFT<axis=1, onesided=1>(x) }");
         assert_eq!(types(&a), [ty("float[1,6,10,2]")]);
-        let a = run(19, "g (float[1,6,10,2] x) => (y) { y = DFT<axis=1, onesided=1, inverse=1>(x) }");
+        let a =
+            run(19, "g (float[1,6,10,2] x) => (y) { y = DFT<axis=1, onesided=1, inverse=1>(x) }");
         assert_eq!(types(&a), [ty("float[1,10,10,1]")]);
         let a = run(19, "g (float[1,10,10,3] x) => (y) { y = DFT<axis=1>(x) }");
         assert!(!errors(&a).is_empty());
