@@ -151,10 +151,8 @@ pub fn dft<T: Float>(
                 if let Some(v) = y.get_mut(base) {
                     *v = T::from_f64(re * scale);
                 }
-                if l.out_c == 2 {
-                    if let Some(v) = y.get_mut(base + 1) {
-                        *v = T::from_f64(im * scale);
-                    }
+                if let (2, Some(v)) = (l.out_c, y.get_mut(base + 1)) {
+                    *v = T::from_f64(im * scale);
                 }
             }
         }

@@ -171,7 +171,7 @@ fn optimizer_plan(cx: &NodeCx<'_>) -> OpResult<(Optimizer, usize, usize, ElemTyp
     let name = &cx.node.op.op_type;
     let groups = states + 2;
     let count = cx.inputs.len().saturating_sub(2);
-    if count == 0 || count % groups != 0 {
+    if count == 0 || !count.is_multiple_of(groups) {
         return invalid(format!(
             "{name} takes R, T, then {groups} equal groups of tensors; it has {count} tensors"
         ));
@@ -220,10 +220,9 @@ fn run_optimizer<T: Float + HostElem>(
         let mut s2n = vec![T::default(); if states == 2 { x.len() } else { 0 }];
         rt_misc::optimizer_step(op, r, t, x, g, s1, s2, &mut xn, &mut s1n, &mut s2n)?;
         for (k, v) in [(j, &xn), (n + j, &s1n), (2 * n + j, &s2n)] {
-            if let Some(o) = outputs.get_mut(k).and_then(HostTensor::get_mut::<T>) {
-                if o.len() == v.len() {
-                    o.copy_from_slice(v);
-                }
+            match outputs.get_mut(k).and_then(HostTensor::get_mut::<T>) {
+                Some(o) if o.len() == v.len() => o.copy_from_slice(v),
+                _ => {}
             }
         }
     }

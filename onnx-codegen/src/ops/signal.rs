@@ -170,13 +170,13 @@ fn stft_plan(cx: &NodeCx<'_>) -> OpResult<StftPlan> {
     let onesided = cx.int_or("onesided", 1) != 0;
     let step = const_scalar(cx, 1, "frame_step")?;
     let window = cx.opt_input(2);
-    if let Some(w) = window {
-        if w.elem != x.elem || w.dims.len() != 1 {
-            return invalid(format!(
-                "STFT's window must be a 1-D {} tensor, got {} {:?}",
-                x.elem, w.elem, w.dims
-            ));
-        }
+    if let Some(w) = window
+        && (w.elem != x.elem || w.dims.len() != 1)
+    {
+        return invalid(format!(
+            "STFT's window must be a 1-D {} tensor, got {} {:?}",
+            x.elem, w.elem, w.dims
+        ));
     }
     let length = if cx.opt_input(3).is_none() {
         Some(None)
