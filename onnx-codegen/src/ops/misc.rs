@@ -449,39 +449,63 @@ impl OpRule for MaxUnpoolRule {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::testing::{errors, run, ty, types, unsupported};
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
 
     #[test]
-    fn prelu_shapes() {
-        let a = run(16, "g (float[3,4,5] x, float[5] s) => (y) { y = PRelu(x, s) }");
-        assert_eq!(types(&a), [ty("float[3,4,5]")]);
-        let a = run(16, "g (float[3,4,5] x, float[4] s) => (y) { y = PRelu(x, s) }");
-        assert_eq!(errors(&a).len(), 1, "{:?}", errors(&a));
-        let a = run(16, "g (int32[3] x, int32[3] s) => (y) { y = PRelu(x, s) }");
+    fn prelu_shapes_and_values() {
+        let a = run(16, "g (float[3,4,5] x, float[5] s) => (float[3,4,5] y) { y = PRelu (x, s) }");
+        assert_eq!(types(&a), [ty("float[3, 4, 5]")]);
+        let a = run(16, "g (float[3,4,5] x, float[4] s) => (float[3,4,5] y) { y = PRelu (x, s) }");
+        assert!(errors(&a)[0].contains("do not broadcast"), "{:?}", errors(&a));
+        let a = run(16, "g (int32[3] x, int32[3] s) => (int32[3] y) { y = PRelu (x, s) }");
         assert_eq!(unsupported(&a).len(), 1);
+        // Slope [2, 1] broadcast over the columns of [2, 2].
+        let a = run(
+            16,
+            "g () => (float[2,2] y) <float[2,2] x = {-2, 3, -4, -1}, float[2,1] s = {0.5, 2}> {
+                y = PRelu (x, s)
+            }",
+        );
+        assert_eq!(value(&a, 0), [-1.0, 3.0, -8.0, -2.0]);
     }
 
     #[test]
     fn unpool_shapes() {
         let a = run(
             22,
-            "g (float[1,1,2,2] x, int64[1,1,2,2] i) => (y) { y = MaxUnpool<kernel_shape=[2,2], strides=[2,2]>(x, i) }",
+            "g (float[1,1,2,2] x, int64[1,1,2,2] i) => (float[1,1,4,4] y) {
+                y = MaxUnpool <kernel_shape: ints = [2, 2], strides: ints = [2, 2]> (x, i)
+            }",
         );
-        assert_eq!(types(&a), [ty("float[1,1,4,4]")]);
+        assert_eq!(types(&a), [ty("float[1, 1, 4, 4]")]);
+        // A run-time output_shape with no declared output shape.
         let a = run(
             22,
-            "g (float[1,1,2,2] x, int64[1,1,2,2] i, int64[4] s) => (y) { y = MaxUnpool<kernel_shape=[2,2], strides=[2,2]>(x, i, s) }",
+            "g (float[1,1,2,2] x, int64[1,1,2,2] i, int64[4] s) => (float[A,B,C,D] y) {
+                y = MaxUnpool <kernel_shape: ints = [2, 2], strides: ints = [2, 2]> (x, i, s)
+            }",
         );
-        assert_eq!(unsupported(&a).len(), 1);
+        assert_eq!(unsupported(&a).len(), 1, "{:?}", errors(&a));
     }
 
     #[test]
     fn activations_and_lrn() {
-        let a = run(22, "g (float[2,3] x) => (y) { y = Mish(x) }");
-        assert_eq!(types(&a), [ty("float[2,3]")]);
-        let a = run(13, "g (float[2,3] x) => (y) { y = LRN<size=0>(x) }");
+        let a = run(
+            9,
+            "g () => (float[4] y) <float[4] x = {-2, -1, 1, 3}> { y = Shrink <lambd: float = 1.5, bias: float = 0.5> (x) }",
+        );
+        assert_eq!(value(&a, 0), [-1.5, 0.0, 0.0, 2.5]);
+        let a = run(22, "g (float[2,3] x) => (float[2,3] y) { y = Mish (x) }");
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+        let a = run(13, "g (float[1,2,3] x) => (float[1,2,3] y) { y = LRN <size: int = 0> (x) }");
         assert!(!errors(&a).is_empty());
-        let a = run(13, "g (float[1,2,3] x) => (y) { y = LRN<size=3>(x) }");
-        assert_eq!(types(&a), [ty("float[1,2,3]")]);
+        // size 1: y = x / (1 + 2 x^2)^1.
+        let a = run(
+            13,
+            "g () => (double[1,2,1] y) <double[1,2,1] x = {1, 2}> {
+                y = LRN <size: int = 1, alpha: float = 2, beta: float = 1, bias: float = 1> (x)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0 / 3.0, 2.0 / 9.0]);
     }
 }

@@ -406,26 +406,52 @@ impl OpRule for MelRule {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::testing::{errors, run, ty, types, unsupported};
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
 
     #[test]
     fn dft_shapes() {
-        let a = run(19, "g (float[1,10,10,1] x) => (y) { y = DFT<axis=1>(x) }");
-        assert_eq!(types(&a), [ty("float[1,10,10,2]")]);
-        let a = run(19, "g (float[1,10,10,1] x) => (y) { y = DFT<axis=1, onesided=1>(x) }");
-        assert_eq!(types(&a), [ty("float[1,6,10,2]")]);
-        let a =
-            run(19, "g (float[1,6,10,2] x) => (y) { y = DFT<axis=1, onesided=1, inverse=1>(x) }");
-        assert_eq!(types(&a), [ty("float[1,10,10,1]")]);
-        let a = run(19, "g (float[1,10,10,3] x) => (y) { y = DFT<axis=1>(x) }");
+        let a = run(
+            19,
+            "g (float[1,10,10,1] x) => (float[1,10,10,2] y) { y = DFT <axis: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 10, 10, 2]")]);
+        let a = run(
+            19,
+            "g (float[1,10,10,1] x) => (float[1,6,10,2] y) { y = DFT <axis: int = 1, onesided: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 6, 10, 2]")]);
+        let a = run(
+            19,
+            "g (float[1,6,10,2] x) => (float[1,10,10,1] y) { y = DFT <axis: int = 1, onesided: int = 1, inverse: int = 1> (x) }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 10, 10, 1]")]);
+        let a = run(19, "g (float[1,10,10,3] x) => (float y) { y = DFT <axis: int = 1> (x) }");
         assert!(!errors(&a).is_empty());
-        let a = run(20, "g (float[1,10,10,1] x, int64 axis) => (y) { y = DFT(x, , axis) }");
-        assert_eq!(unsupported(&a).len(), 1);
+        let a = run(20, "g (float[1,10,10,1] x, int64 axis) => (float[A,B,C,D] y) { y = DFT (x, , axis) }");
+        assert_eq!(unsupported(&a).len(), 1, "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn dft_folds() {
+        // [1, 2, 3, 4]: X = [10, -2+2i, -2, -2-2i].
+        let a = run(
+            20,
+            "g () => (float[4,2] y) <float[4,1] x = {1, 2, 3, 4}, int64 ax = {0}> { y = DFT (x, , ax) }",
+        );
+        let v = value(&a, 0);
+        let want = [10.0, 0.0, -2.0, 2.0, -2.0, 0.0, -2.0, -2.0];
+        assert!(v.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{v:?}");
     }
 
     #[test]
     fn windows_fold() {
-        let a = run(17, "g () => (y) { n = Constant<value = int64 {4}>() y = HannWindow(n) }");
-        assert_eq!(types(&a), [ty("float[4]")]);
+        let a = run(17, "g () => (float[4] y) <int64 n = {4}> { y = HannWindow (n) }");
+        let v = value(&a, 0);
+        assert!(
+            (v[0]).abs() < 1e-7 && (v[1] - 0.5).abs() < 1e-7 && (v[2] - 1.0).abs() < 1e-7,
+            "{v:?}"
+        );
+        let a = run(17, "g (int64 n) => (float[N] y) { y = HammingWindow (n) }");
+        assert_eq!(unsupported(&a).len(), 1);
     }
 }
