@@ -3,12 +3,15 @@
 
 use super::host::HostElem;
 use super::misc::{FnKernel, float_input, hin, host_float, host_int, hout, scalar_expr};
-use super::{EvalResult, HostTensor, Lowered, NodeCx, OpResult, OpRule, invalid, unsupported};
+use super::{
+    EvalResult, HostTensor, Lowered, NodeCx, OpError, OpResult, OpRule, invalid, unsupported,
+};
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::misc::{self as rt_misc, Optimizer};
-use onnx_codegen_runtime::ml as rt_ml;
+use onnx_codegen_runtime::ml::{self as rt_ml, Aggregate, Branch, Cmp, Ensemble, TreeNode};
 use onnx_codegen_runtime::num::{Float, Num};
+use proc_macro2::TokenStream;
 use quote::quote;
 
 /// The rule for `op_type` of the `ai.onnx.ml` domain, if handled here.
@@ -16,6 +19,7 @@ pub fn ml_rule(op_type: &str) -> Option<&'static dyn OpRule> {
     match op_type {
         "Binarizer" => Some(&BinarizerRule),
         "ArrayFeatureExtractor" => Some(&AfeRule),
+        "TreeEnsemble" => Some(&TreeRule),
         _ => None,
     }
 }
@@ -279,6 +283,257 @@ impl OpRule for OptimizerRule {
                 quote!({ let __r = #r; let __t = #t; #(#calls)* })
             }),
             reads,
+        }
+        .lowered()
+    }
+}
+
+struct TreeRule;
+
+/// TreeEnsemble's tables, owned.
+struct Trees {
+    elem: ElemType,
+    nodes: Vec<TreeNode>,
+    roots: Vec<Branch>,
+    leaf_weights: Vec<f64>,
+    leaf_targets: Vec<usize>,
+    members: Vec<f64>,
+    features: usize,
+    targets: usize,
+    rows: usize,
+    aggregate: Aggregate,
+}
+
+impl Trees {
+    fn ensemble(&self) -> Ensemble<'_> {
+        Ensemble {
+            nodes: &self.nodes,
+            roots: &self.roots,
+            leaf_weights: &self.leaf_weights,
+            leaf_targets: &self.leaf_targets,
+            members: &self.members,
+            features: self.features,
+            targets: self.targets,
+            aggregate: self.aggregate,
+        }
+    }
+}
+
+fn tree_plan(cx: &NodeCx<'_>) -> OpResult<Trees> {
+    let x = float_input(cx, 0)?;
+    let &[rows, features] = x.dims.as_slice() else {
+        return invalid(format!("TreeEnsemble's input must be 2-D, got {:?}", x.dims));
+    };
+    if features == 0 || features > 4096 {
+        return unsupported(format!(
+            "TreeEnsemble with {features} features (the kernel takes 1 to 4096)"
+        ));
+    }
+    if cx.int_or("post_transform", 0) != 0 {
+        return unsupported("TreeEnsemble with a post_transform other than NONE");
+    }
+    let aggregate = match cx.int_or("aggregate_function", 1) {
+        0 => Aggregate::Average,
+        1 => Aggregate::Sum,
+        2 => Aggregate::Min,
+        3 => Aggregate::Max,
+        other => {
+            return invalid(format!("TreeEnsemble's aggregate_function {other} is not 0 to 3"));
+        }
+    };
+    let ints = |name: &str| -> OpResult<Vec<i64>> {
+        cx.ints(name).ok_or_else(|| OpError::Invalid(format!("TreeEnsemble's {name} is required")))
+    };
+    let floats = |name: &str, required: bool| -> OpResult<Option<Vec<f64>>> {
+        match cx.tensor(name) {
+            Some(t) => t.to_f64s().map(Some).ok_or_else(|| {
+                OpError::Invalid(format!("TreeEnsemble's {name} must be a numeric tensor"))
+            }),
+            None if required => invalid(format!("TreeEnsemble's {name} is required")),
+            None => Ok(None),
+        }
+    };
+    let idx = |v: i64, n: usize, what: &str| -> OpResult<usize> {
+        usize::try_from(v).ok().filter(|&i| i < n).ok_or_else(|| {
+            OpError::Invalid(format!("TreeEnsemble's {what} {v} is out of range (0 to {n})"))
+        })
+    };
+    let splits = floats("nodes_splits", true)?.unwrap_or_default();
+    let modes = cx
+        .tensor("nodes_modes")
+        .and_then(|t| t.to_i64s())
+        .ok_or_else(|| OpError::Invalid("TreeEnsemble's nodes_modes is required".into()))?;
+    let feature_ids = ints("nodes_featureids")?;
+    let (true_ids, false_ids) = (ints("nodes_truenodeids")?, ints("nodes_falsenodeids")?);
+    let (true_leafs, false_leafs) = (ints("nodes_trueleafs")?, ints("nodes_falseleafs")?);
+    let missing = cx.ints("nodes_missing_value_tracks_true").unwrap_or_default();
+    let leaf_targets = ints("leaf_targetids")?;
+    let leaf_weights = floats("leaf_weights", true)?.unwrap_or_default();
+    let members_all = floats("membership_values", false)?.unwrap_or_default();
+    let n = splits.len();
+    let leaves = leaf_weights.len();
+    if [
+        modes.len(),
+        feature_ids.len(),
+        true_ids.len(),
+        false_ids.len(),
+        true_leafs.len(),
+        false_leafs.len(),
+    ]
+    .iter()
+    .any(|&l| l != n)
+        || (!missing.is_empty() && missing.len() != n)
+        || leaf_targets.len() != leaves
+    {
+        return invalid(
+            "TreeEnsemble's node attributes (and its leaf attributes) must have one length",
+        );
+    }
+    let max_target = leaf_targets.iter().copied().max().unwrap_or(-1);
+    let targets = match cx.node.attr("n_targets") {
+        Some(crate::ir::AttrValue::Int(t)) => *t,
+        _ => max_target + 1,
+    };
+    let targets = usize::try_from(targets)
+        .map_err(|_| OpError::Invalid(format!("TreeEnsemble's n_targets {targets} is negative")))?;
+    let branch = |is_leaf: i64, id: i64| -> OpResult<Branch> {
+        Ok(if is_leaf != 0 {
+            Branch::Leaf(idx(id, leaves, "leaf id")?)
+        } else {
+            Branch::Node(idx(id, n, "node id")?)
+        })
+    };
+    let mut member_at = 0usize;
+    let mut nodes = Vec::with_capacity(n);
+    for i in 0..n {
+        let cmp = match modes[i] {
+            0 => Cmp::Leq,
+            1 => Cmp::Lt,
+            2 => Cmp::Gte,
+            3 => Cmp::Gt,
+            4 => Cmp::Eq,
+            5 => Cmp::Neq,
+            6 => {
+                let rest = members_all.get(member_at..).unwrap_or_default();
+                let len = rest.iter().position(|v| v.is_nan()).ok_or_else(|| {
+                    OpError::Invalid(
+                        "TreeEnsemble's membership_values lack a NaN after a set".into(),
+                    )
+                })?;
+                let c = Cmp::Member { start: member_at, len };
+                member_at += len + 1;
+                c
+            }
+            m => return invalid(format!("TreeEnsemble's node mode {m} is not 0 to 6")),
+        };
+        nodes.push(TreeNode {
+            feature: idx(feature_ids[i], features, "feature id")?,
+            cmp,
+            split: splits[i],
+            missing_true: missing.get(i).is_some_and(|&m| m != 0),
+            if_true: branch(true_leafs[i], true_ids[i])?,
+            if_false: branch(false_leafs[i], false_ids[i])?,
+        });
+    }
+    let mut roots = Vec::new();
+    for r in ints("tree_roots")? {
+        let i = idx(r, n, "tree root")?;
+        let leaf = true_leafs[i] != 0 && false_leafs[i] != 0 && true_ids[i] == false_ids[i];
+        roots.push(if leaf { Branch::Leaf(idx(r, leaves, "leaf id")?) } else { Branch::Node(i) });
+    }
+    let leaf_targets = leaf_targets
+        .iter()
+        .map(|&t| idx(t, targets, "leaf target id"))
+        .collect::<OpResult<Vec<_>>>()?;
+    Ok(Trees {
+        elem: x.elem,
+        nodes,
+        roots,
+        leaf_weights,
+        leaf_targets,
+        members: members_all,
+        features,
+        targets,
+        rows,
+        aggregate,
+    })
+}
+
+fn run_trees<T: Float + HostElem>(
+    t: &Trees,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    rt_ml::tree_ensemble(&t.ensemble(), hin::<T>(inputs, 0)?, hout::<T>(outputs, 0)?)?;
+    Ok(())
+}
+
+fn branch_tokens(b: Branch, rt: &TokenStream) -> TokenStream {
+    match b {
+        Branch::Node(i) => quote!(#rt::ml::Branch::Node(#i)),
+        Branch::Leaf(i) => quote!(#rt::ml::Branch::Leaf(#i)),
+    }
+}
+
+fn trees_tokens(t: &Trees, rt: &TokenStream) -> TokenStream {
+    let l = lit::f64_lit;
+    let nodes = t.nodes.iter().map(|n| {
+        let cmp = match n.cmp {
+            Cmp::Leq => quote!(Leq),
+            Cmp::Lt => quote!(Lt),
+            Cmp::Gte => quote!(Gte),
+            Cmp::Gt => quote!(Gt),
+            Cmp::Eq => quote!(Eq),
+            Cmp::Neq => quote!(Neq),
+            Cmp::Member { start, len } => quote!(Member { start: #start, len: #len }),
+        };
+        let (f, s, m) = (n.feature, l(n.split), n.missing_true);
+        let (a, b) = (branch_tokens(n.if_true, rt), branch_tokens(n.if_false, rt));
+        quote!(#rt::ml::TreeNode {
+            feature: #f, cmp: #rt::ml::Cmp::#cmp, split: #s, missing_true: #m, if_true: #a, if_false: #b,
+        })
+    });
+    let roots = t.roots.iter().map(|&b| branch_tokens(b, rt));
+    let weights = t.leaf_weights.iter().map(|&w| l(w));
+    let targets = &t.leaf_targets;
+    let members = t.members.iter().map(|&w| l(w));
+    let (features, ntargets) = (t.features, t.targets);
+    let agg = match t.aggregate {
+        Aggregate::Average => quote!(Average),
+        Aggregate::Sum => quote!(Sum),
+        Aggregate::Min => quote!(Min),
+        Aggregate::Max => quote!(Max),
+    };
+    quote!(#rt::ml::Ensemble {
+        nodes: &[#(#nodes),*],
+        roots: &[#(#roots),*],
+        leaf_weights: &[#(#weights),*],
+        leaf_targets: &[#(#targets),*],
+        members: &[#(#members),*],
+        features: #features,
+        targets: #ntargets,
+        aggregate: #rt::ml::Aggregate::#agg,
+    })
+}
+
+impl OpRule for TreeRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let t = tree_plan(cx)?;
+        Ok(vec![TensorType::new(t.elem, vec![t.rows, t.targets])])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let t = std::rc::Rc::new(tree_plan(cx)?);
+        let u = t.clone();
+        FnKernel {
+            eval: Box::new(move |i, o| crate::by_float_type!(u.elem, run_trees(&u, i, o))),
+            emit: Box::new(move |io| {
+                let rt = &io.rt;
+                let e = trees_tokens(&t, rt);
+                let (x, y) = (&io.inputs[0], &io.outputs[0]);
+                quote!(#rt::ml::tree_ensemble(&#e, #x, #y)?;)
+            }),
+            reads: vec![true],
         }
         .lowered()
     }

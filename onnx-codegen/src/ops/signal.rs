@@ -427,7 +427,10 @@ mod tests {
         assert_eq!(types(&a), [ty("float[1, 10, 10, 1]")]);
         let a = run(19, "g (float[1,10,10,3] x) => (float y) { y = DFT <axis: int = 1> (x) }");
         assert!(!errors(&a).is_empty());
-        let a = run(20, "g (float[1,10,10,1] x, int64 axis) => (float[A,B,C,D] y) { y = DFT (x, , axis) }");
+        let a = run(
+            20,
+            "g (float[1,10,10,1] x, int64 axis) => (float[A,B,C,D] y) { y = DFT (x, , axis) }",
+        );
         assert_eq!(unsupported(&a).len(), 1, "{:?}", errors(&a));
     }
 
