@@ -1,4 +1,5 @@
-//! `ai.onnx.ml` kernels: Binarizer, ArrayFeatureExtractor and TreeEnsemble.
+//! `ai.onnx.ml` kernels: Binarizer, ArrayFeatureExtractor, LabelEncoder
+//! (numeric keys and values) and TreeEnsemble.
 
 use crate::num::{Float, Int, Num};
 use crate::{Error, Result, ensure};
@@ -38,6 +39,24 @@ pub fn array_feature_extractor<T: Copy, I: Int>(
                 *o = v;
             }
         }
+    }
+    Ok(())
+}
+
+/// ONNX-ML `LabelEncoder` on numbers: each element of `x` becomes the value
+/// of the first equal key (NaN keys match NaN), or `default`.
+pub fn label_encoder<K: Num, V: Copy>(
+    keys: &[K],
+    values: &[V],
+    default: V,
+    x: &[K],
+    y: &mut [V],
+) -> Result {
+    ensure(keys.len() == values.len(), Error::InvalidParams)?;
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        let hit = keys.iter().position(|&k| k == v || (k.is_nan() && v.is_nan()));
+        *o = hit.and_then(|i| values.get(i)).copied().unwrap_or(default);
     }
     Ok(())
 }
@@ -188,6 +207,18 @@ mod tests {
         assert_eq!(
             array_feature_extractor(2, 3, &[1, 2, 3, 4, 5, 6], &[3i64, 0], &mut z),
             Err(Error::IndexOutOfBounds)
+        );
+    }
+
+    #[test]
+    fn label_encoder_by_hand() {
+        let mut y = [0i16; 4];
+        label_encoder(&[1.5f32, f32::NAN], &[7i16, 8], -1, &[1.5, 2.0, f32::NAN, 1.5], &mut y)
+            .unwrap();
+        assert_eq!(y, [7, -1, 8, 7]);
+        assert_eq!(
+            label_encoder(&[1i64], &[1i64, 2], 0, &[1], &mut [0]),
+            Err(Error::InvalidParams)
         );
     }
 

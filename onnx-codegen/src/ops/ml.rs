@@ -20,6 +20,7 @@ pub fn ml_rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "Binarizer" => Some(&BinarizerRule),
         "ArrayFeatureExtractor" => Some(&AfeRule),
         "TreeEnsemble" => Some(&TreeRule),
+        "LabelEncoder" => Some(&LabelRule),
         _ => None,
     }
 }
@@ -536,5 +537,186 @@ impl OpRule for TreeRule {
             reads: vec![true],
         }
         .lowered()
+    }
+}
+
+struct LabelRule;
+
+/// Numbers of one element type, as literals will print them.
+#[derive(Clone)]
+enum Numbers {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+}
+
+impl Numbers {
+    fn len(&self) -> usize {
+        match self {
+            Numbers::Int(v) => v.len(),
+            Numbers::Float(v) => v.len(),
+        }
+    }
+
+    fn tokens(&self, elem: ElemType) -> Vec<TokenStream> {
+        match self {
+            Numbers::Int(v) => v.iter().filter_map(|&x| lit::int(i128::from(x), elem)).collect(),
+            Numbers::Float(v) => v.iter().map(|&x| lit::float(x, elem)).collect(),
+        }
+    }
+}
+
+/// A numeric attribute table: the tensor form, or the typed lists; strings
+/// are unsupported.
+fn label_table(cx: &NodeCx<'_>, which: &str) -> OpResult<(ElemType, Numbers)> {
+    if let Some(t) = cx.tensor(&format!("{which}_tensor")) {
+        return match t.elem {
+            ElemType::Int16 | ElemType::Int32 | ElemType::Int64 => Ok((
+                t.elem,
+                Numbers::Int(
+                    t.to_i64s().ok_or_else(|| OpError::Invalid(format!("bad {which}_tensor")))?,
+                ),
+            )),
+            ElemType::Float | ElemType::Double => Ok((
+                t.elem,
+                Numbers::Float(
+                    t.to_f64s().ok_or_else(|| OpError::Invalid(format!("bad {which}_tensor")))?,
+                ),
+            )),
+            other => unsupported(format!(
+                "LabelEncoder with {other} {which} (numeric ones only for now)"
+            )),
+        };
+    }
+    if let Some(v) = cx.ints(&format!("{which}_int64s")) {
+        return Ok((ElemType::Int64, Numbers::Int(v)));
+    }
+    if let Some(crate::ir::AttrValue::Floats(v)) = cx.node.attr(&format!("{which}_floats")) {
+        return Ok((ElemType::Float, Numbers::Float(v.iter().map(|&f| f64::from(f)).collect())));
+    }
+    unsupported(format!("LabelEncoder with string {which} (numeric ones only for now)"))
+}
+
+struct LabelPlan {
+    key_elem: ElemType,
+    keys: Numbers,
+    value_elem: ElemType,
+    values: Numbers,
+    default: Numbers,
+}
+
+fn label_plan(cx: &NodeCx<'_>) -> OpResult<LabelPlan> {
+    if cx.version() < 2 {
+        return unsupported("LabelEncoder-1 maps strings (numeric ones only for now)");
+    }
+    let x = cx.input(0)?;
+    let (key_elem, keys) = label_table(cx, "keys")?;
+    let (value_elem, values) = label_table(cx, "values")?;
+    if x.elem != key_elem {
+        return invalid(format!("LabelEncoder's keys are {key_elem} but its input is {}", x.elem));
+    }
+    if keys.len() != values.len() {
+        return invalid(format!(
+            "LabelEncoder has {} keys but {} values",
+            keys.len(),
+            values.len()
+        ));
+    }
+    let default = match cx.tensor("default_tensor") {
+        Some(t) if t.elem == value_elem => match (t.to_i64s(), t.to_f64s()) {
+            (Some(v), _)
+                if matches!(value_elem, ElemType::Int16 | ElemType::Int32 | ElemType::Int64) =>
+            {
+                Numbers::Int(v)
+            }
+            (_, Some(v)) => Numbers::Float(v),
+            _ => return invalid("LabelEncoder's default_tensor is not numeric"),
+        },
+        Some(t) => {
+            return invalid(format!(
+                "LabelEncoder's default_tensor is {} but its values are {value_elem}",
+                t.elem
+            ));
+        }
+        None => match value_elem {
+            ElemType::Int64 => Numbers::Int(vec![cx.int_or("default_int64", -1)]),
+            ElemType::Float => Numbers::Float(vec![f64::from(cx.float_or("default_float", -0.0))]),
+            _ => Numbers::Int(vec![0]),
+        },
+    };
+    if default.len() != 1 {
+        return invalid("LabelEncoder's default must hold one value");
+    }
+    Ok(LabelPlan { key_elem, keys, value_elem, values, default })
+}
+
+impl OpRule for LabelRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let p = label_plan(cx)?;
+        Ok(vec![TensorType::new(p.value_elem, cx.input(0)?.dims.clone())])
+    }
+
+    /// Not folded on the host: the kernel is generic over two element types.
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let p = label_plan(cx)?;
+        let key_elem = p.key_elem;
+        FnKernel {
+            eval: Box::new(move |_, _| Err(super::EvalError::Type(key_elem))),
+            emit: Box::new(move |io| {
+                let rt = &io.rt;
+                let keys = p.keys.tokens(p.key_elem);
+                let values = p.values.tokens(p.value_elem);
+                let default = p.default.tokens(p.value_elem);
+                let (x, y) = (&io.inputs[0], &io.outputs[0]);
+                quote!(#rt::ml::label_encoder(&[#(#keys),*], &[#(#values),*], #(#default)*, #x, #y)?;)
+            }),
+            reads: vec![true],
+        }
+        .lowered()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{Options, analyze};
+    use crate::ops::testing::{errors, types, unsupported};
+
+    fn run_ml(graph: &str) -> crate::generate::Analysis {
+        let src =
+            format!("<ir_version: 9, opset_import: [\"\" : 19, \"ai.onnx.ml\" : 5]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options::default()).expect("test model is valid")
+    }
+
+    #[test]
+    fn label_encoder_rules() {
+        let a = run_ml(
+            "g (int64[3] x) => (float[3] y) {
+                y = ai.onnx.ml.LabelEncoder <keys_int64s: ints = [1, 2], values_floats: floats = [0.5, 1.5]> (x)
+            }",
+        );
+        assert_eq!(types(&a), [Some("float[3]".to_owned())], "{:?}", errors(&a));
+        let a = run_ml(
+            "g (int64[3] x) => (float[3] y) {
+                y = ai.onnx.ml.LabelEncoder <keys_int64s: ints = [1, 2], values_floats: floats = [0.5]> (x)
+            }",
+        );
+        assert!(errors(&a)[0].contains("2 keys but 1 values"), "{:?}", errors(&a));
+        let a = run_ml(
+            "g (string[3] x) => (int64[3] y) {
+                y = ai.onnx.ml.LabelEncoder <keys_strings: strings = [\"a\"], values_int64s: ints = [1]> (x)
+            }",
+        );
+        assert_eq!(unsupported(&a).len(), 1);
+    }
+
+    #[test]
+    fn feature_extractor_and_binarizer_fold_shapes() {
+        let a = run_ml(
+            "g (float[3,4] x, int64[2] i) => (float[3,2] z, float[3,4] b) {
+                z = ai.onnx.ml.ArrayFeatureExtractor (x, i)
+                b = ai.onnx.ml.Binarizer <threshold: float = 1> (x)
+            }",
+        );
+        assert_eq!(types(&a), [Some("float[3, 2]".to_owned()), Some("float[3, 4]".to_owned())]);
     }
 }
