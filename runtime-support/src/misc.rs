@@ -1,11 +1,14 @@
 //! Activations with parameters (Shrink, Celu, Swish, Mish), PRelu, LRN,
 //! MaxUnpool and the training optimizers of `ai.onnx.preview.training`
-//! (Momentum, Adagrad, Adam).
+//! (Momentum, Adagrad, Adam), and the random generators (RandomUniform,
+//! RandomNormal, their `Like` forms, Bernoulli) over a seeded deterministic
+//! generator: a given seed gives the same numbers on every run and every
+//! platform (not numpy's stream).
 //!
 //! Float math runs in `f64` and rounds once per output element, as the
 //! reference does for `f32` tensors.
 
-use crate::num::{Float, Int};
+use crate::num::{Float, Int, Num};
 use crate::shape::{MAX_RANK, check_strided, numel, walk};
 use crate::{Error, Result, ensure};
 
@@ -265,6 +268,72 @@ pub fn optimizer_step<T: Float>(
     Ok(())
 }
 
+/// The seed used when a node has none: the spec leaves it to the
+/// implementation; a fixed one keeps generated models deterministic.
+pub const DEFAULT_SEED: u64 = 0x853c_49e6_748f_ea9b;
+
+/// SplitMix64: a small, fast, well-mixed deterministic generator.
+#[derive(Clone, Copy, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform sample in `[0, 1)` with 53 random bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// How a random kernel draws each element.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    /// Uniform in `[low, high)`.
+    Uniform { low: f64, high: f64 },
+    /// Normal (Box-Muller) with a mean and standard deviation.
+    Normal { mean: f64, scale: f64 },
+}
+
+/// ONNX `RandomUniform(Like)` / `RandomNormal(Like)`: fills `y` from a
+/// generator started at `seed`.
+pub fn random<T: Float>(dist: Dist, seed: u64, y: &mut [T]) {
+    let mut rng = Rng::new(seed);
+    for o in y.iter_mut() {
+        let v = match dist {
+            Dist::Uniform { low, high } => low + (high - low) * rng.uniform(),
+            Dist::Normal { mean, scale } => {
+                let u1 = 1.0 - rng.uniform();
+                let u2 = rng.uniform();
+                let r = libm::sqrt(-2.0 * libm::log(u1));
+                mean + scale * r * libm::cos(2.0 * core::f64::consts::PI * u2)
+            }
+        };
+        *o = T::from_f64(v);
+    }
+}
+
+/// ONNX `Bernoulli`: `y[i]` is 1 with probability `p[i]`, else 0.
+pub fn bernoulli<P: Float, O: Num>(seed: u64, p: &[P], y: &mut [O]) -> Result {
+    ensure(p.len() == y.len(), Error::ShapeMismatch)?;
+    let mut rng = Rng::new(seed);
+    for (o, &pv) in y.iter_mut().zip(p) {
+        *o = O::from_usize(usize::from(rng.uniform() < pv.to_f64()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +380,24 @@ mod tests {
             max_unpool(&[2, 2], &[2, 3], &[1.0f32], &[4i64], &mut y),
             Err(Error::IndexOutOfBounds)
         );
+    }
+
+    #[test]
+    fn random_is_deterministic_and_in_range() {
+        let (mut a, mut b) = ([0.0f32; 64], [0.0f32; 64]);
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 7, &mut a);
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 7, &mut b);
+        assert_eq!(a, b);
+        assert!(a.iter().all(|&v| (2.0..=3.0).contains(&v)));
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 8, &mut b);
+        assert_ne!(a, b);
+        let mut n = [0.0f64; 4000];
+        random(Dist::Normal { mean: 1.0, scale: 2.0 }, 1, &mut n);
+        let mean = n.iter().sum::<f64>() / 4000.0;
+        assert!((mean - 1.0).abs() < 0.2, "{mean}");
+        let mut y = [0i32; 3];
+        bernoulli(3, &[0.0f32, 1.0, 0.0], &mut y).unwrap();
+        assert_eq!(y, [0, 1, 0]);
     }
 
     #[test]

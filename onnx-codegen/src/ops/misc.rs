@@ -1,5 +1,6 @@
-//! Activations with parameters (Shrink, Celu, Swish, Mish), PRelu, LRN and
-//! MaxUnpool; and [`FnKernel`], the kernel shape the families in
+//! Activations with parameters (Shrink, Celu, Swish, Mish), PRelu, LRN,
+//! MaxUnpool, the random generators (RandomUniform, RandomNormal, their
+//! `Like` forms, Bernoulli); and [`FnKernel`], the kernel shape the families in
 //! `misc`, `signal` and `ml` share: one closure that runs the call on the
 //! host and one that writes it, built together from the same plan.
 
@@ -10,7 +11,7 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
-use onnx_codegen_runtime::misc::{self as rt_misc, Act, Lrn};
+use onnx_codegen_runtime::misc::{self as rt_misc, Act, DEFAULT_SEED, Dist, Lrn};
 use onnx_codegen_runtime::num::Float;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -22,6 +23,10 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "PRelu" => Some(&PReluRule),
         "LRN" => Some(&LrnRule),
         "MaxUnpool" => Some(&MaxUnpoolRule),
+        "RandomUniform" | "RandomNormal" | "RandomUniformLike" | "RandomNormalLike" => {
+            Some(&RandomRule)
+        }
+        "Bernoulli" => Some(&BernoulliRule),
         _ => None,
     }
 }
@@ -447,9 +452,166 @@ impl OpRule for MaxUnpoolRule {
     }
 }
 
+/// The generator seed of a random node: its `seed` attribute's bits, or
+/// the runtime's fixed default.
+fn seed(cx: &NodeCx<'_>) -> u64 {
+    match cx.node.attr("seed") {
+        Some(crate::ir::AttrValue::Float(f)) => u64::from(f.to_bits()),
+        _ => DEFAULT_SEED,
+    }
+}
+
+/// The float type a `dtype` attribute names (1 float, 11 double), or
+/// `default` when absent.
+fn random_elem(cx: &NodeCx<'_>, name: &str, default: Option<ElemType>) -> OpResult<ElemType> {
+    let code = match cx.node.attr(name) {
+        Some(crate::ir::AttrValue::Int(v)) => *v,
+        _ => match default {
+            Some(e) => return Ok(e),
+            None => 1,
+        },
+    };
+    match code {
+        1 => Ok(ElemType::Float),
+        11 => Ok(ElemType::Double),
+        other => unsupported(format!(
+            "{} with {name} {other} (the kernel writes float and double)",
+            cx.node.op.op_type
+        )),
+    }
+}
+
+/// Random nodes are never folded: their values belong to each run.
+fn not_folded(elem: ElemType) -> EvalResult {
+    Err(EvalError::Type(elem))
+}
+
+struct RandomRule;
+
+fn random_plan(cx: &NodeCx<'_>) -> OpResult<(Dist, TensorType)> {
+    let op = cx.node.op.op_type.as_str();
+    let like = op.ends_with("Like");
+    let ty = if like {
+        let x = cx.input(0)?;
+        let default = matches!(x.elem, ElemType::Float | ElemType::Double).then_some(x.elem);
+        TensorType::new(random_elem(cx, "dtype", default)?, x.dims.clone())
+    } else {
+        let Some(shape) = cx.ints("shape") else {
+            return invalid(format!("{op}'s shape is required"));
+        };
+        let dims: Option<Vec<usize>> = shape.iter().map(|&d| usize::try_from(d).ok()).collect();
+        let dims = dims.ok_or_else(|| {
+            OpError::Invalid(format!("{op}'s shape {shape:?} has a negative dim"))
+        })?;
+        TensorType::new(random_elem(cx, "dtype", None)?, dims)
+    };
+    if ty.numel().is_none() {
+        return invalid(format!("{op}'s output shape {:?} is too large", ty.dims));
+    }
+    let f = |name: &str, d: f32| f64::from(cx.float_or(name, d));
+    let dist = if op.starts_with("RandomUniform") {
+        Dist::Uniform { low: f("low", 0.0), high: f("high", 1.0) }
+    } else {
+        Dist::Normal { mean: f("mean", 0.0), scale: f("scale", 1.0) }
+    };
+    Ok((dist, ty))
+}
+
+impl OpRule for RandomRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        Ok(vec![random_plan(cx)?.1])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (dist, ty) = random_plan(cx)?;
+        let seed = seed(cx);
+        let elem = ty.elem;
+        FnKernel {
+            eval: Box::new(move |_, _| not_folded(elem)),
+            emit: Box::new(move |io| {
+                let rt = &io.rt;
+                let l = lit::f64_lit;
+                let d = match dist {
+                    Dist::Uniform { low, high } => {
+                        let (a, b) = (l(low), l(high));
+                        quote!(#rt::misc::Dist::Uniform { low: #a, high: #b })
+                    }
+                    Dist::Normal { mean, scale } => {
+                        let (a, b) = (l(mean), l(scale));
+                        quote!(#rt::misc::Dist::Normal { mean: #a, scale: #b })
+                    }
+                };
+                let y = &io.outputs[0];
+                quote!(#rt::misc::random(#d, #seed, #y);)
+            }),
+            reads: vec![false],
+        }
+        .lowered()
+    }
+}
+
+struct BernoulliRule;
+
+fn bernoulli_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, ElemType, Vec<usize>)> {
+    let x = float_input(cx, 0)?;
+    let out = match cx.node.attr("dtype") {
+        Some(crate::ir::AttrValue::Int(1)) | None if x.elem == ElemType::Float => ElemType::Float,
+        Some(crate::ir::AttrValue::Int(11)) | None if x.elem == ElemType::Double => {
+            ElemType::Double
+        }
+        Some(crate::ir::AttrValue::Int(1)) => ElemType::Float,
+        Some(crate::ir::AttrValue::Int(11)) => ElemType::Double,
+        Some(crate::ir::AttrValue::Int(6)) => ElemType::Int32,
+        Some(crate::ir::AttrValue::Int(7)) => ElemType::Int64,
+        _ => {
+            return unsupported(
+                "Bernoulli with an output dtype other than float, double, int32, int64",
+            );
+        }
+    };
+    Ok((x.elem, out, x.dims.clone()))
+}
+
+impl OpRule for BernoulliRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let (_, out, dims) = bernoulli_plan(cx)?;
+        Ok(vec![TensorType::new(out, dims)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (_, out, _) = bernoulli_plan(cx)?;
+        let seed = seed(cx);
+        FnKernel {
+            eval: Box::new(move |_, _| not_folded(out)),
+            emit: Box::new(move |io| {
+                let rt = &io.rt;
+                let (x, y) = (&io.inputs[0], &io.outputs[0]);
+                quote!(#rt::misc::bernoulli(#seed, #x, #y)?;)
+            }),
+            reads: vec![true],
+        }
+        .lowered()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::{errors, run, ty, types, unsupported, value};
+
+    #[test]
+    fn random_shapes() {
+        let a = run(
+            22,
+            "g () => (double[2,3] y) { y = RandomNormal <shape: ints = [2, 3], dtype: int = 11, seed: float = 1> () }",
+        );
+        assert_eq!(types(&a), [ty("double[2, 3]")]);
+        let a = run(22, "g (float[4] x) => (float[4] y) { y = RandomUniformLike (x) }");
+        assert_eq!(types(&a), [ty("float[4]")]);
+        let a = run(22, "g (float[4] x) => (int64[4] y) { y = Bernoulli <dtype: int = 7> (x) }");
+        assert_eq!(types(&a), [ty("int64[4]")]);
+        let a = run(22, "g (float[4] x) => (bool[4] y) { y = Bernoulli <dtype: int = 9> (x) }");
+        assert_eq!(unsupported(&a).len(), 1);
+    }
 
     #[test]
     fn prelu_shapes_and_values() {
