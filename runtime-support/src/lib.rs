@@ -64,6 +64,8 @@ pub mod gemm;
 pub mod indexing;
 pub mod layout;
 pub mod loss;
+pub mod misc;
+pub mod ml;
 pub mod model;
 pub mod norm;
 pub mod num;
@@ -72,6 +74,7 @@ pub mod quant;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;
+pub mod signal;
 pub mod softmax;
 
 pub use half::{bf16, f16};

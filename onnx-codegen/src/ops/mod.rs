@@ -27,10 +27,13 @@ pub mod indexing;
 pub mod layout;
 pub mod logic;
 pub mod loss;
+pub mod misc;
+pub mod ml;
 pub mod norm;
 pub mod quant;
 pub mod rnn;
 pub mod shape_ops;
+pub mod signal;
 pub mod softmax;
 
 pub use host::{HostData, HostTensor};
@@ -274,8 +277,11 @@ impl From<onnx_codegen_runtime::Error> for EvalError {
 
 /// The rule for `op_type` in `domain`, if this compiler supports it.
 pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
-    if normalize_domain(domain) != DEFAULT_DOMAIN {
-        return None;
+    match normalize_domain(domain) {
+        DEFAULT_DOMAIN => {}
+        "ai.onnx.ml" => return ml::ml_rule(op_type),
+        "ai.onnx.preview.training" => return ml::training_rule(op_type),
+        _ => return None,
     }
     logic::rule(op_type)
         .or_else(|| elementwise::rule(op_type))
@@ -291,6 +297,8 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| quant::rule(op_type))
         .or_else(|| indexing::rule(op_type))
         .or_else(|| control::rule(op_type))
+        .or_else(|| misc::rule(op_type))
+        .or_else(|| signal::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

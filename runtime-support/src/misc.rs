@@ -1,0 +1,411 @@
+//! Activations with parameters (Shrink, Celu, Swish, Mish), PRelu, LRN,
+//! MaxUnpool and the training optimizers of `ai.onnx.preview.training`
+//! (Momentum, Adagrad, Adam), and the random generators (RandomUniform,
+//! RandomNormal, their `Like` forms, Bernoulli) over a seeded deterministic
+//! generator: a given seed gives the same numbers on every run and every
+//! platform (not numpy's stream).
+//!
+//! Float math runs in `f64` and rounds once per output element, as the
+//! reference does for `f32` tensors.
+
+use crate::num::{Float, Int, Num};
+use crate::shape::{MAX_RANK, check_strided, numel, walk};
+use crate::{Error, Result, ensure};
+
+/// An element-wise activation with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Act {
+    /// `x + bias` below `-lambd`, `x - bias` above `lambd`, 0 between.
+    Shrink { lambd: f64, bias: f64 },
+    /// `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
+    Celu { alpha: f64 },
+    /// `x * sigmoid(alpha * x)`.
+    Swish { alpha: f64 },
+    /// `x * tanh(ln(1 + exp(x)))`.
+    Mish,
+}
+
+impl Act {
+    /// The function at one point.
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            Act::Shrink { lambd, bias } => {
+                if x < -lambd {
+                    x + bias
+                } else if x > lambd {
+                    x - bias
+                } else {
+                    0.0
+                }
+            }
+            Act::Celu { alpha } => x.max(0.0) + (alpha * (libm::exp(x / alpha) - 1.0)).min(0.0),
+            Act::Swish { alpha } => x / (1.0 + libm::exp(-alpha * x)),
+            Act::Mish => x * libm::tanh(libm::log1p(libm::exp(x))),
+        }
+    }
+}
+
+/// Applies `op` to every element of `x` into `y`.
+pub fn activation<T: Float>(op: Act, x: &[T], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = T::from_f64(op.apply(v.to_f64()));
+    }
+    Ok(())
+}
+
+/// ONNX `PRelu`: `y = x < 0 ? slope * x : x`, with `slope` read through
+/// `slope_strides` (its broadcast to `shape`, 0 on broadcast axes).
+pub fn prelu<T: Float>(
+    shape: &[usize],
+    slope_strides: &[isize],
+    x: &[T],
+    slope: &[T],
+    y: &mut [T],
+) -> Result {
+    let n = numel(shape)?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    ensure(slope_strides.len() == shape.len(), Error::InvalidParams)?;
+    check_strided(shape, slope_strides, 0, slope.len())?;
+    let mut i = 0usize;
+    let zero = T::from_f64(0.0);
+    walk(shape, [slope_strides], [0], |[s]| {
+        if let (Some(&v), Some(&a), Some(o)) = (x.get(i), slope.get(s), y.get_mut(i)) {
+            *o = if v < zero { a.mul(v) } else { v };
+        }
+        i += 1;
+    });
+    Ok(())
+}
+
+/// LRN params: `x` seen as `[batch, channels, spatial]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lrn {
+    pub batch: usize,
+    pub channels: usize,
+    pub spatial: usize,
+    pub size: usize,
+    pub alpha: f64,
+    pub beta: f64,
+    pub bias: f64,
+}
+
+/// ONNX `LRN`: `y = x / (bias + alpha / size * square_sum) ^ beta`, the
+/// sum over the channels `[c - floor((size-1)/2), c + ceil((size-1)/2)]`.
+pub fn lrn<T: Float>(p: &Lrn, x: &[T], y: &mut [T]) -> Result {
+    let n = p
+        .batch
+        .checked_mul(p.channels)
+        .and_then(|v| v.checked_mul(p.spatial))
+        .ok_or(Error::Overflow)?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    ensure(p.size > 0, Error::InvalidParams)?;
+    let before = (p.size - 1) / 2;
+    let after = p.size / 2;
+    let scale = p.alpha / p.size as f64;
+    for b in 0..p.batch {
+        for c in 0..p.channels {
+            let lo = c.saturating_sub(before);
+            let hi = (c + after).min(p.channels - 1);
+            for s in 0..p.spatial {
+                let mut sum = 0.0f64;
+                for k in lo..=hi {
+                    let v = x[(b * p.channels + k) * p.spatial + s].to_f64();
+                    sum += v * v;
+                }
+                let i = (b * p.channels + c) * p.spatial + s;
+                let d = libm::pow(p.bias + scale * sum, p.beta);
+                y[i] = T::from_f64(x[i].to_f64() / d);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `MaxUnpool`: `y` (of shape `out`) is zero but for `x`'s values,
+/// each placed at its index, a flat position in a tensor of shape
+/// `inferred` (the default output shape) whose elements sit at the same
+/// multi-index of `out` (every dim of `out` at least `inferred`'s).
+pub fn max_unpool<T: Float, I: Int>(
+    inferred: &[usize],
+    out: &[usize],
+    x: &[T],
+    indices: &[I],
+    y: &mut [T],
+) -> Result {
+    ensure(inferred.len() == out.len() && out.len() <= MAX_RANK, Error::InvalidParams)?;
+    ensure(inferred.iter().zip(out).all(|(a, b)| a <= b), Error::InvalidParams)?;
+    ensure(x.len() == indices.len(), Error::ShapeMismatch)?;
+    let total = numel(inferred)?;
+    ensure(y.len() == numel(out)?, Error::ShapeMismatch)?;
+    y.fill(T::from_f64(0.0));
+    for (&v, &i) in x.iter().zip(indices) {
+        let flat = i.to_i64().and_then(|i| usize::try_from(i).ok());
+        let mut flat = match flat {
+            Some(f) if f < total => f,
+            _ => return Err(Error::IndexOutOfBounds),
+        };
+        let mut idx = [0usize; MAX_RANK];
+        for d in (0..inferred.len()).rev() {
+            idx[d] = flat % inferred[d];
+            flat /= inferred[d];
+        }
+        let mut o = 0usize;
+        for d in 0..out.len() {
+            o = o * out[d] + idx[d];
+        }
+        if let Some(slot) = y.get_mut(o) {
+            *slot = v;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that run-time shape values (MaxUnpool's `output_shape`) are the
+/// dims planned at generation time.
+pub fn check_dims<I: Int>(values: &[I], dims: &[usize]) -> Result {
+    ensure(values.len() == dims.len(), Error::ShapeMismatch)?;
+    for (v, &d) in values.iter().zip(dims) {
+        let v = v.to_i64().and_then(|v| usize::try_from(v).ok());
+        ensure(v == Some(d), Error::ShapeMismatch)?;
+    }
+    Ok(())
+}
+
+/// Training optimizer hyper-parameters, as in `ai.onnx.preview.training`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Optimizer {
+    /// Momentum; `nesterov` selects its Nesterov form.
+    Momentum {
+        alpha: f64,
+        beta: f64,
+        norm_coefficient: f64,
+        nesterov: bool,
+    },
+    Adagrad {
+        decay_factor: f64,
+        epsilon: f64,
+        norm_coefficient: f64,
+    },
+    Adam {
+        alpha: f64,
+        beta: f64,
+        epsilon: f64,
+        norm_coefficient: f64,
+        norm_coefficient_post: f64,
+    },
+}
+
+/// One optimizer step for one tensor: `r` is the learning rate, `t` the
+/// update count; `x`, `g` and the state `s1` (Momentum's and Adam's `V`,
+/// Adagrad's `H`) and `s2` (Adam's `H`; empty otherwise) have one length.
+/// Writes the new `x` to `x_new`, the new states to `s1_new` and `s2_new`
+/// (each may be empty when the model does not ask for it).
+#[allow(clippy::too_many_arguments)]
+pub fn optimizer_step<T: Float>(
+    op: Optimizer,
+    r: f64,
+    t: i64,
+    x: &[T],
+    g: &[T],
+    s1: &[T],
+    s2: &[T],
+    x_new: &mut [T],
+    s1_new: &mut [T],
+    s2_new: &mut [T],
+) -> Result {
+    let n = x.len();
+    ensure(g.len() == n && s1.len() == n, Error::ShapeMismatch)?;
+    ensure(x_new.len() == n || x_new.is_empty(), Error::ShapeMismatch)?;
+    ensure(s1_new.len() == n || s1_new.is_empty(), Error::ShapeMismatch)?;
+    let adam = matches!(op, Optimizer::Adam { .. });
+    if adam {
+        ensure(s2.len() == n && (s2_new.len() == n || s2_new.is_empty()), Error::ShapeMismatch)?;
+    }
+    let tf = t as f64;
+    for i in 0..n {
+        let (xv, gv, s1v) = (x[i].to_f64(), g[i].to_f64(), s1[i].to_f64());
+        let (xn, s1n, s2n) = match op {
+            Optimizer::Momentum { alpha, beta, norm_coefficient, nesterov } => {
+                let gr = norm_coefficient * xv + gv;
+                let beta_adj = if t > 0 { beta } else { 1.0 };
+                let v = alpha * s1v + beta_adj * gr;
+                let xn = if nesterov { xv - r * (gr + alpha * v) } else { xv - r * v };
+                (xn, v, 0.0)
+            }
+            Optimizer::Adagrad { decay_factor, epsilon, norm_coefficient } => {
+                let rr = r / (1.0 + tf * decay_factor);
+                let gr = norm_coefficient * xv + gv;
+                let h = s1v + gr * gr;
+                let xn = xv - rr * gr / (libm::sqrt(h) + epsilon);
+                (xn, h, 0.0)
+            }
+            Optimizer::Adam { alpha, beta, epsilon, norm_coefficient, norm_coefficient_post } => {
+                let hv = s2[i].to_f64();
+                let gr = norm_coefficient * xv + gv;
+                let v = alpha * s1v + (1.0 - alpha) * gr;
+                let h = beta * hv + (1.0 - beta) * gr * gr;
+                let hs = libm::sqrt(h) + epsilon;
+                let rr = if t > 0 {
+                    r * libm::sqrt(1.0 - libm::pow(beta, tf)) / (1.0 - libm::pow(alpha, tf))
+                } else {
+                    r
+                };
+                let xn = xv - rr * v / hs;
+                (xn * (1.0 - norm_coefficient_post), v, h)
+            }
+        };
+        if let Some(o) = x_new.get_mut(i) {
+            *o = T::from_f64(xn);
+        }
+        if let Some(o) = s1_new.get_mut(i) {
+            *o = T::from_f64(s1n);
+        }
+        if let Some(o) = s2_new.get_mut(i) {
+            *o = T::from_f64(s2n);
+        }
+    }
+    Ok(())
+}
+
+/// The seed used when a node has none: the spec leaves it to the
+/// implementation; a fixed one keeps generated models deterministic.
+pub const DEFAULT_SEED: u64 = 0x853c_49e6_748f_ea9b;
+
+/// SplitMix64: a small, fast, well-mixed deterministic generator.
+#[derive(Clone, Copy, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform sample in `[0, 1)` with 53 random bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// How a random kernel draws each element.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    /// Uniform in `[low, high)`.
+    Uniform { low: f64, high: f64 },
+    /// Normal (Box-Muller) with a mean and standard deviation.
+    Normal { mean: f64, scale: f64 },
+}
+
+/// ONNX `RandomUniform(Like)` / `RandomNormal(Like)`: fills `y` from a
+/// generator started at `seed`.
+pub fn random<T: Float>(dist: Dist, seed: u64, y: &mut [T]) {
+    let mut rng = Rng::new(seed);
+    for o in y.iter_mut() {
+        let v = match dist {
+            Dist::Uniform { low, high } => low + (high - low) * rng.uniform(),
+            Dist::Normal { mean, scale } => {
+                let u1 = 1.0 - rng.uniform();
+                let u2 = rng.uniform();
+                let r = libm::sqrt(-2.0 * libm::log(u1));
+                mean + scale * r * libm::cos(2.0 * core::f64::consts::PI * u2)
+            }
+        };
+        *o = T::from_f64(v);
+    }
+}
+
+/// ONNX `Bernoulli`: `y[i]` is 1 with probability `p[i]`, else 0.
+pub fn bernoulli<P: Float, O: Num>(seed: u64, p: &[P], y: &mut [O]) -> Result {
+    ensure(p.len() == y.len(), Error::ShapeMismatch)?;
+    let mut rng = Rng::new(seed);
+    for (o, &pv) in y.iter_mut().zip(p) {
+        *o = O::from_usize(usize::from(rng.uniform() < pv.to_f64()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activations_by_hand() {
+        let s = Act::Shrink { lambd: 1.5, bias: 0.5 };
+        assert_eq!(
+            [s.apply(-2.0), s.apply(-1.0), s.apply(1.5), s.apply(2.0)],
+            [-1.5, 0.0, 0.0, 1.5]
+        );
+        assert_eq!(Act::Celu { alpha: 2.0 }.apply(3.0), 3.0);
+        let c = Act::Celu { alpha: 2.0 }.apply(-2.0);
+        assert!((c - 2.0 * (libm::exp(-1.0) - 1.0)).abs() < 1e-15);
+        assert_eq!(Act::Swish { alpha: 1.0 }.apply(0.0), 0.0);
+        assert!((Act::Mish.apply(1.0) - 0.865_098_4).abs() < 1e-6);
+    }
+
+    #[test]
+    fn prelu_broadcasts_slope() {
+        let x = [-1.0f32, 2.0, -3.0, -4.0];
+        let mut y = [0.0f32; 4];
+        prelu(&[2, 2], &[0, 1], &x, &[0.5, 0.25], &mut y).unwrap();
+        assert_eq!(y, [-0.5, 2.0, -1.5, -1.0]);
+        assert_eq!(prelu(&[2, 2], &[0, 1], &x, &[0.5], &mut y), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn lrn_by_hand() {
+        let p =
+            Lrn { batch: 1, channels: 2, spatial: 1, size: 2, alpha: 2.0, beta: 1.0, bias: 1.0 };
+        let mut y = [0.0f64; 2];
+        lrn(&p, &[1.0, 2.0], &mut y).unwrap();
+        // Channel 0 sums channels 0..=1 (5), channel 1 only itself (4).
+        assert_eq!(y, [1.0 / 6.0, 2.0 / 5.0]);
+    }
+
+    #[test]
+    fn max_unpool_places_values() {
+        let mut y = [9.0f32; 6];
+        max_unpool(&[2, 2], &[2, 3], &[1.0, 2.0], &[1i64, 2], &mut y).unwrap();
+        assert_eq!(y, [0.0, 1.0, 0.0, 2.0, 0.0, 0.0]);
+        assert_eq!(
+            max_unpool(&[2, 2], &[2, 3], &[1.0f32], &[4i64], &mut y),
+            Err(Error::IndexOutOfBounds)
+        );
+    }
+
+    #[test]
+    fn random_is_deterministic_and_in_range() {
+        let (mut a, mut b) = ([0.0f32; 64], [0.0f32; 64]);
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 7, &mut a);
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 7, &mut b);
+        assert_eq!(a, b);
+        assert!(a.iter().all(|&v| (2.0..=3.0).contains(&v)));
+        random(Dist::Uniform { low: 2.0, high: 3.0 }, 8, &mut b);
+        assert_ne!(a, b);
+        let mut n = [0.0f64; 4000];
+        random(Dist::Normal { mean: 1.0, scale: 2.0 }, 1, &mut n);
+        let mean = n.iter().sum::<f64>() / 4000.0;
+        assert!((mean - 1.0).abs() < 0.2, "{mean}");
+        let mut y = [0i32; 3];
+        bernoulli(3, &[0.0f32, 1.0, 0.0], &mut y).unwrap();
+        assert_eq!(y, [0, 1, 0]);
+    }
+
+    #[test]
+    fn momentum_step() {
+        let op =
+            Optimizer::Momentum { alpha: 0.9, beta: 0.1, norm_coefficient: 0.0, nesterov: false };
+        let (mut xn, mut vn) = ([0.0f64], [0.0f64]);
+        optimizer_step(op, 0.5, 1, &[1.0], &[2.0], &[1.0], &[], &mut xn, &mut vn, &mut []).unwrap();
+        assert!((vn[0] - 1.1).abs() < 1e-12 && (xn[0] - 0.45).abs() < 1e-12);
+    }
+}
