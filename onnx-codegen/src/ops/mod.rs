@@ -18,6 +18,7 @@ mod schema;
 #[cfg(test)]
 mod testing;
 
+pub mod attention;
 pub mod conv;
 pub mod elementwise;
 pub mod extra;
@@ -272,8 +273,10 @@ impl From<onnx_codegen_runtime::Error> for EvalError {
 
 /// The rule for `op_type` in `domain`, if this compiler supports it.
 pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
-    if normalize_domain(domain) != DEFAULT_DOMAIN {
-        return None;
+    match normalize_domain(domain) {
+        DEFAULT_DOMAIN => {}
+        "ai.onnx.preview" => return attention::preview_rule(op_type),
+        _ => return None,
     }
     logic::rule(op_type)
         .or_else(|| elementwise::rule(op_type))
@@ -287,6 +290,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| extra::rule(op_type))
         .or_else(|| loss::rule(op_type))
         .or_else(|| quant::rule(op_type))
+        .or_else(|| attention::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

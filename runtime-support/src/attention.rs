@@ -1,0 +1,405 @@
+//! Attention-family kernels: ONNX `Attention` (opsets 23 to 25, also the
+//! subgraph-free `FlexAttention`), `RotaryEmbedding`, `SwiGLU` and
+//! `CausalConvWithState`.
+//!
+//! Every kernel computes in the element type's accumulator ([`Real::Acc`]:
+//! `f32` for `f32`, `f16` and `bf16`, `f64` for `f64`) and rounds once per
+//! output element.
+
+use crate::num::{Float, Num};
+use crate::{Error, Result, bf16, ensure, f16};
+
+/// An element the attention kernels read and write, with the type they
+/// compute in.
+pub trait Real: Copy + 'static {
+    /// The type arithmetic runs in.
+    type Acc: Float;
+    /// Widens to the accumulator type.
+    fn to_acc(self) -> Self::Acc;
+    /// Rounds an accumulator value to the element type.
+    fn from_acc(a: Self::Acc) -> Self;
+}
+
+impl Real for f32 {
+    type Acc = f32;
+    fn to_acc(self) -> f32 {
+        self
+    }
+    fn from_acc(a: f32) -> f32 {
+        a
+    }
+}
+
+impl Real for f64 {
+    type Acc = f64;
+    fn to_acc(self) -> f64 {
+        self
+    }
+    fn from_acc(a: f64) -> f64 {
+        a
+    }
+}
+
+impl Real for f16 {
+    type Acc = f32;
+    fn to_acc(self) -> f32 {
+        self.to_f32()
+    }
+    fn from_acc(a: f32) -> f16 {
+        f16::from_f32(a)
+    }
+}
+
+impl Real for bf16 {
+    type Acc = f32;
+    fn to_acc(self) -> f32 {
+        self.to_f32()
+    }
+    fn from_acc(a: f32) -> bf16 {
+        bf16::from_f32(a)
+    }
+}
+
+/// An attention mask element: a boolean (`bool`, or `u8` 0/1 as booleans are
+/// held in the arena) allows (`true`, bias 0) or disallows (`false`, bias
+/// `-inf`) a key; a float is added to the score.
+pub trait MaskValue: Copy + 'static {
+    /// The additive bias this element stands for.
+    fn bias<A: Float>(self) -> A;
+}
+
+impl MaskValue for bool {
+    fn bias<A: Float>(self) -> A {
+        if self { A::ZERO } else { A::LOWEST }
+    }
+}
+
+impl MaskValue for u8 {
+    fn bias<A: Float>(self) -> A {
+        if self != 0 { A::ZERO } else { A::LOWEST }
+    }
+}
+
+macro_rules! float_mask {
+    ($($t:ty),*) => {$(
+        impl MaskValue for $t {
+            fn bias<A: Float>(self) -> A {
+                A::from_f64(f64::from(self))
+            }
+        }
+    )*};
+}
+float_mask!(f32, f64, f16, bf16);
+
+/// The dimensions of one Attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub q_len: usize,
+    /// Keys and values in `K`/`V` (the new ones, after `past`).
+    pub kv_new: usize,
+    /// Keys and values in `past_key`/`past_value` (0 without a cache).
+    pub past: usize,
+    /// The head size of `Q` and `K`.
+    pub head: usize,
+    /// The head size of `V`.
+    pub v_head: usize,
+    /// `Q`, `K`, `V` and `Y` are `[batch, seq, heads * head]` rather than
+    /// `[batch, heads, seq, head]`.
+    pub three_d: bool,
+}
+
+impl AttentionShape {
+    fn total(&self) -> usize {
+        self.past + self.kv_new
+    }
+
+    /// Strides (batch, head, position) of a `[batch, heads, seq, width]`
+    /// tensor, or of its 3-D `[batch, seq, heads * width]` form.
+    fn strides(&self, heads: usize, seq: usize, width: usize) -> [usize; 3] {
+        if self.three_d {
+            [seq * heads * width, width, heads * width]
+        } else {
+            [heads * seq * width, seq * width, width]
+        }
+    }
+}
+
+/// The mask's layout: element strides over `(batch, q_head, query, key)`
+/// (0 on broadcast axes) and its key extent, which may be shorter than the
+/// keys (the keys past it are masked out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskLayout {
+    pub strides: [usize; 4],
+    pub keys: usize,
+    /// The mask's element count.
+    pub len: usize,
+}
+
+/// The attributes of one Attention call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    pub shape: AttentionShape,
+    /// The factor applied to `Q·Kᵀ` (as `sqrt(scale)` on each side).
+    pub scale: f64,
+    /// `softcap * tanh(score / softcap)` when positive.
+    pub softcap: f64,
+    pub is_causal: bool,
+    /// Keys visible before / after the query's absolute position; negative
+    /// for unbounded.
+    pub left_window: i64,
+    pub right_window: i64,
+    /// What `qk_matmul_output` holds: 0 raw scores, 1 after softcap, 2 with
+    /// the bias, 3 the probabilities.
+    pub qk_mode: u8,
+    pub mask: Option<MaskLayout>,
+}
+
+/// The input buffers of an Attention call.
+pub struct AttentionInputs<'a, T, M> {
+    pub q: &'a [T],
+    pub k: &'a [T],
+    pub v: &'a [T],
+    pub mask: Option<&'a [M]>,
+    pub past_key: Option<&'a [T]>,
+    pub past_value: Option<&'a [T]>,
+    /// Per batch, the number of valid keys (the rest is padding).
+    pub nonpad_kv_seqlen: Option<&'a [i64]>,
+}
+
+/// The output buffers of an Attention call.
+pub struct AttentionOutputs<'a, T> {
+    pub y: &'a mut [T],
+    pub present_key: Option<&'a mut [T]>,
+    pub present_value: Option<&'a mut [T]>,
+    pub qk: Option<&'a mut [T]>,
+}
+
+fn mul(dims: &[usize]) -> Result<usize> {
+    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or(Error::Overflow)
+}
+
+fn opt_len<T>(b: Option<&[T]>, n: usize) -> bool {
+    b.is_none_or(|b| b.len() == n)
+}
+
+/// The scratch length [`attention`] needs: two rows of scores.
+pub fn attention_scratch_len(shape: &AttentionShape) -> Option<usize> {
+    shape.total().checked_mul(2)
+}
+
+/// Reads `K` or `V` (and their past) at `(batch, kv_head, position)` as one
+/// row of `width` elements.
+struct Cache<'a, T> {
+    past: Option<&'a [T]>,
+    new: &'a [T],
+    new_strides: [usize; 3],
+    past_len: usize,
+    heads: usize,
+    width: usize,
+}
+
+impl<T: Copy> Cache<'_, T> {
+    fn row(&self, b: usize, h: usize, j: usize) -> &[T] {
+        let (buf, at) = match self.past {
+            Some(p) if j < self.past_len => (p, ((b * self.heads + h) * self.past_len + j) * self.width),
+            _ => {
+                let s = self.new_strides;
+                (self.new, b * s[0] + h * s[1] + (j - self.past_len) * s[2])
+            }
+        };
+        buf.get(at..at + self.width).unwrap_or(&[])
+    }
+}
+
+/// ONNX `Attention`: `softmax(softcap(Q·Kᵀ·scale) + bias)·V` per head, with
+/// the key/value cache concatenated in front of `K`/`V`, grouped-query heads
+/// (each key/value head serves `q_heads / kv_heads` consecutive query
+/// heads), and a bias made of the mask, the causal frontier, the sliding
+/// window and the padding (`nonpad_kv_seqlen`). A query row whose bias is
+/// `-inf` everywhere yields zeros. `scratch` holds two rows of scores.
+pub fn attention<T: Real, M: MaskValue>(
+    p: &AttentionParams,
+    x: &AttentionInputs<'_, T, M>,
+    out: AttentionOutputs<'_, T>,
+    scratch: &mut [T::Acc],
+) -> Result {
+    let s = p.shape;
+    let total = s.past.checked_add(s.kv_new).ok_or(Error::Overflow)?;
+    ensure(s.kv_heads > 0 && s.q_heads % s.kv_heads == 0, Error::InvalidParams)?;
+    ensure(x.q.len() == mul(&[s.batch, s.q_heads, s.q_len, s.head])?, Error::ShapeMismatch)?;
+    ensure(x.k.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.head])?, Error::ShapeMismatch)?;
+    ensure(x.v.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.v_head])?, Error::ShapeMismatch)?;
+    let past_k = mul(&[s.batch, s.kv_heads, s.past, s.head])?;
+    let past_v = mul(&[s.batch, s.kv_heads, s.past, s.v_head])?;
+    ensure(s.past == 0 || x.past_key.is_some(), Error::InvalidParams)?;
+    ensure(x.past_key.is_some() == x.past_value.is_some(), Error::InvalidParams)?;
+    ensure(opt_len(x.past_key, past_k) && opt_len(x.past_value, past_v), Error::ShapeMismatch)?;
+    ensure(opt_len(x.nonpad_kv_seqlen, s.batch), Error::ShapeMismatch)?;
+    ensure(out.y.len() == mul(&[s.batch, s.q_heads, s.q_len, s.v_head])?, Error::ShapeMismatch)?;
+    let present_k = mul(&[s.batch, s.kv_heads, total, s.head])?;
+    let present_v = mul(&[s.batch, s.kv_heads, total, s.v_head])?;
+    ensure(opt_len(out.present_key.as_deref(), present_k), Error::ShapeMismatch)?;
+    ensure(opt_len(out.present_value.as_deref(), present_v), Error::ShapeMismatch)?;
+    let qk_len = mul(&[s.batch, s.q_heads, s.q_len, total])?;
+    ensure(opt_len(out.qk.as_deref(), qk_len), Error::ShapeMismatch)?;
+    ensure(scratch.len() >= 2 * total, Error::ShapeMismatch)?;
+    match (p.mask, x.mask) {
+        (Some(m), Some(buf)) => {
+            ensure(buf.len() == m.len && m.keys <= total, Error::ShapeMismatch)?;
+            if m.keys > 0 && s.batch > 0 && s.q_heads > 0 && s.q_len > 0 {
+                let last = (s.batch - 1) * m.strides[0]
+                    + (s.q_heads - 1) * m.strides[1]
+                    + (s.q_len - 1) * m.strides[2]
+                    + (m.keys - 1) * m.strides[3];
+                ensure(last < buf.len(), Error::ShapeMismatch)?;
+            }
+        }
+        (None, None) => {}
+        _ => return Err(Error::InvalidParams),
+    }
+
+    let keys = Cache {
+        past: x.past_key,
+        new: x.k,
+        new_strides: s.strides(s.kv_heads, s.kv_new, s.head),
+        past_len: s.past,
+        heads: s.kv_heads,
+        width: s.head,
+    };
+    let values = Cache {
+        past: x.past_value,
+        new: x.v,
+        new_strides: s.strides(s.kv_heads, s.kv_new, s.v_head),
+        past_len: s.past,
+        heads: s.kv_heads,
+        width: s.v_head,
+    };
+    let AttentionOutputs { y, present_key, present_value, mut qk } = out;
+    for (cache, present) in [(&keys, present_key), (&values, present_value)] {
+        if let Some(dst) = present {
+            let mut at = 0;
+            for b in 0..s.batch {
+                for h in 0..s.kv_heads {
+                    for j in 0..total {
+                        let row = cache.row(b, h, j);
+                        dst[at..at + cache.width].copy_from_slice(row);
+                        at += cache.width;
+                    }
+                }
+            }
+        }
+    }
+
+    let (scores, bias) = scratch.split_at_mut(total);
+    let bias = &mut bias[..total];
+    let sqrt_scale = <T::Acc as Float>::from_f64(p.scale.sqrt());
+    let softcap = <T::Acc as Float>::from_f64(p.softcap);
+    let neg_inf = <T::Acc as Num>::LOWEST;
+    let group = s.q_heads / s.kv_heads;
+    let q_str = s.strides(s.q_heads, s.q_len, s.head);
+    let y_str = s.strides(s.q_heads, s.q_len, s.v_head);
+    for b in 0..s.batch {
+        let offset = match x.nonpad_kv_seqlen {
+            Some(n) if x.past_key.is_none() => n[b].saturating_sub(s.q_len as i64),
+            _ => s.past as i64,
+        };
+        let valid = x.nonpad_kv_seqlen.map(|n| n[b]);
+        for h in 0..s.q_heads {
+            let kh = h / group;
+            for i in 0..s.q_len {
+                let qa = b * q_str[0] + h * q_str[1] + i * q_str[2];
+                let qrow = &x.q[qa..qa + s.head];
+                let pos = offset.saturating_add(i as i64);
+                let mut any = false;
+                for j in 0..total {
+                    let mut bb = <T::Acc as Num>::ZERO;
+                    if let (Some(m), Some(buf)) = (p.mask, x.mask) {
+                        bb = if j < m.keys {
+                            let st = m.strides;
+                            let at = b * st[0] + h * st[1] + i * st[2] + j * st[3];
+                            buf[at].bias::<T::Acc>()
+                        } else {
+                            neg_inf
+                        };
+                    }
+                    let jj = j as i64;
+                    let blocked = (p.is_causal && jj > pos)
+                        || (p.left_window >= 0 && pos.saturating_sub(jj) > p.left_window)
+                        || (p.right_window >= 0 && jj.saturating_sub(pos) > p.right_window)
+                        || valid.is_some_and(|n| jj >= n);
+                    if blocked {
+                        bb = bb.add(neg_inf);
+                    }
+                    any |= bb != neg_inf;
+                    bias[j] = bb;
+                    let krow = keys.row(b, kh, j);
+                    let mut dot = <T::Acc as Num>::ZERO;
+                    for (qv, kv) in qrow.iter().zip(krow) {
+                        dot = dot.add(qv.to_acc().mul(sqrt_scale).mul(kv.to_acc().mul(sqrt_scale)));
+                    }
+                    scores[j] = dot;
+                }
+                let qk_at = ((b * s.q_heads + h) * s.q_len + i) * total;
+                if let (Some(o), 0) = (qk.as_deref_mut(), p.qk_mode) {
+                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
+                        *d = T::from_acc(v);
+                    }
+                }
+                if p.softcap > 0.0 {
+                    for v in scores.iter_mut() {
+                        *v = softcap.mul(v.div(softcap).unwrap_or(<T::Acc as Float>::NAN).tanh());
+                    }
+                }
+                if let (Some(o), 1) = (qk.as_deref_mut(), p.qk_mode) {
+                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
+                        *d = T::from_acc(v);
+                    }
+                }
+                for (v, &bb) in scores.iter_mut().zip(bias.iter()) {
+                    *v = v.add(bb);
+                }
+                if let (Some(o), 2) = (qk.as_deref_mut(), p.qk_mode) {
+                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
+                        *d = T::from_acc(v);
+                    }
+                }
+                if any {
+                    let m = scores.iter().fold(neg_inf, |m, &v| m.max_of(v));
+                    let m = if m == neg_inf { <T::Acc as Num>::ZERO } else { m };
+                    let mut sum = <T::Acc as Num>::ZERO;
+                    for v in scores.iter_mut() {
+                        *v = v.sub(m).exp();
+                        sum = sum.add(*v);
+                    }
+                    if sum == <T::Acc as Num>::ZERO {
+                        sum = <T::Acc as Num>::ONE;
+                    }
+                    for v in scores.iter_mut() {
+                        *v = v.div(sum).unwrap_or(<T::Acc as Float>::NAN);
+                    }
+                } else {
+                    scores.fill(<T::Acc as Num>::ZERO);
+                }
+                if let (Some(o), 3) = (qk.as_deref_mut(), p.qk_mode) {
+                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
+                        *d = T::from_acc(v);
+                    }
+                }
+                let ya = b * y_str[0] + h * y_str[1] + i * y_str[2];
+                for c in 0..s.v_head {
+                    let mut acc = <T::Acc as Num>::ZERO;
+                    for (j, &w) in scores.iter().enumerate() {
+                        if let Some(v) = values.row(b, kh, j).get(c) {
+                            acc = acc.add(w.mul(v.to_acc()));
+                        }
+                    }
+                    y[ya + c] = T::from_acc(acc);
+                }
+            }
+        }
+    }
+    Ok(())
+}
