@@ -403,3 +403,88 @@ pub fn attention<T: Real, M: MaskValue>(
     }
     Ok(())
 }
+
+/// The layout of one RotaryEmbedding call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RotaryParams {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq: usize,
+    pub head: usize,
+    /// The rotated leading part of each head (even, at most `head`).
+    pub rot: usize,
+    /// Rotate pairs `(2k, 2k+1)` rather than `(k, k + rot/2)`.
+    pub interleaved: bool,
+    /// `X` is `[batch, seq, heads * head]` rather than `[batch, heads, seq, head]`.
+    pub three_d: bool,
+    /// Rows of the caches when `position_ids` index them (`[positions, rot/2]`);
+    /// without `position_ids` the caches are `[batch, seq, rot/2]`.
+    pub positions: usize,
+}
+
+/// ONNX `RotaryEmbedding`: rotates each head's first `rot` elements by the
+/// angles whose cosines and sines the caches hold, for the token's position
+/// (`position_ids`, or the caches taken per batch and token). Positions
+/// outside the caches are an [`Error::IndexOutOfBounds`].
+pub fn rotary_embedding<T: Real>(
+    p: &RotaryParams,
+    x: &[T],
+    cos: &[T],
+    sin: &[T],
+    position_ids: Option<&[i64]>,
+    y: &mut [T],
+) -> Result {
+    let n = mul(&[p.batch, p.heads, p.seq, p.head])?;
+    let half = p.rot / 2;
+    ensure(p.rot % 2 == 0 && p.rot <= p.head, Error::InvalidParams)?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    let rows = if position_ids.is_some() { p.positions } else { mul(&[p.batch, p.seq])? };
+    let cache = mul(&[rows, half])?;
+    ensure(cos.len() == cache && sin.len() == cache, Error::ShapeMismatch)?;
+    ensure(opt_len(position_ids, mul(&[p.batch, p.seq])?), Error::ShapeMismatch)?;
+    for b in 0..p.batch {
+        for s in 0..p.seq {
+            let row = match position_ids {
+                Some(ids) => {
+                    let id = ids[b * p.seq + s];
+                    let id = usize::try_from(id).map_err(|_| Error::IndexOutOfBounds)?;
+                    ensure(id < rows, Error::IndexOutOfBounds)?;
+                    id
+                }
+                None => b * p.seq + s,
+            };
+            let (c, sn) = (&cos[row * half..(row + 1) * half], &sin[row * half..(row + 1) * half]);
+            for h in 0..p.heads {
+                let at = if p.three_d {
+                    (b * p.seq + s) * p.heads * p.head + h * p.head
+                } else {
+                    ((b * p.heads + h) * p.seq + s) * p.head
+                };
+                let (xs, ys) = (&x[at..at + p.head], &mut y[at..at + p.head]);
+                for k in 0..half {
+                    let (i1, i2) = if p.interleaved { (2 * k, 2 * k + 1) } else { (k, k + half) };
+                    let (x1, x2) = (xs[i1].to_acc(), xs[i2].to_acc());
+                    let (ck, sk) = (c[k].to_acc(), sn[k].to_acc());
+                    ys[i1] = T::from_acc(ck.mul(x1).sub(sk.mul(x2)));
+                    ys[i2] = T::from_acc(sk.mul(x1).add(ck.mul(x2)));
+                }
+                ys[p.rot..].copy_from_slice(&xs[p.rot..]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `SwiGLU`: `y = a · sigmoid(alpha · a) · b`, elementwise over
+/// same-shaped inputs.
+pub fn swiglu<T: Real>(alpha: f64, a: &[T], b: &[T], y: &mut [T]) -> Result {
+    ensure(a.len() == y.len() && b.len() == y.len(), Error::ShapeMismatch)?;
+    let alpha = <T::Acc as Float>::from_f64(alpha);
+    let one = <T::Acc as Num>::ONE;
+    for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
+        let a = a.to_acc();
+        let sig = one.div(one.add(alpha.mul(a).neg().exp())).unwrap_or(<T::Acc as Float>::NAN);
+        *y = T::from_acc(a.mul(sig).mul(b.to_acc()));
+    }
+    Ok(())
+}
