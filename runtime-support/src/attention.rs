@@ -18,6 +18,10 @@ pub trait Real: Copy + 'static {
     fn to_acc(self) -> Self::Acc;
     /// Rounds an accumulator value to the element type.
     fn from_acc(a: Self::Acc) -> Self;
+    /// Whether a sum over a row in this type rounds after every addition
+    /// (`bf16`) rather than once at the end (`f16`, which the reference sums
+    /// in `f32`).
+    const ROUNDS_EACH_ADD: bool = false;
 }
 
 impl Real for f32 {
@@ -52,6 +56,7 @@ impl Real for f16 {
 
 impl Real for bf16 {
     type Acc = f32;
+    const ROUNDS_EACH_ADD: bool = true;
     fn to_acc(self) -> f32 {
         self.to_f32()
     }
@@ -154,6 +159,8 @@ pub struct AttentionParams {
     /// What `qk_matmul_output` holds: 0 raw scores, 1 after softcap, 2 with
     /// the bias, 3 the probabilities.
     pub qk_mode: u8,
+    /// The softmax rounds each step to `T` (no wider `softmax_precision`).
+    pub softmax_in_t: bool,
     pub mask: Option<MaskLayout>,
 }
 
@@ -295,12 +302,22 @@ pub fn attention<T: Real, M: MaskValue>(
 
     let (scores, bias) = scratch.split_at_mut(total);
     let bias = &mut bias[..total];
-    let sqrt_scale = <T::Acc as Float>::from_f64(p.scale.sqrt());
-    let softcap = <T::Acc as Float>::from_f64(p.softcap);
+    // Every step rounds to `T`, as the operator's definition computes in
+    // `T`; the softmax does so unless `softmax_precision` widens it.
+    let r = |a: T::Acc| T::from_acc(a).to_acc();
+    let rs = |a: T::Acc| if p.softmax_in_t { r(a) } else { a };
+    let sqrt_scale = r(<T::Acc as Float>::from_f64(p.scale.sqrt()));
+    let softcap = r(<T::Acc as Float>::from_f64(p.softcap));
     let neg_inf = <T::Acc as Num>::LOWEST;
+    let zero = <T::Acc as Num>::ZERO;
     let group = s.q_heads / s.kv_heads;
     let q_str = s.strides(s.q_heads, s.q_len, s.head);
     let y_str = s.strides(s.q_heads, s.q_len, s.v_head);
+    let write = |o: &mut [T], at: usize, row: &[T::Acc]| {
+        for (d, &v) in o[at..at + total].iter_mut().zip(row) {
+            *d = T::from_acc(v);
+        }
+    };
     for b in 0..s.batch {
         let offset = match x.nonpad_kv_seqlen {
             Some(n) if x.past_key.is_none() => n[b].saturating_sub(s.q_len as i64),
@@ -315,12 +332,12 @@ pub fn attention<T: Real, M: MaskValue>(
                 let pos = offset.saturating_add(i as i64);
                 let mut any = false;
                 for j in 0..total {
-                    let mut bb = <T::Acc as Num>::ZERO;
+                    let mut bb = zero;
                     if let (Some(m), Some(buf)) = (p.mask, x.mask) {
                         bb = if j < m.keys {
                             let st = m.strides;
                             let at = b * st[0] + h * st[1] + i * st[2] + j * st[3];
-                            buf[at].bias::<T::Acc>()
+                            r(buf[at].bias::<T::Acc>())
                         } else {
                             neg_inf
                         };
@@ -336,61 +353,58 @@ pub fn attention<T: Real, M: MaskValue>(
                     any |= bb != neg_inf;
                     bias[j] = bb;
                     let krow = keys.row(b, kh, j);
-                    let mut dot = <T::Acc as Num>::ZERO;
+                    let mut dot = zero;
                     for (qv, kv) in qrow.iter().zip(krow) {
-                        dot = dot.add(qv.to_acc().mul(sqrt_scale).mul(kv.to_acc().mul(sqrt_scale)));
+                        dot = dot.add(r(qv.to_acc().mul(sqrt_scale)).mul(r(kv.to_acc().mul(sqrt_scale))));
                     }
-                    scores[j] = dot;
+                    scores[j] = r(dot);
                 }
                 let qk_at = ((b * s.q_heads + h) * s.q_len + i) * total;
                 if let (Some(o), 0) = (qk.as_deref_mut(), p.qk_mode) {
-                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
-                        *d = T::from_acc(v);
-                    }
+                    write(o, qk_at, scores);
                 }
                 if p.softcap > 0.0 {
                     for v in scores.iter_mut() {
-                        *v = softcap.mul(v.div(softcap).unwrap_or(<T::Acc as Float>::NAN).tanh());
+                        let t = r(v.div(softcap).unwrap_or(<T::Acc as Float>::NAN));
+                        *v = r(softcap.mul(r(t.tanh())));
                     }
                 }
                 if let (Some(o), 1) = (qk.as_deref_mut(), p.qk_mode) {
-                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
-                        *d = T::from_acc(v);
-                    }
+                    write(o, qk_at, scores);
                 }
                 for (v, &bb) in scores.iter_mut().zip(bias.iter()) {
-                    *v = v.add(bb);
+                    *v = r(v.add(bb));
                 }
                 if let (Some(o), 2) = (qk.as_deref_mut(), p.qk_mode) {
-                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
-                        *d = T::from_acc(v);
-                    }
+                    write(o, qk_at, scores);
                 }
                 if any {
                     let m = scores.iter().fold(neg_inf, |m, &v| m.max_of(v));
-                    let m = if m == neg_inf { <T::Acc as Num>::ZERO } else { m };
-                    let mut sum = <T::Acc as Num>::ZERO;
+                    let m = if m == neg_inf { zero } else { m };
+                    let mut sum = zero;
                     for v in scores.iter_mut() {
-                        *v = v.sub(m).exp();
+                        *v = rs(rs(v.sub(m)).exp());
                         sum = sum.add(*v);
+                        if T::ROUNDS_EACH_ADD {
+                            sum = rs(sum);
+                        }
                     }
-                    if sum == <T::Acc as Num>::ZERO {
+                    sum = rs(sum);
+                    if sum == zero {
                         sum = <T::Acc as Num>::ONE;
                     }
                     for v in scores.iter_mut() {
-                        *v = v.div(sum).unwrap_or(<T::Acc as Float>::NAN);
+                        *v = r(rs(v.div(sum).unwrap_or(<T::Acc as Float>::NAN)));
                     }
                 } else {
-                    scores.fill(<T::Acc as Num>::ZERO);
+                    scores.fill(zero);
                 }
                 if let (Some(o), 3) = (qk.as_deref_mut(), p.qk_mode) {
-                    for (d, &v) in o[qk_at..qk_at + total].iter_mut().zip(scores.iter()) {
-                        *d = T::from_acc(v);
-                    }
+                    write(o, qk_at, scores);
                 }
                 let ya = b * y_str[0] + h * y_str[1] + i * y_str[2];
                 for c in 0..s.v_head {
-                    let mut acc = <T::Acc as Num>::ZERO;
+                    let mut acc = zero;
                     for (j, &w) in scores.iter().enumerate() {
                         if let Some(v) = values.row(b, kh, j).get(c) {
                             acc = acc.add(w.mul(v.to_acc()));

@@ -212,6 +212,34 @@ fn mask_layout(
     Ok(MaskLayout { strides, keys, len: stride })
 }
 
+/// Whether the softmax runs in `elem` itself: `softmax_precision` absent,
+/// or naming `elem` or a narrower type. A wider one runs it in the kernels'
+/// accumulator (`f32`; `f64` for `f64`).
+fn softmax_in_t(cx: &NodeCx<'_>, elem: ElemType) -> OpResult<bool> {
+    if !has_attr(cx, "softmax_precision") {
+        return Ok(true);
+    }
+    let p = cx.int_or("softmax_precision", 1);
+    let width = |code: i64| match code {
+        10 | 16 => Some(2),
+        1 => Some(4),
+        11 => Some(8),
+        _ => None,
+    };
+    let Some(w) = width(p) else {
+        return invalid(format!(
+            "{}'s softmax_precision {p} is not one of 1, 10, 11 and 16",
+            op_name(cx)
+        ));
+    };
+    let own = match elem {
+        ElemType::Float16 | ElemType::Bfloat16 => 2,
+        ElemType::Float => 4,
+        _ => 8,
+    };
+    Ok(w <= own)
+}
+
 fn attention_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
     let v = cx.version();
     let q = real_input(cx, 0, "Q")?;
@@ -306,14 +334,7 @@ fn attention_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
         Ok(m @ 0..=3) => m,
         _ => return invalid(format!("Attention's qk_matmul_output_mode {qk_mode} is not 0 to 3")),
     };
-    if has_attr(cx, "softmax_precision") {
-        let p = cx.int_or("softmax_precision", 1);
-        if ![1, 10, 11, 16].contains(&p) {
-            return invalid(format!(
-                "Attention's softmax_precision {p} is not one of 1, 10, 11 and 16"
-            ));
-        }
-    }
+    let softmax_in_t = softmax_in_t(cx, elem)?;
     let (left_window, right_window) = if v >= 25 {
         let (l, r) = (cx.int_or("left_window_size", -1), cx.int_or("right_window_size", -1));
         if l < -1 || r < -1 {
@@ -348,6 +369,7 @@ fn attention_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
         left_window,
         right_window,
         qk_mode,
+        softmax_in_t,
         mask,
     };
     Ok(AttentionPlan { elem, params, mask_elem, outputs })
@@ -492,6 +514,7 @@ impl Kernel for AttentionKernel {
         let causal = p.is_causal;
         let (lw, rw) = (p.left_window, p.right_window);
         let mode = p.qk_mode;
+        let smt = p.softmax_in_t;
         let mask_layout = match p.mask {
             Some(m) => {
                 let st = m.strides.map(lit::usize_lit);
@@ -518,7 +541,8 @@ impl Kernel for AttentionKernel {
             #rt::attention::attention(
                 &#rt::attention::AttentionParams {
                     shape: #shape, scale: #scale, softcap: #softcap, is_causal: #causal,
-                    left_window: #lw, right_window: #rw, qk_mode: #mode, mask: #mask_layout,
+                    left_window: #lw, right_window: #rw, qk_mode: #mode,
+                    softmax_in_t: #smt, mask: #mask_layout,
                 },
                 &#rt::attention::AttentionInputs {
                     q: #q, k: #k, v: #v, mask: #mask, past_key: #pk, past_value: #pv,
@@ -587,6 +611,8 @@ fn flex_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
         left_window: -1,
         right_window: -1,
         qk_mode: 0,
+        // FlexAttention's softmax runs in float32 unless told otherwise.
+        softmax_in_t: has_attr(cx, "softmax_precision") && softmax_in_t(cx, elem)?,
         mask: None,
     };
     let outputs = vec![TensorType::new(elem, vec![b, hq, sq, dv])];
