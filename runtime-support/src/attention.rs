@@ -502,3 +502,72 @@ pub fn swiglu<T: Real>(alpha: f64, a: &[T], b: &[T], y: &mut [T]) -> Result {
     }
     Ok(())
 }
+
+/// The layout of one CausalConvWithState call: `[batch, channels, len]`
+/// inputs, a kernel of `k` taps per channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CausalConvParams {
+    pub batch: usize,
+    pub channels: usize,
+    pub len: usize,
+    pub k: usize,
+    /// Apply SiLU (`x · sigmoid(x)`) to the convolution's result.
+    pub silu: bool,
+}
+
+/// ONNX `CausalConvWithState`: a depthwise 1-D convolution over the
+/// sequence `past_state ++ input` (zeros when `past_state` is absent), with
+/// an optional per-channel bias and SiLU; `present_state` receives the last
+/// `k - 1` positions of that sequence.
+pub fn causal_conv_with_state<T: Real>(
+    p: &CausalConvParams,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+    past: Option<&[T]>,
+    y: &mut [T],
+    present: &mut [T],
+) -> Result {
+    ensure(p.k > 0, Error::InvalidParams)?;
+    let keep = p.k - 1;
+    let n = mul(&[p.batch, p.channels, p.len])?;
+    let state = mul(&[p.batch, p.channels, keep])?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    ensure(weight.len() == mul(&[p.channels, p.k])?, Error::ShapeMismatch)?;
+    ensure(opt_len(bias, p.channels) && opt_len(past, state), Error::ShapeMismatch)?;
+    ensure(present.len() == state, Error::ShapeMismatch)?;
+    let zero = <T::Acc as Num>::ZERO;
+    let one = <T::Acc as Num>::ONE;
+    for b in 0..p.batch {
+        for c in 0..p.channels {
+            let row = (b * p.channels + c) * p.len;
+            let srow = (b * p.channels + c) * keep;
+            // Position `t` of `past ++ input`.
+            let at = |t: usize| -> T::Acc {
+                if t < keep {
+                    past.map_or(zero, |s| s[srow + t].to_acc())
+                } else {
+                    x[row + t - keep].to_acc()
+                }
+            };
+            let w = &weight[c * p.k..(c + 1) * p.k];
+            let b0 = bias.map_or(zero, |b| b[c].to_acc());
+            for t in 0..p.len {
+                let mut acc = b0;
+                for (m, wm) in w.iter().enumerate() {
+                    acc = acc.add(wm.to_acc().mul(at(t + m)));
+                }
+                let mut v = T::from_acc(acc).to_acc();
+                if p.silu {
+                    let sig = one.div(one.add(v.neg().exp())).unwrap_or(<T::Acc as Float>::NAN);
+                    v = v.mul(sig);
+                }
+                y[row + t] = T::from_acc(v);
+            }
+            for (j, d) in present[srow..srow + keep].iter_mut().enumerate() {
+                *d = T::from_acc(at(p.len + j));
+            }
+        }
+    }
+    Ok(())
+}
