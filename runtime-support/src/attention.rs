@@ -571,3 +571,148 @@ pub fn causal_conv_with_state<T: Real>(
     }
     Ok(())
 }
+
+/// How a LinearAttention step reads its decay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decay {
+    /// No gating (`linear` and `delta` rules).
+    None,
+    /// One log-decay per key/value head and token.
+    PerHead,
+    /// One log-decay per key dimension, head and token.
+    PerKey,
+}
+
+/// The layout of one LinearAttention call: 3-D `[batch, len, heads * dim]`
+/// query, key, value; state `[batch, kv_heads, key_dim, value_dim]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearAttentionParams {
+    pub batch: usize,
+    pub len: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+    pub decay: Decay,
+    /// `beta`'s last extent when the delta rule applies: `kv_heads` or 1;
+    /// 0 without the delta rule.
+    pub beta_heads: usize,
+    pub scale: f64,
+}
+
+/// The inputs of one LinearAttention call.
+pub struct LinearAttentionInputs<'a, T> {
+    pub query: &'a [T],
+    pub key: &'a [T],
+    pub value: &'a [T],
+    pub past_state: Option<&'a [T]>,
+    pub decay: Option<&'a [T]>,
+    pub beta: Option<&'a [T]>,
+}
+
+/// The scratch length [`linear_attention`] needs: one head's state and one
+/// value row.
+pub fn linear_attention_scratch_len(p: &LinearAttentionParams) -> Option<usize> {
+    p.key_dim.checked_mul(p.value_dim)?.checked_add(p.value_dim)
+}
+
+/// ONNX `LinearAttention`: per key/value head, a `key_dim × value_dim` state
+/// updated token by token (`S ← S·exp(g)` when gated; `v ← β·(v − Sᵀk)` with
+/// the delta rule; `S ← S + k vᵀ`), each query head of the group reading
+/// `scale · qᵀS`. The state stays in the accumulator type between tokens.
+pub fn linear_attention<T: Real>(
+    p: &LinearAttentionParams,
+    x: &LinearAttentionInputs<'_, T>,
+    output: &mut [T],
+    present: &mut [T],
+    scratch: &mut [T::Acc],
+) -> Result {
+    let (dk, dv) = (p.key_dim, p.value_dim);
+    ensure(p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, Error::InvalidParams)?;
+    let tokens = mul(&[p.batch, p.len])?;
+    ensure(x.query.len() == mul(&[tokens, p.q_heads, dk])?, Error::ShapeMismatch)?;
+    ensure(x.key.len() == mul(&[tokens, p.kv_heads, dk])?, Error::ShapeMismatch)?;
+    ensure(x.value.len() == mul(&[tokens, p.kv_heads, dv])?, Error::ShapeMismatch)?;
+    ensure(output.len() == mul(&[tokens, p.q_heads, dv])?, Error::ShapeMismatch)?;
+    let state_len = mul(&[p.batch, p.kv_heads, dk, dv])?;
+    ensure(present.len() == state_len && opt_len(x.past_state, state_len), Error::ShapeMismatch)?;
+    let decay_len = match p.decay {
+        Decay::None => 0,
+        Decay::PerHead => mul(&[tokens, p.kv_heads])?,
+        Decay::PerKey => mul(&[tokens, p.kv_heads, dk])?,
+    };
+    ensure(x.decay.map_or(0, <[T]>::len) == decay_len, Error::ShapeMismatch)?;
+    ensure(x.beta.map_or(0, <[T]>::len) == mul(&[tokens, p.beta_heads])?, Error::ShapeMismatch)?;
+    ensure(p.beta_heads == 0 || p.beta_heads == 1 || p.beta_heads == p.kv_heads, Error::InvalidParams)?;
+    let hd = dk * dv;
+    ensure(scratch.len() >= hd + dv, Error::ShapeMismatch)?;
+    let (state, vrow) = scratch.split_at_mut(hd);
+    let zero = <T::Acc as Num>::ZERO;
+    let scale = <T::Acc as Float>::from_f64(p.scale);
+    let group = p.q_heads / p.kv_heads;
+    for b in 0..p.batch {
+        for kh in 0..p.kv_heads {
+            let s0 = (b * p.kv_heads + kh) * hd;
+            match x.past_state {
+                Some(ps) => {
+                    for (d, v) in state.iter_mut().zip(&ps[s0..s0 + hd]) {
+                        *d = v.to_acc();
+                    }
+                }
+                None => state.fill(zero),
+            }
+            for t in 0..p.len {
+                let tok = b * p.len + t;
+                let krow = &x.key[(tok * p.kv_heads + kh) * dk..][..dk];
+                let va = (tok * p.kv_heads + kh) * dv;
+                for (d, v) in vrow[..dv].iter_mut().zip(&x.value[va..va + dv]) {
+                    *d = v.to_acc();
+                }
+                if let Some(g) = x.decay {
+                    for d in 0..dk {
+                        let gd = match p.decay {
+                            Decay::PerKey => g[(tok * p.kv_heads + kh) * dk + d],
+                            _ => g[tok * p.kv_heads + kh],
+                        };
+                        let f = gd.to_acc().exp();
+                        for s in &mut state[d * dv..(d + 1) * dv] {
+                            *s = s.mul(f);
+                        }
+                    }
+                }
+                if let Some(beta) = x.beta {
+                    let bh = if p.beta_heads == 1 { 0 } else { kh };
+                    let bt = beta[tok * p.beta_heads + bh].to_acc();
+                    for (m, v) in vrow[..dv].iter_mut().enumerate() {
+                        let mut r = zero;
+                        for (d, kd) in krow.iter().enumerate() {
+                            r = r.add(state[d * dv + m].mul(kd.to_acc()));
+                        }
+                        *v = bt.mul(v.sub(r));
+                    }
+                }
+                for (d, kd) in krow.iter().enumerate() {
+                    let kd = kd.to_acc();
+                    for (s, &v) in state[d * dv..(d + 1) * dv].iter_mut().zip(vrow.iter()) {
+                        *s = s.add(kd.mul(v));
+                    }
+                }
+                for h in kh * group..(kh + 1) * group {
+                    let qrow = &x.query[(tok * p.q_heads + h) * dk..][..dk];
+                    let oa = (tok * p.q_heads + h) * dv;
+                    for m in 0..dv {
+                        let mut acc = zero;
+                        for (d, qd) in qrow.iter().enumerate() {
+                            acc = acc.add(qd.to_acc().mul(state[d * dv + m]));
+                        }
+                        output[oa + m] = T::from_acc(scale.mul(acc));
+                    }
+                }
+            }
+            for (d, &s) in present[s0..s0 + hd].iter_mut().zip(state.iter()) {
+                *d = T::from_acc(s);
+            }
+        }
+    }
+    Ok(())
+}
