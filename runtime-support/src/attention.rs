@@ -716,3 +716,168 @@ pub fn linear_attention<T: Real>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(q_len: usize, kv_new: usize) -> AttentionShape {
+        AttentionShape {
+            batch: 1,
+            q_heads: 1,
+            kv_heads: 1,
+            q_len,
+            kv_new,
+            past: 0,
+            head: 1,
+            v_head: 1,
+            three_d: false,
+        }
+    }
+
+    fn params(s: AttentionShape) -> AttentionParams {
+        AttentionParams {
+            shape: s,
+            scale: 1.0,
+            softcap: 0.0,
+            is_causal: false,
+            left_window: -1,
+            right_window: -1,
+            qk_mode: 0,
+            softmax_in_t: true,
+            mask: None,
+        }
+    }
+
+    fn inputs<'a>(q: &'a [f32], k: &'a [f32], v: &'a [f32]) -> AttentionInputs<'a, f32, bool> {
+        AttentionInputs {
+            q,
+            k,
+            v,
+            mask: None,
+            past_key: None,
+            past_value: None,
+            nonpad_kv_seqlen: None,
+        }
+    }
+
+    #[test]
+    fn equal_scores_average_the_values() {
+        // q = 0: every score is 0, so the weights are 1/2 and y = (1 + 3) / 2.
+        let p = params(shape(1, 2));
+        let (mut y, mut scratch) = ([0.0f32], [0.0f32; 4]);
+        let out = AttentionOutputs { y: &mut y, present_key: None, present_value: None, qk: None };
+        attention(&p, &inputs(&[0.0], &[1.0, 2.0], &[1.0, 3.0]), out, &mut scratch).unwrap();
+        assert_eq!(y, [2.0]);
+    }
+
+    #[test]
+    fn causal_rows_and_scores() {
+        // Scores q·k = [1·1, 1·ln3]; query 0 sees key 0 only, query 1 both:
+        // weights e^0 : e^ln3 = 1 : 3 give (1·1 + 3·5) / 4 = 4.
+        let mut p = params(shape(2, 2));
+        p.is_causal = true;
+        p.qk_mode = 3;
+        let ln3 = 3f32.ln();
+        let (mut y, mut qk, mut scratch) = ([0.0f32; 2], [0.0f32; 4], [0.0f32; 4]);
+        let out = AttentionOutputs { y: &mut y, present_key: None, present_value: None, qk: Some(&mut qk) };
+        attention(&p, &inputs(&[1.0, 1.0], &[0.0, ln3], &[1.0, 5.0]), out, &mut scratch).unwrap();
+        assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] - 4.0).abs() < 1e-5, "{y:?}");
+        assert!((qk[0] - 1.0).abs() < 1e-6 && qk[1] == 0.0 && (qk[3] - 0.75).abs() < 1e-6);
+    }
+
+    #[test]
+    fn fully_masked_rows_are_zero_and_past_is_concatenated() {
+        let mut p = params(AttentionShape { past: 1, ..shape(1, 1) });
+        p.mask = Some(MaskLayout { strides: [0, 0, 0, 1], keys: 2, len: 2 });
+        let mask = [false, false];
+        let x = AttentionInputs {
+            mask: Some(&mask[..]),
+            past_key: Some(&[7.0f32][..]),
+            past_value: Some(&[8.0f32][..]),
+            ..inputs(&[1.0], &[2.0], &[3.0])
+        };
+        let (mut y, mut pk, mut pv, mut scratch) = ([9.0f32], [0.0f32; 2], [0.0f32; 2], [0.0f32; 4]);
+        let out = AttentionOutputs {
+            y: &mut y,
+            present_key: Some(&mut pk),
+            present_value: Some(&mut pv),
+            qk: None,
+        };
+        attention(&p, &x, out, &mut scratch).unwrap();
+        assert_eq!((y, pk, pv), ([0.0], [7.0, 2.0], [8.0, 3.0]));
+    }
+
+    #[test]
+    fn wrong_lengths_are_errors() {
+        let p = params(shape(1, 2));
+        let (mut y, mut scratch) = ([0.0f32], [0.0f32; 4]);
+        let out = AttentionOutputs { y: &mut y, present_key: None, present_value: None, qk: None };
+        let r = attention(&p, &inputs(&[0.0], &[1.0], &[1.0, 3.0]), out, &mut scratch);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn rotary_rotates_pairs() {
+        // One head of size 4, angle 90° on pair 0 and 0° on pair 1.
+        let p = RotaryParams {
+            batch: 1,
+            heads: 1,
+            seq: 1,
+            head: 4,
+            rot: 4,
+            interleaved: false,
+            three_d: false,
+            positions: 1,
+        };
+        let mut y = [0.0f32; 4];
+        rotary_embedding(&p, &[1.0, 2.0, 3.0, 4.0], &[0.0, 1.0], &[1.0, 0.0], Some(&[0]), &mut y)
+            .unwrap();
+        // Pairs (x0, x2) = (1, 3) -> (-3, 1); (x1, x3) = (2, 4) unchanged.
+        assert_eq!(y, [-3.0, 2.0, 1.0, 4.0]);
+        let r = rotary_embedding(&p, &[1.0; 4], &[0.0, 1.0], &[1.0, 0.0], Some(&[1]), &mut y);
+        assert_eq!(r, Err(Error::IndexOutOfBounds));
+    }
+
+    #[test]
+    fn swiglu_and_causal_conv() {
+        let mut y = [0.0f32; 2];
+        swiglu(1.0, &[0.0, 2.0], &[5.0, 3.0], &mut y).unwrap();
+        let want = 2.0 / (1.0 + (-2.0f32).exp()) * 3.0;
+        assert!(y[0] == 0.0 && (y[1] - want).abs() < 1e-6);
+        // k = 2, weights [1, 10]: y_t = x_{t-1} + 10 x_t, with past 5.
+        let p = CausalConvParams { batch: 1, channels: 1, len: 2, k: 2, silu: false };
+        let (mut y, mut st) = ([0.0f32; 2], [0.0f32]);
+        causal_conv_with_state(&p, &[1.0, 2.0], &[1.0, 10.0], Some(&[0.5]), Some(&[5.0]), &mut y, &mut st)
+            .unwrap();
+        assert_eq!((y, st), ([15.5, 21.5], [2.0]));
+    }
+
+    #[test]
+    fn linear_attention_accumulates_outer_products() {
+        // One head, dk = dv = 1, no gating: S_t = sum k v, y_t = scale q S_t.
+        let p = LinearAttentionParams {
+            batch: 1,
+            len: 2,
+            q_heads: 1,
+            kv_heads: 1,
+            key_dim: 1,
+            value_dim: 1,
+            decay: Decay::None,
+            beta_heads: 0,
+            scale: 0.5,
+        };
+        let x = LinearAttentionInputs {
+            query: &[1.0f32, 2.0],
+            key: &[2.0, 1.0],
+            value: &[3.0, 4.0],
+            past_state: None,
+            decay: None,
+            beta: None,
+        };
+        let (mut y, mut st, mut scratch) = ([0.0f32; 2], [0.0f32], [0.0f32; 2]);
+        linear_attention(&p, &x, &mut y, &mut st, &mut scratch).unwrap();
+        // S1 = 6, y1 = 3; S2 = 10, y2 = 0.5 * 2 * 10 = 10.
+        assert_eq!((y, st), ([3.0, 10.0], [10.0]));
+    }
+}

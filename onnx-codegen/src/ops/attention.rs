@@ -1157,3 +1157,128 @@ impl Kernel for LinearAttentionKernel {
         Some(TensorType::new(acc_elem(self.elem), vec![n.max(1)]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{errors, run, ty, types, unsupported};
+
+    #[test]
+    fn attention_shapes() {
+        // 4-D, 4 query heads over 2 key/value heads, a 2-key cache.
+        let a = run(
+            24,
+            "g (float[2,4,3,8] q, float[2,2,5,8] k, float[2,2,5,6] v, bool[3,7] m,
+                float[2,2,2,8] pk, float[2,2,2,6] pv)
+              => (float[2,4,3,6] y, float[2,2,7,8] ok, float[2,2,7,6] ov, float[2,4,3,7] qk) {
+                y, ok, ov, qk = Attention <is_causal: int = 1> (q, k, v, m, pk, pv)
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [
+                ty("float[2, 4, 3, 6]"),
+                ty("float[2, 2, 7, 8]"),
+                ty("float[2, 2, 7, 6]"),
+                ty("float[2, 4, 3, 7]")
+            ]
+        );
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        // 3-D: hidden sizes split by the head attributes.
+        let a = run(
+            23,
+            "g (float16[1,3,12] q, float16[1,5,4] k, float16[1,5,10] v) => (float16[1,3,30] y) {
+                y = Attention <q_num_heads: int = 3, kv_num_heads: int = 1> (q, k, v)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float16[1, 3, 30]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn attention_errors_and_limits() {
+        let a = run(
+            23,
+            "g (float[1,3,2,4] q, float[1,2,2,4] k, float[1,2,2,4] v) => (float[1,3,2,4] y) {
+                y = Attention (q, k, v)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("not a multiple")), "{:?}", errors(&a));
+        let a = run(
+            23,
+            "g (float[1,1,2,4] q, float[1,1,2,4] k, float[1,1,2,4] v, int32[2,2] m)
+              => (float[1,1,2,4] y) {
+                y = Attention (q, k, v, m)
+            }",
+        );
+        assert!(unsupported(&a).iter().any(|u| u.contains("int32")), "{:?}", unsupported(&a));
+        let a = run(
+            23,
+            "g (float[1,4,8] q, float[1,4,8] k, float[1,4,8] v) => (float[1,4,8] y) {
+                y = Attention (q, k, v)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("q_num_heads")), "{:?}", errors(&a));
+        // The mask may not cover more keys than K has.
+        let a = run(
+            23,
+            "g (float[1,1,2,4] q, float[1,1,2,4] k, float[1,1,2,4] v, float[2,3] m)
+              => (float[1,1,2,4] y) {
+                y = Attention (q, k, v, m)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("covers 3 keys")), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn rotary_swiglu_conv_linear_shapes() {
+        let a = run(
+            28,
+            "g (float[2,3,32] x, float[50,4] c, float[50,4] s, int64[2,3] p, float[2,4] a,
+                float[2,4] b, float[2,4,8] i, float[4,1,3] w)
+              => (float[2,3,32] r, float[2,4] y, float[2,4,8] o, float[2,4,2] st) {
+                r = RotaryEmbedding <num_heads: int = 4> (x, c, s, p)
+                y = SwiGLU <alpha: float = 1.5> (a, b)
+                o, st = CausalConvWithState <activation: string = \"silu\"> (i, w)
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [ty("float[2, 3, 32]"), ty("float[2, 4]"), ty("float[2, 4, 8]"), ty("float[2, 4, 2]")]
+        );
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        let a = run(
+            27,
+            "g (float[2,4,64] q, float[2,4,32] k, float[2,4,32] v, float[2,4,4] d, float[2,4,1] b)
+              => (float[2,4,64] o, float[2,4,8,8] s) {
+                o, s = LinearAttention <q_num_heads: int = 8, kv_num_heads: int = 4> (q, k, v, , d, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 4, 64]"), ty("float[2, 4, 8, 8]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn rotary_swiglu_linear_errors() {
+        let a = run(
+            23,
+            "g (float[1,1,2,6] x, float[4,2] c, float[4,2] s, int64[1,2] p) => (float[1,1,2,6] r) {
+                r = RotaryEmbedding (x, c, s, p)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("cos_cache")), "{:?}", errors(&a));
+        let a = run(
+            28,
+            "g (float[2,4] a, float[4,2] b) => (float[2,4] y) {
+                y = SwiGLU (a, b)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("same shape")), "{:?}", errors(&a));
+        let a = run(
+            27,
+            "g (float[1,2,8] q, float[1,2,8] k, float[1,2,8] v) => (float[1,2,8] o, float[1,2,4,4] s) {
+                o, s = LinearAttention <q_num_heads: int = 2, kv_num_heads: int = 2> (q, k, v)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("needs decay")), "{:?}", errors(&a));
+    }
+}
