@@ -211,7 +211,9 @@ struct Cache<'a, T> {
 impl<T: Copy> Cache<'_, T> {
     fn row(&self, b: usize, h: usize, j: usize) -> &[T] {
         let (buf, at) = match self.past {
-            Some(p) if j < self.past_len => (p, ((b * self.heads + h) * self.past_len + j) * self.width),
+            Some(p) if j < self.past_len => {
+                (p, ((b * self.heads + h) * self.past_len + j) * self.width)
+            }
             _ => {
                 let s = self.new_strides;
                 (self.new, b * s[0] + h * s[1] + (j - self.past_len) * s[2])
@@ -235,7 +237,7 @@ pub fn attention<T: Real, M: MaskValue>(
 ) -> Result {
     let s = p.shape;
     let total = s.past.checked_add(s.kv_new).ok_or(Error::Overflow)?;
-    ensure(s.kv_heads > 0 && s.q_heads % s.kv_heads == 0, Error::InvalidParams)?;
+    ensure(s.kv_heads > 0 && s.q_heads.is_multiple_of(s.kv_heads), Error::InvalidParams)?;
     ensure(x.q.len() == mul(&[s.batch, s.q_heads, s.q_len, s.head])?, Error::ShapeMismatch)?;
     ensure(x.k.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.head])?, Error::ShapeMismatch)?;
     ensure(x.v.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.v_head])?, Error::ShapeMismatch)?;
@@ -355,7 +357,9 @@ pub fn attention<T: Real, M: MaskValue>(
                     let krow = keys.row(b, kh, j);
                     let mut dot = zero;
                     for (qv, kv) in qrow.iter().zip(krow) {
-                        dot = dot.add(r(qv.to_acc().mul(sqrt_scale)).mul(r(kv.to_acc().mul(sqrt_scale))));
+                        dot = dot.add(
+                            r(qv.to_acc().mul(sqrt_scale)).mul(r(kv.to_acc().mul(sqrt_scale))),
+                        );
                     }
                     scores[j] = r(dot);
                 }
@@ -450,7 +454,7 @@ pub fn rotary_embedding<T: Real>(
 ) -> Result {
     let n = mul(&[p.batch, p.heads, p.seq, p.head])?;
     let half = p.rot / 2;
-    ensure(p.rot % 2 == 0 && p.rot <= p.head, Error::InvalidParams)?;
+    ensure(p.rot.is_multiple_of(2) && p.rot <= p.head, Error::InvalidParams)?;
     ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
     let rows = if position_ids.is_some() { p.positions } else { mul(&[p.batch, p.seq])? };
     let cache = mul(&[rows, half])?;
@@ -628,7 +632,7 @@ pub fn linear_attention<T: Real>(
     scratch: &mut [T::Acc],
 ) -> Result {
     let (dk, dv) = (p.key_dim, p.value_dim);
-    ensure(p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, Error::InvalidParams)?;
+    ensure(p.kv_heads > 0 && p.q_heads.is_multiple_of(p.kv_heads), Error::InvalidParams)?;
     let tokens = mul(&[p.batch, p.len])?;
     ensure(x.query.len() == mul(&[tokens, p.q_heads, dk])?, Error::ShapeMismatch)?;
     ensure(x.key.len() == mul(&[tokens, p.kv_heads, dk])?, Error::ShapeMismatch)?;
@@ -643,7 +647,10 @@ pub fn linear_attention<T: Real>(
     };
     ensure(x.decay.map_or(0, <[T]>::len) == decay_len, Error::ShapeMismatch)?;
     ensure(x.beta.map_or(0, <[T]>::len) == mul(&[tokens, p.beta_heads])?, Error::ShapeMismatch)?;
-    ensure(p.beta_heads == 0 || p.beta_heads == 1 || p.beta_heads == p.kv_heads, Error::InvalidParams)?;
+    ensure(
+        p.beta_heads == 0 || p.beta_heads == 1 || p.beta_heads == p.kv_heads,
+        Error::InvalidParams,
+    )?;
     let hd = dk * dv;
     ensure(scratch.len() >= hd + dv, Error::ShapeMismatch)?;
     let (state, vrow) = scratch.split_at_mut(hd);
@@ -780,7 +787,12 @@ mod tests {
         p.qk_mode = 3;
         let ln3 = 3f32.ln();
         let (mut y, mut qk, mut scratch) = ([0.0f32; 2], [0.0f32; 4], [0.0f32; 4]);
-        let out = AttentionOutputs { y: &mut y, present_key: None, present_value: None, qk: Some(&mut qk) };
+        let out = AttentionOutputs {
+            y: &mut y,
+            present_key: None,
+            present_value: None,
+            qk: Some(&mut qk),
+        };
         attention(&p, &inputs(&[1.0, 1.0], &[0.0, ln3], &[1.0, 5.0]), out, &mut scratch).unwrap();
         assert!((y[0] - 1.0).abs() < 1e-6 && (y[1] - 4.0).abs() < 1e-5, "{y:?}");
         assert!((qk[0] - 1.0).abs() < 1e-6 && qk[1] == 0.0 && (qk[3] - 0.75).abs() < 1e-6);
@@ -797,7 +809,8 @@ mod tests {
             past_value: Some(&[8.0f32][..]),
             ..inputs(&[1.0], &[2.0], &[3.0])
         };
-        let (mut y, mut pk, mut pv, mut scratch) = ([9.0f32], [0.0f32; 2], [0.0f32; 2], [0.0f32; 4]);
+        let (mut y, mut pk, mut pv, mut scratch) =
+            ([9.0f32], [0.0f32; 2], [0.0f32; 2], [0.0f32; 4]);
         let out = AttentionOutputs {
             y: &mut y,
             present_key: Some(&mut pk),
@@ -848,8 +861,16 @@ mod tests {
         // k = 2, weights [1, 10]: y_t = x_{t-1} + 10 x_t, with past 5.
         let p = CausalConvParams { batch: 1, channels: 1, len: 2, k: 2, silu: false };
         let (mut y, mut st) = ([0.0f32; 2], [0.0f32]);
-        causal_conv_with_state(&p, &[1.0, 2.0], &[1.0, 10.0], Some(&[0.5]), Some(&[5.0]), &mut y, &mut st)
-            .unwrap();
+        causal_conv_with_state(
+            &p,
+            &[1.0, 2.0],
+            &[1.0, 10.0],
+            Some(&[0.5]),
+            Some(&[5.0]),
+            &mut y,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!((y, st), ([15.5, 21.5], [2.0]));
     }
 

@@ -151,9 +151,8 @@ struct AttentionPlan {
 }
 
 fn dims4(cx: &NodeCx<'_>, t: &TensorType, what: &str) -> OpResult<[usize; 4]> {
-    <[usize; 4]>::try_from(t.dims.as_slice()).map_err(|_| {
-        OpError::Invalid(format!("{}'s {what} {t} should be of rank 4", op_name(cx)))
-    })
+    <[usize; 4]>::try_from(t.dims.as_slice())
+        .map_err(|_| OpError::Invalid(format!("{}'s {what} {t} should be of rank 4", op_name(cx))))
 }
 
 /// A positive head count from attribute `name`.
@@ -167,7 +166,7 @@ fn heads_attr(cx: &NodeCx<'_>, name: &str) -> OpResult<usize> {
 
 /// `hidden` split into `heads` heads.
 fn split_heads(cx: &NodeCx<'_>, hidden: usize, heads: usize, what: &str) -> OpResult<usize> {
-    if heads == 0 || hidden % heads != 0 {
+    if heads == 0 || !hidden.is_multiple_of(heads) {
         return invalid(format!(
             "{}'s {what} hidden size {hidden} is not a multiple of its {heads} heads",
             op_name(cx)
@@ -282,7 +281,7 @@ fn attention_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
         }
         _ => return invalid(format!("Attention's Q {q} should be of rank 3 or 4")),
     };
-    if kv_heads == 0 || q_heads % kv_heads != 0 {
+    if kv_heads == 0 || !q_heads.is_multiple_of(kv_heads) {
         return invalid(format!(
             "Attention's {q_heads} query heads are not a multiple of its {kv_heads} key/value heads"
         ));
@@ -438,7 +437,12 @@ where
         v: host_in(inputs, 2)?,
         mask: match k.mask_elem {
             Some(_) => Some(
-                inputs.get(3).copied().flatten().and_then(|t| M::of(&t.data)).ok_or(wrong_buffer())?,
+                inputs
+                    .get(3)
+                    .copied()
+                    .flatten()
+                    .and_then(|t| M::of(&t.data))
+                    .ok_or(wrong_buffer())?,
             ),
             None => None,
         },
@@ -450,7 +454,11 @@ where
     let y = it.next().and_then(|t| t.get_mut::<T>()).ok_or(wrong_buffer())?;
     let mut extra: Vec<Option<&mut [T]>> = Vec::with_capacity(3);
     for &p in &k.present {
-        extra.push(if p { Some(it.next().and_then(|t| t.get_mut::<T>()).ok_or(wrong_buffer())?) } else { None });
+        extra.push(if p {
+            Some(it.next().and_then(|t| t.get_mut::<T>()).ok_or(wrong_buffer())?)
+        } else {
+            None
+        });
     }
     let scratch = it.next().and_then(|t| t.get_mut::<T::Acc>()).ok_or(wrong_buffer())?;
     let mut extra = extra.into_iter();
@@ -585,7 +593,7 @@ fn flex_plan(cx: &NodeCx<'_>) -> OpResult<AttentionPlan> {
     if bk != b || bv != b || dk != d || hv != hk || sv != sk {
         return invalid(format!("FlexAttention's Q {q}, K {k} and V {vv} do not fit together"));
     }
-    if hk == 0 || hq % hk != 0 {
+    if hk == 0 || !hq.is_multiple_of(hk) {
         return invalid(format!(
             "FlexAttention's {hq} query heads are not a multiple of its {hk} key/value heads"
         ));
@@ -658,7 +666,7 @@ fn rotary_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, RotaryParams)> {
         0 => head,
         r => usize::try_from(r).unwrap_or(usize::MAX),
     };
-    if rot % 2 != 0 || rot > head {
+    if !rot.is_multiple_of(2) || rot > head {
         return invalid(format!(
             "RotaryEmbedding's rotary dimension {rot} should be even and at most the head size {head}"
         ));
@@ -867,10 +875,7 @@ fn causal_conv_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, CausalConvParams)> {
 impl OpRule for CausalConvRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (elem, p) = causal_conv_plan(cx)?;
-        Ok(vec![
-            cx.input(0)?.clone(),
-            TensorType::new(elem, vec![p.batch, p.channels, p.k - 1]),
-        ])
+        Ok(vec![cx.input(0)?.clone(), TensorType::new(elem, vec![p.batch, p.channels, p.k - 1])])
     }
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
@@ -921,11 +926,8 @@ impl Kernel for CausalConvKernel {
         let (x, w) = (&i[0], &i[1]);
         let (bias, past) = (opt_tokens(i.get(2)), opt_tokens(i.get(3)));
         let y = &io.outputs[0];
-        let present = if self.present {
-            io.outputs.get(1).cloned().flatten()
-        } else {
-            io.scratch.clone()
-        };
+        let present =
+            if self.present { io.outputs.get(1).cloned().flatten() } else { io.scratch.clone() };
         let present = present.unwrap_or_else(|| quote!(&mut []));
         quote! {
             #rt::attention::causal_conv_with_state(
@@ -959,7 +961,7 @@ fn linear_attention_plan(cx: &NodeCx<'_>) -> OpResult<(ElemType, LinearAttention
     let v = same_elem(cx, 2, elem, "value")?;
     let q_heads = heads_attr(cx, "q_num_heads")?;
     let kv_heads = heads_attr(cx, "kv_num_heads")?;
-    if q_heads % kv_heads != 0 {
+    if !q_heads.is_multiple_of(kv_heads) {
         return invalid(format!(
             "LinearAttention's {q_heads} query heads are not a multiple of its {kv_heads} \
              key/value heads"
