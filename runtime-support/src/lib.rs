@@ -54,6 +54,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arena;
+pub mod attention;
 pub mod cast;
 pub mod check;
 pub mod control;

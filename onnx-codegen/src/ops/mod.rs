@@ -18,6 +18,7 @@ mod schema;
 #[cfg(test)]
 mod testing;
 
+pub mod attention;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
@@ -281,6 +282,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         DEFAULT_DOMAIN => {}
         "ai.onnx.ml" => return ml::ml_rule(op_type),
         "ai.onnx.preview.training" => return ml::training_rule(op_type),
+        "ai.onnx.preview" => return attention::preview_rule(op_type),
         _ => return None,
     }
     logic::rule(op_type)
@@ -299,6 +301,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| control::rule(op_type))
         .or_else(|| misc::rule(op_type))
         .or_else(|| signal::rule(op_type))
+        .or_else(|| attention::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
