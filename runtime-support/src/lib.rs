@@ -60,6 +60,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod extra;
 pub mod gemm;
+pub mod image;
 pub mod layout;
 pub mod loss;
 pub mod model;

@@ -22,6 +22,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod extra;
 pub mod gemm;
+pub mod image;
 pub mod layout;
 pub mod logic;
 pub mod loss;
@@ -287,6 +288,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| extra::rule(op_type))
         .or_else(|| loss::rule(op_type))
         .or_else(|| quant::rule(op_type))
+        .or_else(|| image::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

@@ -1,0 +1,649 @@
+//! Image operators: ONNX `Resize` (and `Upsample`, which is a `Resize` with
+//! fixed modes).
+//!
+//! Resize is separable: every output coordinate along an axis maps to a few
+//! input coordinates ("taps") with weights, independently of the other axes.
+//! The kernel first fills one tap table per axis in a caller-provided `f64`
+//! scratch buffer, then computes every output element as the weighted sum over
+//! the product of its axes' taps, in `f64`, rounded once to the element type
+//! (saturating, as the reference does). Computing the product directly instead
+//! of one axis after the other keeps the scratch small (tables only) and gives
+//! the reference's result up to `f64` rounding.
+//!
+//! Scales, sizes and the region of interest are read at run time, so a model
+//! whose scales are an input works; the output shape planned at generation
+//! time is checked against them.
+
+use crate::shape::MAX_RANK;
+use crate::{Error, Result, ensure};
+use half::{bf16, f16};
+
+/// How output coordinates pick input values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeMode {
+    /// The nearest input value, ties and non-integers resolved by the mode.
+    Nearest(NearestMode),
+    /// Linear interpolation between the two neighbours (or a triangle filter
+    /// with antialiasing).
+    Linear,
+    /// Cubic convolution over four neighbours (or a widened cubic filter with
+    /// antialiasing).
+    Cubic,
+}
+
+/// ONNX `nearest_mode`, plus the rule of `Resize-10` / `Upsample`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NearestMode {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+    /// Floor when upsampling (scale >= 1), ceil when downsampling: the rule
+    /// used for opset-10 `Resize` and for `Upsample`, which predate
+    /// `nearest_mode`.
+    Legacy,
+}
+
+/// ONNX `coordinate_transformation_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoordMode {
+    HalfPixel,
+    HalfPixelSymmetric,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfHalfPixelForNn,
+    TfCropAndResize,
+}
+
+/// ONNX `keep_aspect_ratio_policy` (only used with `sizes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AspectPolicy {
+    Stretch,
+    NotLarger,
+    NotSmaller,
+}
+
+/// Everything about one `Resize` call except the data.
+#[derive(Clone, Copy, Debug)]
+pub struct ResizeParams<'a> {
+    /// The input shape.
+    pub input: &'a [usize],
+    /// The planned output shape; the call fails unless the scales or sizes
+    /// give exactly this shape.
+    pub output: &'a [usize],
+    /// The axes `scales`, `sizes` and `roi` refer to, in their order.
+    pub axes: &'a [usize],
+    /// Per axis, the most taps one output coordinate may use (the scratch
+    /// layout, see [`resize_scratch_len`]).
+    pub taps_cap: &'a [usize],
+    pub mode: ResizeMode,
+    pub coord: CoordMode,
+    pub policy: AspectPolicy,
+    pub cubic_a: f64,
+    pub exclude_outside: bool,
+    pub antialias: bool,
+    pub extrapolation: f64,
+}
+
+/// The `f64` scratch length a call with these params needs: per axis, one
+/// row of `1 + 2 * taps_cap` values per output coordinate.
+pub fn resize_scratch_len(output: &[usize], taps_cap: &[usize]) -> Option<usize> {
+    output.iter().zip(taps_cap).try_fold(0usize, |acc, (&o, &n)| {
+        acc.checked_add(o.checked_mul(n.checked_mul(2)?.checked_add(1)?)?)
+    })
+}
+
+/// The number of taps a mode uses along an axis of scale `scale` (for the
+/// antialiased filters, which widen as the image shrinks), or `None` for a
+/// scale that is not positive and finite.
+pub fn resize_taps(mode: ResizeMode, antialias: bool, scale: f64) -> Option<usize> {
+    if !(scale > 0.0 && scale.is_finite()) {
+        return None;
+    }
+    let s = scale.min(1.0);
+    let widen = |support: f64| -> Option<usize> {
+        // start = floor(-support / s) + 1; taps = 2 - 2 * start.
+        let start = libm::floor(-support / s) + 1.0;
+        let n = 2.0 - 2.0 * start;
+        if n.is_finite() && n <= 1e9 { Some(n as usize) } else { None }
+    };
+    match (mode, antialias) {
+        (ResizeMode::Nearest(_), _) => Some(1),
+        (ResizeMode::Linear, false) => Some(2),
+        (ResizeMode::Cubic, false) => Some(4),
+        (ResizeMode::Linear, true) => widen(1.0),
+        (ResizeMode::Cubic, true) => widen(2.0),
+    }
+}
+
+fn is_close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// The scale and output length of axis `a`, from the scales or sizes (one per
+/// entry of `p.axes`); axes not listed keep their length.
+pub fn resize_axis(
+    p: &ResizeParams<'_>,
+    scales: Option<&[f32]>,
+    sizes: Option<&[i64]>,
+    a: usize,
+) -> Result<(f64, usize)> {
+    let input = *p.input.get(a).ok_or(Error::InvalidParams)?;
+    let Some(i) = p.axes.iter().position(|&x| x == a) else { return Ok((1.0, input)) };
+    ensure(input > 0, Error::InvalidParams)?;
+    let len = input as f64;
+    if let Some(scales) = scales.filter(|s| !s.is_empty()) {
+        ensure(scales.len() == p.axes.len(), Error::ShapeMismatch)?;
+        let s = f64::from(scales[i]);
+        ensure(s > 0.0 && s.is_finite(), Error::InvalidParams)?;
+        let out = libm::floor(s * len);
+        ensure(out < 1e15, Error::Overflow)?;
+        return Ok((s, out as usize));
+    }
+    let sizes = sizes.ok_or(Error::InvalidParams)?;
+    ensure(sizes.len() == p.axes.len(), Error::ShapeMismatch)?;
+    let size_of =
+        |j: usize| -> Result<usize> { usize::try_from(sizes[j]).map_err(|_| Error::InvalidParams) };
+    if p.policy == AspectPolicy::Stretch {
+        let out = size_of(i)?;
+        return Ok((out as f64 / len, out));
+    }
+    let mut scale = f64::NAN;
+    for (j, &ax) in p.axes.iter().enumerate() {
+        let d = *p.input.get(ax).ok_or(Error::InvalidParams)?;
+        ensure(d > 0, Error::InvalidParams)?;
+        let r = size_of(j)? as f64 / d as f64;
+        scale = match (j, p.policy) {
+            (0, _) => r,
+            (_, AspectPolicy::NotLarger) => scale.min(r),
+            _ => scale.max(r),
+        };
+    }
+    let out = libm::floor(scale * len + 0.5);
+    ensure(out.is_finite() && out < 1e15, Error::Overflow)?;
+    Ok((scale, out as usize))
+}
+
+/// The region of interest of one axis, as the reference computes with it.
+#[derive(Clone, Copy, Debug)]
+struct Roi {
+    /// `roi_end - roi_start`, in the roi's precision.
+    span: f64,
+    /// `roi_start * (input - 1)`, in the roi's precision.
+    offset: f64,
+    /// `span * (input - 1) / 2` (for an output of length 1).
+    center: f64,
+    identity: bool,
+}
+
+/// A region-of-interest element: `f32` or `f64`, computed with in its own
+/// precision as the reference does.
+pub trait RoiElem: Copy {
+    /// `(end - start, start * (n - 1), (end - start) * (n - 1) / 2)` in this
+    /// type's precision, widened to `f64`.
+    fn roi_terms(start: Self, end: Self, input: usize) -> (f64, f64, f64);
+    /// Whether `(start, end)` is `(0, 1)` (up to closeness).
+    fn is_unit(start: Self, end: Self) -> bool;
+}
+
+macro_rules! roi_elem {
+    ($t:ty) => {
+        impl RoiElem for $t {
+            fn roi_terms(start: Self, end: Self, input: usize) -> (f64, f64, f64) {
+                let m = input.saturating_sub(1) as $t;
+                let span = end - start;
+                (span as f64, (start * m) as f64, (span * m / 2.0) as f64)
+            }
+            fn is_unit(start: Self, end: Self) -> bool {
+                start == 0.0 && is_close(end as f64, 1.0)
+            }
+        }
+    };
+}
+roi_elem!(f32);
+roi_elem!(f64);
+
+/// An element `Resize` reads and writes: converted to `f64` exactly, and back
+/// with the reference's saturation (integers are rounded half to even and
+/// clamped, floats clamped to their finite range).
+pub trait Sample: Copy {
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! sample_float {
+    ($t:ty) => {
+        impl Sample for $t {
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                v.clamp(<$t>::MIN as f64, <$t>::MAX as f64) as $t
+            }
+        }
+    };
+}
+sample_float!(f32);
+sample_float!(f64);
+
+macro_rules! sample_half {
+    ($t:ty) => {
+        impl Sample for $t {
+            #[inline]
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v.clamp(<$t>::MIN.to_f64(), <$t>::MAX.to_f64()))
+            }
+        }
+    };
+}
+sample_half!(f16);
+sample_half!(bf16);
+
+macro_rules! sample_int {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                libm::rint(v) as $t
+            }
+        }
+    )*};
+}
+sample_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// The input coordinate output coordinate `y` maps to, and whether it lies
+/// outside the input (only `tf_crop_and_resize` extrapolates).
+fn source_coord(
+    coord: CoordMode,
+    y: f64,
+    scale: f64,
+    input: usize,
+    out: usize,
+    roi: Roi,
+) -> (f64, bool) {
+    let len = input as f64;
+    let width = scale * len;
+    let x = match coord {
+        CoordMode::AlignCorners => {
+            if width == 1.0 {
+                0.0
+            } else {
+                y * (len - 1.0) / (width - 1.0)
+            }
+        }
+        CoordMode::Asymmetric => y / scale,
+        CoordMode::TfHalfPixelForNn => (y + 0.5) / scale,
+        CoordMode::PytorchHalfPixel => {
+            if width == 1.0 {
+                -0.5
+            } else {
+                (y + 0.5) / scale - 0.5
+            }
+        }
+        CoordMode::HalfPixel => (y + 0.5) / scale - 0.5,
+        CoordMode::HalfPixelSymmetric => {
+            let adjustment = out as f64 / width;
+            let offset = len / 2.0 * (1.0 - adjustment);
+            offset + (y + 0.5) / scale - 0.5
+        }
+        CoordMode::TfCropAndResize => {
+            let x =
+                if width == 1.0 { roi.center } else { y * roi.span * (len - 1.0) / (width - 1.0) }
+                    + roi.offset;
+            return (x, x < 0.0 || x > len - 1.0);
+        }
+    };
+    (x, false)
+}
+
+fn cubic(a: f64, x: f64) -> f64 {
+    let x = x.abs();
+    let (x2, x3) = (x * x, x * x * x);
+    if x <= 1.0 {
+        (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0
+    } else if x < 2.0 {
+        a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a
+    } else {
+        0.0
+    }
+}
+
+/// The weights of `n` taps for the fractional position `ratio` in `(0, 1]`.
+fn weights(p: &ResizeParams<'_>, scale: f64, ratio: f64, w: &mut [f64]) {
+    match (p.mode, p.antialias) {
+        (ResizeMode::Nearest(_), _) => {}
+        (ResizeMode::Linear, false) => {
+            w[0] = 1.0 - ratio;
+            w[1] = ratio;
+        }
+        (ResizeMode::Cubic, false) => {
+            let a = p.cubic_a;
+            let r1 = ratio + 1.0;
+            let q = 1.0 - ratio;
+            let q1 = q + 1.0;
+            w[0] = ((a * r1 - 5.0 * a) * r1 + 8.0 * a) * r1 - 4.0 * a;
+            w[1] = ((a + 2.0) * ratio - (a + 3.0)) * ratio * ratio + 1.0;
+            w[2] = ((a + 2.0) * q - (a + 3.0)) * q * q + 1.0;
+            w[3] = ((a * q1 - 5.0 * a) * q1 + 8.0 * a) * q1 - 4.0 * a;
+        }
+        (mode, true) => {
+            let s = scale.min(1.0);
+            let start = -((w.len() / 2) as f64) + 1.0;
+            let mut sum = 0.0;
+            for (k, wk) in w.iter_mut().enumerate() {
+                let arg = (start + k as f64 - ratio) * s;
+                *wk = if mode == ResizeMode::Linear {
+                    (1.0 - arg.abs()).clamp(0.0, 1.0)
+                } else {
+                    cubic(p.cubic_a, s * (start + k as f64 - ratio))
+                };
+                sum += *wk;
+            }
+            for wk in w.iter_mut() {
+                *wk /= sum;
+            }
+        }
+    }
+}
+
+/// Fills `row` (`1 + 2 * cap` values: extrapolated flag, `cap` input
+/// indices, `cap` weights; unused taps have weight 0) for output coordinate
+/// `y` of an axis.
+#[allow(clippy::too_many_arguments)]
+fn fill_taps(
+    p: &ResizeParams<'_>,
+    scale: f64,
+    input: usize,
+    out: usize,
+    roi: Roi,
+    n: usize,
+    y: usize,
+    row: &mut [f64],
+) {
+    let cap = (row.len() - 1) / 2;
+    let (head, rest) = row.split_at_mut(1);
+    let (idx, w) = rest.split_at_mut(cap);
+    idx.fill(0.0);
+    w.fill(0.0);
+    let (x, extrapolated) = source_coord(p.coord, y as f64, scale, input, out, roi);
+    head[0] = if extrapolated { 1.0 } else { 0.0 };
+    let last = input as f64 - 1.0;
+    let floor_x = libm::floor(x);
+    let ratio = if x == floor_x { 1.0 } else { x - floor_x };
+    if let ResizeMode::Nearest(mode) = p.mode {
+        // The reference's two-tap window [i, i + 1] around x, one of which is
+        // chosen.
+        let pad = 1.0;
+        let xp = x + pad;
+        let pp = libm::floor(xp);
+        let lo = if xp - pp == 0.0 { pp - 2.0 } else { pp - 1.0 };
+        let take_hi = if ratio == 1.0 {
+            true
+        } else {
+            match mode {
+                NearestMode::RoundPreferFloor => ratio > 0.5,
+                NearestMode::RoundPreferCeil => ratio >= 0.5,
+                NearestMode::Floor => false,
+                NearestMode::Ceil => true,
+                NearestMode::Legacy => scale < 1.0,
+            }
+        };
+        let i = if take_hi { lo + 1.0 } else { lo };
+        idx[0] = i.clamp(0.0, last.max(0.0));
+        w[0] = 1.0;
+        return;
+    }
+    let w = &mut w[..n];
+    weights(p, scale, ratio, w);
+    let pad = libm::ceil(n as f64 / 2.0);
+    let xp = x + pad;
+    let pp = libm::floor(xp);
+    let frac = xp - pp;
+    let half = (n / 2) as f64;
+    let offset = if n % 2 == 0 {
+        if frac == 0.0 { -half } else { -half + 1.0 }
+    } else {
+        let base = -(((n - 1) / 2) as f64);
+        if frac <= 0.5 { base } else { base + 1.0 }
+    };
+    let start = pp + offset - pad;
+    if p.exclude_outside {
+        let mut sum = 0.0;
+        for (k, wk) in w.iter_mut().enumerate() {
+            let i = start + k as f64;
+            if i < 0.0 || i > last {
+                *wk = 0.0;
+            }
+            sum += *wk;
+        }
+        let sum = if sum == 0.0 { 1.0 } else { sum };
+        for wk in w.iter_mut() {
+            *wk /= sum;
+        }
+    }
+    for (k, ik) in idx[..n].iter_mut().enumerate() {
+        *ik = (start + k as f64).clamp(0.0, last.max(0.0));
+    }
+}
+
+/// One axis's tap table, viewed in the scratch buffer.
+#[derive(Clone, Copy)]
+struct Table<'s> {
+    rows: &'s [f64],
+    cap: usize,
+    /// The taps this axis uses (the first `n` of each row).
+    n: usize,
+}
+
+impl<'s> Table<'s> {
+    #[inline]
+    fn row(self, y: usize) -> (bool, &'s [f64], &'s [f64]) {
+        let stride = 1 + 2 * self.cap;
+        let r = &self.rows[y * stride..(y + 1) * stride];
+        (r[0] != 0.0, &r[1..1 + self.n], &r[1 + self.cap..1 + self.cap + self.n])
+    }
+}
+
+/// ONNX `Resize`: `x` (shape `p.input`) resized into `y` (shape `p.output`).
+/// `scales` (one per entry of `p.axes`; `None` or empty when `sizes` is
+/// used), `sizes`, and `roi` (`2 * p.axes.len()` values, starts then ends;
+/// read only by `tf_crop_and_resize`) are the node's inputs. `scratch` holds
+/// at least [`resize_scratch_len`] values.
+#[allow(clippy::too_many_arguments)]
+pub fn resize<T: Sample, R: RoiElem>(
+    p: &ResizeParams<'_>,
+    x: &[T],
+    roi: Option<&[R]>,
+    scales: Option<&[f32]>,
+    sizes: Option<&[i64]>,
+    y: &mut [T],
+    scratch: &mut [f64],
+) -> Result {
+    let rank = p.input.len();
+    ensure(rank <= MAX_RANK, Error::RankTooLarge)?;
+    ensure(p.output.len() == rank && p.taps_cap.len() == rank, Error::InvalidParams)?;
+    ensure(p.axes.iter().all(|&a| a < rank), Error::InvalidParams)?;
+    let n_in = crate::shape::numel(p.input)?;
+    let n_out = crate::shape::numel(p.output)?;
+    ensure(x.len() == n_in && y.len() == n_out, Error::ShapeMismatch)?;
+    let need = resize_scratch_len(p.output, p.taps_cap).ok_or(Error::Overflow)?;
+    ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+    if p.coord == CoordMode::TfCropAndResize {
+        let roi = roi.ok_or(Error::InvalidParams)?;
+        ensure(roi.len() == 2 * p.axes.len(), Error::ShapeMismatch)?;
+    }
+    if n_out == 0 {
+        return Ok(());
+    }
+
+    // Plan every axis, fill its tap table, and find the leading axes that
+    // stay as they are (walked as whole blocks).
+    let mut skip = [true; MAX_RANK];
+    let mut caps = [1usize; MAX_RANK];
+    let mut ns = [1usize; MAX_RANK];
+    let mut rest: &mut [f64] = scratch;
+    let mut starts = [0usize; MAX_RANK];
+    let mut used = 0;
+    for a in 0..rank {
+        let (scale, out) = resize_axis(p, scales, sizes, a)?;
+        ensure(out == p.output[a], Error::ShapeMismatch)?;
+        let input = p.input[a];
+        let roi_terms = match (p.coord, roi, p.axes.iter().position(|&x| x == a)) {
+            (CoordMode::TfCropAndResize, Some(r), Some(i)) => {
+                let (s, e) = (r[i], r[i + p.axes.len()]);
+                let (span, offset, center) = R::roi_terms(s, e, input);
+                Roi { span, offset, center, identity: R::is_unit(s, e) }
+            }
+            _ => Roi { span: 1.0, offset: 0.0, center: 0.0, identity: true },
+        };
+        let identity = out == input && is_close(scale, 1.0) && roi_terms.identity;
+        let n = if identity {
+            1
+        } else {
+            resize_taps(p.mode, p.antialias, scale).ok_or(Error::InvalidParams)?
+        };
+        let cap = p.taps_cap[a];
+        ensure(n <= cap, Error::InvalidParams)?;
+        skip[a] = identity;
+        caps[a] = cap;
+        ns[a] = n;
+        let stride = 1 + 2 * cap;
+        let len = out * stride;
+        let (table, tail) = core::mem::take(&mut rest).split_at_mut(len);
+        rest = tail;
+        starts[a] = used;
+        used += len;
+        for (o, row) in table.chunks_exact_mut(stride).enumerate() {
+            if identity {
+                row.fill(0.0);
+                row[1] = o as f64;
+                row[1 + cap] = 1.0;
+            } else {
+                fill_taps(p, scale, input, out, roi_terms, n, o, row);
+            }
+        }
+    }
+    let scratch: &[f64] = &scratch[..used];
+    let table = |a: usize| Table {
+        rows: &scratch[starts[a]..starts[a] + p.output[a] * (1 + 2 * caps[a])],
+        cap: caps[a],
+        n: ns[a],
+    };
+
+    let first = (0..rank).find(|&a| !skip[a]).unwrap_or(rank);
+    let outer: usize = p.input[..first].iter().product();
+    let in_block: usize = p.input[first..].iter().product();
+    let out_block: usize = p.output[first..].iter().product();
+    let fill = T::from_f64(p.extrapolation);
+    if first == rank {
+        y.copy_from_slice(x);
+        return Ok(());
+    }
+    if rank - first <= 2 {
+        // One or two trailing axes: [outer, h, w] with a 1-long h if needed.
+        let (th, tw, w_in, w_out) = if rank - first == 2 {
+            (Some(table(first)), table(first + 1), p.input[first + 1], p.output[first + 1])
+        } else {
+            (None, table(first), p.input[first], p.output[first])
+        };
+        for b in 0..outer {
+            let xb = &x[b * in_block..(b + 1) * in_block];
+            let yb = &mut y[b * out_block..(b + 1) * out_block];
+            for (oh, yrow) in yb.chunks_exact_mut(w_out).enumerate() {
+                let (ext_h, ih, wh): (bool, &[f64], &[f64]) = match th {
+                    Some(t) => t.row(oh),
+                    None => (false, &[0.0], &[1.0]),
+                };
+                for (ow, out) in yrow.iter_mut().enumerate() {
+                    let (ext_w, iw, ww) = tw.row(ow);
+                    if ext_h || ext_w {
+                        *out = fill;
+                        continue;
+                    }
+                    let mut acc = 0.0;
+                    for (&i, &wi) in ih.iter().zip(wh) {
+                        let row = &xb[i as usize * w_in..(i as usize + 1) * w_in];
+                        let mut part = 0.0;
+                        for (&j, &wj) in iw.iter().zip(ww) {
+                            part += wj * row[j as usize].to_f64();
+                        }
+                        acc += wi * part;
+                    }
+                    *out = T::from_f64(acc);
+                }
+            }
+        }
+        return Ok(());
+    }
+
+    // Any number of axes: walk the output block with a counter, and for each
+    // element the product of its axes' taps with another.
+    let k = rank - first;
+    let mut in_strides = [0usize; MAX_RANK];
+    let mut s = 1;
+    for d in (0..k).rev() {
+        in_strides[d] = s;
+        s *= p.input[first + d];
+    }
+    for b in 0..outer {
+        let xb = &x[b * in_block..(b + 1) * in_block];
+        let yb = &mut y[b * out_block..(b + 1) * out_block];
+        let mut pos = [0usize; MAX_RANK];
+        for out in yb.iter_mut() {
+            let mut ext = false;
+            for (d, &pd) in pos[..k].iter().enumerate() {
+                ext |= table(first + d).row(pd).0;
+            }
+            if ext {
+                *out = fill;
+            } else {
+                let mut acc = 0.0;
+                let mut tap = [0usize; MAX_RANK];
+                'taps: loop {
+                    let mut w = 1.0;
+                    let mut at = 0;
+                    for d in 0..k {
+                        let (_, idx, ws) = table(first + d).row(pos[d]);
+                        w *= ws[tap[d]];
+                        at += idx[tap[d]] as usize * in_strides[d];
+                    }
+                    acc += w * xb[at].to_f64();
+                    let mut d = k;
+                    loop {
+                        if d == 0 {
+                            break 'taps;
+                        }
+                        d -= 1;
+                        tap[d] += 1;
+                        if tap[d] < ns[first + d] {
+                            break;
+                        }
+                        tap[d] = 0;
+                    }
+                }
+                *out = T::from_f64(acc);
+            }
+            let mut d = k;
+            while d > 0 {
+                d -= 1;
+                pos[d] += 1;
+                if pos[d] < p.output[first + d] {
+                    break;
+                }
+                pos[d] = 0;
+            }
+        }
+    }
+    Ok(())
+}
