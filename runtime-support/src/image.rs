@@ -647,3 +647,219 @@ pub fn resize<T: Sample, R: RoiElem>(
     }
     Ok(())
 }
+
+/// ONNX `GridSample` interpolation (`bilinear`/`bicubic` are the opset-16
+/// names of `Linear`/`Cubic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridMode {
+    Nearest,
+    Linear,
+    Cubic,
+}
+
+/// ONNX `GridSample` `padding_mode`: what samples outside the input read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridPadding {
+    Zeros,
+    Border,
+    Reflection,
+}
+
+/// Everything about one `GridSample` call except the data.
+#[derive(Clone, Copy, Debug)]
+pub struct GridSampleParams<'a> {
+    /// The input shape `[N, C, D1, ..., Dr]`.
+    pub input: &'a [usize],
+    /// The output shape `[N, C, O1, ..., Or]`; the grid is `[N, O1, ..., Or, r]`.
+    pub output: &'a [usize],
+    pub mode: GridMode,
+    pub padding: GridPadding,
+    pub align_corners: bool,
+}
+
+/// A grid element (`f32`, `f64`): the reference maps normalised grid values to
+/// input coordinates in the grid's own precision.
+pub trait GridElem: Copy {
+    /// The input coordinate of normalised `self` along an axis of `len`.
+    fn denormalize(self, len: usize, align_corners: bool) -> f64;
+    /// `v` rounded to this type's precision.
+    fn narrow(v: f64) -> f64;
+}
+
+macro_rules! grid_elem {
+    ($t:ty) => {
+        impl GridElem for $t {
+            fn denormalize(self, len: usize, align_corners: bool) -> f64 {
+                let n = len as $t;
+                let x = if align_corners {
+                    (self + 1.0) / 2.0 * (n - 1.0)
+                } else {
+                    ((self + 1.0) * n - 1.0) / 2.0
+                };
+                x as f64
+            }
+            fn narrow(v: f64) -> f64 {
+                v as $t as f64
+            }
+        }
+    };
+}
+grid_elem!(f32);
+grid_elem!(f64);
+
+/// Reflects `x` by the nearer border until it lies in `[lo, hi]`.
+fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
+    let range = hi - lo;
+    if !(range > 0.0) {
+        return lo;
+    }
+    let (dx, from_lo) = if x < lo {
+        (lo - x, true)
+    } else if x > hi {
+        (x - hi, false)
+    } else {
+        return x;
+    };
+    let n = libm::trunc(dx / range);
+    let r = dx - n * range;
+    let even = libm::fmod(n, 2.0) == 0.0;
+    if even == from_lo { lo + r } else { hi - r }
+}
+
+/// The input index tap `i` reads along an axis of `len`, or `None` for a zero.
+fn grid_index(i: f64, len: usize, padding: GridPadding, lo: f64, hi: f64) -> Option<usize> {
+    let last = len as f64 - 1.0;
+    match padding {
+        GridPadding::Zeros => (i >= 0.0 && i <= last).then_some(i as usize),
+        GridPadding::Border => Some(i.clamp(0.0, last.max(0.0)) as usize),
+        GridPadding::Reflection => {
+            Some(libm::trunc(reflect(i, lo, hi)).clamp(0.0, last.max(0.0)) as usize)
+        }
+    }
+}
+
+fn keys_cubic(t: f64, w: &mut [f64]) {
+    let a = -0.75;
+    let t = t.abs();
+    w[0] = ((a * (t + 1.0) - 5.0 * a) * (t + 1.0) + 8.0 * a) * (t + 1.0) - 4.0 * a;
+    w[1] = ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0;
+    w[2] = ((a + 2.0) * (1.0 - t) - (a + 3.0)) * (1.0 - t) * (1.0 - t) + 1.0;
+    w[3] = ((a * (2.0 - t) - 5.0 * a) * (2.0 - t) + 8.0 * a) * (2.0 - t) - 4.0 * a;
+}
+
+/// ONNX `GridSample`: `y[n, c, o...]` is `x[n, c]` sampled at the input
+/// coordinates `grid[n, o...]` (normalised to `[-1, 1]`, last axis first).
+pub fn grid_sample<T: Sample, G: GridElem>(
+    p: &GridSampleParams<'_>,
+    x: &[T],
+    grid: &[G],
+    y: &mut [T],
+) -> Result {
+    let rank = p.input.len();
+    ensure((3..=MAX_RANK).contains(&rank), Error::InvalidParams)?;
+    ensure(p.output.len() == rank, Error::InvalidParams)?;
+    ensure(p.output[..2] == p.input[..2], Error::InvalidParams)?;
+    let r = rank - 2;
+    let (batch, channels) = (p.input[0], p.input[1]);
+    let in_plane = crate::shape::numel(&p.input[2..])?;
+    let out_plane = crate::shape::numel(&p.output[2..])?;
+    ensure(x.len() == crate::shape::numel(p.input)?, Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(p.output)?, Error::ShapeMismatch)?;
+    let grid_len = batch.checked_mul(out_plane).and_then(|v| v.checked_mul(r));
+    ensure(grid_len == Some(grid.len()), Error::ShapeMismatch)?;
+    let dims = &p.input[2..];
+    let mut strides = [0usize; MAX_RANK];
+    let mut s = 1;
+    for d in (0..r).rev() {
+        strides[d] = s;
+        s *= dims[d];
+    }
+    let taps = match p.mode {
+        GridMode::Nearest => 1,
+        GridMode::Linear => 2,
+        GridMode::Cubic => 4,
+    };
+    for b in 0..batch {
+        for o in 0..out_plane {
+            let g = &grid[(b * out_plane + o) * r..(b * out_plane + o + 1) * r];
+            // Per axis: the taps' input indices (None: a zero) and weights.
+            let mut idx = [[None::<usize>; 4]; MAX_RANK];
+            let mut wts = [[0.0f64; 4]; MAX_RANK];
+            for d in 0..r {
+                let len = dims[d];
+                let (lo, hi) = if p.align_corners {
+                    (0.0, len as f64 - 1.0)
+                } else {
+                    (-0.5, len as f64 - 0.5)
+                };
+                let mut v = g[r - 1 - d].denormalize(len, p.align_corners);
+                if p.mode == GridMode::Nearest {
+                    v = libm::rint(v);
+                }
+                if v < lo || v > hi {
+                    match p.padding {
+                        GridPadding::Border => v = v.clamp(0.0, (len as f64 - 1.0).max(0.0)),
+                        GridPadding::Reflection => v = G::narrow(reflect(v, lo, hi)),
+                        GridPadding::Zeros => {}
+                    }
+                }
+                let at = |i: f64| grid_index(i, len, p.padding, lo, hi);
+                match p.mode {
+                    GridMode::Nearest => {
+                        idx[d][0] = at(libm::trunc(v));
+                        wts[d][0] = 1.0;
+                    }
+                    GridMode::Linear => {
+                        let f = libm::floor(v);
+                        let t = v - f;
+                        idx[d][0] = at(f);
+                        idx[d][1] = at(f + 1.0);
+                        wts[d][0] = 1.0 - t;
+                        wts[d][1] = t;
+                    }
+                    GridMode::Cubic => {
+                        let f = libm::floor(v);
+                        keys_cubic(v - f, &mut wts[d]);
+                        for (k, slot) in idx[d].iter_mut().enumerate() {
+                            *slot = at(f + k as f64 - 1.0);
+                        }
+                    }
+                }
+            }
+            for c in 0..channels {
+                let plane = (b * channels + c) * in_plane;
+                let xc = &x[plane..plane + in_plane];
+                let mut acc = 0.0;
+                let mut tap = [0usize; MAX_RANK];
+                'taps: loop {
+                    let mut w = 1.0;
+                    let mut at = Some(0usize);
+                    for d in 0..r {
+                        w *= wts[d][tap[d]];
+                        at = match (at, idx[d][tap[d]]) {
+                            (Some(a), Some(i)) => Some(a + i * strides[d]),
+                            _ => None,
+                        };
+                    }
+                    if let Some(a) = at {
+                        acc += w * xc[a].to_f64();
+                    }
+                    let mut d = r;
+                    loop {
+                        if d == 0 {
+                            break 'taps;
+                        }
+                        d -= 1;
+                        tap[d] += 1;
+                        if tap[d] < taps {
+                            break;
+                        }
+                        tap[d] = 0;
+                    }
+                }
+                y[(b * channels + c) * out_plane + o] = T::from_f64(acc);
+            }
+        }
+    }
+    Ok(())
+}

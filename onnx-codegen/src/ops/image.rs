@@ -16,7 +16,8 @@ use super::{
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::image::{
-    self as rt_image, AspectPolicy, CoordMode, NearestMode, ResizeMode, ResizeParams, Sample,
+    self as rt_image, AspectPolicy, CoordMode, GridElem, GridMode, GridPadding, GridSampleParams,
+    NearestMode, ResizeMode, ResizeParams, Sample,
 };
 use onnx_codegen_runtime::{bf16, f16};
 use proc_macro2::TokenStream;
@@ -26,6 +27,7 @@ use quote::quote;
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
     match op_type {
         "Resize" | "Upsample" => Some(&ResizeRule),
+        "GridSample" => Some(&GridSampleRule),
         _ => None,
     }
 }
@@ -472,5 +474,169 @@ impl Kernel for ResizeKernel {
     fn scratch(&self) -> Option<TensorType> {
         let len = rt_image::resize_scratch_len(&self.0.output, &self.0.taps_cap)?;
         Some(TensorType::new(ElemType::Double, vec![len.max(1)]))
+    }
+}
+
+/// Runs `$f::<T>(args)` for every element type the image kernels take.
+macro_rules! by_sample_type {
+    ($elem:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
+        match $elem {
+            ElemType::Float => $f::<f32>($($arg),*),
+            ElemType::Double => $f::<f64>($($arg),*),
+            ElemType::Float16 => $f::<f16>($($arg),*),
+            ElemType::Bfloat16 => $f::<bf16>($($arg),*),
+            ElemType::Int8 => $f::<i8>($($arg),*),
+            ElemType::Int16 => $f::<i16>($($arg),*),
+            ElemType::Int32 => $f::<i32>($($arg),*),
+            ElemType::Int64 => $f::<i64>($($arg),*),
+            ElemType::Uint8 => $f::<u8>($($arg),*),
+            ElemType::Uint16 => $f::<u16>($($arg),*),
+            ElemType::Uint32 => $f::<u32>($($arg),*),
+            ElemType::Uint64 => $f::<u64>($($arg),*),
+            other => Err(EvalError::Type(other)),
+        }
+    };
+}
+
+struct GridSampleRule;
+
+/// A GridSample node, read and checked.
+struct GridNode {
+    elem: ElemType,
+    grid_elem: ElemType,
+    input: Vec<usize>,
+    output: Vec<usize>,
+    mode: GridMode,
+    padding: GridPadding,
+    align_corners: bool,
+}
+
+fn read_grid(cx: &NodeCx<'_>) -> OpResult<GridNode> {
+    let v = cx.version();
+    let (x, g) = (cx.input(0)?, cx.input(1)?);
+    if !supported_elem(x.elem) {
+        return unsupported(format!("GridSample on {} tensors", x.elem));
+    }
+    if !matches!(g.elem, ElemType::Float | ElemType::Double) {
+        return unsupported(format!("GridSample with a {} grid", g.elem));
+    }
+    let rank = x.dims.len();
+    if rank < 3 || (v < 20 && rank != 4) {
+        return invalid(format!("GridSample-{v}: the input has rank {rank}"));
+    }
+    let r = rank - 2;
+    if g.dims.len() != rank || g.dims[0] != x.dims[0] || g.dims[rank - 1] != r {
+        return invalid(format!(
+            "GridSample: the grid has shape {:?}; expected [{}, ..., {r}] of rank {rank}",
+            g.dims, x.dims[0]
+        ));
+    }
+    let mode = match cx.string_or("mode", if v < 20 { "bilinear" } else { "linear" }).as_str() {
+        "bilinear" if v < 20 => GridMode::Linear,
+        "bicubic" if v < 20 => GridMode::Cubic,
+        "linear" if v >= 20 => GridMode::Linear,
+        "cubic" if v >= 20 => GridMode::Cubic,
+        "nearest" => GridMode::Nearest,
+        other => return invalid(format!("GridSample-{v}: unknown mode '{other}'")),
+    };
+    if mode == GridMode::Cubic && r != 2 {
+        return invalid("GridSample: cubic mode takes 4-D inputs only");
+    }
+    let padding = match cx.string_or("padding_mode", "zeros").as_str() {
+        "zeros" => GridPadding::Zeros,
+        "border" => GridPadding::Border,
+        "reflection" => GridPadding::Reflection,
+        other => return invalid(format!("GridSample: unknown padding_mode '{other}'")),
+    };
+    let mut output = x.dims[..2].to_vec();
+    output.extend_from_slice(&g.dims[1..rank - 1]);
+    Ok(GridNode {
+        elem: x.elem,
+        grid_elem: g.elem,
+        input: x.dims.clone(),
+        output,
+        mode,
+        padding,
+        align_corners: cx.int_or("align_corners", 0) != 0,
+    })
+}
+
+impl OpRule for GridSampleRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let n = read_grid(cx)?;
+        Ok(vec![TensorType::new(n.elem, n.output)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Kernel(Box::new(GridKernel(read_grid(cx)?))))
+    }
+}
+
+struct GridKernel(GridNode);
+
+fn run_grid_with<T: Sample + HostElem, G: GridElem + HostElem>(
+    n: &GridNode,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let x = host::<T>(inputs, Some(0)).ok_or(EvalError::Type(n.elem))?;
+    let g = host::<G>(inputs, Some(1)).ok_or(EvalError::Type(n.grid_elem))?;
+    let y = outputs.first_mut().and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(n.elem))?;
+    let p = GridSampleParams {
+        input: &n.input,
+        output: &n.output,
+        mode: n.mode,
+        padding: n.padding,
+        align_corners: n.align_corners,
+    };
+    rt_image::grid_sample(&p, x, g, y)?;
+    Ok(())
+}
+
+fn run_grid<T: Sample + HostElem>(
+    n: &GridNode,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    match n.grid_elem {
+        ElemType::Double => run_grid_with::<T, f64>(n, inputs, outputs),
+        _ => run_grid_with::<T, f32>(n, inputs, outputs),
+    }
+}
+
+impl Kernel for GridKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        by_sample_type!(self.0.elem, run_grid(&self.0, inputs, outputs))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let n = &self.0;
+        let m = quote!(#rt::image);
+        let mode = match n.mode {
+            GridMode::Nearest => quote!(Nearest),
+            GridMode::Linear => quote!(Linear),
+            GridMode::Cubic => quote!(Cubic),
+        };
+        let padding = match n.padding {
+            GridPadding::Zeros => quote!(Zeros),
+            GridPadding::Border => quote!(Border),
+            GridPadding::Reflection => quote!(Reflection),
+        };
+        let (input, output, align) =
+            (lit::usizes(&n.input), lit::usizes(&n.output), n.align_corners);
+        let (x, g, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        quote! {
+            #m::grid_sample(
+                &#m::GridSampleParams {
+                    input: #input,
+                    output: #output,
+                    mode: #m::GridMode::#mode,
+                    padding: #m::GridPadding::#padding,
+                    align_corners: #align,
+                },
+                #x, #g, #y,
+            )?;
+        }
     }
 }
