@@ -863,3 +863,209 @@ pub fn grid_sample<T: Sample, G: GridElem>(
     }
     Ok(())
 }
+
+/// Row-major strides of `shape` (at most [`MAX_RANK`] axes).
+fn strides_of(shape: &[usize]) -> Result<[usize; MAX_RANK]> {
+    ensure(shape.len() <= MAX_RANK, Error::RankTooLarge)?;
+    let mut s = [0usize; MAX_RANK];
+    let mut acc = 1usize;
+    for d in (0..shape.len()).rev() {
+        s[d] = acc;
+        acc = acc.checked_mul(shape[d]).ok_or(Error::Overflow)?;
+    }
+    Ok(s)
+}
+
+/// Advances a row-major multi-index over `shape`; false once it wraps.
+fn next_index(pos: &mut [usize], shape: &[usize]) -> bool {
+    for d in (0..pos.len()).rev() {
+        pos[d] += 1;
+        if pos[d] < shape[d] {
+            return true;
+        }
+        pos[d] = 0;
+    }
+    false
+}
+
+/// ONNX `CenterCropPad`: `y` (shape `output`) is `x` (shape `input`) centred,
+/// cropped where an axis shrinks and zero-padded where it grows (the extra
+/// element of an odd difference goes to the end). `shape` holds the target
+/// length of each axis in `axes`, and must agree with `output`.
+pub fn center_crop_pad<T: Copy + Default, I: crate::extra::AsIndex>(
+    input: &[usize],
+    output: &[usize],
+    axes: &[usize],
+    shape: &[I],
+    x: &[T],
+    y: &mut [T],
+) -> Result {
+    let rank = input.len();
+    ensure(output.len() == rank && rank <= MAX_RANK, Error::InvalidParams)?;
+    ensure(shape.len() == axes.len(), Error::ShapeMismatch)?;
+    for (d, (&i, &o)) in input.iter().zip(output).enumerate() {
+        let want = match axes.iter().position(|&a| a == d) {
+            Some(k) => usize::try_from(shape[k].as_index()).map_err(|_| Error::ShapeMismatch)?,
+            None => i,
+        };
+        ensure(want == o, Error::ShapeMismatch)?;
+    }
+    ensure(x.len() == crate::shape::numel(input)?, Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(output)?, Error::ShapeMismatch)?;
+    let strides = strides_of(input)?;
+    let mut pos = [0usize; MAX_RANK];
+    if y.is_empty() {
+        return Ok(());
+    }
+    for v in y.iter_mut() {
+        let mut at = Some(0usize);
+        for d in 0..rank {
+            let (i, o) = (input[d], output[d]);
+            // Output coordinate p reads input coordinate p + crop - pad.
+            let src =
+                if o <= i { Some(pos[d] + (i - o) / 2) } else { pos[d].checked_sub((o - i) / 2) };
+            at = match (at, src) {
+                (Some(a), Some(s)) if s < i => Some(a + s * strides[d]),
+                _ => None,
+            };
+        }
+        *v = at.map_or_else(T::default, |a| x[a]);
+        next_index(&mut pos[..rank], output);
+    }
+    Ok(())
+}
+
+/// ONNX `Col2Im`: `x` (`[N, C * prod(block), L]`) holds sliding blocks, which
+/// are summed back into `y` (`[N, C, image...]`). `image_shape` and
+/// `block_shape` are the node's inputs; `image_shape` must agree with the
+/// planned `output`. `dilations`, `strides` (one per image axis) and `pads`
+/// (begins then ends) are the attributes.
+#[allow(clippy::too_many_arguments)]
+pub fn col2im<T: Sample>(
+    input: &[usize],
+    output: &[usize],
+    image_shape: &[i64],
+    block_shape: &[i64],
+    dilations: &[usize],
+    strides: &[usize],
+    pads: &[usize],
+    x: &[T],
+    y: &mut [T],
+) -> Result {
+    ensure(input.len() == 3 && output.len() >= 3, Error::InvalidParams)?;
+    let r = output.len() - 2;
+    ensure(r <= MAX_RANK, Error::RankTooLarge)?;
+    ensure(image_shape.len() == r && block_shape.len() == r, Error::ShapeMismatch)?;
+    ensure(
+        dilations.len() == r && strides.len() == r && pads.len() == 2 * r,
+        Error::InvalidParams,
+    )?;
+    let image = &output[2..];
+    let mut block = [0usize; MAX_RANK];
+    let mut blocks = [0usize; MAX_RANK];
+    let (mut block_size, mut n_blocks) = (1usize, 1usize);
+    for d in 0..r {
+        ensure(usize::try_from(image_shape[d]).ok() == Some(image[d]), Error::ShapeMismatch)?;
+        let k = usize::try_from(block_shape[d]).map_err(|_| Error::InvalidParams)?;
+        ensure(k > 0 && strides[d] > 0 && dilations[d] > 0, Error::InvalidParams)?;
+        let span = dilations[d].checked_mul(k - 1).ok_or(Error::Overflow)? + 1;
+        let padded = image[d] + pads[d] + pads[r + d];
+        ensure(padded >= span, Error::ShapeMismatch)?;
+        block[d] = k;
+        blocks[d] = (padded - span) / strides[d] + 1;
+        block_size = block_size.checked_mul(k).ok_or(Error::Overflow)?;
+        n_blocks = n_blocks.checked_mul(blocks[d]).ok_or(Error::Overflow)?;
+    }
+    let (batch, channels) = (output[0], output[1]);
+    ensure(input[0] == batch, Error::ShapeMismatch)?;
+    ensure(channels.checked_mul(block_size) == Some(input[1]), Error::ShapeMismatch)?;
+    ensure(input[2] == n_blocks, Error::ShapeMismatch)?;
+    ensure(x.len() == crate::shape::numel(input)?, Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(output)?, Error::ShapeMismatch)?;
+    let image_strides = strides_of(image)?;
+    let plane = crate::shape::numel(image)?;
+    y.fill(T::from_f64(0.0));
+    if x.is_empty() {
+        return Ok(());
+    }
+    for b in 0..batch {
+        for c in 0..channels {
+            let yc = &mut y[(b * channels + c) * plane..(b * channels + c + 1) * plane];
+            let mut off = [0usize; MAX_RANK];
+            for k in 0..block_size {
+                let row = ((b * channels + c) * block_size + k) * n_blocks;
+                let mut pos = [0usize; MAX_RANK];
+                for l in 0..n_blocks {
+                    let mut at = Some(0usize);
+                    for d in 0..r {
+                        let p = pos[d] * strides[d] + off[d] * dilations[d];
+                        at = match (at, p.checked_sub(pads[d])) {
+                            (Some(a), Some(i)) if i < image[d] => Some(a + i * image_strides[d]),
+                            _ => None,
+                        };
+                    }
+                    if let Some(a) = at {
+                        yc[a] = T::from_f64(yc[a].to_f64() + x[row + l].to_f64());
+                    }
+                    next_index(&mut pos[..r], &blocks[..r]);
+                }
+                next_index(&mut off[..r], &block[..r]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ONNX `AffineGrid`: the sampling grid `y` (`[N, H, W, 2]` or
+/// `[N, D, H, W, 3]`, the planned `output`) of the affine maps `theta`
+/// (`[N, 2, 3]` or `[N, 3, 4]`) over a normalised `[-1, 1]` grid. `size` is
+/// the node's input (`[N, C, H, W]` or `[N, C, D, H, W]`) and must agree.
+pub fn affine_grid<T: Sample>(
+    output: &[usize],
+    align_corners: bool,
+    theta: &[T],
+    size: &[i64],
+    y: &mut [T],
+) -> Result {
+    ensure(output.len() == 4 || output.len() == 5, Error::InvalidParams)?;
+    let r = output.len() - 2;
+    ensure(output[r + 1] == r && size.len() == r + 2, Error::ShapeMismatch)?;
+    ensure(usize::try_from(size[0]).ok() == Some(output[0]) && size[1] >= 0, Error::ShapeMismatch)?;
+    for d in 0..r {
+        ensure(usize::try_from(size[2 + d]).ok() == Some(output[1 + d]), Error::ShapeMismatch)?;
+    }
+    let n = output[0];
+    let mat = r * (r + 1);
+    ensure(n.checked_mul(mat) == Some(theta.len()), Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(output)?, Error::ShapeMismatch)?;
+    let dims = &output[1..=r];
+    let coord = |i: usize, len: usize| -> f64 {
+        if align_corners {
+            if len <= 1 { -1.0 } else { -1.0 + i as f64 * (2.0 / (len as f64 - 1.0)) }
+        } else {
+            let step = 2.0 / len as f64;
+            (-1.0 + step / 2.0) + i as f64 * step
+        }
+    };
+    let points = crate::shape::numel(dims)?;
+    for b in 0..n {
+        let t = &theta[b * mat..(b + 1) * mat];
+        let mut pos = [0usize; MAX_RANK];
+        for p in 0..points {
+            // The homogeneous point: the last axis first, then 1.
+            let mut h = [1.0f64; 4];
+            for d in 0..r {
+                h[d] = coord(pos[r - 1 - d], dims[r - 1 - d]);
+            }
+            for k in 0..r {
+                let mut acc = 0.0;
+                for j in 0..=r {
+                    acc += t[k * (r + 1) + j].to_f64() * h[j];
+                }
+                y[(b * points + p) * r + k] = T::from_f64(acc);
+            }
+            next_index(&mut pos[..r], dims);
+        }
+    }
+    Ok(())
+}

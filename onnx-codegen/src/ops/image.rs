@@ -28,6 +28,9 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
     match op_type {
         "Resize" | "Upsample" => Some(&ResizeRule),
         "GridSample" => Some(&GridSampleRule),
+        "CenterCropPad" => Some(&CropPadRule),
+        "Col2Im" => Some(&Col2ImRule),
+        "AffineGrid" => Some(&AffineGridRule),
         _ => None,
     }
 }
@@ -638,5 +641,332 @@ impl Kernel for GridKernel {
                 #x, #g, #y,
             )?;
         }
+    }
+}
+
+/// The output type when it follows from integer input `i` (`compute` turns
+/// its values into dims) or, when those are known only at run time, the
+/// declared output, checked by `check`.
+fn shape_from(
+    cx: &NodeCx<'_>,
+    i: usize,
+    what: &str,
+    compute: impl Fn(&[i64]) -> OpResult<Vec<usize>>,
+) -> OpResult<Vec<usize>> {
+    if cx.constant(i).is_some() {
+        return compute(&cx.const_ints(i, what)?);
+    }
+    declared(cx, what)
+}
+
+/// The declared type of output 0, for a shape that depends on `what`, whose
+/// values are known only at run time.
+fn declared(cx: &NodeCx<'_>, what: &str) -> OpResult<Vec<usize>> {
+    let op = &cx.node.op.op_type;
+    match cx.declared_output(0) {
+        Some(d) => Ok(d.dims.clone()),
+        None => unsupported(format!(
+            "{op}: {what} is known only at run time and the model declares no output shape"
+        )),
+    }
+}
+
+fn dim(v: i64, what: &str) -> OpResult<usize> {
+    usize::try_from(v).map_err(|_| OpError::Invalid(format!("{what} {v} is negative")))
+}
+
+struct CropPadRule;
+
+struct CropPadNode {
+    elem: ElemType,
+    input: Vec<usize>,
+    output: Vec<usize>,
+    axes: Vec<usize>,
+    index_elem: ElemType,
+}
+
+fn read_crop_pad(cx: &NodeCx<'_>) -> OpResult<CropPadNode> {
+    let (x, shape) = (cx.input(0)?, cx.input(1)?);
+    if !supported_elem(x.elem) {
+        return unsupported(format!("CenterCropPad on {} tensors", x.elem));
+    }
+    if !matches!(shape.elem, ElemType::Int32 | ElemType::Int64) {
+        return invalid("CenterCropPad: shape must be int32 or int64");
+    }
+    let rank = x.dims.len();
+    let mut axes = Vec::new();
+    for a in cx.ints("axes").unwrap_or_else(|| (0..rank as i64).collect()) {
+        let a = axis(a, rank, "CenterCropPad axis")?;
+        if axes.contains(&a) {
+            return invalid(format!("CenterCropPad: axis {a} appears twice"));
+        }
+        axes.push(a);
+    }
+    if shape.dims.len() != 1 || shape.dims[0] != axes.len() {
+        return invalid(format!(
+            "CenterCropPad: shape has shape {:?}; expected [{}] (one length per axis)",
+            shape.dims,
+            axes.len()
+        ));
+    }
+    let output = shape_from(cx, 1, "shape", |v| {
+        let mut out = x.dims.clone();
+        for (&a, &n) in axes.iter().zip(v) {
+            out[a] = dim(n, "CenterCropPad length")?;
+        }
+        Ok(out)
+    })?;
+    let fits =
+        output.len() == rank && (0..rank).all(|d| axes.contains(&d) || output[d] == x.dims[d]);
+    if !fits {
+        return invalid(format!(
+            "CenterCropPad: output shape {output:?} does not fit input shape {:?}",
+            x.dims
+        ));
+    }
+    Ok(CropPadNode { elem: x.elem, input: x.dims.clone(), output, axes, index_elem: shape.elem })
+}
+
+impl OpRule for CropPadRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let n = read_crop_pad(cx)?;
+        Ok(vec![TensorType::new(n.elem, n.output)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Kernel(Box::new(CropPadKernel(read_crop_pad(cx)?))))
+    }
+}
+
+struct CropPadKernel(CropPadNode);
+
+fn run_crop_pad<T: Copy + Default + HostElem>(
+    n: &CropPadNode,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let x = host::<T>(inputs, Some(0)).ok_or(EvalError::Type(n.elem))?;
+    let y = outputs.first_mut().and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(n.elem))?;
+    match n.index_elem {
+        ElemType::Int32 => {
+            let s = host::<i32>(inputs, Some(1)).ok_or(EvalError::Type(n.index_elem))?;
+            rt_image::center_crop_pad(&n.input, &n.output, &n.axes, s, x, y)?
+        }
+        _ => {
+            let s = host::<i64>(inputs, Some(1)).ok_or(EvalError::Type(n.index_elem))?;
+            rt_image::center_crop_pad(&n.input, &n.output, &n.axes, s, x, y)?
+        }
+    }
+    Ok(())
+}
+
+impl Kernel for CropPadKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        by_sample_type!(self.0.elem, run_crop_pad(&self.0, inputs, outputs))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let n = &self.0;
+        let (input, output, axes) =
+            (lit::usizes(&n.input), lit::usizes(&n.output), lit::usizes(&n.axes));
+        let (x, s, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        quote!(#rt::image::center_crop_pad(#input, #output, #axes, #s, #x, #y)?;)
+    }
+}
+
+struct Col2ImRule;
+
+struct Col2ImNode {
+    elem: ElemType,
+    input: Vec<usize>,
+    output: Vec<usize>,
+    dilations: Vec<usize>,
+    strides: Vec<usize>,
+    pads: Vec<usize>,
+}
+
+fn read_col2im(cx: &NodeCx<'_>) -> OpResult<Col2ImNode> {
+    let (x, image, block) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    if !supported_elem(x.elem) {
+        return unsupported(format!("Col2Im on {} tensors", x.elem));
+    }
+    if x.dims.len() != 3 {
+        return invalid(format!("Col2Im: the input has shape {:?}; expected rank 3", x.dims));
+    }
+    if image.elem != ElemType::Int64 || block.elem != ElemType::Int64 {
+        return invalid("Col2Im: image_shape and block_shape must be int64");
+    }
+    let r = match (image.dims.as_slice(), block.dims.as_slice()) {
+        ([a], [b]) if a == b && *a > 0 => *a,
+        _ => {
+            return invalid(format!(
+                "Col2Im: image_shape {:?} and block_shape {:?} must be 1-D of one length",
+                image.dims, block.dims
+            ));
+        }
+    };
+    let list = |name: &str, len: usize, default: usize| -> OpResult<Vec<usize>> {
+        match cx.ints(name) {
+            Some(v) if v.len() == len => v.iter().map(|&e| dim(e, name)).collect(),
+            Some(v) => invalid(format!("Col2Im: {name} has {} values; expected {len}", v.len())),
+            None => Ok(vec![default; len]),
+        }
+    };
+    let dilations = list("dilations", r, 1)?;
+    let strides = list("strides", r, 1)?;
+    let pads = list("pads", 2 * r, 0)?;
+    if dilations.contains(&0) || strides.contains(&0) {
+        return invalid("Col2Im: dilations and strides must be positive");
+    }
+    let output = match (cx.constant(1), cx.constant(2)) {
+        (Some(_), Some(_)) => {
+            let image = cx.const_ints(1, "image_shape")?;
+            let block = cx.const_ints(2, "block_shape")?;
+            let mut k = 1usize;
+            for &b in &block {
+                k = k.saturating_mul(dim(b, "block_shape entry")?);
+            }
+            if k == 0 || x.dims[1] % k != 0 {
+                return invalid(format!(
+                    "Col2Im: input dimension 1 ({}) is not a multiple of the block size {k}",
+                    x.dims[1]
+                ));
+            }
+            let mut out = vec![x.dims[0], x.dims[1] / k];
+            for &i in &image {
+                out.push(dim(i, "image_shape entry")?);
+            }
+            out
+        }
+        _ => declared(cx, "image_shape or block_shape")?,
+    };
+    if output.len() != r + 2 || output[0] != x.dims[0] {
+        return invalid(format!("Col2Im: output shape {output:?} does not fit the input"));
+    }
+    Ok(Col2ImNode { elem: x.elem, input: x.dims.clone(), output, dilations, strides, pads })
+}
+
+impl OpRule for Col2ImRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let n = read_col2im(cx)?;
+        Ok(vec![TensorType::new(n.elem, n.output)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Kernel(Box::new(Col2ImKernel(read_col2im(cx)?))))
+    }
+}
+
+struct Col2ImKernel(Col2ImNode);
+
+fn run_col2im<T: Sample + HostElem>(
+    n: &Col2ImNode,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let x = host::<T>(inputs, Some(0)).ok_or(EvalError::Type(n.elem))?;
+    let image = host::<i64>(inputs, Some(1)).ok_or(EvalError::Type(ElemType::Int64))?;
+    let block = host::<i64>(inputs, Some(2)).ok_or(EvalError::Type(ElemType::Int64))?;
+    let y = outputs.first_mut().and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(n.elem))?;
+    rt_image::col2im(&n.input, &n.output, image, block, &n.dilations, &n.strides, &n.pads, x, y)?;
+    Ok(())
+}
+
+impl Kernel for Col2ImKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        by_sample_type!(self.0.elem, run_col2im(&self.0, inputs, outputs))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let n = &self.0;
+        let (input, output) = (lit::usizes(&n.input), lit::usizes(&n.output));
+        let (d, s, p) = (lit::usizes(&n.dilations), lit::usizes(&n.strides), lit::usizes(&n.pads));
+        let (x, image, block, y) = (&io.inputs[0], &io.inputs[1], &io.inputs[2], &io.outputs[0]);
+        quote!(#rt::image::col2im(#input, #output, #image, #block, #d, #s, #p, #x, #y)?;)
+    }
+}
+
+struct AffineGridRule;
+
+struct AffineNode {
+    elem: ElemType,
+    output: Vec<usize>,
+    align_corners: bool,
+}
+
+fn read_affine(cx: &NodeCx<'_>) -> OpResult<AffineNode> {
+    let (theta, size) = (cx.input(0)?, cx.input(1)?);
+    if !matches!(
+        theta.elem,
+        ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16
+    ) {
+        return invalid(format!("AffineGrid: theta must be a float tensor, not {}", theta.elem));
+    }
+    let r = match theta.dims.as_slice() {
+        [_, 2, 3] => 2,
+        [_, 3, 4] => 3,
+        d => {
+            return invalid(format!(
+                "AffineGrid: theta has shape {d:?}; expected [N, 2, 3] or [N, 3, 4]"
+            ));
+        }
+    };
+    if size.elem != ElemType::Int64 || size.dims != [r + 2] {
+        return invalid(format!("AffineGrid: size must be an int64 tensor of shape [{}]", r + 2));
+    }
+    let output = shape_from(cx, 1, "size", |v| {
+        let mut out = vec![dim(v[0], "AffineGrid batch")?];
+        for &d in &v[2..] {
+            out.push(dim(d, "AffineGrid size")?);
+        }
+        out.push(r);
+        Ok(out)
+    })?;
+    if output.len() != r + 2 || output[0] != theta.dims[0] || output[r + 1] != r {
+        return invalid(format!(
+            "AffineGrid: output shape {output:?} does not fit theta {:?}",
+            theta.dims
+        ));
+    }
+    Ok(AffineNode { elem: theta.elem, output, align_corners: cx.int_or("align_corners", 0) != 0 })
+}
+
+impl OpRule for AffineGridRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let n = read_affine(cx)?;
+        Ok(vec![TensorType::new(n.elem, n.output)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        Ok(Lowered::Kernel(Box::new(AffineKernel(read_affine(cx)?))))
+    }
+}
+
+struct AffineKernel(AffineNode);
+
+fn run_affine<T: Sample + HostElem>(
+    n: &AffineNode,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let theta = host::<T>(inputs, Some(0)).ok_or(EvalError::Type(n.elem))?;
+    let size = host::<i64>(inputs, Some(1)).ok_or(EvalError::Type(ElemType::Int64))?;
+    let y = outputs.first_mut().and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(n.elem))?;
+    rt_image::affine_grid(&n.output, n.align_corners, theta, size, y)?;
+    Ok(())
+}
+
+impl Kernel for AffineKernel {
+    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        by_sample_type!(self.0.elem, run_affine(&self.0, inputs, outputs))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let (output, align) = (lit::usizes(&self.0.output), self.0.align_corners);
+        let (theta, size, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        quote!(#rt::image::affine_grid(#output, #align, #theta, #size, #y)?;)
     }
 }
