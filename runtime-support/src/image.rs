@@ -1069,3 +1069,123 @@ pub fn affine_grid<T: Sample>(
     }
     Ok(())
 }
+
+/// `RoiAlign` parameters (the attributes and the planned shapes).
+#[derive(Clone, Copy, Debug)]
+pub struct RoiAlignParams {
+    /// `[N, C, H, W]` of the feature map.
+    pub input: [usize; 4],
+    /// `[num_rois, C, output_height, output_width]`.
+    pub output: [usize; 4],
+    /// Max pooling of the weighted corners (as the reference) instead of the
+    /// average of the samples.
+    pub max: bool,
+    /// `half_pixel` coordinates (shift by half a pixel, no minimum size).
+    pub half_pixel: bool,
+    /// Samples per bin along each axis; 0 adapts to the roi's size.
+    pub sampling_ratio: usize,
+    pub spatial_scale: f64,
+}
+
+/// ONNX `RoiAlign`: for each roi (`rois[r] = [x1, y1, x2, y2]`, of image
+/// `batch_indices[r]`), the bins of an `output_height x output_width` grid,
+/// each the average (or max) of bilinear samples.
+pub fn roi_align<T: Sample>(
+    p: &RoiAlignParams,
+    x: &[T],
+    rois: &[T],
+    batch_indices: &[i64],
+    y: &mut [T],
+) -> Result {
+    let [batch, channels, height, width] = p.input;
+    let [n_rois, out_c, ph_n, pw_n] = p.output;
+    ensure(out_c == channels, Error::InvalidParams)?;
+    ensure(x.len() == crate::shape::numel(&p.input)?, Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(&p.output)?, Error::ShapeMismatch)?;
+    ensure(rois.len() == n_rois.checked_mul(4).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(batch_indices.len() == n_rois, Error::ShapeMismatch)?;
+    if y.is_empty() {
+        return Ok(());
+    }
+    ensure(height > 0 && width > 0, Error::InvalidParams)?;
+    let (h, w) = (height as f64, width as f64);
+    let plane = height * width;
+    let offset = if p.half_pixel { 0.5 } else { 0.0 };
+    for r in 0..n_rois {
+        let b = usize::try_from(batch_indices[r]).map_err(|_| Error::IndexOutOfBounds)?;
+        ensure(b < batch, Error::IndexOutOfBounds)?;
+        let coord = |k: usize| rois[4 * r + k].to_f64() * p.spatial_scale - offset;
+        let (start_w, start_h, end_w, end_h) = (coord(0), coord(1), coord(2), coord(3));
+        let (mut roi_w, mut roi_h) = (end_w - start_w, end_h - start_h);
+        if !p.half_pixel {
+            roi_w = roi_w.max(1.0);
+            roi_h = roi_h.max(1.0);
+        }
+        let (bin_h, bin_w) = (roi_h / ph_n as f64, roi_w / pw_n as f64);
+        let grid = |size: f64, n: usize| -> usize {
+            if p.sampling_ratio > 0 {
+                p.sampling_ratio
+            } else {
+                let g = libm::ceil(size / n as f64);
+                if g > 0.0 { g.min(1e9) as usize } else { 0 }
+            }
+        };
+        let (grid_h, grid_w) = (grid(roi_h, ph_n), grid(roi_w, pw_n));
+        let count = (grid_h * grid_w).max(1) as f64;
+        for c in 0..channels {
+            let xc = &x[(b * channels + c) * plane..(b * channels + c + 1) * plane];
+            for ph in 0..ph_n {
+                for pw in 0..pw_n {
+                    let mut acc = 0.0;
+                    let mut first = true;
+                    for iy in 0..grid_h {
+                        let yy =
+                            start_h + ph as f64 * bin_h + (iy as f64 + 0.5) * bin_h / grid_h as f64;
+                        for ix in 0..grid_w {
+                            let xx = start_w
+                                + pw as f64 * bin_w
+                                + (ix as f64 + 0.5) * bin_w / grid_w as f64;
+                            let v = if yy < -1.0 || yy > h || xx < -1.0 || xx > w {
+                                [0.0; 4]
+                            } else {
+                                let corner = |v: f64, len: usize| -> (usize, usize, f64) {
+                                    let v = v.max(0.0);
+                                    let low = v as usize;
+                                    if low + 1 >= len {
+                                        let last = len.saturating_sub(1);
+                                        (last, last, last as f64)
+                                    } else {
+                                        (low, low + 1, v)
+                                    }
+                                };
+                                let (y0, y1, yv) = corner(yy, height);
+                                let (x0, x1, xv) = corner(xx, width);
+                                let (ly, lx) = (yv - y0 as f64, xv - x0 as f64);
+                                let (hy, hx) = (1.0 - ly, 1.0 - lx);
+                                let at = |yi: usize, xi: usize| xc[yi * width + xi].to_f64();
+                                [
+                                    hy * hx * at(y0, x0),
+                                    hy * lx * at(y0, x1),
+                                    ly * hx * at(y1, x0),
+                                    ly * lx * at(y1, x1),
+                                ]
+                            };
+                            if p.max {
+                                let m = v[0].max(v[1]).max(v[2]).max(v[3]);
+                                acc = if first { m } else { acc.max(m) };
+                                first = false;
+                            } else {
+                                acc += v[0] + v[1] + v[2] + v[3];
+                            }
+                        }
+                    }
+                    if !p.max {
+                        acc /= count;
+                    }
+                    y[((r * channels + c) * ph_n + ph) * pw_n + pw] = T::from_f64(acc);
+                }
+            }
+        }
+    }
+    Ok(())
+}
