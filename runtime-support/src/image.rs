@@ -1189,3 +1189,103 @@ pub fn roi_align<T: Sample>(
     }
     Ok(())
 }
+
+/// 2-D `DeformConv` parameters: the planned shapes and the attributes.
+#[derive(Clone, Copy, Debug)]
+pub struct DeformConvParams {
+    /// `[N, C, H, W]`.
+    pub input: [usize; 4],
+    /// `[OC, C / group, KH, KW]`.
+    pub weight: [usize; 4],
+    /// `[N, OC, OH, OW]`.
+    pub output: [usize; 4],
+    pub group: usize,
+    pub offset_group: usize,
+    pub strides: [usize; 2],
+    /// Top, left, bottom, right.
+    pub pads: [usize; 4],
+    pub dilations: [usize; 2],
+}
+
+/// The bilinear sample of a `height x width` plane at `(y, x)`, taps outside
+/// the plane reading 0.
+fn bilinear_zero<T: Sample>(plane: &[T], height: usize, width: usize, y: f64, x: f64) -> f64 {
+    let (y0, x0) = (libm::floor(y), libm::floor(x));
+    let (ly, lx) = (y - y0, x - x0);
+    let at = |yi: f64, xi: f64| -> f64 {
+        if yi >= 0.0 && xi >= 0.0 && yi < height as f64 && xi < width as f64 {
+            plane[yi as usize * width + xi as usize].to_f64()
+        } else {
+            0.0
+        }
+    };
+    (1.0 - ly) * ((1.0 - lx) * at(y0, x0) + lx * at(y0, x0 + 1.0))
+        + ly * ((1.0 - lx) * at(y0 + 1.0, x0) + lx * at(y0 + 1.0, x0 + 1.0))
+}
+
+/// ONNX `DeformConv` (2-D): a convolution whose kernel taps are displaced by
+/// `offset` (`[N, offset_group * KH * KW * 2, OH, OW]`, `(dy, dx)` pairs),
+/// sampled bilinearly (zero outside the input), and scaled by `mask`
+/// (`[N, offset_group * KH * KW, OH, OW]`, all ones when absent).
+pub fn deform_conv<T: Sample>(
+    p: &DeformConvParams,
+    x: &[T],
+    w: &[T],
+    offset: &[T],
+    bias: Option<&[T]>,
+    mask: Option<&[T]>,
+    y: &mut [T],
+) -> Result {
+    let [n, c, h, wd] = p.input;
+    let [oc, icpg, kh, kw] = p.weight;
+    let [_, _, oh, ow] = p.output;
+    ensure(p.output[0] == n && p.output[1] == oc, Error::InvalidParams)?;
+    ensure(p.group > 0 && p.offset_group > 0, Error::InvalidParams)?;
+    ensure(icpg.checked_mul(p.group) == Some(c) && oc % p.group == 0, Error::InvalidParams)?;
+    ensure(c % p.offset_group == 0, Error::InvalidParams)?;
+    ensure(x.len() == crate::shape::numel(&p.input)?, Error::ShapeMismatch)?;
+    ensure(w.len() == crate::shape::numel(&p.weight)?, Error::ShapeMismatch)?;
+    ensure(y.len() == crate::shape::numel(&p.output)?, Error::ShapeMismatch)?;
+    let taps = kh * kw;
+    let out_plane = oh * ow;
+    let off_len = crate::shape::numel(&[n, p.offset_group, taps, 2, out_plane])?;
+    ensure(offset.len() == off_len, Error::ShapeMismatch)?;
+    if let Some(m) = mask {
+        ensure(m.len() == off_len / 2, Error::ShapeMismatch)?;
+    }
+    if let Some(b) = bias {
+        ensure(b.len() == oc, Error::ShapeMismatch)?;
+    }
+    let (ocpg, icpog) = (oc / p.group, c / p.offset_group);
+    for b in 0..n {
+        for o in 0..oc {
+            let g = o / ocpg;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = bias.map_or(0.0, |bv| bv[o].to_f64());
+                    let base_h = (i * p.strides[0]) as f64 - p.pads[0] as f64;
+                    let base_w = (j * p.strides[1]) as f64 - p.pads[1] as f64;
+                    for ci in 0..icpg {
+                        let ic = g * icpg + ci;
+                        let og = ic / icpog;
+                        let plane = &x[(b * c + ic) * h * wd..(b * c + ic + 1) * h * wd];
+                        for t in 0..taps {
+                            let (ki, kj) = (t / kw, t % kw);
+                            let tap = (b * p.offset_group + og) * taps + t;
+                            let oy = offset[(tap * 2) * out_plane + i * ow + j].to_f64();
+                            let ox = offset[(tap * 2 + 1) * out_plane + i * ow + j].to_f64();
+                            let m =
+                                mask.map_or(1.0, |mv| mv[tap * out_plane + i * ow + j].to_f64());
+                            let sy = base_h + (ki * p.dilations[0]) as f64 + oy;
+                            let sx = base_w + (kj * p.dilations[1]) as f64 + ox;
+                            let wt = w[(o * icpg + ci) * taps + t].to_f64();
+                            acc += wt * m * bilinear_zero(plane, h, wd, sy, sx);
+                        }
+                    }
+                    y[((b * oc + o) * oh + i) * ow + j] = T::from_f64(acc);
+                }
+            }
+        }
+    }
+    Ok(())
+}
