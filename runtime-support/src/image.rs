@@ -1289,3 +1289,204 @@ pub fn deform_conv<T: Sample>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params<'a>(
+        input: &'a [usize],
+        output: &'a [usize],
+        caps: &'a [usize],
+        mode: ResizeMode,
+        coord: CoordMode,
+    ) -> ResizeParams<'a> {
+        ResizeParams {
+            input,
+            output,
+            axes: &[0],
+            taps_cap: caps,
+            mode,
+            coord,
+            policy: AspectPolicy::Stretch,
+            cubic_a: -0.75,
+            exclude_outside: false,
+            antialias: false,
+            extrapolation: -1.0,
+        }
+    }
+
+    #[test]
+    fn resize_nearest_and_linear_by_hand() {
+        let mut scratch = [0.0f64; 64];
+        // Asymmetric floor: x = y / 2 reads 0, 0, 1, 1.
+        let p = params(
+            &[2],
+            &[4],
+            &[1],
+            ResizeMode::Nearest(NearestMode::Floor),
+            CoordMode::Asymmetric,
+        );
+        let mut y = [0.0f32; 4];
+        resize::<f32, f32>(&p, &[5.0, 7.0], None, Some(&[2.0]), None, &mut y, &mut scratch)
+            .unwrap();
+        assert_eq!(y, [5.0, 5.0, 7.0, 7.0]);
+        // Half pixel: x = -0.25, 0.25, 0.75, 1.25, clamped at the edges.
+        let p = params(&[2], &[4], &[2], ResizeMode::Linear, CoordMode::HalfPixel);
+        resize::<f32, f32>(&p, &[0.0, 10.0], None, Some(&[2.0]), None, &mut y, &mut scratch)
+            .unwrap();
+        assert_eq!(y, [0.0, 2.5, 7.5, 10.0]);
+        // Integers round half to even: 2.5 -> 2, 7.5 -> 8.
+        let mut yi = [0i32; 4];
+        resize::<i32, f32>(&p, &[0, 10], None, None, Some(&[4]), &mut yi, &mut scratch).unwrap();
+        assert_eq!(yi, [0, 2, 8, 10]);
+        // Scales that do not give the planned length are refused.
+        let p = params(&[2], &[5], &[2], ResizeMode::Linear, CoordMode::HalfPixel);
+        let mut y5 = [0.0f32; 5];
+        let r =
+            resize::<f32, f32>(&p, &[0.0, 1.0], None, Some(&[2.0]), None, &mut y5, &mut scratch);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn resize_crop_extrapolates() {
+        // roi [0.5, 1.5] of 3 values, 3 outputs: x = y + 1 -> 1, 2, 3 (outside).
+        let mut p = params(&[3], &[3], &[2], ResizeMode::Linear, CoordMode::TfCropAndResize);
+        p.extrapolation = -1.0;
+        let mut y = [0.0f64; 3];
+        let mut scratch = [0.0f64; 16];
+        resize::<f64, f32>(
+            &p,
+            &[0.0, 1.0, 2.0],
+            Some(&[0.5, 1.5]),
+            None,
+            Some(&[3]),
+            &mut y,
+            &mut scratch,
+        )
+        .unwrap();
+        assert_eq!(y, [1.0, 2.0, -1.0]);
+        // Without the roi the call is refused.
+        let r = resize::<f64, f32>(&p, &[0.0; 3], None, None, Some(&[3]), &mut y, &mut scratch);
+        assert_eq!(r, Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn resize_taps_widen_with_antialias() {
+        assert_eq!(resize_taps(ResizeMode::Linear, false, 0.25), Some(2));
+        // Scale 1/2: start = floor(-2) + 1 = -1, taps = 4; cubic: start -3, taps 8.
+        assert_eq!(resize_taps(ResizeMode::Linear, true, 0.5), Some(4));
+        assert_eq!(resize_taps(ResizeMode::Cubic, true, 0.5), Some(8));
+        assert_eq!(resize_taps(ResizeMode::Cubic, true, 2.0), Some(4));
+        assert_eq!(resize_taps(ResizeMode::Linear, true, 0.0), None);
+    }
+
+    #[test]
+    fn grid_sample_by_hand() {
+        let x = [1.0f32, 2.0, 3.0, 4.0];
+        let p = GridSampleParams {
+            input: &[1, 1, 2, 2],
+            output: &[1, 1, 1, 3],
+            mode: GridMode::Linear,
+            padding: GridPadding::Zeros,
+            align_corners: false,
+        };
+        // The centre averages all four; (-1, -1) is the corner of pixel 0,
+        // which lies half outside: a quarter of 1; far outside is 0.
+        let grid = [0.0f32, 0.0, -1.0, -1.0, 5.0, 5.0];
+        let mut y = [9.0f32; 3];
+        grid_sample(&p, &x, &grid, &mut y).unwrap();
+        assert_eq!(y, [2.5, 0.25, 0.0]);
+        let p = GridSampleParams {
+            mode: GridMode::Nearest,
+            align_corners: true,
+            padding: GridPadding::Border,
+            ..p
+        };
+        grid_sample(&p, &x, &[1.0f32, -1.0, -1.0, 1.0, 5.0, 5.0], &mut y).unwrap();
+        assert_eq!(y, [2.0, 3.0, 4.0]);
+        assert_eq!(reflect(-1.0, -0.5, 1.5), 0.0);
+        assert_eq!(reflect(4.0, 0.0, 3.0), 2.0);
+    }
+
+    #[test]
+    fn crop_pad_col2im_affine_by_hand() {
+        let mut y = [0i64; 3];
+        center_crop_pad(&[5], &[3], &[0], &[3i64], &[1i64, 2, 3, 4, 5], &mut y).unwrap();
+        assert_eq!(y, [2, 3, 4]);
+        let mut y = [9i64; 5];
+        center_crop_pad(&[2], &[5], &[0], &[5i32], &[1i64, 2], &mut y).unwrap();
+        assert_eq!(y, [0, 1, 2, 0, 0]);
+        assert_eq!(
+            center_crop_pad(&[2], &[5], &[0], &[4i32], &[1i64, 2], &mut y),
+            Err(Error::ShapeMismatch)
+        );
+        // Two blocks of length 2 over an image of 3: the middle gets both.
+        let mut y = [0.0f32; 3];
+        col2im(
+            &[1, 2, 2],
+            &[1, 1, 3],
+            &[3],
+            &[2],
+            &[1],
+            &[1],
+            &[0, 0],
+            &[1.0f32, 2.0, 10.0, 20.0],
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [1.0, 12.0, 20.0]);
+        // Identity theta on a 1 x 2 grid: x = -0.5, 0.5 and y = 0.
+        let mut g = [9.0f64; 4];
+        affine_grid(
+            &[1, 1, 2, 2],
+            false,
+            &[1.0f64, 0.0, 0.0, 0.0, 1.0, 0.0],
+            &[1, 3, 1, 2],
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!(g, [-0.5, 0.0, 0.5, 0.0]);
+    }
+
+    #[test]
+    fn roi_align_and_deform_conv_by_hand() {
+        let p = RoiAlignParams {
+            input: [1, 1, 4, 4],
+            output: [1, 1, 2, 2],
+            max: false,
+            half_pixel: true,
+            sampling_ratio: 2,
+            spatial_scale: 1.0,
+        };
+        let mut y = [0.0f32; 4];
+        roi_align(&p, &[3.0f32; 16], &[0.0, 0.0, 3.0, 3.0], &[0], &mut y).unwrap();
+        assert_eq!(y, [3.0; 4]);
+        assert_eq!(
+            roi_align(&p, &[3.0f32; 16], &[0.0; 4], &[1], &mut y),
+            Err(Error::IndexOutOfBounds)
+        );
+        // Zero offsets make DeformConv a plain convolution: 2x2 window sums.
+        let dp = DeformConvParams {
+            input: [1, 1, 3, 3],
+            weight: [1, 1, 2, 2],
+            output: [1, 1, 2, 2],
+            group: 1,
+            offset_group: 1,
+            strides: [1, 1],
+            pads: [0; 4],
+            dilations: [1, 1],
+        };
+        let x: [f32; 9] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+        let mut y = [0.0f32; 4];
+        deform_conv(&dp, &x, &[1.0; 4], &[0.0; 32], Some(&[0.5]), None, &mut y).unwrap();
+        assert_eq!(y, [12.5, 16.5, 24.5, 28.5]);
+        // Shifting every tap down by one row reads the next row (zero below).
+        let mut off = [0.0f32; 32];
+        for t in 0..4 {
+            off[t * 8..t * 8 + 4].fill(1.0);
+        }
+        deform_conv(&dp, &x, &[1.0; 4], &off, None, None, &mut y).unwrap();
+        assert_eq!(y, [24.0, 28.0, 15.0, 17.0]);
+    }
+}

@@ -1285,3 +1285,112 @@ impl Kernel for DeformKernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
+
+    #[test]
+    fn resize_shapes_from_known_scales_and_sizes() {
+        let a = run(
+            19,
+            "g (float[1,3,4,6] x) => (float[1,3,8,9] a, float[1,3,2,3] b, float[1,3,3,5] c) <float[4] s = {1, 1, 2, 1.5}, int64[2] z = {2, 3}, int64[2] q = {3, 6}> {
+                a = Resize <mode: string = \"linear\"> (x, , s)
+                b = Resize <axes: ints = [2, 3]> (x, , , z)
+                c = Resize <axes: ints = [-2, -1], keep_aspect_ratio_policy: string = \"not_larger\"> (x, , , q)
+            }",
+        );
+        // not_larger: scale min(3/4, 6/6) = 0.75; lengths floor(0.75 * 4 + 0.5)
+        // = 3 and floor(0.75 * 6 + 0.5) = 5.
+        assert_eq!(
+            types(&a),
+            [ty("float[1, 3, 8, 9]"), ty("float[1, 3, 2, 3]"), ty("float[1, 3, 3, 5]")]
+        );
+    }
+
+    #[test]
+    fn resize_folds_and_checks() {
+        // Nearest (round_prefer_floor, half_pixel) doubling of [1, 2]:
+        // x = -0.25, 0.25, 0.75, 1.25 -> 0, 0, 1, 1.
+        let a = run(
+            13,
+            "g () => (float[4] y) <float[2] x = {1, 2}, float[1] s = {2}> {
+                y = Resize (x, , s)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 1.0, 2.0, 2.0]);
+        // Scales known only at run time: the declared shape is used...
+        let a = run(13, "g (float[1,2] x, float[2] s) => (float[2,4] y) { y = Resize (x, , s) }");
+        assert_eq!(types(&a), [ty("float[2, 4]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        // ... and without one the node is unsupported.
+        let a = run(13, "g (float[1,2] x, float[2] s) => (float[N,M] y) { y = Resize (x, , s) }");
+        assert!(unsupported(&a).iter().any(|r| r.contains("run time")), "{:?}", unsupported(&a));
+        let a = run(
+            13,
+            "g (float[1,2] x, float[2] s) => (float[1,2] y) { y = Resize <mode: string = \"box\"> (x, , s) }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("unknown mode")), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn grid_and_friends_infer() {
+        let a = run(
+            22,
+            "g (float[2,3,5,6] x, float[2,4,7,2] grid, double[2,1,3,4,5] v, double[2,6,7,8,3] vg) => (float[2,3,4,7] y, double[2,1,6,7,8] w) {
+                y = GridSample <mode: string = \"cubic\"> (x, grid)
+                w = GridSample <mode: string = \"nearest\", padding_mode: string = \"reflection\"> (v, vg)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4, 7]"), ty("double[2, 1, 6, 7, 8]")]);
+        let a = run(
+            22,
+            "g (float[2,3,5,6] x, float[2,4,7,3] grid) => (float[2,3,4,7] y) { y = GridSample (x, grid) }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("grid has shape")), "{:?}", errors(&a));
+        let a = run(
+            20,
+            "g (float[1,4,4] x, float[2,2,3] t, float[1,1,4,4] r, int64[1] b) => (float[1,1,3,3] y, float[2,4,5,2] grid, float[1,1,2,2] c, float[1,1,2,3] p) <int64[2] im = {3, 3}, int64[2] bl = {2, 2}, int64[4] sz = {2, 1, 4, 5}, int64[2] cs = {2, 3}> {
+                y = Col2Im (x, im, bl)
+                grid = AffineGrid (t, sz)
+                c = RoiAlign <output_height: int = 2, output_width: int = 2> (r, t2, b)
+                p = CenterCropPad <axes: ints = [2, 3]> (r, cs)
+                t2 = Constant <value: tensor = float[1,4] {0, 0, 2, 2}> ()
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [
+                ty("float[1, 1, 3, 3]"),
+                ty("float[2, 4, 5, 2]"),
+                ty("float[1, 1, 2, 2]"),
+                ty("float[1, 1, 2, 3]")
+            ]
+        );
+        // The sliding blocks of a 3x3 image and a 2x2 block: input dim 1 must
+        // be a multiple of 4.
+        let a = run(
+            18,
+            "g (float[1,6,4] x) => (float[1,1,3,3] y) <int64[2] im = {3, 3}, int64[2] bl = {2, 2}> { y = Col2Im (x, im, bl) }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("multiple")), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn deform_conv_infers_and_checks_offsets() {
+        let a = run(
+            19,
+            "g (float[1,2,5,5] x, float[4,1,3,3] w, float[1,36,3,3] off) => (float[1,4,3,3] y) {
+                y = DeformConv <group: int = 2, offset_group: int = 2> (x, w, off)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 4, 3, 3]")]);
+        let a = run(
+            19,
+            "g (float[1,2,5,5] x, float[4,1,3,3] w, float[1,18,3,3] off) => (float[1,4,3,3] y) {
+                y = DeformConv <group: int = 2, offset_group: int = 2> (x, w, off)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("offset has shape")), "{:?}", errors(&a));
+    }
+}
