@@ -411,7 +411,7 @@ fn fill_taps(
     let pp = libm::floor(xp);
     let frac = xp - pp;
     let half = (n / 2) as f64;
-    let offset = if n % 2 == 0 {
+    let offset = if n.is_multiple_of(2) {
         if frac == 0.0 { -half } else { -half + 1.0 }
     } else {
         let base = -(((n - 1) / 2) as f64);
@@ -710,7 +710,7 @@ grid_elem!(f64);
 /// Reflects `x` by the nearer border until it lies in `[lo, hi]`.
 fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
     let range = hi - lo;
-    if !(range > 0.0) {
+    if range.is_nan() || range <= 0.0 {
         return lo;
     }
     let (dx, from_lo) = if x < lo {

@@ -188,10 +188,10 @@ fn read(cx: &NodeCx<'_>) -> OpResult<ResizeNode> {
             return invalid(format!("{op}: scales must be float, not {}", t.elem));
         }
     }
-    if let Some(i) = sizes {
-        if cx.input(i)?.elem != ElemType::Int64 {
-            return invalid(format!("{op}: sizes must be int64"));
-        }
+    if let Some(i) = sizes
+        && cx.input(i)?.elem != ElemType::Int64
+    {
+        return invalid(format!("{op}: sizes must be int64"));
     }
     let roi = match (coord, roi_at) {
         (CoordMode::TfCropAndResize, Some(i)) if present(i) => {
@@ -245,21 +245,21 @@ fn read(cx: &NodeCx<'_>) -> OpResult<ResizeNode> {
         _ => None,
     };
     let n_axes = node.axes.len();
-    if let Some(s) = &known_scales {
-        if s.len() != n_axes {
-            return invalid(format!("{op}: {} scales for {n_axes} axes", s.len()));
-        }
+    if let Some(s) = &known_scales
+        && s.len() != n_axes
+    {
+        return invalid(format!("{op}: {} scales for {n_axes} axes", s.len()));
     }
-    if let Some(s) = &known_sizes {
-        if s.len() != n_axes {
-            return invalid(format!("{op}: {} sizes for {n_axes} axes", s.len()));
-        }
+    if let Some(s) = &known_sizes
+        && s.len() != n_axes
+    {
+        return invalid(format!("{op}: {} sizes for {n_axes} axes", s.len()));
     }
     let mut known_scale = vec![None; rank];
     if known_scales.is_some() || known_sizes.is_some() {
         let p = node.params();
         let mut out = Vec::with_capacity(rank);
-        for a in 0..rank {
+        for (a, slot) in known_scale.iter_mut().enumerate() {
             let (s, o) =
                 rt_image::resize_axis(&p, known_scales.as_deref(), known_sizes.as_deref(), a)
                     .map_err(|e| {
@@ -267,7 +267,7 @@ fn read(cx: &NodeCx<'_>) -> OpResult<ResizeNode> {
                             "{op}: the scales or sizes do not give a valid size for axis {a} ({e})"
                         ))
                     })?;
-            known_scale[a] = Some(s);
+            *slot = Some(s);
             out.push(o);
         }
         node.output = out;
