@@ -62,6 +62,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod extra;
 pub mod gemm;
+pub mod image;
 pub mod indexing;
 pub mod layout;
 pub mod loss;

@@ -24,6 +24,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod extra;
 pub mod gemm;
+pub mod image;
 pub mod indexing;
 pub mod layout;
 pub mod logic;
@@ -302,6 +303,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| misc::rule(op_type))
         .or_else(|| signal::rule(op_type))
         .or_else(|| attention::rule(op_type))
+        .or_else(|| image::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.
