@@ -33,9 +33,21 @@
 //!   DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
 //!   QLinearConv).
 //!
-//! Not covered yet: float8 and sub-byte quantization, strings, Resize, Scatter*,
-//! GatherND, TopK, NonZero and other data-dependent-shape ops, and the
-//! packed/SIMD fast paths (the signatures leave room for them).
+//! - [`extra`]: RMSNorm, Trilu, CumSum, OneHot, TopK, EyeLike and friends.
+//! - [`indexing`]: scatters, GatherND, Einsum, CumProd, BitCast, Det, and the
+//!   data-sized ops (NonZero, Compress, Unique, NonMaxSuppression) checked
+//!   against their planned length.
+//! - [`attention`]: Attention, RotaryEmbedding, SwiGLU, LinearAttention,
+//!   CausalConvWithState.
+//! - [`image`]: Resize, GridSample, AffineGrid, Col2Im, RoiAlign, DeformConv.
+//! - [`signal`]: DFT, STFT, windows, MelWeightMatrix.
+//! - [`misc`], [`ml`], [`loss`]: the remaining activations, ai.onnx.ml
+//!   operators, training optimizers, seeded random ops, losses.
+//! - [`control`]: the slice moves If / Loop / Scan bodies need.
+//! - [`check`]: run-time checks of shape-like inputs that are data.
+//!
+//! Not covered yet: float8 and sub-byte arithmetic, strings, sequences, and
+//! the packed/SIMD fast paths (the signatures leave room for them).
 //!
 //! # Conventions
 //!
