@@ -4,6 +4,7 @@
 use crate::diag::{Diagnostic, Error, PathStep, Result};
 use crate::emit::{self, EmitOptions, WeightSource};
 use crate::ir::{Model, TensorType};
+use crate::limits::{self, Limits};
 use crate::passes::infer::{self, InferOptions, Inferred, Unsupported};
 use crate::passes::plan::{self, Buffer, Plan};
 use crate::passes::{self, Prepared};
@@ -22,10 +23,8 @@ pub struct Options {
     pub runtime_path: String,
     /// How the weights get into the code.
     pub weights: WeightSource,
-    /// Refuse models whose arena would exceed this many bytes.
-    pub max_arena_bytes: usize,
-    /// Refuse models whose weights exceed this many bytes.
-    pub max_weight_bytes: usize,
+    /// What the model may ask for: arena, weights, nodes, nesting.
+    pub limits: Limits,
 }
 
 impl Default for Options {
@@ -35,8 +34,7 @@ impl Default for Options {
             dims: BTreeMap::new(),
             runtime_path: "::onnx_codegen_runtime".to_owned(),
             weights: WeightSource::Inline,
-            max_arena_bytes: 1 << 30,
-            max_weight_bytes: 4 << 30,
+            limits: Limits::default(),
         }
     }
 }
@@ -84,7 +82,9 @@ pub struct ValueSummary {
 /// Runs the front end, inference and planning; never fails on unsupported
 /// parts (they are listed), only on invalid models.
 pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
+    limits::check_model(model, &opts.limits)?;
     let prepared = passes::prepare(model)?;
+    limits::check_prepared(&prepared.model, &opts.limits)?;
     let inferred = infer::infer(
         &prepared.model,
         &InferOptions { dims: opts.dims.clone(), ..Default::default() },
@@ -196,22 +196,22 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     let Some(plan) = &analysis.plan else {
         return Err(Error::from(Diagnostic::error("the model could not be planned")));
     };
-    let mut limits = Vec::new();
-    if plan.arena_bytes > opts.max_arena_bytes {
-        limits.push(Diagnostic::error(format!(
+    let mut refusals = Vec::new();
+    if plan.arena_bytes > opts.limits.max_arena_bytes {
+        refusals.push(Diagnostic::error(format!(
             "the arena would take {} bytes, over the limit of {} bytes",
-            plan.arena_bytes, opts.max_arena_bytes
+            plan.arena_bytes, opts.limits.max_arena_bytes
         )));
     }
-    if plan.weights.len() > opts.max_weight_bytes {
-        limits.push(Diagnostic::error(format!(
+    if plan.weights.len() > opts.limits.max_weight_bytes {
+        refusals.push(Diagnostic::error(format!(
             "the weights take {} bytes, over the limit of {} bytes",
             plan.weights.len(),
-            opts.max_weight_bytes
+            opts.limits.max_weight_bytes
         )));
     }
-    if !limits.is_empty() {
-        return Err(Error::new(limits));
+    if !refusals.is_empty() {
+        return Err(Error::new(refusals));
     }
     let struct_name = match &opts.name {
         Some(n) => {

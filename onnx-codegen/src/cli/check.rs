@@ -1,4 +1,4 @@
-use onnx_codegen::{load, passes};
+use onnx_codegen::{limits, load, passes};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,6 +7,8 @@ pub struct Args {
     /// The models to check (binary or text).
     #[arg(required = true)]
     models: Vec<PathBuf>,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
 /// Loads, lowers, validates and inlines each model; prints every problem,
@@ -15,7 +17,14 @@ pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
     for path in &args.models {
         let shown = path.display().to_string();
-        match load::load_model(path).and_then(|m| passes::prepare(&m)) {
+        let limits = args.limits.limits();
+        let prepared = load::load_model(path).and_then(|m| {
+            limits::check_model(&m, &limits)?;
+            let prepared = passes::prepare(&m)?;
+            limits::check_prepared(&prepared.model, &limits)?;
+            Ok(prepared)
+        });
+        match prepared {
             Ok(prepared) => {
                 let warnings: Vec<_> =
                     prepared.warnings.into_iter().map(|w| w.in_file(&shown)).collect();
