@@ -138,6 +138,47 @@ impl Analysis {
         }
     }
 
+    /// The limits the planned model goes over: arena, weights, and the size
+    /// of each graph input and output (which the caller holds, but which
+    /// the arena limit also bounds: a value of terabytes is no real model).
+    /// Empty when the model was not planned.
+    pub fn limit_problems(&self, limits: &Limits) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let Some(plan) = &self.plan else { return out };
+        if plan.arena_bytes > limits.max_arena_bytes {
+            out.push(Diagnostic::error(format!(
+                "the arena would take {} bytes, over the limit of {} bytes",
+                plan.arena_bytes, limits.max_arena_bytes
+            )));
+        }
+        if plan.weights.len() > limits.max_weight_bytes {
+            out.push(Diagnostic::error(format!(
+                "the weights take {} bytes, over the limit of {} bytes",
+                plan.weights.len(),
+                limits.max_weight_bytes
+            )));
+        }
+        let g = &self.prepared.model.graph;
+        let io = g.inputs.iter().map(|v| ("input", v)).chain(g.outputs.iter().map(|v| ("output", v)));
+        for (what, v) in io {
+            let Some(t) = self.inferred.types.get(v.index()).and_then(Option::as_ref) else {
+                continue;
+            };
+            let name = &g.value(*v).name;
+            match t.byte_size() {
+                Some(b) if b <= limits.max_arena_bytes => {}
+                Some(b) => out.push(Diagnostic::error(format!(
+                    "graph {what} '{name}' ({t}) takes {b} bytes, over the limit of {} bytes",
+                    limits.max_arena_bytes
+                ))),
+                None => out.push(Diagnostic::error(format!(
+                    "graph {what} '{name}' ({t}) has more bytes than this machine can address"
+                ))),
+            }
+        }
+        out
+    }
+
     /// Every problem that stops code generation, as diagnostics.
     pub fn problems(&self) -> Vec<Diagnostic> {
         let mut out = self.inferred.errors.clone();
@@ -196,20 +237,7 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     let Some(plan) = &analysis.plan else {
         return Err(Error::from(Diagnostic::error("the model could not be planned")));
     };
-    let mut refusals = Vec::new();
-    if plan.arena_bytes > opts.limits.max_arena_bytes {
-        refusals.push(Diagnostic::error(format!(
-            "the arena would take {} bytes, over the limit of {} bytes",
-            plan.arena_bytes, opts.limits.max_arena_bytes
-        )));
-    }
-    if plan.weights.len() > opts.limits.max_weight_bytes {
-        refusals.push(Diagnostic::error(format!(
-            "the weights take {} bytes, over the limit of {} bytes",
-            plan.weights.len(),
-            opts.limits.max_weight_bytes
-        )));
-    }
+    let refusals = analysis.limit_problems(&opts.limits);
     if !refusals.is_empty() {
         return Err(Error::new(refusals));
     }

@@ -1,4 +1,6 @@
-use onnx_codegen::{limits, load, passes};
+use onnx_codegen::diag::Error;
+use onnx_codegen::generate::{Options, analyze};
+use onnx_codegen::load;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,18 +13,28 @@ pub struct Args {
     limits: super::LimitArgs,
 }
 
-/// Loads, lowers, validates and inlines each model; prints every problem,
-/// then one summary line per model that passed.
+/// Loads, lowers, validates and inlines each model, then infers types and
+/// plans memory; prints every problem, then one summary line per model that
+/// passed. Problems found by inference count only when every graph input has
+/// a static shape (otherwise sizes are not known until `--dim` values are
+/// given to `generate`); models over the limits are refused.
 pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
     for path in &args.models {
         let shown = path.display().to_string();
-        let limits = args.limits.limits();
+        let opts = Options { limits: args.limits.limits(), ..Options::default() };
         let prepared = load::load_model(path).and_then(|m| {
-            limits::check_model(&m, &limits)?;
-            let prepared = passes::prepare(&m)?;
-            limits::check_prepared(&prepared.model, &limits)?;
-            Ok(prepared)
+            let analysis = analyze(&m, &opts)?;
+            let mut errors = analysis.limit_problems(&opts.limits);
+            let g = &analysis.prepared.model.graph;
+            let static_inputs = g
+                .inputs
+                .iter()
+                .all(|v| analysis.inferred.types.get(v.index()).is_some_and(Option::is_some));
+            if static_inputs {
+                errors.extend(analysis.inferred.errors.iter().cloned());
+            }
+            if errors.is_empty() { Ok(analysis.prepared) } else { Err(Error::new(errors)) }
         });
         match prepared {
             Ok(prepared) => {

@@ -56,7 +56,8 @@ pub fn run(args: &Args) -> ExitCode {
             _ => println!("  arena: not planned (see the problems below)"),
         }
     }
-    let problems = analysis.problems();
+    let mut problems = analysis.problems();
+    problems.extend(analysis.limit_problems(&opts.limits));
     let with_file: Vec<_> = problems.into_iter().map(|d| d.in_file(&shown)).collect();
     super::report(&with_file);
     if with_file.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
