@@ -145,7 +145,12 @@ impl Analysis {
     pub fn limit_problems(&self, limits: &Limits) -> Vec<Diagnostic> {
         let mut out = Vec::new();
         let Some(plan) = &self.plan else { return out };
-        if plan.arena_bytes > limits.max_arena_bytes {
+        if plan.arena_bytes == usize::MAX {
+            out.push(Diagnostic::error(format!(
+                "the arena would take more bytes than this machine can address (limit {} bytes)",
+                limits.max_arena_bytes
+            )));
+        } else if plan.arena_bytes > limits.max_arena_bytes {
             out.push(Diagnostic::error(format!(
                 "the arena would take {} bytes, over the limit of {} bytes",
                 plan.arena_bytes, limits.max_arena_bytes
