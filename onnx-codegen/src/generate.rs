@@ -164,7 +164,8 @@ impl Analysis {
             )));
         }
         let g = &self.prepared.model.graph;
-        let io = g.inputs.iter().map(|v| ("input", v)).chain(g.outputs.iter().map(|v| ("output", v)));
+        let io =
+            g.inputs.iter().map(|v| ("input", v)).chain(g.outputs.iter().map(|v| ("output", v)));
         for (what, v) in io {
             let Some(t) = self.inferred.types.get(v.index()).and_then(Option::as_ref) else {
                 continue;

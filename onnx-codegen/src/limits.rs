@@ -32,11 +32,11 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// 1 GiB of arena, 4 GiB of weights, 500 000 nodes, 32 levels.
+    /// 1 GiB of arena, 4 GiB of weights, 100 000 nodes, 32 levels.
     pub const DEFAULT: Limits = Limits {
         max_arena_bytes: 1 << 30,
         max_weight_bytes: 4 << 30,
-        max_nodes: 500_000,
+        max_nodes: 100_000,
         max_depth: 32,
     };
 }

@@ -286,23 +286,30 @@ fn binary_cases(root: &Path) -> Vec<Hostile> {
     cases.push((
         "init_terabytes_no_data",
         enc(&add_weight(weight(&[1_000_000, 1_000_000, 1_000_000]))),
-        vec!["tensor 'w'"],
+        vec!["tensor 'w' of type float and shape [1000000,1000000,1000000] is too large"],
     ));
     cases.push((
         "init_dims_overflow",
         enc(&add_weight(weight(&[1 << 62, 1 << 62, 4]))),
-        vec!["tensor 'w'", "overflows"],
+        vec!["tensor 'w' has shape [4611686018427387904,4611686018427387904,4] whose element count overflows"],
     ));
     let raw = |n: usize| {
         let mut w = weight(&[2]);
         w.raw_data = Some(vec![0u8; n].into());
         w
     };
-    cases.push(("raw_data_short", enc(&add_weight(raw(4))), vec!["tensor 'w'", "8"]));
-    cases.push(("raw_data_long", enc(&add_weight(raw(12))), vec!["tensor 'w'", "8"]));
+    let raw_msg =
+        |n| format!("tensor 'w' of type float and shape [2] needs 8 bytes of data, but has {n}");
+    let (short_msg, long_msg) = (raw_msg(4), raw_msg(12));
+    cases.push(("raw_data_short", enc(&add_weight(raw(4))), vec![&short_msg]));
+    cases.push(("raw_data_long", enc(&add_weight(raw(12))), vec![&long_msg]));
     let mut short = weight(&[3]);
     short.float_data = vec![1.0];
-    cases.push(("float_data_short", enc(&add_weight(short)), vec!["tensor 'w'", "3"]));
+    cases.push((
+        "float_data_short",
+        enc(&add_weight(short)),
+        vec!["tensor 'w' of type float and shape [3] needs 3 entries in float_data, but has 1"],
+    ));
     cases.push((
         "external_missing",
         enc(&add_weight(external("nothere.bin", &[]))),
@@ -355,7 +362,11 @@ fn binary_cases(root: &Path) -> Vec<Hostile> {
             ..Default::default()
         });
     }
-    cases.push(("unknown_attribute", enc(&m), vec!["attribute 'axis'"]));
+    cases.push((
+        "unknown_attribute",
+        enc(&m),
+        vec!["node '#0' has attribute 'axis', which Add (version 14) does not define"],
+    ));
 
     std::fs::write(root.join("secret.bin"), [7u8; 8]).unwrap();
     cases
@@ -394,8 +405,11 @@ fn text_cases(root: &Path) -> Vec<Hostile> {
         .into_iter()
         .map(|file| {
             let src = std::fs::read_to_string(&file).unwrap();
-            let expect: Vec<String> =
-                src.lines().filter_map(|l| l.strip_prefix("# expect: ")).map(String::from).collect();
+            let expect: Vec<String> = src
+                .lines()
+                .filter_map(|l| l.strip_prefix("# expect: "))
+                .map(String::from)
+                .collect();
             assert!(!expect.is_empty(), "{} has no '# expect:' line", file.display());
             let name = file.file_stem().unwrap().to_string_lossy().into_owned();
             let test_dir = root.join(format!("text_{name}"));
@@ -465,8 +479,11 @@ fn hostile_models_are_refused_by_every_verb() {
     }
     // `test` on every case at once (one cargo run at most).
     let work = s.0.join("work");
-    let dirs: Vec<String> =
-        cases.iter().filter_map(|c| c.test_dir.as_ref()).map(|d| d.to_string_lossy().into()).collect();
+    let dirs: Vec<String> = cases
+        .iter()
+        .filter_map(|c| c.test_dir.as_ref())
+        .map(|d| d.to_string_lossy().into())
+        .collect();
     assert!(dirs.len() >= 25, "too few cases reach `test`: {}", dirs.len());
     let mut args = vec!["test", "--work-dir", work.to_str().unwrap()];
     args.extend(dirs.iter().map(String::as_str));
@@ -503,18 +520,26 @@ fn a_million_nodes_are_refused_quickly() {
     src.push_str("}\n");
     let path = s.file("million.onnxtxt", src.as_bytes());
     let out = s.path("million.rs");
-    for args in [vec!["check", &path], vec!["inspect", &path], vec!["generate", &path, "-o", &out]] {
+    for args in [vec!["check", &path], vec!["inspect", &path], vec!["generate", &path, "-o", &out]]
+    {
         let start = Instant::now();
         let r = run(&args);
-        assert_refused(&r, &path, "the model has 1000000 nodes, over the limit of 500000 nodes");
-        assert!(start.elapsed() < Duration::from_secs(20), "{} took {:?}", args[0], start.elapsed());
+        assert_refused(&r, &path, "the model has 1000000 nodes, over the limit of 100000 nodes");
+        // About 1.5 s of CPU in a debug build; the bound leaves room for a
+        // loaded machine.
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{} took {:?}",
+            args[0],
+            start.elapsed()
+        );
     }
     assert!(!Path::new(&out).exists());
     // With the limit raised, the front end takes the model in bounded time.
     let start = Instant::now();
     let r = run(&["check", "--max-nodes", "2000000", &path]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(start.elapsed() < Duration::from_secs(30), "check took {:?}", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(120), "check took {:?}", start.elapsed());
 }
 
 /// The node and nesting limits are configurable and quote figure and limit.
@@ -525,8 +550,10 @@ fn node_and_depth_limits_are_configurable() {
         "m.onnxtxt",
         b"<ir_version: 8, opset_import: [\"\" : 17]>\n\
           g (bool c, float[2] x) => (float[2] y) {\n\
-            y = If (c) <then_branch: graph = t () => (float[2] z) { z = If (c) <then_branch: graph = t2 () => (float[2] u) { u = Neg (x) }, else_branch: graph = e2 () => (float[2] u) { u = Relu (x) }> () },\n\
-                        else_branch: graph = e () => (float[2] z) { z = Abs (x) }> ()\n\
+            y = If <then_branch: graph = t () => (float[2] z) {\n\
+              z = If <then_branch: graph = t2 () => (float[2] u) { u = Neg (x) },\n\
+                      else_branch: graph = e2 () => (float[2] u) { u = Relu (x) }> (c)\n\
+            }, else_branch: graph = e () => (float[2] z) { z = Abs (x) }> (c)\n\
           }\n",
     );
     assert_eq!(run(&["check", &model]).code, Some(0));

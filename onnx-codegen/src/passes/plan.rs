@@ -134,8 +134,11 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     // refuses the model rather than planning it into zero bytes.
     let size = |v: usize| {
         inferred.types[v].as_ref().map_or(0, |t| {
-            t.byte_size()
-                .unwrap_or(if t.elem.bits().is_some() || t.numel().is_none() { usize::MAX } else { 0 })
+            t.byte_size().unwrap_or(if t.elem.bits().is_some() || t.numel().is_none() {
+                usize::MAX
+            } else {
+                0
+            })
         })
     };
 
