@@ -1,5 +1,6 @@
 use onnx_codegen::diag::Error;
 use onnx_codegen::generate::{Options, analyze};
+use onnx_codegen::ir::{Dim, Type};
 use onnx_codegen::load;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,10 +28,13 @@ pub fn run(args: &Args) -> ExitCode {
             let analysis = analyze(&m, &opts)?;
             let mut errors = analysis.limit_problems(&opts.limits);
             let g = &analysis.prepared.model.graph;
-            let static_inputs = g
-                .inputs
-                .iter()
-                .all(|v| analysis.inferred.types.get(v.index()).is_some_and(Option::is_some));
+            let static_inputs = g.inputs.iter().all(|&v| match &g.value(v).ty {
+                Some(Type::Tensor { shape, .. }) => shape
+                    .dims
+                    .as_ref()
+                    .is_some_and(|d| d.iter().all(|d| matches!(d, Dim::Static(_)))),
+                _ => false,
+            });
             if static_inputs {
                 errors.extend(analysis.inferred.errors.iter().cloned());
             }
