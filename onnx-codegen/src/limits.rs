@@ -102,14 +102,55 @@ fn too_many_nodes(nodes: usize, limits: &Limits, when: &str) -> Diagnostic {
     ))
 }
 
-/// The number of elements of a tensor with these dimensions, or `None` if
-/// the product overflows `usize`.
-pub fn checked_elements(dims: &[usize]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{AttributeProto, FunctionProto, GraphProto};
 
-/// The bytes of `elements` elements of `elem_size` bytes, or `None` on
-/// overflow.
-pub fn checked_bytes(elements: usize, elem_size: usize) -> Option<usize> {
-    elements.checked_mul(elem_size)
+    /// A node holding `inner` as its `then_branch`, `levels` times over.
+    fn nested(levels: usize) -> ModelProto {
+        let mut graph = GraphProto {
+            node: vec![NodeProto { op_type: Some("Relu".into()), ..Default::default() }],
+            ..Default::default()
+        };
+        for _ in 0..levels {
+            let attr = AttributeProto {
+                name: Some("then_branch".into()),
+                g: Some(Box::new(graph)),
+                ..Default::default()
+            };
+            graph = GraphProto {
+                node: vec![NodeProto {
+                    op_type: Some("If".into()),
+                    attribute: vec![attr],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+        }
+        ModelProto { graph: Some(graph), ..Default::default() }
+    }
+
+    #[test]
+    fn nodes_and_levels_are_counted_everywhere() {
+        let mut m = nested(3);
+        m.functions.push(FunctionProto {
+            node: vec![NodeProto::default(), NodeProto::default()],
+            ..Default::default()
+        });
+        let limits = Limits { max_nodes: 6, max_depth: 3, ..Limits::DEFAULT };
+        assert!(check_model(&m, &limits).is_ok());
+        let tight = Limits { max_nodes: 5, max_depth: 2, ..Limits::DEFAULT };
+        let err = check_model(&m, &tight).unwrap_err().to_string();
+        assert!(err.contains("the model has 6 nodes, over the limit of 5 nodes"), "{err}");
+        assert!(err.contains("subgraphs are nested 3 levels deep, over the limit of 2 levels"));
+    }
+
+    #[test]
+    fn the_depth_limit_cannot_pass_the_hard_limit() {
+        let m = nested(HARD_MAX_DEPTH + 1);
+        let loose = Limits { max_depth: usize::MAX, ..Limits::DEFAULT };
+        let err = check_model(&m, &loose).unwrap_err().to_string();
+        assert!(err.contains(&format!("over the limit of {HARD_MAX_DEPTH} levels")), "{err}");
+    }
 }
