@@ -25,12 +25,12 @@ def main():
     for k, v in sorted(status.items()):
         print(f"  {k}: {v}")
     for kind in ("Fail", "Unsupported"):
-        reasons = collections.Counter(reason_key(o["reason"]) for o in outcomes if o["status"] == kind)
+        reasons = collections.Counter(reason_key(o["reason"]) for o in outcomes if o["status"].lower() == kind.lower())
         if reasons:
             print(f"{kind} by reason:")
             for r, n in reasons.most_common():
                 print(f"  {n:5d}  {r}")
-    fails = [o["name"] for o in outcomes if o["status"] == "Fail"]
+    fails = [o["name"] for o in outcomes if o["status"].lower() == "fail"]
     if fails:
         print("failed:", " ".join(fails))
 
