@@ -82,6 +82,13 @@ impl Build {
         self
     }
 
+    /// Replaces the limits on arena, weights, nodes and nesting
+    /// ([`crate::limits::Limits::DEFAULT`] otherwise).
+    pub fn limits(mut self, limits: crate::limits::Limits) -> Build {
+        self.options.limits = limits;
+        self
+    }
+
     /// Generates the code, writes it, and prints `cargo:rerun-if-changed`.
     pub fn generate(self) -> Result<Built> {
         let shown = self.model.display().to_string();

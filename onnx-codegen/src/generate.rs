@@ -4,6 +4,7 @@
 use crate::diag::{Diagnostic, Error, PathStep, Result};
 use crate::emit::{self, EmitOptions, WeightSource};
 use crate::ir::{Model, TensorType};
+use crate::limits::{self, Limits};
 use crate::passes::infer::{self, InferOptions, Inferred, Unsupported};
 use crate::passes::plan::{self, Buffer, Plan};
 use crate::passes::{self, Prepared};
@@ -22,10 +23,8 @@ pub struct Options {
     pub runtime_path: String,
     /// How the weights get into the code.
     pub weights: WeightSource,
-    /// Refuse models whose arena would exceed this many bytes.
-    pub max_arena_bytes: usize,
-    /// Refuse models whose weights exceed this many bytes.
-    pub max_weight_bytes: usize,
+    /// What the model may ask for: arena, weights, nodes, nesting.
+    pub limits: Limits,
 }
 
 impl Default for Options {
@@ -35,8 +34,7 @@ impl Default for Options {
             dims: BTreeMap::new(),
             runtime_path: "::onnx_codegen_runtime".to_owned(),
             weights: WeightSource::Inline,
-            max_arena_bytes: 1 << 30,
-            max_weight_bytes: 4 << 30,
+            limits: Limits::default(),
         }
     }
 }
@@ -84,7 +82,9 @@ pub struct ValueSummary {
 /// Runs the front end, inference and planning; never fails on unsupported
 /// parts (they are listed), only on invalid models.
 pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
+    limits::check_model(model, &opts.limits)?;
     let prepared = passes::prepare(model)?;
+    limits::check_prepared(&prepared.model, &opts.limits)?;
     let inferred = infer::infer(
         &prepared.model,
         &InferOptions { dims: opts.dims.clone(), ..Default::default() },
@@ -136,6 +136,53 @@ impl Analysis {
             unsupported: self.inferred.unsupported.clone(),
             errors: self.inferred.errors.iter().map(ToString::to_string).collect(),
         }
+    }
+
+    /// The limits the planned model goes over: arena, weights, and the size
+    /// of each graph input and output (which the caller holds, but which
+    /// the arena limit also bounds: a value of terabytes is no real model).
+    /// Empty when the model was not planned.
+    pub fn limit_problems(&self, limits: &Limits) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let Some(plan) = &self.plan else { return out };
+        if plan.arena_bytes == usize::MAX {
+            out.push(Diagnostic::error(format!(
+                "the arena would take more bytes than this machine can address (limit {} bytes)",
+                limits.max_arena_bytes
+            )));
+        } else if plan.arena_bytes > limits.max_arena_bytes {
+            out.push(Diagnostic::error(format!(
+                "the arena would take {} bytes, over the limit of {} bytes",
+                plan.arena_bytes, limits.max_arena_bytes
+            )));
+        }
+        if plan.weights.len() > limits.max_weight_bytes {
+            out.push(Diagnostic::error(format!(
+                "the weights take {} bytes, over the limit of {} bytes",
+                plan.weights.len(),
+                limits.max_weight_bytes
+            )));
+        }
+        let g = &self.prepared.model.graph;
+        let io =
+            g.inputs.iter().map(|v| ("input", v)).chain(g.outputs.iter().map(|v| ("output", v)));
+        for (what, v) in io {
+            let Some(t) = self.inferred.types.get(v.index()).and_then(Option::as_ref) else {
+                continue;
+            };
+            let name = &g.value(*v).name;
+            match t.byte_size() {
+                Some(b) if b <= limits.max_arena_bytes => {}
+                Some(b) => out.push(Diagnostic::error(format!(
+                    "graph {what} '{name}' ({t}) takes {b} bytes, over the limit of {} bytes",
+                    limits.max_arena_bytes
+                ))),
+                None => out.push(Diagnostic::error(format!(
+                    "graph {what} '{name}' ({t}) has more bytes than this machine can address"
+                ))),
+            }
+        }
+        out
     }
 
     /// Every problem that stops code generation, as diagnostics.
@@ -196,22 +243,9 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     let Some(plan) = &analysis.plan else {
         return Err(Error::from(Diagnostic::error("the model could not be planned")));
     };
-    let mut limits = Vec::new();
-    if plan.arena_bytes > opts.max_arena_bytes {
-        limits.push(Diagnostic::error(format!(
-            "the arena would take {} bytes, over the limit of {} bytes",
-            plan.arena_bytes, opts.max_arena_bytes
-        )));
-    }
-    if plan.weights.len() > opts.max_weight_bytes {
-        limits.push(Diagnostic::error(format!(
-            "the weights take {} bytes, over the limit of {} bytes",
-            plan.weights.len(),
-            opts.max_weight_bytes
-        )));
-    }
-    if !limits.is_empty() {
-        return Err(Error::new(limits));
+    let refusals = analysis.limit_problems(&opts.limits);
+    if !refusals.is_empty() {
+        return Err(Error::new(refusals));
     }
     let struct_name = match &opts.name {
         Some(n) => {

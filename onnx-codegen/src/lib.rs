@@ -21,6 +21,7 @@ pub mod emit;
 pub mod generate;
 pub mod harness;
 pub mod ir;
+pub mod limits;
 pub mod load;
 pub mod ops;
 pub mod passes;

@@ -1,4 +1,7 @@
-use onnx_codegen::{load, passes};
+use onnx_codegen::diag::Error;
+use onnx_codegen::generate::{Options, analyze};
+use onnx_codegen::ir::{Dim, Type};
+use onnx_codegen::load;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,15 +10,37 @@ pub struct Args {
     /// The models to check (binary or text).
     #[arg(required = true)]
     models: Vec<PathBuf>,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
-/// Loads, lowers, validates and inlines each model; prints every problem,
-/// then one summary line per model that passed.
+/// Loads, lowers, validates and inlines each model, then infers types and
+/// plans memory; prints every problem, then one summary line per model that
+/// passed. Problems found by inference count only when every graph input has
+/// a static shape (otherwise sizes are not known until `--dim` values are
+/// given to `generate`); models over the limits are refused.
 pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
     for path in &args.models {
         let shown = path.display().to_string();
-        match load::load_model(path).and_then(|m| passes::prepare(&m)) {
+        let opts = Options { limits: args.limits.limits(), ..Options::default() };
+        let prepared = load::load_model(path).and_then(|m| {
+            let analysis = analyze(&m, &opts)?;
+            let mut errors = analysis.limit_problems(&opts.limits);
+            let g = &analysis.prepared.model.graph;
+            let static_inputs = g.inputs.iter().all(|&v| match &g.value(v).ty {
+                Some(Type::Tensor { shape, .. }) => shape
+                    .dims
+                    .as_ref()
+                    .is_some_and(|d| d.iter().all(|d| matches!(d, Dim::Static(_)))),
+                _ => false,
+            });
+            if static_inputs {
+                errors.extend(analysis.inferred.errors.iter().cloned());
+            }
+            if errors.is_empty() { Ok(analysis.prepared) } else { Err(Error::new(errors)) }
+        });
+        match prepared {
             Ok(prepared) => {
                 let warnings: Vec<_> =
                     prepared.warnings.into_iter().map(|w| w.in_file(&shown)).collect();

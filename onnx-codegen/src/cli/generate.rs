@@ -19,12 +19,8 @@ pub struct Args {
     /// (`OUTPUT.weights.bin`, read with include_bytes!) instead of inline.
     #[arg(long, default_value_t = 1 << 20)]
     inline_weights_limit: usize,
-    /// Refuse the model if its arena would exceed this many bytes.
-    #[arg(long, default_value_t = Options::default().max_arena_bytes)]
-    max_arena_bytes: usize,
-    /// Refuse the model if its weights exceed this many bytes.
-    #[arg(long, default_value_t = Options::default().max_weight_bytes)]
-    max_weight_bytes: usize,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -33,8 +29,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mut opts = Options {
         name: args.name.clone(),
         dims: args.model.dims(),
-        max_arena_bytes: args.max_arena_bytes,
-        max_weight_bytes: args.max_weight_bytes,
+        limits: args.limits.limits(),
         ..Options::default()
     };
     let weights_path = {

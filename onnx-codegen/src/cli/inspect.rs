@@ -14,12 +14,15 @@ pub struct Args {
     /// Also list every value computed by a node, with its type.
     #[arg(long)]
     values: bool,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
 pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
-    let opts = Options { dims: args.model.dims(), ..Options::default() };
+    let opts =
+        Options { dims: args.model.dims(), limits: args.limits.limits(), ..Options::default() };
     let analysis = match load::load_model(path).and_then(|m| analyze(&m, &opts)) {
         Ok(a) => a,
         Err(e) => {
@@ -40,7 +43,8 @@ pub fn run(args: &Args) -> ExitCode {
         let totals = report::build(&analysis, &shown).totals;
         print!("{}", human(&shown, &s, &totals, args.values));
     }
-    let problems = analysis.problems();
+    let mut problems = analysis.problems();
+    problems.extend(analysis.limit_problems(&opts.limits));
     let with_file: Vec<_> = problems.into_iter().map(|d| d.in_file(&shown)).collect();
     super::report(&with_file);
     if with_file.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }

@@ -10,6 +10,7 @@ mod test;
 
 use clap::{Parser, Subcommand};
 use onnx_codegen::diag::{Diagnostic, Severity};
+use onnx_codegen::limits::{HARD_MAX_DEPTH, Limits};
 use onnx_codegen::load::Format;
 use onnx_codegen::text::{self, spans::SourceMap};
 use std::process::ExitCode;
@@ -59,6 +60,42 @@ impl ModelArgs {
     fn dims(&self) -> std::collections::BTreeMap<String, usize> {
         self.dims.iter().cloned().collect()
     }
+}
+
+/// The limits a model must stay within (see `onnx_codegen::limits`).
+#[derive(clap::Args, Debug)]
+pub struct LimitArgs {
+    /// Refuse the model if its arena would exceed this many bytes.
+    #[arg(long, default_value_t = Limits::DEFAULT.max_arena_bytes)]
+    max_arena_bytes: usize,
+    /// Refuse the model if its weights exceed this many bytes.
+    #[arg(long, default_value_t = Limits::DEFAULT.max_weight_bytes)]
+    max_weight_bytes: usize,
+    /// Refuse the model if it has more nodes (subgraphs and functions included).
+    #[arg(long, default_value_t = Limits::DEFAULT.max_nodes)]
+    max_nodes: usize,
+    /// Refuse the model if subgraphs nest deeper than this.
+    #[arg(long, default_value_t = Limits::DEFAULT.max_depth, value_parser = parse_depth)]
+    max_depth: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_arena_bytes: self.max_arena_bytes,
+            max_weight_bytes: self.max_weight_bytes,
+            max_nodes: self.max_nodes,
+            max_depth: self.max_depth,
+        }
+    }
+}
+
+fn parse_depth(s: &str) -> Result<usize, String> {
+    let depth = s.trim().parse::<usize>().map_err(|_| format!("'{s}' is not a number"))?;
+    if depth > HARD_MAX_DEPTH {
+        return Err(format!("{depth} is over the hard limit of {HARD_MAX_DEPTH} levels"));
+    }
+    Ok(depth)
 }
 
 fn parse_dim(s: &str) -> Result<(String, usize), String> {

@@ -32,11 +32,17 @@ pub struct Args {
     /// Models per compiled shard.
     #[arg(long, default_value_t = 40)]
     shard_size: usize,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
 pub fn run(args: &Args) -> ExitCode {
     let opts = TestOptions {
-        generate: Options { dims: args.dims.iter().cloned().collect(), ..Options::default() },
+        generate: Options {
+            dims: args.dims.iter().cloned().collect(),
+            limits: args.limits.limits(),
+            ..Options::default()
+        },
         work_dir: std::path::absolute(&args.work_dir).unwrap_or_else(|_| args.work_dir.clone()),
         save_outputs: args.save_outputs.clone(),
         shard_size: args.shard_size,

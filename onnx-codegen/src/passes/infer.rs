@@ -303,7 +303,16 @@ impl State<'_> {
                 )),
             }
         }
-        if problems.is_empty() { Ok(TensorType::new(*elem, out)) } else { Err(problems) }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let ty = TensorType::new(*elem, out);
+        if too_large(&ty) {
+            return Err(vec![format!(
+                "input '{name}' is {ty}, whose size in bytes overflows on this machine"
+            )]);
+        }
+        Ok(ty)
     }
 
     fn visit(&mut self, id: NodeId) -> Visit {
@@ -346,6 +355,12 @@ impl State<'_> {
             node.outputs.iter().map(|v| v.and_then(|v| self.declared_type(v))).collect();
         let cx = NodeCx { node, inputs: &inputs, constants: &constants, declared: &declared };
         let result = rule.infer(&cx).and_then(|outs| {
+            if let Some(t) = outs.iter().find(|t| too_large(t)) {
+                return Err(OpError::Invalid(format!(
+                    "the output of {} would be {t}, whose size in bytes overflows on this machine",
+                    node.op.op_type
+                )));
+            }
             let fixed = rule.constant_outputs(&cx, &outs)?;
             Ok((outs, fixed))
         });
@@ -530,4 +545,11 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
         }
     }
     steps.into_iter().zip(keep).filter_map(|(s, k)| k.then_some(s)).collect()
+}
+
+/// Whether a tensor of fixed-size elements has more bytes than `usize` can
+/// count: such a type must never reach the ops, whose size arithmetic
+/// relies on every tensor's byte size fitting.
+fn too_large(t: &TensorType) -> bool {
+    t.elem.bits().is_some() && t.byte_size().is_none()
 }

@@ -130,7 +130,17 @@ fn align(n: usize) -> usize {
 pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let n = g.values().len();
     let mut groups = Groups { parent: (0..n).collect(), fixed: vec![None; n] };
-    let size = |v: usize| inferred.types[v].as_ref().and_then(|t| t.byte_size()).unwrap_or(0);
+    // A value too large to address takes "everything": the arena limit then
+    // refuses the model rather than planning it into zero bytes.
+    let size = |v: usize| {
+        inferred.types[v].as_ref().map_or(0, |t| {
+            t.byte_size().unwrap_or(if t.elem.bits().is_some() || t.numel().is_none() {
+                usize::MAX
+            } else {
+                0
+            })
+        })
+    };
 
     // Which values the steps and outputs read, and when.
     let mut last_use = vec![None::<usize>; n];
@@ -281,22 +291,22 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
             .collect();
         busy.sort_unstable();
         let need = align(s.bytes);
-        let mut offset = 0;
+        let mut offset: usize = 0;
         for (off, end) in busy {
-            if offset + need <= off {
+            if offset.saturating_add(need) <= off {
                 break;
             }
             offset = offset.max(end);
         }
         offsets[i] = offset;
-        placed.push((i, offset, offset + need));
-        arena_bytes = arena_bytes.max(offset + need);
+        placed.push((i, offset, offset.saturating_add(need)));
+        arena_bytes = arena_bytes.max(offset.saturating_add(need));
     }
 
     let mut live_bytes = vec![0usize; end + 1];
     for s in &storages {
         for slot in &mut live_bytes[s.first..=s.last.min(end)] {
-            *slot += s.bytes;
+            *slot = slot.saturating_add(s.bytes);
         }
     }
     let arena_lower_bound_bytes = live_bytes.into_iter().max().unwrap_or(0);
