@@ -132,3 +132,8 @@ fn typed_run_and_descriptors_agree() {
 fn if_loop_and_scan_match_the_reference() {
     check("control_flow");
 }
+
+#[test]
+fn differential_testing_regressions_match_the_reference() {
+    check("difftest_regressions");
+}

@@ -19,7 +19,7 @@ use crate::passes::infer::Inferred;
 use crate::passes::plan::{Action, Loc, Plan};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How the generated code is shaped.
 #[derive(Clone, Debug)]
@@ -197,12 +197,16 @@ struct Params<'a> {
 impl<'a> Params<'a> {
     fn new(model: &'a Model, inferred: &'a Inferred) -> Params<'a> {
         let g = &model.graph;
-        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        let mut taken: BTreeSet<String> = BTreeSet::new();
         let mut ident = |name: &str| {
             let base = snake_ident(name);
-            let count = taken.entry(base.clone()).or_insert(0);
-            *count += 1;
-            let unique = if *count == 1 { base } else { format!("{base}_{count}") };
+            let mut unique = base.clone();
+            let mut n = 1;
+            while taken.contains(&unique) {
+                n += 1;
+                unique = format!("{base}_{n}");
+            }
+            taken.insert(unique.clone());
             Ident::new(&unique, Span::call_site())
         };
         let inputs = g.inputs.iter().map(|&v| ident(&g.value(v).name)).collect();
@@ -678,14 +682,26 @@ pub fn snake_ident(name: &str) -> String {
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s = format!("v{s}");
     }
-    if syn::parse_str::<Ident>(&s).is_err() || RESERVED.contains(&s.as_str()) {
+    if syn::parse_str::<Ident>(&s).is_err() || is_internal_name(&s) {
         s.push('_');
     }
     s
 }
 
 /// Names the generated `run` uses for itself.
-const RESERVED: &[&str] = &["arena", "weights", "self", "inputs", "outputs"];
+const RESERVED: &[&str] = &["arena", "weights", "self", "inputs", "outputs", "indices"];
+
+/// Whether generated code may bind `name` as a local of its own: the reserved
+/// names, the buffer and view locals (`b0`, `x1`, `y2`, `w3`, `s4`, `i0`,
+/// `o0`) and the `<param>_bools` copies. A parameter with such a name would be
+/// shadowed inside a step and read the wrong buffer.
+fn is_internal_name(name: &str) -> bool {
+    let numbered = |prefix: char| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+    };
+    RESERVED.contains(&name) || name.ends_with("_bools") || "bioswxy".chars().any(numbered)
+}
 
 /// `UpperCamelCase` identifier for a model name.
 pub fn camel_ident(name: &str) -> String {
