@@ -79,6 +79,11 @@ pub fn gemm<T: Num>(p: &Gemm<T>, a: &[T], b: &[T], c: Option<&[T]>, y: &mut [T])
     Ok(())
 }
 
+/// Single-precision Gemm for generated code (baseline: the exact kernel).
+pub fn sgemm(p: &Gemm<f32>, a: &[f32], b: &[f32], c: Option<&[f32]>, y: &mut [f32]) -> Result {
+    gemm(p, a, b, c, y)
+}
+
 /// ONNX `MatMul` over broadcast batch dimensions.
 ///
 /// Operands are stacks of row-major matrices: `A` of `[m, k]`, `B` of `[k, n]`.

@@ -50,7 +50,7 @@
 //! - Kernels validate their params against the buffers once, up front, and
 //!   return [`Error`] instead of panicking; data-dependent failures (gather
 //!   indices, integer division by zero) are reported the same way.
-#![no_std]
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 
 pub mod arena;
