@@ -51,7 +51,7 @@
 //!   return [`Error`] instead of panicking; data-dependent failures (gather
 //!   indices, integer division by zero) are reported the same way.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod arena;
 pub mod cast;
@@ -70,6 +70,7 @@ pub mod quant;
 pub mod reduce;
 pub mod rnn;
 pub mod shape;
+pub mod simd;
 pub mod softmax;
 
 pub use half::{bf16, f16};
