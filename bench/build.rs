@@ -29,7 +29,9 @@ fn main() {
             .split('_')
             .map(|w| {
                 let mut c = w.chars();
-                c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
             })
             .collect();
         let built = onnx_codegen::build::Build::new(dir.join("model.onnx"))

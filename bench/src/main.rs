@@ -55,12 +55,19 @@ fn bench_model(
             return Err(format!("{name}: input {i} is not numeric"));
         };
         if b.len() != info.byte_size() {
-            return Err(format!("{name}: input {i} has {} bytes, wants {}", b.len(), info.byte_size()));
+            return Err(format!(
+                "{name}: input {i} has {} bytes, wants {}",
+                b.len(),
+                info.byte_size()
+            ));
         }
         inputs.push((aligned(b), b.len()));
     }
-    let mut outputs: Vec<(Vec<u64>, usize)> =
-        model.outputs().iter().map(|o| (vec![0u64; o.byte_size().div_ceil(8)], o.byte_size())).collect();
+    let mut outputs: Vec<(Vec<u64>, usize)> = model
+        .outputs()
+        .iter()
+        .map(|o| (vec![0u64; o.byte_size().div_ceil(8)], o.byte_size()))
+        .collect();
     let ins: Vec<&[u8]> = inputs.iter().map(|(w, n)| as_bytes(w, *n)).collect();
     let mut run = |outputs: &mut Vec<(Vec<u64>, usize)>| -> Result<(), String> {
         let mut outs: Vec<&mut [u8]> = outputs
@@ -86,7 +93,10 @@ fn bench_model(
 }
 
 fn run_models(runs: usize) -> bool {
-    println!("{:<24} {:>10} {:>20} {:>10} {:>9}", "model", "ours ms", "p10..p90 ms", "ort ms", "ort/ours");
+    println!(
+        "{:<24} {:>10} {:>20} {:>10} {:>9}",
+        "model", "ours ms", "p10..p90 ms", "ort ms", "ort/ours"
+    );
     let mut ok = true;
     let mut log_sum = 0.0;
     let mut count = 0;
@@ -113,12 +123,16 @@ fn run_models(runs: usize) -> bool {
         }
     }
     if count > 0 {
-        println!("geometric mean of ort/ours over {count} models: {:.3}x", (log_sum / count as f64).exp());
+        println!(
+            "geometric mean of ort/ours over {count} models: {:.3}x",
+            (log_sum / count as f64).exp()
+        );
     }
     ok
 }
 
-fn models_list() -> Vec<(&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>)> {
+fn models_list() -> Vec<(&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>)>
+{
     models()
 }
 
@@ -226,7 +240,9 @@ fn main() -> ExitCode {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let want = |what: &str| !args.iter().any(|a| a == "models" || a == "sgemm") || args.iter().any(|a| a == what);
+    let want = |what: &str| {
+        !args.iter().any(|a| a == "models" || a == "sgemm") || args.iter().any(|a| a == what)
+    };
     let mut ok = true;
     if want("sgemm") {
         #[cfg(target_arch = "x86_64")]

@@ -109,7 +109,8 @@ pub fn sgemm_act(
     } else {
         ViewA { data: a, off: 0, rs: k, cs: 1 }
     };
-    let vb = if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
+    let vb =
+        if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
     let (alpha, beta, cs) = (p.alpha, p.beta, p.c_strides);
     let out = Out { y, ldy: n };
     match c {
@@ -391,7 +392,14 @@ mod tests {
     fn smatmul_matches_exact_kernel() {
         let a = values(2 * 5 * 19, 4);
         let b = values(19 * 23, 5);
-        let p = MatMul { batch: &[2], a_batch_strides: &[95], b_batch_strides: &[0], m: 5, k: 19, n: 23 };
+        let p = MatMul {
+            batch: &[2],
+            a_batch_strides: &[95],
+            b_batch_strides: &[0],
+            m: 5,
+            k: 19,
+            n: 23,
+        };
         let (mut want, mut got) = ([0.0f32; 230], [0.0f32; 230]);
         matmul(&p, &a[..190], &b[..437], &mut want).unwrap();
         smatmul(&p, &a[..190], &b[..437], &mut got).unwrap();

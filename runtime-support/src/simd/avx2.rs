@@ -33,7 +33,10 @@ impl Avx2 {
         {
             Some(Avx2 { _private: () })
         }
-        #[cfg(all(not(feature = "std"), not(all(target_feature = "avx2", target_feature = "fma"))))]
+        #[cfg(all(
+            not(feature = "std"),
+            not(all(target_feature = "avx2", target_feature = "fma"))
+        ))]
         {
             None
         }
