@@ -112,15 +112,21 @@ pub fn sgemm_act(
     let vb =
         if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
     let (alpha, beta, cs) = (p.alpha, p.beta, p.c_strides);
-    let out = Out { y, ldy: n };
-    match c {
-        Some(c) => simd::product(m, n, k, va, &vb, out, &|i, j, acc| {
-            let off = i as isize * cs[0] + j as isize * cs[1];
-            let cv = c.get(off as usize).copied().unwrap_or(0.0);
-            act.apply(alpha * acc + beta * cv)
-        }),
-        None => simd::product(m, n, k, va, &vb, out, &|_, _, acc| act.apply(alpha * acc)),
+    let epi = |i: usize, j: usize, acc: f32| {
+        let v = alpha * acc;
+        let v = match c {
+            Some(c) => {
+                let off = i as isize * cs[0] + j as isize * cs[1];
+                v + beta * c.get(off as usize).copied().unwrap_or(0.0)
+            }
+            None => v,
+        };
+        act.apply(v)
+    };
+    if m == 1 && !p.trans_a {
+        return simd::vector_product(n, k, va, &vb, y, &epi);
     }
+    simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &epi)
 }
 
 /// ONNX `MatMul` on f32 through the SIMD path (see [`sgemm`]).
@@ -148,8 +154,13 @@ pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
     walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
         let va = ViewA { data: &a[ia..ia + mk], off: 0, rs: k, cs: 1 };
         let vb = DenseB { data: &b[ib..ib + kn], rs: n, cs: 1 };
-        let out = Out { y: &mut y[iy..iy + mn], ldy: n };
-        if let Err(e) = simd::product(m, n, k, va, &vb, out, &|_, _, acc| acc) {
+        let y = &mut y[iy..iy + mn];
+        let r = if m == 1 {
+            simd::vector_product(n, k, va, &vb, y, &|_, _, acc| acc)
+        } else {
+            simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &|_, _, acc| acc)
+        };
+        if let Err(e) = r {
             result = Err(e);
         }
     });

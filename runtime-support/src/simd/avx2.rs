@@ -128,3 +128,50 @@ unsafe fn kernel_6x16(
         }
     }
 }
+
+impl Avx2 {
+    /// `acc[j] += sum_p a[p] * b[p * rs + j]` row by row (ascending `p`,
+    /// multiply then add: the portable arithmetic, 8 lanes wide).
+    pub(crate) fn axpy_rows(self, a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
+        // SAFETY: `self` proves AVX2 is present; the body is safe code.
+        unsafe { axpy_rows_avx2(a, b, rs, acc) }
+    }
+
+    /// `out[j] = sum_p a[p] * b[j * cs + p]` with sixteen partial sums per
+    /// output (a different summation order from the exact kernel).
+    pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+        // SAFETY: `self` proves AVX2 is present; the body is safe code.
+        unsafe { dots_avx2(a, b, cs, out) }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn axpy_rows_avx2(a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
+    let n = acc.len();
+    for (p, &av) in a.iter().enumerate() {
+        let Some(row) = b.get(p * rs..p * rs + n) else { return };
+        for (y, &bv) in acc.iter_mut().zip(row) {
+            *y += av * bv;
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn dots_avx2(a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+    let k = a.len();
+    for (j, o) in out.iter_mut().enumerate() {
+        let Some(col) = b.get(j * cs..j * cs + k) else { return };
+        let mut lanes = [0.0f32; 16];
+        let (ac, at) = (a.chunks_exact(16), a.len() / 16 * 16);
+        for (x, w) in ac.zip(col.chunks_exact(16)) {
+            for l in 0..16 {
+                lanes[l] += x[l] * w[l];
+            }
+        }
+        let mut s = 0.0f32;
+        for (x, w) in a[at..].iter().zip(&col[at..]) {
+            s += x * w;
+        }
+        *o = lanes.iter().sum::<f32>() + s;
+    }
+}

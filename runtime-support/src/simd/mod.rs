@@ -345,6 +345,77 @@ pub(crate) fn product<B: PackB>(
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
+/// A matrix-vector product `y[j] = epi(0, j, sum_p a[p] B(p, j))` with B
+/// dense: `B(p, j)` at `data[p * rs + j * cs]`. Rows of B (`cs == 1`) are
+/// added one after another, each output summing in ascending `p`; columns
+/// of B (`rs == 1`) are dot products.
+pub(crate) fn vector_product(
+    n: usize,
+    k: usize,
+    a: ViewA<'_>,
+    b: &DenseB<'_>,
+    y: &mut [f32],
+    epi: &impl Fn(usize, usize, f32) -> f32,
+) -> crate::Result {
+    use crate::{Error, ensure};
+    let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
+    y.fill(0.0);
+    if k == 0 || n == 0 {
+        for (j, v) in y.iter_mut().enumerate() {
+            *v = epi(0, j, *v);
+        }
+        return Ok(());
+    }
+    // A's row, contiguous: `ViewA` with `cs == 1`.
+    ensure(a.cs == 1, Error::InvalidParams)?;
+    let av = a.data.get(a.off..a.off + k).ok_or(Error::ShapeMismatch)?;
+    let b_last = (k - 1).checked_mul(b.rs).and_then(|v| v.checked_add((n - 1).checked_mul(b.cs)?));
+    ensure(b_last.is_some_and(|v| v < b.data.len()), Error::ShapeMismatch)?;
+    if b.cs == 1 {
+        #[cfg(target_arch = "x86_64")]
+        let fast = avx2::Avx2::detect();
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = fast {
+            f.axpy_rows(av, b.data, b.rs, y);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let fast: Option<()> = None;
+        if fast.is_none() {
+            for (p, &x) in av.iter().enumerate() {
+                let row = &b.data[p * b.rs..p * b.rs + n];
+                for (v, &w) in y.iter_mut().zip(row) {
+                    *v += x * w;
+                }
+            }
+        }
+    } else if b.rs == 1 {
+        #[cfg(target_arch = "x86_64")]
+        let fast = avx2::Avx2::detect();
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = fast {
+            f.dots(av, b.data, b.cs, y);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let fast: Option<()> = None;
+        if fast.is_none() {
+            for (j, v) in y.iter_mut().enumerate() {
+                let col = &b.data[j * b.cs..j * b.cs + k];
+                let mut s = 0.0f32;
+                for (x, w) in av.iter().zip(col) {
+                    s += x * w;
+                }
+                *v = s;
+            }
+        }
+    } else {
+        return Err(Error::InvalidParams);
+    }
+    for (j, v) in y.iter_mut().enumerate() {
+        *v = epi(0, j, *v);
+    }
+    Ok(())
+}
+
 /// Whether the fused-multiply-add kernels run on this CPU (results then
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
