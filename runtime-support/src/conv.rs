@@ -209,48 +209,53 @@ struct Im2col<'a> {
 
 impl PackB for Im2col<'_> {
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
-        const MAX: usize = 16;
-        let (h, w) = (self.h as isize, self.w as isize);
-        let mut iy0 = [0isize; MAX];
-        let mut ix0 = [0isize; MAX];
-        let cols = nr.min(MAX);
-        for c in 0..cols {
+        // The strip's columns split into runs on one output row each:
+        // (first column, length, output row, first output column).
+        const MAX_RUNS: usize = 16;
+        let mut runs = [(0usize, 0usize, 0usize, 0usize); MAX_RUNS];
+        let mut count = 0;
+        let mut c = 0;
+        while c < nr && count < MAX_RUNS {
             let j = j0 + c;
-            iy0[c] = ((j / self.ow) * self.s[0]) as isize - self.pad[0] as isize;
-            ix0[c] = ((j % self.ow) * self.s[1]) as isize - self.pad[1] as isize;
+            let (oy, ox) = (j / self.ow, j % self.ow);
+            let len = (self.ow - ox).min(nr - c);
+            runs[count] = (c, len, oy, ox);
+            count += 1;
+            c += len;
         }
-        let one_row = nr > 0 && j0 / self.ow == (j0 + nr - 1) / self.ow && self.s[1] == 1;
+        let (h, w) = (self.h as isize, self.w as isize);
+        let (sx, pl) = (self.s[1], self.pad[1] as isize);
         let taps = self.k[0] * self.k[1];
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
         for row in out.chunks_exact_mut(stride).take(kc) {
+            row.fill(0.0);
             let plane = ci * self.h * self.w;
             let (dy, dx) = ((ky * self.d[0]) as isize, (kx * self.d[1]) as isize);
-            let (head, tail) = row.split_at_mut(cols.min(stride));
-            let iy = iy0[0] + dy;
-            let ix = ix0[0] + dx;
-            let fast = one_row && (0..h).contains(&iy) && ix >= 0 && ix + cols as isize <= w;
-            let src = if fast {
-                let at = plane + iy as usize * self.w + ix as usize;
-                self.x.get(at..at + cols)
-            } else {
-                None
-            };
-            match src {
-                Some(src) => head.copy_from_slice(src),
-                None => {
-                    for (c, v) in head.iter_mut().enumerate() {
-                        let (iy, ix) = (iy0[c] + dy, ix0[c] + dx);
-                        *v = if (0..h).contains(&iy) && (0..w).contains(&ix) {
-                            let at = plane + iy as usize * self.w + ix as usize;
-                            self.x.get(at).copied().unwrap_or(0.0)
-                        } else {
-                            0.0
-                        };
+            for &(c0, len, oy, ox) in &runs[..count] {
+                let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
+                if !(0..h).contains(&iy) {
+                    continue;
+                }
+                let Some(xrow) = self.x.get(plane + iy as usize * self.w..)
+                else {
+                    continue;
+                };
+                let ix0 = (ox * sx) as isize - pl + dx;
+                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+                if sx == 1 && ix0 >= 0 && ix0 + len as isize <= w {
+                    if let Some(src) = xrow.get(ix0 as usize..ix0 as usize + len) {
+                        dst.copy_from_slice(src);
+                    }
+                    continue;
+                }
+                for (t, v) in dst.iter_mut().enumerate() {
+                    let ix = ix0 + (t * sx) as isize;
+                    if (0..w).contains(&ix) {
+                        *v = xrow.get(ix as usize).copied().unwrap_or(0.0);
                     }
                 }
             }
-            tail.fill(0.0);
             kx += 1;
             if kx == self.k[1] {
                 kx = 0;
@@ -268,7 +273,7 @@ impl PackB for Im2col<'_> {
 /// each output sums its in-bounds taps in row-major order, as [`conv`] does,
 /// then adds `bias` and applies `act`. Rows of output accumulate tap by tap
 /// so the inner loop runs over contiguous outputs.
-#[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn depthwise_plane(
     win: &Window<'_>,
     x: &[f32],
@@ -356,7 +361,7 @@ pub fn sconv(
             let c = plane % p.out_channels;
             let xp = &x[plane * in_size..(plane + 1) * in_size];
             let wk = &w[c * k_size..(c + 1) * k_size];
-            depthwise_plane(win, xp, wk, bias_of(c), yp, act);
+            simd::vectorized(|| depthwise_plane(win, xp, wk, bias_of(c), yp, act));
         }
         return Ok(());
     }

@@ -416,6 +416,17 @@ pub(crate) fn vector_product(
     Ok(())
 }
 
+/// Runs `f`, compiled for the widest vector unit detected (AVX2 on x86-64)
+/// when `f`'s loops are inlined into it; the arithmetic does not change.
+#[inline]
+pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = avx2::Avx2::detect() {
+        return v.vectorized(f);
+    }
+    f()
+}
+
 /// Whether the fused-multiply-add kernels run on this CPU (results then
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
