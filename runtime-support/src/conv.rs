@@ -237,8 +237,7 @@ impl PackB for Im2col<'_> {
                 if !(0..h).contains(&iy) {
                     continue;
                 }
-                let Some(xrow) = self.x.get(plane + iy as usize * self.w..)
-                else {
+                let Some(xrow) = self.x.get(plane + iy as usize * self.w..) else {
                     continue;
                 };
                 let ix0 = (ox * sx) as isize - pl + dx;
@@ -288,21 +287,30 @@ fn depthwise_plane(
     let (sy, sx) = (win.strides[0], win.strides[1]);
     let (dy, dx) = (win.dilations[0], win.dilations[1]);
     let (pt, pl) = (win.pads_begin[0], win.pads_begin[1]);
+    // Per kernel column: the outputs whose tap lands inside the row
+    // (`pl <= ox*sx + kx*dx < w + pl`) and the input column of the first.
+    const MAX_KW: usize = 16;
+    let span = |kx: usize| {
+        let shift = kx * dx;
+        let lo = pl.saturating_sub(shift).div_ceil(sx);
+        let hi = (w + pl).saturating_sub(shift).div_ceil(sx).min(ow);
+        (lo, hi, (lo * sx + shift).saturating_sub(pl))
+    };
+    let mut spans = [(0usize, 0usize, 0usize); MAX_KW];
+    for (kx, s) in spans.iter_mut().enumerate().take(kw) {
+        *s = span(kx);
+    }
     for (oy, yrow) in y.chunks_exact_mut(ow).enumerate() {
         yrow.fill(0.0);
         for ky in 0..kh {
             let Some(iy) = (oy * sy + ky * dy).checked_sub(pt) else { continue };
             let Some(xrow) = x.get(iy * w..(iy + 1) * w) else { continue };
-            for kx in 0..kw {
-                let wv = wk.get(ky * kw + kx).copied().unwrap_or(0.0);
-                let shift = kx * dx;
-                // Outputs whose tap lands inside the row: pl <= ox*sx + shift < w + pl.
-                let lo = pl.saturating_sub(shift).div_ceil(sx);
-                let hi = (w + pl).saturating_sub(shift).div_ceil(sx).min(ow);
+            let wrow = wk.get(ky * kw..(ky + 1) * kw).unwrap_or(&[]);
+            for (kx, &wv) in wrow.iter().enumerate() {
+                let (lo, hi, start) = if kx < MAX_KW { spans[kx] } else { span(kx) };
                 if lo >= hi {
                     continue;
                 }
-                let start = lo * sx + shift - pl;
                 let ys = &mut yrow[lo..hi];
                 if sx == 1 {
                     for (yv, xv) in ys.iter_mut().zip(&xrow[start..]) {
