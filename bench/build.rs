@@ -21,7 +21,7 @@ fn main() {
         .unwrap_or_default();
     names.sort();
     let mut list = String::from("/// The generated models: name, folder, constructor.\n");
-    list.push_str("pub fn models() -> Vec<(&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>)> {\n    vec![\n");
+    list.push_str("pub fn models() -> Vec<Entry> {\n    vec![\n");
     let mut items = String::new();
     for name in &names {
         let dir = root.join(name);

@@ -12,6 +12,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// A generated model: its name, its folder, and a constructor.
+type Entry = (&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>);
+
 include!(concat!(env!("OUT_DIR"), "/models.rs"));
 
 /// Median, 10th and 90th percentile of `v` (sorted in place).
@@ -100,7 +103,7 @@ fn run_models(runs: usize) -> bool {
     let mut ok = true;
     let mut log_sum = 0.0;
     let mut count = 0;
-    for (name, dir, make) in models_list() {
+    for (name, dir, make) in models() {
         match bench_model(name, dir, make, runs) {
             Ok((med, p10, p90)) => {
                 let ort = ort_latency(dir);
@@ -129,11 +132,6 @@ fn run_models(runs: usize) -> bool {
         );
     }
     ok
-}
-
-fn models_list() -> Vec<(&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>)>
-{
-    models()
 }
 
 /// GFLOP/s of `n`³ single-precision products through the runtime's Gemm.
