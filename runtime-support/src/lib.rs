@@ -5,6 +5,9 @@
 //! kernels run inside the compiler for constant folding, so every result is
 //! exact and deterministic: float math goes through [`libm`], never through the
 //! platform's C library or fused instructions, and summation orders are fixed.
+//! The f32 fast paths generated code calls ([`gemm::sgemm`], [`gemm::smatmul`],
+//! [`conv::sconv`], see [`simd`]) keep the summation order but use fused
+//! multiply-adds where the CPU has them; constant folding never uses them.
 //!
 //! # Structure
 //!
@@ -20,6 +23,8 @@
 //! - [`elementwise`]: unary maps (in- and out-of-place), broadcasting binary
 //!   ops, comparisons, logic, bit shifts and `Where`.
 //! - [`gemm`]: Gemm and batched, broadcasting MatMul.
+//! - [`simd`]: the blocked SGEMM driver and micro-kernels (AVX2+FMA detected
+//!   at run time with the `std` feature, portable otherwise), activations.
 //! - [`conv`]: N-d convolution with groups, strides, dilations, pads, bias.
 //! - [`pool`]: N-d max / average / Lp pooling and their global forms.
 //! - [`norm`]: batch (inference), layer, instance and Lp normalisation.
@@ -34,8 +39,7 @@
 //!   QLinearConv).
 //!
 //! Not covered yet: float8 and sub-byte quantization, strings, Resize, Scatter*,
-//! GatherND, TopK, NonZero and other data-dependent-shape ops, and the
-//! packed/SIMD fast paths (the signatures leave room for them).
+//! GatherND, TopK, NonZero and other data-dependent-shape ops.
 //!
 //! # Conventions
 //!
