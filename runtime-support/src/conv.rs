@@ -7,6 +7,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, next_index, numel};
+use crate::simd::{self, DenseB, Out, PackB, ViewA};
 use crate::{Error, Result, ensure};
 
 /// Geometry of a sliding window over the spatial axes; all slices have one
@@ -184,6 +185,220 @@ pub fn conv<T: Num>(p: &Conv<'_>, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut 
                         break;
                     }
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An activation fused into [`sconv`] and [`crate::gemm::sgemm_act`].
+pub use crate::simd::Activation;
+
+/// Packs strips of the im2col matrix of one 2-D image group: row
+/// `p = (c, ky, kx)`, column `j = (oy, ox)`, zero where a tap falls in padding.
+struct Im2col<'a> {
+    x: &'a [f32],
+    h: usize,
+    w: usize,
+    ow: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    pad: [usize; 2],
+}
+
+impl PackB for Im2col<'_> {
+    fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        // The strip's columns split into runs on one output row each:
+        // (first column, length, output row, first output column).
+        const MAX_RUNS: usize = 16;
+        let mut runs = [(0usize, 0usize, 0usize, 0usize); MAX_RUNS];
+        let mut count = 0;
+        let mut c = 0;
+        while c < nr && count < MAX_RUNS {
+            let j = j0 + c;
+            let (oy, ox) = (j / self.ow, j % self.ow);
+            let len = (self.ow - ox).min(nr - c);
+            runs[count] = (c, len, oy, ox);
+            count += 1;
+            c += len;
+        }
+        let (h, w) = (self.h as isize, self.w as isize);
+        let (sx, pl) = (self.s[1], self.pad[1] as isize);
+        let taps = self.k[0] * self.k[1];
+        let (mut ci, rem) = (p0 / taps, p0 % taps);
+        let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
+        for row in out.chunks_exact_mut(stride).take(kc) {
+            row.fill(0.0);
+            let plane = ci * self.h * self.w;
+            let (dy, dx) = ((ky * self.d[0]) as isize, (kx * self.d[1]) as isize);
+            for &(c0, len, oy, ox) in &runs[..count] {
+                let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
+                if !(0..h).contains(&iy) {
+                    continue;
+                }
+                let Some(xrow) = self.x.get(plane + iy as usize * self.w..) else {
+                    continue;
+                };
+                let ix0 = (ox * sx) as isize - pl + dx;
+                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+                if sx == 1 && ix0 >= 0 && ix0 + len as isize <= w {
+                    if let Some(src) = xrow.get(ix0 as usize..ix0 as usize + len) {
+                        dst.copy_from_slice(src);
+                    }
+                    continue;
+                }
+                for (t, v) in dst.iter_mut().enumerate() {
+                    let ix = ix0 + (t * sx) as isize;
+                    if (0..w).contains(&ix) {
+                        *v = xrow.get(ix as usize).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+            kx += 1;
+            if kx == self.k[1] {
+                kx = 0;
+                ky += 1;
+                if ky == self.k[0] {
+                    ky = 0;
+                    ci += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Depthwise 2-D convolution of one plane (one input channel, one filter):
+/// each output sums its in-bounds taps in row-major order, as [`conv`] does,
+/// then adds `bias` and applies `act`. Rows of output accumulate tap by tap
+/// so the inner loop runs over contiguous outputs.
+#[inline(always)]
+fn depthwise_plane(
+    win: &Window<'_>,
+    x: &[f32],
+    wk: &[f32],
+    bias: f32,
+    y: &mut [f32],
+    act: Activation,
+) {
+    let w = win.in_dims[1];
+    let ow = win.out_dims[1];
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let (sy, sx) = (win.strides[0], win.strides[1]);
+    let (dy, dx) = (win.dilations[0], win.dilations[1]);
+    let (pt, pl) = (win.pads_begin[0], win.pads_begin[1]);
+    // Per kernel column: the outputs whose tap lands inside the row
+    // (`pl <= ox*sx + kx*dx < w + pl`) and the input column of the first.
+    const MAX_KW: usize = 16;
+    let span = |kx: usize| {
+        let shift = kx * dx;
+        let lo = pl.saturating_sub(shift).div_ceil(sx);
+        let hi = (w + pl).saturating_sub(shift).div_ceil(sx).min(ow);
+        (lo, hi, (lo * sx + shift).saturating_sub(pl))
+    };
+    let mut spans = [(0usize, 0usize, 0usize); MAX_KW];
+    for (kx, s) in spans.iter_mut().enumerate().take(kw) {
+        *s = span(kx);
+    }
+    for (oy, yrow) in y.chunks_exact_mut(ow).enumerate() {
+        yrow.fill(0.0);
+        for ky in 0..kh {
+            let Some(iy) = (oy * sy + ky * dy).checked_sub(pt) else { continue };
+            let Some(xrow) = x.get(iy * w..(iy + 1) * w) else { continue };
+            let wrow = wk.get(ky * kw..(ky + 1) * kw).unwrap_or(&[]);
+            for (kx, &wv) in wrow.iter().enumerate() {
+                let (lo, hi, start) = if kx < MAX_KW { spans[kx] } else { span(kx) };
+                if lo >= hi {
+                    continue;
+                }
+                let ys = &mut yrow[lo..hi];
+                if sx == 1 {
+                    for (yv, xv) in ys.iter_mut().zip(&xrow[start..]) {
+                        *yv += wv * *xv;
+                    }
+                } else {
+                    for (yv, xv) in ys.iter_mut().zip(xrow[start..].iter().step_by(sx)) {
+                        *yv += wv * *xv;
+                    }
+                }
+            }
+        }
+        for v in yrow.iter_mut() {
+            *v = act.apply(*v + bias);
+        }
+    }
+}
+
+/// ONNX `Conv` on f32 for generated code, with `act` applied to every output:
+/// 2-D convolutions run as an implicit GEMM on the blocked SIMD product
+/// (im2col strips packed on the fly, no scratch memory), depthwise ones on a
+/// direct kernel; other ranks use [`conv`]. Same checks as [`conv`].
+pub fn sconv(
+    p: &Conv<'_>,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    act: Activation,
+) -> Result {
+    if p.window.in_dims.len() != 2 {
+        conv(p, x, w, bias, y)?;
+        act.apply_all(y);
+        return Ok(());
+    }
+    p.window.check(false)?;
+    check_groups(p)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    let k_size = numel(p.window.kernel)?;
+    let cg = p.in_channels / p.groups;
+    let mg = p.out_channels / p.groups;
+    ensure(x.len() == len3(p.batch, p.in_channels, in_size)?, Error::ShapeMismatch)?;
+    ensure(w.len() == len3(p.out_channels, cg, k_size)?, Error::ShapeMismatch)?;
+    ensure(y.len() == len3(p.batch, p.out_channels, out_size)?, Error::ShapeMismatch)?;
+    if let Some(b) = bias {
+        ensure(b.len() == p.out_channels, Error::ShapeMismatch)?;
+    }
+    if out_size == 0 {
+        return Ok(());
+    }
+    let win = &p.window;
+    let bias_of = |oc: usize| bias.and_then(|b| b.get(oc)).copied().unwrap_or(0.0);
+    if cg == 1 && mg == 1 {
+        for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
+            let c = plane % p.out_channels;
+            let xp = &x[plane * in_size..(plane + 1) * in_size];
+            let wk = &w[c * k_size..(c + 1) * k_size];
+            simd::vectorized(|| depthwise_plane(win, xp, wk, bias_of(c), yp, act));
+        }
+        return Ok(());
+    }
+    let kdim = cg * k_size;
+    let pointwise = k_size == 1
+        && win.strides.iter().all(|&s| s == 1)
+        && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
+    for n in 0..p.batch {
+        for g in 0..p.groups {
+            let xs = &x[(n * p.in_channels + g * cg) * in_size..][..cg * in_size];
+            let ys = &mut y[(n * p.out_channels + g * mg) * out_size..][..mg * out_size];
+            let a = ViewA { data: w, off: g * mg * kdim, rs: kdim, cs: 1 };
+            let out = Out { y: ys, ldy: out_size };
+            let epi = |i: usize, _: usize, acc: f32| act.apply(acc + bias_of(g * mg + i));
+            if pointwise {
+                let b = DenseB { data: xs, rs: in_size, cs: 1 };
+                simd::product(mg, out_size, kdim, a, &b, out, &epi)?;
+            } else {
+                let b = Im2col {
+                    x: xs,
+                    h: win.in_dims[0],
+                    w: win.in_dims[1],
+                    ow: win.out_dims[1],
+                    k: [win.kernel[0], win.kernel[1]],
+                    s: [win.strides[0], win.strides[1]],
+                    d: [win.dilations[0], win.dilations[1]],
+                    pad: [win.pads_begin[0], win.pads_begin[1]],
+                };
+                simd::product(mg, out_size, kdim, a, &b, out, &epi)?;
             }
         }
     }
@@ -395,5 +610,67 @@ mod tests {
             conv_transpose(&p, &[1, 2], &[1, 10, 100], None, &mut [0; 8]),
             Err(Error::InvalidParams)
         );
+    }
+
+    fn values(n: usize, seed: u32) -> [f32; 4096] {
+        let mut out = [0.0f32; 4096];
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(7);
+        for v in out.iter_mut().take(n) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *v = (x % 2001) as f32 / 1000.0 - 1.0;
+        }
+        out
+    }
+
+    #[test]
+    fn sconv_matches_exact_conv() {
+        // ([N, C, M, groups], in HxW, kernel, stride, dilation, pads t/l/b/r)
+        type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2], [usize; 4]);
+        let cases: &[Case] = &[
+            ([1, 3, 7, 1], [9, 11], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([2, 4, 5, 1], [6, 5], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 4, 6, 2], [7, 7], [3, 2], [2, 1], [1, 2], [2, 0, 1, 1]),
+            ([2, 6, 6, 6], [8, 9], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 5, 5, 5], [10, 7], [3, 3], [2, 2], [2, 1], [0, 2, 1, 0]),
+            ([1, 2, 3, 1], [5, 20], [2, 3], [1, 3], [1, 1], [0, 1, 0, 2]),
+            ([1, 17, 20, 1], [4, 4], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+        ];
+        for (t, &([n, c, m, g], ind, k, s, d, pads)) in cases.iter().enumerate() {
+            let out: [usize; 2] = core::array::from_fn(|i| {
+                (ind[i] + pads[i] + pads[i + 2] - d[i] * (k[i] - 1) - 1) / s[i] + 1
+            });
+            let (pb, pe) = ([pads[0], pads[1]], [pads[2], pads[3]]);
+            let window = Window {
+                in_dims: &ind,
+                out_dims: &out,
+                kernel: &k,
+                strides: &s,
+                dilations: &d,
+                pads_begin: &pb,
+                pads_end: &pe,
+            };
+            let p = Conv { batch: n, in_channels: c, out_channels: m, groups: g, window };
+            let xl = n * c * ind[0] * ind[1];
+            let wl = m * (c / g) * k[0] * k[1];
+            let yl = n * m * out[0] * out[1];
+            let (x, w, b) = (values(xl, 1), values(wl, 2), values(m, 3));
+            let (mut want, mut got) = ([0.0f32; 4096], [0.0f32; 4096]);
+            for act in
+                [Activation::None, Activation::Relu, Activation::Clip { min: -0.5, max: 0.25 }]
+            {
+                conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
+                act.apply_all(&mut want[..yl]);
+                sconv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], act).unwrap();
+                for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
+                    assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "case {t} [{i}]: {g} vs {e}");
+                }
+            }
+            assert_eq!(
+                sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
+                Err(Error::ShapeMismatch)
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
+use crate::simd::{self, Activation, DenseB, Out, ViewA};
 use crate::{Error, Result, ensure};
 
 /// `Y = alpha * A' * B' + beta * C` with `A'` = `A` or `Aᵀ`, `B'` = `B` or `Bᵀ`.
@@ -77,6 +78,93 @@ pub fn gemm<T: Num>(p: &Gemm<T>, a: &[T], b: &[T], c: Option<&[T]>, y: &mut [T])
         y[i * n + j] = v;
     });
     Ok(())
+}
+
+/// ONNX `Gemm` on f32 through the blocked, packed SIMD path (see
+/// [`crate::simd`]): same checks and the same summation order as [`gemm`],
+/// but fused multiply-adds where the CPU has them.
+pub fn sgemm(p: &Gemm<f32>, a: &[f32], b: &[f32], c: Option<&[f32]>, y: &mut [f32]) -> Result {
+    sgemm_act(p, a, b, c, y, Activation::None)
+}
+
+/// [`sgemm`] followed by `act` on every output, in the same pass.
+pub fn sgemm_act(
+    p: &Gemm<f32>,
+    a: &[f32],
+    b: &[f32],
+    c: Option<&[f32]>,
+    y: &mut [f32],
+    act: Activation,
+) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    ensure(a.len() == mk && b.len() == kn && y.len() == mn, Error::ShapeMismatch)?;
+    if let Some(c) = c {
+        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
+    }
+    let va = if p.trans_a {
+        ViewA { data: a, off: 0, rs: 1, cs: m }
+    } else {
+        ViewA { data: a, off: 0, rs: k, cs: 1 }
+    };
+    let vb =
+        if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
+    let (alpha, beta, cs) = (p.alpha, p.beta, p.c_strides);
+    let epi = |i: usize, j: usize, acc: f32| {
+        let v = alpha * acc;
+        let v = match c {
+            Some(c) => {
+                let off = i as isize * cs[0] + j as isize * cs[1];
+                v + beta * c.get(off as usize).copied().unwrap_or(0.0)
+            }
+            None => v,
+        };
+        act.apply(v)
+    };
+    if m == 1 && !p.trans_a {
+        return simd::vector_product(n, k, va, &vb, y, &epi);
+    }
+    simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &epi)
+}
+
+/// ONNX `MatMul` on f32 through the SIMD path (see [`sgemm`]).
+pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
+    ensure(y.len() == total, Error::ShapeMismatch)?;
+    check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
+    check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
+    if mk == 0 || kn == 0 {
+        y.fill(0.0);
+        return Ok(());
+    }
+    let mut ys = [0isize; MAX_RANK];
+    let ys = &mut ys[..p.batch.len()];
+    contiguous_strides(p.batch, ys)?;
+    let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
+    for s in ys.iter_mut() {
+        *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+    }
+    let mut result = Ok(());
+    walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
+        let va = ViewA { data: &a[ia..ia + mk], off: 0, rs: k, cs: 1 };
+        let vb = DenseB { data: &b[ib..ib + kn], rs: n, cs: 1 };
+        let y = &mut y[iy..iy + mn];
+        let r = if m == 1 {
+            simd::vector_product(n, k, va, &vb, y, &|_, _, acc| acc)
+        } else {
+            simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &|_, _, acc| acc)
+        };
+        if let Err(e) = r {
+            result = Err(e);
+        }
+    });
+    result
 }
 
 /// ONNX `MatMul` over broadcast batch dimensions.
@@ -236,5 +324,98 @@ mod tests {
         let p =
             MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
         assert_eq!(matmul(&p, &a, &b, &mut [0i32; 2]), Err(Error::ShapeMismatch));
+    }
+
+    /// Deterministic values in [-1, 1) with a few exact zeros.
+    fn values(n: usize, seed: u32) -> [f32; 1024] {
+        let mut out = [0.0f32; 1024];
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        for v in out.iter_mut().take(n) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *v = (x % 2001) as f32 / 1000.0 - 1.0;
+        }
+        out
+    }
+
+    fn close(got: &[f32], want: &[f32], k: usize) {
+        for (g, w) in got.iter().zip(want) {
+            let tol = 1e-5 * (k as f32 + 1.0);
+            assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn sgemm_matches_exact_kernel_on_odd_sizes() {
+        // Sizes around the tile edges (6 x 16, 4 x 8), the strip depths
+        // (16, 64, 256) and the row block (96), every transposition, with and
+        // without C.
+        for &(m, n, k) in
+            &[(1, 1, 1), (7, 17, 5), (6, 16, 16), (13, 9, 65), (3, 33, 17), (2, 3, 300), (97, 3, 2)]
+        {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = values(m * k, 1);
+                let b = values(k * n, 2);
+                let c = values(n, 3);
+                let p = Gemm {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: tb,
+                    alpha: 0.5,
+                    beta: 2.0,
+                    c_strides: [0, 1],
+                };
+                let (a, b) = (&a[..m * k], &b[..k * n]);
+                let mut want = [0.0f32; 1024];
+                let mut got = [0.0f32; 1024];
+                for cc in [None, Some(&c[..n])] {
+                    gemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
+                    sgemm(&p, a, b, cc, &mut got[..m * n]).unwrap();
+                    close(&got[..m * n], &want[..m * n], k);
+                    // The portable kernel is the exact kernel's arithmetic.
+                    let va = if ta {
+                        ViewA { data: a, off: 0, rs: 1, cs: m }
+                    } else {
+                        ViewA { data: a, off: 0, rs: k, cs: 1 }
+                    };
+                    let vb = if tb {
+                        DenseB { data: b, rs: 1, cs: k }
+                    } else {
+                        DenseB { data: b, rs: n, cs: 1 }
+                    };
+                    let out = Out { y: &mut got[..m * n], ldy: n };
+                    simd::product_portable(m, n, k, va, &vb, out, &|i, j, acc| {
+                        0.5 * acc + cc.map_or(0.0, |c| 2.0 * c[j]) + 0.0 * i as f32
+                    })
+                    .unwrap();
+                    assert_eq!(got[..m * n], want[..m * n], "{m}x{n}x{k} {ta} {tb}");
+                }
+            }
+        }
+        let p = g(2, 2, 2);
+        assert_eq!(sgemm(&p, &[1.0; 3], &[1.0; 4], None, &mut [0.0; 4]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn smatmul_matches_exact_kernel() {
+        let a = values(2 * 5 * 19, 4);
+        let b = values(19 * 23, 5);
+        let p = MatMul {
+            batch: &[2],
+            a_batch_strides: &[95],
+            b_batch_strides: &[0],
+            m: 5,
+            k: 19,
+            n: 23,
+        };
+        let (mut want, mut got) = ([0.0f32; 230], [0.0f32; 230]);
+        matmul(&p, &a[..190], &b[..437], &mut want).unwrap();
+        smatmul(&p, &a[..190], &b[..437], &mut got).unwrap();
+        close(&got, &want, 19);
+        let bad = MatMul { a_batch_strides: &[96], ..p };
+        assert_eq!(smatmul(&bad, &a[..190], &b[..437], &mut got), Err(Error::ShapeMismatch));
     }
 }

@@ -5,6 +5,9 @@
 //! kernels run inside the compiler for constant folding, so every result is
 //! exact and deterministic: float math goes through [`libm`], never through the
 //! platform's C library or fused instructions, and summation orders are fixed.
+//! The f32 fast paths generated code calls ([`gemm::sgemm`], [`gemm::smatmul`],
+//! [`conv::sconv`], see [`simd`]) keep the summation order but use fused
+//! multiply-adds where the CPU has them; constant folding never uses them.
 //!
 //! # Structure
 //!
@@ -20,6 +23,8 @@
 //! - [`elementwise`]: unary maps (in- and out-of-place), broadcasting binary
 //!   ops, comparisons, logic, bit shifts and `Where`.
 //! - [`gemm`]: Gemm and batched, broadcasting MatMul.
+//! - [`simd`]: the blocked SGEMM driver and micro-kernels (AVX2+FMA detected
+//!   at run time with the `std` feature, portable otherwise), activations.
 //! - [`conv`]: N-d convolution with groups, strides, dilations, pads, bias.
 //! - [`pool`]: N-d max / average / Lp pooling and their global forms.
 //! - [`norm`]: batch (inference), layer, instance and Lp normalisation.
@@ -46,8 +51,7 @@
 //! - [`control`]: the slice moves If / Loop / Scan bodies need.
 //! - [`check`]: run-time checks of shape-like inputs that are data.
 //!
-//! Not covered yet: float8 and sub-byte arithmetic, strings, sequences, and
-//! the packed/SIMD fast paths (the signatures leave room for them).
+//! Not covered yet: float8 and sub-byte arithmetic, strings, sequences.
 //!
 //! # Conventions
 //!
@@ -62,8 +66,8 @@
 //! - Kernels validate their params against the buffers once, up front, and
 //!   return [`Error`] instead of panicking; data-dependent failures (gather
 //!   indices, integer division by zero) are reported the same way.
-#![no_std]
-#![forbid(unsafe_code)]
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(unsafe_code)]
 
 pub mod arena;
 pub mod attention;
@@ -89,6 +93,7 @@ pub mod reduce;
 pub mod rnn;
 pub mod shape;
 pub mod signal;
+pub mod simd;
 pub mod softmax;
 
 pub use half::{bf16, f16};

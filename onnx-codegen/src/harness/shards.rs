@@ -180,7 +180,7 @@ fn write_workspace(work: &Path, shards: usize, runtime: &Path) -> Result<(), Str
     let text = format!(
         "# Written by `onnx-codegen test`: shard crates of generated models.\n\
          [workspace]\nresolver = \"2\"\nmembers = [{}]\n\n\
-         [workspace.dependencies]\nonnx-codegen-runtime = {{ path = {:?} }}\n\n\
+         [workspace.dependencies]\nonnx-codegen-runtime = {{ path = {:?}, features = [\"std\"] }}\n\n\
          [profile.release]\nopt-level = 1\ndebug = false\nincremental = true\ncodegen-units = 16\n",
         members.join(", "),
         runtime.display().to_string()

@@ -616,15 +616,19 @@ impl Kernel for ConvKernel {
             Some(Some(b)) if p.has_bias => quote!(Some(#b)),
             _ => quote!(None),
         };
-        quote! {
-            #rt::conv::#f(
-                &#rt::conv::Conv {
-                    batch: #batch, in_channels: #c, out_channels: #m, groups: #g,
-                    window: #window,
-                },
-                #x, #w, #b, #y,
-            )?;
+        let params = quote! {
+            &#rt::conv::Conv {
+                batch: #batch, in_channels: #c, out_channels: #m, groups: #g,
+                window: #window,
+            }
+        };
+        if !self.transpose && p.elem == ElemType::Float {
+            // f32 Conv runs on the implicit-GEMM / depthwise fast path.
+            return quote! {
+                #rt::conv::sconv(#params, #x, #w, #b, #y, #rt::conv::Activation::None)?;
+            };
         }
+        quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?;)
     }
 }
 

@@ -170,8 +170,10 @@ impl Kernel for GemmKernel {
             (true, Some(Some(c))) => quote!(Some(#c)),
             _ => quote!(None),
         };
+        // f32 runs on the blocked SIMD kernel; folding keeps the exact one.
+        let f = if self.elem == ElemType::Float { quote!(sgemm) } else { quote!(gemm) };
         quote! {
-            #rt::gemm::gemm(
+            #rt::gemm::#f(
                 &#rt::gemm::Gemm {
                     m: #m, n: #n, k: #k, trans_a: #ta, trans_b: #tb,
                     alpha: #alpha, beta: #beta, c_strides: #cs,
@@ -351,7 +353,8 @@ impl Kernel for MatMulKernel {
         let rt = &io.rt;
         let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
-        quote!(#rt::gemm::matmul(&#p, #a, #b, #y)?;)
+        let f = if self.elem == ElemType::Float { quote!(smatmul) } else { quote!(matmul) };
+        quote!(#rt::gemm::#f(&#p, #a, #b, #y)?;)
     }
 }
 

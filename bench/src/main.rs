@@ -1,0 +1,272 @@
+//! Single-thread latency of the generated code on the real models, next to
+//! onnxruntime's figure from each model's `meta.json`, and SGEMM throughput.
+//!
+//! `cargo run --release -p onnx-codegen-bench` runs everything;
+//! `... -- models` or `... -- sgemm` one part; `--runs N` sets the timed runs
+//! per model (default 200). Every figure is a median, so one noisy neighbour
+//! moves it little; the spread (p10..p90) is printed too.
+
+use onnx_codegen::harness::data::read_tensor;
+use onnx_codegen::ir::TensorData;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// A generated model: its name, its folder, and a constructor.
+type Entry = (&'static str, &'static str, fn() -> Box<dyn onnx_codegen_runtime::Model>);
+
+include!(concat!(env!("OUT_DIR"), "/models.rs"));
+
+/// Median, 10th and 90th percentile of `v` (sorted in place).
+fn stats(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    (at(0.5), at(0.1), at(0.9))
+}
+
+/// Bytes in 8-aligned words, as the generated `run_bytes` wants them.
+fn aligned(bytes: &[u8]) -> Vec<u64> {
+    let mut w = vec![0u64; bytes.len().div_ceil(8)];
+    for (i, b) in bytes.iter().enumerate() {
+        w[i / 8] |= u64::from(*b) << (8 * (i % 8));
+    }
+    w
+}
+
+fn as_bytes(w: &[u64], n: usize) -> &[u8] {
+    &onnx_codegen_runtime::arena::as_bytes(w)[..n]
+}
+
+fn ort_latency(dir: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(Path::new(dir).join("meta.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["latency"]["median_ms"].as_f64()
+}
+
+fn bench_model(
+    name: &str,
+    dir: &str,
+    make: fn() -> Box<dyn onnx_codegen_runtime::Model>,
+    runs: usize,
+) -> Result<(f64, f64, f64), String> {
+    let mut model = make();
+    let infos = model.inputs();
+    let mut inputs = Vec::new();
+    for (i, info) in infos.iter().enumerate() {
+        let t = read_tensor(&Path::new(dir).join(format!("test_data_set_0/input_{i}.pb")))?;
+        let TensorData::Bytes(b) = &t.data else {
+            return Err(format!("{name}: input {i} is not numeric"));
+        };
+        if b.len() != info.byte_size() {
+            return Err(format!(
+                "{name}: input {i} has {} bytes, wants {}",
+                b.len(),
+                info.byte_size()
+            ));
+        }
+        inputs.push((aligned(b), b.len()));
+    }
+    let mut outputs: Vec<(Vec<u64>, usize)> = model
+        .outputs()
+        .iter()
+        .map(|o| (vec![0u64; o.byte_size().div_ceil(8)], o.byte_size()))
+        .collect();
+    let ins: Vec<&[u8]> = inputs.iter().map(|(w, n)| as_bytes(w, *n)).collect();
+    let mut run = |outputs: &mut Vec<(Vec<u64>, usize)>| -> Result<(), String> {
+        let mut outs: Vec<&mut [u8]> = outputs
+            .iter_mut()
+            .map(|(w, n)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..*n])
+            .collect();
+        model.run_bytes(&ins, &mut outs).map_err(|e| format!("{name}: {e}"))
+    };
+    // Warm up for at least 50 ms or 10 runs.
+    let start = Instant::now();
+    let mut warm = 0;
+    while warm < 10 || start.elapsed().as_millis() < 50 {
+        run(&mut outputs)?;
+        warm += 1;
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        run(&mut outputs)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(stats(&mut times))
+}
+
+fn run_models(runs: usize) -> bool {
+    println!(
+        "{:<24} {:>10} {:>20} {:>10} {:>9}",
+        "model", "ours ms", "p10..p90 ms", "ort ms", "ort/ours"
+    );
+    let mut ok = true;
+    let mut log_sum = 0.0;
+    let mut count = 0;
+    for (name, dir, make) in models() {
+        match bench_model(name, dir, make, runs) {
+            Ok((med, p10, p90)) => {
+                let ort = ort_latency(dir);
+                let ratio = ort.map(|o| o / med);
+                if let Some(r) = ratio {
+                    log_sum += r.ln();
+                    count += 1;
+                }
+                println!(
+                    "{name:<24} {med:>10.4} {:>20} {:>10} {:>9}",
+                    format!("{p10:.4}..{p90:.4}"),
+                    ort.map_or("-".to_owned(), |o| format!("{o:.4}")),
+                    ratio.map_or("-".to_owned(), |r| format!("{r:.3}x")),
+                );
+            }
+            Err(e) => {
+                println!("FAIL {e}");
+                ok = false;
+            }
+        }
+    }
+    if count > 0 {
+        println!(
+            "geometric mean of ort/ours over {count} models: {:.3}x",
+            (log_sum / count as f64).exp()
+        );
+    }
+    ok
+}
+
+/// GFLOP/s of `n`³ single-precision products through the runtime's Gemm.
+fn sgemm(n: usize, reps: usize) -> f64 {
+    sgemm_mnk(n, n, n, reps)
+}
+
+/// GFLOP/s of one `m x k` by `k x n` product.
+fn sgemm_mnk(m: usize, n: usize, k: usize, reps: usize) -> f64 {
+    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let mut y = vec![0.0f32; m * n];
+    let p = onnx_codegen_runtime::gemm::Gemm {
+        m,
+        n,
+        k,
+        trans_a: false,
+        trans_b: false,
+        alpha: 1.0f32,
+        beta: 0.0,
+        c_strides: [0, 0],
+    };
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        if onnx_codegen_runtime::gemm::sgemm(&p, &a, &b, None, &mut y).is_err() {
+            return 0.0;
+        }
+        times.push(t.elapsed().as_secs_f64());
+    }
+    let (med, _, _) = stats(&mut times);
+    let mut want = vec![0.0f32; m * n];
+    if onnx_codegen_runtime::gemm::gemm(&p, &a, &b, None, &mut want).is_err()
+        || want.iter().zip(&y).any(|(w, g)| (w - g).abs() > 1e-3 * (1.0 + w.abs()))
+    {
+        println!("FAIL SGEMM {n}^3 differs from the exact kernel");
+        return 0.0;
+    }
+    2.0 * (m * n * k) as f64 / med / 1e9
+}
+
+#[cfg(target_arch = "x86_64")]
+mod peak {
+    use core::arch::x86_64::*;
+
+    /// 12 independent 8-wide FMA chains, `iters` rounds: 192 flops a round.
+    #[target_feature(enable = "avx2,fma")]
+    fn chains(iters: usize) -> f32 {
+        let a = _mm256_set1_ps(0.999_999);
+        let b = _mm256_set1_ps(1e-7);
+        let (mut c0, mut c1, mut c2, mut c3) = (a, b, a, b);
+        let (mut c4, mut c5, mut c6, mut c7) = (a, b, a, b);
+        let (mut c8, mut c9, mut c10, mut c11) = (a, b, a, b);
+        for _ in 0..iters {
+            c0 = _mm256_fmadd_ps(c0, a, b);
+            c1 = _mm256_fmadd_ps(c1, a, b);
+            c2 = _mm256_fmadd_ps(c2, a, b);
+            c3 = _mm256_fmadd_ps(c3, a, b);
+            c4 = _mm256_fmadd_ps(c4, a, b);
+            c5 = _mm256_fmadd_ps(c5, a, b);
+            c6 = _mm256_fmadd_ps(c6, a, b);
+            c7 = _mm256_fmadd_ps(c7, a, b);
+            c8 = _mm256_fmadd_ps(c8, a, b);
+            c9 = _mm256_fmadd_ps(c9, a, b);
+            c10 = _mm256_fmadd_ps(c10, a, b);
+            c11 = _mm256_fmadd_ps(c11, a, b);
+        }
+        let s = [c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11]
+            .into_iter()
+            .fold(_mm256_setzero_ps(), |s, c| _mm256_add_ps(s, c));
+        let mut out = [0.0f32; 8];
+        // SAFETY: `out` holds 8 f32, the width of one unaligned store.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
+        out.iter().sum()
+    }
+
+    /// GFLOP/s of one core's FMA units (AVX2), or `None` without AVX2+FMA.
+    pub fn gflops() -> Option<f64> {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return None;
+        }
+        let iters = std::hint::black_box(500_000);
+        let mut best = f64::MAX;
+        let mut times = Vec::new();
+        for _ in 0..41 {
+            let t = std::time::Instant::now();
+            // SAFETY: AVX2 and FMA were detected above.
+            let v = unsafe { chains(iters) };
+            std::hint::black_box(v);
+            let s = t.elapsed().as_secs_f64();
+            best = best.min(s);
+            times.push(s);
+        }
+        let (med, _, _) = super::stats(&mut times);
+        Some(192.0 * iters as f64 / med / 1e9)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let want = |what: &str| {
+        !args.iter().any(|a| a == "models" || a == "sgemm") || args.iter().any(|a| a == what)
+    };
+    let mut ok = true;
+    if want("sgemm") {
+        #[cfg(target_arch = "x86_64")]
+        let peak = peak::gflops();
+        #[cfg(not(target_arch = "x86_64"))]
+        let peak: Option<f64> = None;
+        if let Some(p) = peak {
+            println!("FMA peak (12 chains of 8-wide FMA, one core): {p:.1} GFLOP/s");
+        }
+        if let Ok(v) = std::env::var("SGEMM_MNK") {
+            let d: Vec<usize> = v.split('x').filter_map(|s| s.parse().ok()).collect();
+            if let [m, n, k] = d[..] {
+                println!("SGEMM {m}x{n}x{k}: {:.1} GFLOP/s", sgemm_mnk(m, n, k, 15));
+            }
+        }
+        for n in [64, 128, 256, 512] {
+            let reps = if n >= 512 { 15 } else { 50 };
+            let g = sgemm(n, reps);
+            match peak {
+                Some(p) => println!("SGEMM {n}^3: {g:.1} GFLOP/s ({:.0}% of peak)", 100.0 * g / p),
+                None => println!("SGEMM {n}^3: {g:.1} GFLOP/s"),
+            }
+        }
+    }
+    if want("models") {
+        ok &= run_models(runs);
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

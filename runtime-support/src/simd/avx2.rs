@@ -1,0 +1,193 @@
+//! The AVX2+FMA micro-kernel: a 6 x 16 tile of f32 sums in twelve `ymm`
+//! registers, one broadcast of A and two loads of B per step.
+//!
+//! The only unsafe code of the crate lives here. Two invariants make it sound:
+//! an [`Avx2`] value exists only after the CPU was found to support AVX2 and
+//! FMA (so the `target_feature` function may run), and [`Micro::kernel`]
+//! checks every index the loop will read or write before entering it.
+
+use super::Micro;
+use core::arch::x86_64::{
+    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+    _mm256_storeu_ps,
+};
+
+/// Proof that AVX2 and FMA are available on this CPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2 {
+    _private: (),
+}
+
+impl Avx2 {
+    /// `Some` when the CPU supports AVX2 and FMA.
+    #[inline]
+    pub(crate) fn detect() -> Option<Avx2> {
+        #[cfg(feature = "std")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Some(Avx2 { _private: () });
+            }
+            None
+        }
+        #[cfg(all(not(feature = "std"), target_feature = "avx2", target_feature = "fma"))]
+        {
+            Some(Avx2 { _private: () })
+        }
+        #[cfg(all(
+            not(feature = "std"),
+            not(all(target_feature = "avx2", target_feature = "fma"))
+        ))]
+        {
+            None
+        }
+    }
+}
+
+const MR: usize = 6;
+const NR: usize = 16;
+
+impl Micro for Avx2 {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const MC: usize = 96;
+
+    #[inline]
+    fn kernel(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize],
+        cs: usize,
+        b: &[f32],
+        tile: &mut [f32],
+        load: bool,
+    ) {
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
+        let Some(tile) = tile.get_mut(..MR * NR) else { return };
+        let Ok(tile) = <&mut [f32; MR * NR]>::try_from(tile) else { return };
+        if kc == 0 || b.len() < kc * NR {
+            return;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return };
+        if rows.iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return;
+        }
+        // SAFETY: `self` proves AVX2 and FMA are present. Every A read is at
+        // `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span < a.len()`;
+        // B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`; the tile is 96
+        // entries, exactly the twelve 8-wide loads and stores.
+        unsafe { kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), tile, load) }
+    }
+}
+
+/// See [`Avx2::kernel`]; the caller guarantees the bounds described there.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_6x16(
+    kc: usize,
+    a: *const f32,
+    rows: &[usize; MR],
+    cs: usize,
+    b: *const f32,
+    tile: &mut [f32; MR * NR],
+    load: bool,
+) {
+    let t = tile.as_mut_ptr();
+    let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
+    if load {
+        for (r, row) in c.iter_mut().enumerate() {
+            // SAFETY: r * 16 + 8 + 8 <= 96, the tile's length.
+            unsafe {
+                row[0] = _mm256_loadu_ps(t.add(r * NR));
+                row[1] = _mm256_loadu_ps(t.add(r * NR + 8));
+            }
+        }
+    }
+    // SAFETY (whole loop): see the caller's bounds; `off` stays below
+    // `kc * cs` and `bp` below `b + kc * 16`.
+    unsafe {
+        let ap: [*const f32; MR] = core::array::from_fn(|r| a.add(rows[r]));
+        let mut bp = b;
+        let mut off = 0usize;
+        for _ in 0..kc {
+            let b0 = _mm256_loadu_ps(bp);
+            let b1 = _mm256_loadu_ps(bp.add(8));
+            for r in 0..MR {
+                let x = _mm256_broadcast_ss(&*ap[r].add(off));
+                c[r][0] = _mm256_fmadd_ps(x, b0, c[r][0]);
+                c[r][1] = _mm256_fmadd_ps(x, b1, c[r][1]);
+            }
+            bp = bp.add(NR);
+            off += cs;
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        // SAFETY: as for the loads above.
+        unsafe {
+            _mm256_storeu_ps(t.add(r * NR), row[0]);
+            _mm256_storeu_ps(t.add(r * NR + 8), row[1]);
+        }
+    }
+}
+
+impl Avx2 {
+    /// `acc[j] += sum_p a[p] * b[p * rs + j]` row by row (ascending `p`,
+    /// multiply then add: the portable arithmetic, 8 lanes wide).
+    pub(crate) fn axpy_rows(self, a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
+        // SAFETY: `self` proves AVX2 is present; the body is safe code.
+        unsafe { axpy_rows_avx2(a, b, rs, acc) }
+    }
+
+    /// `out[j] = sum_p a[p] * b[j * cs + p]` with sixteen partial sums per
+    /// output (a different summation order from the exact kernel).
+    pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+        // SAFETY: `self` proves AVX2 is present; the body is safe code.
+        unsafe { dots_avx2(a, b, cs, out) }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn axpy_rows_avx2(a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
+    let n = acc.len();
+    for (p, &av) in a.iter().enumerate() {
+        let Some(row) = b.get(p * rs..p * rs + n) else { return };
+        for (y, &bv) in acc.iter_mut().zip(row) {
+            *y += av * bv;
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn dots_avx2(a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+    let k = a.len();
+    for (j, o) in out.iter_mut().enumerate() {
+        let Some(col) = b.get(j * cs..j * cs + k) else { return };
+        let mut lanes = [0.0f32; 16];
+        let (ac, at) = (a.chunks_exact(16), a.len() / 16 * 16);
+        for (x, w) in ac.zip(col.chunks_exact(16)) {
+            for l in 0..16 {
+                lanes[l] += x[l] * w[l];
+            }
+        }
+        let mut s = 0.0f32;
+        for (x, w) in a[at..].iter().zip(&col[at..]) {
+            s += x * w;
+        }
+        *o = lanes.iter().sum::<f32>() + s;
+    }
+}
+
+impl Avx2 {
+    /// Runs `f` inside a function compiled for AVX2, so the loops inlined
+    /// into it vectorize eight lanes wide (same arithmetic, wider registers).
+    #[inline]
+    pub(crate) fn vectorized<R>(self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: `self` proves AVX2 is present; `f` is safe code.
+        unsafe { with_avx2(f) }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
