@@ -1074,14 +1074,19 @@ fn range_runtime(cx: &NodeCx<'_>) -> OpResult<Option<(ElemType, usize)>> {
     ) {
         return invalid(format!("Range is not defined on {elem} tensors"));
     }
-    let Some(t) = cx.declared_output(0) else {
+    if let Some(t) = cx.declared_output(0)
+        && (t.elem != elem || t.rank() != 1)
+    {
+        return invalid(format!("Range output is declared as {t}; a 1-D {elem} tensor expected"));
+    }
+    let Some(dims) = cx.expected_dims(0) else {
         return unsupported(
             "Range's start, limit or delta is known only at run time and the model does not declare the output's length",
         );
     };
-    match t.dims[..] {
-        [n] if t.elem == elem => Ok(Some((elem, n))),
-        _ => invalid(format!("Range output is declared as {t}; a 1-D {elem} tensor expected")),
+    match dims {
+        [n] => Ok(Some((elem, *n))),
+        _ => invalid(format!("Range's output must be 1-D, but it must have dims {dims:?}")),
     }
 }
 
@@ -1797,6 +1802,26 @@ mod tests {
         let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2] r) { r = Range (s, l, d) }");
         clean(&a);
         assert_eq!(ty(&a, "r"), "int32[2]");
+        // ...or the length a declared value downstream implies through shape-keeping ops.
+        let a = run(
+            11,
+            "g (int32 s, int32 l, int32 d) => (float[3] y) {
+               r = Range (s, l, d)
+               c = Cast <to: int = 1> (r)
+               y = Mul (c, c)
+             }",
+        );
+        assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
+        let a = run(
+            11,
+            "g (int32 s, int32 l, int32 d) => (float[3] y) <float k = {2}> {
+               r = Range (s, l, d)
+               c = Cast <to: int = 1> (r)
+               y = Mul (c, k)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "r"), "int32[3]");
         let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[N] r) { r = Range (s, l, d) }");
         assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
         let a = run(11, "g (int32 s, int32 l, int32 d) => (int32[2,2] r) { r = Range (s, l, d) }");

@@ -79,6 +79,9 @@ pub struct NodeCx<'a> {
     /// output shape depends on input values known only at run time use it,
     /// and their generated code checks the values against it.
     pub declared: &'a [Option<TensorType>],
+    /// One entry per output: its dims when the model fixes them, declared or
+    /// implied by a declared value downstream through shape-keeping ops.
+    pub expected: &'a [Option<Vec<usize>>],
 }
 
 impl<'a> NodeCx<'a> {
@@ -103,6 +106,13 @@ impl<'a> NodeCx<'a> {
     /// The type the model declares for output `k`, if fully known.
     pub fn declared_output(&self, k: usize) -> Option<&'a TensorType> {
         self.declared.get(k).and_then(Option::as_ref)
+    }
+
+    /// The dims output `k` must have when the model fixes them: declared,
+    /// or implied by a declared value downstream (a Cast, a Sqrt, an Add of
+    /// a scalar... keep the shape). For outputs whose shape depends on data.
+    pub fn expected_dims(&self, k: usize) -> Option<&'a [usize]> {
+        self.expected.get(k).and_then(Option::as_deref)
     }
 
     /// The value of input `i` when known at generation time.

@@ -787,12 +787,12 @@ fn reduce_plan(cx: &NodeCx<'_>) -> OpResult<ReducePlan> {
             // An empty axes tensor needs no value.
             Some(t) if t.numel() == Some(0) => Vec::new(),
             Some(_) if cx.constant(1).is_none() => {
-                let Some(out) = cx.declared_output(0) else {
+                let Some(out) = cx.expected_dims(0) else {
                     return unsupported(
                         "axes (input 1) are known only at run time and the output's shape is not declared",
                     );
                 };
-                return Ok(ReducePlan { mask: Mask::Runtime, out: out.dims.clone() });
+                return Ok(ReducePlan { mask: Mask::Runtime, out: out.to_vec() });
             }
             Some(_) => cx.const_ints(1, "axes")?,
         }

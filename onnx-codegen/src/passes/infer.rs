@@ -12,7 +12,9 @@
 //! unsupported operator, attribute or type is reported, not only the first.
 
 use crate::diag::{Diagnostic, PathStep};
-use crate::ir::{Dim, Graph, Model, Node, NodeId, Tensor, TensorType, Type, ValueId, ValueKind};
+use crate::ir::{
+    Dim, Graph, Model, Node, NodeId, Tensor, TensorType, Type, Use, ValueId, ValueKind,
+};
 use crate::ops::{self, HostTensor, Lowered, NodeCx, OpError};
 use std::collections::BTreeMap;
 
@@ -111,11 +113,88 @@ pub fn enclosing_options() -> InferOptions {
     OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
 }
 
+/// How far [`State::expected_dims`] follows a value downstream.
+const EXPECT_DEPTH: usize = 8;
+
+/// Whether `node`'s output 0 has exactly the shape of its input `index`,
+/// given the output's rank: unary element-wise ops and casts, and binary
+/// element-wise ops whose other operand holds one element and has a smaller
+/// rank than the output (so it can neither add axes nor stretch any).
+fn keeps_shape<'t>(
+    node: &Node,
+    index: usize,
+    out_rank: usize,
+    ty: impl Fn(ValueId) -> Option<&'t TensorType>,
+) -> bool {
+    const UNARY: &[&str] = &[
+        "Identity",
+        "Cast",
+        "CastLike",
+        "Abs",
+        "Neg",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Reciprocal",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Sign",
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Erf",
+        "Sin",
+        "Cos",
+        "Not",
+        "Softplus",
+        "Softsign",
+        "HardSigmoid",
+        "LeakyRelu",
+        "Elu",
+        "Selu",
+        "Gelu",
+        "IsNaN",
+        "IsInf",
+    ];
+    const BINARY: &[&str] = &[
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Max",
+        "Min",
+        "Mod",
+        "And",
+        "Or",
+        "Xor",
+        "Equal",
+        "Less",
+        "Greater",
+        "LessOrEqual",
+        "GreaterOrEqual",
+    ];
+    let op = node.op.op_type.as_str();
+    if !node.op.domain.is_empty() && node.op.domain != "ai.onnx" {
+        return false;
+    }
+    if UNARY.contains(&op) {
+        return index == 0;
+    }
+    if BINARY.contains(&op) && node.inputs.len() == 2 && index < 2 {
+        let Some(other) = node.inputs[1 - index] else { return false };
+        return ty(other).is_some_and(|t| t.numel() == Some(1) && t.rank() < out_rank);
+    }
+    false
+}
+
 fn infer_graph_with(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
     let n = g.values().len();
     let mut st = State {
         g,
         opts,
+        uses: g.uses(),
         types: vec![None; n],
         constants: vec![None; n],
         errors: Vec::new(),
@@ -192,6 +271,8 @@ enum Visit {
 struct State<'a> {
     g: &'a Graph,
     opts: &'a InferOptions,
+    /// Every use of every value (for [`State::expected_dims`]).
+    uses: Vec<Vec<Use>>,
     types: Vec<Option<TensorType>>,
     constants: Vec<Option<Tensor>>,
     errors: Vec<Diagnostic>,
@@ -353,7 +434,18 @@ impl State<'_> {
         let constants: Vec<Option<&Tensor>> = owned.iter().map(Option::as_ref).collect();
         let declared: Vec<Option<TensorType>> =
             node.outputs.iter().map(|v| v.and_then(|v| self.declared_type(v))).collect();
-        let cx = NodeCx { node, inputs: &inputs, constants: &constants, declared: &declared };
+        let expected: Vec<Option<Vec<usize>>> = node
+            .outputs
+            .iter()
+            .map(|v| v.and_then(|v| self.expected_dims(v, EXPECT_DEPTH)))
+            .collect();
+        let cx = NodeCx {
+            node,
+            inputs: &inputs,
+            constants: &constants,
+            declared: &declared,
+            expected: &expected,
+        };
         let result = rule.infer(&cx).and_then(|outs| {
             if let Some(t) = outs.iter().find(|t| too_large(t)) {
                 return Err(OpError::Invalid(format!(
@@ -464,6 +556,27 @@ impl State<'_> {
                 self.constants[v.index()] = Some(t);
             }
         }
+    }
+
+    /// The dims `v` must have: its declared dims, or those of a declared
+    /// value downstream that `v` reaches through ops that keep the shape
+    /// exactly (see [`keeps_shape`]), at most `depth` ops away. Rules whose
+    /// output shape depends on run-time data plan with it; their generated
+    /// code checks the data against it.
+    fn expected_dims(&self, v: ValueId, depth: usize) -> Option<Vec<usize>> {
+        if let Some(t) = self.declared_type(v) {
+            return Some(t.dims);
+        }
+        if depth == 0 {
+            return None;
+        }
+        self.uses.get(v.index())?.iter().find_map(|u| {
+            let Use::Input { node, index } = *u else { return None };
+            let n = self.g.node(node);
+            let out = n.output(0)?;
+            let dims = self.expected_dims(out, depth - 1)?;
+            keeps_shape(n, index, dims.len(), |w| self.types[w.index()].as_ref()).then_some(dims)
+        })
     }
 
     /// The declared type of `v` with every dimension known (symbols bound).
