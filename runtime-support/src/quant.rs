@@ -253,7 +253,14 @@ pub fn dequantize_linear<Q: QInt, S: QReal, Y: QFloat>(
 
 /// Checks the lengths of a low-precision Quantize/DequantizeLinear: `n`
 /// elements, `scale` values and a packed zero point of the scale's count.
-fn check_low(p: &QuantAxis, f: LowBit, n: usize, packed: usize, scales: usize, z: Option<&[u8]>) -> Result {
+fn check_low(
+    p: &QuantAxis,
+    f: LowBit,
+    n: usize,
+    packed: usize,
+    scales: usize,
+    z: Option<&[u8]>,
+) -> Result {
     p.check(n, scales)?;
     ensure(packed == f.packed_len(n), Error::ShapeMismatch)?;
     if let Some(z) = z {
@@ -724,6 +731,90 @@ mod tests {
         let mut y = [f16::ZERO; 2];
         dequantize_linear(&flat(2), &[-3i16, 7], &[f16::from_f32(2.0)], None, &mut y).unwrap();
         assert_eq!(y, [f16::from_f32(-6.0), f16::from_f32(14.0)]);
+    }
+
+    #[test]
+    fn quantize_to_sub_byte_integers_saturates_and_packs() {
+        // rint: 1, -20, 8 (7.5 to even), 3; + 1: 2, -19 -> -8, 9 -> 7, 4.
+        let mut y = [0u8; 2];
+        let x = [1.0f32, -20.0, 7.5, 3.0];
+        quantize_linear_low(
+            &flat(4),
+            Work::F32,
+            &x,
+            &[1.0f32],
+            Some(&[1]),
+            LowBit::I4,
+            true,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x82, 0x47]);
+        assert_eq!(
+            quantize_linear_low(
+                &flat(4),
+                Work::F32,
+                &x,
+                &[1.0f32],
+                None,
+                LowBit::I4,
+                true,
+                &mut [0]
+            ),
+            Err(Error::ShapeMismatch)
+        );
+    }
+
+    #[test]
+    fn quantize_to_float8_honours_saturate() {
+        // 1000 / 2 = 500: above e4m3fn's 448; 1 / 2 = 0.5 is 0x30.
+        let x = [1000.0f32, 1.0];
+        let mut y = [0u8; 2];
+        quantize_linear_low(
+            &flat(2),
+            Work::F32,
+            &x,
+            &[2.0f32],
+            None,
+            LowBit::F8E4M3FN,
+            true,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x7E, 0x30]);
+        quantize_linear_low(
+            &flat(2),
+            Work::F32,
+            &x,
+            &[2.0f32],
+            None,
+            LowBit::F8E4M3FN,
+            false,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x7F, 0x30]);
+    }
+
+    #[test]
+    fn dequantize_from_packed_formats() {
+        // uint2 codes 3, 0, 1, 2 (low bits first) minus 1, times 0.5.
+        let mut y = [0f32; 4];
+        dequantize_linear_low(&flat(4), LowBit::U2, &[0x93], &[0.5f32], Some(&[1]), &mut y)
+            .unwrap();
+        assert_eq!(y, [1.0, -0.5, 0.0, 0.5]);
+        // e4m3fn 0x30 = 0.5 and 0xB8 = -1, times 2.
+        let mut y = [f16::ZERO; 2];
+        dequantize_linear_low(
+            &flat(2),
+            LowBit::F8E4M3FN,
+            &[0x30, 0xB8],
+            &[f16::from_f32(2.0)],
+            None,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [f16::from_f32(1.0), f16::from_f32(-2.0)]);
     }
 
     #[test]

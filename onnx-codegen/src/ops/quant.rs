@@ -1219,18 +1219,36 @@ mod tests {
     }
 
     #[test]
-    fn float8_and_sub_byte_types_are_unsupported() {
+    fn low_precision_types_are_inferred_and_float6_is_unsupported() {
         let a = run(
             21,
-            "g (float[4] x, float s) => (int4[4] y, float8e4m3fn[4] f) {
+            "g (float[4] x, float s, float8e5m2 z, int4[4] q, float[2] sq, uint2[2] zq)
+               => (int4[4] y, float8e4m3fn[4] f, float8e5m2[4] e, float[4] d) {
                 y = QuantizeLinear <output_dtype: int = 22> (x, s)
-                f = QuantizeLinear <output_dtype: int = 17> (x, s)
+                f = QuantizeLinear <output_dtype: int = 17, saturate: int = 0> (x, s)
+                e = QuantizeLinear (x, s, z)
+                d = DequantizeLinear <axis: int = 0, block_size: int = 2> (q, sq)
+            }",
+        );
+        assert_eq!(
+            types(&a),
+            [ty("int4[4]"), ty("float8e4m3fn[4]"), ty("float8e5m2[4]"), ty("float[4]")]
+        );
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        let a = run(
+            21,
+            "g (float[4] x, float s) => (float6e2m3[4] y) {
+                y = QuantizeLinear <output_dtype: int = 24> (x, s)
             }",
         );
         let u = unsupported(&a);
-        assert!(
-            u.iter().any(|r| r.contains("int4")) && u.iter().any(|r| r.contains("float8")),
-            "{u:?}"
+        assert!(u.iter().any(|r| r.contains("float6")), "{u:?}");
+        let a = run(
+            21,
+            "g (float[4] x, float s, uint2[2] z) => (uint2[4] y) {
+                y = QuantizeLinear <saturate: int = 2> (x, s)
+            }",
         );
+        assert!(errors(&a).iter().any(|e| e.contains("'saturate'")), "{:?}", errors(&a));
     }
 }
