@@ -441,15 +441,16 @@ pub fn cast_low(
     Ok(())
 }
 
-/// Element `i` of packed bytes (the caller checked the length).
-fn unpack(f: LowBit, x: &[u8], i: usize) -> u8 {
+/// The code of element `i` of packed bytes of format `f` (0 past the end).
+pub fn unpack(f: LowBit, x: &[u8], i: usize) -> u8 {
     let per = 8 / f.bits();
     let shift = (i % per) * f.bits();
     x.get(i / per).map_or(0, |&b| (b >> shift) & (((1u16 << f.bits()) - 1) as u8))
 }
 
-/// Stores code `c` as element `i` of zeroed packed bytes.
-fn pack(f: LowBit, y: &mut [u8], i: usize, c: u8) {
+/// Stores code `c` as element `i` of packed bytes of format `f` whose
+/// element `i` is still zero (nothing past the end).
+pub fn pack(f: LowBit, y: &mut [u8], i: usize, c: u8) {
     let per = 8 / f.bits();
     if let Some(b) = y.get_mut(i / per) {
         *b |= c << ((i % per) * f.bits());

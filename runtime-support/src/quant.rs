@@ -11,6 +11,7 @@
 //! bits is the correctly rounded `p`-bit result for `p <= 24`. Rounding to
 //! integers is half to even; results saturate to the output type's range.
 
+use crate::cast::{LowBit, Round, Wide, pack, unpack};
 use crate::conv::Conv;
 use crate::gemm::MatMul;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, next_index, numel, walk};
@@ -246,6 +247,115 @@ pub fn dequantize_linear<Q: QInt, S: QReal, Y: QFloat>(
             Work::F32.round(d as f64 * s)
         };
         y[e] = Y::from_f64(v);
+    });
+    Ok(())
+}
+
+/// Checks the lengths of a low-precision Quantize/DequantizeLinear: `n`
+/// elements, `scale` values and a packed zero point of the scale's count.
+fn check_low(
+    p: &QuantAxis,
+    f: LowBit,
+    n: usize,
+    packed: usize,
+    scales: usize,
+    z: Option<&[u8]>,
+) -> Result {
+    p.check(n, scales)?;
+    ensure(packed == f.packed_len(n), Error::ShapeMismatch)?;
+    if let Some(z) = z {
+        ensure(z.len() == f.packed_len(scales), Error::ShapeMismatch)?;
+    }
+    Ok(())
+}
+
+/// The `(lowest, highest)` values of a sub-byte integer format.
+fn int_range(f: LowBit) -> Option<(i64, i64)> {
+    match f {
+        LowBit::I4 => Some((-8, 7)),
+        LowBit::U4 => Some((0, 15)),
+        LowBit::I2 => Some((-2, 1)),
+        LowBit::U2 => Some((0, 3)),
+        _ => None,
+    }
+}
+
+/// The value of element `k` of a packed zero point, as a float (0 when absent).
+fn zp_value(f: LowBit, z: Option<&[u8]>, k: usize) -> f64 {
+    match z.map(|z| f.decode(unpack(f, z, k))) {
+        Some(Wide::Int(v)) => v as f64,
+        Some(Wide::Float(v)) => v,
+        None => 0.0,
+    }
+}
+
+/// ONNX `QuantizeLinear` to a low-precision packed format `to` (see
+/// [`LowBit`]; `y` holds `x.len()` packed elements).
+///
+/// Sub-byte integers: `saturate(round_half_even(x / scale) + zero_point)`
+/// to the format's range. Float formats: `x / scale + zero_point` converted
+/// with the `Cast` rules ([`LowBit::encode`]); `saturate` (float8 only)
+/// clamps out-of-range values to the largest finite value instead of NaN or
+/// infinity, `float4e2m1` always saturates. A zero float8 zero point is not
+/// added (so `-0` stays `-0`), as the ONNX reference ignores it; the quotient
+/// and the sum are rounded to `work`.
+#[allow(clippy::too_many_arguments)]
+pub fn quantize_linear_low<X: QReal, S: QReal>(
+    p: &QuantAxis,
+    work: Work,
+    x: &[X],
+    scale: &[S],
+    zero_point: Option<&[u8]>,
+    to: LowBit,
+    saturate: bool,
+    y: &mut [u8],
+) -> Result {
+    check_low(p, to, x.len(), y.len(), scale.len(), zero_point)?;
+    y.fill(0);
+    let per_tensor = p.block == 0 && scale.len() == 1;
+    let range = int_range(to);
+    p.each(per_tensor, |e, k| {
+        let q = work.round(work.round(x[e].to_f64()) / work.round(scale[k].to_f64()));
+        let z = zp_value(to, zero_point, k);
+        let code = match range {
+            Some((lo, hi)) => {
+                let v = (libm::rint(q) as i64).saturating_add(z as i64).clamp(lo, hi);
+                to.encode(Wide::Int(i128::from(v)), true, Round::Nearest)
+            }
+            None => {
+                let v = if z == 0.0 && to != LowBit::F4E2M1 { q } else { work.round(q + z) };
+                to.encode(Wide::Float(v), saturate, Round::Nearest)
+            }
+        };
+        pack(to, y, e, code);
+    });
+    Ok(())
+}
+
+/// ONNX `DequantizeLinear` from a low-precision packed format `from` (`x`
+/// holds `y.len()` packed elements): `y = (x - zero_point) * scale`, the
+/// difference exact (integers) or in `f32` (floats; a zero float zero point
+/// is not subtracted), the product rounded to `f32` as the reference does,
+/// then to `Y`.
+pub fn dequantize_linear_low<S: QReal, Y: QFloat>(
+    p: &QuantAxis,
+    from: LowBit,
+    x: &[u8],
+    scale: &[S],
+    zero_point: Option<&[u8]>,
+    y: &mut [Y],
+) -> Result {
+    check_low(p, from, y.len(), x.len(), scale.len(), zero_point)?;
+    let per_tensor = p.block == 0 && scale.len() == 1;
+    p.each(per_tensor, |e, k| {
+        let d = match from.decode(unpack(from, x, e)) {
+            Wide::Int(v) => v as f64 - zp_value(from, zero_point, k),
+            Wide::Float(v) => {
+                let z = zp_value(from, zero_point, k);
+                if z == 0.0 { v } else { Work::F32.round(v - z) }
+            }
+        };
+        y[e] = Y::from_f64(Work::F32.round(d * scale[k].to_f64()));
     });
     Ok(())
 }
@@ -621,6 +731,90 @@ mod tests {
         let mut y = [f16::ZERO; 2];
         dequantize_linear(&flat(2), &[-3i16, 7], &[f16::from_f32(2.0)], None, &mut y).unwrap();
         assert_eq!(y, [f16::from_f32(-6.0), f16::from_f32(14.0)]);
+    }
+
+    #[test]
+    fn quantize_to_sub_byte_integers_saturates_and_packs() {
+        // rint: 1, -20, 8 (7.5 to even), 3; + 1: 2, -19 -> -8, 9 -> 7, 4.
+        let mut y = [0u8; 2];
+        let x = [1.0f32, -20.0, 7.5, 3.0];
+        quantize_linear_low(
+            &flat(4),
+            Work::F32,
+            &x,
+            &[1.0f32],
+            Some(&[1]),
+            LowBit::I4,
+            true,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x82, 0x47]);
+        assert_eq!(
+            quantize_linear_low(
+                &flat(4),
+                Work::F32,
+                &x,
+                &[1.0f32],
+                None,
+                LowBit::I4,
+                true,
+                &mut [0]
+            ),
+            Err(Error::ShapeMismatch)
+        );
+    }
+
+    #[test]
+    fn quantize_to_float8_honours_saturate() {
+        // 1000 / 2 = 500: above e4m3fn's 448; 1 / 2 = 0.5 is 0x30.
+        let x = [1000.0f32, 1.0];
+        let mut y = [0u8; 2];
+        quantize_linear_low(
+            &flat(2),
+            Work::F32,
+            &x,
+            &[2.0f32],
+            None,
+            LowBit::F8E4M3FN,
+            true,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x7E, 0x30]);
+        quantize_linear_low(
+            &flat(2),
+            Work::F32,
+            &x,
+            &[2.0f32],
+            None,
+            LowBit::F8E4M3FN,
+            false,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [0x7F, 0x30]);
+    }
+
+    #[test]
+    fn dequantize_from_packed_formats() {
+        // uint2 codes 3, 0, 1, 2 (low bits first) minus 1, times 0.5.
+        let mut y = [0f32; 4];
+        dequantize_linear_low(&flat(4), LowBit::U2, &[0x93], &[0.5f32], Some(&[1]), &mut y)
+            .unwrap();
+        assert_eq!(y, [1.0, -0.5, 0.0, 0.5]);
+        // e4m3fn 0x30 = 0.5 and 0xB8 = -1, times 2.
+        let mut y = [f16::ZERO; 2];
+        dequantize_linear_low(
+            &flat(2),
+            LowBit::F8E4M3FN,
+            &[0x30, 0xB8],
+            &[f16::from_f32(2.0)],
+            None,
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [f16::from_f32(1.0), f16::from_f32(-2.0)]);
     }
 
     #[test]

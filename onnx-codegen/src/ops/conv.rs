@@ -162,18 +162,18 @@ fn explicit_pads(cx: &NodeCx<'_>, n: usize, ap: AutoPad) -> OpResult<(Vec<usize>
 
 /// An owned sliding-window geometry (see [`Window`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Geometry {
-    in_dims: Vec<usize>,
-    out_dims: Vec<usize>,
-    kernel: Vec<usize>,
-    strides: Vec<usize>,
-    dilations: Vec<usize>,
-    pads_begin: Vec<usize>,
-    pads_end: Vec<usize>,
+pub(super) struct Geometry {
+    pub(super) in_dims: Vec<usize>,
+    pub(super) out_dims: Vec<usize>,
+    pub(super) kernel: Vec<usize>,
+    pub(super) strides: Vec<usize>,
+    pub(super) dilations: Vec<usize>,
+    pub(super) pads_begin: Vec<usize>,
+    pub(super) pads_end: Vec<usize>,
 }
 
 impl Geometry {
-    fn window(&self) -> Window<'_> {
+    pub(super) fn window(&self) -> Window<'_> {
         Window {
             in_dims: &self.in_dims,
             out_dims: &self.out_dims,
@@ -185,7 +185,7 @@ impl Geometry {
         }
     }
 
-    fn tokens(&self, rt: &TokenStream) -> TokenStream {
+    pub(super) fn tokens(&self, rt: &TokenStream) -> TokenStream {
         let (i, o, k) =
             (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
         let (s, d) = (lit::usizes(&self.strides), lit::usizes(&self.dilations));
@@ -211,7 +211,7 @@ fn span(k: usize, d: usize) -> OpResult<usize> {
 /// The geometry of a forward sliding window (Conv and the pools) over
 /// `in_dims` with the node's strides, dilations, pads and `auto_pad`;
 /// `ceil_mode` rounds the output size up (pooling only).
-fn forward_geometry(
+pub(super) fn forward_geometry(
     cx: &NodeCx<'_>,
     in_dims: &[usize],
     kernel: Vec<usize>,

@@ -7,10 +7,14 @@
 //! rounded to the precision the ONNX reference computes them in.
 //!
 //! Quantized types: uint8, int8, uint16, int16 (and int32 for
-//! DequantizeLinear's input). Float8, int4/uint4, int2/uint2 and float4
-//! quantization are reported unsupported. Scales: float32, float16, bfloat16
-//! (and int32 where the spec allows it for QuantizeLinear).
+//! DequantizeLinear's input), and the packed low-precision types (float8
+//! e4m3fn/e4m3fnuz/e5m2/e5m2fnuz, float4e2m1, int4/uint4, int2/uint2) whose
+//! encodings are the runtime's `cast::LowBit`. Float6 is reported
+//! unsupported, and so is a float8e8m0 scale. Scales: float32, float16,
+//! bfloat16 (and int32 where the spec allows it for QuantizeLinear).
+//! Low-precision tensors have no host form, so those nodes are not folded.
 
+use super::conv::{Geometry, forward_geometry};
 use super::gemm::{MatMulPlan, matmul_plan};
 use super::host::HostElem;
 use super::{
@@ -19,7 +23,8 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
-use onnx_codegen_runtime::conv::{Conv, Window};
+use onnx_codegen_runtime::cast::LowBit;
+use onnx_codegen_runtime::conv::Conv;
 use onnx_codegen_runtime::quant::{self as rt_q, QuantAxis, Requant, Work};
 use onnx_codegen_runtime::shape::MAX_RANK;
 use onnx_codegen_runtime::{bf16, f16};
@@ -176,28 +181,40 @@ fn out_tokens(io: &Io, k: usize) -> TokenStream {
     }
 }
 
-/// Checks a quantized (integer) element type the kernels support.
+/// Checks a quantized element type the kernels support.
 fn quantized(cx: &NodeCx<'_>, elem: ElemType, what: &str, allow_i32: bool) -> OpResult<()> {
     match elem {
         ElemType::Uint8 | ElemType::Int8 | ElemType::Uint16 | ElemType::Int16 => Ok(()),
         ElemType::Int32 if allow_i32 => Ok(()),
-        ElemType::Float8E4M3FN
-        | ElemType::Float8E4M3FNUZ
-        | ElemType::Float8E5M2
-        | ElemType::Float8E5M2FNUZ
-        | ElemType::Uint4
-        | ElemType::Int4
-        | ElemType::Uint2
-        | ElemType::Int2
-        | ElemType::Float4E2M1
-        | ElemType::Float6E2M3
-        | ElemType::Float6E3M2 => unsupported(format!(
-            "{} with {what} of type {elem}: float8, float4/6 and sub-byte integer \
-             quantization are not supported",
+        e if low_bit(e).is_some() => Ok(()),
+        ElemType::Float6E2M3 | ElemType::Float6E3M2 => unsupported(format!(
+            "{} with {what} of type {elem}: float6 quantization is not supported",
             op_name(cx)
         )),
         other => invalid(format!("{} cannot have {what} of type {other}", op_name(cx))),
     }
+}
+
+/// The runtime's packed format of a low-precision quantized type.
+fn low_bit(e: ElemType) -> Option<LowBit> {
+    Some(match e {
+        ElemType::Float8E4M3FN => LowBit::F8E4M3FN,
+        ElemType::Float8E4M3FNUZ => LowBit::F8E4M3FNUZ,
+        ElemType::Float8E5M2 => LowBit::F8E5M2,
+        ElemType::Float8E5M2FNUZ => LowBit::F8E5M2FNUZ,
+        ElemType::Float4E2M1 => LowBit::F4E2M1,
+        ElemType::Int4 => LowBit::I4,
+        ElemType::Uint4 => LowBit::U4,
+        ElemType::Int2 => LowBit::I2,
+        ElemType::Uint2 => LowBit::U2,
+        _ => return None,
+    })
+}
+
+/// `rt::cast::LowBit::X` in generated code.
+fn low_bit_tokens(f: LowBit, rt: &TokenStream) -> TokenStream {
+    let v = proc_macro2::Ident::new(&format!("{f:?}"), proc_macro2::Span::call_site());
+    quote!(#rt::cast::LowBit::#v)
 }
 
 fn float_scale(cx: &NodeCx<'_>, t: &TensorType, what: &str) -> OpResult<()> {
@@ -326,6 +343,8 @@ struct QuantizePlan {
     scale: ElemType,
     y: ElemType,
     has_zp: bool,
+    /// The `saturate` attribute (float8 outputs).
+    saturate: bool,
 }
 
 fn quantize_plan(cx: &NodeCx<'_>) -> OpResult<QuantizePlan> {
@@ -372,7 +391,19 @@ fn quantize_plan(cx: &NodeCx<'_>) -> OpResult<QuantizePlan> {
     } else {
         Work::F32
     };
-    Ok(QuantizePlan { axis, work, x: x.elem, scale: scale.elem, y, has_zp: zp.is_some() })
+    let saturate = if cx.version() >= 19 { cx.int_or("saturate", 1) } else { 1 };
+    if !matches!(saturate, 0 | 1) {
+        return invalid(format!("attribute 'saturate' must be 0 or 1, got {saturate}"));
+    }
+    Ok(QuantizePlan {
+        axis,
+        work,
+        x: x.elem,
+        scale: scale.elem,
+        y,
+        has_zp: zp.is_some(),
+        saturate: saturate == 1,
+    })
 }
 
 impl OpRule for QuantizeRule {
@@ -413,6 +444,10 @@ fn run_quantize<X: HostElem + rt_q::QReal, S: HostElem + rt_q::QReal, Q: HostEle
 impl Kernel for QuantizeKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         let p = &self.0;
+        // Low-precision tensors have no host form: they are not folded.
+        if low_bit(p.y).is_some() {
+            return Err(EvalError::Type(p.y));
+        }
         q_real!(p.x, X => q_real!(p.scale, S => q_int!(p.y, Q => run_quantize::<X, S, Q>(p, inputs, outputs))))
     }
 
@@ -423,6 +458,12 @@ impl Kernel for QuantizeKernel {
         let work = work_tokens(p.work, rt);
         let (x, s, y) = (in_tokens(io, 0), in_tokens(io, 1), out_tokens(io, 0));
         let z = if p.has_zp { opt_tokens(io, 2) } else { quote!(None) };
+        if let Some(f) = low_bit(p.y) {
+            let (f, sat) = (low_bit_tokens(f, rt), p.saturate);
+            return quote! {
+                #rt::quant::quantize_linear_low(&#axis, #work, #x, #s, #z, #f, #sat, #y)?;
+            };
+        }
         quote! {
             #rt::quant::quantize_linear(&#axis, #work, #x, #s, #z, #y)?;
         }
@@ -488,6 +529,9 @@ fn run_dequantize<
 impl Kernel for DequantizeKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         let p = &self.0;
+        if low_bit(p.x).is_some() {
+            return Err(EvalError::Type(p.x));
+        }
         q_int!(p.x, Q => q_float!(p.scale, S => q_float!(p.y, Y => run_dequantize::<Q, S, Y>(p, inputs, outputs))))
     }
 
@@ -497,6 +541,12 @@ impl Kernel for DequantizeKernel {
         let axis = axis_tokens(&p.axis, rt);
         let (x, s, y) = (in_tokens(io, 0), in_tokens(io, 1), out_tokens(io, 0));
         let z = if p.has_zp { opt_tokens(io, 2) } else { quote!(None) };
+        if let Some(f) = low_bit(p.x) {
+            let f = low_bit_tokens(f, rt);
+            return quote! {
+                #rt::quant::dequantize_linear_low(&#axis, #f, #x, #s, #z, #y)?;
+            };
+        }
         quote! {
             #rt::quant::dequantize_linear(&#axis, #x, #s, #z, #y)?;
         }
@@ -754,23 +804,16 @@ impl Kernel for QLinearMatMulKernel {
     }
 }
 
-/// An owned convolution geometry (see [`Window`]), with the ONNX Conv
-/// formulas: explicit pads / VALID give `out = floor((in + pb + pe - span) / s) + 1`;
-/// SAME_UPPER / SAME_LOWER give `out = ceil(in / s)` with the total padding
-/// split in halves, the odd one at the end (UPPER) or beginning (LOWER).
+/// An integer convolution's geometry: batch and channels around the sliding
+/// window of [`forward_geometry`] (the Conv rules for pads, strides,
+/// dilations and `auto_pad`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ConvGeom {
     batch: usize,
     in_channels: usize,
     out_channels: usize,
     groups: usize,
-    in_dims: Vec<usize>,
-    out_dims: Vec<usize>,
-    kernel: Vec<usize>,
-    strides: Vec<usize>,
-    dilations: Vec<usize>,
-    pads_begin: Vec<usize>,
-    pads_end: Vec<usize>,
+    window: Geometry,
 }
 
 impl ConvGeom {
@@ -780,23 +823,12 @@ impl ConvGeom {
             in_channels: self.in_channels,
             out_channels: self.out_channels,
             groups: self.groups,
-            window: Window {
-                in_dims: &self.in_dims,
-                out_dims: &self.out_dims,
-                kernel: &self.kernel,
-                strides: &self.strides,
-                dilations: &self.dilations,
-                pads_begin: &self.pads_begin,
-                pads_end: &self.pads_end,
-            },
+            window: self.window.window(),
         }
     }
 
     fn tokens(&self, rt: &TokenStream) -> TokenStream {
-        let (i, o, k) =
-            (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
-        let (s, d) = (lit::usizes(&self.strides), lit::usizes(&self.dilations));
-        let (pb, pe) = (lit::usizes(&self.pads_begin), lit::usizes(&self.pads_end));
+        let window = self.window.tokens(rt);
         let (n, c, m, g) = (
             lit::usize_lit(self.batch),
             lit::usize_lit(self.in_channels),
@@ -806,35 +838,16 @@ impl ConvGeom {
         quote! {
             #rt::conv::Conv {
                 batch: #n, in_channels: #c, out_channels: #m, groups: #g,
-                window: #rt::conv::Window {
-                    in_dims: #i, out_dims: #o, kernel: #k, strides: #s, dilations: #d,
-                    pads_begin: #pb, pads_end: #pe,
-                },
+                window: #window,
             }
         }
     }
 
     fn out(&self) -> Vec<usize> {
         let mut v = vec![self.batch, self.out_channels];
-        v.extend_from_slice(&self.out_dims);
+        v.extend_from_slice(&self.window.out_dims);
         v
     }
-}
-
-fn conv_ints(cx: &NodeCx<'_>, name: &str, n: usize, default: usize) -> OpResult<Vec<usize>> {
-    let Some(v) = cx.ints(name) else { return Ok(vec![default; n]) };
-    if v.len() != n {
-        return invalid(format!(
-            "attribute '{name}' has {} values; the input has {n} spatial axes",
-            v.len()
-        ));
-    }
-    v.iter()
-        .map(|&x| match usize::try_from(x) {
-            Ok(u) if u >= default => Ok(u),
-            _ => invalid(format!("attribute '{name}' must be at least {default}, got {x}")),
-        })
-        .collect()
 }
 
 /// The geometry of an integer convolution of input `xi` by weights `wi`.
@@ -850,7 +863,7 @@ fn conv_geom(cx: &NodeCx<'_>, xi: usize, wi: usize) -> OpResult<ConvGeom> {
     if n > MAX_RANK {
         return unsupported(format!("{} with {n} spatial axes", op_name(cx)));
     }
-    let in_dims = x.dims[2..].to_vec();
+    let in_dims = &x.dims[2..];
     let kernel = w.dims[2..].to_vec();
     if in_dims.contains(&0) || kernel.contains(&0) {
         return unsupported(format!("{} with an empty spatial or kernel axis", op_name(cx)));
@@ -874,84 +887,8 @@ fn conv_geom(cx: &NodeCx<'_>, xi: usize, wi: usize) -> OpResult<ConvGeom> {
             op_name(cx)
         ));
     }
-    let strides = conv_ints(cx, "strides", n, 1)?;
-    let dilations = conv_ints(cx, "dilations", n, 1)?;
-    let ap = cx.string_or("auto_pad", "NOTSET");
-    let (mut pads_begin, mut pads_end) = match cx.ints("pads") {
-        None => (vec![0; n], vec![0; n]),
-        Some(p) if p.len() == 2 * n => {
-            let p: Vec<usize> = p
-                .iter()
-                .map(|&v| {
-                    usize::try_from(v)
-                        .or_else(|_| invalid(format!("attribute 'pads' has a negative value {v}")))
-                })
-                .collect::<OpResult<_>>()?;
-            (p[..n].to_vec(), p[n..].to_vec())
-        }
-        Some(p) => {
-            return invalid(format!("attribute 'pads' has {} values; expected {}", p.len(), 2 * n));
-        }
-    };
-    let mut out_dims = Vec::with_capacity(n);
-    for i in 0..n {
-        let span = kernel[i]
-            .checked_sub(1)
-            .and_then(|v| v.checked_mul(dilations[i]))
-            .and_then(|v| v.checked_add(1));
-        let Some(span) = span else { return invalid("the dilated kernel size overflows") };
-        let s = strides[i];
-        let out = match ap.as_str() {
-            "NOTSET" | "VALID" => {
-                if ap == "VALID" {
-                    (pads_begin[i], pads_end[i]) = (0, 0);
-                }
-                let padded = in_dims[i].saturating_add(pads_begin[i]).saturating_add(pads_end[i]);
-                let Some(room) = padded.checked_sub(span) else {
-                    return invalid(format!(
-                        "on spatial axis {i} the window spans {span} elements, more than the \
-                         padded input's {padded}"
-                    ));
-                };
-                room / s + 1
-            }
-            "SAME_UPPER" | "SAME_LOWER" => {
-                let out = in_dims[i].div_ceil(s);
-                let need = (out - 1).saturating_mul(s).saturating_add(span);
-                let total = need.saturating_sub(in_dims[i]);
-                let small = total / 2;
-                if ap == "SAME_UPPER" {
-                    (pads_begin[i], pads_end[i]) = (small, total - small);
-                } else {
-                    (pads_begin[i], pads_end[i]) = (total - small, small);
-                }
-                out
-            }
-            other => {
-                return invalid(format!(
-                    "auto_pad '{other}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
-                ));
-            }
-        };
-        out_dims.push(out);
-    }
-    let g = ConvGeom {
-        batch,
-        in_channels: c,
-        out_channels: m,
-        groups,
-        in_dims,
-        out_dims,
-        kernel,
-        strides,
-        dilations,
-        pads_begin,
-        pads_end,
-    };
-    if g.params().window.check(false).is_err() {
-        return invalid(format!("{}'s window geometry is inconsistent", op_name(cx)));
-    }
-    Ok(g)
+    let window = forward_geometry(cx, in_dims, kernel, false)?;
+    Ok(ConvGeom { batch, in_channels: c, out_channels: m, groups, window })
 }
 
 struct ConvIntegerRule;
@@ -1282,18 +1219,28 @@ mod tests {
     }
 
     #[test]
-    fn float8_and_sub_byte_types_are_unsupported() {
+    fn low_precision_types_are_inferred_and_saturate_is_checked() {
         let a = run(
             21,
-            "g (float[4] x, float s) => (int4[4] y, float8e4m3fn[4] f) {
+            "g (float[4] x, float s, float8e5m2 z, int4[4] q, float[2] sq, uint2[2] zq)
+               => (int4[4] y, float8e4m3fn[4] f, float8e5m2[4] e, float[4] d) {
                 y = QuantizeLinear <output_dtype: int = 22> (x, s)
-                f = QuantizeLinear <output_dtype: int = 17> (x, s)
+                f = QuantizeLinear <output_dtype: int = 17, saturate: int = 0> (x, s)
+                e = QuantizeLinear (x, s, z)
+                d = DequantizeLinear <axis: int = 0, block_size: int = 2> (q, sq)
             }",
         );
-        let u = unsupported(&a);
-        assert!(
-            u.iter().any(|r| r.contains("int4")) && u.iter().any(|r| r.contains("float8")),
-            "{u:?}"
+        assert_eq!(
+            types(&a),
+            [ty("int4[4]"), ty("float8e4m3fn[4]"), ty("float8e5m2[4]"), ty("float[4]")]
         );
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        let a = run(
+            21,
+            "g (float[4] x, float s, uint2[2] z) => (uint2[4] y) {
+                y = QuantizeLinear <saturate: int = 2> (x, s)
+            }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("'saturate'")), "{:?}", errors(&a));
     }
 }
