@@ -222,23 +222,6 @@ fn cast_target(cx: &NodeCx<'_>) -> OpResult<ElemType> {
     }
 }
 
-/// The runtime's form of a low-precision element type, and its name there.
-fn low_bit(e: ElemType) -> Option<(LowBit, &'static str)> {
-    Some(match e {
-        ElemType::Float8E4M3FN => (LowBit::F8E4M3FN, "F8E4M3FN"),
-        ElemType::Float8E4M3FNUZ => (LowBit::F8E4M3FNUZ, "F8E4M3FNUZ"),
-        ElemType::Float8E5M2 => (LowBit::F8E5M2, "F8E5M2"),
-        ElemType::Float8E5M2FNUZ => (LowBit::F8E5M2FNUZ, "F8E5M2FNUZ"),
-        ElemType::Float8E8M0 => (LowBit::F8E8M0, "F8E8M0"),
-        ElemType::Float4E2M1 => (LowBit::F4E2M1, "F4E2M1"),
-        ElemType::Int4 => (LowBit::I4, "I4"),
-        ElemType::Uint4 => (LowBit::U4, "U4"),
-        ElemType::Int2 => (LowBit::I2, "I2"),
-        ElemType::Uint2 => (LowBit::U2, "U2"),
-        _ => return None,
-    })
-}
-
 /// The `round_mode` attribute (opset 24+; only float8e8m0 targets use it).
 fn cast_round(cx: &NodeCx<'_>) -> OpResult<Round> {
     match cx.string_or("round_mode", "up").as_str() {
@@ -257,7 +240,7 @@ impl OpRule for CastRule {
         let x = cx.input(0)?;
         let to = cast_target(cx)?;
         for e in [x.elem, to] {
-            if !is_plain(e) && low_bit(e).is_none() {
+            if !is_plain(e) && super::low_bit(e).is_none() {
                 return unsupported(format!(
                     "{} from {} to {to}: {e} tensors are not supported",
                     op(cx),
@@ -282,8 +265,8 @@ impl OpRule for CastRule {
         }
         Ok(Lowered::Kernel(Box::new(CastKernel {
             to_bool: to == ElemType::Bool,
-            from_low: low_bit(from),
-            to_low: low_bit(to),
+            from_low: super::low_bit(from),
+            to_low: super::low_bit(to),
             saturate: cx.int_or("saturate", 1) != 0,
             round: cast_round(cx)?,
             count: out.numel().ok_or_else(|| OpError::Invalid("a shape too large".into()))?,
@@ -294,9 +277,9 @@ impl OpRule for CastRule {
 struct CastKernel {
     to_bool: bool,
     /// The source, when it is a low-precision type (raw `u8` codes).
-    from_low: Option<(LowBit, &'static str)>,
+    from_low: Option<LowBit>,
     /// The destination, when it is a low-precision type.
-    to_low: Option<(LowBit, &'static str)>,
+    to_low: Option<LowBit>,
     saturate: bool,
     round: Round,
     /// Elements cast (packed buffers do not tell).
@@ -370,17 +353,14 @@ impl Kernel for CastKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, y) = (io_in(io, 0), io_out(io));
-        let fmt = |name: &str| {
-            let v = ident(name);
-            quote!(#rt::cast::LowBit::#v)
-        };
+        let fmt = |f: LowBit| super::low_bit_tokens(f, rt);
         match (self.from_low, self.to_low) {
-            (Some((_, from)), Some((_, to))) => {
+            (Some(from), Some(to)) => {
                 let (from, to, mode) = (fmt(from), fmt(to), self.mode_tokens(rt));
                 let n = lit::usize_lit(self.count);
                 quote!(#rt::cast::cast_low(#from, #x, #to, #mode, #y, #n)?;)
             }
-            (Some((_, from)), None) => {
+            (Some(from), None) => {
                 let from = fmt(from);
                 if self.to_bool {
                     quote!(#rt::cast::cast_from_low_to_flag(#from, #x, #y)?;)
@@ -388,7 +368,7 @@ impl Kernel for CastKernel {
                     quote!(#rt::cast::cast_from_low(#from, #x, #y)?;)
                 }
             }
-            (None, Some((_, to))) => {
+            (None, Some(to)) => {
                 let (to, mode) = (fmt(to), self.mode_tokens(rt));
                 quote!(#rt::cast::cast_to_low(#x, #to, #mode, #y)?;)
             }

@@ -416,6 +416,31 @@ pub fn rust_type(elem: ElemType, rt: &TokenStream) -> Option<TokenStream> {
     })
 }
 
+/// The runtime's packed format of a low-precision element type.
+pub fn low_bit(e: ElemType) -> Option<onnx_codegen_runtime::cast::LowBit> {
+    use onnx_codegen_runtime::cast::LowBit;
+    Some(match e {
+        ElemType::Float8E4M3FN => LowBit::F8E4M3FN,
+        ElemType::Float8E4M3FNUZ => LowBit::F8E4M3FNUZ,
+        ElemType::Float8E5M2 => LowBit::F8E5M2,
+        ElemType::Float8E5M2FNUZ => LowBit::F8E5M2FNUZ,
+        ElemType::Float8E8M0 => LowBit::F8E8M0,
+        ElemType::Float4E2M1 => LowBit::F4E2M1,
+        ElemType::Int4 => LowBit::I4,
+        ElemType::Uint4 => LowBit::U4,
+        ElemType::Int2 => LowBit::I2,
+        ElemType::Uint2 => LowBit::U2,
+        _ => return None,
+    })
+}
+
+/// `rt::cast::LowBit::X` in generated code.
+pub fn low_bit_tokens(f: onnx_codegen_runtime::cast::LowBit, rt: &TokenStream) -> TokenStream {
+    use quote::quote;
+    let v = proc_macro2::Ident::new(&format!("{f:?}"), proc_macro2::Span::call_site());
+    quote!(#rt::cast::LowBit::#v)
+}
+
 /// The low-precision types generated code holds as raw (packed) bytes.
 pub fn is_low_bit(elem: ElemType) -> bool {
     matches!(

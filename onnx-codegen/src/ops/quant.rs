@@ -195,26 +195,10 @@ fn quantized(cx: &NodeCx<'_>, elem: ElemType, what: &str, allow_i32: bool) -> Op
     }
 }
 
-/// The runtime's packed format of a low-precision quantized type.
+/// The packed format of a low-precision quantized type (float8e8m0 is a
+/// scale format, not a quantized one).
 fn low_bit(e: ElemType) -> Option<LowBit> {
-    Some(match e {
-        ElemType::Float8E4M3FN => LowBit::F8E4M3FN,
-        ElemType::Float8E4M3FNUZ => LowBit::F8E4M3FNUZ,
-        ElemType::Float8E5M2 => LowBit::F8E5M2,
-        ElemType::Float8E5M2FNUZ => LowBit::F8E5M2FNUZ,
-        ElemType::Float4E2M1 => LowBit::F4E2M1,
-        ElemType::Int4 => LowBit::I4,
-        ElemType::Uint4 => LowBit::U4,
-        ElemType::Int2 => LowBit::I2,
-        ElemType::Uint2 => LowBit::U2,
-        _ => return None,
-    })
-}
-
-/// `rt::cast::LowBit::X` in generated code.
-fn low_bit_tokens(f: LowBit, rt: &TokenStream) -> TokenStream {
-    let v = proc_macro2::Ident::new(&format!("{f:?}"), proc_macro2::Span::call_site());
-    quote!(#rt::cast::LowBit::#v)
+    super::low_bit(e).filter(|f| *f != LowBit::F8E8M0)
 }
 
 fn float_scale(cx: &NodeCx<'_>, t: &TensorType, what: &str) -> OpResult<()> {
@@ -459,7 +443,7 @@ impl Kernel for QuantizeKernel {
         let (x, s, y) = (in_tokens(io, 0), in_tokens(io, 1), out_tokens(io, 0));
         let z = if p.has_zp { opt_tokens(io, 2) } else { quote!(None) };
         if let Some(f) = low_bit(p.y) {
-            let (f, sat) = (low_bit_tokens(f, rt), p.saturate);
+            let (f, sat) = (super::low_bit_tokens(f, rt), p.saturate);
             return quote! {
                 #rt::quant::quantize_linear_low(&#axis, #work, #x, #s, #z, #f, #sat, #y)?;
             };
@@ -542,7 +526,7 @@ impl Kernel for DequantizeKernel {
         let (x, s, y) = (in_tokens(io, 0), in_tokens(io, 1), out_tokens(io, 0));
         let z = if p.has_zp { opt_tokens(io, 2) } else { quote!(None) };
         if let Some(f) = low_bit(p.x) {
-            let f = low_bit_tokens(f, rt);
+            let f = super::low_bit_tokens(f, rt);
             return quote! {
                 #rt::quant::dequantize_linear_low(&#axis, #f, #x, #s, #z, #y)?;
             };
