@@ -95,6 +95,7 @@ pub mod shape;
 pub mod signal;
 pub mod simd;
 pub mod softmax;
+pub mod text;
 
 pub use half::{bf16, f16};
 pub use model::{Aligned, Elem, Model, TensorInfo};
