@@ -192,7 +192,8 @@ pub struct MatMul<'a> {
 
 /// Checks that every matrix of `size` elements starting at a batch offset fits in `len`.
 fn check_batch(batch: &[usize], strides: &[isize], size: usize, len: usize) -> Result {
-    if size == 0 {
+    // No matrix is read when the matrices or the batch are empty.
+    if size == 0 || numel(batch)? == 0 {
         return check_strided(batch, strides, 0, usize::MAX);
     }
     ensure(len >= size, Error::ShapeMismatch)?;
@@ -417,5 +418,21 @@ mod tests {
         close(&got, &want, 19);
         let bad = MatMul { a_batch_strides: &[96], ..p };
         assert_eq!(smatmul(&bad, &a[..190], &b[..437], &mut got), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn matmul_with_an_empty_batch_axis_reads_nothing() {
+        // A [3, 0, 3, 1] @ B [1, 2]: no matrix of A exists, B is broadcast.
+        let p = MatMul {
+            batch: &[3, 0],
+            a_batch_strides: &[0, 3],
+            b_batch_strides: &[0, 0],
+            m: 3,
+            k: 1,
+            n: 2,
+        };
+        assert_eq!(matmul(&p, &[] as &[f32], &[1.0, 2.0], &mut []), Ok(()));
+        assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut []), Ok(()));
+        assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut [0.0]), Err(Error::ShapeMismatch));
     }
 }

@@ -414,7 +414,8 @@ fn check_zp<Q>(z: Option<&[Q]>, n: usize) -> Result {
 }
 
 fn check_batch(batch: &[usize], strides: &[isize], size: usize, len: usize) -> Result {
-    if size == 0 {
+    // No matrix is read when the matrices or the batch are empty.
+    if size == 0 || numel(batch)? == 0 {
         return check_strided(batch, strides, 0, usize::MAX);
     }
     ensure(len >= size, Error::ShapeMismatch)?;

@@ -63,7 +63,7 @@ pub fn run(args: &Args) -> ExitCode {
                 if !warnings.is_empty() {
                     summary += &format!(", {}", count(warnings.len(), "warning"));
                 }
-                println!("{summary}");
+                outln!("{summary}");
             }
             Err(e) => {
                 super::report(e.in_file(&shown).diagnostics());

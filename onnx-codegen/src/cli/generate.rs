@@ -58,7 +58,7 @@ pub fn run(args: &Args) -> ExitCode {
     match result {
         Ok(g) => {
             let s = &g.summary;
-            println!(
+            outln!(
                 "{}: struct {} ({} steps, arena {} bytes, weights {} bytes)",
                 args.output.display(),
                 g.struct_name,

@@ -33,7 +33,7 @@ pub fn run(args: &Args) -> ExitCode {
     let s = analysis.summary();
     if args.json {
         match serde_json::to_string_pretty(&s) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => outln!("{text}"),
             Err(e) => {
                 eprintln!("error: cannot write JSON: {e}");
                 return ExitCode::from(3);
@@ -41,7 +41,7 @@ pub fn run(args: &Args) -> ExitCode {
         }
     } else {
         let totals = report::build(&analysis, &shown).totals;
-        print!("{}", human(&shown, &s, &totals, args.values));
+        out!("{}", human(&shown, &s, &totals, args.values));
     }
     let mut problems = analysis.problems();
     problems.extend(analysis.limit_problems(&opts.limits));

@@ -1,6 +1,16 @@
 //! Command-line verbs. Each verb is a function from its arguments to an exit
 //! code; diagnostics go to standard error, results to standard output.
 
+/// `print!` to standard output through [`write_stdout`]: a closed pipe is not a panic.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` to standard output through [`write_stdout`]: a closed pipe is not a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod check;
 mod convert;
 mod generate;
@@ -112,6 +122,25 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => inspect::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Test(args) => test::run(&args),
+    }
+}
+
+/// Writes results to standard output. When the reader has gone (`inspect m.onnx | head`)
+/// the rest of the output is dropped quietly and the command ends with its usual exit
+/// code; `println!` would panic there. Any other write error is reported once.
+fn write_stdout(args: std::fmt::Arguments) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write to standard output: {e}");
+        }
     }
 }
 

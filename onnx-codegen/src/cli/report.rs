@@ -29,7 +29,7 @@ pub fn run(args: &Args) -> ExitCode {
     match result {
         Ok((analysis, size)) => {
             let problems = analysis.problems();
-            println!(
+            outln!(
                 "{}: report of {shown} ({} bytes){}",
                 args.output.display(),
                 size,

@@ -59,9 +59,9 @@ pub fn run(args: &Args) -> ExitCode {
     };
     for o in &outcomes {
         match o.status {
-            Status::Pass => println!("PASS {}", o.name),
-            Status::Fail => println!("FAIL {}: {}", o.name, o.reason),
-            Status::Unsupported => println!("UNSUPPORTED {}: {}", o.name, o.reason),
+            Status::Pass => outln!("PASS {}", o.name),
+            Status::Fail => outln!("FAIL {}: {}", o.name, o.reason),
+            Status::Unsupported => outln!("UNSUPPORTED {}: {}", o.name, o.reason),
         }
     }
     let (passed, failed, unsupported) = harness::tally(&outcomes);
@@ -72,7 +72,7 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    println!("{passed} passed, {} failed", failed + unsupported);
+    outln!("{passed} passed, {} failed", failed + unsupported);
     if failed + unsupported == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 

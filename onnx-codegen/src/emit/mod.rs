@@ -351,6 +351,8 @@ struct StepBuffers {
 
 enum ViewSource {
     Arena(usize),
+    /// A value of no bytes: an empty slice of its own.
+    Empty,
     Weight(usize, usize),
 }
 
@@ -370,6 +372,13 @@ impl StepBuffers {
             })?
         };
         Ok((elem, ty.elem))
+    }
+
+    /// Where a view of `len` arena bytes from `offset` comes from. Empty
+    /// values all sit at the same offset, so they get their own empty slices
+    /// rather than sharing (and borrowing twice) one empty arena range.
+    fn arena_source(&mut self, offset: usize, len: usize) -> ViewSource {
+        if len == 0 { ViewSource::Empty } else { ViewSource::Arena(self.range(offset, len)) }
     }
 
     fn range(&mut self, offset: usize, len: usize) -> usize {
@@ -407,17 +416,20 @@ impl StepBuffers {
                 Ok(quote!(#ident))
             }
             Some(Loc::Arena { offset, len }) => {
-                if let Some(ident) = self
-                    .by_value
-                    .get(&(offset, len, false))
-                    .or(self.by_value.get(&(offset, len, true)))
-                {
+                let shared = if len == 0 {
+                    None
+                } else {
+                    self.by_value
+                        .get(&(offset, len, false))
+                        .or(self.by_value.get(&(offset, len, true)))
+                };
+                if let Some(ident) = shared {
                     return Ok(quote!(#ident));
                 }
                 let (elem, _) = Self::element(v, params, rt)?;
-                let r = self.range(offset, len);
                 let ident = format_ident!("x{}", self.views.len());
-                self.views.push((ident.clone(), ViewSource::Arena(r), elem, false));
+                let source = self.arena_source(offset, len);
+                self.views.push((ident.clone(), source, elem, false));
                 self.by_value.insert((offset, len, false), ident.clone());
                 Ok(quote!(#ident))
             }
@@ -440,9 +452,9 @@ impl StepBuffers {
             }
             Some(Loc::Arena { offset, len }) => {
                 let (elem, _) = Self::element(v, params, rt)?;
-                let r = self.range(offset, len);
                 let ident = format_ident!("y{}", self.views.len());
-                self.views.push((ident.clone(), ViewSource::Arena(r), elem, true));
+                let source = self.arena_source(offset, len);
+                self.views.push((ident.clone(), source, elem, true));
                 self.by_value.insert((offset, len, true), ident.clone());
                 Ok(quote!(#ident))
             }
@@ -461,9 +473,9 @@ impl StepBuffers {
         rt: &TokenStream,
     ) -> Result<TokenStream, String> {
         let elem = crate::ops::rust_type(elem, rt).ok_or_else(|| format!("{elem} scratch"))?;
-        let r = self.range(offset, len);
         let ident = format_ident!("s{}", self.views.len());
-        self.views.push((ident.clone(), ViewSource::Arena(r), elem, true));
+        let source = self.arena_source(offset, len);
+        self.views.push((ident.clone(), source, elem, true));
         Ok(quote!(#ident))
     }
 
@@ -496,6 +508,8 @@ impl StepBuffers {
                     let b = format_ident!("b{}", r);
                     quote!(let #ident: &mut [#elem] = #rt::arena::view_mut(#b)?;)
                 }
+                (ViewSource::Empty, false) => quote!(let #ident: &[#elem] = &[];),
+                (ViewSource::Empty, true) => quote!(let #ident: &mut [#elem] = &mut [];),
                 (ViewSource::Weight(o, l), _) => {
                     let (a, b) = (Literal::usize_unsuffixed(*o), Literal::usize_unsuffixed(o + l));
                     quote!(let #ident: &[#elem] = #rt::arena::view(&weights[#a..#b])?;)
