@@ -159,7 +159,7 @@ mod tests {
         );
         let names: Vec<&str> = s.values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["c", "y", "z"]);
-        assert_eq!(s.values[0].r#type.as_deref(), Some("float32[1, 1, 3]"));
+        assert_eq!(s.values[0].r#type.as_deref(), Some("float[1, 1, 3]"));
     }
 
     #[test]
