@@ -43,6 +43,9 @@ impl Default for Options {
 /// be generated: what `inspect` shows.
 pub struct Analysis {
     pub prepared: Prepared,
+    /// Nodes folded into their producer by [`passes::fuse`]; the summary
+    /// still describes the model as written.
+    pub fused: Vec<passes::fuse::Fused>,
     pub inferred: Inferred,
     /// The plan, when inference succeeded for the whole graph.
     pub plan: Option<Plan>,
@@ -53,6 +56,8 @@ pub struct Analysis {
 pub struct Summary {
     pub graph: String,
     pub nodes: usize,
+    /// Nodes folded into their producer (counted in `nodes` and `ops`).
+    pub fused: usize,
     pub steps: usize,
     pub folded: usize,
     pub ops: BTreeMap<String, usize>,
@@ -83,14 +88,15 @@ pub struct ValueSummary {
 /// parts (they are listed), only on invalid models.
 pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_model(model, &opts.limits)?;
-    let prepared = passes::prepare(model)?;
+    let mut prepared = passes::prepare(model)?;
     limits::check_prepared(&prepared.model, &opts.limits)?;
+    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
     let inferred = infer::infer(
         &prepared.model,
         &InferOptions { dims: opts.dims.clone(), ..Default::default() },
     );
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
-    Ok(Analysis { prepared, inferred, plan })
+    Ok(Analysis { prepared, fused, inferred, plan })
 }
 
 impl Analysis {
@@ -116,13 +122,23 @@ impl Analysis {
         for (_, node) in g.nodes() {
             *ops.entry(node.op.op_type.clone()).or_insert(0) += 1;
         }
+        for f in &self.fused {
+            *ops.entry(f.consumer_op.clone()).or_insert(0) += 1;
+        }
         let mut values = Vec::new();
-        for (_, node) in g.nodes() {
+        for (id, node) in g.nodes() {
+            for f in self.fused.iter().filter(|f| f.producer == id) {
+                // The fused activation keeps the type of its input.
+                let mut v = value(f.output);
+                v.name = g.value(f.intermediate).name.clone();
+                values.push(v);
+            }
             values.extend(node.outputs.iter().flatten().map(|&v| value(v)));
         }
         Summary {
             graph: g.name.clone(),
-            nodes: g.node_count(),
+            nodes: g.node_count() + self.fused.len(),
+            fused: self.fused.len(),
             steps: self.inferred.steps.len(),
             folded: self.inferred.folded,
             ops,

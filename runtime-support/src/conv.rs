@@ -329,6 +329,81 @@ fn depthwise_plane(
     }
 }
 
+/// The largest padded plane (in floats) [`depthwise_plane_staged`] copies
+/// to the stack: 4 KiB for the input and as much for the sums.
+const DW_STAGE: usize = 1024;
+
+/// Depthwise 2-D convolution of one small stride-1 plane: the plane is
+/// copied with its zero padding into a stack buffer `wp = ow + kw - 1`
+/// floats wide, so every tap is one contiguous multiply-add over the whole
+/// plane (sums are computed for `kw - 1` junk columns per row and dropped).
+/// Narrow rows (a few outputs each) otherwise leave the vector units idle.
+/// Taps are added in the same row-major order as [`depthwise_plane`]; a tap
+/// in the padding adds `w * 0.0`, an exact zero since the weights are
+/// checked finite. Returns `false`, computing nothing, when the plane does
+/// not qualify (strides or dilations other than 1, too large, a non-finite
+/// weight).
+#[inline(always)]
+fn depthwise_plane_staged(
+    win: &Window<'_>,
+    x: &[f32],
+    wk: &[f32],
+    bias: f32,
+    y: &mut [f32],
+    act: Activation,
+) -> bool {
+    let (h, w) = (win.in_dims[0], win.in_dims[1]);
+    let (oh, ow) = (win.out_dims[0], win.out_dims[1]);
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let (pt, pl) = (win.pads_begin[0], win.pads_begin[1]);
+    let unit = |v: &[usize]| v.iter().all(|&s| s == 1);
+    if !unit(win.strides) || !unit(win.dilations) || oh == 0 || ow == 0 {
+        return false;
+    }
+    let (wp, hp) = (ow + kw - 1, oh + kh - 1);
+    if hp.saturating_mul(wp) > DW_STAGE || !wk.iter().all(|v| v.is_finite()) {
+        return false;
+    }
+    let mut xp = [0.0f32; DW_STAGE];
+    // Staged column c holds input column c - pl; those inside the row:
+    let c_lo = pl.min(wp);
+    let c_hi = (w + pl).min(wp);
+    for r in 0..hp {
+        let Some(iy) = r.checked_sub(pt) else { continue };
+        if iy >= h || c_lo >= c_hi {
+            continue;
+        }
+        let (Some(dst), Some(src)) =
+            (xp.get_mut(r * wp + c_lo..r * wp + c_hi), x.get(iy * w..iy * w + c_hi - pl))
+        else {
+            continue;
+        };
+        if let Some(src) = src.get(c_lo - pl..) {
+            dst.copy_from_slice(src);
+        }
+    }
+    let n = (oh - 1) * wp + ow;
+    let mut acc = [0.0f32; DW_STAGE];
+    let acc = &mut acc[..n];
+    for ky in 0..kh {
+        for kx in 0..kw {
+            let wv = wk.get(ky * kw + kx).copied().unwrap_or(0.0);
+            let off = ky * wp + kx;
+            // off + n <= hp * wp: every tap of every output is staged.
+            let Some(xs) = xp.get(off..off + n) else { continue };
+            for (a, xv) in acc.iter_mut().zip(xs) {
+                *a += wv * *xv;
+            }
+        }
+    }
+    for (oy, yrow) in y.chunks_exact_mut(ow).enumerate() {
+        for (yv, a) in yrow.iter_mut().zip(acc.get(oy * wp..).unwrap_or(&[])) {
+            *yv = act.apply(*a + bias);
+        }
+    }
+    true
+}
+
 /// ONNX `Conv` on f32 for generated code, with `act` applied to every output:
 /// 2-D convolutions run as an implicit GEMM on the blocked SIMD product
 /// (im2col strips packed on the fly, no scratch memory), depthwise ones on a
@@ -369,7 +444,11 @@ pub fn sconv(
             let c = plane % p.out_channels;
             let xp = &x[plane * in_size..(plane + 1) * in_size];
             let wk = &w[c * k_size..(c + 1) * k_size];
-            simd::vectorized(|| depthwise_plane(win, xp, wk, bias_of(c), yp, act));
+            simd::vectorized(|| {
+                if !depthwise_plane_staged(win, xp, wk, bias_of(c), yp, act) {
+                    depthwise_plane(win, xp, wk, bias_of(c), yp, act);
+                }
+            });
         }
         return Ok(());
     }
@@ -636,6 +715,11 @@ mod tests {
             ([1, 5, 5, 5], [10, 7], [3, 3], [2, 2], [2, 1], [0, 2, 1, 0]),
             ([1, 2, 3, 1], [5, 20], [2, 3], [1, 3], [1, 1], [0, 1, 0, 2]),
             ([1, 17, 20, 1], [4, 4], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            // Narrow depthwise planes (the staged kernel), odd pads, wide kernel.
+            ([1, 3, 3, 3], [25, 5], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([2, 4, 4, 4], [6, 3], [2, 4], [1, 1], [1, 1], [0, 2, 1, 0]),
+            ([1, 2, 2, 2], [5, 5], [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 2, 2], [4, 2], [1, 3], [1, 1], [1, 1], [0, 0, 0, 3]),
         ];
         for (t, &([n, c, m, g], ind, k, s, d, pads)) in cases.iter().enumerate() {
             let out: [usize; 2] = core::array::from_fn(|i| {

@@ -178,6 +178,52 @@ impl<T: Float> DirWeights<'_, T> {
     }
 }
 
+/// `ROWS` consecutive rows of `m` (rows of `v.len()` values from `row0`)
+/// times `v`, each summed in the same order as [`DirWeights::x_row`]: the
+/// rows' independent sums interleave, so the adds no longer wait on each
+/// other, and every result is bit-identical to one row at a time.
+fn dot_rows<T: Float, const ROWS: usize>(m: &[T], row0: usize, v: &[T]) -> [T; ROWS] {
+    let n = v.len();
+    let mut acc = [T::ZERO; ROWS];
+    let rows: [&[T]; ROWS] =
+        core::array::from_fn(|r| m.get((row0 + r) * n..(row0 + r + 1) * n).unwrap_or(&[]));
+    for (k, &x) in v.iter().enumerate() {
+        for (a, row) in acc.iter_mut().zip(&rows) {
+            if let Some(&w) = row.get(k) {
+                *a = a.add(x.mul(w));
+            }
+        }
+    }
+    acc
+}
+
+impl<T: Float> DirWeights<'_, T> {
+    /// Every gate's pre-activation, `X W[row]ᵀ + Wb[row] + (H R[row]ᵀ + Rb[row])`,
+    /// into `gates` (`g` gates of `h.len()` rows), as `x_row` and `h_row` do.
+    fn all_rows(&self, xt: &[T], h: &[T], g: usize, gates: &mut [T]) {
+        const ROWS: usize = 8;
+        let n = h.len();
+        let mut chunks = gates.chunks_exact_mut(ROWS);
+        let mut row0 = 0;
+        for chunk in &mut chunks {
+            let xs = dot_rows::<T, ROWS>(self.w, row0, xt);
+            let hs = dot_rows::<T, ROWS>(self.r, row0, h);
+            for (r, gv) in chunk.iter_mut().enumerate() {
+                let (row, mut xa, mut ha) = (row0 + r, xs[r], hs[r]);
+                if let Some(b) = self.b {
+                    xa = xa.add(b[row]);
+                    ha = ha.add(b[g * n + row]);
+                }
+                *gv = xa.add(ha);
+            }
+            row0 += ROWS;
+        }
+        for (r, gv) in chunks.into_remainder().iter_mut().enumerate() {
+            *gv = self.x_row(row0 + r, xt).add(self.h_row(row0 + r, h, g));
+        }
+    }
+}
+
 /// Validates buffers, then runs every direction, batch entry and step,
 /// calling `cell(d, weights, xt, h, c, work)` to advance one state in place.
 fn drive<T: Float>(
@@ -382,9 +428,7 @@ pub fn lstm<T: Float>(
     drive(run, scratch, 4 * h, |d, dw, xt, hb, cb, gates| {
         let [f, g, hact] = p.activations[d];
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
-        for (row, gv) in gates.iter_mut().enumerate() {
-            *gv = dw.x_row(row, xt).add(dw.h_row(row, hb, 4));
-        }
+        dw.all_rows(xt, hb, 4, gates);
         for j in 0..h {
             let c_prev = cb[j];
             let (pi, po, pf) = match peep {

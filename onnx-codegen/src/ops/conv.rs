@@ -27,6 +27,7 @@ use super::{
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::conv::{self as rt_conv, Conv, Window};
+use onnx_codegen_runtime::elementwise::{self, Unary};
 use onnx_codegen_runtime::num::{Float, Num};
 use onnx_codegen_runtime::pool::{self as rt_pool, Pool};
 use onnx_codegen_runtime::shape::MAX_RANK;
@@ -342,6 +343,9 @@ struct ConvPlan {
     /// to the input (see [`rt_conv::conv_transpose`]).
     geom: Geometry,
     has_bias: bool,
+    /// An activation fused into the Conv by `passes::fuse`, applied to
+    /// every output after the bias.
+    act: Option<Unary<f64>>,
     /// The output dims `[N, M, spatial...]`.
     out: Vec<usize>,
 }
@@ -372,6 +376,10 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     let kernel = w.dims[2..].to_vec();
     check_kernel_shape(cx, &kernel)?;
     let has_bias = check_bias(cx, x.elem, m)?;
+    let act = crate::passes::fuse::activation_of(cx.node);
+    if act.is_some() && !matches!(x.elem, ElemType::Float | ElemType::Double) {
+        return unsupported(format!("a Conv's activation on {} tensors", x.elem));
+    }
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
@@ -383,6 +391,7 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         groups,
         geom,
         has_bias,
+        act,
         out,
     })
 }
@@ -533,6 +542,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         groups,
         geom,
         has_bias,
+        act: None,
         out,
     })
 }
@@ -567,7 +577,7 @@ fn host_mut<T: HostElem>(
     t.and_then(|t| t.get_mut::<T>()).ok_or(EvalError::Type(elem))
 }
 
-fn run_conv<T: Num + HostElem>(
+fn run_conv<T: Float + HostElem>(
     k: &ConvKernel,
     inputs: &[Option<&HostTensor>],
     outputs: &mut [HostTensor],
@@ -591,6 +601,12 @@ fn run_conv<T: Num + HostElem>(
         rt_conv::conv_transpose(&params, x, w, b, y)?;
     } else {
         rt_conv::conv(&params, x, w, b, y)?;
+    }
+    if let Some(op) = p.act {
+        let op = op.map(T::from_f64);
+        for v in y.iter_mut() {
+            *v = elementwise::eval(op, *v);
+        }
     }
     Ok(())
 }
@@ -624,11 +640,44 @@ impl Kernel for ConvKernel {
         };
         if !self.transpose && p.elem == ElemType::Float {
             // f32 Conv runs on the implicit-GEMM / depthwise fast path.
+            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
             return quote! {
-                #rt::conv::sconv(#params, #x, #w, #b, #y, #rt::conv::Activation::None)?;
+                #rt::conv::sconv(#params, #x, #w, #b, #y, #act)?;
+                #after
             };
         }
-        quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?;)
+        let (_, after) = fused_epilogue(p.act, p.elem, y, rt);
+        quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?; #after)
+    }
+}
+
+/// The generated form of an activation fused by `passes::fuse`: the
+/// `Activation` the f32 fast kernels apply in their epilogue, and the
+/// statement to run after the call when they cannot (other element types):
+/// the standalone op in place on `y`.
+pub(super) fn fused_epilogue(
+    act: Option<Unary<f64>>,
+    elem: ElemType,
+    y: &impl quote::ToTokens,
+    rt: &TokenStream,
+) -> (TokenStream, TokenStream) {
+    let path = quote!(#rt::conv::Activation);
+    let f = |v: f64| lit::float(v, ElemType::Float);
+    match (act, elem) {
+        (None, _) => (quote!(#path::None), TokenStream::new()),
+        (Some(Unary::Relu), ElemType::Float) => (quote!(#path::Relu), TokenStream::new()),
+        (Some(Unary::LeakyRelu { alpha }), ElemType::Float) => {
+            let a = f(alpha);
+            (quote!(#path::LeakyRelu { alpha: #a }), TokenStream::new())
+        }
+        (Some(Unary::Clip { min, max }), ElemType::Float) => {
+            let (a, b) = (f(min), f(max));
+            (quote!(#path::Clip { min: #a, max: #b }), TokenStream::new())
+        }
+        (Some(op), _) => {
+            let op = super::elementwise::unary_tokens(op, elem, rt);
+            (quote!(#path::None), quote!(#rt::elementwise::unary_in_place(#op, #y);))
+        }
     }
 }
 

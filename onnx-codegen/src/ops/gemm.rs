@@ -88,8 +88,14 @@ impl OpRule for GemmRule {
                 [row, col]
             }
         };
+        let elem = outputs.first().map_or(ElemType::Float, |t| t.elem);
+        let act = crate::passes::fuse::activation_of(cx.node);
+        if act.is_some() && !matches!(elem, ElemType::Float | ElemType::Double) {
+            return unsupported(format!("a Gemm's activation on {elem} tensors"));
+        }
         Ok(Lowered::Kernel(Box::new(GemmKernel {
-            elem: outputs.first().map_or(ElemType::Float, |t| t.elem),
+            elem,
+            act,
             m,
             n,
             k,
@@ -114,6 +120,8 @@ struct GemmKernel {
     beta: f64,
     c_strides: [isize; 2],
     has_c: bool,
+    /// An activation fused into the Gemm by `passes::fuse`.
+    act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>,
 }
 
 /// An integer Gemm's scale: the float attribute truncated toward zero.
@@ -171,15 +179,23 @@ impl Kernel for GemmKernel {
             _ => quote!(None),
         };
         // f32 runs on the blocked SIMD kernel; folding keeps the exact one.
+        let params = quote! {
+            &#rt::gemm::Gemm {
+                m: #m, n: #n, k: #k, trans_a: #ta, trans_b: #tb,
+                alpha: #alpha, beta: #beta, c_strides: #cs,
+            }
+        };
+        let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
+        if self.elem == ElemType::Float && self.act.is_some() {
+            return quote! {
+                #rt::gemm::sgemm_act(#params, #a, #b, #c, #y, #act)?;
+                #after
+            };
+        }
         let f = if self.elem == ElemType::Float { quote!(sgemm) } else { quote!(gemm) };
         quote! {
-            #rt::gemm::#f(
-                &#rt::gemm::Gemm {
-                    m: #m, n: #n, k: #k, trans_a: #ta, trans_b: #tb,
-                    alpha: #alpha, beta: #beta, c_strides: #cs,
-                },
-                #a, #b, #c, #y,
-            )?;
+            #rt::gemm::#f(#params, #a, #b, #c, #y)?;
+            #after
         }
     }
 }
@@ -215,7 +231,14 @@ fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
         Some(c) => Some(host::<T>(Some(c))?),
         None => None,
     };
-    rt_gemm::gemm(&p, a, b, c, host_mut::<T>(outputs.first_mut())?)?;
+    let y = host_mut::<T>(outputs.first_mut())?;
+    rt_gemm::gemm(&p, a, b, c, y)?;
+    if let Some(op) = k.act {
+        let op = op.map(T::from_f64);
+        for v in y.iter_mut() {
+            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
+        }
+    }
     Ok(())
 }
 

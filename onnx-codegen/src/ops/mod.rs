@@ -16,7 +16,7 @@
 mod host;
 mod schema;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub mod attention;
 pub mod control;

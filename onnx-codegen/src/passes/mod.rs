@@ -2,6 +2,7 @@
 //! ([`lower`]), inlining of model-local functions ([`inline`]), and the
 //! passes to come (shape inference, constant folding, memory planning).
 
+pub mod fuse;
 pub mod infer;
 pub mod inline;
 pub mod lower;
