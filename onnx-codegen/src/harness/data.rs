@@ -259,7 +259,9 @@ pub fn read_values(path: &Path, form: ValueForm) -> Result<Option<Vec<Tensor>>, 
             .collect()
     };
     let sequence = |s: &SequenceProto| -> Result<Vec<Tensor>, String> {
-        if !s.sequence_values.is_empty() || !s.map_values.is_empty() || !s.optional_values.is_empty()
+        if !s.sequence_values.is_empty()
+            || !s.map_values.is_empty()
+            || !s.optional_values.is_empty()
         {
             return Err(format!("{}: only sequences of tensors are supported", path.display()));
         }

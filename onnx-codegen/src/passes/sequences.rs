@@ -137,7 +137,8 @@ impl Expander {
                             }
                         }
                     }
-                    g.value_mut(v).kind = ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
+                    g.value_mut(v).kind =
+                        ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
                     continue;
                 }
                 if !matches!(**inner, Type::Sequence(_)) {
@@ -208,7 +209,13 @@ impl Expander {
     }
 
     /// A position input: `None` when absent, `Err` when not known now.
-    fn position(&self, g: &Graph, id: NodeId, i: usize, len: usize) -> Result<Option<usize>, String> {
+    fn position(
+        &self,
+        g: &Graph,
+        id: NodeId,
+        i: usize,
+        len: usize,
+    ) -> Result<Option<usize>, String> {
         let Some(v) = g.node(id).input(i) else { return Ok(None) };
         let Some(p) = const_ints(g, v).and_then(|p| p.first().copied()) else {
             return Err(format!(
@@ -386,17 +393,14 @@ impl Expander {
         let n = g.node(id).clone();
         let x = n.input(0).ok_or("SplitToSequence needs an input")?;
         let dims = match &g.value(x).ty {
-            Some(Type::Tensor { shape, .. }) => shape
-                .dims
-                .as_ref()
-                .and_then(|d| {
-                    d.iter()
-                        .map(|d| match d {
-                            crate::ir::Dim::Static(s) => Some(*s),
-                            _ => None,
-                        })
-                        .collect::<Option<Vec<u64>>>()
-                }),
+            Some(Type::Tensor { shape, .. }) => shape.dims.as_ref().and_then(|d| {
+                d.iter()
+                    .map(|d| match d {
+                        crate::ir::Dim::Static(s) => Some(*s),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<u64>>>()
+            }),
             _ => None,
         }
         .ok_or(
@@ -511,6 +515,176 @@ impl Expander {
 
 /// A boolean scalar.
 fn bool_tensor(b: bool) -> Tensor {
-        Tensor::from_bytes("flag", ElemType::Bool, Vec::new(), bytes::Bytes::from(vec![u8::from(b)]))
+    Tensor::from_bytes("flag", ElemType::Bool, Vec::new(), bytes::Bytes::from(vec![u8::from(b)]))
         .unwrap_or_else(|_| Tensor::from_i64s("flag", Vec::new(), &[i64::from(b)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{Analysis, Options, analyze};
+    use crate::ops::testing::{errors, ty, types, unsupported, value};
+
+    fn run_with(opset: u32, graph: &str, io: IoSpec) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options { io, ..Options::default() }).expect("test model is valid")
+    }
+
+    fn seq(name: &str, elems: &[(ElemType, &[usize])]) -> IoSpec {
+        let mut io = IoSpec::default();
+        let types = elems.iter().map(|(e, d)| TensorType::new(*e, d.to_vec())).collect();
+        io.sequences.insert(name.to_owned(), types);
+        io
+    }
+
+    fn input_names(a: &Analysis) -> Vec<String> {
+        a.summary().inputs.into_iter().map(|v| v.name).collect()
+    }
+
+    #[test]
+    fn a_sequence_input_becomes_one_input_per_element() {
+        let a = run_with(
+            17,
+            "g (seq(float[N]) s, float[3] t) => (seq(float[N]) y) {
+               y = SequenceInsert (s, t)
+             }",
+            seq("s", &[(ElemType::Float, &[2]), (ElemType::Float, &[4])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(input_names(&a), ["s_0", "s_1", "t"]);
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[4]"), ty("float[3]")]);
+    }
+
+    #[test]
+    fn constant_positions_pick_insert_erase_and_at() {
+        // [a, b] -> insert c at 1 -> [a, c, b] -> erase -1 -> [a, c] -> at 1 = c; length 2.
+        let a = run_with(
+            17,
+            "g (float[1] a, float[2] b, float[3] c) => (float[3] y, int64 n) {
+               s = SequenceConstruct (a, b)
+               one = Constant <value: tensor = int64 {1}> ()
+               m = Constant <value: tensor = int64 {-1}> ()
+               s2 = SequenceInsert (s, c, one)
+               s3 = SequenceErase (s2, m)
+               y = SequenceAt (s3, one)
+               n = SequenceLength (s3)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[3]"), ty("int64[]")]);
+        assert_eq!(value(&a, 1), [2.0]);
+    }
+
+    #[test]
+    fn a_position_known_only_at_run_time_is_unsupported() {
+        let a = run_with(
+            17,
+            "g (float[1] a, int64 p) => (float[1] y) {
+               s = SequenceConstruct (a, a)
+               y = SequenceAt (s, p)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("not known at generation time")));
+    }
+
+    #[test]
+    fn concat_from_sequence_with_and_without_a_new_axis() {
+        let a = run_with(
+            17,
+            "g (float[2,3] a, float[2,3] b) => (float[2,6] y, float[2,2,3] z) {
+               s = SequenceConstruct (a, b)
+               y = ConcatFromSequence <axis: int = 1> (s)
+               z = ConcatFromSequence <axis: int = 1, new_axis: int = 1> (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2, 6]"), ty("float[2, 2, 3]")]);
+    }
+
+    #[test]
+    fn split_to_sequence_pieces_follow_split_and_keepdims() {
+        for (opset, split, keep, want) in [
+            (17, "", 1, vec!["float[3, 1]"; 6]),
+            (11, "", 0, vec!["float[3]"; 6]),
+            (
+                17,
+                "k = Constant <value: tensor = int64 {4}> ()",
+                1,
+                vec!["float[3, 4]", "float[3, 2]"],
+            ),
+            (
+                17,
+                "k = Constant <value: tensor = int64[3] {1, 2, 3}> ()",
+                0,
+                vec!["float[3, 1]", "float[3, 2]", "float[3, 3]"],
+            ),
+        ] {
+            let arg = if split.is_empty() { "" } else { ", k" };
+            let outs: Vec<String> = (0..want.len()).map(|i| format!("float[3,?] y{i}")).collect();
+            let ats: String = (0..want.len())
+                .map(|i| format!("i{i} = Constant <value: tensor = int64 {{{i}}}> ()\n y{i} = SequenceAt (s, i{i})\n"))
+                .collect();
+            let a = run_with(
+                opset,
+                &format!(
+                    "g (float[3,6] x) => ({}) {{
+                       {split}
+                       s = SplitToSequence <axis: int = 1, keepdims: int = {keep}> (x{arg})
+                       {ats}
+                     }}",
+                    outs.join(", ")
+                ),
+                IoSpec::default(),
+            );
+            let got: Vec<Option<String>> = types(&a);
+            let want: Vec<Option<String>> = want.iter().map(|s| ty(s)).collect();
+            if keep == 0 && split.is_empty() {
+                // The declared rank-2 outputs do not match the squeezed pieces.
+                assert!(!errors(&a).is_empty());
+                continue;
+            }
+            assert_eq!(got, want, "opset {opset}, split '{split}', keepdims {keep}");
+        }
+    }
+
+    #[test]
+    fn an_absent_optional_input_leaves_the_signature() {
+        let mut io = IoSpec::default();
+        io.absent.insert("o".to_owned());
+        let a = run_with(
+            18,
+            "g (optional(float[2]) o, float[2] x) => (bool h) {
+               h = OptionalHasElement (o)
+             }",
+            io,
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(input_names(&a), ["x"]);
+        assert_eq!(value(&a, 0), [0.0]);
+        let a = run_with(
+            18,
+            "g (optional(float[2]) o) => (bool h, float[2] y) {
+               h = OptionalHasElement (o)
+               y = OptionalGetElement (o)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(value(&a, 0), [1.0]);
+        assert_eq!(types(&a)[1], ty("float[2]"));
+    }
+
+    #[test]
+    fn a_sequence_input_without_a_length_stays_unsupported() {
+        let a = run_with(
+            17,
+            "g (seq(float[2]) s) => (seq(float[2]) y) { y = Identity (s) }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("sequence")));
+    }
 }
