@@ -523,7 +523,33 @@ fn bool_tensor(b: bool) -> Tensor {
 mod tests {
     use super::*;
     use crate::generate::{Analysis, Options, analyze};
-    use crate::ops::testing::{errors, ty, types, unsupported, value};
+    use crate::ops::{HostData, HostTensor};
+
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    fn value(a: &Analysis, j: usize) -> Vec<f64> {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        match HostTensor::from_tensor(t).expect("output has a host form").data {
+            HostData::I64(v) => v.into_iter().map(|x| x as f64).collect(),
+            HostData::Bool(v) => v.into_iter().map(|b| f64::from(u8::from(b))).collect(),
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
 
     fn run_with(opset: u32, graph: &str, io: IoSpec) -> Analysis {
         let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
