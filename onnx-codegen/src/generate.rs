@@ -25,6 +25,9 @@ pub struct Options {
     pub weights: WeightSource,
     /// What the model may ask for: arena, weights, nodes, nesting.
     pub limits: Limits,
+    /// The length and element types of sequence inputs, and which optional
+    /// inputs are absent: fixed at generation time.
+    pub io: passes::sequences::IoSpec,
 }
 
 impl Default for Options {
@@ -35,6 +38,7 @@ impl Default for Options {
             runtime_path: "::onnx_codegen_runtime".to_owned(),
             weights: WeightSource::Inline,
             limits: Limits::default(),
+            io: passes::sequences::IoSpec::default(),
         }
     }
 }
@@ -90,11 +94,13 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_model(model, &opts.limits)?;
     let mut prepared = passes::prepare(model)?;
     limits::check_prepared(&prepared.model, &opts.limits)?;
+    let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
     let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
-    let inferred = infer::infer(
+    let mut inferred = infer::infer(
         &prepared.model,
         &InferOptions { dims: opts.dims.clone(), ..Default::default() },
     );
+    inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
     Ok(Analysis { prepared, fused, inferred, plan })
 }

@@ -68,8 +68,11 @@ const INLINE_WEIGHTS_LIMIT: usize = 1 << 20;
 
 struct DataSet {
     name: String,
-    inputs: Vec<PathBuf>,
-    outputs: Vec<PathBuf>,
+    /// The input tensors in the order the generated code takes them
+    /// (sequences spread out, absent optionals left out).
+    inputs: Vec<Tensor>,
+    /// The expected output tensors, spread out the same way.
+    outputs: Vec<Tensor>,
 }
 
 /// Where a long run reports how far it got: a phase starts with a number of
@@ -160,6 +163,62 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     let model =
         crate::load::load_model(&model_path).map_err(|e| fail(first_line(&e.to_string())))?;
     let source = model_path.display().to_string();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| fail(format!("cannot read the test directory: {e}")))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && test_name(p).starts_with("test_data_set_"))
+        .collect();
+    entries.sort();
+    let graph = model.graph.as_ref();
+    let input_forms: Vec<(String, data::ValueForm)> = graph
+        .map(|g| {
+            g.input
+                .iter()
+                .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let output_forms: Vec<data::ValueForm> = graph
+        .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
+        .unwrap_or_default();
+    let mut raw_sets = Vec::new();
+    for set in entries {
+        let numbered = |prefix: &str| -> Vec<PathBuf> {
+            (0..)
+                .map(|k| set.join(format!("{prefix}_{k}.pb")))
+                .take_while(|p| p.is_file())
+                .collect()
+        };
+        let mut inputs = Vec::new();
+        for (j, path) in numbered("input").iter().enumerate() {
+            let form = input_forms.get(j).map_or(data::ValueForm::Tensor, |f| f.1);
+            inputs.push(data::read_values(path, form).map_err(fail)?);
+        }
+        let mut outputs = Vec::new();
+        for (j, path) in numbered("output").iter().enumerate() {
+            let form = output_forms.get(j).copied().unwrap_or(data::ValueForm::Tensor);
+            outputs.push(data::read_values(path, form).map_err(fail)?);
+        }
+        raw_sets.push((set, inputs, outputs));
+    }
+    let mut opts = opts.clone();
+    if let Some((_, inputs, _)) = raw_sets.first() {
+        for ((name, form), values) in input_forms.iter().zip(inputs) {
+            match (form, values) {
+                (data::ValueForm::Tensor, _) => {}
+                (_, None) => {
+                    opts.io.absent.insert(name.clone());
+                }
+                (data::ValueForm::Sequence | data::ValueForm::OptionalSequence, Some(list)) => {
+                    let types = list.iter().filter_map(Tensor::tensor_type).collect();
+                    opts.io.sequences.insert(name.clone(), types);
+                }
+                (data::ValueForm::OptionalTensor, Some(_)) => {}
+            }
+        }
+    }
+    let opts = &opts;
     let mut weights_file = None;
     let generated = match generate(&model, opts, &source).and_then(|g| {
         if g.weights.len() <= INLINE_WEIGHTS_LIMIT {
@@ -187,24 +246,12 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         }
     };
     let mut sets = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| fail(format!("cannot read the test directory: {e}")))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir() && test_name(p).starts_with("test_data_set_"))
-        .collect();
-    entries.sort();
-    for set in entries {
-        let numbered = |prefix: &str| -> Vec<PathBuf> {
-            (0..)
-                .map(|k| set.join(format!("{prefix}_{k}.pb")))
-                .take_while(|p| p.is_file())
-                .collect()
-        };
-        let (inputs, outputs) = (numbered("input"), numbered("output"));
+    for (set, inputs, outputs) in raw_sets {
+        let inputs: Vec<Tensor> = inputs.into_iter().flatten().flatten().collect();
+        let outputs: Vec<Tensor> = outputs.into_iter().flatten().flatten().collect();
         if inputs.len() != generated.inputs.len() {
             return Err(fail(format!(
-                "{} has {} inputs but the model takes {}",
+                "{} has {} input tensors but the model takes {}",
                 test_name(&set),
                 inputs.len(),
                 generated.inputs.len()
@@ -212,7 +259,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         }
         if outputs.len() != generated.outputs.len() {
             return Err(fail(format!(
-                "{} has {} outputs but the model gives {}",
+                "{} has {} output tensors but the model gives {}",
                 test_name(&set),
                 outputs.len(),
                 generated.outputs.len()
@@ -238,9 +285,8 @@ fn case_jobs(case: &Case, k: usize, work: &Path) -> Vec<Result<shards::Job, Stri
         .map(|set| {
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let mut inputs = Vec::new();
-            for (j, (path, ty)) in set.inputs.iter().zip(&case.generated.inputs).enumerate() {
-                let t = data::read_tensor(path)?;
-                let bytes = data::input_bytes(&t, ty, &format!("input {j}"))?;
+            for (j, (t, ty)) in set.inputs.iter().zip(&case.generated.inputs).enumerate() {
+                let bytes = data::input_bytes(t, ty, &format!("input {j}"))?;
                 let raw = dir.join(format!("{}_in{j}.bin", set.name));
                 std::fs::write(&raw, bytes).map_err(|e| format!("{}: {e}", raw.display()))?;
                 inputs.push(raw);
@@ -285,11 +331,7 @@ fn judge(
                     return fail(format!("cannot save output {j}: {e}"));
                 }
             }
-            let expected: Tensor = match data::read_tensor(want) {
-                Ok(t) => t,
-                Err(e) => return fail(e),
-            };
-            if let Some(diff) = data::compare(&actual, ty, &expected, opts.tolerance) {
+            if let Some(diff) = data::compare(&actual, ty, want, opts.tolerance) {
                 problems.push(format!("{} output {j}: {diff}", set.name));
             }
         }

@@ -7,6 +7,7 @@ pub mod infer;
 pub mod inline;
 pub mod lower;
 pub mod plan;
+pub mod sequences;
 
 use crate::diag::Diagnostic;
 use crate::ir;

@@ -1,0 +1,716 @@
+//! Sequences and optionals fixed at generation time.
+//!
+//! Generated code holds no heap, so a sequence is a list of separately
+//! planned tensors whose length is known when the code is generated. This
+//! pass rewrites the main graph before inference: every sequence value
+//! becomes the list of the tensor values it holds, and the sequence
+//! operators become plain tensor nodes (`SequenceAt` an `Identity`,
+//! `ConcatFromSequence` a `Concat`, `SplitToSequence` `Slice`s, ...) or
+//! nothing at all (`SequenceConstruct`, `SequenceInsert`, ...).
+//!
+//! Graph inputs of sequence type need their length and element types from
+//! the user ([`IoSpec::sequences`]): input `x` of length K becomes K tensor
+//! inputs `x_0`..`x_{K-1}`. An optional input is either present (it is
+//! then its element: a tensor input, or a sequence input as above) or
+//! absent ([`IoSpec::absent`]: it leaves the signature and reads as a
+//! missing input). A sequence graph output `y` becomes the outputs
+//! `y_0`..`y_{K-1}`.
+
+use crate::ir::{AttrValue, Attribute, Graph, Node, NodeId, Op, Tensor, TensorType, Type, ValueId};
+use crate::ir::{ElemType, ValueKind};
+use crate::passes::infer::Unsupported;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What the user fixes about sequence and optional graph inputs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IoSpec {
+    /// Per sequence input (or optional input holding a sequence): the type
+    /// of each element, in order. The length is the number of elements.
+    pub sequences: BTreeMap<String, Vec<TensorType>>,
+    /// Optional inputs that are absent (the others are present).
+    pub absent: BTreeSet<String>,
+}
+
+impl IoSpec {
+    /// Whether nothing is fixed.
+    pub fn is_empty(&self) -> bool {
+        self.sequences.is_empty() && self.absent.is_empty()
+    }
+}
+
+/// Rewrites the sequences and optionals of `g` (see the module doc); what
+/// cannot be rewritten is returned, and left for inference to refuse.
+pub fn expand(g: &mut Graph, spec: &IoSpec) -> Vec<Unsupported> {
+    let mut x = Expander { seqs: HashMap::new(), unsupported: Vec::new() };
+    x.inputs(g, spec);
+    let order: Vec<NodeId> = g.order().to_vec();
+    let mut new_order = Vec::with_capacity(order.len());
+    for id in order {
+        x.node(g, id, &mut new_order);
+    }
+    g.set_order(new_order);
+    x.outputs(g);
+    x.unsupported
+}
+
+struct Expander {
+    seqs: HashMap<ValueId, Vec<ValueId>>,
+    unsupported: Vec<Unsupported>,
+}
+
+fn is_sequence(ty: Option<&Type>) -> bool {
+    match ty {
+        Some(Type::Sequence(_)) => true,
+        Some(Type::Optional(inner)) => matches!(**inner, Type::Sequence(_)),
+        _ => false,
+    }
+}
+
+fn tensor_type(t: &TensorType) -> Type {
+    let dims: Vec<u64> = t.dims.iter().map(|&d| d as u64).collect();
+    Type::tensor(t.elem, &dims)
+}
+
+/// A name not yet used in `g`, from `base`.
+fn fresh(g: &Graph, base: String) -> String {
+    if g.value_by_name(&base).is_none() {
+        return base;
+    }
+    (1..).map(|k| format!("{base}_{k}")).find(|n| g.value_by_name(n).is_none()).unwrap_or(base)
+}
+
+fn op(g_opset: i64, op_type: &str) -> Op {
+    Op {
+        domain: String::new(),
+        op_type: op_type.to_owned(),
+        overload: String::new(),
+        opset_version: g_opset,
+        schema: crate::ops::schema("", op_type, g_opset),
+    }
+}
+
+fn attr(name: &str, value: AttrValue) -> Attribute {
+    Attribute { name: name.to_owned(), value, doc_string: String::new() }
+}
+
+/// The integers of `v` when it is known before inference: an initializer
+/// or the output of a `Constant` node with a tensor `value`.
+fn const_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    let value = g.value(v);
+    if let Some(t) = value.constant() {
+        return t.to_i64s();
+    }
+    let ValueKind::NodeOutput { node, .. } = value.kind else { return None };
+    let n = g.node(node);
+    if !n.op.is("Constant") {
+        return None;
+    }
+    match n.attr("value") {
+        Some(AttrValue::Tensor(t)) => t.to_i64s(),
+        _ => None,
+    }
+}
+
+impl Expander {
+    fn refuse(&mut self, g: &Graph, id: Option<NodeId>, reason: String) {
+        let (node, op_type) = match id {
+            Some(id) => {
+                let n = g.node(id);
+                (n.label(id), n.op.op_type.clone())
+            }
+            None => (String::new(), String::new()),
+        };
+        self.unsupported.push(Unsupported { node, op_type, domain: String::new(), reason });
+    }
+
+    fn inputs(&mut self, g: &mut Graph, spec: &IoSpec) {
+        let old = g.inputs.clone();
+        let mut inputs = Vec::with_capacity(old.len());
+        for v in old {
+            let value = g.value(v).clone();
+            if let Some(Type::Optional(inner)) = &value.ty {
+                if spec.absent.contains(&value.name) {
+                    for n in g.nodes().map(|(id, _)| id).collect::<Vec<_>>() {
+                        for i in &mut g.node_mut(n).inputs {
+                            if *i == Some(v) {
+                                *i = None;
+                            }
+                        }
+                    }
+                    g.value_mut(v).kind =
+                        ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
+                    continue;
+                }
+                if !matches!(**inner, Type::Sequence(_)) {
+                    g.value_mut(v).ty = Some((**inner).clone());
+                    inputs.push(v);
+                    continue;
+                }
+            }
+            if !is_sequence(value.ty.as_ref()) {
+                inputs.push(v);
+                continue;
+            }
+            let Some(elems) = spec.sequences.get(&value.name) else {
+                inputs.push(v);
+                continue;
+            };
+            let mut list = Vec::with_capacity(elems.len());
+            for (k, t) in elems.iter().enumerate() {
+                let name = fresh(g, format!("{}_{k}", value.name));
+                let id = g.add_input(name, Some(tensor_type(t)));
+                g.inputs.pop();
+                inputs.push(id);
+                list.push(id);
+            }
+            g.value_mut(v).kind = ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
+            self.seqs.insert(v, list);
+        }
+        g.inputs = inputs;
+    }
+
+    fn outputs(&mut self, g: &mut Graph) {
+        let old = g.outputs.clone();
+        let mut outputs = Vec::with_capacity(old.len());
+        let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
+        for v in old {
+            let Some(list) = self.seqs.get(&v).cloned() else {
+                outputs.push(v);
+                continue;
+            };
+            let base = g.value(v).name.clone();
+            for (k, e) in list.into_iter().enumerate() {
+                let name = fresh(g, format!("{base}_{k}"));
+                let node = Node {
+                    name: String::new(),
+                    op: op(opset, "Identity"),
+                    inputs: vec![Some(e)],
+                    outputs: Vec::new(),
+                    attributes: Vec::new(),
+                    doc_string: String::new(),
+                };
+                let id = g.add_node(node, &[Some(name)]);
+                if let Some(Some(out)) = g.node(id).outputs.first() {
+                    outputs.push(*out);
+                }
+            }
+        }
+        g.outputs = outputs;
+    }
+
+    fn seq_input(&self, g: &Graph, id: NodeId, i: usize) -> Option<Vec<ValueId>> {
+        g.node(id).input(i).and_then(|v| self.seqs.get(&v).cloned())
+    }
+
+    fn set_output_seq(&mut self, g: &Graph, id: NodeId, list: Vec<ValueId>) {
+        if let Some(v) = g.node(id).output(0) {
+            self.seqs.insert(v, list);
+        }
+    }
+
+    /// A position input: `None` when absent, `Err` when not known now.
+    fn position(
+        &self,
+        g: &Graph,
+        id: NodeId,
+        i: usize,
+        len: usize,
+    ) -> Result<Option<usize>, String> {
+        let Some(v) = g.node(id).input(i) else { return Ok(None) };
+        let Some(p) = const_ints(g, v).and_then(|p| p.first().copied()) else {
+            return Err(format!(
+                "the position '{}' is not known at generation time; sequences are lists of \
+                 tensors fixed when the code is generated",
+                g.value(v).name
+            ));
+        };
+        let n = i64::try_from(len).unwrap_or(i64::MAX);
+        let q = if p < 0 { p + n } else { p };
+        usize::try_from(q).map(Some).map_err(|_| format!("position {p} is out of range"))
+    }
+
+    fn node(&mut self, g: &mut Graph, id: NodeId, order: &mut Vec<NodeId>) {
+        let n = g.node(id).clone();
+        let reads_seq = n.inputs.iter().flatten().any(|v| self.seqs.contains_key(v));
+        let opset = n.op.opset_version;
+        if !n.op.domain.is_empty() {
+            order.push(id);
+            return;
+        }
+        let result: Result<bool, String> = match n.op.op_type.as_str() {
+            "SequenceConstruct" => {
+                self.set_output_seq(g, id, n.inputs.iter().flatten().copied().collect());
+                Ok(false)
+            }
+            "SequenceEmpty" => {
+                self.set_output_seq(g, id, Vec::new());
+                Ok(false)
+            }
+            "Identity" | "Optional" | "OptionalGetElement" if reads_seq => {
+                let list = self.seq_input(g, id, 0).unwrap_or_default();
+                self.set_output_seq(g, id, list);
+                Ok(false)
+            }
+            "OptionalHasElement" if reads_seq => {
+                self.make_constant(g, id, bool_tensor(true));
+                Ok(true)
+            }
+            "SequenceInsert" => self.insert(g, id),
+            "SequenceErase" => self.erase(g, id),
+            "SequenceAt" => self.at(g, id),
+            "SequenceLength" => match self.seq_input(g, id, 0) {
+                Some(list) => {
+                    let len = i64::try_from(list.len()).unwrap_or(i64::MAX);
+                    self.make_constant(g, id, Tensor::from_i64s("length", Vec::new(), &[len]));
+                    Ok(true)
+                }
+                None => Err("its sequence is not known at generation time".to_owned()),
+            },
+            "ConcatFromSequence" => self.concat(g, id, opset, order),
+            "SplitToSequence" => self.split(g, id, opset, order),
+            _ if reads_seq => Err(format!(
+                "{} on a sequence is not supported yet (sequences are lists of tensors fixed \
+                 at generation time)",
+                n.op.op_type
+            )),
+            _ => Ok(true),
+        };
+        match result {
+            Ok(true) => order.push(id),
+            Ok(false) => {}
+            Err(reason) => {
+                self.refuse(g, Some(id), reason);
+                order.push(id);
+            }
+        }
+    }
+
+    fn make_constant(&self, g: &mut Graph, id: NodeId, t: Tensor) {
+        let opset = g.node(id).op.opset_version;
+        let node = g.node_mut(id);
+        node.op = op(opset, "Constant");
+        node.inputs.clear();
+        node.attributes = vec![attr("value", AttrValue::Tensor(t))];
+    }
+
+    fn insert(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
+        let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
+        let t = g.node(id).input(1).ok_or("SequenceInsert needs a tensor")?;
+        let at = self.position(g, id, 2, list.len())?.unwrap_or(list.len());
+        if at > list.len() {
+            return Err(format!("position {at} is past the end of a sequence of {}", list.len()));
+        }
+        list.insert(at, t);
+        self.set_output_seq(g, id, list);
+        Ok(false)
+    }
+
+    fn erase(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
+        let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
+        if list.is_empty() {
+            return Err("SequenceErase on an empty sequence".to_owned());
+        }
+        let at = self.position(g, id, 1, list.len())?.unwrap_or(list.len() - 1);
+        if at >= list.len() {
+            return Err(format!("position {at} is out of a sequence of {}", list.len()));
+        }
+        list.remove(at);
+        self.set_output_seq(g, id, list);
+        Ok(false)
+    }
+
+    fn at(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
+        let list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
+        let at = self.position(g, id, 1, list.len())?.ok_or("SequenceAt needs a position")?;
+        let elem = *list
+            .get(at)
+            .ok_or_else(|| format!("position {at} is out of a sequence of {}", list.len()))?;
+        let opset = g.node(id).op.opset_version;
+        let node = g.node_mut(id);
+        node.op = op(opset, "Identity");
+        node.inputs = vec![Some(elem)];
+        node.attributes.clear();
+        Ok(true)
+    }
+
+    fn concat(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        opset: i64,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
+        if list.is_empty() {
+            return Err("ConcatFromSequence of an empty sequence has no type".to_owned());
+        }
+        let n = g.node(id).clone();
+        let axis = n.attr_int("axis").ok_or("ConcatFromSequence needs 'axis'")?;
+        let new_axis = n.attr_int("new_axis").unwrap_or(0) != 0;
+        let mut inputs = Vec::with_capacity(list.len());
+        for (k, e) in list.into_iter().enumerate() {
+            if !new_axis {
+                inputs.push(Some(e));
+                continue;
+            }
+            let base = g.value(e).name.clone();
+            let mut un = Node {
+                name: String::new(),
+                op: op(opset, "Unsqueeze"),
+                inputs: vec![Some(e)],
+                outputs: Vec::new(),
+                attributes: Vec::new(),
+                doc_string: String::new(),
+            };
+            if un.op.since_version() >= 13 {
+                let axes = g.add_initializer(
+                    fresh(g, format!("{base}_seq_axes{k}")),
+                    Tensor::from_i64s("axes", vec![1], &[axis]),
+                );
+                un.inputs.push(Some(axes));
+            } else {
+                un.attributes.push(attr("axes", AttrValue::Ints(vec![axis])));
+            }
+            let name = fresh(g, format!("{base}_seq_unsqueezed{k}"));
+            let uid = g.add_node(un, &[Some(name)]);
+            order.push(uid);
+            inputs.push(g.node(uid).output(0));
+        }
+        let node = g.node_mut(id);
+        node.op = op(opset, "Concat");
+        node.inputs = inputs;
+        node.attributes = vec![attr("axis", AttrValue::Int(axis))];
+        Ok(true)
+    }
+
+    fn split(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        opset: i64,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let x = n.input(0).ok_or("SplitToSequence needs an input")?;
+        let dims = match &g.value(x).ty {
+            Some(Type::Tensor { shape, .. }) => shape.dims.as_ref().and_then(|d| {
+                d.iter()
+                    .map(|d| match d {
+                        crate::ir::Dim::Static(s) => Some(*s),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<u64>>>()
+            }),
+            _ => None,
+        }
+        .ok_or(
+            "the input's shape must be declared and static: the number of pieces is fixed \
+             at generation time",
+        )?;
+        let rank = i64::try_from(dims.len()).unwrap_or(i64::MAX);
+        let axis = n.attr_int("axis").unwrap_or(0);
+        let a = if axis < 0 { axis + rank } else { axis };
+        let len = usize::try_from(a)
+            .ok()
+            .and_then(|a| dims.get(a))
+            .copied()
+            .ok_or_else(|| format!("axis {axis} is out of range for rank {rank}"))?;
+        let len = i64::try_from(len).map_err(|_| "the split axis is too long".to_owned())?;
+        let keepdims = n.attr_int("keepdims").unwrap_or(1) != 0;
+        let (sizes, squeeze) = match n.input(1) {
+            None => ((0..len).map(|_| 1).collect::<Vec<i64>>(), !keepdims),
+            Some(s) => {
+                let split = const_ints(g, s).ok_or_else(|| {
+                    format!(
+                        "the split '{}' is not known at generation time, so neither is the \
+                         number of pieces",
+                        g.value(s).name
+                    )
+                })?;
+                if Self::is_scalar_constant(g, s) {
+                    let step = *split.first().ok_or("empty split")?;
+                    if step <= 0 {
+                        return Err(format!("split {step} must be positive"));
+                    }
+                    let mut sizes = Vec::new();
+                    let mut left = len;
+                    while left > 0 {
+                        sizes.push(step.min(left));
+                        left -= step.min(left);
+                    }
+                    (sizes, false)
+                } else {
+                    if split.iter().any(|&s| s < 0) || split.iter().sum::<i64>() != len {
+                        return Err(format!("split {split:?} does not add up to {len}"));
+                    }
+                    (split, false)
+                }
+            }
+        };
+        if sizes.len() > 4096 {
+            return Err(format!("{} pieces are more than this compiler unrolls", sizes.len()));
+        }
+        let base = g.value(n.output(0).ok_or("SplitToSequence needs an output")?).name.clone();
+        let mut list = Vec::with_capacity(sizes.len());
+        let mut start = 0i64;
+        for (k, size) in sizes.into_iter().enumerate() {
+            let mut consts = Vec::new();
+            for (what, v) in [("starts", start), ("ends", start + size), ("axes", a)] {
+                let name = fresh(g, format!("{base}_{what}{k}"));
+                consts.push(Some(g.add_initializer(name, Tensor::from_i64s(what, vec![1], &[v]))));
+            }
+            start += size;
+            let mut inputs = vec![Some(x)];
+            inputs.extend(consts);
+            let slice = Node {
+                name: String::new(),
+                op: op(opset, "Slice"),
+                inputs,
+                outputs: Vec::new(),
+                attributes: Vec::new(),
+                doc_string: String::new(),
+            };
+            let name = fresh(g, format!("{base}_{k}"));
+            let sid = g.add_node(slice, &[Some(name)]);
+            order.push(sid);
+            let mut piece = g.node(sid).output(0);
+            if squeeze {
+                let mut sq = Node {
+                    name: String::new(),
+                    op: op(opset, "Squeeze"),
+                    inputs: vec![piece],
+                    outputs: Vec::new(),
+                    attributes: Vec::new(),
+                    doc_string: String::new(),
+                };
+                if sq.op.since_version() >= 13 {
+                    let axes = g.add_initializer(
+                        fresh(g, format!("{base}_squeeze_axes{k}")),
+                        Tensor::from_i64s("axes", vec![1], &[a]),
+                    );
+                    sq.inputs.push(Some(axes));
+                } else {
+                    sq.attributes.push(attr("axes", AttrValue::Ints(vec![a])));
+                }
+                let name = fresh(g, format!("{base}_squeezed{k}"));
+                let qid = g.add_node(sq, &[Some(name)]);
+                order.push(qid);
+                piece = g.node(qid).output(0);
+            }
+            list.extend(piece);
+        }
+        self.set_output_seq(g, id, list);
+        Ok(false)
+    }
+
+    /// Whether `v` is a constant of rank 0 (a `split` given as one size).
+    fn is_scalar_constant(g: &Graph, v: ValueId) -> bool {
+        if let Some(t) = g.value(v).constant() {
+            return t.dims.is_empty();
+        }
+        let ValueKind::NodeOutput { node, .. } = g.value(v).kind else { return false };
+        matches!(g.node(node).attr("value"), Some(AttrValue::Tensor(t)) if t.dims.is_empty())
+    }
+}
+
+/// A boolean scalar.
+fn bool_tensor(b: bool) -> Tensor {
+    Tensor::from_bytes("flag", ElemType::Bool, Vec::new(), bytes::Bytes::from(vec![u8::from(b)]))
+        .unwrap_or_else(|_| Tensor::from_i64s("flag", Vec::new(), &[i64::from(b)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{Analysis, Options, analyze};
+    use crate::ops::{HostData, HostTensor};
+
+    fn types(a: &Analysis) -> Vec<Option<String>> {
+        a.summary().outputs.into_iter().map(|v| v.r#type).collect()
+    }
+
+    fn ty(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    fn unsupported(a: &Analysis) -> Vec<String> {
+        a.inferred.unsupported.iter().map(|u| u.reason.clone()).collect()
+    }
+
+    fn errors(a: &Analysis) -> Vec<String> {
+        a.summary().errors
+    }
+
+    fn value(a: &Analysis, j: usize) -> Vec<f64> {
+        let v = a.model().graph.outputs[j];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        match HostTensor::from_tensor(t).expect("output has a host form").data {
+            HostData::I64(v) => v.into_iter().map(|x| x as f64).collect(),
+            HostData::Bool(v) => v.into_iter().map(|b| f64::from(u8::from(b))).collect(),
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    fn run_with(opset: u32, graph: &str, io: IoSpec) -> Analysis {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{graph}");
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        analyze(&model, &Options { io, ..Options::default() }).expect("test model is valid")
+    }
+
+    fn seq(name: &str, elems: &[(ElemType, &[usize])]) -> IoSpec {
+        let mut io = IoSpec::default();
+        let types = elems.iter().map(|(e, d)| TensorType::new(*e, d.to_vec())).collect();
+        io.sequences.insert(name.to_owned(), types);
+        io
+    }
+
+    fn input_names(a: &Analysis) -> Vec<String> {
+        a.summary().inputs.into_iter().map(|v| v.name).collect()
+    }
+
+    #[test]
+    fn a_sequence_input_becomes_one_input_per_element() {
+        let a = run_with(
+            17,
+            "g (seq(float[N]) s, float[3] t) => (seq(float[N]) y) {
+               y = SequenceInsert (s, t)
+             }",
+            seq("s", &[(ElemType::Float, &[2]), (ElemType::Float, &[4])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(input_names(&a), ["s_0", "s_1", "t"]);
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[4]"), ty("float[3]")]);
+    }
+
+    #[test]
+    fn constant_positions_pick_insert_erase_and_at() {
+        // [a, b] -> insert c at 1 -> [a, c, b] -> erase -1 -> [a, c] -> at 1 = c; length 2.
+        let a = run_with(
+            17,
+            "g (float[1] a, float[2] b, float[3] c) => (float[3] y, int64 n) {
+               s = SequenceConstruct (a, b)
+               one = Constant <value: tensor = int64 {1}> ()
+               m = Constant <value: tensor = int64 {-1}> ()
+               s2 = SequenceInsert (s, c, one)
+               s3 = SequenceErase (s2, m)
+               y = SequenceAt (s3, one)
+               n = SequenceLength (s3)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[3]"), ty("int64[]")]);
+        assert_eq!(value(&a, 1), [2.0]);
+    }
+
+    #[test]
+    fn a_position_known_only_at_run_time_is_unsupported() {
+        let a = run_with(
+            17,
+            "g (float[1] a, int64 p) => (float[1] y) {
+               s = SequenceConstruct (a, a)
+               y = SequenceAt (s, p)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("not known at generation time")));
+    }
+
+    #[test]
+    fn concat_from_sequence_with_and_without_a_new_axis() {
+        let a = run_with(
+            17,
+            "g (float[2,3] a, float[2,3] b) => (float[2,6] y, float[2,2,3] z) {
+               s = SequenceConstruct (a, b)
+               y = ConcatFromSequence <axis: int = 1> (s)
+               z = ConcatFromSequence <axis: int = 1, new_axis: int = 1> (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2, 6]"), ty("float[2, 2, 3]")]);
+    }
+
+    #[test]
+    fn split_to_sequence_pieces_follow_split_and_keepdims() {
+        for (opset, split, keep, want) in [
+            (17, "", 1, vec!["float[3, 1]"; 6]),
+            (11, "", 0, vec!["float[3]"; 6]),
+            (
+                17,
+                "k = Constant <value: tensor = int64 {4}> ()",
+                1,
+                vec!["float[3, 4]", "float[3, 2]"],
+            ),
+            (
+                17,
+                "k = Constant <value: tensor = int64[3] {1, 2, 3}> ()",
+                0,
+                vec!["float[3, 1]", "float[3, 2]", "float[3, 3]"],
+            ),
+        ] {
+            let arg = if split.is_empty() { "" } else { ", k" };
+            let outs: Vec<String> = (0..want.len()).map(|i| format!("float[3,?] y{i}")).collect();
+            let ats: String = (0..want.len())
+                .map(|i| format!("i{i} = Constant <value: tensor = int64 {{{i}}}> ()\n y{i} = SequenceAt (s, i{i})\n"))
+                .collect();
+            let a = run_with(
+                opset,
+                &format!(
+                    "g (float[3,6] x) => ({}) {{
+                       {split}
+                       s = SplitToSequence <axis: int = 1, keepdims: int = {keep}> (x{arg})
+                       {ats}
+                     }}",
+                    outs.join(", ")
+                ),
+                IoSpec::default(),
+            );
+            let got: Vec<Option<String>> = types(&a);
+            let want: Vec<Option<String>> = want.iter().map(|s| ty(s)).collect();
+            if keep == 0 && split.is_empty() {
+                // The declared rank-2 outputs do not match the squeezed pieces.
+                assert!(!errors(&a).is_empty());
+                continue;
+            }
+            assert_eq!(got, want, "opset {opset}, split '{split}', keepdims {keep}");
+        }
+    }
+
+    #[test]
+    fn an_absent_optional_input_leaves_the_signature() {
+        let mut io = IoSpec::default();
+        io.absent.insert("o".to_owned());
+        let a = run_with(
+            18,
+            "g (optional(float[2]) o, float[2] x) => (bool h) {
+               h = OptionalHasElement (o)
+             }",
+            io,
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(input_names(&a), ["x"]);
+        assert_eq!(value(&a, 0), [0.0]);
+        let a = run_with(
+            18,
+            "g (optional(float[2]) o) => (bool h, float[2] y) {
+               h = OptionalHasElement (o)
+               y = OptionalGetElement (o)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(value(&a, 0), [1.0]);
+        assert_eq!(types(&a)[1], ty("float[2]"));
+    }
+
+    #[test]
+    fn a_sequence_input_without_a_length_stays_unsupported() {
+        let a = run_with(
+            17,
+            "g (seq(float[2]) s) => (seq(float[2]) y) { y = Identity (s) }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("sequence")));
+    }
+}
