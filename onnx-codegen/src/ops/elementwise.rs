@@ -117,7 +117,7 @@ fn clip_runtime(cx: &NodeCx<'_>) -> [bool; 2] {
 impl OpRule for UnaryRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
-        if !matches!(x.elem, ElemType::Float | ElemType::Double) {
+        if !super::is_float_num(x.elem) {
             return unsupported(format!("{} on {} tensors", cx.node.op.op_type, x.elem));
         }
         unary_op(cx)?;
@@ -144,7 +144,7 @@ struct UnaryKernel {
 
 /// `Unary::Name { field: literal, ... }` in generated code.
 pub(super) fn unary_tokens(op: Unary<f64>, elem: ElemType, rt: &TokenStream) -> TokenStream {
-    let l = |v: f64| lit::float(v, elem);
+    let l = |v: f64| lit::float_in(v, elem, rt);
     let path = quote!(#rt::elementwise::Unary);
     match op {
         Unary::LeakyRelu { alpha } => {
@@ -222,7 +222,7 @@ impl Kernel for UnaryKernel {
         if let (Unary::Clip { min, max }, true) = (self.op, self.runtime.contains(&true)) {
             let bound = |i: usize, v: f64| match io.inputs.get(i).cloned().flatten() {
                 Some(b) if self.runtime[i - 1] => quote!(#rt::check::scalar(#b)?),
-                _ => lit::float(v, self.elem),
+                _ => lit::float_in(v, self.elem, rt),
             };
             let (a, b) = (bound(1, min), bound(2, max));
             op = quote!(#rt::elementwise::Unary::Clip { min: #a, max: #b });
