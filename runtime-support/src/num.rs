@@ -711,7 +711,10 @@ mod tests {
         assert_eq!(one.add(f16::from_f32(0.000_488_281_25)), one);
         assert_eq!(one.add(f16::from_f32(0.001_464_843_75)).to_f32(), 1.001_953_1);
         assert_eq!(f16::from_f32(65504.0).mul(f16::from_f32(2.0)), f16::INFINITY);
-        assert_eq!(Num::div(f16::from_f32(1.0), f16::from_f32(3.0)), Some(f16::from_f32(1.0 / 3.0)));
+        assert_eq!(
+            Num::div(f16::from_f32(1.0), f16::from_f32(3.0)),
+            Some(f16::from_f32(1.0 / 3.0))
+        );
         assert_eq!(f16::from_f32(-7.5).rem_floor(f16::from_f32(2.0)), Some(f16::from_f32(0.5)));
         assert_eq!(f16::from_f32(-7.5).rem_trunc(f16::from_f32(2.0)), Some(f16::from_f32(-1.5)));
         assert!(f16::NAN.max_of(one).is_nan());

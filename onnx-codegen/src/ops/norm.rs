@@ -1001,7 +1001,10 @@ impl Kernel for ReduceKernel {
                 let max = op == ReduceOp::Max;
                 quote!(#rt::reduce::reduce_flags(#max, #p, #x, #y)?;)
             }
-            (ReduceWhat::Op(op), ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16) => {
+            (
+                ReduceWhat::Op(op),
+                ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16,
+            ) => {
                 let op = reduce_op_tokens(op, rt);
                 quote!(#rt::reduce::reduce_float(#op, #p, #x, #y)?;)
             }
