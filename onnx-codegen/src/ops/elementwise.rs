@@ -95,7 +95,12 @@ fn clip_bounds(cx: &NodeCx<'_>) -> OpResult<Unary<f64>> {
             }
             return Ok(default);
         };
-        match t.to_f64s().as_deref() {
+        let values = t.to_f64s().or_else(|| match HostTensor::from_tensor(t)?.data {
+            super::HostData::F16(v) => Some(v.into_iter().map(f64::from).collect()),
+            super::HostData::Bf16(v) => Some(v.into_iter().map(f64::from).collect()),
+            _ => None,
+        });
+        match values.as_deref() {
             Some([v]) => Ok(*v),
             _ => invalid(format!("Clip bound (input {i}) must hold one value")),
         }
@@ -482,7 +487,9 @@ mod tests {
         // 4 / 3 in float16 is 1.3330078125 (1365 / 1024).
         let a = run(
             13,
-            "g () => (float16[2] y) <float16[2] a = {1, 1}, float16[2] b = {0.00048828125, 3}> {
+            "g () => (float16[2] y) <float[2] af = {1, 1}, float[2] bf = {0.00048828125, 3}> {
+                a = Cast <to = 10> (af)
+                b = Cast <to = 10> (bf)
                 s = Add (a, b)
                 y = Div (s, b)
             }",
@@ -498,9 +505,10 @@ mod tests {
     fn float16_unary_and_clip() {
         let a = run(
             13,
-            "g () => (float16[3] y) <float16[3] x = {-2, 0.5, 9}> {
-                lo = Constant <value = float16 {0.25}> ()
-                hi = Constant <value = float16 {4}> ()
+            "g () => (float16[3] y) <float[3] xf = {-2, 0.5, 9}, float lf = {0.25}, float hf = {4}> {
+                x = Cast <to = 10> (xf)
+                lo = Cast <to = 10> (lf)
+                hi = Cast <to = 10> (hf)
                 r = Relu (x)
                 y = Clip (r, lo, hi)
             }",
