@@ -708,8 +708,8 @@ mod tests {
         use half::{bf16, f16};
         // 1 + 2^-11 is a tie in f16 and rounds to even (1.0); 1 + 3 * 2^-11 rounds up.
         let one = f16::ONE;
-        assert_eq!(one.add(f16::from_f32(0.000_488_281_25)), one);
-        assert_eq!(one.add(f16::from_f32(0.001_464_843_75)).to_f32(), 1.001_953_1);
+        assert_eq!(one.add(f16::from_f32(1.0 / 2048.0)), one);
+        assert_eq!(one.add(f16::from_f32(3.0 / 2048.0)).to_f32(), 1.001_953_1);
         assert_eq!(f16::from_f32(65504.0).mul(f16::from_f32(2.0)), f16::INFINITY);
         assert_eq!(
             Num::div(f16::from_f32(1.0), f16::from_f32(3.0)),
