@@ -1,6 +1,6 @@
 //! Element traits the kernels are generic over.
 //!
-//! [`Num`] is implemented for `f32`, `f64` and every primitive integer, with
+//! [`Num`] is implemented for `f32`, `f64`, `f16`, `bf16` and every primitive integer, with
 //! ONNX (numpy) semantics: integer arithmetic wraps, integer division truncates
 //! toward zero, and the float functions go through `libm` so that results are
 //! bit-identical on every target. [`Float`] adds the transcendental functions,
@@ -51,7 +51,7 @@ pub trait Num: Copy + PartialOrd + Default + core::fmt::Debug + 'static {
     fn is_nan(self) -> bool;
 }
 
-/// A floating point element (`f32`, `f64`).
+/// A floating point element (`f32`, `f64`, `f16`, `bf16`).
 pub trait Float: Num {
     /// Not a number.
     const NAN: Self;
@@ -385,6 +385,124 @@ impl_float!(
     ]
 );
 
+/// `Num` and `Float` for the 16-bit floats the way numpy computes them: each
+/// operation widens its operands to `f32`, computes there, and rounds the
+/// result back once. `f32` holds more than twice the 16-bit significands, so
+/// the basic operations (`+ - * /`, `sqrt`) round exactly as a native 16-bit
+/// implementation would.
+macro_rules! impl_half {
+    ($t:ty) => {
+        impl Num for $t {
+            const ZERO: Self = <$t>::ZERO;
+            const ONE: Self = <$t>::ONE;
+            const LOWEST: Self = <$t>::NEG_INFINITY;
+            const HIGHEST: Self = <$t>::INFINITY;
+            #[inline]
+            fn add(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() + o.to_f32())
+            }
+            #[inline]
+            fn sub(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() - o.to_f32())
+            }
+            #[inline]
+            fn mul(self, o: Self) -> Self {
+                <$t>::from_f32(self.to_f32() * o.to_f32())
+            }
+            #[inline]
+            fn div(self, o: Self) -> Option<Self> {
+                Some(<$t>::from_f32(self.to_f32() / o.to_f32()))
+            }
+            #[inline]
+            fn rem_floor(self, o: Self) -> Option<Self> {
+                self.to_f32().rem_floor(o.to_f32()).map(<$t>::from_f32)
+            }
+            #[inline]
+            fn rem_trunc(self, o: Self) -> Option<Self> {
+                self.to_f32().rem_trunc(o.to_f32()).map(<$t>::from_f32)
+            }
+            #[inline]
+            fn pow(self, o: Self) -> Option<Self> {
+                Some(<$t>::from_f32(libm::powf(self.to_f32(), o.to_f32())))
+            }
+            #[inline]
+            fn max_of(self, o: Self) -> Self {
+                if self.is_nan() || o.is_nan() {
+                    <$t>::NAN
+                } else if o > self {
+                    o
+                } else {
+                    self
+                }
+            }
+            #[inline]
+            fn min_of(self, o: Self) -> Self {
+                if self.is_nan() || o.is_nan() {
+                    <$t>::NAN
+                } else if o < self {
+                    o
+                } else {
+                    self
+                }
+            }
+            #[inline]
+            fn neg(self) -> Self {
+                -self
+            }
+            #[inline]
+            fn abs(self) -> Self {
+                <$t>::from_bits(self.to_bits() & 0x7fff)
+            }
+            #[inline]
+            fn sign(self) -> Self {
+                <$t>::from_f32(Num::sign(self.to_f32()))
+            }
+            #[inline]
+            fn from_usize(n: usize) -> Self {
+                <$t>::from_f64(n as f64)
+            }
+            #[inline]
+            fn is_nan(self) -> bool {
+                self != self
+            }
+        }
+
+        impl Float for $t {
+            const NAN: Self = <$t>::NAN;
+            const INFINITY: Self = <$t>::INFINITY;
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            impl_half!(@unary $t, exp, ln, ln_1p, sqrt, tanh, erf, sin, cos, tan, asin, acos,
+                atan, sinh, cosh, asinh, acosh, atanh, floor, ceil, round_even);
+            #[inline]
+            fn powf(self, o: Self) -> Self {
+                <$t>::from_f32(libm::powf(self.to_f32(), o.to_f32()))
+            }
+            #[inline]
+            fn copysign(self, o: Self) -> Self {
+                <$t>::from_bits((self.to_bits() & 0x7fff) | (o.to_bits() & 0x8000))
+            }
+        }
+    };
+    (@unary $t:ty, $($f:ident),*) => {
+        $(
+            #[inline]
+            fn $f(self) -> Self {
+                <$t>::from_f32(Float::$f(self.to_f32()))
+            }
+        )*
+    };
+}
+
+impl_half!(half::f16);
+impl_half!(half::bf16);
+
 macro_rules! impl_int {
     ($t:ty, $signed:expr) => {
         impl Num for $t {
@@ -583,6 +701,30 @@ mod tests {
         assert_eq!(1u8.shl(8), 0);
         assert_eq!(256u32.shr(8), 1);
         assert_eq!(256u32.shr(40), 0);
+    }
+
+    #[test]
+    fn half_floats_compute_in_f32_and_round_once() {
+        use half::{bf16, f16};
+        // 1 + 2^-11 is a tie in f16 and rounds to even (1.0); 1 + 3 * 2^-11 rounds up.
+        let one = f16::ONE;
+        assert_eq!(one.add(f16::from_f32(1.0 / 2048.0)), one);
+        assert_eq!(one.add(f16::from_f32(3.0 / 2048.0)).to_f32(), 1.001_953_1);
+        assert_eq!(f16::from_f32(65504.0).mul(f16::from_f32(2.0)), f16::INFINITY);
+        assert_eq!(
+            Num::div(f16::from_f32(1.0), f16::from_f32(3.0)),
+            Some(f16::from_f32(1.0 / 3.0))
+        );
+        assert_eq!(f16::from_f32(-7.5).rem_floor(f16::from_f32(2.0)), Some(f16::from_f32(0.5)));
+        assert_eq!(f16::from_f32(-7.5).rem_trunc(f16::from_f32(2.0)), Some(f16::from_f32(-1.5)));
+        assert!(f16::NAN.max_of(one).is_nan());
+        assert_eq!(Num::abs(f16::from_f32(-2.5)), f16::from_f32(2.5));
+        assert_eq!(f16::from_f32(3.0).copysign(f16::from_f32(-0.0)), f16::from_f32(-3.0));
+        assert_eq!(Float::sqrt(bf16::from_f32(4.0)), bf16::from_f32(2.0));
+        assert_eq!(Float::round_even(bf16::from_f32(2.5)), bf16::from_f32(2.0));
+        assert_eq!(bf16::from_usize(3), bf16::from_f32(3.0));
+        assert_eq!(bf16::ONE.sign(), bf16::ONE);
+        assert_eq!(Num::sign(bf16::from_f32(-4.0)), bf16::from_f32(-1.0));
     }
 
     #[test]

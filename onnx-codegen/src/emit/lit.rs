@@ -70,6 +70,23 @@ pub fn float(v: f64, elem: ElemType) -> TokenStream {
     }
 }
 
+/// A constant of the Rust type of `elem` with the value `v` rounded to that
+/// type: a literal for `f32`/`f64`, `#rt::f16::from_bits(..)` for the 16-bit
+/// floats (rounded once from `v`, as the reference does for attributes).
+pub fn float_in(v: f64, elem: ElemType, rt: &TokenStream) -> TokenStream {
+    match elem {
+        ElemType::Float16 => {
+            let bits = Literal::u16_suffixed(onnx_codegen_runtime::f16::from_f64(v).to_bits());
+            quote!(#rt::f16::from_bits(#bits))
+        }
+        ElemType::Bfloat16 => {
+            let bits = Literal::u16_suffixed(onnx_codegen_runtime::bf16::from_f64(v).to_bits());
+            quote!(#rt::bf16::from_bits(#bits))
+        }
+        _ => float(v, elem),
+    }
+}
+
 /// An exact `f32` literal.
 pub fn f32_lit(v: f32) -> TokenStream {
     if v.is_nan() {

@@ -52,9 +52,9 @@ fn op_name<'a>(cx: &'a NodeCx<'_>) -> &'a str {
 /// Float element types the float kernels run on.
 fn float_elem(cx: &NodeCx<'_>, t: &TensorType) -> OpResult<()> {
     match t.elem {
-        ElemType::Float | ElemType::Double => Ok(()),
+        ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16 => Ok(()),
         other => unsupported(format!(
-            "{} on {other} tensors: the runtime kernel supports float32 and float64 only",
+            "{} on {other} tensors: the runtime kernel supports float32, float64, float16 and bfloat16 only",
             op_name(cx)
         )),
     }

@@ -95,7 +95,12 @@ fn clip_bounds(cx: &NodeCx<'_>) -> OpResult<Unary<f64>> {
             }
             return Ok(default);
         };
-        match t.to_f64s().as_deref() {
+        let values = t.to_f64s().or_else(|| match HostTensor::from_tensor(t)?.data {
+            super::HostData::F16(v) => Some(v.into_iter().map(f64::from).collect()),
+            super::HostData::Bf16(v) => Some(v.into_iter().map(f64::from).collect()),
+            _ => None,
+        });
+        match values.as_deref() {
             Some([v]) => Ok(*v),
             _ => invalid(format!("Clip bound (input {i}) must hold one value")),
         }
@@ -117,7 +122,11 @@ fn clip_runtime(cx: &NodeCx<'_>) -> [bool; 2] {
 impl OpRule for UnaryRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
-        if !matches!(x.elem, ElemType::Float | ElemType::Double) {
+        if int_clip(cx, x.elem) {
+            int_clip_bounds(cx, x.elem)?;
+            return Ok(vec![x.clone()]);
+        }
+        if !super::is_float_num(x.elem) {
             return unsupported(format!("{} on {} tensors", cx.node.op.op_type, x.elem));
         }
         unary_op(cx)?;
@@ -127,12 +136,94 @@ impl OpRule for UnaryRule {
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let elem = outputs.first().map(|t| t.elem).ok_or_else(|| no_output(cx))?;
         let runtime = clip_runtime(cx);
+        if int_clip(cx, elem) {
+            let bounds = int_clip_bounds(cx, elem)?;
+            return Ok(Lowered::Kernel(Box::new(IntClipKernel { bounds, runtime })));
+        }
         Ok(Lowered::Kernel(Box::new(UnaryKernel { op: unary_op(cx)?, elem, runtime })))
     }
 }
 
 fn no_output(cx: &NodeCx<'_>) -> OpError {
     OpError::Invalid(format!("{} has no output", cx.node.op.op_type))
+}
+
+/// Whether this node is Clip on integers (opset 12 on): lowered to
+/// `max(x, min)` then `min(., max)` with the `Num` kernels.
+fn int_clip(cx: &NodeCx<'_>, elem: ElemType) -> bool {
+    cx.node.op.op_type == "Clip" && cx.version() >= 12 && super::is_int(elem)
+}
+
+/// Integer Clip's constant bounds as literals of the element type (`None`:
+/// absent, or read at run time).
+fn int_clip_bounds(cx: &NodeCx<'_>, elem: ElemType) -> OpResult<[Option<TokenStream>; 2]> {
+    let bound = |i: usize| -> OpResult<Option<TokenStream>> {
+        let Some(t) = cx.opt_input(i) else { return Ok(None) };
+        if t.elem != elem || t.numel() != Some(1) {
+            return invalid(format!("Clip bound (input {i}) must be one {elem} value, it is {t}"));
+        }
+        if cx.constant(i).is_none() {
+            return Ok(None);
+        }
+        match cx.const_ints(i, "Clip bound")?.as_slice() {
+            [v] => Ok(lit::int(i128::from(*v), elem)),
+            _ => invalid(format!("Clip bound (input {i}) must hold one value")),
+        }
+    };
+    Ok([bound(1)?, bound(2)?])
+}
+
+/// Clip on integer tensors: `y = min(max(x, lo), hi)` in place over a copy.
+struct IntClipKernel {
+    /// The constant bounds' literals.
+    bounds: [Option<TokenStream>; 2],
+    /// Which bounds are data read at run time.
+    runtime: [bool; 2],
+}
+
+impl Kernel for IntClipKernel {
+    fn eval(&self, _inputs: &[Option<&HostTensor>], _outputs: &mut [HostTensor]) -> EvalResult {
+        Err(EvalError::Type(ElemType::Int64))
+    }
+
+    fn emit(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let y = &io.outputs[0];
+        let copy = if io.in_place {
+            quote!()
+        } else {
+            let x = &io.inputs[0];
+            quote! {
+                let x = #x;
+                if x.len() != y.len() {
+                    Err::<(), _>(#rt::Error::ShapeMismatch)?;
+                }
+                y.copy_from_slice(x);
+            }
+        };
+        let steps = [(1usize, quote!(Max)), (2, quote!(Min))].into_iter().filter_map(|(i, op)| {
+            let b = match (&self.bounds[i - 1], io.inputs.get(i).cloned().flatten()) {
+                (_, Some(b)) if self.runtime[i - 1] => quote!(#b),
+                (Some(l), _) => quote!(&[#l]),
+                _ => return None,
+            };
+            Some(quote!(#rt::elementwise::accumulate(#rt::elementwise::Arith::#op, &[n], &[0], #b, y)?;))
+        });
+        quote! {{
+            let y = #y;
+            #copy
+            let n = y.len();
+            #(#steps)*
+        }}
+    }
+
+    fn in_place(&self) -> Option<usize> {
+        Some(0)
+    }
+
+    fn reads_input(&self, i: usize) -> bool {
+        i == 0 || (i <= 2 && self.runtime[i - 1])
+    }
 }
 
 struct UnaryKernel {
@@ -144,7 +235,7 @@ struct UnaryKernel {
 
 /// `Unary::Name { field: literal, ... }` in generated code.
 pub(super) fn unary_tokens(op: Unary<f64>, elem: ElemType, rt: &TokenStream) -> TokenStream {
-    let l = |v: f64| lit::float(v, elem);
+    let l = |v: f64| lit::float_in(v, elem, rt);
     let path = quote!(#rt::elementwise::Unary);
     match op {
         Unary::LeakyRelu { alpha } => {
@@ -222,7 +313,7 @@ impl Kernel for UnaryKernel {
         if let (Unary::Clip { min, max }, true) = (self.op, self.runtime.contains(&true)) {
             let bound = |i: usize, v: f64| match io.inputs.get(i).cloned().flatten() {
                 Some(b) if self.runtime[i - 1] => quote!(#rt::check::scalar(#b)?),
-                _ => lit::float(v, self.elem),
+                _ => lit::float_in(v, self.elem, rt),
             };
             let (a, b) = (bound(1, min), bound(2, max));
             op = quote!(#rt::elementwise::Unary::Clip { min: #a, max: #b });
@@ -277,7 +368,7 @@ impl OpRule for BinaryRule {
         if !is_num(a.elem) {
             return unsupported(format!("{} on {} tensors", cx.node.op.op_type, a.elem));
         }
-        if a.elem != b.elem {
+        if a.elem != b.elem && !pow_cast(cx, a.elem, b.elem) {
             return unsupported(format!(
                 "{} of {} and {} tensors",
                 cx.node.op.op_type, a.elem, b.elem
@@ -294,18 +385,33 @@ impl OpRule for BinaryRule {
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let out = outputs.first().ok_or_else(|| no_output(cx))?;
         let (a, b) = (cx.input(0)?, cx.input(1)?);
+        let cast_b = (a.elem != b.elem).then(|| (b.elem, b.numel().unwrap_or(0)));
         Ok(Lowered::Kernel(Box::new(BinaryKernel {
             op: arith(cx)?,
             elem: out.elem,
+            cast_b,
             strides: [broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b.dims, &out.dims)],
             shape: out.dims.clone(),
         })))
     }
 }
 
+/// Whether this is Pow of a float base and an exponent of another numeric
+/// type: the exponent is converted to the base's type (exact for the
+/// integers the tests use) and the power computed there, as the reference
+/// computes it in the wider type and rounds to the base's.
+fn pow_cast(cx: &NodeCx<'_>, base: ElemType, exp: ElemType) -> bool {
+    cx.node.op.op_type == "Pow"
+        && matches!(base, ElemType::Float | ElemType::Double)
+        && is_num(exp)
+        && !matches!(exp, ElemType::Float16 | ElemType::Bfloat16)
+}
+
 struct BinaryKernel {
     op: Arith,
     elem: ElemType,
+    /// Pow's exponent converted to `elem` first: its type and element count.
+    cast_b: Option<(ElemType, usize)>,
     shape: Vec<usize>,
     strides: [Vec<isize>; 2],
 }
@@ -324,7 +430,14 @@ fn run_binary<T: Num + HostElem>(
 
 impl Kernel for BinaryKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if let Some((e, _)) = self.cast_b {
+            return Err(EvalError::Type(e));
+        }
         crate::by_num_type!(self.elem, run_binary(self, inputs, outputs))
+    }
+
+    fn scratch(&self) -> Option<TensorType> {
+        self.cast_b.map(|(_, n)| TensorType::new(self.elem, vec![n]))
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
@@ -333,6 +446,17 @@ impl Kernel for BinaryKernel {
         let shape = lit::usizes(&self.shape);
         let (sa, sb) = (lit::isizes(&self.strides[0]), lit::isizes(&self.strides[1]));
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        if let (Some(_), Some(e)) = (self.cast_b, &io.scratch) {
+            return quote! {{
+                let e = #e;
+                #rt::cast::cast(#b, &mut *e)?;
+                #rt::elementwise::arith(
+                    #rt::elementwise::Arith::#op,
+                    &#rt::elementwise::Broadcast { shape: #shape, strides: [#sa, #sb] },
+                    #a, e, #y,
+                )?;
+            }};
+        }
         quote! {
             #rt::elementwise::arith(
                 #rt::elementwise::Arith::#op,
@@ -340,5 +464,75 @@ impl Kernel for BinaryKernel {
                 #a, #b, #y,
             )?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{run, ty, types, unsupported};
+    use crate::ops::{HostData, HostTensor};
+
+    fn folded_f16(a: &crate::generate::Analysis) -> Vec<f32> {
+        let v = a.model().graph.outputs[0];
+        let t = a.inferred.constants[v.index()].as_ref().expect("output is folded");
+        match HostTensor::from_tensor(t).expect("host form").data {
+            HostData::F16(v) => v.into_iter().map(f32::from).collect(),
+            other => panic!("expected float16, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn float16_arithmetic_rounds_each_operation() {
+        // 1 + 2^-11 is halfway between two float16 values: ties to even give 1.
+        // 4 / 3 in float16 is 1.3330078125 (1365 / 1024).
+        let a = run(
+            13,
+            "g () => (float16[2] y) <float[2] af = {1, 1}, float[2] bf = {0.00048828125, 3}> {
+                a = Cast <to = 10> (af)
+                b = Cast <to = 10> (bf)
+                s = Add (a, b)
+                y = Div (s, b)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float16[2]")]);
+        let v = folded_f16(&a);
+        assert_eq!(v[1], 1.333_007_8);
+        // (1 + 2^-11 -> 1) / 2^-11 = 2048 exactly.
+        assert_eq!(v[0], 2048.0);
+    }
+
+    #[test]
+    fn float16_unary_and_clip() {
+        let a = run(
+            13,
+            "g () => (float16[3] y) <float[3] xf = {-2, 0.5, 9}, float lf = {0.25}, float hf = {4}> {
+                x = Cast <to = 10> (xf)
+                lo = Cast <to = 10> (lf)
+                hi = Cast <to = 10> (hf)
+                r = Relu (x)
+                y = Clip (r, lo, hi)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float16[3]")]);
+        assert_eq!(folded_f16(&a), [0.25, 0.5, 4.0]);
+    }
+
+    #[test]
+    fn integer_clip_from_opset_12() {
+        let a = run(
+            13,
+            "g (int8[3] x, int8 lo) => (int8[3] y) {
+                y = Clip (x, lo)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int8[3]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (int8[3] x) => (int8[3] y) {
+                y = Clip (x)
+            }",
+        );
+        assert_eq!(unsupported(&a), ["Clip on int8 tensors"]);
     }
 }

@@ -1378,7 +1378,7 @@ impl Kernel for VariadicKernel {
             quote!(#rt::elementwise::accumulate(#rt::elementwise::Arith::#op, #shape, #s, #x, #y)?;)
         });
         let mean = if self.mean {
-            let n = lit::float(self.plan.strides.len() as f64, self.elem);
+            let n = lit::float_in(self.plan.strides.len() as f64, self.elem, rt);
             let zeros = lit::isizes(&vec![0; self.plan.shape.len()]);
             quote!(#rt::elementwise::accumulate(#rt::elementwise::Arith::Div, #shape, #zeros, &[#n], #y)?;)
         } else {

@@ -18,6 +18,9 @@ mod schema;
 #[cfg(test)]
 pub(crate) mod testing;
 
+#[doc(hidden)]
+pub use onnx_codegen_runtime::{bf16, f16};
+
 pub mod attention;
 pub mod control;
 pub mod conv;
@@ -388,9 +391,15 @@ pub fn is_int(elem: ElemType) -> bool {
 }
 
 /// Element types the runtime's arithmetic (`Num`) kernels take: the
-/// integers, `f32` and `f64`.
+/// integers and the floats (`f32`, `f64`, `f16`, `bf16`).
 pub fn is_num(elem: ElemType) -> bool {
-    is_int(elem) || matches!(elem, ElemType::Float | ElemType::Double)
+    is_int(elem) || is_float_num(elem)
+}
+
+/// Float element types the runtime's `Float` kernels take: `f32`, `f64`,
+/// and `f16`/`bf16` (computed in `f32`, rounded once per operation).
+pub fn is_float_num(elem: ElemType) -> bool {
+    matches!(elem, ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16)
 }
 
 /// The Rust element type of `elem` in generated code, when it has one.
@@ -475,6 +484,8 @@ macro_rules! by_num_type {
         match $elem {
             $crate::ir::ElemType::Float => $f::<f32>($($arg),*),
             $crate::ir::ElemType::Double => $f::<f64>($($arg),*),
+            $crate::ir::ElemType::Float16 => $f::<$crate::ops::f16>($($arg),*),
+            $crate::ir::ElemType::Bfloat16 => $f::<$crate::ops::bf16>($($arg),*),
             $crate::ir::ElemType::Int8 => $f::<i8>($($arg),*),
             $crate::ir::ElemType::Int16 => $f::<i16>($($arg),*),
             $crate::ir::ElemType::Int32 => $f::<i32>($($arg),*),
@@ -496,6 +507,8 @@ macro_rules! by_float_type {
         match $elem {
             $crate::ir::ElemType::Float => $f::<f32>($($arg),*),
             $crate::ir::ElemType::Double => $f::<f64>($($arg),*),
+            $crate::ir::ElemType::Float16 => $f::<$crate::ops::f16>($($arg),*),
+            $crate::ir::ElemType::Bfloat16 => $f::<$crate::ops::bf16>($($arg),*),
             other => Err($crate::ops::EvalError::Type(other)),
         }
     };

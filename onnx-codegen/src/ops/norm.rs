@@ -759,7 +759,7 @@ fn reduce_plan(cx: &NodeCx<'_>) -> OpResult<ReducePlan> {
     let op = reduce_op(op_name(cx));
     let float_only = matches!(op, ReduceOp::L2 | ReduceOp::LogSum | ReduceOp::LogSumExp);
     match x.elem {
-        ElemType::Float | ElemType::Double => {}
+        ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16 => {}
         ElemType::Int8
         | ElemType::Int16
         | ElemType::Int32
@@ -883,7 +883,7 @@ impl Kernel for RuntimeReduceKernel {
                 let max = self.op == ReduceOp::Max;
                 quote!(#rt::reduce::reduce_flags(#max, #p, x, y)?;)
             }
-            ElemType::Float | ElemType::Double => {
+            ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16 => {
                 let op = reduce_op_tokens(self.op, rt);
                 quote!(#rt::reduce::reduce_float(#op, #p, x, y)?;)
             }
@@ -982,6 +982,8 @@ impl Kernel for ReduceKernel {
         match self.elem {
             ElemType::Float => run_reduce_float::<f32>(self, inputs, outputs),
             ElemType::Double => run_reduce_float::<f64>(self, inputs, outputs),
+            ElemType::Float16 => run_reduce_float::<super::f16>(self, inputs, outputs),
+            ElemType::Bfloat16 => run_reduce_float::<super::bf16>(self, inputs, outputs),
             ElemType::Bool => run_reduce_bool(self, inputs, outputs),
             _ => crate::by_num_type!(self.elem, run_reduce_num(self, inputs, outputs)),
         }
@@ -999,7 +1001,10 @@ impl Kernel for ReduceKernel {
                 let max = op == ReduceOp::Max;
                 quote!(#rt::reduce::reduce_flags(#max, #p, #x, #y)?;)
             }
-            (ReduceWhat::Op(op), ElemType::Float | ElemType::Double) => {
+            (
+                ReduceWhat::Op(op),
+                ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16,
+            ) => {
                 let op = reduce_op_tokens(op, rt);
                 quote!(#rt::reduce::reduce_float(#op, #p, #x, #y)?;)
             }

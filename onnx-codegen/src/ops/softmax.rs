@@ -45,7 +45,7 @@ fn axis_shape(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<AxisShape> {
 impl OpRule for SoftmaxRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
-        if !matches!(x.elem, ElemType::Float | ElemType::Double) {
+        if !super::is_float_num(x.elem) {
             return unsupported(format!("{} on {} tensors", cx.node.op.op_type, x.elem));
         }
         axis_shape(cx, &x.dims)?;
