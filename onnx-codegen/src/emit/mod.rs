@@ -703,7 +703,8 @@ pub fn snake_ident(name: &str) -> String {
 }
 
 /// Names the generated `run` uses for itself.
-const RESERVED: &[&str] = &["arena", "weights", "self", "inputs", "outputs", "indices"];
+const RESERVED: &[&str] =
+    &["arena", "weights", "self", "inputs", "outputs", "indices", "concat_out"];
 
 /// Whether generated code may bind `name` as a local of its own: the reserved
 /// names, the buffer and view locals (`b0`, `x1`, `y2`, `w3`, `s4`, `i0`,

@@ -1104,12 +1104,19 @@ mod tests {
             "y = Conv <strides = [1, 0]> (x, w)",
         ));
         assert!(e.contains("'strides' must be at least 1"), "{e}");
-        let e = err(shapes(
+        // float16 computes in f32 and rounds per operation; integers are refused.
+        let s = shapes(
             22,
             "(float16[1, 1, 5, 5] x, float16[1, 1, 3, 3] w) => (float16[] y)",
             "y = Conv (x, w)",
+        );
+        assert_eq!(s, Ok(vec![vec![1, 1, 3, 3]]));
+        let e = err(shapes(
+            22,
+            "(int32[1, 1, 5, 5] x, int32[1, 1, 3, 3] w) => (int32[] y)",
+            "y = Conv (x, w)",
         ));
-        assert!(e.starts_with("unsupported") && e.contains("float16"), "{e}");
+        assert!(e.starts_with("unsupported") && e.contains("int32"), "{e}");
     }
 
     #[test]

@@ -1183,9 +1183,13 @@ impl LayoutKernel {
                 let calls = at.iter().enumerate().filter_map(|(i, &a)| {
                     let xi = input(i)?;
                     let a = u(a);
-                    Some(quote!(#l::concat_part(#outer, #width, #a, #xi, &mut *#y)?;))
+                    Some(quote!(#l::concat_part(#outer, #width, #a, #xi, &mut *concat_out)?;))
                 });
-                quote!(#(#calls)*)
+                // One binding, reborrowed per part: `y` may be an expression.
+                quote!({
+                    let concat_out = #y;
+                    #(#calls)*
+                })
             }
             Op::Split { outer, width, at } => {
                 let (outer, width) = (u(*outer), u(*width));

@@ -1185,8 +1185,9 @@ mod tests {
         assert!(errors(&a)[0].contains("out of range"), "{:?}", errors(&a));
         let a = run(18, "g (int32[2,3] x) => (int32[?,?] y) { y = ReduceL2 (x) }");
         assert!(unsupported(&a)[0].contains("ReduceL2 on int32"), "{:?}", unsupported(&a));
+        // float16 sums in f32 steps rounded per operation, like the reference.
         let a = run(18, "g (float16[2,3] x) => (float16[?,?] y) { y = ReduceSum (x) }");
-        assert_eq!(unsupported(&a).len(), 1);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
     }
 
     #[test]
