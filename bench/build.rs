@@ -1,5 +1,5 @@
 //! Generates every model under the models folder (`ONNX_CODEGEN_MODELS`, by
-//! default `/work/shared/models`) into `OUT_DIR`, and a `models.rs` listing
+//! default `../shared/models` beside the repository) into `OUT_DIR`, and a `models.rs` listing
 //! them. A model that does not generate is left out with a cargo warning.
 
 use std::fmt::Write as _;
@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=ONNX_CODEGEN_MODELS");
-    let root = PathBuf::from(
-        std::env::var("ONNX_CODEGEN_MODELS").unwrap_or_else(|_| "/work/shared/models".to_owned()),
-    );
+    let root = PathBuf::from(std::env::var("ONNX_CODEGEN_MODELS").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models").to_owned()
+    }));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
     let mut names: Vec<String> = std::fs::read_dir(&root)
         .map(|d| {

@@ -13,7 +13,8 @@ use std::path::Path;
 fn main() {
     let mut roots: Vec<String> = std::env::args().skip(1).collect();
     if roots.is_empty() {
-        roots = vec!["/work/shared/onnx-tests/node".into(), "/work/shared/models".into()];
+        let shared = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared");
+        roots = vec![format!("{shared}/onnx-tests/node"), format!("{shared}/models")];
     }
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut warnings: BTreeMap<String, usize> = BTreeMap::new();

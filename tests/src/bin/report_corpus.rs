@@ -16,7 +16,7 @@ fn main() {
     let out = PathBuf::from(args.next().unwrap_or_else(|| "target/report-corpus".into()));
     let mut roots: Vec<String> = args.collect();
     if roots.is_empty() {
-        roots = vec!["/work/shared/models".into()];
+        roots = vec![concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models").into()];
     }
     if let Err(e) = std::fs::create_dir_all(&out) {
         eprintln!("{}: {e}", out.display());
