@@ -7,11 +7,13 @@
 //! generation time. EyeLike depends only on its input's shape, so it is
 //! always a constant.
 
+use super::host::Data;
 use super::host::{HostData, HostElem};
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
     axis, broadcast_strides, invalid, is_num, unsupported,
 };
+use crate::by_data_type;
 use crate::emit::lit;
 use crate::ir::{ElemType, Tensor, TensorType};
 use onnx_codegen_runtime::extra::{self as rt_extra, Matrices, RmsNorm};
@@ -61,48 +63,6 @@ fn wrong_buffer() -> EvalError {
 /// Every element type with a host form (the movement kernels' types).
 fn is_data(e: ElemType) -> bool {
     is_num(e) || matches!(e, ElemType::Bool | ElemType::Float16 | ElemType::Bfloat16)
-}
-
-/// Element types of host tensors the movement kernels handle, `bool`
-/// included.
-trait Data: Copy + Default + 'static {
-    fn of(d: &HostData) -> Option<&[Self]>;
-    fn of_mut(d: &mut HostData) -> Option<&mut [Self]>;
-}
-
-macro_rules! data {
-    ($($t:ty => $v:ident),*) => {$(
-        impl Data for $t {
-            fn of(d: &HostData) -> Option<&[Self]> {
-                match d {
-                    HostData::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn of_mut(d: &mut HostData) -> Option<&mut [Self]> {
-                match d {
-                    HostData::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-data!(f32 => F32, f64 => F64, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8,
-    u16 => U16, u32 => U32, u64 => U64, bool => Bool, f16 => F16, bf16 => Bf16);
-
-/// Calls `$f::<T>(args)` with `T` the host type of any element type with a
-/// host form.
-macro_rules! by_data_type {
-    ($elem:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
-        match $elem {
-            ElemType::Bool => $f::<bool>($($arg),*),
-            ElemType::Float16 => $f::<f16>($($arg),*),
-            ElemType::Bfloat16 => $f::<bf16>($($arg),*),
-            other => crate::by_num_type!(other, $f($($arg),*)),
-        }
-    };
 }
 
 fn data_in<'a, T: Data>(inputs: &[Option<&'a HostTensor>], i: usize) -> Result<&'a [T], EvalError> {

@@ -68,6 +68,50 @@ host_elem!(u64, U64);
 host_elem!(f16, F16);
 host_elem!(bf16, Bf16);
 
+/// Element types of host tensors, `bool` included (which [`HostElem`] cannot
+/// take: it is not `Pod`): what data-movement kernels fold over.
+pub trait Data: Copy + Default + 'static {
+    fn of(d: &HostData) -> Option<&[Self]>;
+    fn of_mut(d: &mut HostData) -> Option<&mut [Self]>;
+}
+
+macro_rules! data {
+    ($($t:ty => $v:ident),*) => {$(
+        impl Data for $t {
+            fn of(d: &HostData) -> Option<&[Self]> {
+                match d {
+                    HostData::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn of_mut(d: &mut HostData) -> Option<&mut [Self]> {
+                match d {
+                    HostData::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+data!(f32 => F32, f64 => F64, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8,
+    u16 => U16, u32 => U32, u64 => U64, bool => Bool, f16 => F16, bf16 => Bf16);
+
+/// Calls `$f::<T>(args)` with `T` the host type of any element type with a
+/// host form ([`Data`]).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! by_data_type {
+    ($elem:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
+        match $elem {
+            $crate::ir::ElemType::Bool => $f::<bool>($($arg),*),
+            $crate::ir::ElemType::Float16 => $f::<$crate::ops::f16>($($arg),*),
+            $crate::ir::ElemType::Bfloat16 => $f::<$crate::ops::bf16>($($arg),*),
+            other => $crate::by_num_type!(other, $f($($arg),*)),
+        }
+    };
+}
+
 impl HostTensor {
     /// A zero-filled tensor of type `ty`, or `None` if the element type has
     /// no host form (strings, sub-byte and float8 types) or is too large.

@@ -9,11 +9,13 @@
 //! (or the one a constant input gives), and the generated code checks the
 //! data against it at run time.
 
+use super::host::Data;
 use super::host::{HostData, HostElem};
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
     axis, invalid, is_num, unsupported,
 };
+use crate::by_data_type;
 use crate::emit::lit;
 use crate::ir::{ElemType, Tensor, TensorData, TensorType};
 use bytes::Bytes;
@@ -107,47 +109,6 @@ fn index_input(cx: &NodeCx<'_>, i: usize, what: &str) -> OpResult<TensorType> {
         return invalid(format!("{what} (input {i}) must be int32 or int64, it is {}", t.elem));
     }
     Ok(t.clone())
-}
-
-/// Host element types the kernels here take, `bool` included.
-trait Data: Copy + Default + 'static {
-    fn of(d: &HostData) -> Option<&[Self]>;
-    fn of_mut(d: &mut HostData) -> Option<&mut [Self]>;
-}
-
-macro_rules! data {
-    ($($t:ty => $v:ident),*) => {$(
-        impl Data for $t {
-            fn of(d: &HostData) -> Option<&[Self]> {
-                match d {
-                    HostData::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn of_mut(d: &mut HostData) -> Option<&mut [Self]> {
-                match d {
-                    HostData::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-data!(f32 => F32, f64 => F64, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8,
-    u16 => U16, u32 => U32, u64 => U64, bool => Bool, f16 => F16, bf16 => Bf16);
-
-/// Calls `$f::<T>(args)` with `T` the host type of any element type with a
-/// host form.
-macro_rules! by_data_type {
-    ($elem:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
-        match $elem {
-            ElemType::Bool => $f::<bool>($($arg),*),
-            ElemType::Float16 => $f::<f16>($($arg),*),
-            ElemType::Bfloat16 => $f::<bf16>($($arg),*),
-            other => crate::by_num_type!(other, $f($($arg),*)),
-        }
-    };
 }
 
 /// Like `by_data_type!` without `bool` (the types einsum accumulates).
