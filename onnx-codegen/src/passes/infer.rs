@@ -120,6 +120,15 @@ const EXPECT_DEPTH: usize = 8;
 /// given the output's rank: unary element-wise ops and casts, and binary
 /// element-wise ops whose other operand holds one element and has a smaller
 /// rank than the output (so it can neither add axes nor stretch any).
+///
+/// A binary op whose other operand is not inferred yet (it comes later in
+/// the graph, typically from the same run-time-shaped value) is taken to
+/// keep the shape too: that is an assumption, not a fact, but a safe one.
+/// The op that plans with the expected dims checks its run-time data
+/// against them, and the other operand's shape, once inferred, must then
+/// broadcast to the declared value's, or generation fails. A model that
+/// relies on broadcasting a one-element run-time result over it gets a
+/// run-time error, never a wrong result.
 fn keeps_shape<'t>(
     node: &Node,
     index: usize,
@@ -184,7 +193,7 @@ fn keeps_shape<'t>(
     }
     if BINARY.contains(&op) && node.inputs.len() == 2 && index < 2 {
         let Some(other) = node.inputs[1 - index] else { return false };
-        return ty(other).is_some_and(|t| t.numel() == Some(1) && t.rank() < out_rank);
+        return ty(other).is_none_or(|t| t.numel() == Some(1) && t.rank() < out_rank);
     }
     false
 }
@@ -563,20 +572,46 @@ impl State<'_> {
     /// exactly (see [`keeps_shape`]), at most `depth` ops away. Rules whose
     /// output shape depends on run-time data plan with it; their generated
     /// code checks the data against it.
+    ///
+    /// Each value is examined once per query (memoised), so a query costs at
+    /// most the values within `depth` ops downstream, however they fan out.
     fn expected_dims(&self, v: ValueId, depth: usize) -> Option<Vec<usize>> {
+        let mut memo = BTreeMap::new();
+        self.expected_dims_memo(v, depth, &mut memo)
+    }
+
+    fn expected_dims_memo(
+        &self,
+        v: ValueId,
+        depth: usize,
+        memo: &mut BTreeMap<ValueId, (usize, Option<Vec<usize>>)>,
+    ) -> Option<Vec<usize>> {
         if let Some(t) = self.declared_type(v) {
             return Some(t.dims);
         }
         if depth == 0 {
             return None;
         }
-        self.uses.get(v.index())?.iter().find_map(|u| {
-            let Use::Input { node, index } = *u else { return None };
+        // A miss is final only when it looked at least as far as now.
+        if let Some((seen, found)) = memo.get(&v)
+            && (found.is_some() || *seen >= depth)
+        {
+            return found.clone();
+        }
+        memo.insert(v, (depth, None));
+        let mut found = None;
+        for u in self.uses.get(v.index()).map(Vec::as_slice).unwrap_or_default() {
+            let Use::Input { node, index } = *u else { continue };
             let n = self.g.node(node);
-            let out = n.output(0)?;
-            let dims = self.expected_dims(out, depth - 1)?;
-            keeps_shape(n, index, dims.len(), |w| self.types[w.index()].as_ref()).then_some(dims)
-        })
+            let Some(out) = n.output(0) else { continue };
+            let Some(dims) = self.expected_dims_memo(out, depth - 1, memo) else { continue };
+            if keeps_shape(n, index, dims.len(), |w| self.types[w.index()].as_ref()) {
+                found = Some(dims);
+                break;
+            }
+        }
+        memo.insert(v, (depth, found.clone()));
+        found
     }
 
     /// The declared type of `v` with every dimension known (symbols bound).
