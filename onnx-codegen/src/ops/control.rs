@@ -536,7 +536,18 @@ impl LoopRule {
         if !slices.is_empty() {
             let declared = cx.declared_output(n).and_then(|t| t.dims.first().copied());
             let trips = cx.constant(0).and_then(|t| t.to_i64s()).and_then(|v| v.first().copied());
-            rows = declared.or(trips.and_then(|m| usize::try_from(m.max(0)).ok()));
+            // A scan output that reaches a declared value through
+            // shape-keeping ops (a Cast, say) fixes the count too; the
+            // generated code checks it after the loop.
+            let implied = || {
+                slices.iter().enumerate().find_map(|(k, t)| {
+                    let d = cx.expected_dims(n + k)?;
+                    (d.len() == t.rank() + 1).then(|| d.first().copied()).flatten()
+                })
+            };
+            rows = declared
+                .or(trips.and_then(|m| usize::try_from(m.max(0)).ok()))
+                .or_else(implied);
             if rows.is_none() {
                 return unsupported(
                     "the number of Loop iterations (the length of its scan outputs) must be known at generation time: give a constant trip count or declare the scan outputs' shapes",

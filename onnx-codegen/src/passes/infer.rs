@@ -118,8 +118,10 @@ const EXPECT_DEPTH: usize = 8;
 
 /// Whether `node`'s output 0 has exactly the shape of its input `index`,
 /// given the output's rank: unary element-wise ops and casts, and binary
-/// element-wise ops whose other operand holds one element and has a smaller
-/// rank than the output (so it can neither add axes nor stretch any).
+/// element-wise ops whose other operand holds one element and has at most
+/// the output's rank (so it can neither stretch an axis nor, when the input
+/// has the output's rank, add one: rules that use the result check that
+/// rank, see [`crate::ops::NodeCx::expected_output`]).
 ///
 /// A binary op whose other operand is not inferred yet (it comes later in
 /// the graph, typically from the same run-time-shaped value) is taken to
@@ -193,7 +195,7 @@ fn keeps_shape<'t>(
     }
     if BINARY.contains(&op) && node.inputs.len() == 2 && index < 2 {
         let Some(other) = node.inputs[1 - index] else { return false };
-        return ty(other).is_none_or(|t| t.numel() == Some(1) && t.rank() < out_rank);
+        return ty(other).is_none_or(|t| t.numel() == Some(1) && t.rank() <= out_rank);
     }
     false
 }
