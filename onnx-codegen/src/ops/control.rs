@@ -545,9 +545,7 @@ impl LoopRule {
                     (d.len() == t.rank() + 1).then(|| d.first().copied()).flatten()
                 })
             };
-            rows = declared
-                .or(trips.and_then(|m| usize::try_from(m.max(0)).ok()))
-                .or_else(implied);
+            rows = declared.or(trips.and_then(|m| usize::try_from(m.max(0)).ok())).or_else(implied);
             if rows.is_none() {
                 return unsupported(
                     "the number of Loop iterations (the length of its scan outputs) must be known at generation time: give a constant trip count or declare the scan outputs' shapes",

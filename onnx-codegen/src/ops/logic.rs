@@ -1059,14 +1059,14 @@ fn range_runtime(cx: &NodeCx<'_>) -> OpResult<Option<(ElemType, usize)>> {
     {
         return invalid(format!("Range output is declared as {t}; a 1-D {elem} tensor expected"));
     }
-    let Some(dims) = cx.expected_dims(0) else {
+    let Some(t) = cx.expected_output(0, elem, Some(1)) else {
         return unsupported(
             "Range's start, limit or delta is known only at run time and the model does not declare the output's length",
         );
     };
-    match dims {
+    match t.dims.as_slice() {
         [n] => Ok(Some((elem, *n))),
-        _ => invalid(format!("Range's output must be 1-D, but it must have dims {dims:?}")),
+        dims => invalid(format!("Range's output must be 1-D, but it must have dims {dims:?}")),
     }
 }
 

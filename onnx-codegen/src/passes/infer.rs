@@ -703,3 +703,120 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
 fn too_large(t: &TensorType) -> bool {
     t.elem.bits().is_some() && t.byte_size().is_none()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{run, ty, types, unsupported};
+
+    /// `n` is the model's input, so a Range up to it has a run-time length.
+    const RANGE: &str = "zero = Constant <value: tensor = float {0}> ()
+        one = Constant <value: tensor = float {1}> ()
+        half = Constant <value: tensor = float {0.5}> ()
+        r = Range (zero, n, one)";
+
+    #[test]
+    fn a_declared_output_fixes_a_range_through_shape_keeping_ops() {
+        // Mul by a scalar, Cos, an Add of a value inferred after the Range,
+        // and a Cast lead from the Range to the declared output.
+        let a = run(
+            17,
+            &format!(
+                "g (float n) => (double[6] y) {{ {RANGE}
+                a = Mul (r, half) c = Cos (a) s = Mul (a, a) t = Add (c, s)
+                y = Cast <to: int = 11> (t) }}"
+            ),
+        );
+        assert_eq!(types(&a), [ty("double[6]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn an_operand_that_may_stretch_the_value_stops_the_walk() {
+        // `w` holds 6 elements: the Range could hold 1 and be broadcast.
+        let a = run(
+            17,
+            &format!("g (float n, float[6] w) => (float[6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{a:?}",
+            a = unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn a_one_element_operand_of_higher_rank_gives_no_dims_of_the_wrong_rank() {
+        // r + [[1]] is [1, n]: the declared dims have rank 2, the Range rank 1,
+        // so they say nothing about the Range (no error, just unsupported).
+        let a = run(
+            17,
+            &format!("g (float n, float[1, 1] w) => (float[1, 6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+        // With an operand of the Range's own rank, the dims carry over.
+        let a = run(
+            17,
+            &format!("g (float n, float[1] w) => (float[6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert_eq!(types(&a), [ty("float[6]")]);
+    }
+
+    #[test]
+    fn the_walk_takes_the_first_use_that_reaches_a_declared_value() {
+        // The first use of `r` is blocked (a 6-element operand); the second
+        // reaches the declared output `z` through two Negs.
+        let a = run(
+            17,
+            &format!(
+                "g (float n, float[6] w) => (float[6] y, float[6] z) {{ {RANGE}
+                y = Add (r, w) b = Neg (r) z = Neg (b) }}"
+            ),
+        );
+        assert_eq!(types(&a), [ty("float[6]"), ty("float[6]")]);
+    }
+
+    #[test]
+    fn the_walk_is_bounded_in_depth() {
+        let chain = |len: usize| {
+            let mut body = format!("{RANGE} v0 = Neg (r)");
+            for i in 1..len {
+                body.push_str(&format!(" v{i} = Neg (v{})", i - 1));
+            }
+            format!("g (float n) => (float[6] v{}) {{ {body} }}", len - 1)
+        };
+        let a = run(17, &chain(super::EXPECT_DEPTH));
+        assert_eq!(types(&a), [ty("float[6]")]);
+        let a = run(17, &chain(super::EXPECT_DEPTH + 1));
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn the_walk_over_a_wide_lattice_stays_fast() {
+        // Every value has four uses, each of which keeps the shape (their
+        // other operands are not inferred yet): memoised, each query looks
+        // at every value within reach once instead of following 4^depth
+        // paths, for every one of the 160 nodes.
+        let mut body = format!("{RANGE} a0 = Neg (r) b0 = Neg (r)");
+        for i in 1..40 {
+            let p = i - 1;
+            body.push_str(&format!(
+                " a{i} = Mul (a{p}, b{p}) b{i} = Add (b{p}, a{p}) c{i} = Sub (a{p}, b{p}) d{i} = Max (b{p}, a{p})"
+            ));
+        }
+        let a = run(17, &format!("g (float n) => (float[6] b39) {{ {body} }}"));
+        // b39 is too far from r; what matters is that the analysis finished.
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+}
