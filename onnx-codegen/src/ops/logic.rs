@@ -1109,31 +1109,31 @@ impl Kernel for RuntimeRangeKernel {
         let (a0, a1, a2) = (arg(0), arg(1), arg(2));
         let n = lit::usize_lit(self.len);
         let (check, body) = match self.elem {
-            ElemType::Float | ElemType::Double => {
-                let t = if self.elem == ElemType::Float { quote!(f32) } else { quote!(f64) };
-                (
-                    quote!(#rt::check::range_float(s as f64, l as f64, d as f64, #n)?;),
-                    quote!(s + (i as #t) * d),
-                )
+            ElemType::Float => (
+                quote!(#rt::check::range_float(f64::from(s), f64::from(l), f64::from(d), #n)?;),
+                quote!(s + (i as f32) * d),
+            ),
+            ElemType::Double => {
+                (quote!(#rt::check::range_float(s, l, d, #n)?;), quote!(s + (i as f64) * d))
             }
             ElemType::Float16 | ElemType::Bfloat16 => {
                 let t = if self.elem == ElemType::Float16 { quote!(f16) } else { quote!(bf16) };
                 (
                     quote! {
                         let (s, l, d) = (s.to_f32(), l.to_f32(), d.to_f32());
-                        #rt::check::range_float(s as f64, l as f64, d as f64, #n)?;
+                        #rt::check::range_float(f64::from(s), f64::from(l), f64::from(d), #n)?;
                     },
                     quote!(#rt::#t::from_f32(s + (i as f32) * d)),
                 )
             }
+            ElemType::Int64 => (
+                quote!(#rt::check::range_int(s, l, d, #n)?;),
+                quote!(s.wrapping_add((i as i64).wrapping_mul(d))),
+            ),
             e => {
-                let t = match e {
-                    ElemType::Int16 => quote!(i16),
-                    ElemType::Int32 => quote!(i32),
-                    _ => quote!(i64),
-                };
+                let t = if e == ElemType::Int16 { quote!(i16) } else { quote!(i32) };
                 (
-                    quote!(#rt::check::range_int(s as i64, l as i64, d as i64, #n)?;),
+                    quote!(#rt::check::range_int(i64::from(s), i64::from(l), i64::from(d), #n)?;),
                     quote!(s.wrapping_add((i as #t).wrapping_mul(d))),
                 )
             }
