@@ -1783,12 +1783,24 @@ mod tests {
         clean(&a);
         assert_eq!(ty(&a, "r"), "int32[2]");
         // ...or the length a declared value downstream implies through shape-keeping ops.
+        // c * c has c's shape, whatever it is.
         let a = run(
             11,
             "g (int32 s, int32 l, int32 d) => (float[3] y) {
                r = Range (s, l, d)
                c = Cast <to: int = 1> (r)
                y = Mul (c, c)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "r"), "int32[3]");
+        // c * w could broadcast a one-element c over w: nothing is implied.
+        let a = run(
+            11,
+            "g (int32 s, int32 l, int32 d, float[3] w) => (float[3] y) {
+               r = Range (s, l, d)
+               c = Cast <to: int = 1> (r)
+               y = Mul (c, w)
              }",
         );
         assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));
