@@ -786,10 +786,11 @@ fn fill_value(cx: &NodeCx<'_>) -> OpResult<HostTensor> {
 impl OpRule for ConstantOfShapeRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         if cx.constant(0).is_none() {
-            // The shape is data: plan the declared output, checked at run time.
+            // The shape is data: plan the declared output (or the dims a
+            // declared value downstream implies), checked at run time.
             let value = fill_value(cx)?;
             let rank = cx.input(0)?.dims.first().copied();
-            return match cx.declared_output(0) {
+            return match cx.expected_output(0, value.ty.elem, rank) {
                 Some(t) if rank.is_some_and(|r| r != t.dims.len()) => invalid(format!(
                     "ConstantOfShape's shape has {} elements but its output is declared as {t}",
                     rank.unwrap_or(0)
@@ -1746,6 +1747,18 @@ mod tests {
         let a = run(20, "g (int64[2] s) => (float[2] y) { y = ConstantOfShape (s) }");
         assert!(problems(&a)[0].contains("has 2 elements but its output is declared as float[2]"));
         let a = run(20, "g (int64[2] s) => (float[2,M] y) { y = ConstantOfShape (s) }");
+        assert!(problems(&a)[0].contains("does not declare the output's shape"));
+        // ...or the dims a declared value downstream implies, of the right rank.
+        let a = run(
+            20,
+            "g (int64[2] s) => (double[4,3] y) { z = ConstantOfShape (s) y = Cast <to: int = 11> (z) }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "z"), "float[4, 3]");
+        let a = run(
+            20,
+            "g (int64[1] s, float[1] k) => (float[1,1] y) { z = ConstantOfShape (s) y = Add (z, k) }",
+        );
         assert!(problems(&a)[0].contains("does not declare the output's shape"));
         let a = run(
             20,
