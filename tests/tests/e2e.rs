@@ -137,3 +137,27 @@ fn if_loop_and_scan_match_the_reference() {
 fn differential_testing_regressions_match_the_reference() {
     check("difftest_regressions");
 }
+
+#[test]
+fn shapes_known_at_run_time_match_the_reference() {
+    check("runtime_shapes");
+}
+
+#[test]
+fn run_time_shapes_that_differ_from_the_declared_ones_are_an_error() {
+    use generated::runtime_shapes::RuntimeShapes;
+    let mut m = RuntimeShapes::new();
+    let (mut w, mut s, mut p) = ([0f32; 4], [0f32; 8], [0f32; 1]);
+    let v = [1.0, 2.0, 3.0, 4.0];
+    // Three non-zero entries: the Range would hold 3 elements, the model declares 4.
+    let got = m.run(&[3, 0, 5, 7], &v, &mut w, &mut s, &mut p);
+    assert_eq!(got, Err(onnx_codegen_runtime::Error::ShapeMismatch));
+    // The same model runs again fine on data that fits.
+    m.run(&[3, -2, 5, 7], &v, &mut w, &mut s, &mut p).unwrap();
+    assert_eq!(s, [-1.0, -0.0, -3.0, -1.0, -6.0, -2.0, -10.0, -3.0]);
+    assert_eq!(p, [-10.0]);
+    // The If's other branch (a float[1] one) writes the same output.
+    m.run(&[3, -2, 5, 7], &[-1.0, -2.0, -3.0, -4.0], &mut w, &mut s, &mut p).unwrap();
+    assert_eq!(p, [-0.0]);
+    assert_eq!(s, [1.0, -0.0, 3.0, -1.0, 6.0, -2.0, 10.0, -3.0]);
+}

@@ -304,14 +304,42 @@ impl IfRule {
     }
 }
 
+/// One static type per If output when the branches disagree only in dims:
+/// both hold the same element type and count (so the same bytes, whichever
+/// branch runs, `float` and `float[1]` say), and the model fixes the
+/// output's dims (declared, or implied downstream) with that count. `None`
+/// when some output's types cannot be reconciled.
+fn reconcile(cx: &NodeCx<'_>, t: &[TensorType], e: &[TensorType]) -> Option<Vec<TensorType>> {
+    if t.len() != e.len() {
+        return None;
+    }
+    t.iter()
+        .zip(e)
+        .enumerate()
+        .map(|(k, (a, b))| {
+            if a == b {
+                return Some(a.clone());
+            }
+            let n = a.numel()?;
+            if a.elem != b.elem || b.numel() != Some(n) {
+                return None;
+            }
+            let dims = cx.expected_dims(k)?;
+            let count = dims.iter().try_fold(1usize, |p, &d| p.checked_mul(d))?;
+            (count == n).then(|| a.with_dims(dims.to_vec()))
+        })
+        .collect()
+}
+
 impl OpRule for IfRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (then, els) = Self::branches(cx)?;
         let t = then.as_ref().map(Body::output_types);
         let e = els.as_ref().map(Body::output_types);
         let outs = match (t, e) {
-            (Some(t), Some(e)) => {
-                if t != e {
+            (Some(t), Some(e)) => match reconcile(cx, &t, &e) {
+                Some(outs) => outs,
+                None => {
                     let show = |v: &[TensorType]| {
                         v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
                     };
@@ -321,8 +349,7 @@ impl OpRule for IfRule {
                         show(&e)
                     ));
                 }
-                t
-            }
+            },
             (Some(v), None) | (None, Some(v)) => v,
             (None, None) => Vec::new(),
         };
@@ -536,7 +563,16 @@ impl LoopRule {
         if !slices.is_empty() {
             let declared = cx.declared_output(n).and_then(|t| t.dims.first().copied());
             let trips = cx.constant(0).and_then(|t| t.to_i64s()).and_then(|v| v.first().copied());
-            rows = declared.or(trips.and_then(|m| usize::try_from(m.max(0)).ok()));
+            // A scan output that reaches a declared value through
+            // shape-keeping ops (a Cast, say) fixes the count too; the
+            // generated code checks it after the loop.
+            let implied = || {
+                slices.iter().enumerate().find_map(|(k, t)| {
+                    let d = cx.expected_dims(n + k)?;
+                    (d.len() == t.rank() + 1).then(|| d.first().copied()).flatten()
+                })
+            };
+            rows = declared.or(trips.and_then(|m| usize::try_from(m.max(0)).ok())).or_else(implied);
             if rows.is_none() {
                 return unsupported(
                     "the number of Loop iterations (the length of its scan outputs) must be known at generation time: give a constant trip count or declare the scan outputs' shapes",
@@ -1179,6 +1215,55 @@ mod tests {
         );
         assert_eq!(types(&a), [ty("float[2, 3]")]);
         assert!(unsupported(&a).is_empty() && errors(&a).is_empty());
+    }
+
+    #[test]
+    fn if_branches_of_one_element_count_take_the_dims_the_model_fixes() {
+        const BRANCHES: &str = "<then_branch: graph = t () => (a) { a = Neg (s) },
+                                 else_branch: graph = e () => (b) { b = Neg (v) }>";
+        // float and float[1]: the same bytes; the declared output says [1].
+        let a = run(
+            17,
+            &format!("g (bool c, float s, float[1] v) => (float[1] y) {{ y = If (c) {BRANCHES} }}"),
+        );
+        assert_eq!(types(&a), [ty("float[1]")]);
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty());
+        // A declared value downstream, through a Cast, fixes them too.
+        let a = run(
+            17,
+            &format!(
+                "g (bool c, float s, float[1] v) => (double[1, 1] y) {{
+                   z = If (c) {BRANCHES}
+                   y = Cast <to: int = 11> (z)
+                 }}"
+            ),
+        );
+        assert_eq!(types(&a), [ty("double[1, 1]")]);
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty());
+        // Nothing fixes them (z is broadcast over w): unsupported.
+        let a = run(
+            17,
+            &format!(
+                "g (bool c, float s, float[1] v, float[3] w) => (float[3] y) {{
+                   z = If (c) {BRANCHES}
+                   y = Add (z, w)
+                 }}"
+            ),
+        );
+        assert!(
+            unsupported(&a)[0].contains("different types (float[] and float[1])"),
+            "{:?}",
+            unsupported(&a)
+        );
+        // Different element counts never share a type.
+        let a = run(
+            17,
+            "g (bool c, float[2] s, float[1] v) => (float[2] y) {
+               y = If (c) <then_branch: graph = t () => (a) { a = Neg (s) },
+                           else_branch: graph = e () => (b) { b = Neg (v) }>
+             }",
+        );
+        assert!(unsupported(&a)[0].contains("different types"), "{:?}", unsupported(&a));
     }
 
     #[test]

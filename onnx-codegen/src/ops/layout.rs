@@ -81,11 +81,18 @@ enum RtCheck {
     },
 }
 
-/// The output type the model declares for output `k`, for a node whose
-/// shape-like input `what` is data.
-fn declared(cx: &NodeCx<'_>, k: usize, what: &str) -> OpResult<TensorType> {
-    match cx.declared_output(k) {
-        Some(t) => Ok(t.clone()),
+/// The output type the model fixes for output `k` (declared, or implied
+/// downstream: [`NodeCx::expected_output`]), for a node whose shape-like
+/// input `what` is data. `rank` is the output's rank when the op keeps it.
+fn declared(
+    cx: &NodeCx<'_>,
+    k: usize,
+    elem: ElemType,
+    rank: Option<usize>,
+    what: &str,
+) -> OpResult<TensorType> {
+    match cx.expected_output(k, elem, rank) {
+        Some(t) => Ok(t),
         None => unsupported(format!(
             "{what} is known only at run time and the model does not declare the shape of output {k}"
         )),
@@ -357,7 +364,7 @@ fn split(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     let given: Option<Vec<i64>> = if runtime {
         let mut s = Vec::with_capacity(n);
         for k in 0..n {
-            let t = declared(cx, k, "Split's split (input 1)")?;
+            let t = declared(cx, k, x.elem, Some(rank), "Split's split (input 1)")?;
             if t.rank() != rank {
                 return invalid(format!("Split output {k} is declared with dims {:?}", t.dims));
             }
@@ -480,7 +487,7 @@ fn slice(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         let Some(ends) = cx.ints("ends") else { return invalid("Slice needs 'ends'") };
         (starts, ends, cx.ints("axes"), None)
     } else if (1..=4).any(|i| runtime_input(cx, i)) {
-        let t = declared(cx, 0, "Slice's starts, ends, axes or steps")?;
+        let t = declared(cx, 0, x.elem, Some(rank), "Slice's starts, ends, axes or steps")?;
         if t.rank() != rank || t.elem != x.elem {
             return invalid(format!("Slice output is declared as {t}; input is {x}"));
         }
@@ -620,7 +627,7 @@ fn gather_elements(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
 
 fn expand(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
     if runtime_input(cx, 1) {
-        let t = declared(cx, 0, "Expand's shape (input 1)")?;
+        let t = declared(cx, 0, x.elem, None, "Expand's shape (input 1)")?;
         if t.elem != x.elem || broadcast_shapes(&[&x.dims, &t.dims])? != t.dims {
             return invalid(format!("Expand output is declared as {t}; input is {x}"));
         }
@@ -692,7 +699,7 @@ fn pad(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         }
     };
     if runtime {
-        let t = declared(cx, 0, "Pad's pads or axes")?;
+        let t = declared(cx, 0, x.elem, Some(rank), "Pad's pads or axes")?;
         if t.elem != x.elem || t.rank() != rank {
             return invalid(format!("Pad output is declared as {t}; input is {x}"));
         }
@@ -769,7 +776,7 @@ fn tile(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<Planned> {
         r[a] = *t;
         r
     } else if runtime_input(cx, 1) {
-        let t = declared(cx, 0, "Tile's repeats (input 1)")?;
+        let t = declared(cx, 0, x.elem, Some(rank), "Tile's repeats (input 1)")?;
         if t.elem != x.elem || t.rank() != rank {
             return invalid(format!("Tile output is declared as {t}; input is {x}"));
         }

@@ -786,10 +786,11 @@ fn fill_value(cx: &NodeCx<'_>) -> OpResult<HostTensor> {
 impl OpRule for ConstantOfShapeRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         if cx.constant(0).is_none() {
-            // The shape is data: plan the declared output, checked at run time.
+            // The shape is data: plan the declared output (or the dims a
+            // declared value downstream implies), checked at run time.
             let value = fill_value(cx)?;
             let rank = cx.input(0)?.dims.first().copied();
-            return match cx.declared_output(0) {
+            return match cx.expected_output(0, value.ty.elem, rank) {
                 Some(t) if rank.is_some_and(|r| r != t.dims.len()) => invalid(format!(
                     "ConstantOfShape's shape has {} elements but its output is declared as {t}",
                     rank.unwrap_or(0)
@@ -1059,14 +1060,14 @@ fn range_runtime(cx: &NodeCx<'_>) -> OpResult<Option<(ElemType, usize)>> {
     {
         return invalid(format!("Range output is declared as {t}; a 1-D {elem} tensor expected"));
     }
-    let Some(dims) = cx.expected_dims(0) else {
+    let Some(t) = cx.expected_output(0, elem, Some(1)) else {
         return unsupported(
             "Range's start, limit or delta is known only at run time and the model does not declare the output's length",
         );
     };
-    match dims {
+    match t.dims.as_slice() {
         [n] => Ok(Some((elem, *n))),
-        _ => invalid(format!("Range's output must be 1-D, but it must have dims {dims:?}")),
+        dims => invalid(format!("Range's output must be 1-D, but it must have dims {dims:?}")),
     }
 }
 
@@ -1109,31 +1110,31 @@ impl Kernel for RuntimeRangeKernel {
         let (a0, a1, a2) = (arg(0), arg(1), arg(2));
         let n = lit::usize_lit(self.len);
         let (check, body) = match self.elem {
-            ElemType::Float | ElemType::Double => {
-                let t = if self.elem == ElemType::Float { quote!(f32) } else { quote!(f64) };
-                (
-                    quote!(#rt::check::range_float(s as f64, l as f64, d as f64, #n)?;),
-                    quote!(s + (i as #t) * d),
-                )
+            ElemType::Float => (
+                quote!(#rt::check::range_float(f64::from(s), f64::from(l), f64::from(d), #n)?;),
+                quote!(s + (i as f32) * d),
+            ),
+            ElemType::Double => {
+                (quote!(#rt::check::range_float(s, l, d, #n)?;), quote!(s + (i as f64) * d))
             }
             ElemType::Float16 | ElemType::Bfloat16 => {
                 let t = if self.elem == ElemType::Float16 { quote!(f16) } else { quote!(bf16) };
                 (
                     quote! {
                         let (s, l, d) = (s.to_f32(), l.to_f32(), d.to_f32());
-                        #rt::check::range_float(s as f64, l as f64, d as f64, #n)?;
+                        #rt::check::range_float(f64::from(s), f64::from(l), f64::from(d), #n)?;
                     },
                     quote!(#rt::#t::from_f32(s + (i as f32) * d)),
                 )
             }
+            ElemType::Int64 => (
+                quote!(#rt::check::range_int(s, l, d, #n)?;),
+                quote!(s.wrapping_add((i as i64).wrapping_mul(d))),
+            ),
             e => {
-                let t = match e {
-                    ElemType::Int16 => quote!(i16),
-                    ElemType::Int32 => quote!(i32),
-                    _ => quote!(i64),
-                };
+                let t = if e == ElemType::Int16 { quote!(i16) } else { quote!(i32) };
                 (
-                    quote!(#rt::check::range_int(s as i64, l as i64, d as i64, #n)?;),
+                    quote!(#rt::check::range_int(i64::from(s), i64::from(l), i64::from(d), #n)?;),
                     quote!(s.wrapping_add((i as #t).wrapping_mul(d))),
                 )
             }
@@ -1747,6 +1748,18 @@ mod tests {
         assert!(problems(&a)[0].contains("has 2 elements but its output is declared as float[2]"));
         let a = run(20, "g (int64[2] s) => (float[2,M] y) { y = ConstantOfShape (s) }");
         assert!(problems(&a)[0].contains("does not declare the output's shape"));
+        // ...or the dims a declared value downstream implies, of the right rank.
+        let a = run(
+            20,
+            "g (int64[2] s) => (double[4,3] y) { z = ConstantOfShape (s) y = Cast <to: int = 11> (z) }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "z"), "float[4, 3]");
+        let a = run(
+            20,
+            "g (int64[1] s, float[1] k) => (float[1,1] y) { z = ConstantOfShape (s) y = Add (z, k) }",
+        );
+        assert!(problems(&a)[0].contains("does not declare the output's shape"));
         let a = run(
             20,
             "g () => (float[2] y) {
@@ -1783,12 +1796,24 @@ mod tests {
         clean(&a);
         assert_eq!(ty(&a, "r"), "int32[2]");
         // ...or the length a declared value downstream implies through shape-keeping ops.
+        // c * c has c's shape, whatever it is.
         let a = run(
             11,
             "g (int32 s, int32 l, int32 d) => (float[3] y) {
                r = Range (s, l, d)
                c = Cast <to: int = 1> (r)
                y = Mul (c, c)
+             }",
+        );
+        clean(&a);
+        assert_eq!(ty(&a, "r"), "int32[3]");
+        // c * w could broadcast a one-element c over w: nothing is implied.
+        let a = run(
+            11,
+            "g (int32 s, int32 l, int32 d, float[3] w) => (float[3] y) {
+               r = Range (s, l, d)
+               c = Cast <to: int = 1> (r)
+               y = Mul (c, w)
              }",
         );
         assert!(problems(&a)[0].contains("known only at run time"), "{:?}", problems(&a));

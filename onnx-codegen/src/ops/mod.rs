@@ -119,6 +119,25 @@ impl<'a> NodeCx<'a> {
         self.expected.get(k).and_then(Option::as_deref)
     }
 
+    /// The type output `k` must have when the model fixes it: the declared
+    /// type (the caller checks it against its input), or else `elem` with
+    /// the dims [`NodeCx::expected_dims`] implies, when they have rank
+    /// `rank` (if the rule knows its output's rank). For rules whose output
+    /// shape depends on data known only at run time; their generated code
+    /// checks the data against it.
+    pub fn expected_output(
+        &self,
+        k: usize,
+        elem: ElemType,
+        rank: Option<usize>,
+    ) -> Option<TensorType> {
+        if let Some(t) = self.declared_output(k) {
+            return Some(t.clone());
+        }
+        let dims = self.expected_dims(k)?;
+        rank.is_none_or(|r| r == dims.len()).then(|| TensorType::new(elem, dims.to_vec()))
+    }
+
     /// The value of input `i` when known at generation time.
     pub fn constant(&self, i: usize) -> Option<&'a Tensor> {
         self.constants.get(i).copied().flatten()

@@ -118,8 +118,19 @@ const EXPECT_DEPTH: usize = 8;
 
 /// Whether `node`'s output 0 has exactly the shape of its input `index`,
 /// given the output's rank: unary element-wise ops and casts, and binary
-/// element-wise ops whose other operand holds one element and has a smaller
-/// rank than the output (so it can neither add axes nor stretch any).
+/// element-wise ops whose other operand holds one element and has at most
+/// the output's rank (so it can neither stretch an axis nor, when the input
+/// has the output's rank, add one: rules that use the result check that
+/// rank, see [`crate::ops::NodeCx::expected_output`]).
+///
+/// A binary op whose other operand is not inferred yet (it comes later in
+/// the graph, typically from the same run-time-shaped value) is taken to
+/// keep the shape too: that is an assumption, not a fact, but a safe one.
+/// The op that plans with the expected dims checks its run-time data
+/// against them, and the other operand's shape, once inferred, must then
+/// broadcast to the declared value's, or generation fails. A model that
+/// relies on broadcasting a one-element run-time result over it gets a
+/// run-time error, never a wrong result.
 fn keeps_shape<'t>(
     node: &Node,
     index: usize,
@@ -184,7 +195,7 @@ fn keeps_shape<'t>(
     }
     if BINARY.contains(&op) && node.inputs.len() == 2 && index < 2 {
         let Some(other) = node.inputs[1 - index] else { return false };
-        return ty(other).is_some_and(|t| t.numel() == Some(1) && t.rank() < out_rank);
+        return ty(other).is_none_or(|t| t.numel() == Some(1) && t.rank() <= out_rank);
     }
     false
 }
@@ -563,20 +574,46 @@ impl State<'_> {
     /// exactly (see [`keeps_shape`]), at most `depth` ops away. Rules whose
     /// output shape depends on run-time data plan with it; their generated
     /// code checks the data against it.
+    ///
+    /// Each value is examined once per query (memoised), so a query costs at
+    /// most the values within `depth` ops downstream, however they fan out.
     fn expected_dims(&self, v: ValueId, depth: usize) -> Option<Vec<usize>> {
+        let mut memo = BTreeMap::new();
+        self.expected_dims_memo(v, depth, &mut memo)
+    }
+
+    fn expected_dims_memo(
+        &self,
+        v: ValueId,
+        depth: usize,
+        memo: &mut BTreeMap<ValueId, (usize, Option<Vec<usize>>)>,
+    ) -> Option<Vec<usize>> {
         if let Some(t) = self.declared_type(v) {
             return Some(t.dims);
         }
         if depth == 0 {
             return None;
         }
-        self.uses.get(v.index())?.iter().find_map(|u| {
-            let Use::Input { node, index } = *u else { return None };
+        // A miss is final only when it looked at least as far as now.
+        if let Some((seen, found)) = memo.get(&v)
+            && (found.is_some() || *seen >= depth)
+        {
+            return found.clone();
+        }
+        memo.insert(v, (depth, None));
+        let mut found = None;
+        for u in self.uses.get(v.index()).map(Vec::as_slice).unwrap_or_default() {
+            let Use::Input { node, index } = *u else { continue };
             let n = self.g.node(node);
-            let out = n.output(0)?;
-            let dims = self.expected_dims(out, depth - 1)?;
-            keeps_shape(n, index, dims.len(), |w| self.types[w.index()].as_ref()).then_some(dims)
-        })
+            let Some(out) = n.output(0) else { continue };
+            let Some(dims) = self.expected_dims_memo(out, depth - 1, memo) else { continue };
+            if keeps_shape(n, index, dims.len(), |w| self.types[w.index()].as_ref()) {
+                found = Some(dims);
+                break;
+            }
+        }
+        memo.insert(v, (depth, found.clone()));
+        found
     }
 
     /// The declared type of `v` with every dimension known (symbols bound).
@@ -665,4 +702,121 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
 /// relies on every tensor's byte size fitting.
 fn too_large(t: &TensorType) -> bool {
     t.elem.bits().is_some() && t.byte_size().is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{run, ty, types, unsupported};
+
+    /// `n` is the model's input, so a Range up to it has a run-time length.
+    const RANGE: &str = "zero = Constant <value: tensor = float {0}> ()
+        one = Constant <value: tensor = float {1}> ()
+        half = Constant <value: tensor = float {0.5}> ()
+        r = Range (zero, n, one)";
+
+    #[test]
+    fn a_declared_output_fixes_a_range_through_shape_keeping_ops() {
+        // Mul by a scalar, Cos, an Add of a value inferred after the Range,
+        // and a Cast lead from the Range to the declared output.
+        let a = run(
+            17,
+            &format!(
+                "g (float n) => (double[6] y) {{ {RANGE}
+                a = Mul (r, half) c = Cos (a) s = Mul (a, a) t = Add (c, s)
+                y = Cast <to: int = 11> (t) }}"
+            ),
+        );
+        assert_eq!(types(&a), [ty("double[6]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+    }
+
+    #[test]
+    fn an_operand_that_may_stretch_the_value_stops_the_walk() {
+        // `w` holds 6 elements: the Range could hold 1 and be broadcast.
+        let a = run(
+            17,
+            &format!("g (float n, float[6] w) => (float[6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{a:?}",
+            a = unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn a_one_element_operand_of_higher_rank_gives_no_dims_of_the_wrong_rank() {
+        // r + [[1]] is [1, n]: the declared dims have rank 2, the Range rank 1,
+        // so they say nothing about the Range (no error, just unsupported).
+        let a = run(
+            17,
+            &format!("g (float n, float[1, 1] w) => (float[1, 6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+        // With an operand of the Range's own rank, the dims carry over.
+        let a = run(
+            17,
+            &format!("g (float n, float[1] w) => (float[6] y) {{ {RANGE} y = Add (r, w) }}"),
+        );
+        assert_eq!(types(&a), [ty("float[6]")]);
+    }
+
+    #[test]
+    fn the_walk_takes_the_first_use_that_reaches_a_declared_value() {
+        // The first use of `r` is blocked (a 6-element operand); the second
+        // reaches the declared output `z` through two Negs.
+        let a = run(
+            17,
+            &format!(
+                "g (float n, float[6] w) => (float[6] y, float[6] z) {{ {RANGE}
+                y = Add (r, w) b = Neg (r) z = Neg (b) }}"
+            ),
+        );
+        assert_eq!(types(&a), [ty("float[6]"), ty("float[6]")]);
+    }
+
+    #[test]
+    fn the_walk_is_bounded_in_depth() {
+        let chain = |len: usize| {
+            let mut body = format!("{RANGE} v0 = Neg (r)");
+            for i in 1..len {
+                body.push_str(&format!(" v{i} = Neg (v{})", i - 1));
+            }
+            format!("g (float n) => (float[6] v{}) {{ {body} }}", len - 1)
+        };
+        let a = run(17, &chain(super::EXPECT_DEPTH));
+        assert_eq!(types(&a), [ty("float[6]")]);
+        let a = run(17, &chain(super::EXPECT_DEPTH + 1));
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn the_walk_over_a_wide_lattice_stays_fast() {
+        // Every value has four uses, each of which keeps the shape (their
+        // other operands are not inferred yet): memoised, each query looks
+        // at every value within reach once instead of following 4^depth
+        // paths, for every one of the 160 nodes.
+        let mut body = format!("{RANGE} a0 = Neg (r) b0 = Neg (r)");
+        for i in 1..40 {
+            let p = i - 1;
+            body.push_str(&format!(
+                " a{i} = Mul (a{p}, b{p}) b{i} = Add (b{p}, a{p}) c{i} = Sub (a{p}, b{p}) d{i} = Max (b{p}, a{p})"
+            ));
+        }
+        let a = run(17, &format!("g (float n) => (float[6] b39) {{ {body} }}"));
+        // b39 is too far from r; what matters is that the analysis finished.
+        assert!(
+            unsupported(&a)[0].contains("Range's start, limit or delta"),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
 }
