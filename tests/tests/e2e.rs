@@ -137,3 +137,8 @@ fn if_loop_and_scan_match_the_reference() {
 fn differential_testing_regressions_match_the_reference() {
     check("difftest_regressions");
 }
+
+#[test]
+fn flex_attention_modifiers_and_run_time_dropout_match_the_reference() {
+    check("flex_and_dropout");
+}
