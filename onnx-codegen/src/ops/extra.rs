@@ -1132,13 +1132,34 @@ mod tests {
             "g (float[2] x) => (float[2] y) <float r = {0}, bool t = {1}> { y = Dropout (x, r, t) }",
         );
         assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        // A training mode or ratio known only at run time: both paths are generated.
         let a = run(
             13,
             "g (float[2] x, bool t) => (float[2] y) <float r = {0.5}> { y = Dropout (x, r, t) }",
         );
-        assert!(unsupported(&a)[0].contains("run time"), "{:?}", unsupported(&a));
-        let a = run(13, "g (float[2] x) => (float[2] y) <bool t = {1}> { y = Dropout (x, , t) }");
-        assert!(unsupported(&a)[0].contains("training mode"), "{:?}", unsupported(&a));
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            13,
+            "g (float[2] x, float r, bool t) => (float[2] y, bool[2] m) { y, m = Dropout (x, r, t) }",
+        );
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        // Training mode (default ratio 0.5) draws from the seeded generator:
+        // each kept value is doubled, each dropped one is 0, as the mask says.
+        let a = run(
+            13,
+            "g () => (float[16] y, bool[16] m) <float[16] x = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, bool t = {1}> {
+                y, m = Dropout <seed: int = 7> (x, , t)
+            }",
+        );
+        let (y, m) = (value(&a, 0), value(&a, 1));
+        assert!(y.iter().zip(&m).all(|(&v, &k)| v == 6.0 * k), "{y:?} {m:?}");
+        let kept = m.iter().filter(|&&k| k == 1.0).count();
+        assert!((1..16).contains(&kept), "{kept}");
+        let a = run(
+            13,
+            "g (float[2] x) => (float[2] y) <float r = {1}, bool t = {1}> { y = Dropout (x, r, t) }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("outside [0, 1)")), "{:?}", errors(&a));
         let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout (x) }");
         assert!(unsupported(&a)[0].contains("is_test"), "{:?}", unsupported(&a));
         let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout <is_test: int = 1> (x) }");
