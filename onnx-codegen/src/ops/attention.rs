@@ -1366,6 +1366,44 @@ mod tests {
         assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
     }
 
+    /// Analyses `graph` in a model importing `ai.onnx.preview` too.
+    fn run_preview(graph: &str) -> crate::generate::Analysis {
+        let src = format!(
+            "<ir_version: 10, opset_import: [\"\" : 22, \"ai.onnx.preview\" : 1]>\n{graph}"
+        );
+        let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
+        crate::generate::analyze(&model, &crate::generate::Options::default())
+            .expect("test model is valid")
+    }
+
+    #[test]
+    fn flex_attention_modifier_bodies() {
+        let a = run_preview(
+            "g (float16[1,2,3,4] q, float16[1,2,5,4] k, float16[1,2,5,6] v) => (float16[1,2,3,6] y) {
+                y = ai.onnx.preview.FlexAttention (q, k, v)
+                    <score_mod: graph = sm (float[B,H,L,S] s) => (float[B,H,L,S] o) <float c = {2}> {
+                        o = Mul (s, c)
+                    }>
+            }",
+        );
+        assert_eq!(types(&a), [ty("float16[1, 2, 3, 6]")]);
+        assert!(a.inferred.is_complete(), "{:?}", unsupported(&a));
+        // A body whose output is not the scores' type is refused, naming it.
+        let a = run_preview(
+            "g (float[1,2,3,4] q, float[1,2,5,4] k, float[1,2,5,6] v) => (float[1,2,3,6] y) {
+                y = ai.onnx.preview.FlexAttention (q, k, v)
+                    <prob_mod: graph = pm (float[B,H,L,S] p) => (double[B,H,L,S] o) {
+                        o = Cast <to: int = 11> (p)
+                    }>
+            }",
+        );
+        let e = errors(&a);
+        assert!(
+            e.iter().any(|m| m.contains("prob_mod must produce one float[1, 2, 3, 5]")),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn attention_errors_and_limits() {
         let a = run(
