@@ -422,6 +422,88 @@ pub fn attention<T: Real, M: MaskValue>(
     Ok(())
 }
 
+/// FlexAttention's scores for its `score_mod` / `prob_mod` subgraphs, which
+/// take the whole `[batch, q_heads, q_len, kv_len]` tensor: `Q·Kᵀ` with
+/// `sqrt(scale)` (computed in `f32`, then rounded to `T`, as the reference)
+/// applied to each side in `T`, summed in `T::Acc` and rounded to `T` once,
+/// then widened to `T::Acc`, the softmax precision. `shape` is 4-D
+/// (`three_d` false) without a cache (`past` 0); key/value head
+/// `h / (q_heads / kv_heads)` serves query head `h`.
+pub fn flex_scores<T: Real>(
+    shape: &AttentionShape,
+    scale: f64,
+    q: &[T],
+    k: &[T],
+    scores: &mut [T::Acc],
+) -> Result {
+    let s = *shape;
+    ensure(!s.three_d && s.past == 0, Error::InvalidParams)?;
+    ensure(s.kv_heads > 0 && s.q_heads.is_multiple_of(s.kv_heads), Error::InvalidParams)?;
+    ensure(q.len() == mul(&[s.batch, s.q_heads, s.q_len, s.head])?, Error::ShapeMismatch)?;
+    ensure(k.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.head])?, Error::ShapeMismatch)?;
+    ensure(scores.len() == mul(&[s.batch, s.q_heads, s.q_len, s.kv_new])?, Error::ShapeMismatch)?;
+    let r = |a: T::Acc| T::from_acc(a).to_acc();
+    let ss = r(<T::Acc as Float>::from_f64(f64::from(libm::sqrtf(scale as f32))));
+    let group = s.q_heads / s.kv_heads;
+    let mut at = 0;
+    for b in 0..s.batch {
+        for h in 0..s.q_heads {
+            let kh = h / group;
+            for i in 0..s.q_len {
+                let qa = ((b * s.q_heads + h) * s.q_len + i) * s.head;
+                let qrow = &q[qa..qa + s.head];
+                for j in 0..s.kv_new {
+                    let ka = ((b * s.kv_heads + kh) * s.kv_new + j) * s.head;
+                    let mut dot = <T::Acc as Num>::ZERO;
+                    for (qv, kv) in qrow.iter().zip(&k[ka..ka + s.head]) {
+                        dot = dot.add(r(qv.to_acc().mul(ss)).mul(r(kv.to_acc().mul(ss))));
+                    }
+                    scores[at] = r(dot);
+                    at += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// FlexAttention's output from its probabilities (`[batch, q_heads, q_len,
+/// kv_len]` in `T::Acc`): `Y = P·V` with `V` widened to `T::Acc`, each sum
+/// rounded to `T` once. The layout is as in [`flex_scores`].
+pub fn flex_output<T: Real>(
+    shape: &AttentionShape,
+    probs: &[T::Acc],
+    v: &[T],
+    y: &mut [T],
+) -> Result {
+    let s = *shape;
+    ensure(!s.three_d && s.past == 0, Error::InvalidParams)?;
+    ensure(s.kv_heads > 0 && s.q_heads.is_multiple_of(s.kv_heads), Error::InvalidParams)?;
+    ensure(probs.len() == mul(&[s.batch, s.q_heads, s.q_len, s.kv_new])?, Error::ShapeMismatch)?;
+    ensure(v.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.v_head])?, Error::ShapeMismatch)?;
+    ensure(y.len() == mul(&[s.batch, s.q_heads, s.q_len, s.v_head])?, Error::ShapeMismatch)?;
+    let group = s.q_heads / s.kv_heads;
+    for b in 0..s.batch {
+        for h in 0..s.q_heads {
+            let kh = h / group;
+            for i in 0..s.q_len {
+                let row = ((b * s.q_heads + h) * s.q_len + i) * s.kv_new;
+                let p = &probs[row..row + s.kv_new];
+                let ya = ((b * s.q_heads + h) * s.q_len + i) * s.v_head;
+                for c in 0..s.v_head {
+                    let mut acc = <T::Acc as Num>::ZERO;
+                    for (j, &w) in p.iter().enumerate() {
+                        let va = ((b * s.kv_heads + kh) * s.kv_new + j) * s.v_head + c;
+                        acc = acc.add(w.mul(v[va].to_acc()));
+                    }
+                    y[ya + c] = T::from_acc(acc);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The layout of one RotaryEmbedding call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RotaryParams {

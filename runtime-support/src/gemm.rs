@@ -33,6 +33,10 @@ pub struct Gemm<T> {
 
 /// One 2-D product `y[m, n] = sum_p a[i, p] * b[p, j]` with `a`, `b` read
 /// through (row, column) strides.
+///
+/// The sum runs in [`Num::Acc`] and is rounded to `T` once: for `f16` and
+/// `bf16` that is numpy's rule (products and sums in `f32`); for every other
+/// type `Acc` is `T` itself and the loop is the plain one.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn mm<T: Num>(
@@ -47,11 +51,12 @@ fn mm<T: Num>(
 ) {
     for i in 0..m {
         for j in 0..n {
-            let mut acc = T::ZERO;
+            let mut acc = T::Acc::ZERO;
             for p in 0..k {
-                acc = acc.add(a[i * a_s[0] + p * a_s[1]].mul(b[p * b_s[0] + j * b_s[1]]));
+                let x = a[i * a_s[0] + p * a_s[1]].to_acc();
+                acc = acc.add(x.mul(b[p * b_s[0] + j * b_s[1]].to_acc()));
             }
-            out(i, j, acc);
+            out(i, j, T::from_acc(acc));
         }
     }
 }
@@ -418,6 +423,42 @@ mod tests {
         close(&got, &want, 19);
         let bad = MatMul { a_batch_strides: &[96], ..p };
         assert_eq!(smatmul(&bad, &a[..190], &b[..437], &mut got), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn half_float_products_sum_in_f32_and_round_once() {
+        use half::{bf16, f16};
+        // numpy: np.array([[1, 1, 1]], np.float16) @ [[1], [2**-11], [2**-11]]
+        // is 1.0009765625; rounding after every step would give 1.0 (1 + 2^-11
+        // is a tie that rounds to even).
+        let p = MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m: 1, k: 3, n: 1 };
+        let a = [f16::ONE; 3];
+        let b = [f16::ONE, f16::from_f32(1.0 / 2048.0), f16::from_f32(1.0 / 2048.0)];
+        let mut y = [f16::ZERO];
+        matmul(&p, &a, &b, &mut y).unwrap();
+        assert_eq!(y[0].to_f32(), 1.000_976_6);
+        // ml_dtypes: bfloat16 [[1, 1, 1]] @ [[1], [2**-8], [2**-8]] is 1.0078125
+        // in float32, which bfloat16 holds.
+        let a = [bf16::ONE; 3];
+        let b = [bf16::ONE, bf16::from_f32(1.0 / 256.0), bf16::from_f32(1.0 / 256.0)];
+        let mut y = [bf16::ZERO];
+        matmul(&p, &a, &b, &mut y).unwrap();
+        assert_eq!(y[0].to_f32(), 1.007_812_5);
+        // Gemm sums the same way; alpha then scales the rounded sum.
+        let g = Gemm {
+            m: 1,
+            n: 1,
+            k: 3,
+            trans_a: false,
+            trans_b: false,
+            alpha: f16::from_f32(2.0),
+            beta: f16::ZERO,
+            c_strides: [0, 0],
+        };
+        let b = [f16::ONE, f16::from_f32(1.0 / 2048.0), f16::from_f32(1.0 / 2048.0)];
+        let mut y = [f16::ZERO];
+        gemm(&g, &[f16::ONE; 3], &b, None, &mut y).unwrap();
+        assert_eq!(y[0].to_f32(), 2.001_953_1);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Float math runs in `f64` and rounds once per output element, as the
 //! reference does for `f32` tensors.
 
-use crate::num::{Float, Int, Num};
+use crate::num::{Flag, Float, Int, Num};
 use crate::shape::{MAX_RANK, check_strided, numel, walk};
 use crate::{Error, Result, ensure};
 
@@ -334,6 +334,40 @@ pub fn bernoulli<P: Float, O: Num>(seed: u64, p: &[P], y: &mut [O]) -> Result {
     Ok(())
 }
 
+/// ONNX `Dropout` in training mode. Each element draws a uniform sample from
+/// the generator started at `seed`; where it is at least `ratio` the element
+/// is kept and scaled, `y = (1 * x) * (1 / (1 - ratio))` in `T`, elsewhere
+/// `y = (0 * x) * scale` (so a dropped negative value is `-0`, as numpy's
+/// `mask * x * scale` gives). `mask`, unless empty, receives whether each
+/// element was kept. A ratio of 0 keeps everything unchanged, with no draw;
+/// a ratio outside `[0, 1)` is [`Error::InvalidParams`].
+pub fn dropout_train<T: Float, F: Flag>(
+    seed: u64,
+    ratio: f64,
+    x: &[T],
+    y: &mut [T],
+    mask: &mut [F],
+) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    ensure(mask.is_empty() || mask.len() == x.len(), Error::ShapeMismatch)?;
+    ensure((0.0..1.0).contains(&ratio), Error::InvalidParams)?;
+    if ratio == 0.0 {
+        y.copy_from_slice(x);
+        mask.iter_mut().for_each(|m| *m = F::from_bool(true));
+        return Ok(());
+    }
+    let scale = T::from_f64(1.0 / (1.0 - ratio));
+    let mut rng = Rng::new(seed);
+    for (i, (o, &v)) in y.iter_mut().zip(x).enumerate() {
+        let keep = rng.uniform() >= ratio;
+        *o = T::from_usize(usize::from(keep)).mul(v).mul(scale);
+        if let Some(m) = mask.get_mut(i) {
+            *m = F::from_bool(keep);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,6 +432,39 @@ mod tests {
         let mut y = [0i32; 3];
         bernoulli(3, &[0.0f32, 1.0, 0.0], &mut y).unwrap();
         assert_eq!(y, [0, 1, 0]);
+    }
+
+    #[test]
+    fn dropout_in_training_mode() {
+        let x = [1.5f32, -2.0, 3.0, -0.5, 4.0, 8.0, -1.0, 0.25];
+        // Ratio 0 keeps every value unchanged.
+        let (mut y, mut m) = ([0.0f32; 8], [false; 8]);
+        dropout_train(5, 0.0, &x, &mut y, &mut m).unwrap();
+        assert_eq!((y, m), (x, [true; 8]));
+        // Ratio 0.75: kept values are scaled by 4, dropped ones are signed
+        // zeros, and the mask says which; the same seed gives the same mask.
+        dropout_train(5, 0.75, &x, &mut y, &mut m).unwrap();
+        for i in 0..8 {
+            let want = if m[i] { x[i] * 4.0 } else { 0.0 * x[i] };
+            assert_eq!(y[i].to_bits(), want.to_bits(), "{i}");
+        }
+        let mut m2 = [0u8; 8];
+        let mut y2 = [0.0f32; 8];
+        dropout_train(5, 0.75, &x, &mut y2, &mut m2).unwrap();
+        assert_eq!(m2.map(|b| b != 0), m);
+        let mut big = [0.0f32; 4000];
+        let mut kept = [false; 4000];
+        dropout_train(9, 0.75, &[1.0; 4000], &mut big, &mut kept).unwrap();
+        let n = kept.iter().filter(|&&k| k).count();
+        assert!((850..1150).contains(&n), "{n}");
+        assert_eq!(
+            dropout_train::<f32, bool>(1, 1.0, &x, &mut y, &mut []),
+            Err(Error::InvalidParams)
+        );
+        assert_eq!(
+            dropout_train::<f32, bool>(1, 0.5, &x, &mut y[..7], &mut []),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]

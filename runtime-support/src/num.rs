@@ -49,6 +49,25 @@ pub trait Num: Copy + PartialOrd + Default + core::fmt::Debug + 'static {
     fn from_usize(n: usize) -> Self;
     /// Whether `self` is NaN (always false for integers).
     fn is_nan(self) -> bool;
+    /// The type a sum of products accumulates in: `f32` for the 16-bit
+    /// floats (numpy's matmul widens each product, sums in `f32` and rounds
+    /// the sum once), `Self` for every other type.
+    type Acc: Num;
+    /// `self` widened to the accumulator type (exact).
+    fn to_acc(self) -> Self::Acc;
+    /// An accumulated value rounded back to `Self`.
+    fn from_acc(a: Self::Acc) -> Self;
+    /// Whether a reduction's running sum stays in [`Num::Acc`] until the end
+    /// (numpy sums `float16` in `float32`) rather than being rounded to `Self`
+    /// after every addition (`bfloat16` comes from `ml_dtypes`, whose add
+    /// loop rounds each step, also inside a reduction).
+    const WIDE_SUMS: bool = true;
+    /// One step of a reduction's sum: `acc + x`, rounded as [`Num::WIDE_SUMS`] says.
+    #[inline]
+    fn sum_step(acc: Self::Acc, x: Self) -> Self::Acc {
+        let s = acc.add(x.to_acc());
+        if Self::WIDE_SUMS { s } else { Self::from_acc(s).to_acc() }
+    }
 }
 
 /// A floating point element (`f32`, `f64`, `f16`, `bf16`).
@@ -251,6 +270,15 @@ macro_rules! impl_float {
             fn is_nan(self) -> bool {
                 self != self
             }
+            type Acc = Self;
+            #[inline]
+            fn to_acc(self) -> Self {
+                self
+            }
+            #[inline]
+            fn from_acc(a: Self) -> Self {
+                a
+            }
         }
 
         impl Float for $t {
@@ -391,7 +419,7 @@ impl_float!(
 /// the basic operations (`+ - * /`, `sqrt`) round exactly as a native 16-bit
 /// implementation would.
 macro_rules! impl_half {
-    ($t:ty) => {
+    ($t:ty, $wide_sums:expr) => {
         impl Num for $t {
             const ZERO: Self = <$t>::ZERO;
             const ONE: Self = <$t>::ONE;
@@ -465,6 +493,16 @@ macro_rules! impl_half {
             fn is_nan(self) -> bool {
                 self != self
             }
+            type Acc = f32;
+            const WIDE_SUMS: bool = $wide_sums;
+            #[inline]
+            fn to_acc(self) -> f32 {
+                self.to_f32()
+            }
+            #[inline]
+            fn from_acc(a: f32) -> Self {
+                <$t>::from_f32(a)
+            }
         }
 
         impl Float for $t {
@@ -500,8 +538,8 @@ macro_rules! impl_half {
     };
 }
 
-impl_half!(half::f16);
-impl_half!(half::bf16);
+impl_half!(half::f16, true);
+impl_half!(half::bf16, false);
 
 macro_rules! impl_int {
     ($t:ty, $signed:expr) => {
@@ -600,6 +638,15 @@ macro_rules! impl_int {
             #[inline]
             fn is_nan(self) -> bool {
                 false
+            }
+            type Acc = Self;
+            #[inline]
+            fn to_acc(self) -> Self {
+                self
+            }
+            #[inline]
+            fn from_acc(a: Self) -> Self {
+                a
             }
         }
 

@@ -2,7 +2,8 @@
 //! axis alone is normalised, the tensor seen as `[outer, axis, inner]`).
 //!
 //! Softmax subtracts each lane's maximum before exponentiating, so large
-//! inputs neither overflow nor lose the result.
+//! inputs neither overflow nor lose the result. The lane's sum follows
+//! [`Num::sum_step`], as the reference's numpy sums do.
 
 use crate::norm::AxisShape;
 use crate::num::{Float, Num};
@@ -22,12 +23,13 @@ pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
     check(s, x, y)?;
     s.lanes(|base| {
         let m = lane_max(s, x, base);
-        let mut sum = T::ZERO;
+        let mut sum = T::Acc::ZERO;
         for j in 0..s.axis {
             let e = x[base + j * s.inner].sub(m).exp();
             y[base + j * s.inner] = e;
-            sum = sum.add(e);
+            sum = T::sum_step(sum, e);
         }
+        let sum = T::from_acc(sum);
         for j in 0..s.axis {
             let at = base + j * s.inner;
             y[at] = y[at].div(sum).unwrap_or(T::NAN);
@@ -41,11 +43,11 @@ pub fn log_softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
     check(s, x, y)?;
     s.lanes(|base| {
         let m = lane_max(s, x, base);
-        let mut sum = T::ZERO;
+        let mut sum = T::Acc::ZERO;
         for j in 0..s.axis {
-            sum = sum.add(x[base + j * s.inner].sub(m).exp());
+            sum = T::sum_step(sum, x[base + j * s.inner].sub(m).exp());
         }
-        let lse = sum.ln();
+        let lse = T::from_acc(sum).ln();
         for j in 0..s.axis {
             let at = base + j * s.inner;
             y[at] = x[at].sub(m).sub(lse);
@@ -103,6 +105,26 @@ mod tests {
         let mut y = [0.0f32; 4];
         softmax(s, &[0.0, 5.0, 0.0, 5.0], &mut y).unwrap();
         assert_eq!(y, [0.5; 4]);
+    }
+
+    #[test]
+    fn half_float_sums_follow_the_reference() {
+        use half::{bf16, f16};
+        // Expected values from onnx.reference's Softmax: float16 sums in
+        // float32 and rounds once; bfloat16 (ml_dtypes) rounds every addition.
+        let s = AxisShape { outer: 1, axis: 6, inner: 1 };
+        let x = [-1.75f32, -0.25, 1.75, -1.5, -0.5, -0.5].map(f16::from_f32);
+        let mut y = [f16::ZERO; 6];
+        softmax(s, &x, &mut y).unwrap();
+        let want =
+            [0.021_347_046, 0.095_642_09, 0.706_542_97, 0.027_404_785, 0.074_462_89, 0.074_462_89];
+        assert_eq!(y.map(f16::to_f32), want);
+        let x = [-0.75f32, -2.0, -0.25, 0.5, 1.0, 1.25].map(bf16::from_f32);
+        let mut y = [bf16::ZERO; 6];
+        softmax(s, &x, &mut y).unwrap();
+        let want =
+            [0.051_025_39, 0.014_587_402, 0.083_984_375, 0.177_734_38, 0.292_968_75, 0.376_953_12];
+        assert_eq!(y.map(bf16::to_f32), want);
     }
 
     #[test]

@@ -161,3 +161,8 @@ fn run_time_shapes_that_differ_from_the_declared_ones_are_an_error() {
     assert_eq!(p, [-0.0]);
     assert_eq!(s, [1.0, -0.0, 3.0, -1.0, 6.0, -2.0, 10.0, -3.0]);
 }
+
+#[test]
+fn flex_attention_modifiers_and_run_time_dropout_match_the_reference() {
+    check("flex_and_dropout");
+}

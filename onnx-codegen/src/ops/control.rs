@@ -52,7 +52,7 @@ thread_local! {
 }
 
 /// One compiled body.
-struct Body {
+pub(super) struct Body {
     graph: Graph,
     inferred: Inferred,
     plan: Plan,
@@ -61,7 +61,12 @@ struct Body {
 }
 
 impl Body {
-    fn output_types(&self) -> Vec<TensorType> {
+    /// The bytes of the body's own arena.
+    pub(super) fn arena_bytes(&self) -> usize {
+        self.plan.arena_bytes
+    }
+
+    pub(super) fn output_types(&self) -> Vec<TensorType> {
         self.graph
             .outputs
             .iter()
@@ -80,7 +85,7 @@ impl Body {
 
     /// Whether step input `slot` of the node is read by this body at run
     /// time (a capture whose value is not known at generation time).
-    fn reads_slot(&self, slot: usize) -> bool {
+    pub(super) fn reads_slot(&self, slot: usize) -> bool {
         self.graph.captures.iter().zip(&self.capture_slots).any(|(&c, &s)| {
             s == slot && self.inferred.constants.get(c.index()).is_some_and(Option::is_none)
         })
@@ -88,7 +93,7 @@ impl Body {
 
     /// The body's statements; `inputs` binds its graph inputs in order,
     /// captures are bound as `_cf_cap{slot}`, `outputs` its graph outputs.
-    fn tokens(
+    pub(super) fn tokens(
         &self,
         inputs: &[Ident],
         outputs: &[Ident],
@@ -102,7 +107,7 @@ impl Body {
 
 /// Compiles `graph` (an attribute of `cx.node`) with its inputs typed by
 /// `input_types`.
-fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -> OpResult<Body> {
+pub(super) fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -> OpResult<Body> {
     let Some(graph) = cx.node.attr(attr).and_then(|a| a.graphs().first()) else {
         return invalid(format!("attribute '{attr}' (a graph) is required"));
     };
@@ -191,18 +196,18 @@ struct Slot {
 }
 
 /// The kernel's scratch range: the body arena first, then its own buffers.
-struct Scratch {
+pub(super) struct Scratch {
     arena: usize,
     slots: Vec<Slot>,
     end: usize,
 }
 
 impl Scratch {
-    fn new(arena: usize) -> Scratch {
+    pub(super) fn new(arena: usize) -> Scratch {
         Scratch { arena, slots: Vec::new(), end: align(arena) }
     }
 
-    fn add(&mut self, ty: &TensorType) -> OpResult<usize> {
+    pub(super) fn add(&mut self, ty: &TensorType) -> OpResult<usize> {
         let Some(bytes) = ty.byte_size() else {
             return unsupported(format!("a loop buffer of type {ty} is too large"));
         };
@@ -212,12 +217,12 @@ impl Scratch {
         Ok(self.slots.len() - 1)
     }
 
-    fn ty(&self) -> Option<TensorType> {
+    pub(super) fn ty(&self) -> Option<TensorType> {
         (self.end > 0).then(|| TensorType::new(ElemType::Uint8, vec![self.end]))
     }
 
     /// Splits the scratch bytes into `_cf_arena` and `_cf_slot{i}` typed views.
-    fn bind(&self, io: &Io) -> TokenStream {
+    pub(super) fn bind(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let Some(scratch) = &io.scratch else {
             // Nothing to keep: no body arena and no slots.
@@ -254,7 +259,7 @@ fn io_in(io: &Io, i: usize) -> TokenStream {
 
 /// Binds the node's captured inputs as `_cf_cap{slot}` (all at once, so a
 /// binding never shadows a name another one reads).
-fn bind_all(pairs: Vec<(Ident, TokenStream)>) -> TokenStream {
+pub(super) fn bind_all(pairs: Vec<(Ident, TokenStream)>) -> TokenStream {
     if pairs.is_empty() {
         return quote!();
     }
@@ -262,7 +267,7 @@ fn bind_all(pairs: Vec<(Ident, TokenStream)>) -> TokenStream {
     quote!(let (#(#names,)*) = (#(#exprs,)*);)
 }
 
-fn captures(io: &Io, own: usize) -> Vec<(Ident, TokenStream)> {
+pub(super) fn captures(io: &Io, own: usize) -> Vec<(Ident, TokenStream)> {
     io.inputs
         .iter()
         .enumerate()
@@ -275,7 +280,7 @@ fn idents(prefix: &str, n: usize) -> Vec<Ident> {
     (0..n).map(|i| Ident::new(&format!("{prefix}{i}"), Span::call_site())).collect()
 }
 
-fn error_tokens(message: &str) -> TokenStream {
+pub(super) fn error_tokens(message: &str) -> TokenStream {
     quote!(compile_error!(#message);)
 }
 
@@ -492,7 +497,7 @@ fn slot(i: usize) -> Ident {
     format_ident!("_cf_slot{}", i)
 }
 
-fn body_arena(body: &Body) -> TokenStream {
+pub(super) fn body_arena(body: &Body) -> TokenStream {
     if body.plan.arena_bytes > 0 {
         quote!(let arena: &mut [u8] = &mut *_cf_arena;)
     } else {

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
+use onnx_codegen_runtime::cast as rt_cast;
 use onnx_codegen_runtime::elementwise::{self as rt_ew, Arith, Broadcast, Unary};
 use onnx_codegen_runtime::num::{Float, Num};
 use proc_macro2::TokenStream;
@@ -368,7 +369,7 @@ impl OpRule for BinaryRule {
         if !is_num(a.elem) {
             return unsupported(format!("{} on {} tensors", cx.node.op.op_type, a.elem));
         }
-        if a.elem != b.elem && !pow_cast(cx, a.elem, b.elem) {
+        if a.elem != b.elem && !pow_cast(cx, a.elem, b.elem) && !pow_int_float(cx, a.elem, b.elem) {
             return unsupported(format!(
                 "{} of {} and {} tensors",
                 cx.node.op.op_type, a.elem, b.elem
@@ -385,11 +386,13 @@ impl OpRule for BinaryRule {
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let out = outputs.first().ok_or_else(|| no_output(cx))?;
         let (a, b) = (cx.input(0)?, cx.input(1)?);
-        let cast_b = (a.elem != b.elem).then(|| (b.elem, b.numel().unwrap_or(0)));
+        let int_float = pow_int_float(cx, a.elem, b.elem);
+        let cast_b = (a.elem != b.elem && !int_float).then(|| (b.elem, b.numel().unwrap_or(0)));
         Ok(Lowered::Kernel(Box::new(BinaryKernel {
             op: arith(cx)?,
             elem: out.elem,
             cast_b,
+            float_exp: int_float.then_some(b.elem),
             strides: [broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b.dims, &out.dims)],
             shape: out.dims.clone(),
         })))
@@ -407,11 +410,24 @@ fn pow_cast(cx: &NodeCx<'_>, base: ElemType, exp: ElemType) -> bool {
         && !matches!(exp, ElemType::Float16 | ElemType::Bfloat16)
 }
 
+/// Whether this is Pow of an integer base and a float exponent. The
+/// reference computes it in float64 (numpy promotes an integer and a float32
+/// to float64) and converts the result to the base's type, truncating toward
+/// zero as `Cast` does: the runtime's `pow_mixed`.
+fn pow_int_float(cx: &NodeCx<'_>, base: ElemType, exp: ElemType) -> bool {
+    cx.node.op.op_type == "Pow"
+        && is_num(base)
+        && !super::is_float_num(base)
+        && matches!(exp, ElemType::Float | ElemType::Double)
+}
+
 struct BinaryKernel {
     op: Arith,
     elem: ElemType,
     /// Pow's exponent converted to `elem` first: its type and element count.
     cast_b: Option<(ElemType, usize)>,
+    /// Pow of an integer base: the float exponent's type.
+    float_exp: Option<ElemType>,
     shape: Vec<usize>,
     strides: [Vec<isize>; 2],
 }
@@ -428,10 +444,41 @@ fn run_binary<T: Num + HostElem>(
     Ok(())
 }
 
+/// Integer-base, float-exponent Pow on the host: `B` the base type.
+fn run_pow_int_float<B: Num + HostElem + rt_cast::CastElement>(
+    k: &BinaryKernel,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let p = Broadcast { shape: &k.shape, strides: [&k.strides[0], &k.strides[1]] };
+    let a = slice::<B>(inputs.first().copied().flatten())?;
+    let b = inputs.get(1).copied().flatten();
+    let y = slice_mut::<B>(outputs.first_mut())?;
+    match k.float_exp {
+        Some(ElemType::Float) => rt_ew::pow_mixed(&p, a, slice::<f32>(b)?, y)?,
+        Some(ElemType::Double) => rt_ew::pow_mixed(&p, a, slice::<f64>(b)?, y)?,
+        other => return Err(EvalError::Type(other.unwrap_or(ElemType::Float))),
+    }
+    Ok(())
+}
+
 impl Kernel for BinaryKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         if let Some((e, _)) = self.cast_b {
             return Err(EvalError::Type(e));
+        }
+        if self.float_exp.is_some() {
+            return match self.elem {
+                ElemType::Int8 => run_pow_int_float::<i8>(self, inputs, outputs),
+                ElemType::Int16 => run_pow_int_float::<i16>(self, inputs, outputs),
+                ElemType::Int32 => run_pow_int_float::<i32>(self, inputs, outputs),
+                ElemType::Int64 => run_pow_int_float::<i64>(self, inputs, outputs),
+                ElemType::Uint8 => run_pow_int_float::<u8>(self, inputs, outputs),
+                ElemType::Uint16 => run_pow_int_float::<u16>(self, inputs, outputs),
+                ElemType::Uint32 => run_pow_int_float::<u32>(self, inputs, outputs),
+                ElemType::Uint64 => run_pow_int_float::<u64>(self, inputs, outputs),
+                other => Err(EvalError::Type(other)),
+            };
         }
         crate::by_num_type!(self.elem, run_binary(self, inputs, outputs))
     }
@@ -446,6 +493,14 @@ impl Kernel for BinaryKernel {
         let shape = lit::usizes(&self.shape);
         let (sa, sb) = (lit::isizes(&self.strides[0]), lit::isizes(&self.strides[1]));
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        if self.float_exp.is_some() {
+            return quote! {
+                #rt::elementwise::pow_mixed(
+                    &#rt::elementwise::Broadcast { shape: #shape, strides: [#sa, #sb] },
+                    #a, #b, #y,
+                )?;
+            };
+        }
         if let (Some(_), Some(e)) = (self.cast_b, &io.scratch) {
             return quote! {{
                 let e = #e;
@@ -515,6 +570,29 @@ mod tests {
         );
         assert_eq!(types(&a), [ty("float16[3]")]);
         assert_eq!(folded_f16(&a), [0.25, 0.5, 4.0]);
+    }
+
+    #[test]
+    fn pow_of_an_integer_base_and_a_float_exponent() {
+        // numpy: np.power(int32 [1, 2, 3, -8], float32 [0.5, -1, 2.5, 0.3333])
+        // is float64 [1, 0.5, 15.588.., nan]; astype(int32) truncates the
+        // finite values to [1, 0, 15]. Int64 with a double exponent likewise.
+        let a = run(
+            15,
+            "g () => (int32[3] y, int64[2] z)
+                <int32[3] a = {1, 2, 3}, float[3] b = {0.5, -1, 2.5},
+                 int64[2] c = {10, 7}, double[2] d = {-2, 1.5}> {
+                y = Pow (a, b)
+                z = Pow (c, d)
+            }",
+        );
+        assert_eq!(types(&a), [ty("int32[3]"), ty("int64[2]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(crate::ops::testing::value(&a, 0), [1.0, 0.0, 15.0]);
+        // 10^-2 = 0.01 -> 0; 7^1.5 = 18.52.. -> 18.
+        assert_eq!(crate::ops::testing::value(&a, 1), [0.0, 18.0]);
+        let a = run(15, "g (int32[2] x, float e) => (int32[2] y) { y = Pow (x, e) }");
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! RMSNormalization, Trilu, Dropout (inference), CumSum, OneHot, EyeLike and
+//! RMSNormalization, Trilu, Dropout, CumSum, OneHot, EyeLike and
 //! TopK.
 //!
 //! Scalar inputs that do not change the output shape (Trilu's `k`, CumSum's
@@ -382,9 +382,50 @@ impl Kernel for TriluKernel {
 
 struct DropoutRule;
 
-/// Checks that the node runs in inference mode (or with a ratio of 0, which
-/// keeps everything); returns the mask's element type.
-fn dropout_plan(cx: &NodeCx<'_>) -> OpResult<ElemType> {
+/// Whether a Dropout node drops elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DropMode {
+    /// Inference (or training with a ratio of 0): `y = x`, the mask all true.
+    Keep,
+    /// Training mode, known at generation time.
+    Train,
+    /// `training_mode` is data: both paths are generated and chosen at run time.
+    Runtime,
+}
+
+/// Dropout's ratio.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DropRatio {
+    Known(f64),
+    /// Read from input 1 at run time.
+    Input,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct DropoutPlan {
+    /// The mask's element type.
+    mask: ElemType,
+    mode: DropMode,
+    ratio: DropRatio,
+    /// The random generator's seed (the `seed` attribute, or the runtime's default).
+    seed: u64,
+}
+
+/// The one value of a float scalar on the host, as `f64`.
+fn host_ratio(h: &HostTensor) -> Option<f64> {
+    match &h.data {
+        HostData::F32(v) if v.len() == 1 => Some(f64::from(v[0])),
+        HostData::F64(v) if v.len() == 1 => Some(v[0]),
+        HostData::F16(v) if v.len() == 1 => Some(v[0].to_f64()),
+        HostData::Bf16(v) if v.len() == 1 => Some(v[0].to_f64()),
+        _ => None,
+    }
+}
+
+/// How the node runs: inference, or training with the seeded generator of
+/// `runtime-support::misc` (not numpy's random stream, so a nonzero ratio
+/// gives other draws than the reference's).
+fn dropout_plan(cx: &NodeCx<'_>) -> OpResult<DropoutPlan> {
     let x = cx.input(0)?;
     if !matches!(
         x.elem,
@@ -398,54 +439,59 @@ fn dropout_plan(cx: &NodeCx<'_>) -> OpResult<ElemType> {
             "Dropout in training mode (is_test = 0) drops elements at random; only inference is supported",
         );
     }
-    if v >= 12 && cx.opt_input(2).is_some() {
-        let Some(t) = cx.constant(2) else {
-            return unsupported(
-                "Dropout with a training_mode known only at run time (training mode is random)",
-            );
-        };
-        let training = t.to_i64s().is_some_and(|v| v.iter().any(|&b| b != 0));
-        if training {
-            let ratio = match (cx.opt_input(1), cx.constant(1)) {
-                (None, _) => Some(0.5),
-                (Some(_), Some(r)) => HostTensor::from_tensor(r).and_then(|h| match h.data {
-                    HostData::F32(v) if v.len() == 1 => Some(f64::from(v[0])),
-                    HostData::F64(v) if v.len() == 1 => Some(v[0]),
-                    HostData::F16(v) if v.len() == 1 => Some(v[0].to_f64()),
-                    HostData::Bf16(v) if v.len() == 1 => Some(v[0].to_f64()),
-                    _ => None,
-                }),
-                (Some(_), None) => None,
-            };
-            if ratio != Some(0.0) {
-                return unsupported(
-                    "Dropout in training mode with a nonzero (or unknown) ratio drops elements at random",
-                );
-            }
-        }
+    let mask = if v < 10 { x.elem } else { ElemType::Bool };
+    let seed = match cx.node.attr("seed") {
+        Some(crate::ir::AttrValue::Int(s)) => *s as u64,
+        _ => onnx_codegen_runtime::misc::DEFAULT_SEED,
+    };
+    let mut plan = DropoutPlan { mask, mode: DropMode::Keep, ratio: DropRatio::Known(0.5), seed };
+    if v < 12 || cx.opt_input(2).is_none() {
+        return Ok(plan);
     }
-    Ok(if v < 10 { x.elem } else { ElemType::Bool })
+    plan.mode = match cx.constant(2) {
+        None => DropMode::Runtime,
+        Some(t) if t.to_i64s().is_some_and(|v| v.iter().any(|&b| b != 0)) => DropMode::Train,
+        Some(_) => return Ok(plan),
+    };
+    if let Some(r) = cx.opt_input(1) {
+        plan.ratio = match cx.constant(1) {
+            Some(c) => match HostTensor::from_tensor(c).as_ref().and_then(host_ratio) {
+                Some(v) => DropRatio::Known(v),
+                None => return invalid(format!("Dropout's ratio must be one float, got {r}")),
+            },
+            None if super::is_float_num(r.elem) && r.numel() == Some(1) => DropRatio::Input,
+            None => return invalid(format!("Dropout's ratio must be one float, got {r}")),
+        };
+    }
+    match plan.ratio {
+        DropRatio::Known(0.0) if plan.mode == DropMode::Train => plan.mode = DropMode::Keep,
+        DropRatio::Known(r) if !(0.0..1.0).contains(&r) => {
+            return invalid(format!("Dropout's ratio {r} is outside [0, 1)"));
+        }
+        _ => {}
+    }
+    Ok(plan)
 }
 
 impl OpRule for DropoutRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
-        let mask = dropout_plan(cx)?;
+        let plan = dropout_plan(cx)?;
         let x = cx.input(0)?;
-        Ok(declared(cx, vec![x.clone(), TensorType::new(mask, x.dims.clone())]))
+        Ok(declared(cx, vec![x.clone(), TensorType::new(plan.mask, x.dims.clone())]))
     }
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        let mask = dropout_plan(cx)?;
-        if !has_output(cx, 1) {
+        let plan = dropout_plan(cx)?;
+        if plan.mode == DropMode::Keep && !has_output(cx, 1) {
             return Ok(Lowered::Alias);
         }
-        Ok(Lowered::Kernel(Box::new(DropoutKernel { elem: cx.input(0)?.elem, mask })))
+        Ok(Lowered::Kernel(Box::new(DropoutKernel { elem: cx.input(0)?.elem, plan })))
     }
 }
 
 struct DropoutKernel {
     elem: ElemType,
-    mask: ElemType,
+    plan: DropoutPlan,
 }
 
 fn set_ones(d: &mut HostData) {
@@ -475,29 +521,102 @@ fn run_dropout<T: Data>(inputs: &[Option<&HostTensor>], outputs: &mut [HostTenso
     Ok(())
 }
 
+fn run_dropout_train<T: Float + HostElem>(
+    seed: u64,
+    ratio: f64,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    let x = inputs.first().copied().flatten().and_then(HostTensor::get::<T>);
+    let x = x.ok_or_else(wrong_buffer)?;
+    let (y, mask) = match outputs {
+        [y] => (y, None),
+        [y, m, ..] => (y, Some(m)),
+        [] => return Err(wrong_buffer()),
+    };
+    let y = y.get_mut::<T>().ok_or_else(wrong_buffer)?;
+    let mut none: [bool; 0] = [];
+    let mask = match mask.map(|m| &mut m.data) {
+        None => &mut none[..],
+        Some(HostData::Bool(v)) => &mut v[..],
+        Some(_) => return Err(EvalError::Type(ElemType::Bool)),
+    };
+    onnx_codegen_runtime::misc::dropout_train(seed, ratio, x, y, mask)?;
+    Ok(())
+}
+
 impl Kernel for DropoutKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
-        by_data_type!(self.elem, run_dropout(inputs, outputs))
+        let training = match self.plan.mode {
+            DropMode::Keep => false,
+            DropMode::Train => true,
+            DropMode::Runtime => match inputs.get(2).copied().flatten().map(|t| &t.data) {
+                Some(HostData::Bool(v)) if v.len() == 1 => v[0],
+                _ => return Err(wrong_buffer()),
+            },
+        };
+        if !training {
+            return by_data_type!(self.elem, run_dropout(inputs, outputs));
+        }
+        let ratio = match self.plan.ratio {
+            DropRatio::Known(r) => r,
+            DropRatio::Input => {
+                inputs.get(1).copied().flatten().and_then(host_ratio).ok_or_else(wrong_buffer)?
+            }
+        };
+        let seed = self.plan.seed;
+        crate::by_float_type!(self.elem, run_dropout_train(seed, ratio, inputs, outputs))
     }
 
     fn reads_input(&self, i: usize) -> bool {
-        i == 0
+        match i {
+            0 => true,
+            1 => self.plan.mode != DropMode::Keep && self.plan.ratio == DropRatio::Input,
+            2 => self.plan.mode == DropMode::Runtime,
+            _ => false,
+        }
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, y) = (&io.inputs[0], &io.outputs[0]);
-        let one = match self.mask {
+        let one = match self.plan.mask {
             ElemType::Bool => quote!(#rt::num::Flag::from_bool(true)),
             ElemType::Float16 => quote!(#rt::f16::ONE),
             ElemType::Bfloat16 => quote!(#rt::bf16::ONE),
             other => lit::float(1.0, other),
         };
         let mask = io.outputs.get(1).cloned().flatten();
-        let fill = mask.map(|m| quote!(#rt::extra::fill(#m, #one);));
-        quote! {
+        let fill = mask.as_ref().map(|m| quote!(#rt::extra::fill(#m, #one);));
+        let keep = quote! {
             #rt::extra::copy(#x, #y)?;
             #fill
+        };
+        let ratio = match self.plan.ratio {
+            DropRatio::Known(r) => lit::f64_lit(r),
+            DropRatio::Input => {
+                let r = io.inputs.get(1).cloned().flatten();
+                quote!(#rt::num::Float::to_f64(#rt::check::scalar(#r)?))
+            }
+        };
+        let seed = proc_macro2::Literal::u64_suffixed(self.plan.seed);
+        let train = match &mask {
+            Some(m) => quote!(#rt::misc::dropout_train(#seed, #ratio, #x, #y, #m)?;),
+            None => quote!(#rt::misc::dropout_train::<_, u8>(#seed, #ratio, #x, #y, &mut [])?;),
+        };
+        match self.plan.mode {
+            DropMode::Keep => keep,
+            DropMode::Train => train,
+            DropMode::Runtime => {
+                let t = io.inputs.get(2).cloned().flatten();
+                quote! {
+                    if #rt::num::Flag::get(#rt::check::scalar(#t)?) {
+                        #train
+                    } else {
+                        #keep
+                    }
+                }
+            }
         }
     }
 }
@@ -1013,13 +1132,34 @@ mod tests {
             "g (float[2] x) => (float[2] y) <float r = {0}, bool t = {1}> { y = Dropout (x, r, t) }",
         );
         assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        // A training mode or ratio known only at run time: both paths are generated.
         let a = run(
             13,
             "g (float[2] x, bool t) => (float[2] y) <float r = {0.5}> { y = Dropout (x, r, t) }",
         );
-        assert!(unsupported(&a)[0].contains("run time"), "{:?}", unsupported(&a));
-        let a = run(13, "g (float[2] x) => (float[2] y) <bool t = {1}> { y = Dropout (x, , t) }");
-        assert!(unsupported(&a)[0].contains("training mode"), "{:?}", unsupported(&a));
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            13,
+            "g (float[2] x, float r, bool t) => (float[2] y, bool[2] m) { y, m = Dropout (x, r, t) }",
+        );
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        // Training mode (default ratio 0.5) draws from the seeded generator:
+        // each kept value is doubled, each dropped one is 0, as the mask says.
+        let a = run(
+            13,
+            "g () => (float[16] y, bool[16] m) <float[16] x = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, bool t = {1}> {
+                y, m = Dropout <seed: int = 7> (x, , t)
+            }",
+        );
+        let (y, m) = (value(&a, 0), value(&a, 1));
+        assert!(y.iter().zip(&m).all(|(&v, &k)| v == 6.0 * k), "{y:?} {m:?}");
+        let kept = m.iter().filter(|&&k| k == 1.0).count();
+        assert!((1..16).contains(&kept), "{kept}");
+        let a = run(
+            13,
+            "g (float[2] x) => (float[2] y) <float r = {1}, bool t = {1}> { y = Dropout (x, r, t) }",
+        );
+        assert!(errors(&a).iter().any(|e| e.contains("outside [0, 1)")), "{:?}", errors(&a));
         let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout (x) }");
         assert!(unsupported(&a)[0].contains("is_test"), "{:?}", unsupported(&a));
         let a = run(6, "g (float[2] x) => (float[2] y) { y = Dropout <is_test: int = 1> (x) }");

@@ -26,6 +26,8 @@ fn numeric(cx: &NodeCx<'_>, t: &TensorType) -> OpResult<()> {
     match t.elem {
         ElemType::Float
         | ElemType::Double
+        | ElemType::Float16
+        | ElemType::Bfloat16
         | ElemType::Int32
         | ElemType::Int64
         | ElemType::Uint32
@@ -162,6 +164,8 @@ impl Kernel for GemmKernel {
             // integer-valued scales.
             ElemType::Float => run_gemm_float::<f32>(self, inputs, outputs),
             ElemType::Double => run_gemm_float::<f64>(self, inputs, outputs),
+            ElemType::Float16 => run_gemm_float::<super::f16>(self, inputs, outputs),
+            ElemType::Bfloat16 => run_gemm_float::<super::bf16>(self, inputs, outputs),
             _ => crate::by_num_type!(self.elem, run_gemm(self, inputs, outputs)),
         }
     }
@@ -170,8 +174,8 @@ impl Kernel for GemmKernel {
         let rt = &io.rt;
         let (m, n, k) = (lit::usize_lit(self.m), lit::usize_lit(self.n), lit::usize_lit(self.k));
         let (ta, tb) = (self.trans_a, self.trans_b);
-        let alpha = self.scale_tokens(self.alpha);
-        let beta = self.scale_tokens(self.beta);
+        let alpha = self.scale_tokens(self.alpha, rt);
+        let beta = self.scale_tokens(self.beta, rt);
         let cs = lit::isize_array(&self.c_strides);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
         let c = match (self.has_c, io.inputs.get(2)) {
@@ -201,9 +205,13 @@ impl Kernel for GemmKernel {
 }
 
 impl GemmKernel {
-    fn scale_tokens(&self, v: f64) -> TokenStream {
+    fn scale_tokens(&self, v: f64, rt: &TokenStream) -> TokenStream {
         match self.elem {
-            ElemType::Float | ElemType::Double => lit::float(v, self.elem),
+            // The 16-bit floats take the scale rounded to their type, as
+            // numpy does with a Python float next to a float16 array.
+            ElemType::Float | ElemType::Double | ElemType::Float16 | ElemType::Bfloat16 => {
+                lit::float_in(v, self.elem, rt)
+            }
             // Integer Gemm truncates its float scales, as the host fold does.
             _ => lit::int(v.trunc() as i128, self.elem).unwrap_or_else(|| lit::isize_lit(0)),
         }
