@@ -58,6 +58,19 @@ pub fn bool_bytes(values: &[bool]) -> Vec<u8> {
     values.iter().map(|&b| u8::from(b)).collect()
 }
 
+/// Copies [`crate::Model::run_encoded`]'s outputs into `run_bytes`'
+/// buffers, each of which must have exactly the encoded length
+/// ([`Error::ShapeMismatch`] otherwise: a string output's length is known
+/// only after the run, so such models are best driven by `run_encoded`).
+pub fn write_outputs(encoded: &[Vec<u8>], outputs: &mut [&mut [u8]]) -> Result {
+    ensure(encoded.len() == outputs.len(), Error::ShapeMismatch)?;
+    for (o, e) in outputs.iter_mut().zip(encoded) {
+        ensure(o.len() == e.len(), Error::ShapeMismatch)?;
+        o.copy_from_slice(e);
+    }
+    Ok(())
+}
+
 /// Copies strings into a string output, reusing its capacity.
 pub fn copy<S: AsRef<str>>(src: &[S], dst: &mut [String]) -> Result {
     ensure(src.len() == dst.len(), Error::ShapeMismatch)?;

@@ -1,0 +1,418 @@
+//! String operators: StringConcat, StringSplit, StringNormalizer,
+//! RegexFullMatch, and the string forms of Equal and LabelEncoder (called
+//! from their rules in `logic` and `ml`).
+//!
+//! Generated code holds strings as the caller's `&str`s and `String`
+//! outputs, so these kernels need the runtime's `alloc` feature; the
+//! generator refuses string models unless asked (`Options::alloc`). They are
+//! never folded: host tensors have no string form.
+
+use super::misc::FnKernel;
+use super::{
+    EvalError, Io, Lowered, NodeCx, OpError, OpResult, OpRule, broadcast_shapes,
+    broadcast_strides, invalid, unsupported,
+};
+use crate::emit::lit;
+use crate::ir::{AttrValue, ElemType, TensorData, TensorType};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The rule for `op_type`, if handled here.
+pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
+    match op_type {
+        "StringConcat" => Some(&ConcatRule),
+        "StringSplit" => Some(&SplitRule),
+        "StringNormalizer" => Some(&NormalizerRule),
+        "RegexFullMatch" => Some(&RegexRule),
+        _ => None,
+    }
+}
+
+/// A kernel that only runs in generated code.
+fn kernel(emit: impl Fn(&Io) -> TokenStream + 'static) -> OpResult<Lowered> {
+    FnKernel {
+        eval: Box::new(|_, _| Err(EvalError::Type(ElemType::String))),
+        emit: Box::new(emit),
+        reads: vec![true; 2],
+    }
+    .lowered()
+}
+
+fn io_in(io: &Io, i: usize) -> TokenStream {
+    io.inputs.get(i).cloned().flatten().unwrap_or_else(|| quote!(&[]))
+}
+
+fn io_out(io: &Io, k: usize) -> TokenStream {
+    io.outputs.get(k).cloned().flatten().unwrap_or_else(|| quote!(&mut []))
+}
+
+fn string_input<'a>(cx: &NodeCx<'a>, i: usize) -> OpResult<&'a TensorType> {
+    let t = cx.input(i)?;
+    if t.elem != ElemType::String {
+        return invalid(format!(
+            "{} takes string tensors, but input {i} is {}",
+            cx.node.op.op_type, t.elem
+        ));
+    }
+    Ok(t)
+}
+
+fn utf8(bytes: &[u8], what: &str) -> OpResult<String> {
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| OpError::Invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// A string attribute as UTF-8 (absent: `None`).
+fn string_attr(cx: &NodeCx<'_>, name: &str) -> OpResult<Option<String>> {
+    match cx.node.attr(name) {
+        Some(AttrValue::String(b)) => utf8(b, &format!("attribute '{name}'")).map(Some),
+        Some(_) => invalid(format!("attribute '{name}' is not a string")),
+        None => Ok(None),
+    }
+}
+
+/// A strings attribute as UTF-8 (absent: empty).
+fn strings_attr(cx: &NodeCx<'_>, name: &str) -> OpResult<Vec<String>> {
+    match cx.node.attr(name) {
+        Some(AttrValue::Strings(list)) => {
+            list.iter().map(|b| utf8(b, &format!("an entry of attribute '{name}'"))).collect()
+        }
+        Some(_) => invalid(format!("attribute '{name}' is not a list of strings")),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// `&rt::elementwise::Broadcast { .. }` for two inputs into `out`.
+fn broadcast_tokens(a: &[usize], b: &[usize], out: &[usize], rt: &TokenStream) -> TokenStream {
+    let shape = lit::usizes(out);
+    let (sa, sb) = (lit::isizes(&broadcast_strides(a, out)), lit::isizes(&broadcast_strides(b, out)));
+    quote!(&#rt::elementwise::Broadcast { shape: #shape, strides: [#sa, #sb] })
+}
+
+// ---------------------------------------------------------------------------
+// StringConcat, Equal.
+
+struct ConcatRule;
+
+impl OpRule for ConcatRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let (a, b) = (string_input(cx, 0)?, string_input(cx, 1)?);
+        let dims = broadcast_shapes(&[&a.dims, &b.dims])?;
+        Ok(vec![TensorType::new(ElemType::String, dims)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
+        let (a, b) = (cx.input(0)?.dims.clone(), cx.input(1)?.dims.clone());
+        let out = outputs.first().map(|t| t.dims.clone()).unwrap_or_default();
+        kernel(move |io| {
+            let rt = &io.rt;
+            let p = broadcast_tokens(&a, &b, &out, rt);
+            let (x, y, z) = (io_in(io, 0), io_in(io, 1), io_out(io, 0));
+            quote!(#rt::strings::concat(#p, #x, #y, #z)?;)
+        })
+    }
+}
+
+/// Equal on two string tensors (the Equal rule checked the types).
+pub(super) fn equal_lower(
+    a: &TensorType,
+    b: &TensorType,
+    out: &[usize],
+) -> OpResult<Lowered> {
+    let (a, b, out) = (a.dims.clone(), b.dims.clone(), out.to_vec());
+    kernel(move |io| {
+        let rt = &io.rt;
+        let p = broadcast_tokens(&a, &b, &out, rt);
+        let (x, y, z) = (io_in(io, 0), io_in(io, 1), io_out(io, 0));
+        quote!(#rt::strings::equal(#p, #x, #y, #z)?;)
+    })
+}
+
+// ---------------------------------------------------------------------------
+// StringSplit.
+
+struct SplitRule;
+
+/// The pieces output's width: its last dim where the model fixes it. It
+/// depends on the data, so the generated code checks it at run time.
+fn split_width(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<usize> {
+    let declared = cx.expected_dims(0).or_else(|| cx.declared_output(0).map(|t| &t.dims[..]));
+    let Some(dims) = declared else {
+        return unsupported(
+            "StringSplit's output width depends on the data; declare the shape of its first output",
+        );
+    };
+    match dims.split_last() {
+        Some((&w, lead)) if lead == x.dims.as_slice() => Ok(w),
+        _ => invalid(format!(
+            "StringSplit's first output is declared {dims:?}, but its input's shape {:?} plus one axis was expected",
+            x.dims
+        )),
+    }
+}
+
+impl OpRule for SplitRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let x = string_input(cx, 0)?;
+        let width = split_width(cx, x)?;
+        let mut dims = x.dims.clone();
+        dims.push(width);
+        Ok(vec![
+            TensorType::new(ElemType::String, dims),
+            TensorType::new(ElemType::Int64, x.dims.clone()),
+        ])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let x = string_input(cx, 0)?;
+        let width = split_width(cx, x)?;
+        let delimiter = string_attr(cx, "delimiter")?.filter(|d| !d.is_empty());
+        let maxsplit = match cx.node.attr("maxsplit") {
+            Some(AttrValue::Int(n)) => usize::try_from(*n).ok(),
+            _ => None,
+        };
+        kernel(move |io| {
+            let rt = &io.rt;
+            let d = match &delimiter {
+                Some(d) => quote!(Some(#d)),
+                None => quote!(None),
+            };
+            let m = match maxsplit {
+                Some(m) => {
+                    let m = proc_macro2::Literal::usize_unsuffixed(m);
+                    quote!(Some(#m))
+                }
+                None => quote!(None),
+            };
+            let w = proc_macro2::Literal::usize_unsuffixed(width);
+            let (x, y, z) = (io_in(io, 0), io_out(io, 0), io_out(io, 1));
+            quote! {
+                #rt::strings::split(
+                    &#rt::strings::SplitParams { delimiter: #d, maxsplit: #m, width: #w },
+                    #x, #y, #z,
+                )?;
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// StringNormalizer.
+
+struct NormalizerRule;
+
+struct Normalizer {
+    case: &'static str,
+    case_sensitive: bool,
+    stopwords: Vec<String>,
+}
+
+fn normalizer(cx: &NodeCx<'_>) -> OpResult<Normalizer> {
+    let case = match string_attr(cx, "case_change_action")?.as_deref() {
+        None | Some("NONE") => "None",
+        Some("LOWER") => "Lower",
+        Some("UPPER") => "Upper",
+        Some(other) => {
+            return invalid(format!(
+                "StringNormalizer's case_change_action is '{other}', not NONE, LOWER or UPPER"
+            ));
+        }
+    };
+    Ok(Normalizer {
+        case,
+        case_sensitive: cx.int_or("is_case_sensitive", 0) != 0,
+        stopwords: strings_attr(cx, "stopwords")?,
+    })
+}
+
+/// The output dims: the input's when nothing can be dropped, else the
+/// model's declaration (the count of kept strings depends on the data).
+fn normalizer_dims(cx: &NodeCx<'_>, x: &TensorType, p: &Normalizer) -> OpResult<Vec<usize>> {
+    let rank_ok = match x.dims.as_slice() {
+        [_] => true,
+        [1, _] => true,
+        _ => false,
+    };
+    if !rank_ok {
+        return invalid(format!(
+            "StringNormalizer takes a [C] or [1, C] tensor, got shape {:?}",
+            x.dims
+        ));
+    }
+    if p.stopwords.is_empty() && x.dims.iter().product::<usize>() > 0 {
+        return Ok(x.dims.clone());
+    }
+    let declared = cx.expected_dims(0).or_else(|| cx.declared_output(0).map(|t| &t.dims[..]));
+    let Some(dims) = declared else {
+        return unsupported(
+            "StringNormalizer's output length depends on the data (stopwords); declare its output's shape",
+        );
+    };
+    let fits = dims.len() == x.dims.len()
+        && (dims.len() == 1 || dims.first() == Some(&1))
+        && dims.last().is_some_and(|&c| c >= 1);
+    if !fits {
+        return invalid(format!(
+            "StringNormalizer's output is declared {dims:?}, which does not fit input shape {:?}",
+            x.dims
+        ));
+    }
+    Ok(dims.to_vec())
+}
+
+impl OpRule for NormalizerRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let x = string_input(cx, 0)?;
+        let p = normalizer(cx)?;
+        Ok(vec![TensorType::new(ElemType::String, normalizer_dims(cx, x, &p)?)])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let p = normalizer(cx)?;
+        kernel(move |io| {
+            let rt = &io.rt;
+            let case = proc_macro2::Ident::new(p.case, proc_macro2::Span::call_site());
+            let sensitive = p.case_sensitive;
+            let words = &p.stopwords;
+            let (x, y) = (io_in(io, 0), io_out(io, 0));
+            quote! {
+                #rt::strings::normalize(
+                    &#rt::strings::NormalizerParams {
+                        case: #rt::strings::CaseChange::#case,
+                        case_sensitive: #sensitive,
+                        stopwords: &[#(#words),*],
+                    },
+                    #x, #y,
+                )?;
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// RegexFullMatch.
+
+struct RegexRule;
+
+fn pattern(cx: &NodeCx<'_>) -> OpResult<String> {
+    let Some(p) = string_attr(cx, "pattern")? else {
+        return invalid("RegexFullMatch needs the attribute 'pattern'");
+    };
+    if !onnx_codegen_runtime::strings::regex_is_valid(&p) {
+        return unsupported(format!(
+            "RegexFullMatch pattern '{p}' is not valid in the supported syntax (the `regex` crate family's)"
+        ));
+    }
+    Ok(p)
+}
+
+impl OpRule for RegexRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        let x = string_input(cx, 0)?;
+        pattern(cx)?;
+        Ok(vec![TensorType::new(ElemType::Bool, x.dims.clone())])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let p = pattern(cx)?;
+        kernel(move |io| {
+            let rt = &io.rt;
+            let (x, y) = (io_in(io, 0), io_out(io, 0));
+            quote!(#rt::strings::regex_full_match(#p, #x, #y)?;)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// LabelEncoder with string keys.
+
+/// The string keys: `keys_tensor` (of strings) or `keys_strings`.
+fn label_keys(cx: &NodeCx<'_>) -> OpResult<Vec<String>> {
+    if let Some(t) = cx.tensor("keys_tensor") {
+        let TensorData::Strings(list) = &t.data else {
+            return invalid(format!(
+                "LabelEncoder's input is string but its keys_tensor is {}",
+                t.elem
+            ));
+        };
+        return list.iter().map(|b| utf8(b, "a LabelEncoder key")).collect();
+    }
+    if cx.node.attr("keys_strings").is_none() {
+        return invalid("LabelEncoder's input is string but it has no string keys");
+    }
+    strings_attr(cx, "keys_strings")
+}
+
+/// Keys sorted and distinct (the last of equal keys wins, as a mapping
+/// built in order would have it), each with its value's index.
+fn sorted_keys(keys: Vec<String>) -> Vec<(String, usize)> {
+    let mut pairs: Vec<(String, usize)> = keys.into_iter().enumerate().map(|(i, k)| (k, i)).collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    pairs.dedup_by(|later, first| later.0 == first.0);
+    pairs
+}
+
+struct LabelPlan {
+    keys: Vec<(String, usize)>,
+    value_elem: ElemType,
+    values: Vec<TokenStream>,
+    default: TokenStream,
+}
+
+fn label_plan(cx: &NodeCx<'_>) -> OpResult<LabelPlan> {
+    let keys = label_keys(cx)?;
+    let (value_elem, values) = super::ml::label_table(cx, "values")?;
+    if keys.len() != values.len() {
+        return invalid(format!(
+            "LabelEncoder has {} keys but {} values",
+            keys.len(),
+            values.len()
+        ));
+    }
+    let default = super::ml::label_default(cx, value_elem)?.tokens(value_elem);
+    let [default] = default.as_slice() else {
+        return invalid("LabelEncoder's default must hold one value");
+    };
+    Ok(LabelPlan {
+        keys: sorted_keys(keys),
+        value_elem,
+        values: values.tokens(value_elem),
+        default: default.clone(),
+    })
+}
+
+/// LabelEncoder's types when its input is string (numeric values).
+pub(super) fn label_infer(cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+    let p = label_plan(cx)?;
+    Ok(vec![TensorType::new(p.value_elem, cx.input(0)?.dims.clone())])
+}
+
+/// LabelEncoder from strings to numbers.
+pub(super) fn label_lower(cx: &NodeCx<'_>) -> OpResult<Lowered> {
+    let p = label_plan(cx)?;
+    let mut values = Vec::with_capacity(p.keys.len());
+    for (_, i) in &p.keys {
+        match p.values.get(*i) {
+            Some(v) => values.push(v.clone()),
+            None => return invalid("LabelEncoder's values do not parse"),
+        }
+    }
+    let keys: Vec<String> = p.keys.into_iter().map(|(k, _)| k).collect();
+    let default = p.default;
+    kernel(move |io| {
+        let rt = &io.rt;
+        let (x, y) = (io_in(io, 0), io_out(io, 0));
+        quote!(#rt::strings::label_encode(&[#(#keys),*], &[#(#values),*], #default, #x, #y)?;)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_keys_sort_with_the_last_duplicate_winning() {
+        let keys = vec!["b".to_owned(), "a".to_owned(), "b".to_owned()];
+        assert_eq!(sorted_keys(keys), [("a".to_owned(), 1), ("b".to_owned(), 2)]);
+    }
+}
