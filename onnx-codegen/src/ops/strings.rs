@@ -1,6 +1,7 @@
 //! String operators: StringConcat, StringSplit, StringNormalizer,
 //! RegexFullMatch, and the string forms of Equal and LabelEncoder (called
-//! from their rules in `logic` and `ml`).
+//! from their rules in `logic` and `ml`); and ImageDecoder, the other
+//! operator behind a runtime feature (`image`).
 //!
 //! Generated code holds strings as the caller's `&str`s and `String`
 //! outputs, so these kernels need the runtime's `alloc` feature; the
@@ -24,6 +25,7 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "StringSplit" => Some(&SplitRule),
         "StringNormalizer" => Some(&NormalizerRule),
         "RegexFullMatch" => Some(&RegexRule),
+        "ImageDecoder" => Some(&ImageRule),
         _ => None,
     }
 }
@@ -133,9 +135,14 @@ pub(super) fn equal_lower(
 
 struct SplitRule;
 
-/// The pieces output's width: its last dim where the model fixes it. It
-/// depends on the data, so the generated code checks it at run time.
+/// The pieces output's width: its last dim where the model fixes it (0 for
+/// an empty input). It depends on the data, so the generated code checks it
+/// at run time.
 fn split_width(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<usize> {
+    if x.numel() == Some(0) {
+        // No strings, no pieces: the widest count is 0.
+        return Ok(0);
+    }
     let declared = cx.expected_dims(0).or_else(|| cx.declared_output(0).map(|t| &t.dims[..]));
     let Some(dims) = declared else {
         return unsupported(
@@ -320,6 +327,68 @@ impl OpRule for RegexRule {
             let (x, y) = (io_in(io, 0), io_out(io, 0));
             quote!(#rt::strings::regex_full_match(#p, #x, #y)?;)
         })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ImageDecoder.
+
+struct ImageRule;
+
+/// The pixel format's variant name in the runtime and its channel count.
+fn pixel_format(cx: &NodeCx<'_>) -> OpResult<(&'static str, usize)> {
+    match string_attr(cx, "pixel_format")?.as_deref() {
+        None | Some("RGB") => Ok(("Rgb", 3)),
+        Some("BGR") => Ok(("Bgr", 3)),
+        Some("Grayscale") => Ok(("Grayscale", 1)),
+        Some(other) => {
+            invalid(format!("ImageDecoder's pixel_format is '{other}', not RGB, BGR or Grayscale"))
+        }
+    }
+}
+
+/// The output's `[height, width, channels]`: the image's size is in the
+/// data, so the model must declare it; the kernel checks it at run time.
+fn image_shape(cx: &NodeCx<'_>) -> OpResult<[usize; 3]> {
+    let x = cx.input(0)?;
+    if x.elem != ElemType::Uint8 || x.dims.len() != 1 {
+        return invalid(format!("ImageDecoder takes a 1-D uint8 tensor, got {x}"));
+    }
+    let (_, channels) = pixel_format(cx)?;
+    let declared = cx.expected_dims(0).or_else(|| cx.declared_output(0).map(|t| &t.dims[..]));
+    match declared {
+        Some(&[h, w, c]) if c == channels => Ok([h, w, c]),
+        Some(dims) => invalid(format!(
+            "ImageDecoder's output is declared {dims:?}, but [height, width, {channels}] was expected"
+        )),
+        None => unsupported(
+            "ImageDecoder's output size is in the encoded data; declare its output's shape",
+        ),
+    }
+}
+
+impl OpRule for ImageRule {
+    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        Ok(vec![TensorType::new(ElemType::Uint8, image_shape(cx)?.to_vec())])
+    }
+
+    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        let shape = image_shape(cx)?;
+        let (format, _) = pixel_format(cx)?;
+        FnKernel {
+            eval: Box::new(|_, _| Err(EvalError::Type(ElemType::Uint8))),
+            emit: Box::new(move |io| {
+                let rt = &io.rt;
+                let f = proc_macro2::Ident::new(format, proc_macro2::Span::call_site());
+                let [h, w, c] = shape.map(proc_macro2::Literal::usize_unsuffixed);
+                let (x, y) = (io_in(io, 0), io_out(io, 0));
+                quote! {
+                    #rt::image_decode::decode(#rt::image_decode::PixelFormat::#f, [#h, #w, #c], #x, #y)?;
+                }
+            }),
+            reads: vec![true],
+        }
+        .lowered()
     }
 }
 
