@@ -1,6 +1,7 @@
 //! ImageDecoder (feature `image`, which needs `std`): encoded bytes (BMP,
-//! JPEG, PNG, PNM, TIFF, WebP) to `uint8` pixels, height x width x channels,
-//! with the pure-Rust codecs of the `image` crate.
+//! JPEG, JPEG 2000, PNG, PNM, TIFF, WebP) to `uint8` pixels, height x width x
+//! channels, with pure-Rust codecs: the `image` crate's, and `hayro-jpeg2000`
+//! for JPEG 2000.
 //!
 //! The output's shape depends on the data; generated code plans it from the
 //! model's declaration and this kernel checks the decoded size against it.
@@ -39,12 +40,17 @@ pub fn decode(format: PixelFormat, shape: [usize; 3], data: &[u8], out: &mut [u8
     ensure(c == format.channels(), Error::InvalidParams)?;
     let n = h.checked_mul(w).and_then(|p| p.checked_mul(c)).ok_or(Error::Overflow)?;
     ensure(out.len() == n, Error::ShapeMismatch)?;
-    let image = image::load_from_memory(data).map_err(|_| Error::Malformed)?;
-    let same = usize::try_from(image.height()).ok() == Some(h)
-        && usize::try_from(image.width()).ok() == Some(w);
+    let (height, width, rgb) = if is_jpeg2000(data) {
+        decode_jpeg2000(data)?
+    } else {
+        let image = image::load_from_memory(data).map_err(|_| Error::Malformed)?;
+        (image.height(), image.width(), image.into_rgb8().into_raw())
+    };
+    let same =
+        usize::try_from(height).ok() == Some(h) && usize::try_from(width).ok() == Some(w);
     ensure(same, Error::ShapeMismatch)?;
-    let rgb = image.into_rgb8();
-    let pixels = rgb.as_raw().chunks_exact(3);
+    ensure(rgb.len() == h * w * 3, Error::ShapeMismatch)?;
+    let pixels = rgb.chunks_exact(3);
     match format {
         PixelFormat::Rgb => {
             for (o, p) in out.chunks_exact_mut(3).zip(pixels) {
@@ -65,6 +71,36 @@ pub fn decode(format: PixelFormat, shape: [usize; 3], data: &[u8], out: &mut [u8
         }
     }
     Ok(())
+}
+
+/// Whether `data` starts like a JPEG 2000 file (the JP2 signature box) or
+/// codestream (SOC then SIZ markers).
+fn is_jpeg2000(data: &[u8]) -> bool {
+    data.starts_with(b"\0\0\0\x0cjP  \r\n\x87\n") || data.starts_with(&[0xff, 0x4f, 0xff, 0x51])
+}
+
+/// A JPEG 2000 image as height, width and RGB bytes (gray replicated, alpha
+/// dropped); [`Error::Malformed`] for other colour layouts.
+fn decode_jpeg2000(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
+    let settings = hayro_jpeg2000::DecodeSettings::default();
+    let image = hayro_jpeg2000::Image::new(data, &settings).map_err(|_| Error::Malformed)?;
+    let (height, width) = (image.height(), image.width());
+    let colours = usize::from(image.color_space().num_channels());
+    ensure(matches!(colours, 1 | 3), Error::Malformed)?;
+    let mut ctx = hayro_jpeg2000::DecoderContext::default();
+    let decoded = image.decode(&mut ctx).map_err(|_| Error::Malformed)?;
+    let channels = decoded.components().len();
+    ensure(channels >= colours, Error::Malformed)?;
+    let bytes = decoded.data_u8();
+    let mut rgb = Vec::with_capacity(bytes.len() / channels * 3);
+    for px in bytes.chunks_exact(channels) {
+        match px {
+            [g, ..] if colours == 1 => rgb.extend_from_slice(&[*g, *g, *g]),
+            [r, g, b, ..] => rgb.extend_from_slice(&[*r, *g, *b]),
+            _ => return Err(Error::Malformed),
+        }
+    }
+    Ok((height, width, rgb))
 }
 
 /// ITU-R 601 luma in 16-bit fixed point, rounded.
