@@ -193,7 +193,8 @@ impl Analysis {
         }
         for step in &self.inferred.steps {
             let node = g.node(step.node);
-            for v in infer::step_inputs(node).iter().flatten().chain(node.outputs.iter().flatten()) {
+            for v in infer::step_inputs(node).iter().flatten().chain(node.outputs.iter().flatten())
+            {
                 note(*v);
             }
         }

@@ -55,14 +55,8 @@ struct Args {
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Args> {
         let path: LitStr = input.parse()?;
-        let mut args = Args {
-            path,
-            name: None,
-            dims: Vec::new(),
-            runtime: None,
-            alloc: false,
-            image: false,
-        };
+        let mut args =
+            Args { path, name: None, dims: Vec::new(), runtime: None, alloc: false, image: false };
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -96,7 +90,9 @@ impl Parse for Args {
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc` or `image`"),
+                        format!(
+                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc` or `image`"
+                        ),
                     ));
                 }
             }

@@ -40,16 +40,26 @@ pub fn decode(format: PixelFormat, shape: [usize; 3], data: &[u8], out: &mut [u8
     ensure(c == format.channels(), Error::InvalidParams)?;
     let n = h.checked_mul(w).and_then(|p| p.checked_mul(c)).ok_or(Error::Overflow)?;
     ensure(out.len() == n, Error::ShapeMismatch)?;
-    let (height, width, rgb) = if is_jpeg2000(data) {
-        decode_jpeg2000(data)?
-    } else {
-        let image = image::load_from_memory(data).map_err(|_| Error::Malformed)?;
-        (image.height(), image.width(), image.into_rgb8().into_raw())
+    // The header's size is checked before decoding, so hostile data cannot
+    // make the decoder allocate more than the planned image.
+    let planned = |height: u32, width: u32| {
+        let same =
+            usize::try_from(height).ok() == Some(h) && usize::try_from(width).ok() == Some(w);
+        ensure(same, Error::ShapeMismatch)
     };
-    let same =
-        usize::try_from(height).ok() == Some(h) && usize::try_from(width).ok() == Some(w);
-    ensure(same, Error::ShapeMismatch)?;
-    ensure(rgb.len() == h * w * 3, Error::ShapeMismatch)?;
+    let rgb = if is_jpeg2000(data) {
+        decode_jpeg2000(data, planned)?
+    } else {
+        let reader = || {
+            image::ImageReader::new(std::io::Cursor::new(data))
+                .with_guessed_format()
+                .map_err(|_| Error::Malformed)
+        };
+        let (width, height) = reader()?.into_dimensions().map_err(|_| Error::Malformed)?;
+        planned(height, width)?;
+        reader()?.decode().map_err(|_| Error::Malformed)?.into_rgb8().into_raw()
+    };
+    ensure(rgb.len() % 3 == 0 && rgb.len() / 3 == n / c, Error::ShapeMismatch)?;
     let pixels = rgb.chunks_exact(3);
     match format {
         PixelFormat::Rgb => {
@@ -79,19 +89,17 @@ fn is_jpeg2000(data: &[u8]) -> bool {
     data.starts_with(b"\0\0\0\x0cjP  \r\n\x87\n") || data.starts_with(&[0xff, 0x4f, 0xff, 0x51])
 }
 
-/// A JPEG 2000 image as height, width and RGB bytes (gray replicated, alpha
-/// dropped); [`Error::Malformed`] for other colour layouts.
-fn decode_jpeg2000(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
+/// A JPEG 2000 image as RGB bytes (gray replicated, alpha dropped), after
+/// `planned(height, width)` accepted its size; [`Error::Malformed`] for
+/// other colour layouts.
+fn decode_jpeg2000(data: &[u8], planned: impl Fn(u32, u32) -> Result) -> Result<Vec<u8>> {
     let settings = hayro_jpeg2000::DecodeSettings::default();
     let image = hayro_jpeg2000::Image::new(data, &settings).map_err(|_| Error::Malformed)?;
-    let (height, width) = (image.height(), image.width());
+    planned(image.height(), image.width())?;
     let colours = usize::from(image.color_space().num_channels());
     ensure(matches!(colours, 1 | 3), Error::Malformed)?;
-    let mut ctx = hayro_jpeg2000::DecoderContext::default();
-    let decoded = image.decode(&mut ctx).map_err(|_| Error::Malformed)?;
-    let channels = decoded.components().len();
-    ensure(channels >= colours, Error::Malformed)?;
-    let bytes = decoded.data_u8();
+    let channels = colours + usize::from(image.has_alpha());
+    let bytes = image.decode().map_err(|_| Error::Malformed)?;
     let mut rgb = Vec::with_capacity(bytes.len() / channels * 3);
     for px in bytes.chunks_exact(channels) {
         match px {
@@ -100,7 +108,7 @@ fn decode_jpeg2000(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
             _ => return Err(Error::Malformed),
         }
     }
-    Ok((height, width, rgb))
+    Ok(rgb)
 }
 
 /// ITU-R 601 luma in 16-bit fixed point, rounded.
@@ -159,6 +167,9 @@ mod tests {
             Err(Error::ShapeMismatch)
         );
         let mut out = [0u8; 6];
-        assert_eq!(decode(PixelFormat::Rgb, [1, 2, 3], b"not an image", &mut out), Err(Error::Malformed));
+        assert_eq!(
+            decode(PixelFormat::Rgb, [1, 2, 3], b"not an image", &mut out),
+            Err(Error::Malformed)
+        );
     }
 }

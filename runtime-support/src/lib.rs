@@ -157,7 +157,9 @@ impl core::fmt::Display for Error {
             Error::ArenaOverlap => "two arena ranges used by one call overlap",
             Error::Misaligned => "a byte range is misaligned or sized wrongly for its element type",
             Error::Overflow => "a size computation overflowed",
-            Error::Malformed => "input data is malformed (invalid UTF-8, an undecodable image, a bad pattern)",
+            Error::Malformed => {
+                "input data is malformed (invalid UTF-8, an undecodable image, a bad pattern)"
+            }
         })
     }
 }

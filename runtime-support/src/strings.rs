@@ -244,11 +244,7 @@ pub struct NormalizerParams<'a> {
 /// case mapping). The output holds the kept elements in order, or one empty
 /// string when none is kept; its length depends on the data and must be
 /// `out.len()` ([`Error::ShapeMismatch`] otherwise).
-pub fn normalize<S: AsRef<str>>(
-    p: &NormalizerParams<'_>,
-    x: &[S],
-    out: &mut [String],
-) -> Result {
+pub fn normalize<S: AsRef<str>>(p: &NormalizerParams<'_>, x: &[S], out: &mut [String]) -> Result {
     let lowered: Vec<String> = if p.case_sensitive {
         Vec::new()
     } else {

@@ -41,7 +41,16 @@ pub fn run(args: &Args) -> ExitCode {
         }
     } else {
         let totals = report::build(&analysis, &shown).totals;
-        out!("{}", human(&shown, &s, &totals, &onnx_codegen::generate::feature_notes(&analysis), args.values));
+        out!(
+            "{}",
+            human(
+                &shown,
+                &s,
+                &totals,
+                &onnx_codegen::generate::feature_notes(&analysis),
+                args.values
+            )
+        );
     }
     let mut problems = analysis.problems();
     problems.extend(analysis.limit_problems(&opts.limits));

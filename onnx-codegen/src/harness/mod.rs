@@ -118,7 +118,8 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
         match prepare_case(dir, &name, &opts.generate) {
             Ok(case) => cases.push((i, case)),
             Err((status, reason)) => {
-                outcomes[i] = Some(Outcome { name: name.clone(), status, reason, features: Vec::new() })
+                outcomes[i] =
+                    Some(Outcome { name: name.clone(), status, reason, features: Vec::new() })
             }
         }
         progress.advance(1, &name);
@@ -146,14 +147,12 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
     progress.finish();
     for (k, (i, case)) in cases.iter().enumerate() {
         let outcome = match &jobs[k] {
-            Err(reason) => {
-                Outcome {
-                    name: case.name.clone(),
-                    status: Status::Fail,
-                    reason: reason.clone(),
-                    features: case.features(),
-                }
-            }
+            Err(reason) => Outcome {
+                name: case.name.clone(),
+                status: Status::Fail,
+                reason: reason.clone(),
+                features: case.features(),
+            },
             Ok(list) => judge(case, list, &results[k], opts),
         };
         outcomes[*i] = Some(outcome);

@@ -10,8 +10,8 @@
 
 use super::misc::FnKernel;
 use super::{
-    EvalError, Io, Lowered, NodeCx, OpError, OpResult, OpRule, broadcast_shapes,
-    broadcast_strides, invalid, unsupported,
+    EvalError, Io, Lowered, NodeCx, OpError, OpResult, OpRule, broadcast_shapes, broadcast_strides,
+    invalid, unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{AttrValue, ElemType, TensorData, TensorType};
@@ -87,7 +87,8 @@ fn strings_attr(cx: &NodeCx<'_>, name: &str) -> OpResult<Vec<String>> {
 /// `&rt::elementwise::Broadcast { .. }` for two inputs into `out`.
 fn broadcast_tokens(a: &[usize], b: &[usize], out: &[usize], rt: &TokenStream) -> TokenStream {
     let shape = lit::usizes(out);
-    let (sa, sb) = (lit::isizes(&broadcast_strides(a, out)), lit::isizes(&broadcast_strides(b, out)));
+    let (sa, sb) =
+        (lit::isizes(&broadcast_strides(a, out)), lit::isizes(&broadcast_strides(b, out)));
     quote!(&#rt::elementwise::Broadcast { shape: #shape, strides: [#sa, #sb] })
 }
 
@@ -116,11 +117,7 @@ impl OpRule for ConcatRule {
 }
 
 /// Equal on two string tensors (the Equal rule checked the types).
-pub(super) fn equal_lower(
-    a: &TensorType,
-    b: &TensorType,
-    out: &[usize],
-) -> OpResult<Lowered> {
+pub(super) fn equal_lower(a: &TensorType, b: &TensorType, out: &[usize]) -> OpResult<Lowered> {
     let (a, b, out) = (a.dims.clone(), b.dims.clone(), out.to_vec());
     kernel(move |io| {
         let rt = &io.rt;
@@ -415,7 +412,8 @@ fn label_keys(cx: &NodeCx<'_>) -> OpResult<Vec<String>> {
 /// Keys sorted and distinct (the last of equal keys wins, as a mapping
 /// built in order would have it), each with its value's index.
 fn sorted_keys(keys: Vec<String>) -> Vec<(String, usize)> {
-    let mut pairs: Vec<(String, usize)> = keys.into_iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let mut pairs: Vec<(String, usize)> =
+        keys.into_iter().enumerate().map(|(i, k)| (k, i)).collect();
     pairs.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     pairs.dedup_by(|later, first| later.0 == first.0);
     pairs
@@ -478,6 +476,65 @@ pub(super) fn label_lower(cx: &NodeCx<'_>) -> OpResult<Lowered> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::{Options, generate};
+
+    fn model(graph: &str) -> crate::proto::ModelProto {
+        let src = format!("<ir_version: 9, opset_import: [\"\" : 20]>\n{graph}");
+        crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses")
+    }
+
+    const CONCAT: &str =
+        "g (string[2] a, string[1] b) => (string[2] c) { c = StringConcat (a, b) }";
+
+    #[test]
+    fn string_models_need_the_alloc_option() {
+        let m = model(CONCAT);
+        let err = generate(&m, &Options::default(), "m.onnxtxt").err().expect("refused");
+        let text = err.to_string();
+        assert!(text.contains("value 'a' is a string tensor"), "{text}");
+        assert!(text.contains("--alloc"), "{text}");
+        let opts = Options { alloc: true, ..Options::default() };
+        let g = generate(&m, &opts, "m.onnxtxt").expect("generates with alloc");
+        assert!(g.summary.needs_alloc && !g.summary.needs_image);
+        let code = g.to_file_text("m.onnxtxt").expect("formats");
+        assert!(code.contains("a: &[&str; 2]"), "{code}");
+        assert!(code.contains("c: &mut [::onnx_codegen_runtime::strings::String; 2]"), "{code}");
+        assert!(code.contains("fn run_encoded"), "{code}");
+    }
+
+    #[test]
+    fn data_sized_outputs_need_a_declared_shape() {
+        let opts = Options { alloc: true, ..Options::default() };
+        let split =
+            model("g (string[2] x) => (string[2,?] y, int64[2] n) { y, n = StringSplit (x) }");
+        let err = generate(&split, &opts, "m.onnxtxt").err().expect("refused").to_string();
+        assert!(err.contains("declare the shape of its first output"), "{err}");
+        let image = model("g (uint8[10] x) => (uint8[4,4,3] y) { y = ImageDecoder (x) }");
+        let err = generate(&image, &opts, "m.onnxtxt").err().expect("refused").to_string();
+        assert!(err.contains("--image"), "{err}");
+        let image_opts = Options { image: true, ..Options::default() };
+        assert!(generate(&image, &image_opts, "m.onnxtxt").is_ok());
+        let gray = model(
+            "g (uint8[10] x) => (uint8[4,4,3] y) { y = ImageDecoder <pixel_format: string = \"Grayscale\"> (x) }",
+        );
+        let err = generate(&gray, &image_opts, "m.onnxtxt").err().expect("refused").to_string();
+        assert!(err.contains("[height, width, 1] was expected"), "{err}");
+    }
+
+    #[test]
+    fn bad_patterns_and_string_intermediates_are_refused() {
+        let opts = Options { alloc: true, ..Options::default() };
+        let regex = model(
+            "g (string[2] x) => (bool[2] y) { y = RegexFullMatch <pattern: string = \"(\"> (x) }",
+        );
+        let err = generate(&regex, &opts, "m.onnxtxt").err().expect("refused").to_string();
+        assert!(err.contains("is not valid"), "{err}");
+        let chain = model(
+            "g (string[2] a) => (string[2] c) { b = StringConcat (a, a)\n c = StringConcat (b, a) }",
+        );
+        let err = generate(&chain, &opts, "m.onnxtxt").err().expect("refused").to_string();
+        assert!(err.contains("string value 'b' is an intermediate"), "{err}");
+    }
 
     #[test]
     fn label_keys_sort_with_the_last_duplicate_winning() {
