@@ -394,7 +394,8 @@ impl StepBuffers {
     /// have no place in the byte arena or the weight blob.
     fn boundary_string(v: ValueId, plan: &Plan, params: &Params<'_>) -> Result<(), String> {
         let boundary = matches!(plan.locs[v.index()], Some(Loc::Input(_) | Loc::Output(_)));
-        if params.type_of(v)?.elem == ElemType::String && !boundary {
+        let is_string = params.type_of(v).is_ok_and(|t| t.elem == ElemType::String);
+        if is_string && !boundary {
             return Err(format!(
                 "string value '{}' is an intermediate or a constant; generated code holds strings only in the graph's inputs and outputs yet",
                 params.g.value(v).name
