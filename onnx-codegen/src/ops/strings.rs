@@ -232,11 +232,7 @@ fn normalizer(cx: &NodeCx<'_>) -> OpResult<Normalizer> {
 /// The output dims: the input's when nothing can be dropped, else the
 /// model's declaration (the count of kept strings depends on the data).
 fn normalizer_dims(cx: &NodeCx<'_>, x: &TensorType, p: &Normalizer) -> OpResult<Vec<usize>> {
-    let rank_ok = match x.dims.as_slice() {
-        [_] => true,
-        [1, _] => true,
-        _ => false,
-    };
+    let rank_ok = matches!(x.dims.as_slice(), [_] | [1, _]);
     if !rank_ok {
         return invalid(format!(
             "StringNormalizer takes a [C] or [1, C] tensor, got shape {:?}",
