@@ -8,6 +8,9 @@ mod generated {
 }
 
 use generated::strings::Strings;
+
+// The same model through the macro, which takes `alloc` too.
+onnx_codegen_macros::onnx_model!("models/strings.onnxtxt", name = MacroStrings, alloc);
 use onnx_codegen_runtime::Elem;
 
 fn record() -> serde_json::Value {
@@ -103,4 +106,29 @@ fn run_encoded_drives_string_models_through_bytes() {
     let mut bufs: Vec<&mut [u8]> = vec![&mut small[..]];
     bufs.extend(rest.iter_mut().map(|b| &mut b[..]));
     assert!(model.run_bytes(&[&words, &suffix], &mut bufs).is_err());
+}
+
+#[test]
+fn the_macro_compiles_string_models_with_alloc() {
+    let mut model = MacroStrings::new();
+    let mut joined: [String; 4] = Default::default();
+    let mut pieces: [String; 12] = Default::default();
+    let mut upper: [String; 3] = Default::default();
+    let (mut counts, mut codes) = ([0i64; 4], [0i64; 4]);
+    let (mut same, mut matched) = ([false; 4], [false; 4]);
+    model
+        .run(
+            &["a", "b.c", "Straße.x.y", "x-y"],
+            &["a"],
+            &mut joined,
+            &mut pieces,
+            &mut counts,
+            &mut same,
+            &mut matched,
+            &mut codes,
+            &mut upper,
+        )
+        .unwrap();
+    assert_eq!(texts(&record()["outputs"][6]), upper.to_vec());
+    assert_eq!(codes, [7, 5, -3, -3]);
 }
