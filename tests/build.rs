@@ -22,6 +22,7 @@ fn main() {
         let stem = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 file name");
         let built = onnx_codegen::build::Build::new(&path)
             .dim("N", 2)
+            .alloc(true)
             .generate()
             .unwrap_or_else(|e| panic!("{e}"));
         writeln!(

@@ -4,10 +4,11 @@ For each tests/models/<name>.onnxtxt: parse it with the reference parser,
 make deterministic inputs, run the ONNX reference evaluator
 (onnx.reference.ReferenceEvaluator), and write <name>.json with the inputs and
 the reference outputs. The expected values come from the reference, never
-from onnx-codegen. Run: python3 tools/gen_e2e_expected.py
+from onnx-codegen. Run: python3 tools/gen_e2e_expected.py [model names]
 """
 import json
 import pathlib
+import sys
 
 import numpy as np
 import onnx
@@ -18,6 +19,13 @@ from onnx.reference import ReferenceEvaluator
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "models"
 # Symbolic dimensions in the test models, bound the same way in tests/build.rs.
 DIMS = {"N": 2}
+# String inputs, by model then input name: fixed words rather than random ones.
+STRINGS = {
+    "strings": {
+        "words": ["a", "b.c", "Straße.x.y", "x-y"],
+        "suffix": ["a"],
+    },
+}
 
 
 def shape_of(value_info):
@@ -27,7 +35,10 @@ def shape_of(value_info):
     return dims
 
 
-def make_input(rng, value_info):
+def make_input(rng, value_info, model_name):
+    if value_info.type.tensor_type.elem_type == onnx.TensorProto.STRING:
+        words = STRINGS[model_name][value_info.name]
+        return np.array(words, dtype=object).reshape(shape_of(value_info))
     dtype = helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type)
     shape = shape_of(value_info)
     if np.issubdtype(dtype, np.integer):
@@ -38,11 +49,14 @@ def make_input(rng, value_info):
 
 
 def main():
+    only = set(sys.argv[1:])
     for path in sorted(ROOT.glob("*.onnxtxt")):
+        if only and path.stem not in only:
+            continue
         model = onnx.parser.parse_model(path.read_text())
         onnx.checker.check_model(model, full_check=True)
         rng = np.random.default_rng(1234)
-        inputs = {vi.name: make_input(rng, vi) for vi in model.graph.input}
+        inputs = {vi.name: make_input(rng, vi, path.stem) for vi in model.graph.input}
         outputs = ReferenceEvaluator(model).run(None, inputs)
         record = {
             "dims": DIMS,

@@ -89,6 +89,20 @@ impl Build {
         self
     }
 
+    /// Allows string tensors: the generated code then allocates, and the
+    /// crate must enable the runtime's `alloc` feature. Off by default.
+    pub fn alloc(mut self, on: bool) -> Build {
+        self.options.alloc = on;
+        self
+    }
+
+    /// Allows ImageDecoder: the crate must enable the runtime's `image`
+    /// feature (which needs std). Off by default.
+    pub fn image(mut self, on: bool) -> Build {
+        self.options.image = on;
+        self
+    }
+
     /// Generates the code, writes it, and prints `cargo:rerun-if-changed`.
     pub fn generate(self) -> Result<Built> {
         let shown = self.model.display().to_string();

@@ -28,6 +28,12 @@ pub struct Options {
     /// The length and element types of sequence inputs, and which optional
     /// inputs are absent: fixed at generation time.
     pub io: passes::sequences::IoSpec,
+    /// Whether the generated code may allocate: models with string tensors
+    /// need it (and the runtime's `alloc` feature); refused without.
+    pub alloc: bool,
+    /// Whether the generated code may decode images with the runtime's
+    /// `image` feature (which needs `std`): ImageDecoder needs it.
+    pub image: bool,
 }
 
 impl Default for Options {
@@ -39,6 +45,8 @@ impl Default for Options {
             weights: WeightSource::Inline,
             limits: Limits::default(),
             io: passes::sequences::IoSpec::default(),
+            alloc: false,
+            image: false,
         }
     }
 }
@@ -74,6 +82,10 @@ pub struct Summary {
     pub buffers: Vec<Buffer>,
     pub unsupported: Vec<Unsupported>,
     pub errors: Vec<String>,
+    /// Whether the generated code needs the runtime's `alloc` feature
+    /// (string tensors), and the `image` feature (ImageDecoder).
+    pub needs_alloc: bool,
+    pub needs_image: bool,
 }
 
 /// A value's name and inferred type.
@@ -157,7 +169,70 @@ impl Analysis {
             buffers: self.plan.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
             unsupported: self.inferred.unsupported.clone(),
             errors: self.inferred.errors.iter().map(ToString::to_string).collect(),
+            needs_alloc: !self.string_values().is_empty(),
+            needs_image: !self.image_nodes().is_empty(),
         }
+    }
+
+    /// The names of the string values that exist at run time (not folded
+    /// away): generated code holds them as `String`s, so it allocates.
+    pub fn string_values(&self) -> Vec<String> {
+        let g = &self.prepared.model.graph;
+        let mut out: Vec<String> = Vec::new();
+        let mut note = |v: crate::ir::ValueId| {
+            let is_string = self.inferred.types[v.index()]
+                .as_ref()
+                .is_some_and(|t| t.elem == crate::ir::ElemType::String);
+            let name = &g.value(v).name;
+            if is_string && !out.contains(name) {
+                out.push(name.clone());
+            }
+        };
+        for &v in g.inputs.iter().chain(&g.outputs) {
+            note(v);
+        }
+        for step in &self.inferred.steps {
+            let node = g.node(step.node);
+            for v in infer::step_inputs(node).iter().flatten().chain(node.outputs.iter().flatten())
+            {
+                note(*v);
+            }
+        }
+        out
+    }
+
+    /// The names of the ImageDecoder nodes that run: they need the runtime's
+    /// `image` feature.
+    pub fn image_nodes(&self) -> Vec<String> {
+        let g = &self.prepared.model.graph;
+        self.inferred
+            .steps
+            .iter()
+            .map(|s| g.node(s.node))
+            .filter(|n| n.op.op_type == "ImageDecoder")
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// Refusals of features the options do not allow: string tensors without
+    /// `alloc`, ImageDecoder without `image`.
+    pub fn feature_problems(&self, opts: &Options) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        if !opts.alloc {
+            for name in self.string_values() {
+                out.push(Diagnostic::error(format!(
+                    "value '{name}' is a string tensor: generated code for string tensors allocates; pass --alloc (Options::alloc, `alloc` in onnx_model!) and enable the runtime's `alloc` feature"
+                )));
+            }
+        }
+        if !opts.image {
+            for name in self.image_nodes() {
+                out.push(Diagnostic::error(format!(
+                    "ImageDecoder node '{name}' decodes images with the runtime's `image` feature (which needs std); pass --image (Options::image, `image` in onnx_model!) and enable that feature"
+                )));
+            }
+        }
+        out
     }
 
     /// The limits the planned model goes over: arena, weights, and the size
@@ -193,6 +268,9 @@ impl Analysis {
                 continue;
             };
             let name = &g.value(*v).name;
+            if t.elem == crate::ir::ElemType::String {
+                continue;
+            }
             match t.byte_size() {
                 Some(b) if b <= limits.max_arena_bytes => {}
                 Some(b) => out.push(Diagnostic::error(format!(
@@ -219,6 +297,31 @@ impl Analysis {
         }
         out
     }
+}
+
+/// What the model's generated code needs beyond the allocation-free
+/// runtime, one sentence per feature (empty for most models): for
+/// `inspect` and the report.
+pub fn feature_notes(analysis: &Analysis) -> Vec<String> {
+    let mut out = Vec::new();
+    let strings = analysis.string_values();
+    if !strings.is_empty() {
+        out.push(format!(
+            "`alloc` (--alloc): {} string tensor{} ({}), held as `String`s",
+            strings.len(),
+            if strings.len() == 1 { "" } else { "s" },
+            strings.join(", ")
+        ));
+    }
+    let images = analysis.image_nodes();
+    if !images.is_empty() {
+        out.push(format!(
+            "`image` (--image, needs std): {} ImageDecoder node{}",
+            images.len(),
+            if images.len() == 1 { "" } else { "s" }
+        ));
+    }
+    out
 }
 
 /// Generated code for one model.
@@ -265,7 +368,8 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     let Some(plan) = &analysis.plan else {
         return Err(Error::from(Diagnostic::error("the model could not be planned")));
     };
-    let refusals = analysis.limit_problems(&opts.limits);
+    let mut refusals = analysis.limit_problems(&opts.limits);
+    refusals.extend(analysis.feature_problems(opts));
     if !refusals.is_empty() {
         return Err(Error::new(refusals));
     }

@@ -15,6 +15,9 @@
 //! - `dims(N = 4, ...)`: values of symbolic dimensions;
 //! - `runtime = path`: where the runtime crate is (default
 //!   `::onnx_codegen_runtime`).
+//! - `alloc`: allow string tensors (the code allocates; enable the
+//!   runtime's `alloc` feature); `image`: allow ImageDecoder (enable the
+//!   runtime's `image` feature).
 //!
 //! The expansion is the same code `onnx-codegen generate` writes. The crate
 //! is rebuilt when the model file changes. Every problem with the model
@@ -45,12 +48,15 @@ struct Args {
     name: Option<Ident>,
     dims: Vec<(Ident, LitInt)>,
     runtime: Option<syn::Path>,
+    alloc: bool,
+    image: bool,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Args> {
         let path: LitStr = input.parse()?;
-        let mut args = Args { path, name: None, dims: Vec::new(), runtime: None };
+        let mut args =
+            Args { path, name: None, dims: Vec::new(), runtime: None, alloc: false, image: false };
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -62,6 +68,8 @@ impl Parse for Args {
                     input.parse::<Token![=]>()?;
                     args.name = Some(input.parse()?);
                 }
+                "alloc" => args.alloc = true,
+                "image" => args.image = true,
                 "runtime" => {
                     input.parse::<Token![=]>()?;
                     args.runtime = Some(input.parse()?);
@@ -82,7 +90,9 @@ impl Parse for Args {
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
-                        format!("unknown option `{other}`; expected `name`, `dims` or `runtime`"),
+                        format!(
+                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc` or `image`"
+                        ),
                     ));
                 }
             }
@@ -104,6 +114,8 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
     for (name, value) in &args.dims {
         opts.dims.insert(name.to_string(), value.base10_parse()?);
     }
+    opts.alloc = args.alloc;
+    opts.image = args.image;
     if let Some(runtime) = &args.runtime {
         opts.runtime_path = quote::quote!(#runtime).to_string();
     }

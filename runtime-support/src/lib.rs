@@ -51,7 +51,11 @@
 //! - [`control`]: the slice moves If / Loop / Scan bodies need.
 //! - [`check`]: run-time checks of shape-like inputs that are data.
 //!
-//! Not covered yet: float8 and sub-byte arithmetic, strings, sequences.
+//! - [`strings`] (feature `alloc`): string tensors (`String` values) and the
+//!   string operators; the one part of the crate that allocates.
+//! - [`image_decode`] (feature `image`, implies `std`): ImageDecoder.
+//!
+//! Not covered yet: float8 and sub-byte arithmetic, sequences.
 //!
 //! # Conventions
 //!
@@ -69,6 +73,9 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_code)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod arena;
 pub mod attention;
 pub mod cast;
@@ -79,6 +86,8 @@ pub mod elementwise;
 pub mod extra;
 pub mod gemm;
 pub mod image;
+#[cfg(feature = "image")]
+pub mod image_decode;
 pub mod indexing;
 pub mod layout;
 pub mod loss;
@@ -95,6 +104,8 @@ pub mod shape;
 pub mod signal;
 pub mod simd;
 pub mod softmax;
+#[cfg(feature = "alloc")]
+pub mod strings;
 pub mod text;
 
 pub use half::{bf16, f16};
@@ -127,6 +138,9 @@ pub enum Error {
     Misaligned,
     /// A size computation overflowed `usize`.
     Overflow,
+    /// Input data is malformed: bytes that are not UTF-8 where a string is
+    /// expected, an image no codec can decode, a pattern that is no regex.
+    Malformed,
 }
 
 impl core::fmt::Display for Error {
@@ -143,6 +157,9 @@ impl core::fmt::Display for Error {
             Error::ArenaOverlap => "two arena ranges used by one call overlap",
             Error::Misaligned => "a byte range is misaligned or sized wrongly for its element type",
             Error::Overflow => "a size computation overflowed",
+            Error::Malformed => {
+                "input data is malformed (invalid UTF-8, an undecodable image, a bad pattern)"
+            }
         })
     }
 }

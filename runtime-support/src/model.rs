@@ -34,6 +34,10 @@ pub enum Elem {
     U4,
     I2,
     U2,
+    /// UTF-8 strings (feature `alloc`): no fixed size; they cross
+    /// [`Model::run_encoded`] as one little-endian `u32` byte length then the
+    /// bytes, per element.
+    String,
 }
 
 impl Elem {
@@ -57,6 +61,7 @@ impl Elem {
             Elem::I16 | Elem::U16 | Elem::F16 | Elem::Bf16 => 2,
             Elem::F32 | Elem::I32 | Elem::U32 => 4,
             Elem::F64 | Elem::I64 | Elem::U64 => 8,
+            Elem::String => 0,
         }
     }
 
@@ -86,6 +91,7 @@ impl Elem {
             Elem::U4 => "uint4",
             Elem::I2 => "int2",
             Elem::U2 => "uint2",
+            Elem::String => "string",
         }
     }
 
@@ -125,7 +131,8 @@ impl TensorInfo {
         n
     }
 
-    /// The size in bytes (packed types round up to whole bytes).
+    /// The size in bytes (packed types round up to whole bytes; 0 for
+    /// strings, whose size depends on their data).
     pub const fn byte_size(&self) -> usize {
         self.elem.units(self.numel()) * self.elem.size()
     }
@@ -141,6 +148,32 @@ pub trait Model {
     /// length does not match its descriptor, [`Error::Misaligned`] if it is not
     /// aligned for its type.
     fn run_bytes(&mut self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result;
+
+    /// Runs the model on byte inputs and returns each output's bytes: the
+    /// way to drive models with string tensors, whose outputs have no size
+    /// known in advance (strings are encoded as [`Elem::String`] says).
+    /// Non-string inputs must be aligned as for [`Model::run_bytes`].
+    #[cfg(feature = "alloc")]
+    fn run_encoded(&mut self, inputs: &[&[u8]]) -> Result<alloc::vec::Vec<alloc::vec::Vec<u8>>> {
+        use alloc::vec::Vec;
+        let infos = self.outputs();
+        let mut words: Vec<Vec<u64>> =
+            infos.iter().map(|i| alloc::vec![0u64; i.byte_size().div_ceil(8)]).collect();
+        {
+            let mut outs: Vec<&mut [u8]> = Vec::with_capacity(words.len());
+            for (w, i) in words.iter_mut().zip(infos) {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(w.as_mut_slice());
+                outs.push(bytes.get_mut(..i.byte_size()).ok_or(Error::ShapeMismatch)?);
+            }
+            self.run_bytes(inputs, &mut outs)?;
+        }
+        let mut out = Vec::with_capacity(words.len());
+        for (w, i) in words.iter().zip(infos) {
+            let bytes: &[u8] = bytemuck::cast_slice(w.as_slice());
+            out.push(bytes.get(..i.byte_size()).ok_or(Error::ShapeMismatch)?.to_vec());
+        }
+        Ok(out)
+    }
 }
 
 /// Static data aligned for every element type and SIMD load (weights).

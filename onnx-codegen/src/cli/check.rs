@@ -12,6 +12,8 @@ pub struct Args {
     models: Vec<PathBuf>,
     #[command(flatten)]
     limits: super::LimitArgs,
+    #[command(flatten)]
+    features: super::FeatureArgs,
 }
 
 /// Loads, lowers, validates and inlines each model, then infers types and
@@ -23,10 +25,12 @@ pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
     for path in &args.models {
         let shown = path.display().to_string();
-        let opts = Options { limits: args.limits.limits(), ..Options::default() };
+        let mut opts = Options { limits: args.limits.limits(), ..Options::default() };
+        args.features.apply(&mut opts);
         let prepared = load::load_model(path).and_then(|m| {
             let analysis = analyze(&m, &opts)?;
             let mut errors = analysis.limit_problems(&opts.limits);
+            errors.extend(analysis.feature_problems(&opts));
             let g = &analysis.prepared.model.graph;
             let static_inputs = g.inputs.iter().all(|&v| match &g.value(v).ty {
                 Some(Type::Tensor { shape, .. }) => shape

@@ -21,6 +21,8 @@ pub struct Args {
     inline_weights_limit: usize,
     #[command(flatten)]
     limits: super::LimitArgs,
+    #[command(flatten)]
+    features: super::FeatureArgs,
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -32,6 +34,7 @@ pub fn run(args: &Args) -> ExitCode {
         limits: args.limits.limits(),
         ..Options::default()
     };
+    args.features.apply(&mut opts);
     let weights_path = {
         let mut name = args.output.file_name().unwrap_or_default().to_os_string();
         name.push(".weights.bin");

@@ -41,7 +41,16 @@ pub fn run(args: &Args) -> ExitCode {
         }
     } else {
         let totals = report::build(&analysis, &shown).totals;
-        out!("{}", human(&shown, &s, &totals, args.values));
+        out!(
+            "{}",
+            human(
+                &shown,
+                &s,
+                &totals,
+                &onnx_codegen::generate::feature_notes(&analysis),
+                args.values
+            )
+        );
     }
     let mut problems = analysis.problems();
     problems.extend(analysis.limit_problems(&opts.limits));
@@ -51,7 +60,13 @@ pub fn run(args: &Args) -> ExitCode {
 }
 
 /// The compact summary: a few aligned lines whatever the model's size.
-fn human(shown: &str, s: &Summary, totals: &report::Totals, values: bool) -> String {
+fn human(
+    shown: &str,
+    s: &Summary,
+    totals: &report::Totals,
+    features: &[String],
+    values: bool,
+) -> String {
     let mut out = format!(
         "{shown}: graph '{}', {} nodes ({} run, {} folded at generation time)\n",
         s.graph, s.nodes, s.steps, s.folded
@@ -101,6 +116,9 @@ fn human(shown: &str, s: &Summary, totals: &report::Totals, values: bool) -> Str
             if s.unsupported.len() == 1 { "" } else { "s" },
             kinds.join(", ")
         );
+    }
+    for note in features {
+        out += &format!("  needs    the runtime's {note}\n");
     }
     if values {
         for v in &s.values {

@@ -72,6 +72,28 @@ impl ModelArgs {
     }
 }
 
+/// The runtime features generated code may use (off by default: generated
+/// code is allocation-free and `no_std`).
+#[derive(clap::Args, Debug, Default)]
+pub struct FeatureArgs {
+    /// Allow string tensors: the generated code allocates (`String`s) and
+    /// needs the runtime's `alloc` feature.
+    #[arg(long)]
+    alloc: bool,
+    /// Allow ImageDecoder: the generated code needs the runtime's `image`
+    /// feature (which needs std).
+    #[arg(long)]
+    image: bool,
+}
+
+impl FeatureArgs {
+    /// Sets the options' feature switches.
+    fn apply(&self, opts: &mut onnx_codegen::generate::Options) {
+        opts.alloc |= self.alloc;
+        opts.image |= self.image;
+    }
+}
+
 /// The limits a model must stay within (see `onnx_codegen::limits`).
 #[derive(clap::Args, Debug)]
 pub struct LimitArgs {

@@ -11,6 +11,10 @@ pub struct Args {
     /// The HTML file to write.
     #[arg(short, long)]
     output: PathBuf,
+    /// Accepted for symmetry with `generate`: the report says which runtime
+    /// features the model needs either way.
+    #[command(flatten)]
+    features: super::FeatureArgs,
 }
 
 /// Writes the report; exits 0 when it was written, even if the model has
@@ -18,7 +22,8 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
-    let opts = Options { dims: args.model.dims(), ..Options::default() };
+    let mut opts = Options { dims: args.model.dims(), ..Options::default() };
+    args.features.apply(&mut opts);
     let busy = super::spinner(format!("analysing {shown}"));
     let result = load::load_model(path).and_then(|m| analyze(&m, &opts)).and_then(|analysis| {
         let html = report::html(&analysis, &shown)?;

@@ -34,15 +34,21 @@ pub struct Args {
     shard_size: usize,
     #[command(flatten)]
     limits: super::LimitArgs,
+    /// Accepted for symmetry with `generate`: the harness turns `alloc` and
+    /// `image` on by itself for the models that need them.
+    #[command(flatten)]
+    features: super::FeatureArgs,
 }
 
 pub fn run(args: &Args) -> ExitCode {
+    let mut generate = Options {
+        dims: args.dims.iter().cloned().collect(),
+        limits: args.limits.limits(),
+        ..Options::default()
+    };
+    args.features.apply(&mut generate);
     let opts = TestOptions {
-        generate: Options {
-            dims: args.dims.iter().cloned().collect(),
-            limits: args.limits.limits(),
-            ..Options::default()
-        },
+        generate,
         work_dir: std::path::absolute(&args.work_dir).unwrap_or_else(|_| args.work_dir.clone()),
         save_outputs: args.save_outputs.clone(),
         shard_size: args.shard_size,
@@ -72,7 +78,17 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    outln!("{passed} passed, {} failed", failed + unsupported);
+    let with = |f: &str| outcomes.iter().filter(|o| o.features.contains(&f)).count();
+    let (alloc, image) = (with("alloc"), with("image"));
+    let mut extra = Vec::new();
+    if alloc > 0 {
+        extra.push(format!("{alloc} generated with alloc"));
+    }
+    if image > 0 {
+        extra.push(format!("{image} with image"));
+    }
+    let extra = if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
+    outln!("{passed} passed, {} failed{extra}", failed + unsupported);
     if failed + unsupported == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 

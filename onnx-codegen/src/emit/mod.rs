@@ -110,6 +110,7 @@ pub fn emit(
     let doc = struct_doc(model, inferred, plan, opts, &params);
     let run_doc = run_doc(model, &params);
     let run_bytes = run_bytes_body(model, &params, rt)?;
+    let run_encoded = run_encoded_item(model, &params, rt)?;
     let unused_arena = if plan.arena_bytes == 0 { quote!(let _ = arena;) } else { quote!() };
 
     Ok(quote! {
@@ -177,6 +178,8 @@ pub fn emit(
             ) -> ::core::result::Result<(), #rt::Error> {
                 #run_bytes
             }
+
+            #run_encoded
         }
     })
 }
@@ -228,6 +231,15 @@ impl<'a> Params<'a> {
         mutable: bool,
     ) -> Result<TokenStream, String> {
         let ty = self.type_of(v)?;
+        if ty.elem == ElemType::String {
+            // The caller's strings come borrowed; outputs are written in place.
+            let n = Literal::usize_unsuffixed(ty.numel().ok_or("a shape too large")?);
+            return Ok(if mutable {
+                quote!(&mut [#rt::strings::String; #n])
+            } else {
+                quote!(&[&str; #n])
+            });
+        }
         let elem = crate::ops::rust_type(ty.elem, rt)
             .ok_or_else(|| format!("{} values cannot cross the model's boundary yet", ty.elem))?;
         let n = crate::ops::storage_len(ty).ok_or("a shape too large")?;
@@ -296,7 +308,11 @@ fn steps_code(
         let note = format!("output '{}' is a copy", g.value(g.outputs[j]).name);
         body.push(note_tokens(&note));
         // Booleans are `bool` in the caller's arrays and bytes in the arena.
-        if params.type_of(v)?.elem == ElemType::Bool {
+        let elem = params.type_of(v)?.elem;
+        if elem == ElemType::String {
+            let dst = if params.slices { quote!(&mut *#out) } else { quote!(&mut #out[..]) };
+            body.push(quote!({ #setup #rt::strings::copy(#src, #dst)?; }));
+        } else if elem == ElemType::Bool {
             let dst = if params.slices { quote!(&mut *#out) } else { quote!(&mut #out[..]) };
             body.push(quote!({ #setup #rt::control::copy(#src, #dst)?; }));
         } else {
@@ -374,6 +390,20 @@ impl StepBuffers {
         Ok((elem, ty.elem))
     }
 
+    /// Refuses string values that are not graph inputs or outputs: strings
+    /// have no place in the byte arena or the weight blob.
+    fn boundary_string(v: ValueId, plan: &Plan, params: &Params<'_>) -> Result<(), String> {
+        let boundary = matches!(plan.locs[v.index()], Some(Loc::Input(_) | Loc::Output(_)));
+        let is_string = params.type_of(v).is_ok_and(|t| t.elem == ElemType::String);
+        if is_string && !boundary {
+            return Err(format!(
+                "string value '{}' is an intermediate or a constant; generated code holds strings only in the graph's inputs and outputs yet",
+                params.g.value(v).name
+            ));
+        }
+        Ok(())
+    }
+
     /// Where a view of `len` arena bytes from `offset` comes from. Empty
     /// values all sit at the same offset, so they get their own empty slices
     /// rather than sharing (and borrowing twice) one empty arena range.
@@ -399,6 +429,7 @@ impl StepBuffers {
         params: &Params<'_>,
         rt: &TokenStream,
     ) -> Result<TokenStream, String> {
+        Self::boundary_string(v, plan, params)?;
         match plan.locs[v.index()] {
             Some(Loc::Input(i)) => {
                 let p = &params.inputs[i];
@@ -445,6 +476,7 @@ impl StepBuffers {
         params: &Params<'_>,
         rt: &TokenStream,
     ) -> Result<TokenStream, String> {
+        Self::boundary_string(v, plan, params)?;
         match plan.locs[v.index()] {
             Some(Loc::Output(j)) => {
                 let p = &params.outputs[j];
@@ -550,6 +582,7 @@ fn elem_tokens(elem: ElemType, rt: &TokenStream) -> Result<TokenStream, String> 
         ElemType::Uint4 => "U4",
         ElemType::Int2 => "I2",
         ElemType::Uint2 => "U2",
+        ElemType::String => "String",
         other => return Err(format!("{other} values cannot cross the model's boundary yet")),
     };
     let v = Ident::new(v, Span::call_site());
@@ -562,6 +595,17 @@ fn run_bytes_body(
     rt: &TokenStream,
 ) -> Result<TokenStream, String> {
     let g = &model.graph;
+    let has_strings = g
+        .inputs
+        .iter()
+        .chain(&g.outputs)
+        .any(|&v| params.type_of(v).is_ok_and(|t| t.elem == ElemType::String));
+    if has_strings {
+        return Ok(quote! {
+            let encoded = <Self as #rt::Model>::run_encoded(self, inputs)?;
+            #rt::strings::write_outputs(&encoded, outputs)
+        });
+    }
     let ins: Vec<Ident> = (0..g.inputs.len()).map(|i| format_ident!("i{}", i)).collect();
     let outs: Vec<Ident> = (0..g.outputs.len()).map(|i| format_ident!("o{}", i)).collect();
     let mut convert = Vec::new();
@@ -604,6 +648,82 @@ fn run_bytes_body(
         self.run(#(#args),*)?;
         #(#after)*
         Ok(())
+    })
+}
+
+/// `Model::run_encoded` for a model with string inputs or outputs (empty
+/// for others, which keep the runtime's default): strings decoded from and
+/// encoded into the runtime's length-prefixed form, every output in a vector
+/// of its own.
+fn run_encoded_item(
+    model: &Model,
+    params: &Params<'_>,
+    rt: &TokenStream,
+) -> Result<TokenStream, String> {
+    let g = &model.graph;
+    let is_string = |v: &ValueId| params.type_of(*v).is_ok_and(|t| t.elem == ElemType::String);
+    if !g.inputs.iter().chain(&g.outputs).any(is_string) {
+        return Ok(quote!());
+    }
+    let ins: Vec<Ident> = (0..g.inputs.len()).map(|i| format_ident!("i{}", i)).collect();
+    let mut convert = Vec::new();
+    let mut args = Vec::new();
+    let mut encode = Vec::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let ty = params.type_of(v)?;
+        let id = &ins[i];
+        let n = Literal::usize_unsuffixed(crate::ops::storage_len(ty).ok_or("a shape too large")?);
+        match ty.elem {
+            ElemType::String => {
+                convert.push(quote!(let #id = #rt::strings::decode::<#n>(#id)?;));
+                args.push(quote!(&#id));
+            }
+            ElemType::Bool => {
+                convert.push(quote!(let #id = #rt::model::bools_from_bytes::<#n>(#id)?;));
+                args.push(quote!(&#id));
+            }
+            e => {
+                let elem = crate::ops::rust_type(e, rt).ok_or("unsupported input type")?;
+                convert.push(quote!(let #id: &[#elem; #n] = #rt::model::array_ref(#id)?;));
+                args.push(quote!(#id));
+            }
+        }
+    }
+    for (j, &v) in g.outputs.iter().enumerate() {
+        let ty = params.type_of(v)?;
+        let id = format_ident!("o{}", j);
+        let n = crate::ops::storage_len(ty).ok_or("a shape too large")?;
+        let n_lit = Literal::usize_unsuffixed(n);
+        let elem = match ty.elem {
+            ElemType::String => quote!(#rt::strings::String),
+            e => crate::ops::rust_type(e, rt).ok_or("unsupported output type")?,
+        };
+        convert.push(quote! {
+            let mut #id: #rt::strings::Vec<#elem> =
+                ::core::iter::repeat_with(<#elem as ::core::default::Default>::default)
+                    .take(#n_lit)
+                    .collect();
+        });
+        args.push(quote! {
+            <&mut [#elem; #n_lit]>::try_from(#id.as_mut_slice())
+                .map_err(|_| #rt::Error::ShapeMismatch)?
+        });
+        encode.push(match ty.elem {
+            ElemType::String => quote!(#rt::strings::encode(&#id)?),
+            ElemType::Bool => quote!(#rt::strings::bool_bytes(&#id)),
+            _ => quote!(#rt::strings::pod_bytes(&#id)),
+        });
+    }
+    Ok(quote! {
+        fn run_encoded(
+            &mut self,
+            inputs: &[&[u8]],
+        ) -> ::core::result::Result<#rt::strings::Vec<#rt::strings::Vec<u8>>, #rt::Error> {
+            let [#(#ins),*] = inputs else { return Err(#rt::Error::ShapeMismatch) };
+            #(#convert)*
+            self.run(#(#args),*)?;
+            Ok(#rt::strings::Vec::from([#(#encode),*]))
+        }
     })
 }
 

@@ -22,12 +22,50 @@ pub fn read_tensor(path: &Path) -> Result<Tensor, String> {
     })
 }
 
-/// The raw bytes of `t` after checking it against the expected type.
+/// Strings in the runtime's encoding (`Elem::String`: per element, a
+/// little-endian `u32` byte length then the bytes). Invalid UTF-8 is an error:
+/// generated code holds `str`s.
+pub fn encode_strings(values: &[Vec<u8>], what: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for (i, s) in values.iter().enumerate() {
+        if std::str::from_utf8(s).is_err() {
+            return Err(format!("{what}: string {i} is not valid UTF-8"));
+        }
+        let len = u32::try_from(s.len()).map_err(|_| format!("{what}: string {i} is too long"))?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(s);
+    }
+    Ok(out)
+}
+
+/// Reads `count` strings in the runtime's encoding.
+pub fn decode_strings(bytes: &[u8], count: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    for i in 0..count {
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(format!("the output ends before string {i} of {count}"));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(format!("string {i} of the output runs past its end"));
+        }
+        out.push(tail[..len].to_vec());
+        rest = &tail[len..];
+    }
+    if !rest.is_empty() {
+        return Err(format!("the output has {} bytes after its {count} strings", rest.len()));
+    }
+    Ok(out)
+}
+
+/// The raw bytes of `t` after checking it against the expected type
+/// (strings: encoded).
 pub fn input_bytes<'a>(
     t: &'a Tensor,
     expected: &TensorType,
     what: &str,
-) -> Result<&'a [u8], String> {
+) -> Result<std::borrow::Cow<'a, [u8]>, String> {
     let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
     if t.elem != expected.elem || dims != expected.dims {
         return Err(format!(
@@ -36,8 +74,8 @@ pub fn input_bytes<'a>(
         ));
     }
     match &t.data {
-        TensorData::Bytes(b) => Ok(b),
-        TensorData::Strings(_) => Err(format!("{what} is a string tensor")),
+        TensorData::Bytes(b) => Ok(std::borrow::Cow::Borrowed(b)),
+        TensorData::Strings(list) => encode_strings(list, what).map(std::borrow::Cow::Owned),
     }
 }
 
@@ -71,8 +109,20 @@ pub fn compare(
     if dims != ty.dims {
         return Some(format!("shape {:?} but the reference is {:?}", ty.dims, dims));
     }
-    let TensorData::Bytes(want) = &expected.data else {
-        return Some("string outputs are not compared yet".into());
+    let want = match &expected.data {
+        TensorData::Bytes(want) => want,
+        TensorData::Strings(want) => {
+            let got = match decode_strings(actual, want.len()) {
+                Ok(g) => g,
+                Err(e) => return Some(e),
+            };
+            let at = got.iter().zip(want).position(|(a, b)| a != b)?;
+            return Some(format!(
+                "strings differ; first at index {at}: got {:?}, expected {:?}",
+                String::from_utf8_lossy(&got[at]),
+                String::from_utf8_lossy(&want[at])
+            ));
+        }
     };
     if want.len() != actual.len() {
         return Some(format!("{} bytes but the reference has {}", actual.len(), want.len()));
@@ -140,13 +190,17 @@ pub fn compare(
 
 /// Writes `bytes` of type `ty` as a `TensorProto` file named `name`.
 pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> Result<(), String> {
-    let proto = TensorProto {
+    let mut proto = TensorProto {
         name: Some(name.to_owned()),
         data_type: Some(ty.elem.to_proto()),
         dims: ty.dims.iter().map(|&d| d as i64).collect(),
-        raw_data: Some(Bytes::copy_from_slice(bytes)),
         ..Default::default()
     };
+    if ty.elem == ElemType::String {
+        proto.string_data = decode_strings(bytes, ty.numel().unwrap_or(0))?;
+    } else {
+        proto.raw_data = Some(Bytes::copy_from_slice(bytes));
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }

@@ -35,6 +35,10 @@ pub struct Outcome {
     pub status: Status,
     /// Why it did not pass.
     pub reason: String,
+    /// The runtime features its generated code needed (`alloc` for string
+    /// tensors, `image` for ImageDecoder); the harness turns them on itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<&'static str>,
 }
 
 /// What the harness needs from the caller.
@@ -61,6 +65,17 @@ struct Case {
     /// The weight file the code includes, for models with large weights.
     weights_file: Option<String>,
     sets: Vec<DataSet>,
+}
+
+impl Case {
+    /// The runtime features the case's generated code needs.
+    fn features(&self) -> Vec<&'static str> {
+        let s = &self.generated.summary;
+        [(s.needs_alloc, "alloc"), (s.needs_image, "image")]
+            .into_iter()
+            .filter_map(|(on, f)| on.then_some(f))
+            .collect()
+    }
 }
 
 /// Weights above this size go to a file next to the generated module.
@@ -103,7 +118,8 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
         match prepare_case(dir, &name, &opts.generate) {
             Ok(case) => cases.push((i, case)),
             Err((status, reason)) => {
-                outcomes[i] = Some(Outcome { name: name.clone(), status, reason })
+                outcomes[i] =
+                    Some(Outcome { name: name.clone(), status, reason, features: Vec::new() })
             }
         }
         progress.advance(1, &name);
@@ -115,6 +131,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
             struct_name: c.generated.struct_name.clone(),
             code: c.generated.to_file_text(&c.dir.join("model.onnx").display().to_string()),
             weights_file: c.weights_file.clone().map(|f| (f, c.generated.weights.clone())),
+            features: c.features(),
         })
         .collect();
     let built = shards::build(&files, &opts.work_dir, opts.shard_size, progress);
@@ -130,9 +147,12 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
     progress.finish();
     for (k, (i, case)) in cases.iter().enumerate() {
         let outcome = match &jobs[k] {
-            Err(reason) => {
-                Outcome { name: case.name.clone(), status: Status::Fail, reason: reason.clone() }
-            }
+            Err(reason) => Outcome {
+                name: case.name.clone(),
+                status: Status::Fail,
+                reason: reason.clone(),
+                features: case.features(),
+            },
             Ok(list) => judge(case, list, &results[k], opts),
         };
         outcomes[*i] = Some(outcome);
@@ -145,6 +165,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
                 name: test_name(d),
                 status: Status::Fail,
                 reason: "the harness lost this test".into(),
+                features: Vec::new(),
             })
         })
         .collect()
@@ -203,6 +224,10 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         raw_sets.push((set, inputs, outputs));
     }
     let mut opts = opts.clone();
+    // String tensors and ImageDecoder need runtime features; the harness
+    // enables them for the shards of the models that use them.
+    opts.alloc = true;
+    opts.image = true;
     if let Some((_, inputs, _)) = raw_sets.first() {
         for ((name, form), values) in input_forms.iter().zip(inputs) {
             match (form, values) {
@@ -288,7 +313,7 @@ fn case_jobs(case: &Case, k: usize, work: &Path) -> Vec<Result<shards::Job, Stri
             for (j, (t, ty)) in set.inputs.iter().zip(&case.generated.inputs).enumerate() {
                 let bytes = data::input_bytes(t, ty, &format!("input {j}"))?;
                 let raw = dir.join(format!("{}_in{j}.bin", set.name));
-                std::fs::write(&raw, bytes).map_err(|e| format!("{}: {e}", raw.display()))?;
+                std::fs::write(&raw, &*bytes).map_err(|e| format!("{}: {e}", raw.display()))?;
                 inputs.push(raw);
             }
             let outputs = (0..set.outputs.len())
@@ -307,7 +332,12 @@ fn judge(
     opts: &TestOptions,
 ) -> Outcome {
     let save = opts.save_outputs.as_deref();
-    let fail = |reason: String| Outcome { name: case.name.clone(), status: Status::Fail, reason };
+    let fail = |reason: String| Outcome {
+        name: case.name.clone(),
+        status: Status::Fail,
+        reason,
+        features: case.features(),
+    };
     let mut problems = Vec::new();
     for (s, set) in case.sets.iter().enumerate() {
         let job = match jobs.get(s) {
@@ -337,7 +367,12 @@ fn judge(
         }
     }
     if problems.is_empty() {
-        Outcome { name: case.name.clone(), status: Status::Pass, reason: String::new() }
+        Outcome {
+            name: case.name.clone(),
+            status: Status::Pass,
+            reason: String::new(),
+            features: case.features(),
+        }
     } else {
         fail(problems.join("; "))
     }

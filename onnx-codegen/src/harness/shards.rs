@@ -14,6 +14,9 @@ pub struct ModelFile {
     /// The weight file the code includes (`include_bytes!`), with its bytes,
     /// when the weights are not inline.
     pub weights_file: Option<(String, Vec<u8>)>,
+    /// The runtime features the code needs (`alloc`, `image`): its shard
+    /// enables them, and a shard with `alloc` drives models by `run_encoded`.
+    pub features: Vec<&'static str>,
 }
 
 /// One run of a model: raw input files in, raw output files out.
@@ -198,9 +201,14 @@ fn write_workspace(work: &Path, shards: usize, runtime: &Path) -> Result<(), Str
 
 fn write_shard(work: &Path, s: usize, live: &[usize], files: &[ModelFile]) -> Result<(), String> {
     let dir = work.join(format!("shard_{s}"));
+    let mut features: Vec<&str> = live.iter().flat_map(|&k| files[k].features.clone()).collect();
+    features.sort_unstable();
+    features.dedup();
+    let feature_list: Vec<String> = features.iter().map(|f| format!("{f:?}")).collect();
     let manifest = format!(
         "[package]\nname = \"shard_{s}\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n\
-         [dependencies]\nonnx-codegen-runtime.workspace = true\n"
+         [dependencies]\nonnx-codegen-runtime = {{ workspace = true, features = [{}] }}\n",
+        feature_list.join(", ")
     );
     write_if_changed(&dir.join("Cargo.toml"), manifest.as_bytes())?;
     let mut mods = String::new();
@@ -215,8 +223,9 @@ fn write_shard(work: &Path, s: usize, live: &[usize], files: &[ModelFile]) -> Re
         mods.push_str(&format!("mod m{k};\n"));
         arms.push_str(&format!("        {k} => Some(Box::new(m{k}::{}::new())),\n", f.struct_name));
     }
+    let run = if features.contains(&"alloc") { RUN_ENCODED } else { RUN_BYTES };
     let main = format!(
-        "{SHARD_HEAD}{mods}\nfn make(model: usize) -> Option<Box<dyn Model>> {{\n    match model {{\n{arms}        _ => None,\n    }}\n}}\n{SHARD_MAIN}"
+        "{SHARD_HEAD}{mods}\nfn make(model: usize) -> Option<Box<dyn Model>> {{\n    match model {{\n{arms}        _ => None,\n    }}\n}}\n{SHARD_MAIN}{run}"
     );
     write_if_changed(&dir.join("src").join("main.rs"), main.as_bytes())
 }
@@ -263,7 +272,7 @@ fn job(line: &str) -> Result<(), String> {
     let mut in_bufs = Vec::new();
     for (path, info) in ins.iter().zip(infos_in) {
         let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-        if bytes.len() != info.byte_size() {
+        if info.elem != onnx_codegen_runtime::Elem::String && bytes.len() != info.byte_size() {
             return Err(format!("input '{}' has {} bytes, expected {}", info.name, bytes.len(), info.byte_size()));
         }
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
@@ -271,16 +280,35 @@ fn job(line: &str) -> Result<(), String> {
         in_bufs.push((words, bytes.len()));
     }
     let in_slices: Vec<&[u8]> = in_bufs.iter().map(|(w, n)| &onnx_codegen_runtime::arena::as_bytes(w)[..*n]).collect();
+    run_model(&mut *m, &in_slices, infos_out, &outs)
+}
+"#;
+
+/// The end of a shard's job: through `run_bytes` (fixed-size outputs).
+const RUN_BYTES: &str = r#"
+fn run_model(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
     let mut out_bufs: Vec<Vec<u64>> = infos_out.iter().map(|i| vec![0u64; i.byte_size().div_ceil(8)]).collect();
     {
         let mut out_slices: Vec<&mut [u8]> = out_bufs.iter_mut().zip(infos_out)
             .map(|(w, i)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..i.byte_size()])
             .collect();
-        m.run_bytes(&in_slices, &mut out_slices).map_err(|e| format!("run failed: {e}"))?;
+        m.run_bytes(in_slices, &mut out_slices).map_err(|e| format!("run failed: {e}"))?;
     }
-    for ((w, info), path) in out_bufs.iter().zip(infos_out).zip(&outs) {
+    for ((w, info), path) in out_bufs.iter().zip(infos_out).zip(outs) {
         std::fs::write(path, &onnx_codegen_runtime::arena::as_bytes(w)[..info.byte_size()])
             .map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(())
+}
+"#;
+
+/// The end of a shard's job with the runtime's `alloc` feature: through
+/// `run_encoded`, which string outputs need.
+const RUN_ENCODED: &str = r#"
+fn run_model(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
+    let encoded = m.run_encoded(in_slices).map_err(|e| format!("run failed: {e}"))?;
+    for (bytes, path) in encoded.iter().zip(outs) {
+        std::fs::write(path, bytes).map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(())
 }

@@ -404,6 +404,7 @@ impl OpRule for CompareRule {
         let (a, _, dims) = binary_types(cx)?;
         let cmp = compare_op(cx)?;
         match a.elem {
+            ElemType::String if cmp == Compare::Equal => {}
             ElemType::Bool if cmp != Compare::Equal => {
                 return invalid(format!("{} is not defined on bool tensors", op(cx)));
             }
@@ -416,6 +417,9 @@ impl OpRule for CompareRule {
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let out = outputs.first().ok_or_else(|| no_output(cx))?;
         let (a, b) = (cx.input(0)?, cx.input(1)?);
+        if a.elem == ElemType::String {
+            return super::strings::equal_lower(a, b, &out.dims);
+        }
         Ok(Lowered::Kernel(Box::new(CompareKernel {
             op: compare_op(cx)?,
             elem: a.elem,

@@ -544,20 +544,20 @@ struct LabelRule;
 
 /// Numbers of one element type, as literals will print them.
 #[derive(Clone)]
-enum Numbers {
+pub(super) enum Numbers {
     Int(Vec<i64>),
     Float(Vec<f64>),
 }
 
 impl Numbers {
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             Numbers::Int(v) => v.len(),
             Numbers::Float(v) => v.len(),
         }
     }
 
-    fn tokens(&self, elem: ElemType) -> Vec<TokenStream> {
+    pub(super) fn tokens(&self, elem: ElemType) -> Vec<TokenStream> {
         match self {
             Numbers::Int(v) => v.iter().filter_map(|&x| lit::int(i128::from(x), elem)).collect(),
             Numbers::Float(v) => v.iter().map(|&x| lit::float(x, elem)).collect(),
@@ -567,7 +567,7 @@ impl Numbers {
 
 /// A numeric attribute table: the tensor form, or the typed lists; strings
 /// are unsupported.
-fn label_table(cx: &NodeCx<'_>, which: &str) -> OpResult<(ElemType, Numbers)> {
+pub(super) fn label_table(cx: &NodeCx<'_>, which: &str) -> OpResult<(ElemType, Numbers)> {
     if let Some(t) = cx.tensor(&format!("{which}_tensor")) {
         return match t.elem {
             ElemType::Int16 | ElemType::Int32 | ElemType::Int64 => Ok((
@@ -621,6 +621,13 @@ fn label_plan(cx: &NodeCx<'_>) -> OpResult<LabelPlan> {
             values.len()
         ));
     }
+    let default = label_default(cx, value_elem)?;
+    Ok(LabelPlan { key_elem, keys, value_elem, values, default })
+}
+
+/// LabelEncoder's default value: `default_tensor`, or the typed attribute
+/// of the values' type.
+pub(super) fn label_default(cx: &NodeCx<'_>, value_elem: ElemType) -> OpResult<Numbers> {
     let default = match cx.tensor("default_tensor") {
         Some(t) if t.elem == value_elem => match (t.to_i64s(), t.to_f64s()) {
             (Some(v), _)
@@ -646,17 +653,23 @@ fn label_plan(cx: &NodeCx<'_>) -> OpResult<LabelPlan> {
     if default.len() != 1 {
         return invalid("LabelEncoder's default must hold one value");
     }
-    Ok(LabelPlan { key_elem, keys, value_elem, values, default })
+    Ok(default)
 }
 
 impl OpRule for LabelRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
+        if cx.input(0)?.elem == ElemType::String {
+            return super::strings::label_infer(cx);
+        }
         let p = label_plan(cx)?;
         Ok(vec![TensorType::new(p.value_elem, cx.input(0)?.dims.clone())])
     }
 
     /// Not folded on the host: the kernel is generic over two element types.
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
+        if cx.input(0)?.elem == ElemType::String {
+            return super::strings::label_lower(cx);
+        }
         let p = label_plan(cx)?;
         let key_elem = p.key_elem;
         FnKernel {
@@ -706,7 +719,15 @@ mod tests {
                 y = ai.onnx.ml.LabelEncoder <keys_strings: strings = [\"a\"], values_int64s: ints = [1]> (x)
             }",
         );
-        assert_eq!(unsupported(&a).len(), 1);
+        // String keys are handled by `strings` (generated with `alloc`).
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [Some("int64[3]".to_owned())], "{:?}", errors(&a));
+        let a = run_ml(
+            "g (string[3] x) => (int64[3] y) {
+                y = ai.onnx.ml.LabelEncoder <keys_strings: strings = [\"a\"], values_int64s: ints = [1, 2]> (x)
+            }",
+        );
+        assert!(errors(&a)[0].contains("1 keys but 2 values"), "{:?}", errors(&a));
     }
 
     #[test]

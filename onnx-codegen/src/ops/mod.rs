@@ -40,6 +40,7 @@ pub mod rnn;
 pub mod shape_ops;
 pub mod signal;
 pub mod softmax;
+pub mod strings;
 pub mod text;
 
 pub use host::{HostData, HostTensor};
@@ -338,6 +339,7 @@ pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
         .or_else(|| attention::rule(op_type))
         .or_else(|| image::rule(op_type))
         .or_else(|| text::rule(op_type))
+        .or_else(|| strings::rule(op_type))
 }
 
 /// How an operator's outputs follow from its inputs, and how it becomes code.

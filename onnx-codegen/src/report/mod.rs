@@ -300,6 +300,10 @@ pub fn build(analysis: &Analysis, source: &str) -> Report {
         metadata.push(("Model version".to_owned(), m.model_version.to_string()));
     }
     metadata.extend(m.props.iter().cloned());
+    let features = crate::generate::feature_notes(analysis);
+    if !features.is_empty() {
+        metadata.push(("Runtime features".to_owned(), features.join("; ")));
+    }
 
     Report {
         source: source.to_owned(),
