@@ -34,6 +34,11 @@ pub struct Options {
     /// Whether the generated code may decode images with the runtime's
     /// `image` feature (which needs `std`): ImageDecoder needs it.
     pub image: bool,
+    /// Integer inputs whose values are fixed at generation time (`--fix`),
+    /// by name. Shapes computed from them become static; `run` still takes
+    /// them and returns [`Error::InputValue`](onnx_codegen_runtime::Error)
+    /// when the caller passes other values.
+    pub fixed_inputs: BTreeMap<String, crate::ir::Tensor>,
 }
 
 impl Default for Options {
@@ -47,6 +52,7 @@ impl Default for Options {
             io: passes::sequences::IoSpec::default(),
             alloc: false,
             image: false,
+            fixed_inputs: BTreeMap::new(),
         }
     }
 }
@@ -108,9 +114,28 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_prepared(&prepared.model, &opts.limits)?;
     let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
     let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
+    let g = &prepared.model.graph;
+    let unknown: Vec<Diagnostic> = opts
+        .fixed_inputs
+        .keys()
+        .filter(|name| !g.inputs.iter().any(|&v| &g.value(v).name == *name))
+        .map(|name| {
+            Diagnostic::error(format!(
+                "a value is fixed for '{name}', but graph '{}' has no input of that name",
+                g.name
+            ))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(Error::new(unknown));
+    }
     let mut inferred = infer::infer(
         &prepared.model,
-        &InferOptions { dims: opts.dims.clone(), ..Default::default() },
+        &InferOptions {
+            dims: opts.dims.clone(),
+            fixed_inputs: opts.fixed_inputs.clone(),
+            ..Default::default()
+        },
     );
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));

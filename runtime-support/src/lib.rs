@@ -138,6 +138,9 @@ pub enum Error {
     Misaligned,
     /// A size computation overflowed `usize`.
     Overflow,
+    /// An input whose value was fixed when the code was generated (`--fix`)
+    /// holds another value.
+    InputValue,
     /// Input data is malformed: bytes that are not UTF-8 where a string is
     /// expected, an image no codec can decode, a pattern that is no regex.
     Malformed,
@@ -157,6 +160,9 @@ impl core::fmt::Display for Error {
             Error::ArenaOverlap => "two arena ranges used by one call overlap",
             Error::Misaligned => "a byte range is misaligned or sized wrongly for its element type",
             Error::Overflow => "a size computation overflowed",
+            Error::InputValue => {
+                "an input fixed when the code was generated holds another value"
+            }
             Error::Malformed => {
                 "input data is malformed (invalid UTF-8, an undecodable image, a bad pattern)"
             }

@@ -78,6 +78,28 @@ pub fn emit(
     let input_infos = infos(&g.inputs)?;
     let output_infos = infos(&g.outputs)?;
 
+    // Inputs whose values were fixed at generation time (`--fix`): the code
+    // folded them, so another value from the caller is an error.
+    let mut fixed_checks = Vec::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let Some(t) = inferred.constants.get(v.index()).and_then(Option::as_ref) else {
+            continue;
+        };
+        let ident = &params.inputs[i];
+        let elem = params.type_of(v)?.elem;
+        let values = t.to_i64s().ok_or("a fixed input that is not integer")?;
+        let lits = values
+            .iter()
+            .map(|&x| lit::int(i128::from(x), elem))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("a fixed input that is not integer")?;
+        fixed_checks.push(quote! {
+            if *#ident != [#(#lits),*] {
+                return Err(#rt::Error::InputValue);
+            }
+        });
+    }
+
     let mut fn_params = Vec::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         let ident = &params.inputs[i];
@@ -151,6 +173,7 @@ pub fn emit(
                 let arena: &mut [u8] = &mut self.arena.0;
                 #unused_arena
                 #weights_binding
+                #(#fixed_checks)*
                 #(#body)*
                 Ok(())
             }

@@ -27,11 +27,19 @@ pub struct InferOptions {
     /// this many bytes, or no more than its inputs do (so folding never
     /// inflates the weights much).
     pub fold_limit_bytes: usize,
+    /// Main-graph inputs whose values are fixed at generation time, by
+    /// name: they fold like initializers, and the generated code checks at
+    /// run time that the caller passes exactly these values.
+    pub fixed_inputs: BTreeMap<String, Tensor>,
 }
 
 impl Default for InferOptions {
     fn default() -> InferOptions {
-        InferOptions { dims: BTreeMap::new(), fold_limit_bytes: 64 * 1024 }
+        InferOptions {
+            dims: BTreeMap::new(),
+            fold_limit_bytes: 64 * 1024,
+            fixed_inputs: BTreeMap::new(),
+        }
     }
 }
 
@@ -348,7 +356,28 @@ impl State<'_> {
                     }
                     let ty = self.input_type(&v.name, v.ty.as_ref());
                     match ty {
-                        Ok(ty) => self.types[i] = Some(ty),
+                        Ok(ty) => {
+                            if seeds.is_empty()
+                                && let Some(t) = self.opts.fixed_inputs.get(&v.name)
+                            {
+                                if t.tensor_type().as_ref() == Some(&ty) {
+                                    self.constants[i] = Some(t.clone());
+                                } else {
+                                    let given = t
+                                        .tensor_type()
+                                        .map_or_else(|| "too large".to_owned(), |t| t.to_string());
+                                    self.error(
+                                        None,
+                                        format!(
+                                            "the value fixed for input '{}' is {given}, but the \
+                                             input is {ty}",
+                                            v.name
+                                        ),
+                                    );
+                                }
+                            }
+                            self.types[i] = Some(ty);
+                        }
                         Err(messages) => {
                             for m in messages {
                                 self.error(None, m);
