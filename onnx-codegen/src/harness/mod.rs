@@ -204,6 +204,12 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     }
     let mut opts = opts.clone();
     if let Some((_, inputs, _)) = raw_sets.first() {
+        let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
+        for (v, values) in declared.iter().zip(inputs) {
+            if let Some([t]) = values.as_deref() {
+                bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
+            }
+        }
         for ((name, form), values) in input_forms.iter().zip(inputs) {
             match (form, values) {
                 (data::ValueForm::Tensor, _) => {}
@@ -271,6 +277,35 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         return Err(fail("no test_data_set_* directory".into()));
     }
     Ok(Case { name: name.to_owned(), dir: dir.to_owned(), generated, weights_file, sets })
+}
+
+/// Binds the symbolic dimensions of a tensor input's declared type (or a
+/// present optional tensor's) to the dimensions of its test data, unless
+/// the caller gave them: the data fixes the shapes the code is generated for.
+fn bind_dims(
+    ty: Option<&crate::proto::TypeProto>,
+    data: &Tensor,
+    dims: &mut BTreeMap<String, usize>,
+) {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value;
+    let tensor = match ty.and_then(|t| t.value.as_ref()) {
+        Some(Value::TensorType(t)) => t,
+        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::TensorType(t)) => t,
+            _ => return,
+        },
+        _ => return,
+    };
+    let Some(shape) = &tensor.shape else { return };
+    if shape.dim.len() != data.dims.len() {
+        return;
+    }
+    for (d, &n) in shape.dim.iter().zip(&data.dims) {
+        if let (Some(D::DimParam(s)), Ok(n)) = (&d.value, usize::try_from(n)) {
+            dims.entry(s.clone()).or_insert(n);
+        }
+    }
 }
 
 fn first_line(s: &str) -> String {

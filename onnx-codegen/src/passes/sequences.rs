@@ -41,21 +41,22 @@ impl IoSpec {
 /// Rewrites the sequences and optionals of `g` (see the module doc); what
 /// cannot be rewritten is returned, and left for inference to refuse.
 pub fn expand(g: &mut Graph, spec: &IoSpec) -> Vec<Unsupported> {
-    let mut x = Expander { seqs: HashMap::new(), unsupported: Vec::new() };
+    let mut x = Expander::default();
     x.inputs(g, spec);
-    let order: Vec<NodeId> = g.order().to_vec();
-    let mut new_order = Vec::with_capacity(order.len());
-    for id in order {
-        x.node(g, id, &mut new_order);
-    }
-    g.set_order(new_order);
+    x.nodes(g);
     x.outputs(g);
     x.unsupported
 }
 
+/// How many nodes unrolling loops and maps may add to one model, in all.
+const MAX_SPLICED_NODES: usize = 100_000;
+
+#[derive(Default)]
 struct Expander {
     seqs: HashMap<ValueId, Vec<ValueId>>,
     unsupported: Vec<Unsupported>,
+    /// Nodes added so far by splicing bodies (shared with nested expanders).
+    spliced: usize,
 }
 
 fn is_sequence(ty: Option<&Type>) -> bool {
@@ -169,15 +170,30 @@ impl Expander {
         g.inputs = inputs;
     }
 
-    fn outputs(&mut self, g: &mut Graph) {
+    /// Expands the nodes of `g` in order.
+    fn nodes(&mut self, g: &mut Graph) {
+        let order: Vec<NodeId> = g.order().to_vec();
+        let mut new_order = Vec::with_capacity(order.len());
+        for id in order {
+            self.node(g, id, &mut new_order);
+        }
+        g.set_order(new_order);
+    }
+
+    /// Spreads sequence outputs of `g` into their elements; per original
+    /// output, the length of the sequence it was (`None` for a tensor).
+    fn outputs(&mut self, g: &mut Graph) -> Vec<Option<usize>> {
         let old = g.outputs.clone();
         let mut outputs = Vec::with_capacity(old.len());
+        let mut lengths = Vec::with_capacity(old.len());
         let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
         for v in old {
             let Some(list) = self.seqs.get(&v).cloned() else {
                 outputs.push(v);
+                lengths.push(None);
                 continue;
             };
+            lengths.push(Some(list.len()));
             let base = g.value(v).name.clone();
             for (k, e) in list.into_iter().enumerate() {
                 let name = fresh(g, format!("{base}_{k}"));
@@ -196,6 +212,7 @@ impl Expander {
             }
         }
         g.outputs = outputs;
+        lengths
     }
 
     fn seq_input(&self, g: &Graph, id: NodeId, i: usize) -> Option<Vec<ValueId>> {
@@ -268,6 +285,13 @@ impl Expander {
             },
             "ConcatFromSequence" => self.concat(g, id, opset, order),
             "SplitToSequence" => self.split(g, id, opset, order),
+            "SequenceMap" => self.map(g, id, order),
+            "Loop" if reads_seq || self.captures_seq(&n) => self.unroll(g, id, order),
+            "If" if self.if_has_seq(&n) => self.branch(g, id, order),
+            _ if self.captures_seq(&n) => Err(format!(
+                "{} with a body that uses a sequence is not supported yet",
+                n.op.op_type
+            )),
             _ if reads_seq => Err(format!(
                 "{} on a sequence is not supported yet (sequences are lists of tensors fixed \
                  at generation time)",
@@ -510,6 +534,431 @@ impl Expander {
         }
         let ValueKind::NodeOutput { node, .. } = g.value(v).kind else { return false };
         matches!(g.node(node).attr("value"), Some(AttrValue::Tensor(t)) if t.dims.is_empty())
+    }
+}
+
+/// A node of `op_type` with `inputs` and no attributes.
+fn plain(opset: i64, op_type: &str, inputs: Vec<Option<ValueId>>) -> Node {
+    Node {
+        name: String::new(),
+        op: op(opset, op_type),
+        inputs,
+        outputs: Vec::new(),
+        attributes: Vec::new(),
+        doc_string: String::new(),
+    }
+}
+
+/// The boolean `v` holds when it is known now: a constant, or an
+/// `Identity` chain from one.
+fn known_bool(g: &Graph, v: ValueId) -> Option<bool> {
+    let mut v = v;
+    for _ in 0..64 {
+        if let Some(b) = const_ints(g, v).and_then(|b| b.first().copied()) {
+            return Some(b != 0);
+        }
+        let ValueKind::NodeOutput { node, .. } = g.value(v).kind else { return None };
+        let n = g.node(node);
+        if !n.op.is("Identity") {
+            return None;
+        }
+        v = n.input(0)?;
+    }
+    None
+}
+
+/// The first graph attribute `name` of `n`.
+fn body_of(n: &Node, name: &str) -> Result<Graph, String> {
+    n.attr(name)
+        .and_then(|a| a.graphs().first())
+        .cloned()
+        .ok_or_else(|| format!("{} needs the graph attribute '{name}'", n.op.op_type))
+}
+
+/// Copies the nodes of `body` (a subgraph of a node of `g`) to the end of
+/// `g`, its graph inputs bound to `inputs` and its captures to the values
+/// they capture; values get fresh names starting with `tag`. Returns the
+/// new nodes, in order, and the values of the body's outputs.
+fn splice(
+    g: &mut Graph,
+    body: &Graph,
+    inputs: &[Option<ValueId>],
+    tag: &str,
+) -> Result<(Vec<NodeId>, Vec<Option<ValueId>>), String> {
+    let mut map: Vec<Option<ValueId>> = vec![None; body.values().len()];
+    for (k, &v) in body.inputs.iter().enumerate() {
+        if let Some(slot) = map.get_mut(v.index()) {
+            *slot = inputs.get(k).copied().flatten();
+        }
+    }
+    for (i, v) in body.values().iter().enumerate() {
+        let bound = match &v.kind {
+            ValueKind::Captured { outer } => Some(*outer),
+            ValueKind::Initializer(t) => {
+                Some(g.add_initializer(fresh(g, format!("{tag}{}", v.name)), t.clone()))
+            }
+            ValueKind::SparseInitializer(_) => {
+                return Err(format!(
+                    "the body '{}' holds a sparse initializer, which cannot be unrolled yet",
+                    body.name
+                ));
+            }
+            _ => continue,
+        };
+        if let Some(slot) = map.get_mut(i) {
+            *slot = bound;
+        }
+    }
+    let at = |map: &[Option<ValueId>], v: ValueId| map.get(v.index()).copied().flatten();
+    let mut nodes = Vec::with_capacity(body.node_count());
+    for (_, bn) in body.nodes() {
+        let mut copy = bn.clone();
+        copy.inputs = bn.inputs.iter().map(|i| i.and_then(|v| at(&map, v))).collect();
+        for a in &mut copy.attributes {
+            for sub in a.value.graphs_mut() {
+                for c in sub.captures.clone() {
+                    if let ValueKind::Captured { outer } = &mut sub.value_mut(c).kind {
+                        *outer = at(&map, *outer).ok_or_else(|| {
+                            format!("a subgraph in the body '{}' uses an absent value", body.name)
+                        })?;
+                    }
+                }
+            }
+        }
+        let names: Vec<Option<String>> = bn
+            .outputs
+            .iter()
+            .map(|o| o.map(|o| fresh(g, format!("{tag}{}", body.value(o).name))))
+            .collect();
+        let id = g.add_node(copy, &names);
+        for (o, &n) in bn.outputs.iter().zip(&g.node(id).outputs) {
+            if let (Some(o), Some(slot)) = (o, o.and_then(|o| map.get_mut(o.index()))) {
+                let _ = o;
+                *slot = n;
+            }
+        }
+        nodes.push(id);
+    }
+    let outputs = body.outputs.iter().map(|&v| at(&map, v)).collect();
+    Ok((nodes, outputs))
+}
+
+impl Expander {
+    /// Whether a subgraph of `n` captures a sequence.
+    fn captures_seq(&self, n: &Node) -> bool {
+        n.subgraphs().any(|sub| {
+            sub.captures.iter().any(|&c| {
+                matches!(sub.value(c).kind, ValueKind::Captured { outer } if self.seqs.contains_key(&outer))
+            })
+        })
+    }
+
+    /// Whether an `If` gives or uses sequences (or optionals).
+    fn if_has_seq(&self, n: &Node) -> bool {
+        self.captures_seq(n)
+            || n.subgraphs().any(|sub| {
+                sub.outputs.iter().any(|&o| {
+                    matches!(sub.value(o).ty, Some(Type::Sequence(_) | Type::Optional(_)))
+                })
+            })
+    }
+
+    /// Copies `body` into `g` (see [`splice`]) and expands the copied nodes.
+    fn inline(
+        &mut self,
+        g: &mut Graph,
+        body: &Graph,
+        inputs: &[Option<ValueId>],
+        tag: &str,
+        order: &mut Vec<NodeId>,
+    ) -> Result<Vec<Option<ValueId>>, String> {
+        self.spliced = self.spliced.saturating_add(body.node_count());
+        if self.spliced > MAX_SPLICED_NODES {
+            return Err(format!(
+                "unrolling would add more than {MAX_SPLICED_NODES} nodes to the model"
+            ));
+        }
+        let (nodes, outputs) = splice(g, body, inputs, tag)?;
+        for id in nodes {
+            self.node(g, id, order);
+        }
+        Ok(outputs)
+    }
+
+    /// Makes the node output `old` the value `src`: an `Identity` takes its
+    /// place and its name, and every use of `old` reads it.
+    fn forward(&self, g: &mut Graph, old: ValueId, src: ValueId, order: &mut Vec<NodeId>) {
+        let name = g.value(old).name.clone();
+        let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
+        let tmp = fresh(g, format!("{name}_unrolled"));
+        let id = g.add_node(plain(opset, "Identity", vec![Some(src)]), &[Some(tmp)]);
+        order.push(id);
+        let Some(new) = g.node(id).output(0) else { return };
+        g.replace_uses(old, new);
+        let gone = fresh(g, format!("{name}_replaced"));
+        g.rename_value(old, gone);
+        g.rename_value(new, name);
+        g.value_mut(new).ty = g.value(old).ty.clone();
+    }
+
+    /// Binds `out` to `src`: the same list when `src` is a sequence.
+    fn bind_output(&mut self, g: &mut Graph, out: ValueId, src: ValueId, order: &mut Vec<NodeId>) {
+        match self.seqs.get(&src).cloned() {
+            Some(list) => {
+                self.seqs.insert(out, list);
+            }
+            None => self.forward(g, out, src, order),
+        }
+    }
+
+    /// `SequenceMap`: the body once per element, each copy with the types
+    /// of its own elements (elements may differ in shape).
+    fn map(&mut self, g: &mut Graph, id: NodeId, order: &mut Vec<NodeId>) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let body = body_of(&n, "body")?;
+        let lists: Vec<Option<Vec<ValueId>>> =
+            n.inputs.iter().map(|v| v.and_then(|v| self.seqs.get(&v).cloned())).collect();
+        let len = match lists.first() {
+            Some(Some(l)) => l.len(),
+            _ => return Err("its first input is not a sequence known at generation time".into()),
+        };
+        if let Some(l) = lists.iter().flatten().find(|l| l.len() != len) {
+            return Err(format!(
+                "its input sequences have different lengths ({len} and {})",
+                l.len()
+            ));
+        }
+        if body.inputs.len() != n.inputs.len() || body.outputs.len() != n.outputs.len() {
+            return Err(format!(
+                "the body has {} inputs and {} outputs; the node has {} and {}",
+                body.inputs.len(),
+                body.outputs.len(),
+                n.inputs.len(),
+                n.outputs.len()
+            ));
+        }
+        let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+        let mut results: Vec<Vec<ValueId>> = vec![Vec::with_capacity(len); n.outputs.len()];
+        for k in 0..len {
+            let inputs: Vec<Option<ValueId>> = n
+                .inputs
+                .iter()
+                .zip(&lists)
+                .map(|(v, l)| match l {
+                    Some(l) => l.get(k).copied(),
+                    None => *v,
+                })
+                .collect();
+            let outs = self.inline(g, &body, &inputs, &format!("{base}_map{k}_"), order)?;
+            for (j, o) in outs.into_iter().enumerate() {
+                let o = o.ok_or_else(|| format!("output {j} of the body is absent"))?;
+                if self.seqs.contains_key(&o) {
+                    return Err("a body that gives sequences is not supported yet".into());
+                }
+                if let Some(r) = results.get_mut(j) {
+                    r.push(o);
+                }
+            }
+        }
+        for (o, list) in n.outputs.iter().zip(results) {
+            if let Some(o) = o {
+                self.seqs.insert(*o, list);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A `Loop` that carries or reads sequences: unrolled, so every
+    /// sequence keeps a length known at generation time. The trip count
+    /// and the condition after each iteration must be known now.
+    fn unroll(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let body = body_of(&n, "body")?;
+        let trips = match n.input(0) {
+            Some(m) => const_ints(g, m).and_then(|m| m.first().copied()).ok_or_else(|| {
+                format!(
+                    "a Loop over sequences is unrolled at generation time, so its trip count \
+                     '{}' must be a constant; it is computed at run time",
+                    g.value(m).name
+                )
+            })?,
+            None => {
+                return Err("a Loop over sequences is unrolled at generation time and needs a \
+                            constant trip count"
+                    .into());
+            }
+        };
+        let go = match n.input(1) {
+            Some(c) => known_bool(g, c).ok_or_else(|| {
+                format!(
+                    "a Loop over sequences is unrolled at generation time, so its condition \
+                     '{}' must be a constant",
+                    g.value(c).name
+                )
+            })?,
+            None => true,
+        };
+        let state_count = n.inputs.len().saturating_sub(2);
+        if body.inputs.len() != 2 + state_count || body.outputs.len() < 1 + state_count {
+            return Err(format!(
+                "the body has {} inputs and {} outputs for {state_count} loop-carried values",
+                body.inputs.len(),
+                body.outputs.len()
+            ));
+        }
+        if body.outputs.len() > 1 + state_count
+            && n.outputs.iter().skip(state_count).any(Option::is_some)
+        {
+            return Err("scan outputs of a Loop over sequences are not supported yet".into());
+        }
+        let mut state: Vec<Option<ValueId>> = n.inputs.iter().skip(2).copied().collect();
+        let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+        let mut k = 0i64;
+        let mut go = go;
+        while go && k < trips {
+            let iter = g.add_initializer(
+                fresh(g, format!("{base}_iter{k}")),
+                Tensor::from_i64s("iter", Vec::new(), &[k]),
+            );
+            let cond = g.add_initializer(fresh(g, format!("{base}_cond{k}")), bool_tensor(true));
+            let mut inputs = vec![Some(iter), Some(cond)];
+            inputs.extend(state.iter().copied());
+            let outs = self.inline(g, &body, &inputs, &format!("{base}_it{k}_"), order)?;
+            let cond_out = outs.first().copied().flatten().ok_or("the body gives no condition")?;
+            go = known_bool(g, cond_out).ok_or_else(|| {
+                "a Loop over sequences is unrolled at generation time, so the condition its \
+                 body gives must be known then; it is computed at run time"
+                    .to_owned()
+            })?;
+            state = outs.iter().skip(1).take(state_count).copied().collect();
+            k += 1;
+        }
+        for (j, out) in n.outputs.iter().take(state_count).enumerate() {
+            let Some(out) = *out else { continue };
+            let src = state.get(j).copied().flatten().ok_or_else(|| {
+                format!("loop-carried value {j} is absent, so output {j} has no value")
+            })?;
+            self.bind_output(g, out, src, order);
+        }
+        Ok(false)
+    }
+
+    /// An `If` that gives or uses sequences. With a condition known now it
+    /// is the taken branch, copied in. Otherwise each branch is expanded on
+    /// its own and the node gives the elements of its sequence outputs as
+    /// separate outputs: both branches must give sequences of the same
+    /// length (and inference checks that the elements' types agree).
+    fn branch(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let cond = n.input(0).ok_or("If needs a condition")?;
+        if let Some(c) = known_bool(g, cond) {
+            let body = body_of(&n, if c { "then_branch" } else { "else_branch" })?;
+            let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+            let outs = self.inline(g, &body, &[], &format!("{base}_if_"), order)?;
+            for (j, (out, src)) in n.outputs.iter().zip(outs).enumerate() {
+                let (Some(out), Some(src)) = (*out, src) else {
+                    if out.is_some() {
+                        return Err(format!("output {j} of the taken branch is absent"));
+                    }
+                    continue;
+                };
+                self.bind_output(g, out, src, order);
+            }
+            return Ok(false);
+        }
+        let mut lengths: Vec<Vec<Option<usize>>> = Vec::new();
+        let mut attributes = n.attributes.clone();
+        for a in &mut attributes {
+            if a.name != "then_branch" && a.name != "else_branch" {
+                continue;
+            }
+            for sub in a.value.graphs_mut() {
+                let mut x = Expander { spliced: self.spliced, ..Expander::default() };
+                for c in sub.captures.clone() {
+                    let ValueKind::Captured { outer } = sub.value(c).kind else { continue };
+                    let Some(list) = self.seqs.get(&outer).cloned() else { continue };
+                    let base = sub.value(c).name.clone();
+                    let mut inner = Vec::with_capacity(list.len());
+                    for (k, e) in list.into_iter().enumerate() {
+                        inner.push(sub.add_capture(fresh(sub, format!("{base}_{k}")), e));
+                    }
+                    sub.captures.retain(|&v| v != c);
+                    sub.value_mut(c).kind =
+                        ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
+                    x.seqs.insert(c, inner);
+                }
+                x.nodes(sub);
+                let lens = x.outputs(sub);
+                self.spliced = x.spliced;
+                for mut u in x.unsupported {
+                    u.reason = format!("in branch '{}' ({}): {}", sub.name, a.name, u.reason);
+                    self.unsupported.push(u);
+                }
+                lengths.push(lens);
+            }
+        }
+        if let [a, b] = lengths.as_slice()
+            && a != b
+        {
+            let show = |l: &[Option<usize>]| {
+                l.iter()
+                    .map(|k| k.map_or_else(|| "a tensor".to_owned(), |k| format!("{k} elements")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(format!(
+                "the branches of If give sequences of different lengths ({} and {}); the \
+                 length of a sequence must be known at generation time",
+                show(a),
+                show(b)
+            ));
+        }
+        let lens = lengths.into_iter().next().unwrap_or_default();
+        let mut outputs = Vec::new();
+        for (j, out) in n.outputs.iter().enumerate() {
+            let len = lens.get(j).copied().flatten();
+            match (out, len) {
+                (Some(v), None) => {
+                    let index = outputs.len();
+                    g.value_mut(*v).kind = ValueKind::NodeOutput { node: id, index };
+                    outputs.push(Some(*v));
+                }
+                (None, None) => outputs.push(None),
+                (_, Some(len)) => {
+                    let base =
+                        out.map_or_else(|| format!("if_output{j}"), |v| g.value(v).name.clone());
+                    let mut list = Vec::with_capacity(len);
+                    for k in 0..len {
+                        let index = outputs.len();
+                        let v = g.add_value(crate::ir::Value {
+                            name: fresh(g, format!("{base}_{k}")),
+                            ty: None,
+                            kind: ValueKind::NodeOutput { node: id, index },
+                            doc_string: String::new(),
+                        });
+                        outputs.push(Some(v));
+                        list.push(v);
+                    }
+                    if let Some(v) = out {
+                        self.seqs.insert(*v, list);
+                    }
+                }
+            }
+        }
+        let node = g.node_mut(id);
+        node.attributes = attributes;
+        node.outputs = outputs;
+        Ok(true)
     }
 }
 
