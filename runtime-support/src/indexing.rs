@@ -894,6 +894,28 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     inverse: Option<&mut [i64]>,
     counts: Option<&mut [i64]>,
 ) -> Result {
+    let found = unique_bounded(s, sorted, count, x, y, firsts, indices, inverse, counts)?;
+    ensure(found == count, Error::ShapeMismatch)
+}
+
+/// [`unique`] when the number of distinct slices is known only at run time:
+/// `count` is the capacity (`y` holds `[outer, count, inner]` elements,
+/// `indices` and `counts` `count`), and the result is the number `n` of
+/// distinct slices found. `y` then starts with the `[outer, n, inner]`
+/// tensor of distinct slices, packed, and `indices` and `counts` with their
+/// `n` entries; the rest of each buffer is zeroed by nobody and means nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn unique_bounded<X: MoveTo<Y> + PartialOrd, Y>(
+    s: Slices,
+    sorted: bool,
+    count: usize,
+    x: &[X],
+    y: &mut [Y],
+    firsts: &mut [i64],
+    indices: Option<&mut [i64]>,
+    inverse: Option<&mut [i64]>,
+    counts: Option<&mut [i64]>,
+) -> Result<usize> {
     ensure(x.len() == product(&[s.outer, s.len, s.inner])?, Error::ShapeMismatch)?;
     ensure(y.len() == product(&[s.outer, count, s.inner])?, Error::ShapeMismatch)?;
     ensure(firsts.len() >= count, Error::ShapeMismatch)?;
@@ -905,10 +927,9 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
             found += 1;
         }
     }
-    ensure(found == count, Error::ShapeMismatch)?;
-    let firsts = &mut firsts[..count];
+    let firsts = &mut firsts[..found];
     if sorted {
-        for p in 1..count {
+        for p in 1..found {
             let mut q = p;
             while q > 0 && cmp_slices(s, x, firsts[q - 1] as usize, firsts[q] as usize).is_gt() {
                 firsts.swap(q - 1, q);
@@ -918,7 +939,7 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     }
     for o in 0..s.outer {
         for (p, &f) in firsts.iter().enumerate() {
-            let (src, dst) = ((o * s.len + f as usize) * s.inner, (o * count + p) * s.inner);
+            let (src, dst) = ((o * s.len + f as usize) * s.inner, (o * found + p) * s.inner);
             for n in 0..s.inner {
                 y[dst + n] = x[src + n].move_to();
             }
@@ -926,7 +947,7 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     }
     if let Some(ix) = indices {
         ensure(ix.len() == count, Error::ShapeMismatch)?;
-        ix.copy_from_slice(firsts);
+        ix[..found].copy_from_slice(firsts);
     }
     let mut counts = counts;
     if let Some(c) = counts.as_deref_mut() {
@@ -949,7 +970,7 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
             c[p] += 1;
         }
     }
-    Ok(())
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -1112,6 +1133,34 @@ mod tests {
         assert_eq!(c, [7, 9]);
         assert_eq!(compress(1, 3, 1, 2, &[1u8, 1], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 8]);
+    }
+
+    #[test]
+    fn unique_bounded_packs_the_found_slices_at_the_front() {
+        // Columns of [[1, 0, 1], [0, 1, 0]]: (1,0), (0,1), (1,0); two distinct.
+        let x = [1i64, 0, 1, 0, 1, 0];
+        let s = Slices { outer: 2, len: 3, inner: 1 };
+        let (mut y, mut f, mut ix, mut inv, mut c) =
+            ([9i64; 6], [0i64; 3], [9i64; 3], [9i64; 3], [9i64; 3]);
+        let r = unique_bounded(
+            s,
+            true,
+            3,
+            &x,
+            &mut y,
+            &mut f,
+            Some(&mut ix),
+            Some(&mut inv),
+            Some(&mut c),
+        );
+        assert_eq!(r, Ok(2));
+        assert_eq!(
+            (&y[..4], &ix[..2], inv, &c[..2]),
+            (&[0, 1, 1, 0][..], &[1, 0][..], [1, 0, 1], &[1, 2][..])
+        );
+        // A capacity below the distinct count is an error, not a truncation.
+        let r = unique_bounded(s, true, 1, &x, &mut y[..2], &mut f, None, None, None);
+        assert_eq!(r, Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub mod softmax;
 pub mod text;
 
 pub use half::{bf16, f16};
-pub use model::{Aligned, Elem, Model, TensorInfo};
+pub use model::{Aligned, DataSized, Elem, Model, TensorInfo};
 
 /// Why a kernel or a generated model's `run` refused or failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

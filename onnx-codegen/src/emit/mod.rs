@@ -90,7 +90,8 @@ pub fn emit(
         fn_params.push(quote!(#ident: #ty));
     }
 
-    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
+    let StepsCode { body, uses_weights, sized } = steps_code(&params, &inferred.steps, plan, rt)?;
+    let data_sized = data_sized_outputs(g, &sized)?;
     let weights_item = match (&opts.weights, uses_weights) {
         (_, false) => quote!(),
         (WeightSource::Inline, true) => {
@@ -108,9 +109,38 @@ pub fn emit(
         if uses_weights { quote!(let weights: &[u8] = &#weights_static.0;) } else { quote!() };
 
     let doc = struct_doc(model, inferred, plan, opts, &params);
-    let run_doc = run_doc(model, &params);
-    let run_bytes = run_bytes_body(model, &params, rt)?;
+    let run_doc = run_doc(model, &params, &data_sized);
+    let run_bytes = run_bytes_body(model, &params, rt, false)?;
     let unused_arena = if plan.arena_bytes == 0 { quote!(let _ = arena;) } else { quote!() };
+    let (run_ok, run_result, sized_methods) = if data_sized.is_empty() {
+        (quote!(()), quote!(()), quote!())
+    } else {
+        let k = Literal::usize_unsuffixed(data_sized.len());
+        let lens = data_sized.iter().map(|(_, len, _)| len);
+        let entries = data_sized.iter().map(|(j, _, axis)| {
+            let (j, axis) = (Literal::usize_unsuffixed(*j), Literal::usize_unsuffixed(*axis));
+            quote!(#rt::DataSized { output: #j, axis: #axis })
+        });
+        let sized_bytes = run_bytes_body(model, &params, rt, true)?;
+        (
+            quote!([usize; #k]),
+            quote!([#(#lens),*]),
+            quote! {
+                fn data_sized(&self) -> &'static [#rt::DataSized] {
+                    &[#(#entries),*]
+                }
+
+                fn run_bytes_sized(
+                    &mut self,
+                    inputs: &[&[u8]],
+                    outputs: &mut [&mut [u8]],
+                    lengths: &mut [usize],
+                ) -> ::core::result::Result<(), #rt::Error> {
+                    #sized_bytes
+                }
+            },
+        )
+    };
 
     Ok(quote! {
         #[cfg(target_endian = "big")]
@@ -146,12 +176,12 @@ pub fn emit(
             #(#[doc = #run_doc])*
             // One parameter per graph input and output is the contract.
             #[allow(clippy::too_many_arguments)]
-            pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<(), #rt::Error> {
+            pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<#run_ok, #rt::Error> {
                 let arena: &mut [u8] = &mut self.arena.0;
                 #unused_arena
                 #weights_binding
                 #(#body)*
-                Ok(())
+                Ok(#run_result)
             }
         }
 
@@ -177,8 +207,39 @@ pub fn emit(
             ) -> ::core::result::Result<(), #rt::Error> {
                 #run_bytes
             }
+
+            #sized_methods
         }
     })
+}
+
+/// The graph outputs among `sized` (data-sized values), as `(output,
+/// local holding the length, axis)`, in output order. A data-sized value
+/// may only be a graph output: a node reading it would see its capacity.
+fn data_sized_outputs(
+    g: &Graph,
+    sized: &[(ValueId, Ident, usize)],
+) -> Result<Vec<(usize, Ident, usize)>, String> {
+    let uses = g.uses();
+    for (v, _, _) in sized {
+        let read = uses
+            .get(v.index())
+            .is_some_and(|u| u.iter().any(|u| !matches!(u, crate::ir::Use::Output { .. })));
+        if read {
+            return Err(format!(
+                "value '{}' has a length that depends on the data; it can only be a graph \
+                 output, not the input of another node",
+                g.value(*v).name
+            ));
+        }
+    }
+    Ok(g.outputs
+        .iter()
+        .enumerate()
+        .filter_map(|(j, v)| {
+            sized.iter().find(|s| s.0 == *v).map(|(_, len, axis)| (j, len.clone(), *axis))
+        })
+        .collect())
 }
 
 /// Names and types of the `run` parameters (or of a subgraph's bindings).
@@ -243,10 +304,11 @@ fn steps_code(
     steps: &[crate::passes::infer::Step],
     plan: &Plan,
     rt: &TokenStream,
-) -> Result<(Vec<TokenStream>, bool), String> {
+) -> Result<StepsCode, String> {
     let g = params.g;
     let mut uses_weights = false;
     let mut body = Vec::new();
+    let mut sized = Vec::new();
     for (t, step) in steps.iter().enumerate() {
         let node = g.node(step.node);
         let note = format!("{} ({})", node.label(step.node), node.op.op_type);
@@ -285,7 +347,24 @@ fn steps_code(
         let call = kernel.emit(&io);
         let setup = b.setup(rt);
         uses_weights |= b.uses_weights;
-        body.push(quote!({ #setup #call }));
+        let data_sized = kernel.data_sized();
+        if data_sized.is_empty() {
+            body.push(quote!({ #setup #call }));
+            continue;
+        }
+        if params.slices {
+            return Err(format!(
+                "{note} gives outputs whose length depends on the data, which is not supported \
+                 inside a control-flow body"
+            ));
+        }
+        let len = format_ident!("_len{}", t);
+        body.push(quote!(let #len: usize = { #setup #call };));
+        for (k, axis) in data_sized {
+            if let Some(Some(v)) = node.outputs.get(k) {
+                sized.push((*v, len.clone(), axis));
+            }
+        }
     }
     for &(v, j) in &plan.output_copies {
         let out = &params.outputs[j];
@@ -303,7 +382,17 @@ fn steps_code(
             body.push(quote!({ #setup #out.copy_from_slice(#src); }));
         }
     }
-    Ok((body, uses_weights))
+    Ok(StepsCode { body, uses_weights, sized })
+}
+
+/// What [`steps_code`] produces.
+struct StepsCode {
+    body: Vec<TokenStream>,
+    /// Whether the statements read the `weights` binding.
+    uses_weights: bool,
+    /// Values whose length along an axis depends on the data: the value,
+    /// the local holding its length after the step, and the axis.
+    sized: Vec<(ValueId, Ident, usize)>,
 }
 
 /// The statements that run subgraph `g` (a control-flow body): `inputs`
@@ -320,7 +409,7 @@ pub fn emit_body(
     rt: &TokenStream,
 ) -> Result<TokenStream, String> {
     let params = Params { g, types: &inferred.types, inputs, outputs, slices: true };
-    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
+    let StepsCode { body, uses_weights, .. } = steps_code(&params, &inferred.steps, plan, rt)?;
     let weights = if uses_weights {
         let n = Literal::usize_unsuffixed(plan.weights.len());
         let bytes = Literal::byte_string(&plan.weights);
@@ -556,10 +645,13 @@ fn elem_tokens(elem: ElemType, rt: &TokenStream) -> Result<TokenStream, String> 
     Ok(quote!(#rt::Elem::#v))
 }
 
+/// The body of `run_bytes` (or, with `sized`, of `run_bytes_sized`, which
+/// also copies the lengths `run` returns into `lengths`).
 fn run_bytes_body(
     model: &Model,
     params: &Params<'_>,
     rt: &TokenStream,
+    sized: bool,
 ) -> Result<TokenStream, String> {
     let g = &model.graph;
     let ins: Vec<Ident> = (0..g.inputs.len()).map(|i| format_ident!("i{}", i)).collect();
@@ -597,12 +689,26 @@ fn run_bytes_body(
             args.push(quote!(#id));
         }
     }
+    let (call, report) = if sized {
+        (
+            quote!(let got = self.run(#(#args),*)?;),
+            quote! {
+                if lengths.len() != got.len() {
+                    return Err(#rt::Error::ShapeMismatch);
+                }
+                lengths.copy_from_slice(&got);
+            },
+        )
+    } else {
+        (quote!(self.run(#(#args),*)?;), quote!())
+    };
     Ok(quote! {
         let [#(#ins),*] = inputs else { return Err(#rt::Error::ShapeMismatch) };
         let [#(#outs),*] = outputs else { return Err(#rt::Error::ShapeMismatch) };
         #(#convert)*
-        self.run(#(#args),*)?;
+        #call
         #(#after)*
+        #report
         Ok(())
     })
 }
@@ -671,11 +777,31 @@ fn signature_lines(model: &Model, params: &Params<'_>) -> Vec<String> {
     lines
 }
 
-fn run_doc(model: &Model, params: &Params<'_>) -> Vec<String> {
+fn run_doc(model: &Model, params: &Params<'_>, sized: &[(usize, Ident, usize)]) -> Vec<String> {
     let mut doc =
         vec![" Runs the model: reads the inputs, writes every output.".to_owned(), String::new()];
     doc.extend(signature_lines(model, params));
     doc.push(String::new());
+    if !sized.is_empty() {
+        doc.push(
+            " Some outputs have a length that depends on the data: their arrays have".to_owned(),
+        );
+        doc.push(
+            " the largest size they can take, and `run` returns, in this order, the".to_owned(),
+        );
+        doc.push(" length each took along one axis:".to_owned());
+        for (j, _, axis) in sized {
+            let ident = &params.outputs[*j];
+            doc.push(format!(" - `{ident}`, axis {axis}"));
+        }
+        doc.push(
+            " Each such array then starts with the tensor of its shape with that axis".to_owned(),
+        );
+        doc.push(
+            " set to the returned length, packed row-major; the rest means nothing.".to_owned(),
+        );
+        doc.push(String::new());
+    }
     doc.push(" Fails only where data can make a kernel fail (an index out of range, an".to_owned());
     doc.push(" integer division by zero); the outputs are then unspecified.".to_owned());
     doc

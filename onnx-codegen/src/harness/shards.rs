@@ -271,15 +271,31 @@ fn job(line: &str) -> Result<(), String> {
         in_bufs.push((words, bytes.len()));
     }
     let in_slices: Vec<&[u8]> = in_bufs.iter().map(|(w, n)| &onnx_codegen_runtime::arena::as_bytes(w)[..*n]).collect();
+    let sized = m.data_sized();
+    let mut lengths = vec![0usize; sized.len()];
     let mut out_bufs: Vec<Vec<u64>> = infos_out.iter().map(|i| vec![0u64; i.byte_size().div_ceil(8)]).collect();
     {
         let mut out_slices: Vec<&mut [u8]> = out_bufs.iter_mut().zip(infos_out)
             .map(|(w, i)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..i.byte_size()])
             .collect();
-        m.run_bytes(&in_slices, &mut out_slices).map_err(|e| format!("run failed: {e}"))?;
+        m.run_bytes_sized(&in_slices, &mut out_slices, &mut lengths).map_err(|e| format!("run failed: {e}"))?;
     }
-    for ((w, info), path) in out_bufs.iter().zip(infos_out).zip(&outs) {
-        std::fs::write(path, &onnx_codegen_runtime::arena::as_bytes(w)[..info.byte_size()])
+    for (j, ((w, info), path)) in out_bufs.iter().zip(infos_out).zip(&outs).enumerate() {
+        let mut shape = info.shape.to_vec();
+        let mut size = info.byte_size();
+        if let Some(k) = sized.iter().position(|d| d.output == j) {
+            // A data-sized output: its packed prefix, and its shape beside it.
+            let (axis, len) = (sized[k].axis, lengths[k]);
+            if axis >= shape.len() || len > shape[axis] {
+                return Err(format!("output {j} reports length {len} on axis {axis}, over its capacity {:?}", info.shape));
+            }
+            shape[axis] = len;
+            let numel: usize = shape.iter().product();
+            size = info.elem.units(numel) * info.elem.size();
+            let text: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            std::fs::write(format!("{path}.shape"), text.join(" ")).map_err(|e| format!("{path}.shape: {e}"))?;
+        }
+        std::fs::write(path, &onnx_codegen_runtime::arena::as_bytes(w)[..size])
             .map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(())

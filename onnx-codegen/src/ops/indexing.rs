@@ -246,6 +246,10 @@ enum Plan {
         s: Slices,
         sorted: bool,
         count: usize,
+        /// The model declares no lengths: `count` is the capacity and the
+        /// outputs' length is data-sized (axis `axis` of Y, axis 0 of
+        /// indices and counts).
+        bounded: Option<usize>,
     },
 }
 
@@ -907,9 +911,7 @@ fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
                     return invalid(format!("Unique's indices or counts are declared as {t}"));
                 }
                 None => {
-                    return unsupported(
-                        "Unique: the outputs' lengths depend on the data and the model does not declare them",
-                    );
+                    return plan_unique_bounded(cx, x, a, s);
                 }
             }
         }
@@ -940,7 +942,28 @@ fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
     let i64s = |n: usize| TensorType::new(ElemType::Int64, vec![n]);
     let mut outputs = vec![TensorType::new(x.elem, y_dims), i64s(count), i64s(s.len), i64s(count)];
     outputs.truncate(cx.node.outputs.len().max(1));
-    Ok(Planned { outputs, plan: Plan::Unique { s, sorted: cx.int_or("sorted", 1) != 0, count } })
+    let sorted = cx.int_or("sorted", 1) != 0;
+    Ok(Planned { outputs, plan: Plan::Unique { s, sorted, count, bounded: None } })
+}
+
+/// Unique whose outputs' lengths the model leaves to the data: they get
+/// their capacity (every slice distinct) and are reported at run time.
+fn plan_unique_bounded(
+    cx: &NodeCx<'_>,
+    x: &TensorType,
+    a: Option<usize>,
+    s: Slices,
+) -> OpResult<Planned> {
+    let y_dims = match a {
+        Some(_) => x.dims.clone(),
+        None => vec![s.len],
+    };
+    let i64s = |n: usize| TensorType::new(ElemType::Int64, vec![n]);
+    let mut outputs = vec![TensorType::new(x.elem, y_dims), i64s(s.len), i64s(s.len), i64s(s.len)];
+    outputs.truncate(cx.node.outputs.len().max(1));
+    let sorted = cx.int_or("sorted", 1) != 0;
+    let bounded = Some(a.unwrap_or(0));
+    Ok(Planned { outputs, plan: Plan::Unique { s, sorted, count: s.len, bounded } })
 }
 
 fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
@@ -1200,6 +1223,13 @@ impl Kernel for IndexKernel {
         }
     }
 
+    fn data_sized(&self) -> Vec<(usize, usize)> {
+        match self.plan {
+            Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis), (1, 0), (3, 0)],
+            _ => Vec::new(),
+        }
+    }
+
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let ix = quote!(#rt::indexing);
@@ -1296,7 +1326,7 @@ impl Kernel for IndexKernel {
                     )?;
                 }
             }
-            Plan::Unique { s, sorted, count } => {
+            Plan::Unique { s, sorted, count, bounded } => {
                 let (o, l, n, c) = (u(s.outer), u(s.len), u(s.inner), u(*count));
                 let out = |k: usize| match io.outputs.get(k).cloned().flatten() {
                     Some(v) => quote!(Some(#v)),
@@ -1304,6 +1334,14 @@ impl Kernel for IndexKernel {
                 };
                 let (idx, inv, cnt) = (out(1), out(2), out(3));
                 let f = &io.scratch;
+                if bounded.is_some() {
+                    return quote! {
+                        #ix::unique_bounded(
+                            #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,
+                            #x, #y, #f, #idx, #inv, #cnt,
+                        )?
+                    };
+                }
                 quote! {
                     #ix::unique(
                         #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,

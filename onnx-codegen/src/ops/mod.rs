@@ -271,6 +271,14 @@ pub trait Kernel {
     fn scratch(&self) -> Option<TensorType> {
         None
     }
+
+    /// Outputs whose length along one axis depends on the data, as
+    /// `(output, axis)`: their types are capacities, and [`Kernel::emit`]
+    /// is then an expression giving the length they took (one length for
+    /// all of them). Empty for most kernels.
+    fn data_sized(&self) -> Vec<(usize, usize)> {
+        Vec::new()
+    }
 }
 
 /// The result of running a kernel on the host.
