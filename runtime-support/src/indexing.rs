@@ -973,6 +973,37 @@ pub fn unique_bounded<X: MoveTo<Y> + PartialOrd, Y>(
     Ok(found)
 }
 
+/// ONNX `SplitToSequence` with sizes known only at run time: piece `j` of
+/// `x` (seen as `[outer, len, inner]`) holds `split[j]` slices. Each output
+/// has room for all `len` slices; it gets its piece packed at the front,
+/// and `lengths[j]` the piece's length. The sizes must be non-negative and
+/// add up to `len`.
+pub fn split_bounded<S: Copy + Into<i64>, T: Copy>(
+    s: Slices,
+    split: &[S],
+    x: &[T],
+    outputs: &mut [&mut [T]],
+    lengths: &mut [usize],
+) -> Result {
+    ensure(x.len() == product(&[s.outer, s.len, s.inner])?, Error::ShapeMismatch)?;
+    ensure(split.len() == outputs.len() && split.len() == lengths.len(), Error::ShapeMismatch)?;
+    let mut start = 0usize;
+    for (j, &n) in split.iter().enumerate() {
+        let n = usize::try_from(n.into()).map_err(|_| Error::InvalidParams)?;
+        ensure(n <= s.len - start, Error::InvalidParams)?;
+        let y = &mut *outputs[j];
+        ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+        for o in 0..s.outer {
+            let src = (o * s.len + start) * s.inner;
+            let dst = o * n * s.inner;
+            y[dst..dst + n * s.inner].copy_from_slice(&x[src..src + n * s.inner]);
+        }
+        lengths[j] = n;
+        start += n;
+    }
+    ensure(start == s.len, Error::InvalidParams)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1133,6 +1164,21 @@ mod tests {
         assert_eq!(c, [7, 9]);
         assert_eq!(compress(1, 3, 1, 2, &[1u8, 1], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 8]);
+    }
+
+    #[test]
+    fn split_bounded_packs_each_piece_and_checks_the_sizes() {
+        // [[0, 1, 2], [3, 4, 5]] split 1 + 2 along axis 1.
+        let x = [0i32, 1, 2, 3, 4, 5];
+        let s = Slices { outer: 2, len: 3, inner: 1 };
+        let (mut a, mut b, mut l) = ([9i32; 6], [9i32; 6], [0usize; 2]);
+        let r = split_bounded(s, &[1i64, 2], &x, &mut [&mut a[..], &mut b[..]], &mut l);
+        assert_eq!((r, l), (Ok(()), [1, 2]));
+        assert_eq!((&a[..2], &b[..4]), (&[0, 3][..], &[1, 2, 4, 5][..]));
+        for bad in [[2i64, 2], [-1, 4], [1, 1]] {
+            let r = split_bounded(s, &bad, &x, &mut [&mut a[..], &mut b[..]], &mut l);
+            assert_eq!(r, Err(Error::InvalidParams), "{bad:?}");
+        }
     }
 
     #[test]

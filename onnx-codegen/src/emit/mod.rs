@@ -218,8 +218,8 @@ pub fn emit(
 /// may only be a graph output: a node reading it would see its capacity.
 fn data_sized_outputs(
     g: &Graph,
-    sized: &[(ValueId, Ident, usize)],
-) -> Result<Vec<(usize, Ident, usize)>, String> {
+    sized: &[(ValueId, TokenStream, usize)],
+) -> Result<Vec<(usize, TokenStream, usize)>, String> {
     let uses = g.uses();
     for (v, _, _) in sized {
         let read = uses
@@ -359,10 +359,13 @@ fn steps_code(
             ));
         }
         let len = format_ident!("_len{}", t);
-        body.push(quote!(let #len: usize = { #setup #call };));
-        for (k, axis) in data_sized {
+        let slots = data_sized.iter().map(|d| d.2 + 1).max().unwrap_or(0);
+        let slots = Literal::usize_unsuffixed(slots);
+        body.push(quote!(let #len: [usize; #slots] = { #setup #call };));
+        for (k, axis, slot) in data_sized {
             if let Some(Some(v)) = node.outputs.get(k) {
-                sized.push((*v, len.clone(), axis));
+                let slot = Literal::usize_unsuffixed(slot);
+                sized.push((*v, quote!(#len[#slot]), axis));
             }
         }
     }
@@ -391,8 +394,8 @@ struct StepsCode {
     /// Whether the statements read the `weights` binding.
     uses_weights: bool,
     /// Values whose length along an axis depends on the data: the value,
-    /// the local holding its length after the step, and the axis.
-    sized: Vec<(ValueId, Ident, usize)>,
+    /// the expression of its length after the step, and the axis.
+    sized: Vec<(ValueId, TokenStream, usize)>,
 }
 
 /// The statements that run subgraph `g` (a control-flow body): `inputs`
@@ -777,7 +780,11 @@ fn signature_lines(model: &Model, params: &Params<'_>) -> Vec<String> {
     lines
 }
 
-fn run_doc(model: &Model, params: &Params<'_>, sized: &[(usize, Ident, usize)]) -> Vec<String> {
+fn run_doc(
+    model: &Model,
+    params: &Params<'_>,
+    sized: &[(usize, TokenStream, usize)],
+) -> Vec<String> {
     let mut doc =
         vec![" Runs the model: reads the inputs, writes every output.".to_owned(), String::new()];
     doc.extend(signature_lines(model, params));

@@ -1,6 +1,7 @@
 //! Indexing and data-dependent operators: ScatterElements, Scatter,
 //! ScatterND, TensorScatter, GatherND, Einsum, CumProd, BitCast,
-//! ReverseSequence, Det, NonZero, Compress, NonMaxSuppression and Unique.
+//! ReverseSequence, Det, NonZero, Compress, NonMaxSuppression, Unique, and
+//! SplitToSequence with sizes known only at run time.
 //!
 //! Einsum is planned at generation time: the equation becomes one stride
 //! per operand and label, so the kernel only walks the output and summed
@@ -8,6 +9,13 @@
 //! as the data selects: their static shape is the one the model declares
 //! (or the one a constant input gives), and the generated code checks the
 //! data against it at run time.
+//!
+//! Unique without declared lengths, and the pieces of a SplitToSequence
+//! whose sizes come at run time (`passes::sequences` gives the node one
+//! output per piece), are data-sized instead: each output gets its capacity
+//! (Unique: every slice distinct; a piece: the whole axis), the kernel
+//! packs the actual tensor at the front, and the lengths reach the caller
+//! through `run`'s result (see [`super::Kernel::data_sized`]).
 
 use super::host::Data;
 use super::host::{HostData, HostElem};
@@ -43,6 +51,7 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "Compress" => OpKind::Compress,
         "NonMaxSuppression" => OpKind::Nms,
         "Unique" => OpKind::Unique,
+        "SplitToSequence" => OpKind::SplitToSequence,
         _ => return None,
     };
     Some(RULES[op as usize])
@@ -64,9 +73,10 @@ enum OpKind {
     Compress,
     Nms,
     Unique,
+    SplitToSequence,
 }
 
-static RULES: [&dyn OpRule; 14] = [
+static RULES: [&dyn OpRule; 15] = [
     &IndexRule(OpKind::ScatterElements),
     &IndexRule(OpKind::Scatter),
     &IndexRule(OpKind::ScatterNd),
@@ -81,6 +91,7 @@ static RULES: [&dyn OpRule; 14] = [
     &IndexRule(OpKind::Compress),
     &IndexRule(OpKind::Nms),
     &IndexRule(OpKind::Unique),
+    &IndexRule(OpKind::SplitToSequence),
 ];
 
 struct IndexRule(OpKind);
@@ -250,6 +261,12 @@ enum Plan {
         /// outputs' length is data-sized (axis `axis` of Y, axis 0 of
         /// indices and counts).
         bounded: Option<usize>,
+    },
+    /// Data-sized pieces along the middle axis of `s`, one per output.
+    Split {
+        s: Slices,
+        pieces: usize,
+        axis: usize,
     },
 }
 
@@ -946,6 +963,35 @@ fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
     Ok(Planned { outputs, plan: Plan::Unique { s, sorted, count, bounded: None } })
 }
 
+/// SplitToSequence after `passes::sequences` gave it one output per piece
+/// because the sizes (a 1-D `split` of static length) come at run time.
+fn plan_split_to_sequence(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let x = cx.input(0)?;
+    let Some(split) = cx.opt_input(1) else {
+        return unsupported("SplitToSequence without a split is expanded before inference");
+    };
+    if !matches!(split.elem, ElemType::Int32 | ElemType::Int64) || split.rank() != 1 {
+        return unsupported(format!(
+            "SplitToSequence: a split known only at run time must be a 1-D tensor of int32 or \
+             int64 (one size per piece), it is {split}; a single size makes the number of \
+             pieces depend on the data"
+        ));
+    }
+    let pieces = split.dims[0];
+    if cx.node.outputs.len() != pieces {
+        return unsupported(format!(
+            "SplitToSequence: the sizes of its {pieces} pieces are known only at run time"
+        ));
+    }
+    if !is_data(x.elem) {
+        return unsupported(format!("SplitToSequence on {} tensors", x.elem));
+    }
+    let a = axis(cx.int_or("axis", 0), x.rank(), "SplitToSequence axis")?;
+    let s =
+        Slices { outer: product(&x.dims[..a])?, len: x.dims[a], inner: product(&x.dims[a + 1..])? };
+    Ok(Planned { outputs: vec![x.clone(); pieces], plan: Plan::Split { s, pieces, axis: a } })
+}
+
 /// Unique whose outputs' lengths the model leaves to the data: they get
 /// their capacity (every slice distinct) and are reported at run time.
 fn plan_unique_bounded(
@@ -982,6 +1028,7 @@ fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
         OpKind::Compress => plan_compress(cx),
         OpKind::Nms => plan_nms(cx),
         OpKind::Unique => plan_unique(cx),
+        OpKind::SplitToSequence => plan_split_to_sequence(cx),
     }
 }
 
@@ -1197,7 +1244,7 @@ impl Kernel for IndexKernel {
                 Ok(())
             }
             // The outputs present vary; Unique runs only in generated code.
-            Plan::Unique { .. } => Err(EvalError::Type(self.elem)),
+            Plan::Unique { .. } | Plan::Split { .. } => Err(EvalError::Type(self.elem)),
             _ => by_data_type!(self.elem, run_move(self, inputs, outputs)),
         }
     }
@@ -1223,9 +1270,10 @@ impl Kernel for IndexKernel {
         }
     }
 
-    fn data_sized(&self) -> Vec<(usize, usize)> {
+    fn data_sized(&self) -> Vec<(usize, usize, usize)> {
         match self.plan {
-            Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis), (1, 0), (3, 0)],
+            Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis, 0), (1, 0, 0), (3, 0, 0)],
+            Plan::Split { pieces, axis, .. } => (0..pieces).map(|j| (j, axis, j)).collect(),
             _ => Vec::new(),
         }
     }
@@ -1326,6 +1374,25 @@ impl Kernel for IndexKernel {
                     )?;
                 }
             }
+            Plan::Split { s, pieces, .. } => {
+                let (o, l, n, k) = (u(s.outer), u(s.len), u(s.inner), u(*pieces));
+                let split = input(1);
+                let ys: Vec<TokenStream> = (0..*pieces)
+                    .map(|j| {
+                        io.outputs.get(j).cloned().flatten().unwrap_or_else(|| {
+                            quote!(compile_error!("a SplitToSequence piece is not bound"))
+                        })
+                    })
+                    .collect();
+                quote! {{
+                    let mut _lengths = [0usize; #k];
+                    #ix::split_bounded(
+                        #ix::Slices { outer: #o, len: #l, inner: #n },
+                        #split, #x, &mut [#(#ys),*], &mut _lengths,
+                    )?;
+                    _lengths
+                }}
+            }
             Plan::Unique { s, sorted, count, bounded } => {
                 let (o, l, n, c) = (u(s.outer), u(s.len), u(s.inner), u(*count));
                 let out = |k: usize| match io.outputs.get(k).cloned().flatten() {
@@ -1336,10 +1403,10 @@ impl Kernel for IndexKernel {
                 let f = &io.scratch;
                 if bounded.is_some() {
                     return quote! {
-                        #ix::unique_bounded(
+                        [#ix::unique_bounded(
                             #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,
                             #x, #y, #f, #idx, #inv, #cnt,
-                        )?
+                        )?]
                     };
                 }
                 quote! {
@@ -1587,8 +1654,18 @@ mod tests {
             "g (float[1,3,4] b, float[1,1,2] s) => (int64[2,3] y) { y = NonMaxSuppression (b, s) }",
         );
         assert!(errors(&a)[0].contains("do not match"), "{:?}", errors(&a));
+        // Undeclared lengths: every output gets its capacity (all slices
+        // distinct); the lengths are reported at run time.
         let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
-        assert!(unsupported(&a)[0].contains("does not declare"), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[4]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (float[3,4] x) => (float[3,?] y, int64[?] i, int64[4] v, int64[?] c) {
+                y, i, v, c = Unique <axis: int = 1> (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[3, 4]"), ty("int64[4]"), ty("int64[4]"), ty("int64[4]")]);
         let a = run(
             11,
             "g (float[3,4] x) => (float[3,2] y, int64[2] i, int64[4] v, int64[2] c) {

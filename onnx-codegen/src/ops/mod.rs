@@ -273,10 +273,11 @@ pub trait Kernel {
     }
 
     /// Outputs whose length along one axis depends on the data, as
-    /// `(output, axis)`: their types are capacities, and [`Kernel::emit`]
-    /// is then an expression giving the length they took (one length for
-    /// all of them). Empty for most kernels.
-    fn data_sized(&self) -> Vec<(usize, usize)> {
+    /// `(output, axis, slot)`: their types are capacities, and
+    /// [`Kernel::emit`] is then an expression giving a `[usize; S]` of the
+    /// lengths they took, output by output at `slot` (outputs of one length
+    /// may share a slot). Empty for most kernels.
+    fn data_sized(&self) -> Vec<(usize, usize, usize)> {
         Vec::new()
     }
 }

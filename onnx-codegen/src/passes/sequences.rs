@@ -57,6 +57,9 @@ struct Expander {
     unsupported: Vec<Unsupported>,
     /// Nodes added so far by splicing bodies (shared with nested expanders).
     spliced: usize,
+    /// Elements that become graph outputs as they are, without an
+    /// `Identity`: data-sized values, which only a graph output may hold.
+    direct: BTreeSet<ValueId>,
 }
 
 fn is_sequence(ty: Option<&Type>) -> bool {
@@ -196,6 +199,10 @@ impl Expander {
             lengths.push(Some(list.len()));
             let base = g.value(v).name.clone();
             for (k, e) in list.into_iter().enumerate() {
+                if self.direct.contains(&e) && !outputs.contains(&e) {
+                    outputs.push(e);
+                    continue;
+                }
                 let name = fresh(g, format!("{base}_{k}"));
                 let node = Node {
                     name: String::new(),
@@ -444,13 +451,9 @@ impl Expander {
         let (sizes, squeeze) = match n.input(1) {
             None => ((0..len).map(|_| 1).collect::<Vec<i64>>(), !keepdims),
             Some(s) => {
-                let split = const_ints(g, s).ok_or_else(|| {
-                    format!(
-                        "the split '{}' is not known at generation time, so neither is the \
-                         number of pieces",
-                        g.value(s).name
-                    )
-                })?;
+                let Some(split) = const_ints(g, s) else {
+                    return self.split_at_run_time(g, id, s);
+                };
                 if Self::is_scalar_constant(g, s) {
                     let step = *split.first().ok_or("empty split")?;
                     if step <= 0 {
@@ -525,6 +528,43 @@ impl Expander {
         }
         self.set_output_seq(g, id, list);
         Ok(false)
+    }
+
+    /// SplitToSequence whose sizes come at run time: with a 1-D split of
+    /// declared length K, the node stays and gets K outputs, the pieces,
+    /// whose lengths along the axis are data-sized (see `ops::indexing`).
+    /// A single size makes the number of pieces depend on the data.
+    fn split_at_run_time(&mut self, g: &mut Graph, id: NodeId, s: ValueId) -> Result<bool, String> {
+        let pieces = match &g.value(s).ty {
+            Some(Type::Tensor { shape, .. }) => match shape.dims.as_deref() {
+                Some([crate::ir::Dim::Static(k)]) => usize::try_from(*k).ok(),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(pieces) = pieces.filter(|&k| k <= 4096) else {
+            return Err(format!(
+                "the split '{}' is not known at generation time and is not declared as a 1-D \
+                 tensor of static length, so the number of pieces is not known either",
+                g.value(s).name
+            ));
+        };
+        let out = g.node(id).output(0).ok_or("SplitToSequence needs an output")?;
+        let base = g.value(out).name.clone();
+        let mut list = Vec::with_capacity(pieces);
+        for k in 0..pieces {
+            let v = g.add_value(crate::ir::Value {
+                name: fresh(g, format!("{base}_{k}")),
+                ty: None,
+                kind: ValueKind::NodeOutput { node: id, index: k },
+                doc_string: String::new(),
+            });
+            list.push(Some(v));
+            self.direct.insert(v);
+        }
+        self.seqs.insert(out, list.iter().flatten().copied().collect());
+        g.node_mut(id).outputs = list;
+        Ok(true)
     }
 
     /// Whether `v` is a constant of rank 0 (a `split` given as one size).
@@ -1151,6 +1191,105 @@ mod tests {
         assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
         assert_eq!(value(&a, 0), [1.0]);
         assert_eq!(types(&a)[1], ty("float[2]"));
+    }
+
+    #[test]
+    fn sequence_map_runs_the_body_once_per_element_with_its_shape() {
+        let a = run_with(
+            17,
+            "g (seq(float[N]) s, float[1] b) => (seq(float[N]) y, seq(int64[1]) d) {
+               y, d = SequenceMap (s, b) <body: graph = f (float[N] e, float[1] c) => (float[N] o, int64[1] n) {
+                  o = Add (e, c)
+                  n = Shape (e)
+               }>
+             }",
+            seq("s", &[(ElemType::Float, &[2]), (ElemType::Float, &[3])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[3]"), ty("int64[1]"), ty("int64[1]")]);
+        assert_eq!(value(&a, 2), [2.0]);
+        assert_eq!(value(&a, 3), [3.0]);
+    }
+
+    #[test]
+    fn a_loop_over_a_sequence_with_a_constant_trip_count_is_unrolled() {
+        // Three iterations append [i + 1] * x: lengths 1, 2, 3 along axis 0.
+        let a = run_with(
+            17,
+            "g (float[2] x) => (float[6] y, int64 n) {
+               m = Constant <value: tensor = int64 {3}> ()
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  one = Constant <value: tensor = int64 {1}> ()
+                  j = Add (i, one)
+                  f = Cast <to: int = 1> (j)
+                  r = Mul (x, f)
+                  out = SequenceInsert (acc, r)
+                  co = Identity (c)
+               }>
+               y = ConcatFromSequence <axis: int = 0> (s)
+               n = SequenceLength (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[6]"), ty("int64[]")]);
+        assert_eq!(value(&a, 1), [3.0]);
+    }
+
+    #[test]
+    fn a_loop_over_a_sequence_with_a_run_time_trip_count_is_unsupported() {
+        let a = run_with(
+            17,
+            "g (int64 m, float[2] x) => (float[?] y) {
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  out = SequenceInsert (acc, x)
+                  co = Identity (c)
+               }>
+               y = ConcatFromSequence <axis: int = 0> (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("trip count 'm' must be a constant")),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn if_branches_giving_sequences_of_one_length_give_its_elements() {
+        let a = run_with(
+            17,
+            "g (bool c, float[2] x) => (seq(float[2]) y) {
+               y = If (c) <then_branch: graph = t () => (seq(float[2]) a) {
+                  n = Neg (x)
+                  a = SequenceConstruct (x, n)
+               }, else_branch: graph = e () => (seq(float[2]) b) {
+                  b = SequenceConstruct (x, x)
+               }>
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[2]")]);
+        let a = run_with(
+            17,
+            "g (bool c, float[2] x) => (seq(float[2]) y) {
+               y = If (c) <then_branch: graph = t () => (seq(float[2]) a) {
+                  a = SequenceConstruct (x)
+               }, else_branch: graph = e () => (seq(float[2]) b) {
+                  b = SequenceConstruct (x, x)
+               }>
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("sequences of different lengths")),
+            "{:?}",
+            unsupported(&a)
+        );
     }
 
     #[test]
