@@ -973,6 +973,17 @@ pub fn unique_bounded<X: MoveTo<Y> + PartialOrd, Y>(
     Ok(found)
 }
 
+/// The position of an ONNX `SequenceInsert` into a sequence of `len`
+/// elements, read from `p` at run time: negative counts from the back; it
+/// must lie in `-len..=len`.
+pub fn insert_position<P: Copy + Into<i64>>(p: &[P], len: usize) -> Result<usize> {
+    let p: i64 = p.first().copied().ok_or(Error::ShapeMismatch)?.into();
+    let n = i64::try_from(len).map_err(|_| Error::Overflow)?;
+    let q = if p < 0 { p + n } else { p };
+    ensure((0..=n).contains(&q), Error::InvalidParams)?;
+    usize::try_from(q).map_err(|_| Error::InvalidParams)
+}
+
 /// ONNX `SplitToSequence` with sizes known only at run time: piece `j` of
 /// `x` (seen as `[outer, len, inner]`) holds `split[j]` slices. Each output
 /// has room for all `len` slices; it gets its piece packed at the front,
@@ -1164,6 +1175,16 @@ mod tests {
         assert_eq!(c, [7, 9]);
         assert_eq!(compress(1, 3, 1, 2, &[1u8, 1], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 8]);
+    }
+
+    #[test]
+    fn insert_positions_count_from_the_back_and_are_checked() {
+        assert_eq!(insert_position(&[0i64], 3), Ok(0));
+        assert_eq!(insert_position(&[3i32], 3), Ok(3));
+        assert_eq!(insert_position(&[-3i64], 3), Ok(0));
+        assert_eq!(insert_position(&[4i64], 3), Err(Error::InvalidParams));
+        assert_eq!(insert_position(&[-4i64], 3), Err(Error::InvalidParams));
+        assert_eq!(insert_position::<i64>(&[], 3), Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "NonMaxSuppression" => OpKind::Nms,
         "Unique" => OpKind::Unique,
         "SplitToSequence" => OpKind::SplitToSequence,
+        "SequenceInsert" => OpKind::SequenceInsert,
         _ => return None,
     };
     Some(RULES[op as usize])
@@ -74,9 +75,10 @@ enum OpKind {
     Nms,
     Unique,
     SplitToSequence,
+    SequenceInsert,
 }
 
-static RULES: [&dyn OpRule; 15] = [
+static RULES: [&dyn OpRule; 16] = [
     &IndexRule(OpKind::ScatterElements),
     &IndexRule(OpKind::Scatter),
     &IndexRule(OpKind::ScatterNd),
@@ -92,6 +94,7 @@ static RULES: [&dyn OpRule; 15] = [
     &IndexRule(OpKind::Nms),
     &IndexRule(OpKind::Unique),
     &IndexRule(OpKind::SplitToSequence),
+    &IndexRule(OpKind::SequenceInsert),
 ];
 
 struct IndexRule(OpKind);
@@ -261,6 +264,16 @@ enum Plan {
         /// outputs' length is data-sized (axis `axis` of Y, axis 0 of
         /// indices and counts).
         bounded: Option<usize>,
+    },
+    /// SequenceInsert at a run-time position (inputs: the tensor, the
+    /// position, then the `len` elements; one output per element after
+    /// the insertion). Per output, its candidates' element counts and
+    /// lengths along its data-sized axis, in the order: the element before
+    /// the position, the tensor, the element after.
+    Insert {
+        len: usize,
+        outputs: Vec<Vec<(usize, usize)>>,
+        axes: Vec<Option<usize>>,
     },
     /// Data-sized pieces along the middle axis of `s`, one per output.
     Split {
@@ -992,6 +1005,73 @@ fn plan_split_to_sequence(cx: &NodeCx<'_>) -> OpResult<Planned> {
     Ok(Planned { outputs: vec![x.clone(); pieces], plan: Plan::Split { s, pieces, axis: a } })
 }
 
+/// SequenceInsert at a run-time position, after `passes::sequences` gave
+/// it the inputs `(tensor, position, element 0, ...)` and one output per
+/// element of the result. Output `j` is element `j` when the position is
+/// past `j`, the tensor when it is `j`, element `j - 1` otherwise: when
+/// those differ in length along one axis, the output is data-sized.
+fn plan_sequence_insert(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let n_in = cx.node.inputs.len();
+    if n_in < 2 || cx.node.outputs.len() + 1 != n_in {
+        return unsupported(
+            "SequenceInsert on a sequence that is not known at generation time is not supported",
+        );
+    }
+    let len = n_in - 2;
+    let t = cx.input(0)?;
+    let p = cx.input(1)?;
+    if !matches!(p.elem, ElemType::Int32 | ElemType::Int64) || p.numel() != Some(1) {
+        return invalid(format!("the position of SequenceInsert must be one integer, got {p}"));
+    }
+    if !is_data(t.elem) {
+        return unsupported(format!("SequenceInsert of {} tensors at a run-time position", t.elem));
+    }
+    let elems = (0..len).map(|i| cx.input(2 + i)).collect::<OpResult<Vec<_>>>()?;
+    let mut types = Vec::with_capacity(len + 1);
+    let mut outputs = Vec::with_capacity(len + 1);
+    let mut axes = Vec::with_capacity(len + 1);
+    for j in 0..=len {
+        let mut cands: Vec<&TensorType> = Vec::new();
+        if j < len {
+            cands.push(elems[j]);
+        }
+        cands.push(t);
+        if j > 0 {
+            cands.push(elems[j - 1]);
+        }
+        if let Some(c) = cands.iter().find(|c| c.elem != t.elem || c.rank() != t.rank()) {
+            return unsupported(format!(
+                "SequenceInsert at a run-time position: the tensor is {t} but an element is \
+                 {c}; they must share element type and rank"
+            ));
+        }
+        let differ: Vec<usize> =
+            (0..t.rank()).filter(|&a| cands.iter().any(|c| c.dims[a] != t.dims[a])).collect();
+        let axis = match differ.as_slice() {
+            [] => None,
+            [a] => Some(*a),
+            _ => {
+                return unsupported(format!(
+                    "SequenceInsert at a run-time position: the candidates for element {j} \
+                     differ in more than one axis"
+                ));
+            }
+        };
+        let mut dims = t.dims.clone();
+        if let Some(a) = axis {
+            dims[a] = cands.iter().map(|c| c.dims[a]).max().unwrap_or(0);
+        }
+        let counts = cands
+            .iter()
+            .map(|c| Ok((product(&c.dims)?, axis.map_or(0, |a| c.dims[a]))))
+            .collect::<OpResult<Vec<_>>>()?;
+        types.push(t.with_dims(dims));
+        outputs.push(counts);
+        axes.push(axis);
+    }
+    Ok(Planned { outputs: types, plan: Plan::Insert { len, outputs, axes } })
+}
+
 /// Unique whose outputs' lengths the model leaves to the data: they get
 /// their capacity (every slice distinct) and are reported at run time.
 fn plan_unique_bounded(
@@ -1029,6 +1109,7 @@ fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
         OpKind::Nms => plan_nms(cx),
         OpKind::Unique => plan_unique(cx),
         OpKind::SplitToSequence => plan_split_to_sequence(cx),
+        OpKind::SequenceInsert => plan_sequence_insert(cx),
     }
 }
 
@@ -1244,7 +1325,9 @@ impl Kernel for IndexKernel {
                 Ok(())
             }
             // The outputs present vary; Unique runs only in generated code.
-            Plan::Unique { .. } | Plan::Split { .. } => Err(EvalError::Type(self.elem)),
+            Plan::Unique { .. } | Plan::Split { .. } | Plan::Insert { .. } => {
+                Err(EvalError::Type(self.elem))
+            }
             _ => by_data_type!(self.elem, run_move(self, inputs, outputs)),
         }
     }
@@ -1274,6 +1357,9 @@ impl Kernel for IndexKernel {
         match self.plan {
             Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis, 0), (1, 0, 0), (3, 0, 0)],
             Plan::Split { pieces, axis, .. } => (0..pieces).map(|j| (j, axis, j)).collect(),
+            Plan::Insert { ref axes, .. } => {
+                axes.iter().enumerate().filter_map(|(j, a)| a.map(|a| (j, a, j))).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -1373,6 +1459,48 @@ impl Kernel for IndexKernel {
                         #cnt, #y,
                     )?;
                 }
+            }
+            Plan::Insert { len, outputs, axes } => {
+                let (n, k) = (u(*len), u(*len + 1));
+                let p = input(1);
+                let copies = outputs.iter().enumerate().map(|(j, counts)| {
+                    let y = io.outputs.get(j).cloned().flatten().unwrap_or_else(
+                        || quote!(compile_error!("a SequenceInsert element is not bound")),
+                    );
+                    // The candidates in order: element j, the tensor, element j - 1.
+                    let mut sources = Vec::new();
+                    if j < *len {
+                        sources.push((quote!(_p > #j), input(2 + j)));
+                    }
+                    sources.push((quote!(_p == #j), input(0)));
+                    if j > 0 {
+                        sources.push((quote!(true), input(1 + j)));
+                    }
+                    let arms: Vec<TokenStream> = sources
+                        .iter()
+                        .zip(counts)
+                        .map(|((cond, src), &(numel, along))| {
+                            let (numel, along) = (u(numel), u(along));
+                            quote!(if #cond {
+                                #rt::control::copy(#src, #rt::control::row_mut(&mut *#y, 0, #numel)?)?;
+                                #along
+                            })
+                        })
+                        .collect();
+                    let slot = u(j);
+                    quote!(_lengths[#slot] = #(#arms)else* else { 0 };)
+                });
+                let tail = if axes.iter().any(Option::is_some) {
+                    quote!(_lengths)
+                } else {
+                    quote!(let _ = _lengths;)
+                };
+                quote! {{
+                    let _p: usize = #ix::insert_position(#p, #n)?;
+                    let mut _lengths = [0usize; #k];
+                    #(#copies)*
+                    #tail
+                }}
             }
             Plan::Split { s, pieces, .. } => {
                 let (o, l, n, k) = (u(s.outer), u(s.len), u(s.inner), u(*pieces));

@@ -327,6 +327,11 @@ impl Expander {
     fn insert(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
         let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
         let t = g.node(id).input(1).ok_or("SequenceInsert needs a tensor")?;
+        if let Some(p) = g.node(id).input(2)
+            && const_ints(g, p).is_none()
+        {
+            return Ok(self.insert_at_run_time(g, id, list, t, p));
+        }
         let at = self.position(g, id, 2, list.len())?.unwrap_or(list.len());
         if at > list.len() {
             return Err(format!("position {at} is past the end of a sequence of {}", list.len()));
@@ -528,6 +533,40 @@ impl Expander {
         }
         self.set_output_seq(g, id, list);
         Ok(false)
+    }
+
+    /// SequenceInsert at a position known only at run time: the node stays,
+    /// with the inputs `(tensor, position, elements...)` and one output per
+    /// element of the result, chosen at run time (see `ops::indexing`).
+    /// Its outputs may be data-sized, so they are graph outputs as they are.
+    fn insert_at_run_time(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        list: Vec<ValueId>,
+        t: ValueId,
+        p: ValueId,
+    ) -> bool {
+        let Some(out) = g.node(id).output(0) else { return false };
+        let base = g.value(out).name.clone();
+        let mut outputs = Vec::with_capacity(list.len() + 1);
+        for k in 0..=list.len() {
+            let v = g.add_value(crate::ir::Value {
+                name: fresh(g, format!("{base}_{k}")),
+                ty: None,
+                kind: ValueKind::NodeOutput { node: id, index: k },
+                doc_string: String::new(),
+            });
+            self.direct.insert(v);
+            outputs.push(v);
+        }
+        self.seqs.insert(out, outputs.clone());
+        let mut inputs = vec![Some(t), Some(p)];
+        inputs.extend(list.into_iter().map(Some));
+        let node = g.node_mut(id);
+        node.inputs = inputs;
+        node.outputs = outputs.into_iter().map(Some).collect();
+        true
     }
 
     /// SplitToSequence whose sizes come at run time: with a 1-D split of
