@@ -6,6 +6,15 @@
 //! order. Weights are one aligned, read-only static blob. The struct also
 //! implements the runtime's type-erased `Model` trait.
 //!
+//! Data-sized outputs (Unique's distinct values, say: their length along one
+//! axis depends on the data) keep this shape of signature: their arrays have
+//! the capacity, the largest the output can be, and only for models that
+//! have such outputs `run` returns `Ok([usize; K])`, the length each took,
+//! in output order (also `Model::data_sized` and `Model::run_bytes_sized`).
+//! Such an array starts with the actual tensor, packed. Ordinary models'
+//! `run` returns `Ok(())` as before. A data-sized value may only be a graph
+//! output: a node reading it would see the capacity.
+//!
 //! Node names appear as comments above their calls in the formatted text
 //! ([`format_file`]); the token form carries them as marker macro calls that
 //! [`format_file`] turns into comments, and that [`strip_notes`] removes for
@@ -801,6 +810,7 @@ fn run_doc(
             let ident = &params.outputs[*j];
             doc.push(format!(" - `{ident}`, axis {axis}"));
         }
+        doc.push(String::new());
         doc.push(
             " Each such array then starts with the tensor of its shape with that axis".to_owned(),
         );

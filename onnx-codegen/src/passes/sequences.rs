@@ -15,6 +15,32 @@
 //! absent ([`IoSpec::absent`]: it leaves the signature and reads as a
 //! missing input). A sequence graph output `y` becomes the outputs
 //! `y_0`..`y_{K-1}`.
+//!
+//! Bodies that touch sequences are taken apart here too, so that every
+//! sequence keeps a length known at generation time:
+//! - `SequenceMap` copies its body into the graph once per element, each
+//!   copy typed by its own elements (they may differ in shape). Equal
+//!   shapes could share one loop, but the copies are plain code and the
+//!   total is bounded ([`MAX_SPLICED_NODES`]).
+//! - A `Loop` that carries or reads a sequence is unrolled the same way: it
+//!   needs a constant trip count, and a condition (given and returned by
+//!   the body) that is known at generation time after each iteration. A
+//!   loop that grows a sequence a run-time number of times is refused: its
+//!   length would depend on the data.
+//! - An `If` giving sequences with a condition known now is its taken
+//!   branch; otherwise both branches are expanded on their own and the node
+//!   gives each element as a separate output. Both must give sequences of
+//!   the same length (inference then checks the element types agree).
+//!   Captured outer sequences become captures of their elements.
+//!
+//! Two forms depend on run-time data yet keep a static number of elements,
+//! so they stay nodes with one output per element, computed by kernels in
+//! `ops::indexing`: `SequenceInsert` at a run-time position (each element
+//! picked at run time, the position checked) and `SplitToSequence` with a
+//! 1-D split of declared length known only at run time. Their elements may
+//! be data-sized (see `Kernel::data_sized`), so they become graph outputs
+//! as they are rather than through an `Identity`. A single run-time split
+//! size makes the number of pieces depend on the data, and stays refused.
 
 use crate::ir::{AttrValue, Attribute, Graph, Node, NodeId, Op, Tensor, TensorType, Type, ValueId};
 use crate::ir::{ElemType, ValueKind};
@@ -955,7 +981,7 @@ impl Expander {
             }
             return Ok(false);
         }
-        let mut lengths: Vec<Vec<Option<usize>>> = Vec::new();
+        let mut lengths: Vec<(String, Vec<Option<usize>>)> = Vec::new();
         let mut attributes = n.attributes.clone();
         for a in &mut attributes {
             if a.name != "then_branch" && a.name != "else_branch" {
@@ -983,26 +1009,32 @@ impl Expander {
                     u.reason = format!("in branch '{}' ({}): {}", sub.name, a.name, u.reason);
                     self.unsupported.push(u);
                 }
-                lengths.push(lens);
+                lengths.push((a.name.clone(), lens));
             }
         }
-        if let [a, b] = lengths.as_slice()
+        if let [(na, a), (nb, b)] = lengths.as_slice()
             && a != b
         {
             let show = |l: &[Option<usize>]| {
                 l.iter()
-                    .map(|k| k.map_or_else(|| "a tensor".to_owned(), |k| format!("{k} elements")))
+                    .map(|k| {
+                        k.map_or_else(
+                            || "no sequence of known length".to_owned(),
+                            |k| format!("a sequence of {k}"),
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             };
             return Err(format!(
-                "the branches of If give sequences of different lengths ({} and {}); the \
-                 length of a sequence must be known at generation time",
+                "the branches of If give different sequences ({na}: {}; {nb}: {}), so the \
+                 result would depend on the run-time condition; a sequence's length (and an \
+                 optional's presence) must be known at generation time",
                 show(a),
                 show(b)
             ));
         }
-        let lens = lengths.into_iter().next().unwrap_or_default();
+        let lens = lengths.into_iter().next().map(|l| l.1).unwrap_or_default();
         let mut outputs = Vec::new();
         for (j, out) in n.outputs.iter().enumerate() {
             let len = lens.get(j).copied().flatten();
@@ -1325,7 +1357,7 @@ mod tests {
             IoSpec::default(),
         );
         assert!(
-            unsupported(&a).iter().any(|r| r.contains("sequences of different lengths")),
+            unsupported(&a).iter().any(|r| r.contains("give different sequences")),
             "{:?}",
             unsupported(&a)
         );
