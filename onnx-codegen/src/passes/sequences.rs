@@ -777,7 +777,8 @@ impl Expander {
         tag: &str,
         order: &mut Vec<NodeId>,
     ) -> Result<Vec<Option<ValueId>>, String> {
-        self.spliced = self.spliced.saturating_add(body.node_count());
+        // An empty body still counts: it adds values per copy.
+        self.spliced = self.spliced.saturating_add(body.node_count().max(1));
         if self.spliced > MAX_SPLICED_NODES {
             return Err(format!(
                 "unrolling would add more than {MAX_SPLICED_NODES} nodes to the model"
@@ -898,6 +899,12 @@ impl Expander {
                     .into());
             }
         };
+        if usize::try_from(trips).is_ok_and(|t| t > MAX_SPLICED_NODES) {
+            return Err(format!(
+                "a Loop over sequences is unrolled at generation time; {trips} iterations are \
+                 more than the {MAX_SPLICED_NODES} this compiler unrolls"
+            ));
+        }
         let go = match n.input(1) {
             Some(c) => known_bool(g, c).ok_or_else(|| {
                 format!(
@@ -1324,6 +1331,28 @@ mod tests {
         );
         assert!(
             unsupported(&a).iter().any(|r| r.contains("trip count 'm' must be a constant")),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn unrolling_is_bounded() {
+        let a = run_with(
+            17,
+            "g (float[2] x) => (int64 n) {
+               m = Constant <value: tensor = int64 {1000000000000}> ()
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  out = Identity (acc)
+                  co = Identity (c)
+               }>
+               n = SequenceLength (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("more than the 100000")),
             "{:?}",
             unsupported(&a)
         );
