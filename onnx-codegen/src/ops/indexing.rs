@@ -1805,4 +1805,16 @@ mod tests {
         let a = run(11, "g (int32[4] x) => (int32[3] y, int64[2] c) { y, , , c = Unique (x) }");
         assert!(errors(&a)[0].contains("Y has 3 entries"), "{:?}", errors(&a));
     }
+
+    #[test]
+    fn a_data_sized_value_read_by_another_node_is_unsupported() {
+        let a = run(11, "g (float[4] x) => (float[?] y) { u = Unique (x)\n y = Neg (u) }");
+        let p: Vec<String> = a.problems().iter().map(|d| d.message.clone()).collect();
+        assert!(
+            p.iter().any(|m| m.starts_with("not supported:") && m.contains("only a graph output")),
+            "{p:?}"
+        );
+        let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
+        assert!(a.problems().is_empty());
+    }
 }

@@ -1337,6 +1337,38 @@ mod tests {
     }
 
     #[test]
+    fn run_time_insert_and_split_give_one_output_per_element() {
+        // Element j is a[j], t or a[j-1] depending on p: the largest of them.
+        let a = run_with(
+            11,
+            "g (seq(int64[N]) s, int64[3] t, int64[1] p) => (seq(int64[N]) y) {
+               y = SequenceInsert (s, t, p)
+             }",
+            seq("s", &[(ElemType::Int64, &[4]), (ElemType::Int64, &[2])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[3]")]);
+        // Two pieces whose sizes come at run time: each may take the whole axis.
+        let a = run_with(
+            13,
+            "g (float[5,2] x, int64[2] k) => (seq(float[?,2]) y) {
+               y = SplitToSequence (x, k)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[5, 2]"), ty("float[5, 2]")]);
+        let a = run_with(
+            13,
+            "g (float[5,2] x, int64 k) => (seq(float[?,2]) y) {
+               y = SplitToSequence (x, k)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("number of pieces")));
+    }
+
+    #[test]
     fn unrolling_is_bounded() {
         let a = run_with(
             17,
