@@ -320,6 +320,43 @@ impl Analysis {
                 PathStep::Node { name: u.node.clone(), op_type: u.op_type.clone() },
             ]));
         }
+        out.extend(self.data_sized_reads());
+        out
+    }
+
+    /// Data-sized values (see [`crate::ops::Kernel::data_sized`]) that a
+    /// node reads: it would see the capacity, not the data's shape.
+    fn data_sized_reads(&self) -> Vec<Diagnostic> {
+        let g = &self.prepared.model.graph;
+        let mut out = Vec::new();
+        let mut uses = None;
+        for step in &self.inferred.steps {
+            let crate::ops::Lowered::Kernel(kernel) = &step.lowered else { continue };
+            for (k, _, _) in kernel.data_sized() {
+                let node = g.node(step.node);
+                let Some(Some(v)) = node.outputs.get(k) else { continue };
+                let uses = uses.get_or_insert_with(|| g.uses());
+                let read = uses
+                    .get(v.index())
+                    .is_some_and(|u| u.iter().any(|u| !matches!(u, crate::ir::Use::Output { .. })));
+                if read {
+                    out.push(
+                        Diagnostic::error(format!(
+                            "not supported: value '{}' has a length that depends on the data; \
+                             only a graph output may hold it, not the input of another node",
+                            g.value(*v).name
+                        ))
+                        .at_path(vec![
+                            PathStep::Graph(g.name.clone()),
+                            PathStep::Node {
+                                name: node.label(step.node),
+                                op_type: node.op.op_type.clone(),
+                            },
+                        ]),
+                    );
+                }
+            }
+        }
         out
     }
 }

@@ -894,6 +894,28 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     inverse: Option<&mut [i64]>,
     counts: Option<&mut [i64]>,
 ) -> Result {
+    let found = unique_bounded(s, sorted, count, x, y, firsts, indices, inverse, counts)?;
+    ensure(found == count, Error::ShapeMismatch)
+}
+
+/// [`unique`] when the number of distinct slices is known only at run time:
+/// `count` is the capacity (`y` holds `[outer, count, inner]` elements,
+/// `indices` and `counts` `count`), and the result is the number `n` of
+/// distinct slices found. `y` then starts with the `[outer, n, inner]`
+/// tensor of distinct slices, packed, and `indices` and `counts` with their
+/// `n` entries; the rest of each buffer is zeroed by nobody and means nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn unique_bounded<X: MoveTo<Y> + PartialOrd, Y>(
+    s: Slices,
+    sorted: bool,
+    count: usize,
+    x: &[X],
+    y: &mut [Y],
+    firsts: &mut [i64],
+    indices: Option<&mut [i64]>,
+    inverse: Option<&mut [i64]>,
+    counts: Option<&mut [i64]>,
+) -> Result<usize> {
     ensure(x.len() == product(&[s.outer, s.len, s.inner])?, Error::ShapeMismatch)?;
     ensure(y.len() == product(&[s.outer, count, s.inner])?, Error::ShapeMismatch)?;
     ensure(firsts.len() >= count, Error::ShapeMismatch)?;
@@ -905,10 +927,9 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
             found += 1;
         }
     }
-    ensure(found == count, Error::ShapeMismatch)?;
-    let firsts = &mut firsts[..count];
+    let firsts = &mut firsts[..found];
     if sorted {
-        for p in 1..count {
+        for p in 1..found {
             let mut q = p;
             while q > 0 && cmp_slices(s, x, firsts[q - 1] as usize, firsts[q] as usize).is_gt() {
                 firsts.swap(q - 1, q);
@@ -918,7 +939,7 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     }
     for o in 0..s.outer {
         for (p, &f) in firsts.iter().enumerate() {
-            let (src, dst) = ((o * s.len + f as usize) * s.inner, (o * count + p) * s.inner);
+            let (src, dst) = ((o * s.len + f as usize) * s.inner, (o * found + p) * s.inner);
             for n in 0..s.inner {
                 y[dst + n] = x[src + n].move_to();
             }
@@ -926,7 +947,7 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
     }
     if let Some(ix) = indices {
         ensure(ix.len() == count, Error::ShapeMismatch)?;
-        ix.copy_from_slice(firsts);
+        ix[..found].copy_from_slice(firsts);
     }
     let mut counts = counts;
     if let Some(c) = counts.as_deref_mut() {
@@ -949,7 +970,49 @@ pub fn unique<X: MoveTo<Y> + PartialOrd, Y>(
             c[p] += 1;
         }
     }
-    Ok(())
+    Ok(found)
+}
+
+/// The position of an ONNX `SequenceInsert` into a sequence of `len`
+/// elements, read from `p` at run time: negative counts from the back; it
+/// must lie in `-len..=len`.
+pub fn insert_position<P: Copy + Into<i64>>(p: &[P], len: usize) -> Result<usize> {
+    let p: i64 = p.first().copied().ok_or(Error::ShapeMismatch)?.into();
+    let n = i64::try_from(len).map_err(|_| Error::Overflow)?;
+    let q = if p < 0 { p + n } else { p };
+    ensure((0..=n).contains(&q), Error::InvalidParams)?;
+    usize::try_from(q).map_err(|_| Error::InvalidParams)
+}
+
+/// ONNX `SplitToSequence` with sizes known only at run time: piece `j` of
+/// `x` (seen as `[outer, len, inner]`) holds `split[j]` slices. Each output
+/// has room for all `len` slices; it gets its piece packed at the front,
+/// and `lengths[j]` the piece's length. The sizes must be non-negative and
+/// add up to `len`.
+pub fn split_bounded<S: Copy + Into<i64>, T: Copy>(
+    s: Slices,
+    split: &[S],
+    x: &[T],
+    outputs: &mut [&mut [T]],
+    lengths: &mut [usize],
+) -> Result {
+    ensure(x.len() == product(&[s.outer, s.len, s.inner])?, Error::ShapeMismatch)?;
+    ensure(split.len() == outputs.len() && split.len() == lengths.len(), Error::ShapeMismatch)?;
+    let mut start = 0usize;
+    for (j, &n) in split.iter().enumerate() {
+        let n = usize::try_from(n.into()).map_err(|_| Error::InvalidParams)?;
+        ensure(n <= s.len - start, Error::InvalidParams)?;
+        let y = &mut *outputs[j];
+        ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+        for o in 0..s.outer {
+            let src = (o * s.len + start) * s.inner;
+            let dst = o * n * s.inner;
+            y[dst..dst + n * s.inner].copy_from_slice(&x[src..src + n * s.inner]);
+        }
+        lengths[j] = n;
+        start += n;
+    }
+    ensure(start == s.len, Error::InvalidParams)
 }
 
 #[cfg(test)]
@@ -1112,6 +1175,59 @@ mod tests {
         assert_eq!(c, [7, 9]);
         assert_eq!(compress(1, 3, 1, 2, &[1u8, 1], &[7, 8, 9], &mut c), Ok(()));
         assert_eq!(c, [7, 8]);
+    }
+
+    #[test]
+    fn insert_positions_count_from_the_back_and_are_checked() {
+        assert_eq!(insert_position(&[0i64], 3), Ok(0));
+        assert_eq!(insert_position(&[3i32], 3), Ok(3));
+        assert_eq!(insert_position(&[-3i64], 3), Ok(0));
+        assert_eq!(insert_position(&[4i64], 3), Err(Error::InvalidParams));
+        assert_eq!(insert_position(&[-4i64], 3), Err(Error::InvalidParams));
+        assert_eq!(insert_position::<i64>(&[], 3), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn split_bounded_packs_each_piece_and_checks_the_sizes() {
+        // [[0, 1, 2], [3, 4, 5]] split 1 + 2 along axis 1.
+        let x = [0i32, 1, 2, 3, 4, 5];
+        let s = Slices { outer: 2, len: 3, inner: 1 };
+        let (mut a, mut b, mut l) = ([9i32; 6], [9i32; 6], [0usize; 2]);
+        let r = split_bounded(s, &[1i64, 2], &x, &mut [&mut a[..], &mut b[..]], &mut l);
+        assert_eq!((r, l), (Ok(()), [1, 2]));
+        assert_eq!((&a[..2], &b[..4]), (&[0, 3][..], &[1, 2, 4, 5][..]));
+        for bad in [[2i64, 2], [-1, 4], [1, 1]] {
+            let r = split_bounded(s, &bad, &x, &mut [&mut a[..], &mut b[..]], &mut l);
+            assert_eq!(r, Err(Error::InvalidParams), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn unique_bounded_packs_the_found_slices_at_the_front() {
+        // Columns of [[1, 0, 1], [0, 1, 0]]: (1,0), (0,1), (1,0); two distinct.
+        let x = [1i64, 0, 1, 0, 1, 0];
+        let s = Slices { outer: 2, len: 3, inner: 1 };
+        let (mut y, mut f, mut ix, mut inv, mut c) =
+            ([9i64; 6], [0i64; 3], [9i64; 3], [9i64; 3], [9i64; 3]);
+        let r = unique_bounded(
+            s,
+            true,
+            3,
+            &x,
+            &mut y,
+            &mut f,
+            Some(&mut ix),
+            Some(&mut inv),
+            Some(&mut c),
+        );
+        assert_eq!(r, Ok(2));
+        assert_eq!(
+            (&y[..4], &ix[..2], inv, &c[..2]),
+            (&[0, 1, 1, 0][..], &[1, 0][..], [1, 0, 1], &[1, 2][..])
+        );
+        // A capacity below the distinct count is an error, not a truncation.
+        let r = unique_bounded(s, true, 1, &x, &mut y[..2], &mut f, None, None, None);
+        assert_eq!(r, Err(Error::ShapeMismatch));
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub mod strings;
 pub mod text;
 
 pub use half::{bf16, f16};
-pub use model::{Aligned, Elem, Model, TensorInfo};
+pub use model::{Aligned, DataSized, Elem, Model, TensorInfo};
 
 /// Why a kernel or a generated model's `run` refused or failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -174,6 +174,40 @@ pub trait Model {
         }
         Ok(out)
     }
+    /// The outputs whose length along one axis depends on the data (see
+    /// [`DataSized`]); none for most models.
+    fn data_sized(&self) -> &'static [DataSized] {
+        &[]
+    }
+
+    /// [`Model::run_bytes`], also writing into `lengths` (one entry per
+    /// [`Model::data_sized`] entry, in order) the length each data-sized
+    /// output took along its axis.
+    fn run_bytes_sized(
+        &mut self,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        lengths: &mut [usize],
+    ) -> Result {
+        if !lengths.is_empty() {
+            return Err(Error::ShapeMismatch);
+        }
+        self.run_bytes(inputs, outputs)
+    }
+}
+
+/// An output whose length along `axis` is known only when the model runs
+/// (the distinct values `Unique` finds, say). Its [`TensorInfo`] shape is
+/// its capacity, the largest it can be; a run reports the actual length
+/// `n`, and the output's buffer then starts with the tensor of the
+/// capacity shape with `axis` set to `n`, packed in row-major order. The
+/// rest of the buffer means nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataSized {
+    /// The output's position in [`Model::outputs`].
+    pub output: usize,
+    /// The axis whose length depends on the data.
+    pub axis: usize,
 }
 
 /// Static data aligned for every element type and SIMD load (weights).

@@ -69,18 +69,27 @@ fn check(name: &str) {
         .collect();
     let mut outputs: Vec<Vec<u64>> =
         outs.iter().map(|i| vec![0u64; i.byte_size().div_ceil(8)]).collect();
+    let sized = model.data_sized();
+    let mut lengths = vec![0usize; sized.len()];
     {
         let mut output_bytes: Vec<&mut [u8]> = outputs
             .iter_mut()
             .zip(outs)
             .map(|(w, info)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..info.byte_size()])
             .collect();
-        model.run_bytes(&input_bytes, &mut output_bytes).unwrap();
+        model.run_bytes_sized(&input_bytes, &mut output_bytes, &mut lengths).unwrap();
     }
     for (j, (expected, info)) in record["outputs"].as_array().unwrap().iter().zip(outs).enumerate()
     {
-        let got =
-            decode(&onnx_codegen_runtime::arena::as_bytes(&outputs[j])[..info.byte_size()], info);
+        // A data-sized output is the packed prefix of its shape with the
+        // reported length on its axis.
+        let mut shape = info.shape.to_vec();
+        if let Some(k) = sized.iter().position(|d| d.output == j) {
+            assert!(lengths[k] <= shape[sized[k].axis], "{name} output {j} over its capacity");
+            shape[sized[k].axis] = lengths[k];
+        }
+        let bytes = shape.iter().product::<usize>() * info.elem.size();
+        let got = decode(&onnx_codegen_runtime::arena::as_bytes(&outputs[j])[..bytes], info);
         let want: Vec<f64> =
             expected.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
         assert_eq!(got.len(), want.len(), "{name} output {j}");
@@ -131,6 +140,22 @@ fn typed_run_and_descriptors_agree() {
 #[test]
 fn if_loop_and_scan_match_the_reference() {
     check("control_flow");
+}
+
+#[test]
+fn sequences_maps_unrolled_loops_and_unique_match_the_reference() {
+    check("sequences");
+}
+
+#[test]
+fn data_sized_outputs_report_their_length() {
+    use generated::sequences::Sequences;
+    use onnx_codegen_runtime::Model;
+    let m = Sequences::new();
+    // uniq, first and counts; inverse has one entry per input element.
+    let outputs: Vec<(usize, usize)> = m.data_sized().iter().map(|d| (d.output, d.axis)).collect();
+    assert_eq!(outputs, [(4, 0), (5, 0), (7, 0)]);
+    assert_eq!(Sequences::OUTPUTS[4].shape, &[8]);
 }
 
 #[test]

@@ -6,6 +6,15 @@
 //! order. Weights are one aligned, read-only static blob. The struct also
 //! implements the runtime's type-erased `Model` trait.
 //!
+//! Data-sized outputs (Unique's distinct values, say: their length along one
+//! axis depends on the data) keep this shape of signature: their arrays have
+//! the capacity, the largest the output can be, and only for models that
+//! have such outputs `run` returns `Ok([usize; K])`, the length each took,
+//! in output order (also `Model::data_sized` and `Model::run_bytes_sized`).
+//! Such an array starts with the actual tensor, packed. Ordinary models'
+//! `run` returns `Ok(())` as before. A data-sized value may only be a graph
+//! output: a node reading it would see the capacity.
+//!
 //! Node names appear as comments above their calls in the formatted text
 //! ([`format_file`]); the token form carries them as marker macro calls that
 //! [`format_file`] turns into comments, and that [`strip_notes`] removes for
@@ -112,7 +121,8 @@ pub fn emit(
         fn_params.push(quote!(#ident: #ty));
     }
 
-    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
+    let StepsCode { body, uses_weights, sized } = steps_code(&params, &inferred.steps, plan, rt)?;
+    let data_sized = data_sized_outputs(g, &sized)?;
     let weights_item = match (&opts.weights, uses_weights) {
         (_, false) => quote!(),
         (WeightSource::Inline, true) => {
@@ -130,10 +140,39 @@ pub fn emit(
         if uses_weights { quote!(let weights: &[u8] = &#weights_static.0;) } else { quote!() };
 
     let doc = struct_doc(model, inferred, plan, opts, &params);
-    let run_doc = run_doc(model, &params);
-    let run_bytes = run_bytes_body(model, &params, rt)?;
+    let run_doc = run_doc(model, &params, &data_sized);
+    let run_bytes = run_bytes_body(model, &params, rt, false)?;
     let run_encoded = run_encoded_item(model, &params, rt)?;
     let unused_arena = if plan.arena_bytes == 0 { quote!(let _ = arena;) } else { quote!() };
+    let (run_ok, run_result, sized_methods) = if data_sized.is_empty() {
+        (quote!(()), quote!(()), quote!())
+    } else {
+        let k = Literal::usize_unsuffixed(data_sized.len());
+        let lens = data_sized.iter().map(|(_, len, _)| len);
+        let entries = data_sized.iter().map(|(j, _, axis)| {
+            let (j, axis) = (Literal::usize_unsuffixed(*j), Literal::usize_unsuffixed(*axis));
+            quote!(#rt::DataSized { output: #j, axis: #axis })
+        });
+        let sized_bytes = run_bytes_body(model, &params, rt, true)?;
+        (
+            quote!([usize; #k]),
+            quote!([#(#lens),*]),
+            quote! {
+                fn data_sized(&self) -> &'static [#rt::DataSized] {
+                    &[#(#entries),*]
+                }
+
+                fn run_bytes_sized(
+                    &mut self,
+                    inputs: &[&[u8]],
+                    outputs: &mut [&mut [u8]],
+                    lengths: &mut [usize],
+                ) -> ::core::result::Result<(), #rt::Error> {
+                    #sized_bytes
+                }
+            },
+        )
+    };
 
     Ok(quote! {
         #[cfg(target_endian = "big")]
@@ -169,13 +208,13 @@ pub fn emit(
             #(#[doc = #run_doc])*
             // One parameter per graph input and output is the contract.
             #[allow(clippy::too_many_arguments)]
-            pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<(), #rt::Error> {
+            pub fn run(&mut self, #(#fn_params),*) -> ::core::result::Result<#run_ok, #rt::Error> {
                 let arena: &mut [u8] = &mut self.arena.0;
                 #unused_arena
                 #weights_binding
                 #(#fixed_checks)*
                 #(#body)*
-                Ok(())
+                Ok(#run_result)
             }
         }
 
@@ -203,8 +242,38 @@ pub fn emit(
             }
 
             #run_encoded
+            #sized_methods
         }
     })
+}
+
+/// The graph outputs among `sized` (data-sized values), as `(output,
+/// local holding the length, axis)`, in output order. A data-sized value
+/// may only be a graph output: a node reading it would see its capacity.
+fn data_sized_outputs(
+    g: &Graph,
+    sized: &[(ValueId, TokenStream, usize)],
+) -> Result<Vec<(usize, TokenStream, usize)>, String> {
+    let uses = g.uses();
+    for (v, _, _) in sized {
+        let read = uses
+            .get(v.index())
+            .is_some_and(|u| u.iter().any(|u| !matches!(u, crate::ir::Use::Output { .. })));
+        if read {
+            return Err(format!(
+                "value '{}' has a length that depends on the data; it can only be a graph \
+                 output, not the input of another node",
+                g.value(*v).name
+            ));
+        }
+    }
+    Ok(g.outputs
+        .iter()
+        .enumerate()
+        .filter_map(|(j, v)| {
+            sized.iter().find(|s| s.0 == *v).map(|(_, len, axis)| (j, len.clone(), *axis))
+        })
+        .collect())
 }
 
 /// Names and types of the `run` parameters (or of a subgraph's bindings).
@@ -278,10 +347,11 @@ fn steps_code(
     steps: &[crate::passes::infer::Step],
     plan: &Plan,
     rt: &TokenStream,
-) -> Result<(Vec<TokenStream>, bool), String> {
+) -> Result<StepsCode, String> {
     let g = params.g;
     let mut uses_weights = false;
     let mut body = Vec::new();
+    let mut sized = Vec::new();
     for (t, step) in steps.iter().enumerate() {
         let node = g.node(step.node);
         let note = format!("{} ({})", node.label(step.node), node.op.op_type);
@@ -320,7 +390,27 @@ fn steps_code(
         let call = kernel.emit(&io);
         let setup = b.setup(rt);
         uses_weights |= b.uses_weights;
-        body.push(quote!({ #setup #call }));
+        let data_sized = kernel.data_sized();
+        if data_sized.is_empty() {
+            body.push(quote!({ #setup #call }));
+            continue;
+        }
+        if params.slices {
+            return Err(format!(
+                "{note} gives outputs whose length depends on the data, which is not supported \
+                 inside a control-flow body"
+            ));
+        }
+        let len = format_ident!("_len{}", t);
+        let slots = data_sized.iter().map(|d| d.2 + 1).max().unwrap_or(0);
+        let slots = Literal::usize_unsuffixed(slots);
+        body.push(quote!(let #len: [usize; #slots] = { #setup #call };));
+        for (k, axis, slot) in data_sized {
+            if let Some(Some(v)) = node.outputs.get(k) {
+                let slot = Literal::usize_unsuffixed(slot);
+                sized.push((*v, quote!(#len[#slot]), axis));
+            }
+        }
     }
     for &(v, j) in &plan.output_copies {
         let out = &params.outputs[j];
@@ -342,7 +432,17 @@ fn steps_code(
             body.push(quote!({ #setup #out.copy_from_slice(#src); }));
         }
     }
-    Ok((body, uses_weights))
+    Ok(StepsCode { body, uses_weights, sized })
+}
+
+/// What [`steps_code`] produces.
+struct StepsCode {
+    body: Vec<TokenStream>,
+    /// Whether the statements read the `weights` binding.
+    uses_weights: bool,
+    /// Values whose length along an axis depends on the data: the value,
+    /// the expression of its length after the step, and the axis.
+    sized: Vec<(ValueId, TokenStream, usize)>,
 }
 
 /// The statements that run subgraph `g` (a control-flow body): `inputs`
@@ -359,7 +459,7 @@ pub fn emit_body(
     rt: &TokenStream,
 ) -> Result<TokenStream, String> {
     let params = Params { g, types: &inferred.types, inputs, outputs, slices: true };
-    let (body, uses_weights) = steps_code(&params, &inferred.steps, plan, rt)?;
+    let StepsCode { body, uses_weights, .. } = steps_code(&params, &inferred.steps, plan, rt)?;
     let weights = if uses_weights {
         let n = Literal::usize_unsuffixed(plan.weights.len());
         let bytes = Literal::byte_string(&plan.weights);
@@ -612,10 +712,13 @@ fn elem_tokens(elem: ElemType, rt: &TokenStream) -> Result<TokenStream, String> 
     Ok(quote!(#rt::Elem::#v))
 }
 
+/// The body of `run_bytes` (or, with `sized`, of `run_bytes_sized`, which
+/// also copies the lengths `run` returns into `lengths`).
 fn run_bytes_body(
     model: &Model,
     params: &Params<'_>,
     rt: &TokenStream,
+    sized: bool,
 ) -> Result<TokenStream, String> {
     let g = &model.graph;
     let has_strings = g
@@ -664,12 +767,26 @@ fn run_bytes_body(
             args.push(quote!(#id));
         }
     }
+    let (call, report) = if sized {
+        (
+            quote!(let got = self.run(#(#args),*)?;),
+            quote! {
+                if lengths.len() != got.len() {
+                    return Err(#rt::Error::ShapeMismatch);
+                }
+                lengths.copy_from_slice(&got);
+            },
+        )
+    } else {
+        (quote!(self.run(#(#args),*)?;), quote!())
+    };
     Ok(quote! {
         let [#(#ins),*] = inputs else { return Err(#rt::Error::ShapeMismatch) };
         let [#(#outs),*] = outputs else { return Err(#rt::Error::ShapeMismatch) };
         #(#convert)*
-        self.run(#(#args),*)?;
+        #call
         #(#after)*
+        #report
         Ok(())
     })
 }
@@ -814,11 +931,36 @@ fn signature_lines(model: &Model, params: &Params<'_>) -> Vec<String> {
     lines
 }
 
-fn run_doc(model: &Model, params: &Params<'_>) -> Vec<String> {
+fn run_doc(
+    model: &Model,
+    params: &Params<'_>,
+    sized: &[(usize, TokenStream, usize)],
+) -> Vec<String> {
     let mut doc =
         vec![" Runs the model: reads the inputs, writes every output.".to_owned(), String::new()];
     doc.extend(signature_lines(model, params));
     doc.push(String::new());
+    if !sized.is_empty() {
+        doc.push(
+            " Some outputs have a length that depends on the data: their arrays have".to_owned(),
+        );
+        doc.push(
+            " the largest size they can take, and `run` returns, in this order, the".to_owned(),
+        );
+        doc.push(" length each took along one axis:".to_owned());
+        for (j, _, axis) in sized {
+            let ident = &params.outputs[*j];
+            doc.push(format!(" - `{ident}`, axis {axis}"));
+        }
+        doc.push(String::new());
+        doc.push(
+            " Each such array then starts with the tensor of its shape with that axis".to_owned(),
+        );
+        doc.push(
+            " set to the returned length, packed row-major; the rest means nothing.".to_owned(),
+        );
+        doc.push(String::new());
+    }
     doc.push(" Fails only where data can make a kernel fail (an index out of range, an".to_owned());
     doc.push(" integer division by zero); the outputs are then unspecified.".to_owned());
     doc

@@ -229,6 +229,12 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     opts.alloc = true;
     opts.image = true;
     if let Some((_, inputs, _)) = raw_sets.first() {
+        let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
+        for (v, values) in declared.iter().zip(inputs) {
+            if let Some([t]) = values.as_deref() {
+                bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
+            }
+        }
         for ((name, form), values) in input_forms.iter().zip(inputs) {
             match (form, values) {
                 (data::ValueForm::Tensor, _) => {}
@@ -298,6 +304,35 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     Ok(Case { name: name.to_owned(), dir: dir.to_owned(), generated, weights_file, sets })
 }
 
+/// Binds the symbolic dimensions of a tensor input's declared type (or a
+/// present optional tensor's) to the dimensions of its test data, unless
+/// the caller gave them: the data fixes the shapes the code is generated for.
+fn bind_dims(
+    ty: Option<&crate::proto::TypeProto>,
+    data: &Tensor,
+    dims: &mut BTreeMap<String, usize>,
+) {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value;
+    let tensor = match ty.and_then(|t| t.value.as_ref()) {
+        Some(Value::TensorType(t)) => t,
+        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::TensorType(t)) => t,
+            _ => return,
+        },
+        _ => return,
+    };
+    let Some(shape) = &tensor.shape else { return };
+    if shape.dim.len() != data.dims.len() {
+        return;
+    }
+    for (d, &n) in shape.dim.iter().zip(&data.dims) {
+        if let (Some(D::DimParam(s)), Ok(n)) = (&d.value, usize::try_from(n)) {
+            dims.entry(s.clone()).or_insert(n);
+        }
+    }
+}
+
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
 }
@@ -316,12 +351,39 @@ fn case_jobs(case: &Case, k: usize, work: &Path) -> Vec<Result<shards::Job, Stri
                 std::fs::write(&raw, &*bytes).map_err(|e| format!("{}: {e}", raw.display()))?;
                 inputs.push(raw);
             }
-            let outputs = (0..set.outputs.len())
+            let outputs: Vec<PathBuf> = (0..set.outputs.len())
                 .map(|j| dir.join(format!("{}_out{j}.bin", set.name)))
                 .collect();
+            for o in &outputs {
+                // A shape left by an earlier run in the same work directory.
+                let _ = std::fs::remove_file(shape_file(o));
+            }
             Ok(shards::Job { inputs, outputs })
         })
         .collect()
+}
+
+/// Where the shard writes the shape a data-sized output took next to its
+/// raw bytes.
+fn shape_file(raw: &Path) -> PathBuf {
+    let mut name = raw.as_os_str().to_owned();
+    name.push(".shape");
+    PathBuf::from(name)
+}
+
+/// The shape a data-sized output took (`None` for an ordinary output, which
+/// has no shape file), checked against its capacity `declared`.
+fn read_shape(path: &Path, declared: &TensorType) -> Result<Option<TensorType>, String> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let dims = text
+        .split_whitespace()
+        .map(str::parse::<usize>)
+        .collect::<Result<Vec<usize>, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if dims.len() != declared.dims.len() || dims.iter().zip(&declared.dims).any(|(a, b)| a > b) {
+        return Err(format!("the shape {dims:?} it reports exceeds its capacity {declared}"));
+    }
+    Ok(Some(declared.with_dims(dims)))
 }
 
 /// Compares a case's results and decides its outcome.
@@ -349,10 +411,19 @@ fn judge(
             return fail(format!("{}: {e}", set.name));
         }
         for (j, (raw, want)) in job.outputs.iter().zip(&set.outputs).enumerate() {
-            let ty: &TensorType = &case.generated.outputs[j];
+            let declared: &TensorType = &case.generated.outputs[j];
             let actual = match std::fs::read(raw) {
                 Ok(b) => b,
                 Err(e) => return fail(format!("{}: output {j} was not written: {e}", set.name)),
+            };
+            let sized;
+            let ty = match read_shape(&shape_file(raw), declared) {
+                Ok(None) => declared,
+                Ok(Some(t)) => {
+                    sized = t;
+                    &sized
+                }
+                Err(e) => return fail(format!("{}: output {j}: {e}", set.name)),
             };
             if let Some(dir) = save {
                 let path = dir.join(&case.name).join(&set.name).join(format!("output_{j}.pb"));

@@ -223,9 +223,9 @@ fn write_shard(work: &Path, s: usize, live: &[usize], files: &[ModelFile]) -> Re
         mods.push_str(&format!("mod m{k};\n"));
         arms.push_str(&format!("        {k} => Some(Box::new(m{k}::{}::new())),\n", f.struct_name));
     }
-    let run = if features.contains(&"alloc") { RUN_ENCODED } else { RUN_BYTES };
+    let run = if features.contains(&"alloc") { RUN_ENCODED } else { RUN_PLAIN };
     let main = format!(
-        "{SHARD_HEAD}{mods}\nfn make(model: usize) -> Option<Box<dyn Model>> {{\n    match model {{\n{arms}        _ => None,\n    }}\n}}\n{SHARD_MAIN}{run}"
+        "{SHARD_HEAD}{mods}\nfn make(model: usize) -> Option<Box<dyn Model>> {{\n    match model {{\n{arms}        _ => None,\n    }}\n}}\n{SHARD_MAIN}{RUN_BYTES}{run}"
     );
     write_if_changed(&dir.join("src").join("main.rs"), main.as_bytes())
 }
@@ -284,28 +284,56 @@ fn job(line: &str) -> Result<(), String> {
 }
 "#;
 
-/// The end of a shard's job: through `run_bytes` (fixed-size outputs).
+/// The end of a shard's job through `run_bytes_sized`: fixed-size outputs
+/// whole, data-sized ones as their packed prefix with the shape beside them.
 const RUN_BYTES: &str = r#"
-fn run_model(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
+fn run_model_bytes(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
+    let sized = m.data_sized();
+    let mut lengths = vec![0usize; sized.len()];
     let mut out_bufs: Vec<Vec<u64>> = infos_out.iter().map(|i| vec![0u64; i.byte_size().div_ceil(8)]).collect();
     {
         let mut out_slices: Vec<&mut [u8]> = out_bufs.iter_mut().zip(infos_out)
             .map(|(w, i)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..i.byte_size()])
             .collect();
-        m.run_bytes(in_slices, &mut out_slices).map_err(|e| format!("run failed: {e}"))?;
+        m.run_bytes_sized(in_slices, &mut out_slices, &mut lengths).map_err(|e| format!("run failed: {e}"))?;
     }
-    for ((w, info), path) in out_bufs.iter().zip(infos_out).zip(outs) {
-        std::fs::write(path, &onnx_codegen_runtime::arena::as_bytes(w)[..info.byte_size()])
+    for (j, ((w, info), path)) in out_bufs.iter().zip(infos_out).zip(outs).enumerate() {
+        let mut shape = info.shape.to_vec();
+        let mut size = info.byte_size();
+        if let Some(k) = sized.iter().position(|d| d.output == j) {
+            // A data-sized output: its packed prefix, and its shape beside it.
+            let (axis, len) = (sized[k].axis, lengths[k]);
+            if axis >= shape.len() || len > shape[axis] {
+                return Err(format!("output {j} reports length {len} on axis {axis}, over its capacity {:?}", info.shape));
+            }
+            shape[axis] = len;
+            let numel: usize = shape.iter().product();
+            size = info.elem.units(numel) * info.elem.size();
+            let text: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            std::fs::write(format!("{path}.shape"), text.join(" ")).map_err(|e| format!("{path}.shape: {e}"))?;
+        }
+        std::fs::write(path, &onnx_codegen_runtime::arena::as_bytes(w)[..size])
             .map_err(|e| format!("{path}: {e}"))?;
     }
     Ok(())
 }
 "#;
 
-/// The end of a shard's job with the runtime's `alloc` feature: through
-/// `run_encoded`, which string outputs need.
+/// Without the runtime's `alloc` feature every model runs through bytes.
+const RUN_PLAIN: &str = r#"
+fn run_model(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
+    run_model_bytes(m, in_slices, infos_out, outs)
+}
+"#;
+
+/// With the runtime's `alloc` feature: models with string inputs or outputs
+/// run through `run_encoded`, the others through bytes.
 const RUN_ENCODED: &str = r#"
 fn run_model(m: &mut dyn Model, in_slices: &[&[u8]], infos_out: &[onnx_codegen_runtime::TensorInfo], outs: &[&str]) -> Result<(), String> {
+    let strings = m.inputs().iter().chain(infos_out).any(|i| i.elem == onnx_codegen_runtime::Elem::String);
+    if !strings {
+        return run_model_bytes(m, in_slices, infos_out, outs);
+    }
     let encoded = m.run_encoded(in_slices).map_err(|e| format!("run failed: {e}"))?;
     for (bytes, path) in encoded.iter().zip(outs) {
         std::fs::write(path, bytes).map_err(|e| format!("{path}: {e}"))?;

@@ -15,9 +15,12 @@
 //! `OptionalGetElement(x)` are views of `x` and `OptionalHasElement` is a
 //! constant. Empty optionals and optional graph inputs are not supported yet.
 //!
-//! Loops run as Rust loops, never unrolled; their state must keep one static
-//! type across iterations, and scan outputs have a length fixed at
-//! generation time (checked against the iteration count at run time).
+//! Loops over tensors run as Rust loops, never unrolled; their state must
+//! keep one static type across iterations, and scan outputs have a length
+//! fixed at generation time (checked against the iteration count at run
+//! time). Loops and Ifs over sequences never reach these rules:
+//! `passes::sequences` unrolls such loops and splits such branches' outputs
+//! into their elements first.
 
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,

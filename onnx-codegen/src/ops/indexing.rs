@@ -1,6 +1,7 @@
 //! Indexing and data-dependent operators: ScatterElements, Scatter,
 //! ScatterND, TensorScatter, GatherND, Einsum, CumProd, BitCast,
-//! ReverseSequence, Det, NonZero, Compress, NonMaxSuppression and Unique.
+//! ReverseSequence, Det, NonZero, Compress, NonMaxSuppression, Unique, and
+//! SplitToSequence with sizes known only at run time.
 //!
 //! Einsum is planned at generation time: the equation becomes one stride
 //! per operand and label, so the kernel only walks the output and summed
@@ -8,6 +9,13 @@
 //! as the data selects: their static shape is the one the model declares
 //! (or the one a constant input gives), and the generated code checks the
 //! data against it at run time.
+//!
+//! Unique without declared lengths, and the pieces of a SplitToSequence
+//! whose sizes come at run time (`passes::sequences` gives the node one
+//! output per piece), are data-sized instead: each output gets its capacity
+//! (Unique: every slice distinct; a piece: the whole axis), the kernel
+//! packs the actual tensor at the front, and the lengths reach the caller
+//! through `run`'s result (see [`super::Kernel::data_sized`]).
 
 use super::host::Data;
 use super::host::{HostData, HostElem};
@@ -43,6 +51,8 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "Compress" => OpKind::Compress,
         "NonMaxSuppression" => OpKind::Nms,
         "Unique" => OpKind::Unique,
+        "SplitToSequence" => OpKind::SplitToSequence,
+        "SequenceInsert" => OpKind::SequenceInsert,
         _ => return None,
     };
     Some(RULES[op as usize])
@@ -64,9 +74,11 @@ enum OpKind {
     Compress,
     Nms,
     Unique,
+    SplitToSequence,
+    SequenceInsert,
 }
 
-static RULES: [&dyn OpRule; 14] = [
+static RULES: [&dyn OpRule; 16] = [
     &IndexRule(OpKind::ScatterElements),
     &IndexRule(OpKind::Scatter),
     &IndexRule(OpKind::ScatterNd),
@@ -81,6 +93,8 @@ static RULES: [&dyn OpRule; 14] = [
     &IndexRule(OpKind::Compress),
     &IndexRule(OpKind::Nms),
     &IndexRule(OpKind::Unique),
+    &IndexRule(OpKind::SplitToSequence),
+    &IndexRule(OpKind::SequenceInsert),
 ];
 
 struct IndexRule(OpKind);
@@ -246,6 +260,26 @@ enum Plan {
         s: Slices,
         sorted: bool,
         count: usize,
+        /// The model declares no lengths: `count` is the capacity and the
+        /// outputs' length is data-sized (axis `axis` of Y, axis 0 of
+        /// indices and counts).
+        bounded: Option<usize>,
+    },
+    /// SequenceInsert at a run-time position (inputs: the tensor, the
+    /// position, then the `len` elements; one output per element after
+    /// the insertion). Per output, its candidates' element counts and
+    /// lengths along its data-sized axis, in the order: the element before
+    /// the position, the tensor, the element after.
+    Insert {
+        len: usize,
+        outputs: Vec<Vec<(usize, usize)>>,
+        axes: Vec<Option<usize>>,
+    },
+    /// Data-sized pieces along the middle axis of `s`, one per output.
+    Split {
+        s: Slices,
+        pieces: usize,
+        axis: usize,
     },
 }
 
@@ -907,9 +941,7 @@ fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
                     return invalid(format!("Unique's indices or counts are declared as {t}"));
                 }
                 None => {
-                    return unsupported(
-                        "Unique: the outputs' lengths depend on the data and the model does not declare them",
-                    );
+                    return plan_unique_bounded(cx, x, a, s);
                 }
             }
         }
@@ -940,7 +972,124 @@ fn plan_unique(cx: &NodeCx<'_>) -> OpResult<Planned> {
     let i64s = |n: usize| TensorType::new(ElemType::Int64, vec![n]);
     let mut outputs = vec![TensorType::new(x.elem, y_dims), i64s(count), i64s(s.len), i64s(count)];
     outputs.truncate(cx.node.outputs.len().max(1));
-    Ok(Planned { outputs, plan: Plan::Unique { s, sorted: cx.int_or("sorted", 1) != 0, count } })
+    let sorted = cx.int_or("sorted", 1) != 0;
+    Ok(Planned { outputs, plan: Plan::Unique { s, sorted, count, bounded: None } })
+}
+
+/// SplitToSequence after `passes::sequences` gave it one output per piece
+/// because the sizes (a 1-D `split` of static length) come at run time.
+fn plan_split_to_sequence(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let x = cx.input(0)?;
+    let Some(split) = cx.opt_input(1) else {
+        return unsupported("SplitToSequence without a split is expanded before inference");
+    };
+    if !matches!(split.elem, ElemType::Int32 | ElemType::Int64) || split.rank() != 1 {
+        return unsupported(format!(
+            "SplitToSequence: a split known only at run time must be a 1-D tensor of int32 or \
+             int64 (one size per piece), it is {split}; a single size makes the number of \
+             pieces depend on the data"
+        ));
+    }
+    let pieces = split.dims[0];
+    if cx.node.outputs.len() != pieces {
+        return unsupported(format!(
+            "SplitToSequence: the sizes of its {pieces} pieces are known only at run time"
+        ));
+    }
+    if !is_data(x.elem) {
+        return unsupported(format!("SplitToSequence on {} tensors", x.elem));
+    }
+    let a = axis(cx.int_or("axis", 0), x.rank(), "SplitToSequence axis")?;
+    let s =
+        Slices { outer: product(&x.dims[..a])?, len: x.dims[a], inner: product(&x.dims[a + 1..])? };
+    Ok(Planned { outputs: vec![x.clone(); pieces], plan: Plan::Split { s, pieces, axis: a } })
+}
+
+/// SequenceInsert at a run-time position, after `passes::sequences` gave
+/// it the inputs `(tensor, position, element 0, ...)` and one output per
+/// element of the result. Output `j` is element `j` when the position is
+/// past `j`, the tensor when it is `j`, element `j - 1` otherwise: when
+/// those differ in length along one axis, the output is data-sized.
+fn plan_sequence_insert(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let n_in = cx.node.inputs.len();
+    if n_in < 2 || cx.node.outputs.len() + 1 != n_in {
+        return unsupported(
+            "SequenceInsert on a sequence that is not known at generation time is not supported",
+        );
+    }
+    let len = n_in - 2;
+    let t = cx.input(0)?;
+    let p = cx.input(1)?;
+    if !matches!(p.elem, ElemType::Int32 | ElemType::Int64) || p.numel() != Some(1) {
+        return invalid(format!("the position of SequenceInsert must be one integer, got {p}"));
+    }
+    if !is_data(t.elem) {
+        return unsupported(format!("SequenceInsert of {} tensors at a run-time position", t.elem));
+    }
+    let elems = (0..len).map(|i| cx.input(2 + i)).collect::<OpResult<Vec<_>>>()?;
+    let mut types = Vec::with_capacity(len + 1);
+    let mut outputs = Vec::with_capacity(len + 1);
+    let mut axes = Vec::with_capacity(len + 1);
+    for j in 0..=len {
+        let mut cands: Vec<&TensorType> = Vec::new();
+        if j < len {
+            cands.push(elems[j]);
+        }
+        cands.push(t);
+        if j > 0 {
+            cands.push(elems[j - 1]);
+        }
+        if let Some(c) = cands.iter().find(|c| c.elem != t.elem || c.rank() != t.rank()) {
+            return unsupported(format!(
+                "SequenceInsert at a run-time position: the tensor is {t} but an element is \
+                 {c}; they must share element type and rank"
+            ));
+        }
+        let differ: Vec<usize> =
+            (0..t.rank()).filter(|&a| cands.iter().any(|c| c.dims[a] != t.dims[a])).collect();
+        let axis = match differ.as_slice() {
+            [] => None,
+            [a] => Some(*a),
+            _ => {
+                return unsupported(format!(
+                    "SequenceInsert at a run-time position: the candidates for element {j} \
+                     differ in more than one axis"
+                ));
+            }
+        };
+        let mut dims = t.dims.clone();
+        if let Some(a) = axis {
+            dims[a] = cands.iter().map(|c| c.dims[a]).max().unwrap_or(0);
+        }
+        let counts = cands
+            .iter()
+            .map(|c| Ok((product(&c.dims)?, axis.map_or(0, |a| c.dims[a]))))
+            .collect::<OpResult<Vec<_>>>()?;
+        types.push(t.with_dims(dims));
+        outputs.push(counts);
+        axes.push(axis);
+    }
+    Ok(Planned { outputs: types, plan: Plan::Insert { len, outputs, axes } })
+}
+
+/// Unique whose outputs' lengths the model leaves to the data: they get
+/// their capacity (every slice distinct) and are reported at run time.
+fn plan_unique_bounded(
+    cx: &NodeCx<'_>,
+    x: &TensorType,
+    a: Option<usize>,
+    s: Slices,
+) -> OpResult<Planned> {
+    let y_dims = match a {
+        Some(_) => x.dims.clone(),
+        None => vec![s.len],
+    };
+    let i64s = |n: usize| TensorType::new(ElemType::Int64, vec![n]);
+    let mut outputs = vec![TensorType::new(x.elem, y_dims), i64s(s.len), i64s(s.len), i64s(s.len)];
+    outputs.truncate(cx.node.outputs.len().max(1));
+    let sorted = cx.int_or("sorted", 1) != 0;
+    let bounded = Some(a.unwrap_or(0));
+    Ok(Planned { outputs, plan: Plan::Unique { s, sorted, count: s.len, bounded } })
 }
 
 fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
@@ -959,6 +1108,8 @@ fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
         OpKind::Compress => plan_compress(cx),
         OpKind::Nms => plan_nms(cx),
         OpKind::Unique => plan_unique(cx),
+        OpKind::SplitToSequence => plan_split_to_sequence(cx),
+        OpKind::SequenceInsert => plan_sequence_insert(cx),
     }
 }
 
@@ -1174,7 +1325,9 @@ impl Kernel for IndexKernel {
                 Ok(())
             }
             // The outputs present vary; Unique runs only in generated code.
-            Plan::Unique { .. } => Err(EvalError::Type(self.elem)),
+            Plan::Unique { .. } | Plan::Split { .. } | Plan::Insert { .. } => {
+                Err(EvalError::Type(self.elem))
+            }
             _ => by_data_type!(self.elem, run_move(self, inputs, outputs)),
         }
     }
@@ -1197,6 +1350,17 @@ impl Kernel for IndexKernel {
                 Some(TensorType::new(ElemType::Int64, vec![count.max(1)]))
             }
             _ => None,
+        }
+    }
+
+    fn data_sized(&self) -> Vec<(usize, usize, usize)> {
+        match self.plan {
+            Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis, 0), (1, 0, 0), (3, 0, 0)],
+            Plan::Split { pieces, axis, .. } => (0..pieces).map(|j| (j, axis, j)).collect(),
+            Plan::Insert { ref axes, .. } => {
+                axes.iter().enumerate().filter_map(|(j, a)| a.map(|a| (j, a, j))).collect()
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -1296,7 +1460,68 @@ impl Kernel for IndexKernel {
                     )?;
                 }
             }
-            Plan::Unique { s, sorted, count } => {
+            Plan::Insert { len, outputs, axes } => {
+                let (n, k) = (u(*len), u(*len + 1));
+                let p = input(1);
+                let copies = outputs.iter().enumerate().map(|(j, counts)| {
+                    let y = io.outputs.get(j).cloned().flatten().unwrap_or_else(
+                        || quote!(compile_error!("a SequenceInsert element is not bound")),
+                    );
+                    // The candidates in order: element j, the tensor, element j - 1.
+                    let mut sources = Vec::new();
+                    if j < *len {
+                        sources.push((quote!(_p > #j), input(2 + j)));
+                    }
+                    sources.push((quote!(_p == #j), input(0)));
+                    if j > 0 {
+                        sources.push((quote!(true), input(1 + j)));
+                    }
+                    let arms: Vec<TokenStream> = sources
+                        .iter()
+                        .zip(counts)
+                        .map(|((cond, src), &(numel, along))| {
+                            let (numel, along) = (u(numel), u(along));
+                            quote!(if #cond {
+                                #rt::control::copy(#src, #rt::control::row_mut(&mut *#y, 0, #numel)?)?;
+                                #along
+                            })
+                        })
+                        .collect();
+                    let slot = u(j);
+                    quote!(_lengths[#slot] = #(#arms)else* else { 0 };)
+                });
+                let tail = if axes.iter().any(Option::is_some) {
+                    quote!(_lengths)
+                } else {
+                    quote!(let _ = _lengths;)
+                };
+                quote! {{
+                    let _p: usize = #ix::insert_position(#p, #n)?;
+                    let mut _lengths = [0usize; #k];
+                    #(#copies)*
+                    #tail
+                }}
+            }
+            Plan::Split { s, pieces, .. } => {
+                let (o, l, n, k) = (u(s.outer), u(s.len), u(s.inner), u(*pieces));
+                let split = input(1);
+                let ys: Vec<TokenStream> = (0..*pieces)
+                    .map(|j| {
+                        io.outputs.get(j).cloned().flatten().unwrap_or_else(|| {
+                            quote!(compile_error!("a SplitToSequence piece is not bound"))
+                        })
+                    })
+                    .collect();
+                quote! {{
+                    let mut _lengths = [0usize; #k];
+                    #ix::split_bounded(
+                        #ix::Slices { outer: #o, len: #l, inner: #n },
+                        #split, #x, &mut [#(#ys),*], &mut _lengths,
+                    )?;
+                    _lengths
+                }}
+            }
+            Plan::Unique { s, sorted, count, bounded } => {
                 let (o, l, n, c) = (u(s.outer), u(s.len), u(s.inner), u(*count));
                 let out = |k: usize| match io.outputs.get(k).cloned().flatten() {
                     Some(v) => quote!(Some(#v)),
@@ -1304,6 +1529,14 @@ impl Kernel for IndexKernel {
                 };
                 let (idx, inv, cnt) = (out(1), out(2), out(3));
                 let f = &io.scratch;
+                if bounded.is_some() {
+                    return quote! {
+                        [#ix::unique_bounded(
+                            #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,
+                            #x, #y, #f, #idx, #inv, #cnt,
+                        )?]
+                    };
+                }
                 quote! {
                     #ix::unique(
                         #ix::Slices { outer: #o, len: #l, inner: #n }, #sorted, #c,
@@ -1549,8 +1782,18 @@ mod tests {
             "g (float[1,3,4] b, float[1,1,2] s) => (int64[2,3] y) { y = NonMaxSuppression (b, s) }",
         );
         assert!(errors(&a)[0].contains("do not match"), "{:?}", errors(&a));
+        // Undeclared lengths: every output gets its capacity (all slices
+        // distinct); the lengths are reported at run time.
         let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
-        assert!(unsupported(&a)[0].contains("does not declare"), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[4]")]);
+        assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
+        let a = run(
+            11,
+            "g (float[3,4] x) => (float[3,?] y, int64[?] i, int64[4] v, int64[?] c) {
+                y, i, v, c = Unique <axis: int = 1> (x)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[3, 4]"), ty("int64[4]"), ty("int64[4]"), ty("int64[4]")]);
         let a = run(
             11,
             "g (float[3,4] x) => (float[3,2] y, int64[2] i, int64[4] v, int64[2] c) {
@@ -1561,5 +1804,17 @@ mod tests {
         assert!(unsupported(&a).is_empty(), "{:?}", unsupported(&a));
         let a = run(11, "g (int32[4] x) => (int32[3] y, int64[2] c) { y, , , c = Unique (x) }");
         assert!(errors(&a)[0].contains("Y has 3 entries"), "{:?}", errors(&a));
+    }
+
+    #[test]
+    fn a_data_sized_value_read_by_another_node_is_unsupported() {
+        let a = run(11, "g (float[4] x) => (float[?] y) { u = Unique (x)\n y = Neg (u) }");
+        let p: Vec<String> = a.problems().iter().map(|d| d.message.clone()).collect();
+        assert!(
+            p.iter().any(|m| m.starts_with("not supported:") && m.contains("only a graph output")),
+            "{p:?}"
+        );
+        let a = run(11, "g (float[4] x) => (float[?] y) { y = Unique (x) }");
+        assert!(a.problems().is_empty());
     }
 }

@@ -291,6 +291,15 @@ pub trait Kernel {
     fn scratch(&self) -> Option<TensorType> {
         None
     }
+
+    /// Outputs whose length along one axis depends on the data, as
+    /// `(output, axis, slot)`: their types are capacities, and
+    /// [`Kernel::emit`] is then an expression giving a `[usize; S]` of the
+    /// lengths they took, output by output at `slot` (outputs of one length
+    /// may share a slot). Empty for most kernels.
+    fn data_sized(&self) -> Vec<(usize, usize, usize)> {
+        Vec::new()
+    }
 }
 
 /// The result of running a kernel on the host.

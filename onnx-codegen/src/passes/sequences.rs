@@ -15,6 +15,32 @@
 //! absent ([`IoSpec::absent`]: it leaves the signature and reads as a
 //! missing input). A sequence graph output `y` becomes the outputs
 //! `y_0`..`y_{K-1}`.
+//!
+//! Bodies that touch sequences are taken apart here too, so that every
+//! sequence keeps a length known at generation time:
+//! - `SequenceMap` copies its body into the graph once per element, each
+//!   copy typed by its own elements (they may differ in shape). Equal
+//!   shapes could share one loop, but the copies are plain code and the
+//!   total is bounded ([`MAX_SPLICED_NODES`]).
+//! - A `Loop` that carries or reads a sequence is unrolled the same way: it
+//!   needs a constant trip count, and a condition (given and returned by
+//!   the body) that is known at generation time after each iteration. A
+//!   loop that grows a sequence a run-time number of times is refused: its
+//!   length would depend on the data.
+//! - An `If` giving sequences with a condition known now is its taken
+//!   branch; otherwise both branches are expanded on their own and the node
+//!   gives each element as a separate output. Both must give sequences of
+//!   the same length (inference then checks the element types agree).
+//!   Captured outer sequences become captures of their elements.
+//!
+//! Two forms depend on run-time data yet keep a static number of elements,
+//! so they stay nodes with one output per element, computed by kernels in
+//! `ops::indexing`: `SequenceInsert` at a run-time position (each element
+//! picked at run time, the position checked) and `SplitToSequence` with a
+//! 1-D split of declared length known only at run time. Their elements may
+//! be data-sized (see `Kernel::data_sized`), so they become graph outputs
+//! as they are rather than through an `Identity`. A single run-time split
+//! size makes the number of pieces depend on the data, and stays refused.
 
 use crate::ir::{AttrValue, Attribute, Graph, Node, NodeId, Op, Tensor, TensorType, Type, ValueId};
 use crate::ir::{ElemType, ValueKind};
@@ -41,21 +67,25 @@ impl IoSpec {
 /// Rewrites the sequences and optionals of `g` (see the module doc); what
 /// cannot be rewritten is returned, and left for inference to refuse.
 pub fn expand(g: &mut Graph, spec: &IoSpec) -> Vec<Unsupported> {
-    let mut x = Expander { seqs: HashMap::new(), unsupported: Vec::new() };
+    let mut x = Expander::default();
     x.inputs(g, spec);
-    let order: Vec<NodeId> = g.order().to_vec();
-    let mut new_order = Vec::with_capacity(order.len());
-    for id in order {
-        x.node(g, id, &mut new_order);
-    }
-    g.set_order(new_order);
+    x.nodes(g);
     x.outputs(g);
     x.unsupported
 }
 
+/// How many nodes unrolling loops and maps may add to one model, in all.
+const MAX_SPLICED_NODES: usize = 100_000;
+
+#[derive(Default)]
 struct Expander {
     seqs: HashMap<ValueId, Vec<ValueId>>,
     unsupported: Vec<Unsupported>,
+    /// Nodes added so far by splicing bodies (shared with nested expanders).
+    spliced: usize,
+    /// Elements that become graph outputs as they are, without an
+    /// `Identity`: data-sized values, which only a graph output may hold.
+    direct: BTreeSet<ValueId>,
 }
 
 fn is_sequence(ty: Option<&Type>) -> bool {
@@ -169,17 +199,36 @@ impl Expander {
         g.inputs = inputs;
     }
 
-    fn outputs(&mut self, g: &mut Graph) {
+    /// Expands the nodes of `g` in order.
+    fn nodes(&mut self, g: &mut Graph) {
+        let order: Vec<NodeId> = g.order().to_vec();
+        let mut new_order = Vec::with_capacity(order.len());
+        for id in order {
+            self.node(g, id, &mut new_order);
+        }
+        g.set_order(new_order);
+    }
+
+    /// Spreads sequence outputs of `g` into their elements; per original
+    /// output, the length of the sequence it was (`None` for a tensor).
+    fn outputs(&mut self, g: &mut Graph) -> Vec<Option<usize>> {
         let old = g.outputs.clone();
         let mut outputs = Vec::with_capacity(old.len());
+        let mut lengths = Vec::with_capacity(old.len());
         let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
         for v in old {
             let Some(list) = self.seqs.get(&v).cloned() else {
                 outputs.push(v);
+                lengths.push(None);
                 continue;
             };
+            lengths.push(Some(list.len()));
             let base = g.value(v).name.clone();
             for (k, e) in list.into_iter().enumerate() {
+                if self.direct.contains(&e) && !outputs.contains(&e) {
+                    outputs.push(e);
+                    continue;
+                }
                 let name = fresh(g, format!("{base}_{k}"));
                 let node = Node {
                     name: String::new(),
@@ -196,6 +245,7 @@ impl Expander {
             }
         }
         g.outputs = outputs;
+        lengths
     }
 
     fn seq_input(&self, g: &Graph, id: NodeId, i: usize) -> Option<Vec<ValueId>> {
@@ -268,6 +318,13 @@ impl Expander {
             },
             "ConcatFromSequence" => self.concat(g, id, opset, order),
             "SplitToSequence" => self.split(g, id, opset, order),
+            "SequenceMap" => self.map(g, id, order),
+            "Loop" if reads_seq || self.captures_seq(&n) => self.unroll(g, id, order),
+            "If" if self.if_has_seq(&n) => self.branch(g, id, order),
+            _ if self.captures_seq(&n) => Err(format!(
+                "{} with a body that uses a sequence is not supported yet",
+                n.op.op_type
+            )),
             _ if reads_seq => Err(format!(
                 "{} on a sequence is not supported yet (sequences are lists of tensors fixed \
                  at generation time)",
@@ -296,6 +353,11 @@ impl Expander {
     fn insert(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
         let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
         let t = g.node(id).input(1).ok_or("SequenceInsert needs a tensor")?;
+        if let Some(p) = g.node(id).input(2)
+            && const_ints(g, p).is_none()
+        {
+            return Ok(self.insert_at_run_time(g, id, list, t, p));
+        }
         let at = self.position(g, id, 2, list.len())?.unwrap_or(list.len());
         if at > list.len() {
             return Err(format!("position {at} is past the end of a sequence of {}", list.len()));
@@ -420,13 +482,9 @@ impl Expander {
         let (sizes, squeeze) = match n.input(1) {
             None => ((0..len).map(|_| 1).collect::<Vec<i64>>(), !keepdims),
             Some(s) => {
-                let split = const_ints(g, s).ok_or_else(|| {
-                    format!(
-                        "the split '{}' is not known at generation time, so neither is the \
-                         number of pieces",
-                        g.value(s).name
-                    )
-                })?;
+                let Some(split) = const_ints(g, s) else {
+                    return self.split_at_run_time(g, id, s);
+                };
                 if Self::is_scalar_constant(g, s) {
                     let step = *split.first().ok_or("empty split")?;
                     if step <= 0 {
@@ -503,6 +561,77 @@ impl Expander {
         Ok(false)
     }
 
+    /// SequenceInsert at a position known only at run time: the node stays,
+    /// with the inputs `(tensor, position, elements...)` and one output per
+    /// element of the result, chosen at run time (see `ops::indexing`).
+    /// Its outputs may be data-sized, so they are graph outputs as they are.
+    fn insert_at_run_time(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        list: Vec<ValueId>,
+        t: ValueId,
+        p: ValueId,
+    ) -> bool {
+        let Some(out) = g.node(id).output(0) else { return false };
+        let base = g.value(out).name.clone();
+        let mut outputs = Vec::with_capacity(list.len() + 1);
+        for k in 0..=list.len() {
+            let v = g.add_value(crate::ir::Value {
+                name: fresh(g, format!("{base}_{k}")),
+                ty: None,
+                kind: ValueKind::NodeOutput { node: id, index: k },
+                doc_string: String::new(),
+            });
+            self.direct.insert(v);
+            outputs.push(v);
+        }
+        self.seqs.insert(out, outputs.clone());
+        let mut inputs = vec![Some(t), Some(p)];
+        inputs.extend(list.into_iter().map(Some));
+        let node = g.node_mut(id);
+        node.inputs = inputs;
+        node.outputs = outputs.into_iter().map(Some).collect();
+        true
+    }
+
+    /// SplitToSequence whose sizes come at run time: with a 1-D split of
+    /// declared length K, the node stays and gets K outputs, the pieces,
+    /// whose lengths along the axis are data-sized (see `ops::indexing`).
+    /// A single size makes the number of pieces depend on the data.
+    fn split_at_run_time(&mut self, g: &mut Graph, id: NodeId, s: ValueId) -> Result<bool, String> {
+        let pieces = match &g.value(s).ty {
+            Some(Type::Tensor { shape, .. }) => match shape.dims.as_deref() {
+                Some([crate::ir::Dim::Static(k)]) => usize::try_from(*k).ok(),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(pieces) = pieces.filter(|&k| k <= 4096) else {
+            return Err(format!(
+                "the split '{}' is not known at generation time and is not declared as a 1-D \
+                 tensor of static length, so the number of pieces is not known either",
+                g.value(s).name
+            ));
+        };
+        let out = g.node(id).output(0).ok_or("SplitToSequence needs an output")?;
+        let base = g.value(out).name.clone();
+        let mut list = Vec::with_capacity(pieces);
+        for k in 0..pieces {
+            let v = g.add_value(crate::ir::Value {
+                name: fresh(g, format!("{base}_{k}")),
+                ty: None,
+                kind: ValueKind::NodeOutput { node: id, index: k },
+                doc_string: String::new(),
+            });
+            list.push(Some(v));
+            self.direct.insert(v);
+        }
+        self.seqs.insert(out, list.iter().flatten().copied().collect());
+        g.node_mut(id).outputs = list;
+        Ok(true)
+    }
+
     /// Whether `v` is a constant of rank 0 (a `split` given as one size).
     fn is_scalar_constant(g: &Graph, v: ValueId) -> bool {
         if let Some(t) = g.value(v).constant() {
@@ -510,6 +639,444 @@ impl Expander {
         }
         let ValueKind::NodeOutput { node, .. } = g.value(v).kind else { return false };
         matches!(g.node(node).attr("value"), Some(AttrValue::Tensor(t)) if t.dims.is_empty())
+    }
+}
+
+/// A node of `op_type` with `inputs` and no attributes.
+fn plain(opset: i64, op_type: &str, inputs: Vec<Option<ValueId>>) -> Node {
+    Node {
+        name: String::new(),
+        op: op(opset, op_type),
+        inputs,
+        outputs: Vec::new(),
+        attributes: Vec::new(),
+        doc_string: String::new(),
+    }
+}
+
+/// The boolean `v` holds when it is known now: a constant, or an
+/// `Identity` chain from one.
+fn known_bool(g: &Graph, v: ValueId) -> Option<bool> {
+    let mut v = v;
+    for _ in 0..64 {
+        if let Some(b) = const_ints(g, v).and_then(|b| b.first().copied()) {
+            return Some(b != 0);
+        }
+        let ValueKind::NodeOutput { node, .. } = g.value(v).kind else { return None };
+        let n = g.node(node);
+        if !n.op.is("Identity") {
+            return None;
+        }
+        v = n.input(0)?;
+    }
+    None
+}
+
+/// The first graph attribute `name` of `n`.
+fn body_of(n: &Node, name: &str) -> Result<Graph, String> {
+    n.attr(name)
+        .and_then(|a| a.graphs().first())
+        .cloned()
+        .ok_or_else(|| format!("{} needs the graph attribute '{name}'", n.op.op_type))
+}
+
+/// Copies the nodes of `body` (a subgraph of a node of `g`) to the end of
+/// `g`, its graph inputs bound to `inputs` and its captures to the values
+/// they capture; values get fresh names starting with `tag`. Returns the
+/// new nodes, in order, and the values of the body's outputs.
+fn splice(
+    g: &mut Graph,
+    body: &Graph,
+    inputs: &[Option<ValueId>],
+    tag: &str,
+) -> Result<(Vec<NodeId>, Vec<Option<ValueId>>), String> {
+    let mut map: Vec<Option<ValueId>> = vec![None; body.values().len()];
+    for (k, &v) in body.inputs.iter().enumerate() {
+        if let Some(slot) = map.get_mut(v.index()) {
+            *slot = inputs.get(k).copied().flatten();
+        }
+    }
+    for (i, v) in body.values().iter().enumerate() {
+        let bound = match &v.kind {
+            ValueKind::Captured { outer } => Some(*outer),
+            ValueKind::Initializer(t) => {
+                Some(g.add_initializer(fresh(g, format!("{tag}{}", v.name)), t.clone()))
+            }
+            ValueKind::SparseInitializer(_) => {
+                return Err(format!(
+                    "the body '{}' holds a sparse initializer, which cannot be unrolled yet",
+                    body.name
+                ));
+            }
+            _ => continue,
+        };
+        if let Some(slot) = map.get_mut(i) {
+            *slot = bound;
+        }
+    }
+    let at = |map: &[Option<ValueId>], v: ValueId| map.get(v.index()).copied().flatten();
+    let mut nodes = Vec::with_capacity(body.node_count());
+    for (_, bn) in body.nodes() {
+        let mut copy = bn.clone();
+        copy.inputs = bn.inputs.iter().map(|i| i.and_then(|v| at(&map, v))).collect();
+        for a in &mut copy.attributes {
+            for sub in a.value.graphs_mut() {
+                for c in sub.captures.clone() {
+                    if let ValueKind::Captured { outer } = &mut sub.value_mut(c).kind {
+                        *outer = at(&map, *outer).ok_or_else(|| {
+                            format!("a subgraph in the body '{}' uses an absent value", body.name)
+                        })?;
+                    }
+                }
+            }
+        }
+        let names: Vec<Option<String>> = bn
+            .outputs
+            .iter()
+            .map(|o| o.map(|o| fresh(g, format!("{tag}{}", body.value(o).name))))
+            .collect();
+        let id = g.add_node(copy, &names);
+        for (o, &n) in bn.outputs.iter().zip(&g.node(id).outputs) {
+            if let (Some(o), Some(slot)) = (o, o.and_then(|o| map.get_mut(o.index()))) {
+                let _ = o;
+                *slot = n;
+            }
+        }
+        nodes.push(id);
+    }
+    let outputs = body.outputs.iter().map(|&v| at(&map, v)).collect();
+    Ok((nodes, outputs))
+}
+
+impl Expander {
+    /// Whether a subgraph of `n` captures a sequence.
+    fn captures_seq(&self, n: &Node) -> bool {
+        n.subgraphs().any(|sub| {
+            sub.captures.iter().any(|&c| {
+                matches!(sub.value(c).kind, ValueKind::Captured { outer } if self.seqs.contains_key(&outer))
+            })
+        })
+    }
+
+    /// Whether an `If` gives or uses sequences (or optionals).
+    fn if_has_seq(&self, n: &Node) -> bool {
+        self.captures_seq(n)
+            || n.subgraphs().any(|sub| {
+                sub.outputs.iter().any(|&o| {
+                    matches!(sub.value(o).ty, Some(Type::Sequence(_) | Type::Optional(_)))
+                })
+            })
+    }
+
+    /// Copies `body` into `g` (see [`splice`]) and expands the copied nodes.
+    fn inline(
+        &mut self,
+        g: &mut Graph,
+        body: &Graph,
+        inputs: &[Option<ValueId>],
+        tag: &str,
+        order: &mut Vec<NodeId>,
+    ) -> Result<Vec<Option<ValueId>>, String> {
+        // An empty body still counts: it adds values per copy.
+        self.spliced = self.spliced.saturating_add(body.node_count().max(1));
+        if self.spliced > MAX_SPLICED_NODES {
+            return Err(format!(
+                "unrolling would add more than {MAX_SPLICED_NODES} nodes to the model"
+            ));
+        }
+        let (nodes, outputs) = splice(g, body, inputs, tag)?;
+        for id in nodes {
+            self.node(g, id, order);
+        }
+        Ok(outputs)
+    }
+
+    /// Makes the node output `old` the value `src`: an `Identity` takes its
+    /// place and its name, and every use of `old` reads it.
+    fn forward(&self, g: &mut Graph, old: ValueId, src: ValueId, order: &mut Vec<NodeId>) {
+        let name = g.value(old).name.clone();
+        let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
+        let tmp = fresh(g, format!("{name}_unrolled"));
+        let id = g.add_node(plain(opset, "Identity", vec![Some(src)]), &[Some(tmp)]);
+        order.push(id);
+        let Some(new) = g.node(id).output(0) else { return };
+        g.replace_uses(old, new);
+        let gone = fresh(g, format!("{name}_replaced"));
+        g.rename_value(old, gone);
+        g.rename_value(new, name);
+        g.value_mut(new).ty = g.value(old).ty.clone();
+    }
+
+    /// Binds `out` to `src`: the same list when `src` is a sequence.
+    fn bind_output(&mut self, g: &mut Graph, out: ValueId, src: ValueId, order: &mut Vec<NodeId>) {
+        match self.seqs.get(&src).cloned() {
+            Some(list) => {
+                self.seqs.insert(out, list);
+            }
+            None => self.forward(g, out, src, order),
+        }
+    }
+
+    /// `SequenceMap`: the body once per element, each copy with the types
+    /// of its own elements (elements may differ in shape).
+    fn map(&mut self, g: &mut Graph, id: NodeId, order: &mut Vec<NodeId>) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let body = body_of(&n, "body")?;
+        let lists: Vec<Option<Vec<ValueId>>> =
+            n.inputs.iter().map(|v| v.and_then(|v| self.seqs.get(&v).cloned())).collect();
+        let len = match lists.first() {
+            Some(Some(l)) => l.len(),
+            _ => return Err("its first input is not a sequence known at generation time".into()),
+        };
+        if let Some(l) = lists.iter().flatten().find(|l| l.len() != len) {
+            return Err(format!(
+                "its input sequences have different lengths ({len} and {})",
+                l.len()
+            ));
+        }
+        if body.inputs.len() != n.inputs.len() || body.outputs.len() != n.outputs.len() {
+            return Err(format!(
+                "the body has {} inputs and {} outputs; the node has {} and {}",
+                body.inputs.len(),
+                body.outputs.len(),
+                n.inputs.len(),
+                n.outputs.len()
+            ));
+        }
+        let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+        let mut results: Vec<Vec<ValueId>> = vec![Vec::with_capacity(len); n.outputs.len()];
+        for k in 0..len {
+            let inputs: Vec<Option<ValueId>> = n
+                .inputs
+                .iter()
+                .zip(&lists)
+                .map(|(v, l)| match l {
+                    Some(l) => l.get(k).copied(),
+                    None => *v,
+                })
+                .collect();
+            let outs = self.inline(g, &body, &inputs, &format!("{base}_map{k}_"), order)?;
+            for (j, o) in outs.into_iter().enumerate() {
+                let o = o.ok_or_else(|| format!("output {j} of the body is absent"))?;
+                if self.seqs.contains_key(&o) {
+                    return Err("a body that gives sequences is not supported yet".into());
+                }
+                if let Some(r) = results.get_mut(j) {
+                    r.push(o);
+                }
+            }
+        }
+        for (o, list) in n.outputs.iter().zip(results) {
+            if let Some(o) = o {
+                self.seqs.insert(*o, list);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A `Loop` that carries or reads sequences: unrolled, so every
+    /// sequence keeps a length known at generation time. The trip count
+    /// and the condition after each iteration must be known now.
+    fn unroll(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let body = body_of(&n, "body")?;
+        let trips = match n.input(0) {
+            Some(m) => const_ints(g, m).and_then(|m| m.first().copied()).ok_or_else(|| {
+                format!(
+                    "a Loop over sequences is unrolled at generation time, so its trip count \
+                     '{}' must be a constant; it is computed at run time",
+                    g.value(m).name
+                )
+            })?,
+            None => {
+                return Err("a Loop over sequences is unrolled at generation time and needs a \
+                            constant trip count"
+                    .into());
+            }
+        };
+        if usize::try_from(trips).is_ok_and(|t| t > MAX_SPLICED_NODES) {
+            return Err(format!(
+                "a Loop over sequences is unrolled at generation time; {trips} iterations are \
+                 more than the {MAX_SPLICED_NODES} this compiler unrolls"
+            ));
+        }
+        let go = match n.input(1) {
+            Some(c) => known_bool(g, c).ok_or_else(|| {
+                format!(
+                    "a Loop over sequences is unrolled at generation time, so its condition \
+                     '{}' must be a constant",
+                    g.value(c).name
+                )
+            })?,
+            None => true,
+        };
+        let state_count = n.inputs.len().saturating_sub(2);
+        if body.inputs.len() != 2 + state_count || body.outputs.len() < 1 + state_count {
+            return Err(format!(
+                "the body has {} inputs and {} outputs for {state_count} loop-carried values",
+                body.inputs.len(),
+                body.outputs.len()
+            ));
+        }
+        if body.outputs.len() > 1 + state_count
+            && n.outputs.iter().skip(state_count).any(Option::is_some)
+        {
+            return Err("scan outputs of a Loop over sequences are not supported yet".into());
+        }
+        let mut state: Vec<Option<ValueId>> = n.inputs.iter().skip(2).copied().collect();
+        let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+        let mut k = 0i64;
+        let mut go = go;
+        while go && k < trips {
+            let iter = g.add_initializer(
+                fresh(g, format!("{base}_iter{k}")),
+                Tensor::from_i64s("iter", Vec::new(), &[k]),
+            );
+            let cond = g.add_initializer(fresh(g, format!("{base}_cond{k}")), bool_tensor(true));
+            let mut inputs = vec![Some(iter), Some(cond)];
+            inputs.extend(state.iter().copied());
+            let outs = self.inline(g, &body, &inputs, &format!("{base}_it{k}_"), order)?;
+            let cond_out = outs.first().copied().flatten().ok_or("the body gives no condition")?;
+            go = known_bool(g, cond_out).ok_or_else(|| {
+                "a Loop over sequences is unrolled at generation time, so the condition its \
+                 body gives must be known then; it is computed at run time"
+                    .to_owned()
+            })?;
+            state = outs.iter().skip(1).take(state_count).copied().collect();
+            k += 1;
+        }
+        for (j, out) in n.outputs.iter().take(state_count).enumerate() {
+            let Some(out) = *out else { continue };
+            let src = state.get(j).copied().flatten().ok_or_else(|| {
+                format!("loop-carried value {j} is absent, so output {j} has no value")
+            })?;
+            self.bind_output(g, out, src, order);
+        }
+        Ok(false)
+    }
+
+    /// An `If` that gives or uses sequences. With a condition known now it
+    /// is the taken branch, copied in. Otherwise each branch is expanded on
+    /// its own and the node gives the elements of its sequence outputs as
+    /// separate outputs: both branches must give sequences of the same
+    /// length (and inference checks that the elements' types agree).
+    fn branch(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let cond = n.input(0).ok_or("If needs a condition")?;
+        if let Some(c) = known_bool(g, cond) {
+            let body = body_of(&n, if c { "then_branch" } else { "else_branch" })?;
+            let base = n.output(0).map_or_else(String::new, |v| g.value(v).name.clone());
+            let outs = self.inline(g, &body, &[], &format!("{base}_if_"), order)?;
+            for (j, (out, src)) in n.outputs.iter().zip(outs).enumerate() {
+                let (Some(out), Some(src)) = (*out, src) else {
+                    if out.is_some() {
+                        return Err(format!("output {j} of the taken branch is absent"));
+                    }
+                    continue;
+                };
+                self.bind_output(g, out, src, order);
+            }
+            return Ok(false);
+        }
+        let mut lengths: Vec<(String, Vec<Option<usize>>)> = Vec::new();
+        let mut attributes = n.attributes.clone();
+        for a in &mut attributes {
+            if a.name != "then_branch" && a.name != "else_branch" {
+                continue;
+            }
+            for sub in a.value.graphs_mut() {
+                let mut x = Expander { spliced: self.spliced, ..Expander::default() };
+                for c in sub.captures.clone() {
+                    let ValueKind::Captured { outer } = sub.value(c).kind else { continue };
+                    let Some(list) = self.seqs.get(&outer).cloned() else { continue };
+                    let base = sub.value(c).name.clone();
+                    let mut inner = Vec::with_capacity(list.len());
+                    for (k, e) in list.into_iter().enumerate() {
+                        inner.push(sub.add_capture(fresh(sub, format!("{base}_{k}")), e));
+                    }
+                    sub.captures.retain(|&v| v != c);
+                    sub.value_mut(c).kind =
+                        ValueKind::NodeOutput { node: NodeId(u32::MAX), index: 0 };
+                    x.seqs.insert(c, inner);
+                }
+                x.nodes(sub);
+                let lens = x.outputs(sub);
+                self.spliced = x.spliced;
+                for mut u in x.unsupported {
+                    u.reason = format!("in branch '{}' ({}): {}", sub.name, a.name, u.reason);
+                    self.unsupported.push(u);
+                }
+                lengths.push((a.name.clone(), lens));
+            }
+        }
+        if let [(na, a), (nb, b)] = lengths.as_slice()
+            && a != b
+        {
+            let show = |l: &[Option<usize>]| {
+                l.iter()
+                    .map(|k| {
+                        k.map_or_else(
+                            || "no sequence of known length".to_owned(),
+                            |k| format!("a sequence of {k}"),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(format!(
+                "the branches of If give different sequences ({na}: {}; {nb}: {}), so the \
+                 result would depend on the run-time condition; a sequence's length (and an \
+                 optional's presence) must be known at generation time",
+                show(a),
+                show(b)
+            ));
+        }
+        let lens = lengths.into_iter().next().map(|l| l.1).unwrap_or_default();
+        let mut outputs = Vec::new();
+        for (j, out) in n.outputs.iter().enumerate() {
+            let len = lens.get(j).copied().flatten();
+            match (out, len) {
+                (Some(v), None) => {
+                    let index = outputs.len();
+                    g.value_mut(*v).kind = ValueKind::NodeOutput { node: id, index };
+                    outputs.push(Some(*v));
+                }
+                (None, None) => outputs.push(None),
+                (_, Some(len)) => {
+                    let base =
+                        out.map_or_else(|| format!("if_output{j}"), |v| g.value(v).name.clone());
+                    let mut list = Vec::with_capacity(len);
+                    for k in 0..len {
+                        let index = outputs.len();
+                        let v = g.add_value(crate::ir::Value {
+                            name: fresh(g, format!("{base}_{k}")),
+                            ty: None,
+                            kind: ValueKind::NodeOutput { node: id, index },
+                            doc_string: String::new(),
+                        });
+                        outputs.push(Some(v));
+                        list.push(v);
+                    }
+                    if let Some(v) = out {
+                        self.seqs.insert(*v, list);
+                    }
+                }
+            }
+        }
+        let node = g.node_mut(id);
+        node.attributes = attributes;
+        node.outputs = outputs;
+        Ok(true)
     }
 }
 
@@ -702,6 +1269,159 @@ mod tests {
         assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
         assert_eq!(value(&a, 0), [1.0]);
         assert_eq!(types(&a)[1], ty("float[2]"));
+    }
+
+    #[test]
+    fn sequence_map_runs_the_body_once_per_element_with_its_shape() {
+        let a = run_with(
+            17,
+            "g (seq(float[N]) s, float[1] b) => (seq(float[N]) y, seq(int64[1]) d) {
+               y, d = SequenceMap (s, b) <body: graph = f (float[N] e, float[1] c) => (float[N] o, int64[1] n) {
+                  o = Add (e, c)
+                  n = Shape (e)
+               }>
+             }",
+            seq("s", &[(ElemType::Float, &[2]), (ElemType::Float, &[3])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[3]"), ty("int64[1]"), ty("int64[1]")]);
+        assert_eq!(value(&a, 2), [2.0]);
+        assert_eq!(value(&a, 3), [3.0]);
+    }
+
+    #[test]
+    fn a_loop_over_a_sequence_with_a_constant_trip_count_is_unrolled() {
+        // Three iterations append [i + 1] * x: lengths 1, 2, 3 along axis 0.
+        let a = run_with(
+            17,
+            "g (float[2] x) => (float[6] y, int64 n) {
+               m = Constant <value: tensor = int64 {3}> ()
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  one = Constant <value: tensor = int64 {1}> ()
+                  j = Add (i, one)
+                  f = Cast <to: int = 1> (j)
+                  r = Mul (x, f)
+                  out = SequenceInsert (acc, r)
+                  co = Identity (c)
+               }>
+               y = ConcatFromSequence <axis: int = 0> (s)
+               n = SequenceLength (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[6]"), ty("int64[]")]);
+        assert_eq!(value(&a, 1), [3.0]);
+    }
+
+    #[test]
+    fn a_loop_over_a_sequence_with_a_run_time_trip_count_is_unsupported() {
+        let a = run_with(
+            17,
+            "g (int64 m, float[2] x) => (float[?] y) {
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  out = SequenceInsert (acc, x)
+                  co = Identity (c)
+               }>
+               y = ConcatFromSequence <axis: int = 0> (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("trip count 'm' must be a constant")),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn run_time_insert_and_split_give_one_output_per_element() {
+        // Element j is a[j], t or a[j-1] depending on p: the largest of them.
+        let a = run_with(
+            11,
+            "g (seq(int64[N]) s, int64[3] t, int64[1] p) => (seq(int64[N]) y) {
+               y = SequenceInsert (s, t, p)
+             }",
+            seq("s", &[(ElemType::Int64, &[4]), (ElemType::Int64, &[2])]),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[3]")]);
+        // Two pieces whose sizes come at run time: each may take the whole axis.
+        let a = run_with(
+            13,
+            "g (float[5,2] x, int64[2] k) => (seq(float[?,2]) y) {
+               y = SplitToSequence (x, k)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[5, 2]"), ty("float[5, 2]")]);
+        let a = run_with(
+            13,
+            "g (float[5,2] x, int64 k) => (seq(float[?,2]) y) {
+               y = SplitToSequence (x, k)
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).iter().any(|r| r.contains("number of pieces")));
+    }
+
+    #[test]
+    fn unrolling_is_bounded() {
+        let a = run_with(
+            17,
+            "g (float[2] x) => (int64 n) {
+               m = Constant <value: tensor = int64 {1000000000000}> ()
+               e = SequenceEmpty <dtype: int = 1> ()
+               s = Loop (m, \"\", e) <body: graph = b (int64 i, bool c, seq(float[2]) acc) => (bool co, seq(float[2]) out) {
+                  out = Identity (acc)
+                  co = Identity (c)
+               }>
+               n = SequenceLength (s)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("more than the 100000")),
+            "{:?}",
+            unsupported(&a)
+        );
+    }
+
+    #[test]
+    fn if_branches_giving_sequences_of_one_length_give_its_elements() {
+        let a = run_with(
+            17,
+            "g (bool c, float[2] x) => (seq(float[2]) y) {
+               y = If (c) <then_branch: graph = t () => (seq(float[2]) a) {
+                  n = Neg (x)
+                  a = SequenceConstruct (x, n)
+               }, else_branch: graph = e () => (seq(float[2]) b) {
+                  b = SequenceConstruct (x, x)
+               }>
+             }",
+            IoSpec::default(),
+        );
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[2]"), ty("float[2]")]);
+        let a = run_with(
+            17,
+            "g (bool c, float[2] x) => (seq(float[2]) y) {
+               y = If (c) <then_branch: graph = t () => (seq(float[2]) a) {
+                  a = SequenceConstruct (x)
+               }, else_branch: graph = e () => (seq(float[2]) b) {
+                  b = SequenceConstruct (x, x)
+               }>
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("give different sequences")),
+            "{:?}",
+            unsupported(&a)
+        );
     }
 
     #[test]
