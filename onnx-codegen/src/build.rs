@@ -64,6 +64,14 @@ impl Build {
         self
     }
 
+    /// Fixes an integer input's values (row-major) at generation time: shapes
+    /// computed from it become static, and `run` returns
+    /// `Error::InputValue` if called with other values.
+    pub fn fix(mut self, input: &str, values: &[i64]) -> Build {
+        self.options.fixed_inputs.insert(input.to_owned(), values.to_vec());
+        self
+    }
+
     /// The file name in the output folder (default: `<model stem>.rs`).
     pub fn out_file(mut self, file: &str) -> Build {
         self.out_file = Some(file.to_owned());

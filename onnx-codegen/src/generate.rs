@@ -38,7 +38,7 @@ pub struct Options {
     /// by name. Shapes computed from them become static; `run` still takes
     /// them and returns [`Error::InputValue`](onnx_codegen_runtime::Error)
     /// when the caller passes other values.
-    pub fixed_inputs: BTreeMap<String, crate::ir::Tensor>,
+    pub fixed_inputs: BTreeMap<String, Vec<i64>>,
 }
 
 impl Default for Options {
@@ -129,6 +129,7 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     if !unknown.is_empty() {
         return Err(Error::new(unknown));
     }
+    fold_fixed_inputs(&mut prepared.model.graph, opts);
     let mut inferred = infer::infer(
         &prepared.model,
         &InferOptions {
@@ -140,6 +141,35 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
     Ok(Analysis { prepared, fused, inferred, plan })
+}
+
+/// Every use of an input fixed at generation time (`--fix`) reads a
+/// constant instead, so the passes before inference (sequences, which
+/// unroll by constant counts) see its values too. The input stays in the
+/// signature: inference marks it constant and the code checks the caller's
+/// values against it.
+fn fold_fixed_inputs(g: &mut crate::ir::Graph, opts: &Options) {
+    use crate::ir::{Dim, Type};
+    for (name, values) in &opts.fixed_inputs {
+        let Some(&v) = g.inputs.iter().find(|&&v| &g.value(v).name == name) else { continue };
+        let Some(Type::Tensor { elem: Some(elem), shape }) = &g.value(v).ty else { continue };
+        let Some(dims) = shape.dims.as_ref().and_then(|dims| {
+            dims.iter()
+                .map(|d| match d {
+                    Dim::Static(n) => usize::try_from(*n).ok(),
+                    Dim::Symbolic(s) => opts.dims.get(s).copied(),
+                    _ => None,
+                })
+                .collect::<Option<Vec<usize>>>()
+        }) else {
+            continue;
+        };
+        let ty = TensorType::new(*elem, dims);
+        // A value that does not fit is reported by inference.
+        let Ok(t) = infer::fixed_tensor(name, &ty, values) else { continue };
+        let c = g.add_initializer(format!("{name} (fixed)"), t);
+        g.replace_uses(v, c);
+    }
 }
 
 impl Analysis {

@@ -31,6 +31,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mut opts = Options {
         name: args.name.clone(),
         dims: args.model.dims(),
+        fixed_inputs: args.model.fixed_inputs(),
         limits: args.limits.limits(),
         ..Options::default()
     };

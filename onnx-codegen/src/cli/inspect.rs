@@ -22,7 +22,12 @@ pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
     let opts =
-        Options { dims: args.model.dims(), limits: args.limits.limits(), ..Options::default() };
+        Options {
+        dims: args.model.dims(),
+        fixed_inputs: args.model.fixed_inputs(),
+        limits: args.limits.limits(),
+        ..Options::default()
+    };
     let analysis = match load::load_model(path).and_then(|m| analyze(&m, &opts)) {
         Ok(a) => a,
         Err(e) => {

@@ -64,12 +64,30 @@ pub struct ModelArgs {
     /// A symbolic dimension's value, as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
     dims: Vec<(String, usize)>,
+    /// Fix an integer input's values at generation time, as NAME=V,V,...
+    /// (row-major; repeatable). Shapes computed from it become static; the
+    /// generated `run` returns `Error::InputValue` if called with other values.
+    #[arg(long = "fix", value_name = "NAME=V,V,...", value_parser = parse_fix)]
+    fixes: Vec<(String, Vec<i64>)>,
 }
 
 impl ModelArgs {
     fn dims(&self) -> std::collections::BTreeMap<String, usize> {
         self.dims.iter().cloned().collect()
     }
+
+    fn fixed_inputs(&self) -> std::collections::BTreeMap<String, Vec<i64>> {
+        self.fixes.iter().cloned().collect()
+    }
+}
+
+fn parse_fix(s: &str) -> Result<(String, Vec<i64>), String> {
+    let (name, values) = s.split_once('=').ok_or("expected NAME=V,V,...")?;
+    let values = values
+        .split(',')
+        .map(|v| v.trim().parse::<i64>().map_err(|_| format!("'{}' is not an integer", v.trim())))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((name.trim().to_owned(), values))
 }
 
 /// The runtime features generated code may use (off by default: generated

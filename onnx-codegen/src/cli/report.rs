@@ -22,7 +22,11 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
-    let mut opts = Options { dims: args.model.dims(), ..Options::default() };
+    let mut opts = Options {
+        dims: args.model.dims(),
+        fixed_inputs: args.model.fixed_inputs(),
+        ..Options::default()
+    };
     args.features.apply(&mut opts);
     let busy = super::spinner(format!("analysing {shown}"));
     let result = load::load_model(path).and_then(|m| analyze(&m, &opts)).and_then(|analysis| {

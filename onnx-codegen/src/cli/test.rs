@@ -87,6 +87,10 @@ pub fn run(args: &Args) -> ExitCode {
     if image > 0 {
         extra.push(format!("{image} with image"));
     }
+    let fixed = outcomes.iter().filter(|o| !o.fixed_inputs.is_empty()).count();
+    if fixed > 0 {
+        extra.push(format!("{fixed} with input values fixed from the data"));
+    }
     let extra = if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
     outln!("{passed} passed, {} failed{extra}", failed + unsupported);
     if failed + unsupported == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }

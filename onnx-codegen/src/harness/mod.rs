@@ -39,7 +39,15 @@ pub struct Outcome {
     /// tensors, `image` for ImageDecoder); the harness turns them on itself.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<&'static str>,
+    /// Integer inputs whose values the harness fixed at generation time from
+    /// the first data set (`--fix`), because shapes depend on them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixed_inputs: Vec<String>,
 }
+
+/// The most elements an integer input may have for the harness to fix its
+/// values when a model's shapes depend on them.
+const FIX_MAX_ELEMENTS: u64 = 16;
 
 /// What the harness needs from the caller.
 #[derive(Clone, Debug)]
@@ -65,6 +73,8 @@ struct Case {
     /// The weight file the code includes, for models with large weights.
     weights_file: Option<String>,
     sets: Vec<DataSet>,
+    /// Inputs fixed from the first data set (see [`Outcome::fixed_inputs`]).
+    fixed_inputs: Vec<String>,
 }
 
 impl Case {
@@ -119,7 +129,13 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
             Ok(case) => cases.push((i, case)),
             Err((status, reason)) => {
                 outcomes[i] =
-                    Some(Outcome { name: name.clone(), status, reason, features: Vec::new() })
+                    Some(Outcome {
+                    name: name.clone(),
+                    status,
+                    reason,
+                    features: Vec::new(),
+                    fixed_inputs: Vec::new(),
+                })
             }
         }
         progress.advance(1, &name);
@@ -152,6 +168,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
                 status: Status::Fail,
                 reason: reason.clone(),
                 features: case.features(),
+                fixed_inputs: case.fixed_inputs.clone(),
             },
             Ok(list) => judge(case, list, &results[k], opts),
         };
@@ -166,6 +183,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
                 status: Status::Fail,
                 reason: "the harness lost this test".into(),
                 features: Vec::new(),
+                fixed_inputs: Vec::new(),
             })
         })
         .collect()
@@ -249,17 +267,48 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
             }
         }
     }
-    let opts = &opts;
     let mut weights_file = None;
-    let generated = match generate(&model, opts, &source).and_then(|g| {
-        if g.weights.len() <= INLINE_WEIGHTS_LIMIT {
-            return Ok(g);
+    let mut build = |opts: &Options| {
+        generate(&model, opts, &source).and_then(|g| {
+            if g.weights.len() <= INLINE_WEIGHTS_LIMIT {
+                return Ok(g);
+            }
+            let file = format!("{}.weights.bin", crate::emit::snake_ident(name));
+            weights_file = Some(file.clone());
+            let opts = Options { weights: WeightSource::File(file), ..opts.clone() };
+            generate(&model, &opts, &source)
+        })
+    };
+    let mut result = build(&opts);
+    // Shapes that depend on the values of small integer inputs (a target
+    // shape, a window size): generate again with those values fixed from
+    // the first data set, as a user would with `--fix`. The code checks at
+    // run time that every data set passes the same values.
+    let mut fixed_inputs = Vec::new();
+    if let Err(e) = &result
+        && e.diagnostics().iter().any(|d| {
+            d.message.contains("known only at run time") || d.message.contains("known at generation time")
+        })
+        && let Some((_, inputs, _)) = raw_sets.first()
+    {
+        let mut fixed = opts.clone();
+        for ((name, form), values) in input_forms.iter().zip(inputs) {
+            let (data::ValueForm::Tensor, Some(list)) = (form, values) else { continue };
+            let [t] = list.as_slice() else { continue };
+            let integer = crate::ops::is_int(t.elem);
+            if integer && t.len() <= FIX_MAX_ELEMENTS && let Some(v) = t.to_i64s() {
+                fixed.fixed_inputs.insert(name.clone(), v);
+            }
         }
-        let file = format!("{}.weights.bin", crate::emit::snake_ident(name));
-        weights_file = Some(file.clone());
-        let opts = Options { weights: WeightSource::File(file), ..opts.clone() };
-        generate(&model, &opts, &source)
-    }) {
+        if !fixed.fixed_inputs.is_empty() {
+            let retry = build(&fixed);
+            if retry.is_ok() {
+                fixed_inputs = fixed.fixed_inputs.keys().cloned().collect();
+                result = retry;
+            }
+        }
+    }
+    let generated = match result {
         Ok(g) => g,
         Err(e) => {
             let unsupported =
@@ -301,7 +350,14 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     if sets.is_empty() {
         return Err(fail("no test_data_set_* directory".into()));
     }
-    Ok(Case { name: name.to_owned(), dir: dir.to_owned(), generated, weights_file, sets })
+    Ok(Case {
+        name: name.to_owned(),
+        dir: dir.to_owned(),
+        generated,
+        weights_file,
+        sets,
+        fixed_inputs,
+    })
 }
 
 /// Binds the symbolic dimensions of a tensor input's declared type (or a
@@ -399,6 +455,7 @@ fn judge(
         status: Status::Fail,
         reason,
         features: case.features(),
+                fixed_inputs: case.fixed_inputs.clone(),
     };
     let mut problems = Vec::new();
     for (s, set) in case.sets.iter().enumerate() {
@@ -443,6 +500,7 @@ fn judge(
             status: Status::Pass,
             reason: String::new(),
             features: case.features(),
+                fixed_inputs: case.fixed_inputs.clone(),
         }
     } else {
         fail(problems.join("; "))

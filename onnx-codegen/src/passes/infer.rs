@@ -27,10 +27,10 @@ pub struct InferOptions {
     /// this many bytes, or no more than its inputs do (so folding never
     /// inflates the weights much).
     pub fold_limit_bytes: usize,
-    /// Main-graph inputs whose values are fixed at generation time, by
-    /// name: they fold like initializers, and the generated code checks at
-    /// run time that the caller passes exactly these values.
-    pub fixed_inputs: BTreeMap<String, Tensor>,
+    /// Integer main-graph inputs whose values are fixed at generation time,
+    /// by name (row-major): they fold like initializers, and the generated
+    /// code checks at run time that the caller passes exactly these values.
+    pub fixed_inputs: BTreeMap<String, Vec<i64>>,
 }
 
 impl Default for InferOptions {
@@ -119,6 +119,43 @@ std::thread_local! {
 /// symbolic dimensions the user bound (`--dim`) hold there too.
 pub fn enclosing_options() -> InferOptions {
     OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
+}
+
+/// The constant for input `name` of type `ty` fixed to `values` (`--fix`):
+/// an integer type, one value per element, each in the type's range.
+pub fn fixed_tensor(name: &str, ty: &TensorType, values: &[i64]) -> Result<Tensor, String> {
+    use crate::ir::ElemType as E;
+    let (bytes, min, max): (usize, i128, i128) = match ty.elem {
+        E::Int8 => (1, i8::MIN.into(), i8::MAX.into()),
+        E::Int16 => (2, i16::MIN.into(), i16::MAX.into()),
+        E::Int32 => (4, i32::MIN.into(), i32::MAX.into()),
+        E::Int64 => (8, i64::MIN.into(), i64::MAX.into()),
+        E::Uint8 => (1, 0, u8::MAX.into()),
+        E::Uint16 => (2, 0, u16::MAX.into()),
+        E::Uint32 => (4, 0, u32::MAX.into()),
+        E::Uint64 => (8, 0, i64::MAX.into()),
+        other => {
+            return Err(format!(
+                "input '{name}' is {other}: only integer inputs can have their values fixed"
+            ));
+        }
+    };
+    if ty.numel() != Some(values.len()) {
+        return Err(format!(
+            "input '{name}' is {ty}, but {} values are fixed for it",
+            values.len()
+        ));
+    }
+    let mut data = Vec::with_capacity(values.len() * bytes);
+    for &x in values {
+        if !(min..=max).contains(&i128::from(x)) {
+            return Err(format!("the value {x} fixed for input '{name}' does not fit its type {ty}"));
+        }
+        data.extend_from_slice(&x.to_le_bytes()[..bytes]);
+    }
+    let dims = ty.dims.iter().map(|&d| d as u64).collect();
+    Tensor::from_bytes(name, ty.elem, dims, data.into())
+        .map_err(|d| d.into_iter().map(|d| d.message).collect::<Vec<_>>().join("; "))
 }
 
 /// How far [`State::expected_dims`] follows a value downstream.
@@ -358,22 +395,11 @@ impl State<'_> {
                     match ty {
                         Ok(ty) => {
                             if seeds.is_empty()
-                                && let Some(t) = self.opts.fixed_inputs.get(&v.name)
+                                && let Some(values) = self.opts.fixed_inputs.get(&v.name)
                             {
-                                if t.tensor_type().as_ref() == Some(&ty) {
-                                    self.constants[i] = Some(t.clone());
-                                } else {
-                                    let given = t
-                                        .tensor_type()
-                                        .map_or_else(|| "too large".to_owned(), |t| t.to_string());
-                                    self.error(
-                                        None,
-                                        format!(
-                                            "the value fixed for input '{}' is {given}, but the \
-                                             input is {ty}",
-                                            v.name
-                                        ),
-                                    );
+                                match fixed_tensor(&v.name, &ty, values) {
+                                    Ok(t) => self.constants[i] = Some(t),
+                                    Err(m) => self.error(None, m),
                                 }
                             }
                             self.types[i] = Some(ty);
