@@ -422,9 +422,9 @@ fn host_ratio(h: &HostTensor) -> Option<f64> {
     }
 }
 
-/// How the node runs: inference, or training with the seeded generator of
-/// `runtime-support::misc` (not numpy's random stream, so a nonzero ratio
-/// gives other draws than the reference's).
+/// How the node runs: inference, or training with the seeded Mersenne
+/// Twister of `runtime-support::misc`, which reproduces numpy's legacy
+/// stream and so the reference's mask for the same seed.
 fn dropout_plan(cx: &NodeCx<'_>) -> OpResult<DropoutPlan> {
     let x = cx.input(0)?;
     if !matches!(
