@@ -3,7 +3,8 @@
 //! (Momentum, Adagrad, Adam), and the random generators (RandomUniform,
 //! RandomNormal, their `Like` forms, Bernoulli) over a seeded deterministic
 //! generator: a given seed gives the same numbers on every run and every
-//! platform (not numpy's stream).
+//! platform (not numpy's stream), and Dropout's training mask, drawn from
+//! numpy's legacy stream ([`Mt19937`]) so that it matches the reference.
 //!
 //! Float math runs in `f64` and rounds once per output element, as the
 //! reference does for `f32` tensors.
@@ -297,6 +298,129 @@ impl Rng {
     }
 }
 
+/// Words of Mersenne Twister state.
+const MT_N: usize = 624;
+/// The twist's middle offset.
+const MT_M: usize = 397;
+
+/// MT19937, the 32-bit Mersenne Twister, seeded as numpy's legacy
+/// `RandomState` seeds it, so Dropout's training mask reproduces the
+/// reference's `np.random.seed(seed); np.random.uniform(0, 1, shape)`
+/// bit for bit.
+///
+/// The state is 624 words (2.5 KB). Kernels build it on their own stack for
+/// the duration of one call rather than keeping it in the model struct:
+/// the ONNX ops re-seed on every run, so no state outlives a call, and a
+/// model without random ops pays nothing. On small targets (Cortex-M)
+/// those 2.5 KB of stack during a training-mode Dropout must be budgeted.
+#[derive(Clone, Debug)]
+pub struct Mt19937 {
+    state: [u32; MT_N],
+    /// The next state word to temper; `MT_N` means a twist is due.
+    pos: usize,
+}
+
+impl Mt19937 {
+    /// numpy's seeding for an integer seed. A seed that fits in 32 bits
+    /// uses the reference initialisation (`init_genrand`), as
+    /// `np.random.seed(seed)` does; a wider one (numpy refuses those) is
+    /// fed as the two words `[low, high]` to the array initialisation
+    /// (`init_by_array`), as `np.random.seed([low, high])` does, so every
+    /// 64-bit seed gives its own stream.
+    pub fn new(seed: u64) -> Mt19937 {
+        match u32::try_from(seed) {
+            Ok(s) => Mt19937::from_u32(s),
+            Err(_) => Mt19937::from_words(&[seed as u32, (seed >> 32) as u32]),
+        }
+    }
+
+    /// The reference initialisation from one 32-bit seed.
+    pub fn from_u32(seed: u32) -> Mt19937 {
+        let mut state = [0u32; MT_N];
+        let mut prev = seed;
+        for (i, w) in state.iter_mut().enumerate() {
+            if i > 0 {
+                prev = 1_812_433_253u32.wrapping_mul(prev ^ (prev >> 30)).wrapping_add(i as u32);
+            }
+            *w = prev;
+        }
+        Mt19937 { state, pos: MT_N }
+    }
+
+    /// The reference array initialisation: the state is seeded with
+    /// 19650218, then mixed with `key` (an empty key acts as `[0]`).
+    pub fn from_words(key: &[u32]) -> Mt19937 {
+        let mut g = Mt19937::from_u32(19_650_218);
+        let s = &mut g.state;
+        let (mut i, mut j) = (1usize, 0usize);
+        let key_len = key.len().max(1);
+        for _ in 0..MT_N.max(key_len) {
+            let prev = s[i - 1];
+            let k = key.get(j).copied().unwrap_or(0);
+            s[i] = (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525))
+                .wrapping_add(k)
+                .wrapping_add(j as u32);
+            i += 1;
+            j += 1;
+            if i >= MT_N {
+                s[0] = s[MT_N - 1];
+                i = 1;
+            }
+            if j >= key_len {
+                j = 0;
+            }
+        }
+        for _ in 0..MT_N - 1 {
+            let prev = s[i - 1];
+            s[i] =
+                (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
+            i += 1;
+            if i >= MT_N {
+                s[0] = s[MT_N - 1];
+                i = 1;
+            }
+        }
+        s[0] = 0x8000_0000;
+        g.pos = MT_N;
+        g
+    }
+
+    /// Regenerates all 624 words from the previous ones.
+    fn twist(&mut self) {
+        let s = &mut self.state;
+        for i in 0..MT_N {
+            let x = (s[i] & 0x8000_0000) | (s[(i + 1) % MT_N] & 0x7fff_ffff);
+            let mut xa = x >> 1;
+            if x & 1 != 0 {
+                xa ^= 0x9908_b0df;
+            }
+            s[i] = s[(i + MT_M) % MT_N] ^ xa;
+        }
+        self.pos = 0;
+    }
+
+    /// The next 32-bit output.
+    pub fn next_u32(&mut self) -> u32 {
+        if self.pos >= MT_N {
+            self.twist();
+        }
+        let mut y = self.state.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    /// numpy's `random_sample`: a double in `[0, 1)` from two outputs,
+    /// `((a >> 5) * 2^26 + (b >> 6)) / 2^53`.
+    pub fn uniform(&mut self) -> f64 {
+        let a = u64::from(self.next_u32() >> 5);
+        let b = u64::from(self.next_u32() >> 6);
+        ((a << 26) + b) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
 /// How a random kernel draws each element.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Dist {
@@ -334,8 +458,10 @@ pub fn bernoulli<P: Float, O: Num>(seed: u64, p: &[P], y: &mut [O]) -> Result {
     Ok(())
 }
 
-/// ONNX `Dropout` in training mode. Each element draws a uniform sample from
-/// the generator started at `seed`; where it is at least `ratio` the element
+/// ONNX `Dropout` in training mode. Each element, in order, draws a uniform
+/// sample from an [`Mt19937`] seeded with `seed` (numpy's legacy stream, as
+/// the reference's `np.random.uniform(0, 1, shape)` after
+/// `np.random.seed(seed)`; its 2.5 KB state lives on this call's stack); where it is at least `ratio` the element
 /// is kept and scaled, `y = (1 * x) * (1 / (1 - ratio))` in `T`, elsewhere
 /// `y = (0 * x) * scale` (so a dropped negative value is `-0`, as numpy's
 /// `mask * x * scale` gives). `mask`, unless empty, receives whether each
@@ -357,7 +483,7 @@ pub fn dropout_train<T: Float, F: Flag>(
         return Ok(());
     }
     let scale = T::from_f64(1.0 / (1.0 - ratio));
-    let mut rng = Rng::new(seed);
+    let mut rng = Mt19937::new(seed);
     for (i, (o, &v)) in y.iter_mut().zip(x).enumerate() {
         let keep = rng.uniform() >= ratio;
         *o = T::from_usize(usize::from(keep)).mul(v).mul(scale);
@@ -435,6 +561,43 @@ mod tests {
     }
 
     #[test]
+    fn mt19937_matches_numpy() {
+        // Expected values from numpy 2 (legacy RandomState):
+        // `np.random.RandomState(s).randint(0, 2**32, 5, dtype=np.uint64)` and
+        // `np.random.RandomState(s).random_sample(4)`.
+        let mut g = Mt19937::new(5489);
+        let got: [u32; 5] = core::array::from_fn(|_| g.next_u32());
+        assert_eq!(got, [3_499_211_612, 581_869_302, 3_890_346_734, 3_586_334_585, 545_404_204]);
+        let mut g = Mt19937::new(0);
+        let got: [u32; 5] = core::array::from_fn(|_| g.next_u32());
+        assert_eq!(
+            got,
+            [2_357_136_044, 2_546_248_239, 3_071_714_933, 3_626_093_760, 2_588_848_963]
+        );
+        let mut g = Mt19937::new(0);
+        let got: [f64; 4] = core::array::from_fn(|_| g.uniform());
+        let want = [0.5488135039273248, 0.7151893663724195, 0.6027633760716439, 0.5448831829968969];
+        assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        let mut g = Mt19937::new(5489);
+        let got: [f64; 4] = core::array::from_fn(|_| g.uniform());
+        let want =
+            [0.8147236863931789, 0.9057919370756192, 0.12698681629350606, 0.9133758561390194];
+        assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        // Past the first twist: outputs 701..=703 for seed 0.
+        let mut g = Mt19937::new(0);
+        (0..700).for_each(|_| {
+            g.next_u32();
+        });
+        let got: [u32; 3] = core::array::from_fn(|_| g.next_u32());
+        assert_eq!(got, [2_772_703_073, 2_041_352_620, 151_880_507]);
+        // A seed wider than 32 bits is the key [low, high]:
+        // `RandomState(np.array([low, high], dtype=np.uint32))`.
+        let mut g = Mt19937::new(DEFAULT_SEED);
+        let got: [u32; 3] = core::array::from_fn(|_| g.next_u32());
+        assert_eq!(got, [1_653_824_617, 2_834_361_445, 3_738_864_234]);
+    }
+
+    #[test]
     fn dropout_in_training_mode() {
         let x = [1.5f32, -2.0, 3.0, -0.5, 4.0, 8.0, -1.0, 0.25];
         // Ratio 0 keeps every value unchanged.
@@ -444,6 +607,8 @@ mod tests {
         // Ratio 0.75: kept values are scaled by 4, dropped ones are signed
         // zeros, and the mask says which; the same seed gives the same mask.
         dropout_train(5, 0.75, &x, &mut y, &mut m).unwrap();
+        // The mask of `onnx.reference` (`RandomState(5).uniform(0, 1, 8) >= 0.75`).
+        assert_eq!(m, [false, true, false, true, false, false, true, false]);
         for i in 0..8 {
             let want = if m[i] { x[i] * 4.0 } else { 0.0 * x[i] };
             assert_eq!(y[i].to_bits(), want.to_bits(), "{i}");

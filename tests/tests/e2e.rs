@@ -191,3 +191,10 @@ fn run_time_shapes_that_differ_from_the_declared_ones_are_an_error() {
 fn flex_attention_modifiers_and_run_time_dropout_match_the_reference() {
     check("flex_and_dropout");
 }
+
+#[test]
+fn seeded_training_dropout_matches_the_reference_mask() {
+    // The reference draws the mask from numpy's `RandomState(seed)`; the
+    // second Dropout draws 800 words, past the generator's first twist.
+    check("seeded_dropout");
+}
