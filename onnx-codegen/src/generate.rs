@@ -112,8 +112,6 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_model(model, &opts.limits)?;
     let mut prepared = passes::prepare(model)?;
     limits::check_prepared(&prepared.model, &opts.limits)?;
-    let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
-    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
     let g = &prepared.model.graph;
     let unknown: Vec<Diagnostic> = opts
         .fixed_inputs
@@ -130,6 +128,8 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         return Err(Error::new(unknown));
     }
     fold_fixed_inputs(&mut prepared.model.graph, opts);
+    let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
+    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
     let mut inferred = infer::infer(
         &prepared.model,
         &InferOptions {

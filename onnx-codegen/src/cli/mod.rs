@@ -64,7 +64,7 @@ pub struct ModelArgs {
     /// A symbolic dimension's value, as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
     dims: Vec<(String, usize)>,
-    /// Fix an integer input's values at generation time, as NAME=V,V,...
+    /// Fix an integer or bool (0/1) input's values at generation time, as NAME=V,V,...
     /// (row-major; repeatable). Shapes computed from it become static; the
     /// generated `run` returns `Error::InputValue` if called with other values.
     #[arg(long = "fix", value_name = "NAME=V,V,...", value_parser = parse_fix)]

@@ -99,7 +99,10 @@ pub fn emit(
         let values = t.to_i64s().ok_or("a fixed input that is not integer")?;
         let lits = values
             .iter()
-            .map(|&x| lit::int(i128::from(x), elem))
+            .map(|&x| match elem {
+                ElemType::Bool => Some(if x != 0 { quote!(true) } else { quote!(false) }),
+                _ => lit::int(i128::from(x), elem),
+            })
             .collect::<Option<Vec<_>>>()
             .ok_or("a fixed input that is not integer")?;
         fixed_checks.push(quote! {

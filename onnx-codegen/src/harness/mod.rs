@@ -287,7 +287,9 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     let mut fixed_inputs = Vec::new();
     if let Err(e) = &result
         && e.diagnostics().iter().any(|d| {
-            d.message.contains("known only at run time") || d.message.contains("known at generation time")
+            ["known only at run time", "known at generation time", "computed at run time"]
+                .iter()
+                .any(|phrase| d.message.contains(phrase))
         })
         && let Some((_, inputs, _)) = raw_sets.first()
     {
@@ -295,7 +297,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         for ((name, form), values) in input_forms.iter().zip(inputs) {
             let (data::ValueForm::Tensor, Some(list)) = (form, values) else { continue };
             let [t] = list.as_slice() else { continue };
-            let integer = crate::ops::is_int(t.elem);
+            let integer = crate::ops::is_int(t.elem) || t.elem == crate::ir::ElemType::Bool;
             if integer && t.len() <= FIX_MAX_ELEMENTS && let Some(v) = t.to_i64s() {
                 fixed.fixed_inputs.insert(name.clone(), v);
             }

@@ -134,9 +134,10 @@ pub fn fixed_tensor(name: &str, ty: &TensorType, values: &[i64]) -> Result<Tenso
         E::Uint16 => (2, 0, u16::MAX.into()),
         E::Uint32 => (4, 0, u32::MAX.into()),
         E::Uint64 => (8, 0, i64::MAX.into()),
+        E::Bool => (1, 0, 1),
         other => {
             return Err(format!(
-                "input '{name}' is {other}: only integer inputs can have their values fixed"
+                "input '{name}' is {other}: only integer and bool inputs can have their values fixed"
             ));
         }
     };
