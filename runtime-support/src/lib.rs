@@ -160,9 +160,7 @@ impl core::fmt::Display for Error {
             Error::ArenaOverlap => "two arena ranges used by one call overlap",
             Error::Misaligned => "a byte range is misaligned or sized wrongly for its element type",
             Error::Overflow => "a size computation overflowed",
-            Error::InputValue => {
-                "an input fixed when the code was generated holds another value"
-            }
+            Error::InputValue => "an input fixed when the code was generated holds another value",
             Error::Malformed => {
                 "input data is malformed (invalid UTF-8, an undecodable image, a bad pattern)"
             }

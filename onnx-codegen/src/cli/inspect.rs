@@ -21,8 +21,7 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let path = &args.model.model;
     let shown = path.display().to_string();
-    let opts =
-        Options {
+    let opts = Options {
         dims: args.model.dims(),
         fixed_inputs: args.model.fixed_inputs(),
         limits: args.limits.limits(),

@@ -128,8 +128,7 @@ pub fn run_tests(dirs: &[PathBuf], opts: &TestOptions, progress: &dyn Progress) 
         match prepare_case(dir, &name, &opts.generate) {
             Ok(case) => cases.push((i, case)),
             Err((status, reason)) => {
-                outcomes[i] =
-                    Some(Outcome {
+                outcomes[i] = Some(Outcome {
                     name: name.clone(),
                     status,
                     reason,
@@ -298,7 +297,10 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
             let (data::ValueForm::Tensor, Some(list)) = (form, values) else { continue };
             let [t] = list.as_slice() else { continue };
             let integer = crate::ops::is_int(t.elem) || t.elem == crate::ir::ElemType::Bool;
-            if integer && t.len() <= FIX_MAX_ELEMENTS && let Some(v) = t.to_i64s() {
+            if integer
+                && t.len() <= FIX_MAX_ELEMENTS
+                && let Some(v) = t.to_i64s()
+            {
                 fixed.fixed_inputs.insert(name.clone(), v);
             }
         }
@@ -457,7 +459,7 @@ fn judge(
         status: Status::Fail,
         reason,
         features: case.features(),
-                fixed_inputs: case.fixed_inputs.clone(),
+        fixed_inputs: case.fixed_inputs.clone(),
     };
     let mut problems = Vec::new();
     for (s, set) in case.sets.iter().enumerate() {
@@ -502,7 +504,7 @@ fn judge(
             status: Status::Pass,
             reason: String::new(),
             features: case.features(),
-                fixed_inputs: case.fixed_inputs.clone(),
+            fixed_inputs: case.fixed_inputs.clone(),
         }
     } else {
         fail(problems.join("; "))

@@ -150,7 +150,9 @@ pub fn fixed_tensor(name: &str, ty: &TensorType, values: &[i64]) -> Result<Tenso
     let mut data = Vec::with_capacity(values.len() * bytes);
     for &x in values {
         if !(min..=max).contains(&i128::from(x)) {
-            return Err(format!("the value {x} fixed for input '{name}' does not fit its type {ty}"));
+            return Err(format!(
+                "the value {x} fixed for input '{name}' does not fit its type {ty}"
+            ));
         }
         data.extend_from_slice(&x.to_le_bytes()[..bytes]);
     }
