@@ -20,11 +20,17 @@ fn main() {
     let mut arms = String::new();
     for path in paths {
         let stem = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 file name");
-        let built = onnx_codegen::build::Build::new(&path)
-            .dim("N", 2)
-            .alloc(true)
-            .generate()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut build = onnx_codegen::build::Build::new(&path).dim("N", 2).alloc(true);
+        // `<stem>.fix`: inputs fixed at generation time, NAME=V,V,... per line.
+        if let Ok(text) = std::fs::read_to_string(path.with_extension("fix")) {
+            for line in text.split_whitespace() {
+                let (name, values) = line.split_once('=').expect("NAME=V,V,...");
+                let values: Vec<i64> =
+                    values.split(',').map(|v| v.parse().expect("an integer")).collect();
+                build = build.fix(name, &values);
+            }
+        }
+        let built = build.generate().unwrap_or_else(|e| panic!("{e}"));
         writeln!(
             index,
             "pub mod {stem} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{stem}.rs\")); }}"

@@ -4,7 +4,9 @@ For each tests/models/<name>.onnxtxt: parse it with the reference parser,
 make deterministic inputs, run the ONNX reference evaluator
 (onnx.reference.ReferenceEvaluator), and write <name>.json with the inputs and
 the reference outputs. The expected values come from the reference, never
-from onnx-codegen. Run: python3 tools/gen_e2e_expected.py [model names]
+from onnx-codegen. A model with a <name>.fix file (NAME=V,V,... per line) is generated with
+those inputs fixed (`--fix`), and its inputs take those values here.
+Run: python3 tools/gen_e2e_expected.py [model names]
 """
 import json
 import pathlib
@@ -57,6 +59,14 @@ def main():
         onnx.checker.check_model(model, full_check=True)
         rng = np.random.default_rng(1234)
         inputs = {vi.name: make_input(rng, vi, path.stem) for vi in model.graph.input}
+        # Inputs fixed at generation time (<stem>.fix, NAME=V,V,... per line,
+        # read by tests/build.rs too) take those values.
+        fix = path.with_suffix(".fix")
+        if fix.exists():
+            for line in fix.read_text().split():
+                name, values = line.split("=")
+                old = inputs[name]
+                inputs[name] = np.array([int(v) for v in values.split(",")], dtype=old.dtype).reshape(old.shape)
         outputs = ReferenceEvaluator(model).run(None, inputs)
         record = {
             "dims": DIMS,

@@ -198,3 +198,18 @@ fn seeded_training_dropout_matches_the_reference_mask() {
     // second Dropout draws 800 words, past the generator's first twist.
     check("seeded_dropout");
 }
+
+#[test]
+fn an_input_fixed_at_generation_time_sizes_the_output() {
+    check("fixed_inputs");
+}
+
+#[test]
+fn an_input_fixed_at_generation_time_refuses_other_values() {
+    use generated::fixed_inputs::FixedInputs;
+    let mut m = FixedInputs::new();
+    let mut y = [0f32; 5];
+    m.run(&[5], &[2.0], &mut y).unwrap();
+    assert_eq!(y, [0.0, 2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(m.run(&[4], &[2.0], &mut y), Err(onnx_codegen_runtime::Error::InputValue));
+}
