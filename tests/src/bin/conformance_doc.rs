@@ -58,6 +58,20 @@ fn main() {
         std::process::exit(2);
     });
     let known = known_failures();
+    // Tests whose code needed a runtime feature or inputs fixed from the data.
+    let mut with_features: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut fixed: Vec<(String, String)> = Vec::new();
+    for o in &outcomes {
+        let name = o["name"].as_str().unwrap_or_default().to_owned();
+        for f in o["features"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
+            with_features.entry(f.to_owned()).or_default().push(name.clone());
+        }
+        let inputs: Vec<&str> =
+            o["fixed_inputs"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
+        if !inputs.is_empty() {
+            fixed.push((name, inputs.join(", ")));
+        }
+    }
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let (mut total, mut passed) = (0, 0);
     for o in &outcomes {
@@ -88,11 +102,30 @@ fn main() {
         "Written by `tests/src/bin/conformance_doc.rs` from `onnx-codegen test` results \
          (strict tolerance: rtol 1e-3, atol 1e-7). **{passed} of {total} tests pass.** \
          A test counts for every operator its model uses.\n\n\
-         All generated code is allocation-free (`#![no_std]` kernels, no `alloc`): every \
-         passing test passes in no-alloc mode, the only mode there is. Tests that fail \
+         Generated code is allocation-free (`#![no_std]` kernels, no `alloc`) unless the \
+         model has string tensors: those are generated with `--alloc` and need the \
+         runtime's `alloc` feature; ImageDecoder needs `--image` and the runtime's `image` \
+         feature (std). Every other test is generated in no-alloc mode. Tests that fail \
          on purpose are explained in `tests/known_failures.txt`.\n"
     )
     .unwrap();
+    for (feature, names) in &with_features {
+        let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        writeln!(md, "Generated with `{feature}` ({}): {}.\n", names.len(), list.join(", "))
+            .unwrap();
+    }
+    if !fixed.is_empty() {
+        let list: Vec<String> =
+            fixed.iter().map(|(n, inputs)| format!("`{n}` ({inputs})")).collect();
+        writeln!(
+            md,
+            "Generated with input values fixed from the test data (`--fix`: their output \
+             shapes depend on those values; the code checks them at run time) ({}): {}.\n",
+            fixed.len(),
+            list.join(", ")
+        )
+        .unwrap();
+    }
     writeln!(md, "| operator | tests | pass | not passing |\n| --- | ---: | ---: | ---: |")
         .unwrap();
     for (op, row) in &rows {
