@@ -241,10 +241,11 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         raw_sets.push((set, inputs, outputs));
     }
     let mut opts = opts.clone();
-    // String tensors and ImageDecoder need runtime features; the harness
-    // enables them for the shards of the models that use them.
-    opts.alloc = true;
-    opts.image = true;
+    // Every model is generated allocation-free first; string tensors and
+    // ImageDecoder, refused there, are generated again with `--alloc` or
+    // `--image` (below), and their shards get the runtime features.
+    opts.alloc = false;
+    opts.image = false;
     if let Some((_, inputs, _)) = raw_sets.first() {
         let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
         for (v, values) in declared.iter().zip(inputs) {
@@ -279,6 +280,15 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         })
     };
     let mut result = build(&opts);
+    if let Err(e) = &result {
+        let asks = |flag: &str| e.diagnostics().iter().any(|d| d.message.contains(flag));
+        let (alloc, image) = (asks("pass --alloc"), asks("pass --image"));
+        if alloc || image {
+            opts.alloc = alloc;
+            opts.image = image;
+            result = build(&opts);
+        }
+    }
     // Shapes that depend on the values of small integer inputs (a target
     // shape, a window size): generate again with those values fixed from
     // the first data set, as a user would with `--fix`. The code checks at
