@@ -876,18 +876,6 @@ fn strides_of(shape: &[usize]) -> Result<[usize; MAX_RANK]> {
     Ok(s)
 }
 
-/// Advances a row-major multi-index over `shape`; false once it wraps.
-fn next_index(pos: &mut [usize], shape: &[usize]) -> bool {
-    for d in (0..pos.len()).rev() {
-        pos[d] += 1;
-        if pos[d] < shape[d] {
-            return true;
-        }
-        pos[d] = 0;
-    }
-    false
-}
-
 /// ONNX `CenterCropPad`: `y` (shape `output`) is `x` (shape `input`) centred,
 /// cropped where an axis shrinks and zero-padded where it grows (the extra
 /// element of an odd difference goes to the end). `shape` holds the target
@@ -930,7 +918,7 @@ pub fn center_crop_pad<T: Copy + Default, I: crate::extra::AsIndex>(
             };
         }
         *v = at.map_or_else(T::default, |a| x[a]);
-        next_index(&mut pos[..rank], output);
+        crate::shape::next_index(&mut pos[..rank], output);
     }
     Ok(())
 }
@@ -1007,9 +995,9 @@ pub fn col2im<T: Sample>(
                     if let Some(a) = at {
                         yc[a] = T::from_f64(yc[a].to_f64() + x[row + l].to_f64());
                     }
-                    next_index(&mut pos[..r], &blocks[..r]);
+                    crate::shape::next_index(&mut pos[..r], &blocks[..r]);
                 }
-                next_index(&mut off[..r], &block[..r]);
+                crate::shape::next_index(&mut off[..r], &block[..r]);
             }
         }
     }
@@ -1064,7 +1052,7 @@ pub fn affine_grid<T: Sample>(
                 }
                 y[(b * points + p) * r + k] = T::from_f64(acc);
             }
-            next_index(&mut pos[..r], dims);
+            crate::shape::next_index(&mut pos[..r], dims);
         }
     }
     Ok(())

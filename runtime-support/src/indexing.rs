@@ -148,13 +148,7 @@ pub fn scatter_elements<D: MoveTo<Y>, I: AsIndex, U: MoveTo<Y>, Y: Combine>(
         }
         off += index(indices[k], shape[axis])? * strides[axis];
         y[off] = y[off].combine(updates[k].move_to(), reduction);
-        for d in (0..rank).rev() {
-            at[d] += 1;
-            if at[d] < index_shape[d] {
-                break;
-            }
-            at[d] = 0;
-        }
+        crate::shape::next_index(&mut at, index_shape);
     }
     Ok(())
 }
@@ -577,13 +571,7 @@ pub fn reverse_sequence<X: MoveTo<Y>, I: AsIndex, Y>(
         let l = lens[b].as_index() as usize;
         let src = if t < l { o - t * time_stride + (l - 1 - t) * time_stride } else { o };
         *dst = x[src].move_to();
-        for d in (0..rank).rev() {
-            at[d] += 1;
-            if at[d] < dims[d] {
-                break;
-            }
-            at[d] = 0;
-        }
+        crate::shape::next_index(&mut at, dims);
     }
     Ok(())
 }
@@ -671,13 +659,7 @@ pub fn non_zero<T: IsZero>(dims: &[usize], count: usize, x: &[T], y: &mut [i64])
             }
             k += 1;
         }
-        for d in (0..rank).rev() {
-            at[d] += 1;
-            if at[d] < dims[d] {
-                break;
-            }
-            at[d] = 0;
-        }
+        crate::shape::next_index(&mut at, dims);
     }
     Ok(())
 }

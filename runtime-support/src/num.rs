@@ -185,6 +185,32 @@ impl Flag for u8 {
     }
 }
 
+/// `max_of`/`min_of` for float types: NaN if either operand is NaN.
+macro_rules! nan_max_min {
+    ($t:ty) => {
+        #[inline]
+        fn max_of(self, o: Self) -> Self {
+            if self.is_nan() || o.is_nan() {
+                <$t>::NAN
+            } else if o > self {
+                o
+            } else {
+                self
+            }
+        }
+        #[inline]
+        fn min_of(self, o: Self) -> Self {
+            if self.is_nan() || o.is_nan() {
+                <$t>::NAN
+            } else if o < self {
+                o
+            } else {
+                self
+            }
+        }
+    };
+}
+
 macro_rules! impl_float {
     ($t:ty, $exp:ident, $ln:ident, $ln1p:ident, $sqrt:ident, $tanh:ident, $erf:ident,
      $sin:ident, $cos:ident, $floor:ident, $ceil:ident, $rint:ident, $pow:ident,
@@ -224,26 +250,7 @@ macro_rules! impl_float {
             fn pow(self, o: Self) -> Option<Self> {
                 Some(libm::$pow(self, o))
             }
-            #[inline]
-            fn max_of(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() {
-                    <$t>::NAN
-                } else if o > self {
-                    o
-                } else {
-                    self
-                }
-            }
-            #[inline]
-            fn min_of(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() {
-                    <$t>::NAN
-                } else if o < self {
-                    o
-                } else {
-                    self
-                }
-            }
+            nan_max_min!($t);
             #[inline]
             fn neg(self) -> Self {
                 -self
@@ -453,26 +460,7 @@ macro_rules! impl_half {
             fn pow(self, o: Self) -> Option<Self> {
                 Some(<$t>::from_f32(libm::powf(self.to_f32(), o.to_f32())))
             }
-            #[inline]
-            fn max_of(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() {
-                    <$t>::NAN
-                } else if o > self {
-                    o
-                } else {
-                    self
-                }
-            }
-            #[inline]
-            fn min_of(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() {
-                    <$t>::NAN
-                } else if o < self {
-                    o
-                } else {
-                    self
-                }
-            }
+            nan_max_min!($t);
             #[inline]
             fn neg(self) -> Self {
                 -self

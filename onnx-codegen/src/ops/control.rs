@@ -279,6 +279,23 @@ pub(super) fn captures(io: &Io, own: usize) -> Vec<(Ident, TokenStream)> {
         .collect()
 }
 
+/// Binds a Loop's or Scan's captures, its own inputs (`_cf_in{i}`) and its
+/// present outputs (`_cf_res{k}`).
+fn bind_loop_io(io: &Io, own: usize) -> TokenStream {
+    let mut pairs = captures(io, own);
+    for i in 0..own {
+        if let Some(e) = io.inputs.get(i).cloned().flatten() {
+            pairs.push((format_ident!("_cf_in{}", i), e));
+        }
+    }
+    for (k, e) in io.outputs.iter().enumerate() {
+        if let Some(e) = e {
+            pairs.push((format_ident!("_cf_res{}", k), e.clone()));
+        }
+    }
+    bind_all(pairs)
+}
+
 fn idents(prefix: &str, n: usize) -> Vec<Ident> {
     (0..n).map(|i| Ident::new(&format!("{prefix}{i}"), Span::call_site())).collect()
 }
@@ -668,18 +685,7 @@ impl Kernel for LoopKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let n = self.slots.state.len();
-        let mut pairs = captures(io, self.own);
-        for i in 0..self.own {
-            if let Some(e) = io.inputs.get(i).cloned().flatten() {
-                pairs.push((format_ident!("_cf_in{}", i), e));
-            }
-        }
-        for (k, e) in io.outputs.iter().enumerate() {
-            if let Some(e) = e {
-                pairs.push((format_ident!("_cf_res{}", k), e.clone()));
-            }
-        }
-        let bind = bind_all(pairs);
+        let bind = bind_loop_io(io, self.own);
         let split = self.scratch.bind(io);
         let init = (0..n).map(|k| {
             let (src, dst) = (format_ident!("_cf_in{}", k + 2), slot(self.slots.state[k]));
@@ -1041,18 +1047,7 @@ impl Kernel for ScanKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let n = self.slots.state.len();
-        let mut pairs = captures(io, self.own);
-        for i in 0..self.own {
-            if let Some(e) = io.inputs.get(i).cloned().flatten() {
-                pairs.push((format_ident!("_cf_in{}", i), e));
-            }
-        }
-        for (k, e) in io.outputs.iter().enumerate() {
-            if let Some(e) = e {
-                pairs.push((format_ident!("_cf_res{}", k), e.clone()));
-            }
-        }
-        let bind = bind_all(pairs);
+        let bind = bind_loop_io(io, self.own);
         let split = self.scratch.bind(io);
         let batch = lit::usize_lit(self.batch);
         let len = lit::usize_lit(self.len);

@@ -141,6 +141,36 @@ fn const_ints(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
     }
 }
 
+/// Adds an (Un)Squeeze node `op` of `input` on one `axis`: the axes as an
+/// initializer named after `axes_name` from opset 13 on, as an attribute
+/// before. Its output is named after `output_name`; the node is not ordered.
+fn add_axis_node(
+    g: &mut Graph,
+    op: Op,
+    input: ValueId,
+    axis: i64,
+    axes_name: String,
+    output_name: String,
+) -> NodeId {
+    let mut node = Node {
+        name: String::new(),
+        op,
+        inputs: vec![Some(input)],
+        outputs: Vec::new(),
+        attributes: Vec::new(),
+        doc_string: String::new(),
+    };
+    if node.op.since_version() >= 13 {
+        let name = fresh(g, axes_name);
+        let axes = g.add_initializer(name, Tensor::from_i64s("axes", vec![1], &[axis]));
+        node.inputs.push(Some(axes));
+    } else {
+        node.attributes.push(attr("axes", AttrValue::Ints(vec![axis])));
+    }
+    let name = fresh(g, output_name);
+    g.add_node(node, &[Some(name)])
+}
+
 impl Expander {
     fn refuse(&mut self, g: &Graph, id: Option<NodeId>, reason: String) {
         let (node, op_type) = match id {
@@ -416,25 +446,14 @@ impl Expander {
                 continue;
             }
             let base = g.value(e).name.clone();
-            let mut un = Node {
-                name: String::new(),
-                op: op(opset, "Unsqueeze"),
-                inputs: vec![Some(e)],
-                outputs: Vec::new(),
-                attributes: Vec::new(),
-                doc_string: String::new(),
-            };
-            if un.op.since_version() >= 13 {
-                let axes = g.add_initializer(
-                    fresh(g, format!("{base}_seq_axes{k}")),
-                    Tensor::from_i64s("axes", vec![1], &[axis]),
-                );
-                un.inputs.push(Some(axes));
-            } else {
-                un.attributes.push(attr("axes", AttrValue::Ints(vec![axis])));
-            }
-            let name = fresh(g, format!("{base}_seq_unsqueezed{k}"));
-            let uid = g.add_node(un, &[Some(name)]);
+            let uid = add_axis_node(
+                g,
+                op(opset, "Unsqueeze"),
+                e,
+                axis,
+                format!("{base}_seq_axes{k}"),
+                format!("{base}_seq_unsqueezed{k}"),
+            );
             order.push(uid);
             inputs.push(g.node(uid).output(0));
         }
@@ -532,26 +551,15 @@ impl Expander {
             let sid = g.add_node(slice, &[Some(name)]);
             order.push(sid);
             let mut piece = g.node(sid).output(0);
-            if squeeze {
-                let mut sq = Node {
-                    name: String::new(),
-                    op: op(opset, "Squeeze"),
-                    inputs: vec![piece],
-                    outputs: Vec::new(),
-                    attributes: Vec::new(),
-                    doc_string: String::new(),
-                };
-                if sq.op.since_version() >= 13 {
-                    let axes = g.add_initializer(
-                        fresh(g, format!("{base}_squeeze_axes{k}")),
-                        Tensor::from_i64s("axes", vec![1], &[a]),
-                    );
-                    sq.inputs.push(Some(axes));
-                } else {
-                    sq.attributes.push(attr("axes", AttrValue::Ints(vec![a])));
-                }
-                let name = fresh(g, format!("{base}_squeezed{k}"));
-                let qid = g.add_node(sq, &[Some(name)]);
+            if squeeze && let Some(p) = piece {
+                let qid = add_axis_node(
+                    g,
+                    op(opset, "Squeeze"),
+                    p,
+                    a,
+                    format!("{base}_squeeze_axes{k}"),
+                    format!("{base}_squeezed{k}"),
+                );
                 order.push(qid);
                 piece = g.node(qid).output(0);
             }
