@@ -103,7 +103,11 @@ fn run_models(runs: usize) -> bool {
     let mut ok = true;
     let mut log_sum = 0.0;
     let mut count = 0;
+    let only = std::env::var("BENCH_ONLY").ok();
     for (name, dir, make) in models() {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         match bench_model(name, dir, make, runs) {
             Ok((med, p10, p90)) => {
                 let ort = ort_latency(dir);
