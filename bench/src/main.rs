@@ -1,10 +1,15 @@
-//! Single-thread latency of the generated code on the real models, next to
-//! onnxruntime's figure from each model's `meta.json`, and SGEMM throughput.
+//! Single-thread latency of the generated code on the real models, side by
+//! side with tract (built with `--features tract`) on the same inputs in the
+//! same process, next to onnxruntime's figure from each model's `meta.json`;
+//! and SGEMM throughput against the core's FMA peak.
 //!
 //! `cargo run --release -p onnx-codegen-bench` runs everything;
 //! `... -- models` or `... -- sgemm` one part; `--runs N` sets the timed runs
-//! per model (default 200). Every figure is a median, so one noisy neighbour
-//! moves it little; the spread (p10..p90) is printed too.
+//! per model (default 200); `BENCH_ONLY=name` keeps the models whose name
+//! contains it; `BENCH_JSON=file` writes the figures for
+//! `tools/bench_table.py`, which adds onnxruntime measured on this machine.
+//! Every figure is a median, so one noisy neighbour moves it little; the
+//! spread (p10..p90) is printed too.
 
 use onnx_codegen::harness::data::read_tensor;
 use onnx_codegen::ir::TensorData;
@@ -43,14 +48,12 @@ fn ort_latency(dir: &str) -> Option<f64> {
     v["latency"]["median_ms"].as_f64()
 }
 
-fn bench_model(
+/// The model's first test inputs, as raw little-endian bytes in model order.
+fn read_inputs(
     name: &str,
     dir: &str,
-    make: fn() -> Box<dyn onnx_codegen_runtime::Model>,
-    runs: usize,
-) -> Result<(f64, f64, f64), String> {
-    let mut model = make();
-    let infos = model.inputs();
+    infos: &[onnx_codegen_runtime::TensorInfo],
+) -> Result<Vec<Vec<u8>>, String> {
     let mut inputs = Vec::new();
     for (i, info) in infos.iter().enumerate() {
         let t = read_tensor(&Path::new(dir).join(format!("test_data_set_0/input_{i}.pb")))?;
@@ -64,64 +67,161 @@ fn bench_model(
                 info.byte_size()
             ));
         }
-        inputs.push((aligned(b), b.len()));
+        inputs.push(b.to_vec());
     }
+    Ok(inputs)
+}
+
+/// Times `run` after a warm-up of at least 50 ms or 10 runs: median, p10, p90 in ms.
+fn time_runs(
+    runs: usize,
+    mut run: impl FnMut() -> Result<(), String>,
+) -> Result<(f64, f64, f64), String> {
+    let start = Instant::now();
+    let mut warm = 0;
+    while warm < 10 || start.elapsed().as_millis() < 50 {
+        run()?;
+        warm += 1;
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        run()?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(stats(&mut times))
+}
+
+fn bench_model(
+    name: &str,
+    model: &mut dyn onnx_codegen_runtime::Model,
+    raw: &[Vec<u8>],
+    runs: usize,
+) -> Result<(f64, f64, f64), String> {
+    let inputs: Vec<(Vec<u64>, usize)> = raw.iter().map(|b| (aligned(b), b.len())).collect();
     let mut outputs: Vec<(Vec<u64>, usize)> = model
         .outputs()
         .iter()
         .map(|o| (vec![0u64; o.byte_size().div_ceil(8)], o.byte_size()))
         .collect();
     let ins: Vec<&[u8]> = inputs.iter().map(|(w, n)| as_bytes(w, *n)).collect();
-    let mut run = |outputs: &mut Vec<(Vec<u64>, usize)>| -> Result<(), String> {
+    time_runs(runs, || {
         let mut outs: Vec<&mut [u8]> = outputs
             .iter_mut()
             .map(|(w, n)| &mut onnx_codegen_runtime::arena::as_bytes_mut(w)[..*n])
             .collect();
         model.run_bytes(&ins, &mut outs).map_err(|e| format!("{name}: {e}"))
-    };
-    // Warm up for at least 50 ms or 10 runs.
-    let start = Instant::now();
-    let mut warm = 0;
-    while warm < 10 || start.elapsed().as_millis() < 50 {
-        run(&mut outputs)?;
-        warm += 1;
+    })
+}
+
+/// tract on the same model and inputs, in the same process: loaded, typed
+/// with the generated model's input shapes, optimised, then timed like ours.
+#[cfg(feature = "tract")]
+mod tract {
+    use onnx_codegen_runtime::{Elem, TensorInfo};
+    use tract_onnx::prelude::*;
+
+    fn tensor(info: &TensorInfo, raw: &[u8]) -> Result<Tensor, String> {
+        fn from<T: Datum + Copy>(
+            shape: &[usize],
+            raw: &[u8],
+            f: fn(&[u8]) -> T,
+        ) -> Result<Tensor, String> {
+            let v: Vec<T> = raw.chunks_exact(size_of::<T>()).map(f).collect();
+            Tensor::from_shape(shape, &v).map_err(|e| format!("tract input: {e:#}"))
+        }
+        let s = info.shape;
+        match info.elem {
+            Elem::F32 => from(s, raw, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Elem::I64 => from(s, raw, |b| {
+                i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+            }),
+            Elem::I32 => from(s, raw, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            e => Err(format!("input {}: {e:?} inputs are not wired for tract", info.name)),
+        }
     }
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        run(&mut outputs)?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
+
+    /// Median, p10 and p90 of tract's latency in ms, or why tract could not run the model.
+    pub fn bench(
+        dir: &str,
+        infos: &[TensorInfo],
+        raw: &[Vec<u8>],
+        runs: usize,
+    ) -> Result<(f64, f64, f64), String> {
+        let err = |e: TractError| format!("tract: {e:#}");
+        let mut model = tract_onnx::onnx()
+            .model_for_path(std::path::Path::new(dir).join("model.onnx"))
+            .map_err(err)?;
+        let mut inputs = TVec::new();
+        for (i, (info, raw)) in infos.iter().zip(raw).enumerate() {
+            let t = tensor(info, raw)?;
+            let fact = InferenceFact::dt_shape(t.datum_type(), info.shape);
+            model = model.with_input_fact(i, fact).map_err(err)?;
+            inputs.push(t.into_tvalue());
+        }
+        let plan = model.into_optimized().and_then(|m| m.into_runnable()).map_err(err)?;
+        super::time_runs(runs, || plan.run(inputs.clone()).map(|_| ()).map_err(err))
     }
-    Ok(stats(&mut times))
 }
 
 fn run_models(runs: usize) -> bool {
     println!(
-        "{:<24} {:>10} {:>20} {:>10} {:>9}",
-        "model", "ours ms", "p10..p90 ms", "ort ms", "ort/ours"
+        "{:<24} {:>10} {:>20} {:>10} {:>11} {:>10} {:>9}",
+        "model", "ours ms", "p10..p90 ms", "tract ms", "tract/ours", "ort* ms", "ort*/ours"
     );
     let mut ok = true;
     let mut log_sum = 0.0;
     let mut count = 0;
+    let (mut tract_log, mut tract_count) = (0.0, 0);
+    let mut json = Vec::new();
     let only = std::env::var("BENCH_ONLY").ok();
     for (name, dir, make) in models() {
         if only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
         }
-        match bench_model(name, dir, make, runs) {
-            Ok((med, p10, p90)) => {
+        let mut model = make();
+        let infos = model.inputs();
+        let measured = read_inputs(name, dir, infos)
+            .and_then(|raw| Ok((bench_model(name, model.as_mut(), &raw, runs)?, raw)));
+        match measured {
+            Ok(((med, p10, p90), _raw)) => {
                 let ort = ort_latency(dir);
                 let ratio = ort.map(|o| o / med);
                 if let Some(r) = ratio {
                     log_sum += r.ln();
                     count += 1;
                 }
+                #[cfg(feature = "tract")]
+                let tract = tract::bench(dir, infos, &_raw, runs);
+                #[cfg(not(feature = "tract"))]
+                let tract: Result<(f64, f64, f64), String> =
+                    Err("built without --features tract".to_owned());
+                let tract_med = match &tract {
+                    Ok((t, _, _)) => {
+                        tract_log += (t / med).ln();
+                        tract_count += 1;
+                        Some(*t)
+                    }
+                    Err(e) if cfg!(feature = "tract") => {
+                        eprintln!("{name}: {e}");
+                        None
+                    }
+                    Err(_) => None,
+                };
                 println!(
-                    "{name:<24} {med:>10.4} {:>20} {:>10} {:>9}",
+                    "{name:<24} {med:>10.4} {:>20} {:>10} {:>11} {:>10} {:>9}",
                     format!("{p10:.4}..{p90:.4}"),
+                    tract_med.map_or("-".to_owned(), |t| format!("{t:.4}")),
+                    tract_med.map_or("-".to_owned(), |t| format!("{:.3}x", t / med)),
                     ort.map_or("-".to_owned(), |o| format!("{o:.4}")),
                     ratio.map_or("-".to_owned(), |r| format!("{r:.3}x")),
                 );
+                json.push(serde_json::json!({
+                    "model": name,
+                    "ours_ms": med, "ours_p10_ms": p10, "ours_p90_ms": p90,
+                    "tract_ms": tract_med,
+                    "tract_error": tract.err().filter(|_| cfg!(feature = "tract")),
+                }));
             }
             Err(e) => {
                 println!("FAIL {e}");
@@ -129,11 +229,25 @@ fn run_models(runs: usize) -> bool {
             }
         }
     }
+    if tract_count > 0 {
+        println!(
+            "geometric mean of tract/ours over {tract_count} models: {:.3}x",
+            (tract_log / tract_count as f64).exp()
+        );
+    }
     if count > 0 {
         println!(
-            "geometric mean of ort/ours over {count} models: {:.3}x",
+            "geometric mean of ort*/ours over {count} models: {:.3}x \
+             (ort*: the figure recorded in meta.json; tools/bench_table.py measures onnxruntime here)",
             (log_sum / count as f64).exp()
         );
+    }
+    if let Ok(path) = std::env::var("BENCH_JSON") {
+        let doc = serde_json::json!({ "runs": runs, "models": json });
+        if let Err(e) = std::fs::write(&path, doc.to_string()) {
+            eprintln!("cannot write {path}: {e}");
+            ok = false;
+        }
     }
     ok
 }

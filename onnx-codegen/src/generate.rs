@@ -64,6 +64,11 @@ pub struct Analysis {
     /// Nodes folded into their producer by [`passes::fuse`]; the summary
     /// still describes the model as written.
     pub fused: Vec<passes::fuse::Fused>,
+    /// Nodes folded into another by [`passes::optimize`] after a first
+    /// inference (zero Pads into Convs, BatchNormalizations into Convs and
+    /// Gemms); counted in the summary's `nodes` and `ops`, but their outputs
+    /// are no longer values of the model.
+    pub rewrites: Vec<passes::optimize::Rewrite>,
     pub inferred: Inferred,
     /// The plan, when inference succeeded for the whole graph.
     pub plan: Option<Plan>,
@@ -129,18 +134,25 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     }
     fold_fixed_inputs(&mut prepared.model.graph, opts);
     let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
-    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
-    let mut inferred = infer::infer(
-        &prepared.model,
-        &InferOptions {
-            dims: opts.dims.clone(),
-            fixed_inputs: opts.fixed_inputs.clone(),
-            ..Default::default()
-        },
-    );
+    passes::fuse::strip_internal(&mut prepared.model.graph);
+    let mut fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
+    let infer_opts = InferOptions {
+        dims: opts.dims.clone(),
+        fixed_inputs: opts.fixed_inputs.clone(),
+        ..Default::default()
+    };
+    let mut inferred = infer::infer(&prepared.model, &infer_opts);
+    let mut rewrites = Vec::new();
+    if inferred.is_complete() {
+        rewrites = passes::optimize::optimize(&mut prepared.model.graph, &inferred);
+        if !rewrites.is_empty() {
+            fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
+            inferred = infer::infer(&prepared.model, &infer_opts);
+        }
+    }
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
-    Ok(Analysis { prepared, fused, inferred, plan })
+    Ok(Analysis { prepared, fused, rewrites, inferred, plan })
 }
 
 /// Every use of an input fixed at generation time (`--fix`) reads a
@@ -198,6 +210,9 @@ impl Analysis {
         for f in &self.fused {
             *ops.entry(f.consumer_op.clone()).or_insert(0) += 1;
         }
+        for r in &self.rewrites {
+            *ops.entry(r.removed_op.clone()).or_insert(0) += 1;
+        }
         let mut values = Vec::new();
         for (id, node) in g.nodes() {
             for f in self.fused.iter().filter(|f| f.producer == id) {
@@ -210,8 +225,8 @@ impl Analysis {
         }
         Summary {
             graph: g.name.clone(),
-            nodes: g.node_count() + self.fused.len(),
-            fused: self.fused.len(),
+            nodes: g.node_count() + self.fused.len() + self.rewrites.len(),
+            fused: self.fused.len() + self.rewrites.len(),
             steps: self.inferred.steps.len(),
             folded: self.inferred.folded,
             ops,

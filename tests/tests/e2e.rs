@@ -109,6 +109,11 @@ fn tiny_classifier_matches_the_reference() {
 }
 
 #[test]
+fn pads_and_batch_norms_folded_at_generation_time_match_the_reference() {
+    check("folds");
+}
+
+#[test]
 fn broadcast_arithmetic_and_activations_match_the_reference() {
     check("broadcast_arith");
 }

@@ -72,8 +72,9 @@ fn human(
     values: bool,
 ) -> String {
     let mut out = format!(
-        "{shown}: graph '{}', {} nodes ({} run, {} folded at generation time)\n",
-        s.graph, s.nodes, s.steps, s.folded
+        "{shown}: graph '{}', {} nodes ({} run, {} folded at generation time, {} fused into \
+         another)\n",
+        s.graph, s.nodes, s.steps, s.folded, s.fused
     );
     let list = |vs: &[ValueSummary]| -> String {
         let shown: Vec<String> = vs

@@ -87,19 +87,28 @@ fn encode(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
     }
 }
 
-/// Folds each activation into the `Conv`/`Gemm` producing its input when
-/// that input has no other use (not a graph output, not captured). Returns
-/// what was fused.
-pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
+/// Removes [`ACTIVATION`] from every node, so a model cannot set it; runs
+/// once, before the first [`fuse_activations`].
+pub fn strip_internal(g: &mut Graph) {
     let order: Vec<NodeId> = g.order().to_vec();
     for &id in &order {
         g.node_mut(id).attributes.retain(|a| a.name != ACTIVATION);
     }
+}
+
+/// Folds each activation into the `Conv`/`Gemm` producing its input when
+/// that input has no other use (not a graph output, not captured) and the
+/// producer has no activation yet. Returns what was fused.
+pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
+    let order: Vec<NodeId> = g.order().to_vec();
     let uses = g.uses();
     let mut done = Vec::new();
     for &id in &order {
         let node = g.node(id);
-        if !(node.op.is("Conv") || node.op.is("Gemm")) || node.outputs.len() != 1 {
+        if !(node.op.is("Conv") || node.op.is("Gemm"))
+            || node.outputs.len() != 1
+            || node.attr(ACTIVATION).is_some()
+        {
             continue;
         }
         let Some(mid) = node.outputs.first().copied().flatten() else { continue };

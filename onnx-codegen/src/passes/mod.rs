@@ -6,6 +6,7 @@ pub mod fuse;
 pub mod infer;
 pub mod inline;
 pub mod lower;
+pub mod optimize;
 pub mod plan;
 pub mod sequences;
 

@@ -1,0 +1,473 @@
+//! Rewrites that need values known at generation time, so they run after a
+//! first inference has folded constants; each is small, named, and removes a
+//! node whose work another node can do for free.
+//!
+//! * **Pad into Conv** ([`fold_pads`]): a zero `Pad` of the spatial axes whose
+//!   only consumer is a `Conv` becomes part of the Conv's own padding (the
+//!   Conv reads zeros there anyway), so the padded copy is never made.
+//! * **BatchNormalization into Conv/Gemm** ([`fold_batch_norms`]): inference
+//!   BatchNormalization is `y = x * s + t` per channel, with
+//!   `s = scale / sqrt(var + epsilon)` and `t = B - mean * s`. When its input
+//!   comes from a `Conv` or `Gemm` with constant weights and no other use, the
+//!   scale goes into the weights and the shift into the bias: one pass over
+//!   the tensor and one buffer less. The folded weights are rounded once to
+//!   f32, as onnxruntime's own fusion does; results differ from the unfolded
+//!   graph by float rounding only.
+//!
+//! Both keep the graph's outputs and every other node as they are. The caller
+//! runs inference again after a rewrite.
+
+use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Tensor, Use, ValueId, ValueKind};
+use crate::passes::fuse::ACTIVATION;
+use crate::passes::infer::Inferred;
+
+/// One rewrite done: `removed` (a node of type `removed_op`) now runs as part
+/// of `into`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rewrite {
+    pub name: &'static str,
+    pub removed: NodeId,
+    pub removed_op: String,
+    pub into: NodeId,
+}
+
+/// Runs every rewrite of this module over the main graph; returns what was done.
+pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let mut done = fold_pads(g, inferred);
+    done.extend(fold_batch_norms(g, inferred));
+    let removed: Vec<NodeId> = done.iter().map(|r| r.removed).collect();
+    g.retain_nodes(|id, _| !removed.contains(&id));
+    done
+}
+
+/// The node reading `v` when that is its only use (not a graph output, not
+/// captured): `(node, input index)`.
+fn sole_reader(uses: &[Vec<Use>], v: ValueId) -> Option<(NodeId, usize)> {
+    match uses.get(v.index()).map(Vec::as_slice) {
+        Some([Use::Input { node, index }]) => Some((*node, *index)),
+        _ => None,
+    }
+}
+
+fn constant<'a>(g: &'a Graph, inferred: &'a Inferred, v: Option<ValueId>) -> Option<&'a Tensor> {
+    let v = v?;
+    inferred.constants.get(v.index())?.as_ref().or_else(|| g.value(v).constant())
+}
+
+fn string_attr<'a>(node: &'a crate::ir::Node, name: &str) -> Option<&'a [u8]> {
+    match node.attr(name) {
+        Some(AttrValue::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn set_attr(node: &mut crate::ir::Node, name: &str, value: AttrValue) {
+    match node.attributes.iter_mut().find(|a| a.name == name) {
+        Some(a) => a.value = value,
+        None => node.attributes.push(Attribute {
+            name: name.to_owned(),
+            value,
+            doc_string: String::new(),
+        }),
+    }
+}
+
+/// The spatial `(begin, end)` pads of a zero, constant-mode `Pad` over a
+/// tensor of `rank` dims, when it pads nothing on the batch and channel axes
+/// and crops nothing.
+fn zero_spatial_pads(
+    g: &Graph,
+    inferred: &Inferred,
+    pad: &crate::ir::Node,
+    rank: usize,
+) -> Option<Vec<(i64, i64)>> {
+    if string_attr(pad, "mode").is_some_and(|m| m != b"constant") || rank < 3 {
+        return None;
+    }
+    let (pads, value, axes) = if pad.op.since_version() < 11 {
+        let Some(AttrValue::Ints(p)) = pad.attr("pads") else { return None };
+        let value = match pad.attr("value") {
+            Some(AttrValue::Float(f)) => f64::from(*f),
+            _ => 0.0,
+        };
+        (p.clone(), value, None)
+    } else {
+        let pads = constant(g, inferred, pad.input(1))?.to_i64s()?;
+        let value = match pad.input(2) {
+            None => 0.0,
+            Some(v) => match constant(g, inferred, Some(v))?.to_f64s()?.as_slice() {
+                [x] => *x,
+                _ => return None,
+            },
+        };
+        let axes = match pad.input(3) {
+            None => None,
+            Some(v) => Some(constant(g, inferred, Some(v))?.to_i64s()?),
+        };
+        (pads, value, axes)
+    };
+    if value != 0.0 {
+        return None;
+    }
+    let r = i64::try_from(rank).ok()?;
+    let axes: Vec<usize> = match axes {
+        None => (0..rank).collect(),
+        Some(a) => a
+            .iter()
+            .map(|&x| usize::try_from(if x < 0 { x + r } else { x }).ok().filter(|&x| x < rank))
+            .collect::<Option<_>>()?,
+    };
+    if pads.len() != 2 * axes.len() {
+        return None;
+    }
+    let mut per_axis = vec![(0i64, 0i64); rank];
+    for (i, &axis) in axes.iter().enumerate() {
+        let (b, e) = (pads[i], pads[i + axes.len()]);
+        if b < 0 || e < 0 {
+            return None;
+        }
+        per_axis[axis].0 += b;
+        per_axis[axis].1 += e;
+    }
+    if per_axis[..2] != [(0, 0), (0, 0)] {
+        return None;
+    }
+    Some(per_axis[2..].to_vec())
+}
+
+/// Folds each zero spatial `Pad` into the `Conv` that alone reads it.
+pub fn fold_pads(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let mut done = Vec::new();
+    for &id in g.order().to_vec().iter() {
+        let pad = g.node(id);
+        if !pad.op.is("Pad") || pad.outputs.len() != 1 {
+            continue;
+        }
+        let (Some(x), Some(y)) = (pad.input(0), pad.output(0)) else { continue };
+        let Some((cid, 0)) = sole_reader(&uses, y) else { continue };
+        let conv = g.node(cid);
+        if !conv.op.is("Conv") {
+            continue;
+        }
+        let auto_pad = string_attr(conv, "auto_pad").unwrap_or(b"NOTSET");
+        if auto_pad != b"NOTSET" && auto_pad != b"VALID" {
+            continue;
+        }
+        let Some(rank) = inferred.types.get(x.index()).and_then(|t| t.as_ref()).map(|t| t.rank())
+        else {
+            continue;
+        };
+        let Some(extra) = zero_spatial_pads(g, inferred, pad, rank) else { continue };
+        let n = extra.len();
+        let old = match conv.attr("pads") {
+            Some(AttrValue::Ints(p)) if p.len() == 2 * n && auto_pad == b"NOTSET" => p.clone(),
+            None => vec![0; 2 * n],
+            _ => continue,
+        };
+        let mut pads = old;
+        for (i, (b, e)) in extra.iter().enumerate() {
+            pads[i] += b;
+            pads[i + n] += e;
+        }
+        let conv = g.node_mut(cid);
+        conv.inputs[0] = Some(x);
+        conv.attributes.retain(|a| a.name != "auto_pad");
+        set_attr(conv, "pads", AttrValue::Ints(pads));
+        done.push(Rewrite {
+            name: "pad-into-conv",
+            removed: id,
+            removed_op: "Pad".to_owned(),
+            into: cid,
+        });
+    }
+    done
+}
+
+/// The per-channel `(s, t)` of an inference `BatchNormalization` with constant
+/// f32 parameters, `y = x * s + t`.
+fn batch_norm_affine(
+    g: &Graph,
+    inferred: &Inferred,
+    bn: &crate::ir::Node,
+) -> Option<(Vec<f64>, Vec<f64>)> {
+    if bn.attr_int("training_mode").is_some_and(|t| t != 0)
+        || bn.attr_int("spatial").is_some_and(|s| s != 1)
+        || bn.attr_int("is_test").is_some_and(|t| t == 0)
+        || bn.outputs.iter().skip(1).any(Option::is_some)
+        || bn.op.since_version() < 7
+    {
+        return None;
+    }
+    let eps = match bn.attr("epsilon") {
+        Some(AttrValue::Float(e)) => f64::from(*e),
+        _ => 1e-5,
+    };
+    let param = |i: usize| {
+        let t = constant(g, inferred, bn.input(i))?;
+        (t.elem == ElemType::Float && t.dims.len() == 1).then(|| t.to_f64s()).flatten()
+    };
+    let (scale, bias, mean, var) = (param(1)?, param(2)?, param(3)?, param(4)?);
+    let c = scale.len();
+    if [bias.len(), mean.len(), var.len()] != [c, c, c] {
+        return None;
+    }
+    // The reference's arithmetic, in f32: (x - mean) / sqrt(var + eps) * scale + B.
+    let s: Vec<f64> = (0..c)
+        .map(|i| {
+            let d = ((var[i] as f32) + eps as f32).sqrt();
+            f64::from(scale[i] as f32 / d)
+        })
+        .collect();
+    let t: Vec<f64> = (0..c).map(|i| bias[i] - mean[i] * s[i]).collect();
+    Some((s, t))
+}
+
+/// A new f32 initializer named after `base`.
+fn add_f32(g: &mut Graph, base: &str, dims: Vec<u64>, values: &[f64]) -> Option<ValueId> {
+    let name = fresh(g, base);
+    let bytes: Vec<u8> = values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
+    let t = Tensor::from_bytes(name.clone(), ElemType::Float, dims, bytes.into()).ok()?;
+    Some(g.add_initializer(name, t))
+}
+
+fn fresh(g: &Graph, base: &str) -> String {
+    (0..)
+        .map(|k| if k == 0 { base.to_owned() } else { format!("{base}_{k}") })
+        .find(|n| g.value_by_name(n).is_none())
+        .unwrap_or_else(|| base.to_owned())
+}
+
+/// New weights and bias for a `Conv` followed by `y = x * s + t` per output
+/// channel.
+fn fold_into_conv(
+    g: &mut Graph,
+    inferred: &Inferred,
+    conv: NodeId,
+    s: &[f64],
+    t: &[f64],
+) -> Option<()> {
+    let node = g.node(conv);
+    let w = constant(g, inferred, node.input(1))?;
+    let m = usize::try_from(*w.dims.first()?).ok()?;
+    if w.elem != ElemType::Float || m != s.len() {
+        return None;
+    }
+    let per = usize::try_from(w.len()).ok()? / m.max(1);
+    let wv = w.to_f64s()?;
+    let b = match node.input(2) {
+        None => vec![0.0; m],
+        Some(v) => constant(g, inferred, Some(v))?.to_f64s()?,
+    };
+    if b.len() != m {
+        return None;
+    }
+    let w2: Vec<f64> = wv.iter().enumerate().map(|(i, &x)| x * s[i / per.max(1)]).collect();
+    let b2: Vec<f64> = (0..m).map(|i| b[i] * s[i] + t[i]).collect();
+    let dims = w.dims.clone();
+    let base = g.node(conv).name.clone();
+    let wid = add_f32(g, &format!("{base}_folded_W"), dims, &w2)?;
+    let bid = add_f32(g, &format!("{base}_folded_B"), vec![m as u64], &b2)?;
+    let node = g.node_mut(conv);
+    node.inputs.resize(3, None);
+    node.inputs[1] = Some(wid);
+    node.inputs[2] = Some(bid);
+    Some(())
+}
+
+/// New B and C for a `Gemm` `[M, N]` followed by `y = x * s + t` per column.
+fn fold_into_gemm(
+    g: &mut Graph,
+    inferred: &Inferred,
+    gemm: NodeId,
+    s: &[f64],
+    t: &[f64],
+) -> Option<()> {
+    let node = g.node(gemm);
+    let float = |name: &str| match node.attr(name) {
+        Some(AttrValue::Float(f)) => f64::from(*f),
+        _ => 1.0,
+    };
+    let (alpha, beta) = (float("alpha"), float("beta"));
+    let trans_b = node.attr_int("transB").unwrap_or(0) != 0;
+    let b = constant(g, inferred, node.input(1))?;
+    let n = s.len();
+    if b.elem != ElemType::Float || b.dims.len() != 2 {
+        return None;
+    }
+    let (rows, cols) = (usize::try_from(b.dims[0]).ok()?, usize::try_from(b.dims[1]).ok()?);
+    if (if trans_b { rows } else { cols }) != n {
+        return None;
+    }
+    let bv = b.to_f64s()?;
+    let column = |i: usize| if trans_b { i / cols } else { i % cols };
+    let b2: Vec<f64> = bv.iter().enumerate().map(|(i, &x)| alpha * x * s[column(i)]).collect();
+    let c: Vec<f64> = match node.input(2) {
+        None => vec![0.0; n],
+        Some(v) => {
+            let ct = constant(g, inferred, Some(v))?;
+            let cv = ct.to_f64s()?;
+            match (ct.dims.as_slice(), cv.len()) {
+                (_, 1) => vec![cv[0]; n],
+                ([d] | [1, d], len) if *d as usize == n && len == n => cv,
+                _ => return None,
+            }
+        }
+    };
+    let c2: Vec<f64> = (0..n).map(|j| beta * c[j] * s[j] + t[j]).collect();
+    let dims = b.dims.clone();
+    let base = g.node(gemm).name.clone();
+    let bid = add_f32(g, &format!("{base}_folded_B"), dims, &b2)?;
+    let cid = add_f32(g, &format!("{base}_folded_C"), vec![n as u64], &c2)?;
+    let node = g.node_mut(gemm);
+    node.inputs.resize(3, None);
+    node.inputs[1] = Some(bid);
+    node.inputs[2] = Some(cid);
+    set_attr(node, "alpha", AttrValue::Float(1.0));
+    set_attr(node, "beta", AttrValue::Float(1.0));
+    Some(())
+}
+
+/// Folds each inference `BatchNormalization` into the `Conv` or `Gemm` that
+/// alone feeds it.
+pub fn fold_batch_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let mut done = Vec::new();
+    for &id in g.order().to_vec().iter() {
+        let bn = g.node(id);
+        if !bn.op.is("BatchNormalization") {
+            continue;
+        }
+        let (Some(x), Some(y)) = (bn.input(0), bn.output(0)) else { continue };
+        let Some((pid, 0)) = g.producer(x) else { continue };
+        if sole_reader(&uses, x) != Some((id, 0)) {
+            continue;
+        }
+        let producer = g.node(pid);
+        let is_conv = producer.op.is("Conv");
+        if !(is_conv || producer.op.is("Gemm"))
+            || producer.outputs.len() != 1
+            || producer.attr(ACTIVATION).is_some()
+        {
+            continue;
+        }
+        // Gemm's output is [M, N]: BatchNormalization's channel axis is N.
+        if !is_conv
+            && inferred.types.get(x.index()).and_then(|t| t.as_ref()).map(|t| t.rank()) != Some(2)
+        {
+            continue;
+        }
+        let Some((s, t)) = batch_norm_affine(g, inferred, bn) else { continue };
+        let folded = if is_conv {
+            fold_into_conv(g, inferred, pid, &s, &t)
+        } else {
+            fold_into_gemm(g, inferred, pid, &s, &t)
+        };
+        if folded.is_none() {
+            continue;
+        }
+        g.node_mut(pid).outputs[0] = Some(y);
+        g.value_mut(y).kind = ValueKind::NodeOutput { node: pid, index: 0 };
+        done.push(Rewrite {
+            name: "batchnorm-into-producer",
+            removed: id,
+            removed_op: "BatchNormalization".to_owned(),
+            into: pid,
+        });
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::run;
+
+    fn names(a: &crate::generate::Analysis) -> Vec<(&'static str, String)> {
+        let g = &a.model().graph;
+        a.rewrites.iter().map(|r| (r.name, g.node(r.into).op.op_type.clone())).collect()
+    }
+
+    #[test]
+    fn zero_spatial_pads_fold_into_the_conv() {
+        let a = run(
+            18,
+            "g (float[1, 1, 4, 4] x) => (float[1, 1, 6, 6] y) \
+             <float[1, 1, 2, 2] w = {1, 2, 3, 4}, int64[8] p = {0, 0, 1, 2, 0, 0, 1, 1}>\n\
+             {\n xp = Pad (x, p)\n y = Conv <pads = [0, 0, 1, 0]> (xp, w)\n}",
+        );
+        assert_eq!(names(&a), [("pad-into-conv", "Conv".to_owned())]);
+        let g = &a.model().graph;
+        let conv = g.nodes().map(|(_, n)| n).find(|n| n.op.is("Conv")).expect("the Conv stays");
+        assert_eq!(conv.attr("pads"), Some(&crate::ir::AttrValue::Ints(vec![1, 2, 2, 1])));
+        assert_eq!(a.summary().nodes, 2);
+    }
+
+    #[test]
+    fn pads_that_are_not_zero_spatial_or_are_shared_stay() {
+        let graph = |pads: &str, value: &str, extra: &str| {
+            format!(
+                "g (float[1, 1, 4, 4] x) => (float y{extra}) <float[1, 1, 1, 1] w = {{2}}, \
+                 int64[8] p = {{{pads}}}, float v = {{{value}}}>\n\
+                 {{\n xp = Pad (x, p, v)\n c = Conv (xp, w)\n y = ReduceSum <keepdims = 0> (c)\n\
+                 {}}}",
+                if extra.is_empty() { "" } else { " z = Identity (xp)\n" }
+            )
+        };
+        // Channel padding, a non-zero value, a crop, a second reader.
+        for (pads, value, extra) in [
+            ("0, 1, 0, 0, 0, 0, 0, 0", "0", ""),
+            ("0, 0, 1, 1, 0, 0, 1, 1", "1", ""),
+            ("0, 0, -1, 0, 0, 0, 0, 0", "0", ""),
+            ("0, 0, 1, 1, 0, 0, 1, 1", "0", ", float[1, 1, 6, 6] z"),
+        ] {
+            let a = run(18, &graph(pads, value, extra));
+            assert!(a.rewrites.is_empty(), "{pads} / {value} / {extra}");
+        }
+        // The same graph with a zero spatial pad does fold (the cases above
+        // are refused for their own reason).
+        assert_eq!(run(18, &graph("0, 0, 1, 1, 0, 0, 1, 1", "0", "")).rewrites.len(), 1);
+    }
+
+    #[test]
+    fn batch_norm_folds_into_conv_and_gemm_then_relu_fuses() {
+        let a = run(
+            15,
+            "g (float[1, 2, 3, 3] x, float[2, 3] u) => (float[1, 2, 3, 3] y, float[2, 2] z) \
+             <float[2, 2, 1, 1] w = {1, 2, 3, 4}, float[2] s = {1, 2}, float[2] t = {0, 1}, \
+             float[2] m = {0.5, -1}, float[2] v = {1, 4}, float[3, 2] b = {1, 2, 3, 4, 5, 6}>\n\
+             {\n c = Conv (x, w)\n n = BatchNormalization (c, s, t, m, v)\n y = Relu (n)\n \
+             gm = Gemm (u, b)\n z = BatchNormalization (gm, s, t, m, v)\n}",
+        );
+        assert_eq!(
+            names(&a),
+            [
+                ("batchnorm-into-producer", "Conv".to_owned()),
+                ("batchnorm-into-producer", "Gemm".to_owned())
+            ]
+        );
+        // The Relu now follows the Conv directly, and is fused into it.
+        assert_eq!(a.fused.len(), 1);
+        assert_eq!(a.inferred.steps.len(), 2);
+    }
+
+    #[test]
+    fn batch_norm_after_a_shared_or_activated_producer_stays() {
+        // The Conv's output is also a graph output.
+        let a = run(
+            15,
+            "g (float[1, 1, 2, 2] x) => (float[1, 1, 2, 2] c, float[1, 1, 2, 2] y) \
+             <float[1, 1, 1, 1] w = {2}, float[1] s = {1}, float[1] t = {0}, float[1] m = {0}, \
+             float[1] v = {1}>\n{\n c = Conv (x, w)\n y = BatchNormalization (c, s, t, m, v)\n}",
+        );
+        assert!(a.rewrites.is_empty());
+        // Training mode.
+        let a = run(
+            15,
+            "g (float[1, 1, 2, 2] x) => (float[1, 1, 2, 2] y) \
+             <float[1, 1, 1, 1] w = {2}, float[1] s = {1}, float[1] t = {0}, float[1] m = {0}, \
+             float[1] v = {1}>\n{\n c = Conv (x, w)\n \
+             y = BatchNormalization <training_mode = 1> (c, s, t, m, v)\n}",
+        );
+        assert!(a.rewrites.is_empty());
+    }
+}
