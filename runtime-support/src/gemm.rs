@@ -137,33 +137,25 @@ pub fn sgemm_act(
 /// ONNX `MatMul` on f32 through the SIMD path (see [`sgemm`]).
 pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
-    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
-    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
-    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
-    let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
-    ensure(y.len() == total, Error::ShapeMismatch)?;
-    check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
-    check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
-    if mk == 0 || kn == 0 {
-        y.fill(0.0);
+    let at = place(p, a.len(), b.len(), y.len())?;
+    if m == 0 || n == 0 || numel(p.batch)? == 0 {
         return Ok(());
     }
-    let mut ys = [0isize; MAX_RANK];
-    let ys = &mut ys[..p.batch.len()];
-    contiguous_strides(p.batch, ys)?;
-    let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
-    for s in ys.iter_mut() {
-        *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+    let ys = &at.ys[..p.batch.len()];
+    if k == 0 {
+        return empty_sums(p, &at, y);
     }
+    let [a_rs, a_cs] = p.a_strides;
+    let [b_rs, b_cs] = p.b_strides;
     let mut result = Ok(());
     walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
-        let va = ViewA { data: &a[ia..ia + mk], off: 0, rs: k, cs: 1 };
-        let vb = DenseB { data: &b[ib..ib + kn], rs: n, cs: 1 };
-        let y = &mut y[iy..iy + mn];
-        let r = if m == 1 {
+        let va = ViewA { data: &a[ia..ia + at.ext_a], off: 0, rs: a_rs, cs: a_cs };
+        let vb = DenseB { data: &b[ib..ib + at.ext_b], rs: b_rs, cs: b_cs };
+        let y = &mut y[iy..iy + at.ext_y];
+        let r = if m == 1 && a_cs == 1 && (b_cs == 1 || b_rs == 1) {
             simd::vector_product(n, k, va, &vb, y, &|_, _, acc| acc)
         } else {
-            simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &|_, _, acc| acc)
+            simd::product(m, n, k, va, &vb, Out { y, ldy: at.y_row }, &|_, _, acc| acc)
         };
         if let Err(e) = r {
             result = Err(e);
@@ -193,6 +185,108 @@ pub struct MatMul<'a> {
     pub k: usize,
     /// Columns of each `B` matrix.
     pub n: usize,
+    /// Row and column strides inside each `A` matrix: `[k, 1]` for stacked
+    /// row-major matrices, others when a transpose is folded into the product.
+    pub a_strides: [usize; 2],
+    /// The same for `B`: `[n, 1]` for stacked row-major matrices.
+    pub b_strides: [usize; 2],
+    /// Where the output matrices go: per batch axis the distance between
+    /// consecutive ones, and the distance between rows (columns are
+    /// contiguous). `None` for stacked row-major matrices filling `y`.
+    pub y_layout: Option<(&'a [isize], usize)>,
+}
+
+impl<'a> MatMul<'a> {
+    /// A product of stacked row-major matrices into stacked row-major matrices.
+    pub const fn dense(
+        batch: &'a [usize],
+        a_batch_strides: &'a [isize],
+        b_batch_strides: &'a [isize],
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> MatMul<'a> {
+        MatMul {
+            batch,
+            a_batch_strides,
+            b_batch_strides,
+            m,
+            k,
+            n,
+            a_strides: [k, 1],
+            b_strides: [n, 1],
+            y_layout: None,
+        }
+    }
+}
+
+/// Elements from the first to the last of a `rows x cols` matrix read
+/// through `[row, column]` strides (0 when it is empty).
+fn extent(rows: usize, cols: usize, s: [usize; 2]) -> Result<usize> {
+    if rows == 0 || cols == 0 {
+        return Ok(0);
+    }
+    (rows - 1)
+        .checked_mul(s[0])
+        .and_then(|v| v.checked_add((cols - 1).checked_mul(s[1])?))
+        .and_then(|v| v.checked_add(1))
+        .ok_or(Error::Overflow)
+}
+
+/// The checked geometry of a [`MatMul`] call: each operand's matrix extent,
+/// the output's batch strides and row stride.
+struct Placed {
+    ext_a: usize,
+    ext_b: usize,
+    ext_y: usize,
+    y_row: usize,
+    ys: [isize; MAX_RANK],
+}
+
+/// Writes zero (the empty sum, `k == 0`) to every output of a placed product.
+fn empty_sums<T: Num>(p: &MatMul<'_>, at: &Placed, y: &mut [T]) -> Result {
+    let mut result = Ok(());
+    walk(p.batch, [&at.ys[..p.batch.len()]], [0], |[iy]| {
+        for i in 0..p.m {
+            match y.get_mut(iy + i * at.y_row..iy + i * at.y_row + p.n) {
+                Some(row) => row.fill(T::ZERO),
+                None => result = Err(Error::ShapeMismatch),
+            }
+        }
+    });
+    result
+}
+
+fn place(p: &MatMul<'_>, a_len: usize, b_len: usize, y_len: usize) -> Result<Placed> {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let ext_a = extent(m, k, p.a_strides)?;
+    let ext_b = extent(k, n, p.b_strides)?;
+    check_batch(p.batch, p.a_batch_strides, ext_a, a_len)?;
+    check_batch(p.batch, p.b_batch_strides, ext_b, b_len)?;
+    let mut ys = [0isize; MAX_RANK];
+    ensure(p.batch.len() <= MAX_RANK, Error::RankTooLarge)?;
+    let (ext_y, y_row) = match p.y_layout {
+        None => {
+            let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+            let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
+            ensure(y_len == total, Error::ShapeMismatch)?;
+            let ys = &mut ys[..p.batch.len()];
+            contiguous_strides(p.batch, ys)?;
+            let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
+            for s in ys.iter_mut() {
+                *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+            }
+            (mn, n)
+        }
+        Some((strides, row)) => {
+            ensure(strides.len() == p.batch.len() && row >= n, Error::InvalidParams)?;
+            let ext = extent(m, n, [row, 1])?;
+            check_batch(p.batch, strides, ext, y_len)?;
+            ys[..strides.len()].copy_from_slice(strides);
+            (ext, row)
+        }
+    };
+    Ok(Placed { ext_a, ext_b, ext_y, y_row, ys })
 }
 
 /// Checks that every matrix of `size` elements starting at a batch offset fits in `len`.
@@ -208,29 +302,19 @@ fn check_batch(batch: &[usize], strides: &[isize], size: usize, len: usize) -> R
 /// `y[batch, m, n] = a[batch, m, k] @ b[batch, k, n]`, `y` contiguous.
 pub fn matmul<T: Num>(p: &MatMul<'_>, a: &[T], b: &[T], y: &mut [T]) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
-    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
-    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
-    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
-    let total = numel(p.batch)?.checked_mul(mn).ok_or(Error::Overflow)?;
-    ensure(y.len() == total, Error::ShapeMismatch)?;
-    check_batch(p.batch, p.a_batch_strides, mk, a.len())?;
-    check_batch(p.batch, p.b_batch_strides, kn, b.len())?;
-    if mk == 0 || kn == 0 {
-        // An empty operand: every output (if any) is an empty sum.
-        y.fill(T::ZERO);
+    let at = place(p, a.len(), b.len(), y.len())?;
+    if m == 0 || n == 0 || numel(p.batch)? == 0 {
         return Ok(());
     }
-    let mut ys = [0isize; MAX_RANK];
-    let ys = &mut ys[..p.batch.len()];
-    contiguous_strides(p.batch, ys)?;
-    let mn_i = isize::try_from(mn).map_err(|_| Error::Overflow)?;
-    for s in ys.iter_mut() {
-        *s = s.checked_mul(mn_i).ok_or(Error::Overflow)?;
+    if k == 0 {
+        return empty_sums(p, &at, y);
     }
+    let (a_s, b_s, ldy) = (p.a_strides, p.b_strides, at.y_row);
+    let ys = &at.ys[..p.batch.len()];
     walk(p.batch, [p.a_batch_strides, p.b_batch_strides, ys], [0; 3], |[ia, ib, iy]| {
-        let (a, b) = (&a[ia..ia + mk], &b[ib..ib + kn]);
-        let y = &mut y[iy..iy + mn];
-        mm(m, n, k, a, [k, 1], b, [n, 1], |i, j, acc| y[i * n + j] = acc);
+        let (a, b) = (&a[ia..ia + at.ext_a], &b[ib..ib + at.ext_b]);
+        let y = &mut y[iy..iy + at.ext_y];
+        mm(m, n, k, a, a_s, b, b_s, |i, j, acc| y[i * ldy + j] = acc);
     });
     Ok(())
 }
@@ -298,37 +382,27 @@ mod tests {
         let a = [1i32, 2, 3, 4];
         let b = [10i32, 1];
         let mut y = [0i32; 2];
-        let p =
-            MatMul { batch: &[2], a_batch_strides: &[2], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        let p = MatMul::dense(&[2], &[2], &[0], 1, 2, 1);
         matmul(&p, &a, &b, &mut y).unwrap();
         assert_eq!(y, [12, 34]);
         // Batch [2, 2] from A [2, 1, ...] and B [1, 2, ...], 1x1 matrices:
         // y[i][j] = a[i] * b[j].
-        let p = MatMul {
-            batch: &[2, 2],
-            a_batch_strides: &[1, 0],
-            b_batch_strides: &[0, 1],
-            m: 1,
-            k: 1,
-            n: 1,
-        };
+        let p = MatMul::dense(&[2, 2], &[1, 0], &[0, 1], 1, 1, 1);
         let mut y = [0i64; 4];
         matmul(&p, &[2, 3], &[5, 7], &mut y).unwrap();
         assert_eq!(y, [10, 14, 15, 21]);
         // 1-D @ 1-D is a dot product: m = n = 1.
-        let p = MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m: 1, k: 3, n: 1 };
+        let p = MatMul::dense(&[], &[], &[], 1, 3, 1);
         let mut y = [0.0f32];
         matmul(&p, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], &mut y).unwrap();
         assert_eq!(y, [32.0]);
         // k = 0: empty sums, whatever the (unused) batch strides say.
-        let p0 =
-            MatMul { batch: &[2], a_batch_strides: &[5], b_batch_strides: &[5], m: 1, k: 0, n: 2 };
+        let p0 = MatMul::dense(&[2], &[5], &[5], 1, 0, 2);
         let mut y0 = [9i32; 4];
         matmul(&p0, &[], &[], &mut y0).unwrap();
         assert_eq!(y0, [0; 4]);
         // A batch stride that would read past A is refused.
-        let p =
-            MatMul { batch: &[2], a_batch_strides: &[3], b_batch_strides: &[0], m: 1, k: 2, n: 1 };
+        let p = MatMul::dense(&[2], &[3], &[0], 1, 2, 1);
         assert_eq!(matmul(&p, &a, &b, &mut [0i32; 2]), Err(Error::ShapeMismatch));
     }
 
@@ -409,14 +483,7 @@ mod tests {
     fn smatmul_matches_exact_kernel() {
         let a = values(2 * 5 * 19, 4);
         let b = values(19 * 23, 5);
-        let p = MatMul {
-            batch: &[2],
-            a_batch_strides: &[95],
-            b_batch_strides: &[0],
-            m: 5,
-            k: 19,
-            n: 23,
-        };
+        let p = MatMul::dense(&[2], &[95], &[0], 5, 19, 23);
         let (mut want, mut got) = ([0.0f32; 230], [0.0f32; 230]);
         matmul(&p, &a[..190], &b[..437], &mut want).unwrap();
         smatmul(&p, &a[..190], &b[..437], &mut got).unwrap();
@@ -431,7 +498,7 @@ mod tests {
         // numpy: np.array([[1, 1, 1]], np.float16) @ [[1], [2**-11], [2**-11]]
         // is 1.0009765625; rounding after every step would give 1.0 (1 + 2^-11
         // is a tie that rounds to even).
-        let p = MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m: 1, k: 3, n: 1 };
+        let p = MatMul::dense(&[], &[], &[], 1, 3, 1);
         let a = [f16::ONE; 3];
         let b = [f16::ONE, f16::from_f32(1.0 / 2048.0), f16::from_f32(1.0 / 2048.0)];
         let mut y = [f16::ZERO];
@@ -464,16 +531,59 @@ mod tests {
     #[test]
     fn matmul_with_an_empty_batch_axis_reads_nothing() {
         // A [3, 0, 3, 1] @ B [1, 2]: no matrix of A exists, B is broadcast.
-        let p = MatMul {
-            batch: &[3, 0],
-            a_batch_strides: &[0, 3],
-            b_batch_strides: &[0, 0],
-            m: 3,
-            k: 1,
-            n: 2,
-        };
+        let p = MatMul::dense(&[3, 0], &[0, 3], &[0, 0], 3, 1, 2);
         assert_eq!(matmul(&p, &[] as &[f32], &[1.0, 2.0], &mut []), Ok(()));
         assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut []), Ok(()));
         assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut [0.0]), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn strided_operands_and_output_equal_explicit_transposes() {
+        // Two heads: Q [2 heads, 3 rows, 4] stored as [3 rows, 2 heads, 4];
+        // K^T [2, 4, 5] stored as K [5, 2 heads, 4]; Y [2, 3, 5] stored as
+        // [3, 2, 5] (the transposes around attention's products).
+        let q = values(3 * 2 * 4, 3);
+        let kk = values(5 * 2 * 4, 7);
+        let mut qd = [0.0f32; 24];
+        let mut kt = [0.0f32; 40];
+        for h in 0..2 {
+            for i in 0..3 {
+                for p in 0..4 {
+                    qd[h * 12 + i * 4 + p] = q[i * 8 + h * 4 + p];
+                }
+            }
+            for p in 0..4 {
+                for j in 0..5 {
+                    kt[h * 20 + p * 5 + j] = kk[j * 8 + h * 4 + p];
+                }
+            }
+        }
+        let dense = MatMul::dense(&[2], &[12], &[20], 3, 4, 5);
+        let mut want = [0.0f32; 30];
+        matmul(&dense, &qd, &kt, &mut want).unwrap();
+        let strided = MatMul {
+            a_batch_strides: &[4],
+            b_batch_strides: &[4],
+            a_strides: [8, 1],
+            b_strides: [1, 8],
+            y_layout: Some((&[5], 10)),
+            ..dense
+        };
+        let (mut exact, mut fast) = ([0.0f32; 30], [0.0f32; 30]);
+        matmul(&strided, &q, &kk, &mut exact).unwrap();
+        smatmul(&strided, &q, &kk, &mut fast).unwrap();
+        for h in 0..2 {
+            for i in 0..3 {
+                for j in 0..5 {
+                    let w = want[h * 15 + i * 5 + j];
+                    assert_eq!(exact[i * 10 + h * 5 + j], w);
+                    assert!((fast[i * 10 + h * 5 + j] - w).abs() <= 1e-5 * (1.0 + w.abs()));
+                }
+            }
+        }
+        // A row stride shorter than a row, or an output too short, is refused.
+        let bad = MatMul { y_layout: Some((&[5], 4)), ..strided };
+        assert_eq!(smatmul(&bad, &q, &kk, &mut fast), Err(Error::InvalidParams));
+        assert_eq!(smatmul(&strided, &q, &kk, &mut fast[..29]), Err(Error::ShapeMismatch));
     }
 }

@@ -831,7 +831,7 @@ mod tests {
     }
 
     fn mm2(m: usize, k: usize, n: usize) -> MatMul<'static> {
-        MatMul { batch: &[], a_batch_strides: &[], b_batch_strides: &[], m, k, n }
+        MatMul::dense(&[], &[], &[], m, k, n)
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn to_usize(v: i64, what: &str) -> OpResult<usize> {
     usize::try_from(v).or_else(|_| invalid(format!("{what} must not be negative, got {v}")))
 }
 
-fn overflow<T>(what: &str) -> OpResult<T> {
+pub(super) fn overflow<T>(what: &str) -> OpResult<T> {
     invalid(format!("{what} overflows"))
 }
 

@@ -4,7 +4,7 @@
 use super::host::HostElem;
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule,
-    broadcast_shapes, invalid, unsupported,
+    broadcast_shapes, conv::overflow, invalid, unsupported,
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
@@ -262,6 +262,12 @@ pub(super) struct MatMulPlan {
     pub(super) k: usize,
     pub(super) n: usize,
     pub(super) out: Vec<usize>,
+    /// Row and column strides inside each matrix of A and of B.
+    pub(super) a_mat: [usize; 2],
+    pub(super) b_mat: [usize; 2],
+    /// Output batch strides and row stride, when a transpose of the output is
+    /// folded into the product (`None`: stacked row-major matrices).
+    pub(super) y_layout: Option<(Vec<isize>, usize)>,
 }
 
 impl MatMulPlan {
@@ -274,6 +280,9 @@ impl MatMulPlan {
             m: self.m,
             k: self.k,
             n: self.n,
+            a_strides: self.a_mat,
+            b_strides: self.b_mat,
+            y_layout: self.y_layout.as_ref().map(|(s, r)| (s.as_slice(), *r)),
         }
     }
 
@@ -282,12 +291,125 @@ impl MatMulPlan {
         let batch = lit::usizes(&self.batch);
         let (sa, sb) = (lit::isizes(&self.a_strides), lit::isizes(&self.b_strides));
         let (m, k, n) = (lit::usize_lit(self.m), lit::usize_lit(self.k), lit::usize_lit(self.n));
+        let dense = self.a_mat == [self.k, 1] && self.b_mat == [self.n, 1];
+        if dense && self.y_layout.is_none() {
+            return quote!(#rt::gemm::MatMul::dense(#batch, #sa, #sb, #m, #k, #n));
+        }
+        let [ar, ac] = self.a_mat.map(lit::usize_lit);
+        let [br, bc] = self.b_mat.map(lit::usize_lit);
+        let y = match &self.y_layout {
+            None => quote!(None),
+            Some((s, r)) => {
+                let (s, r) = (lit::isizes(s), lit::usize_lit(*r));
+                quote!(Some((#s, #r)))
+            }
+        };
         quote! {
             #rt::gemm::MatMul {
                 batch: #batch, a_batch_strides: #sa, b_batch_strides: #sb, m: #m, k: #k, n: #n,
+                a_strides: [#ar, #ac], b_strides: [#br, #bc], y_layout: #y,
             }
         }
     }
+}
+
+/// Row-major strides of `dims`.
+fn contiguous(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1].saturating_mul(dims[i + 1]);
+    }
+    s
+}
+
+/// A transpose folded into a product operand (see `passes::optimize`): the
+/// operand is `Transpose(source, perm)`, read in place. Returns the operand's
+/// dims and, per operand axis, its stride in `source`.
+fn permuted(source: &[usize], perm: &[i64]) -> OpResult<(Vec<usize>, Vec<usize>)> {
+    let s = contiguous(source);
+    let mut dims = Vec::with_capacity(perm.len());
+    let mut strides = Vec::with_capacity(perm.len());
+    let mut seen = vec![false; source.len()];
+    for &p in perm {
+        let Some(i) = usize::try_from(p).ok().filter(|&i| i < source.len() && !seen[i]) else {
+            return invalid(format!("a folded transpose's perm {perm:?} is not a permutation"));
+        };
+        seen[i] = true;
+        dims.push(source[i]);
+        strides.push(s[i]);
+    }
+    if perm.len() != source.len() {
+        return invalid(format!("a folded transpose's perm {perm:?} does not match {source:?}"));
+    }
+    Ok((dims, strides))
+}
+
+/// The internal attributes carrying transposes folded into a `MatMul` by
+/// `passes::optimize`: the perm of a transpose of A, of B, and of the output.
+pub const PERM_A: &str = "onnx_codegen.perm_a";
+pub const PERM_B: &str = "onnx_codegen.perm_b";
+pub const PERM_Y: &str = "onnx_codegen.perm_y";
+
+/// The plan of a `MatMul` node, with its folded transposes; and its output dims.
+fn node_plan(cx: &NodeCx<'_>) -> OpResult<(MatMulPlan, Vec<usize>)> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let (pa, pb, py) = (cx.ints(PERM_A), cx.ints(PERM_B), cx.ints(PERM_Y));
+    let (a_dims, a_st) = match &pa {
+        Some(perm) => permuted(&a.dims, perm)?,
+        None => (a.dims.clone(), contiguous(&a.dims)),
+    };
+    let (b_dims, b_st) = match &pb {
+        Some(perm) => permuted(&b.dims, perm)?,
+        None => (b.dims.clone(), contiguous(&b.dims)),
+    };
+    let mut plan = matmul_plan(&a_dims, &b_dims)?;
+    if pa.is_none() && pb.is_none() && py.is_none() {
+        let out = plan.out.clone();
+        return Ok((plan, out));
+    }
+    if a_dims.len() < 2 || b_dims.len() < 2 {
+        return invalid("a transpose folded into MatMul needs operands of rank 2 or more");
+    }
+    // Batch strides from the operands' own strides (0 where broadcast).
+    let batch_strides = |dims: &[usize], st: &[usize]| -> OpResult<Vec<isize>> {
+        let own = dims.len() - 2;
+        let offset = plan.batch.len() - own;
+        let mut s = vec![0isize; plan.batch.len()];
+        for i in 0..own {
+            if dims[i] != 1 {
+                s[offset + i] = isize::try_from(st[i]).or_else(|_| overflow("a stride"))?;
+            }
+        }
+        Ok(s)
+    };
+    let r = a_dims.len();
+    plan.a_strides = batch_strides(&a_dims, &a_st)?;
+    plan.a_mat = [a_st[r - 2], a_st[r - 1]];
+    let r = b_dims.len();
+    plan.b_strides = batch_strides(&b_dims, &b_st)?;
+    plan.b_mat = [b_st[r - 2], b_st[r - 1]];
+    let mut out = plan.out.clone();
+    if let Some(perm) = &py {
+        // The output is stored transposed: `out` axis `k` is product axis
+        // `perm[k]`, so product axis `perm[k]` steps by `out`'s stride `k`.
+        let (dims, _) = permuted(&plan.out, perm)?;
+        let os = contiguous(&dims);
+        let mut ys = vec![0usize; perm.len()];
+        for (k, &p) in perm.iter().enumerate() {
+            ys[p as usize] = os[k];
+        }
+        let r = ys.len();
+        if ys[r - 1] != 1 {
+            return invalid("a transpose folded into MatMul's output must keep the last axis");
+        }
+        let batch: Vec<isize> = ys[..r - 2]
+            .iter()
+            .map(|&v| isize::try_from(v).or_else(|_| overflow("a stride")))
+            .collect::<OpResult<_>>()?;
+        plan.y_layout = Some((batch, ys[r - 2]));
+        out = dims;
+    }
+    Ok((plan, out))
 }
 
 pub(super) fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
@@ -336,6 +458,9 @@ pub(super) fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
         k: ka,
         n,
         out,
+        a_mat: [ka, 1],
+        b_mat: [n, 1],
+        y_layout: None,
     })
 }
 
@@ -346,14 +471,14 @@ impl OpRule for MatMulRule {
         if a.elem != b.elem {
             return invalid("MatMul's operands have different element types");
         }
-        Ok(vec![a.with_dims(matmul_plan(&a.dims, &b.dims)?.out)])
+        Ok(vec![a.with_dims(node_plan(cx)?.1)])
     }
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
-        let (a, b) = (cx.input(0)?, cx.input(1)?);
+        let a = cx.input(0)?;
         Ok(Lowered::Kernel(Box::new(MatMulKernel {
             elem: outputs.first().map_or(a.elem, |t| t.elem),
-            plan: matmul_plan(&a.dims, &b.dims)?,
+            plan: node_plan(cx)?.0,
         })))
     }
 }

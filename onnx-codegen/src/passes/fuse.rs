@@ -87,12 +87,13 @@ fn encode(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
     }
 }
 
-/// Removes [`ACTIVATION`] from every node, so a model cannot set it; runs
-/// once, before the first [`fuse_activations`].
+/// Removes the internal attributes (named `onnx_codegen.*`: [`ACTIVATION`],
+/// the transposes folded into a MatMul) from every node, so a model cannot set
+/// them; runs once, before the first rewrite.
 pub fn strip_internal(g: &mut Graph) {
     let order: Vec<NodeId> = g.order().to_vec();
     for &id in &order {
-        g.node_mut(id).attributes.retain(|a| a.name != ACTIVATION);
+        g.node_mut(id).attributes.retain(|a| !a.name.starts_with("onnx_codegen."));
     }
 }
 

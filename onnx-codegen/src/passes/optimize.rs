@@ -14,10 +14,17 @@
 //!   f32, as onnxruntime's own fusion does; results differ from the unfolded
 //!   graph by float rounding only.
 //!
-//! Both keep the graph's outputs and every other node as they are. The caller
+//! * **Transposes into MatMul** ([`fold_transposes`]): a `Transpose` whose
+//!   only reader is an f32 `MatMul` operand, or whose input is a `MatMul`'s
+//!   output read by nothing else (with the last axis kept last), becomes a
+//!   stride pattern of the product: the operand is read, or the output
+//!   written, in place. Attention's head split and merge cost no copies.
+//!
+//! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
 use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Tensor, Use, ValueId, ValueKind};
+use crate::ops::gemm::{PERM_A, PERM_B, PERM_Y};
 use crate::passes::fuse::ACTIVATION;
 use crate::passes::infer::Inferred;
 
@@ -35,6 +42,7 @@ pub struct Rewrite {
 pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     let mut done = fold_pads(g, inferred);
     done.extend(fold_batch_norms(g, inferred));
+    done.extend(fold_transposes(g, inferred));
     let removed: Vec<NodeId> = done.iter().map(|r| r.removed).collect();
     g.retain_nodes(|id, _| !removed.contains(&id));
     done
@@ -378,6 +386,86 @@ pub fn fold_batch_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
+/// A `Transpose`'s perm, the default (reversed axes) when absent.
+fn transpose_perm(node: &crate::ir::Node, rank: usize) -> Option<Vec<i64>> {
+    match node.attr("perm") {
+        Some(AttrValue::Ints(p)) => (p.len() == rank).then(|| p.clone()),
+        None => Some((0..rank as i64).rev().collect()),
+        _ => None,
+    }
+}
+
+fn rank_of(inferred: &Inferred, v: ValueId) -> Option<usize> {
+    inferred.types.get(v.index())?.as_ref().map(|t| t.rank())
+}
+
+/// Folds the `Transpose`s around each f32 `MatMul` that is computed at run
+/// time into its operand and output strides.
+pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let mut done = Vec::new();
+    for &id in g.order().to_vec().iter() {
+        let mm = g.node(id);
+        if !mm.op.is("MatMul") || mm.inputs.len() != 2 {
+            continue;
+        }
+        let (Some(a), Some(b), Some(y)) = (mm.input(0), mm.input(1), mm.output(0)) else {
+            continue;
+        };
+        let float = |v: ValueId| {
+            inferred.types.get(v.index()).and_then(|t| t.as_ref()).map(|t| t.elem)
+                == Some(ElemType::Float)
+        };
+        let runs = inferred.constants.get(y.index()).is_some_and(Option::is_none);
+        if !(runs && float(a) && float(b)) {
+            continue;
+        }
+        if [a, b].iter().any(|&v| rank_of(inferred, v).is_none_or(|r| r < 2)) {
+            continue;
+        }
+        for (index, attr) in [(0usize, PERM_A), (1, PERM_B)] {
+            let v = if index == 0 { a } else { b };
+            let Some((tid, 0)) = g.producer(v) else { continue };
+            let t = g.node(tid);
+            if !t.op.is("Transpose") || sole_reader(&uses, v) != Some((id, index)) {
+                continue;
+            }
+            let Some(src) = t.input(0) else { continue };
+            let Some(perm) = rank_of(inferred, src).and_then(|r| transpose_perm(t, r)) else {
+                continue;
+            };
+            let mm = g.node_mut(id);
+            mm.inputs[index] = Some(src);
+            set_attr(mm, attr, AttrValue::Ints(perm));
+            done.push(Rewrite {
+                name: "transpose-into-matmul",
+                removed: tid,
+                removed_op: "Transpose".to_owned(),
+                into: id,
+            });
+        }
+        let Some((tid, 0)) = sole_reader(&uses, y) else { continue };
+        let t = g.node(tid);
+        let Some(out) = t.output(0) else { continue };
+        let r = rank_of(inferred, y).unwrap_or(0);
+        let Some(perm) = transpose_perm(t, r) else { continue };
+        if !t.op.is("Transpose") || r < 2 || perm.last() != Some(&(r as i64 - 1)) {
+            continue;
+        }
+        let mm = g.node_mut(id);
+        mm.outputs[0] = Some(out);
+        set_attr(mm, PERM_Y, AttrValue::Ints(perm));
+        g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
+        done.push(Rewrite {
+            name: "transpose-into-matmul",
+            removed: tid,
+            removed_op: "Transpose".to_owned(),
+            into: id,
+        });
+    }
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::run;
@@ -467,6 +555,28 @@ mod tests {
              <float[1, 1, 1, 1] w = {2}, float[1] s = {1}, float[1] t = {0}, float[1] m = {0}, \
              float[1] v = {1}>\n{\n c = Conv (x, w)\n \
              y = BatchNormalization <training_mode = 1> (c, s, t, m, v)\n}",
+        );
+        assert!(a.rewrites.is_empty());
+    }
+
+    #[test]
+    fn transposes_around_a_run_time_matmul_fold_into_its_strides() {
+        let a = run(
+            13,
+            "g (float[3, 2, 4] s) => (float[3, 2, 3] att) {\n \
+             qt = Transpose <perm = [1, 0, 2]> (s)\n kt = Transpose <perm = [1, 2, 0]> (s)\n \
+             sc = MatMul (qt, kt)\n att = Transpose <perm = [1, 0, 2]> (sc)\n}",
+        );
+        assert_eq!(a.rewrites.len(), 3);
+        assert!(a.rewrites.iter().all(|r| r.name == "transpose-into-matmul"));
+        assert_eq!(a.inferred.steps.len(), 1);
+        assert_eq!(crate::ops::testing::types(&a), [crate::ops::testing::ty("float[3, 2, 3]")]);
+        // An output transpose that moves the last axis stays; so does one
+        // whose result another node reads.
+        let a = run(
+            13,
+            "g (float[2, 3] x, float[3, 4] w) => (float[4, 2] y, float[3, 2] z) {\n \
+             xt = Transpose (x)\n m = MatMul (x, w)\n y = Transpose (m)\n z = Identity (xt)\n}",
         );
         assert!(a.rewrites.is_empty());
     }
