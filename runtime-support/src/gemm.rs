@@ -136,14 +136,44 @@ pub fn sgemm_act(
 
 /// ONNX `MatMul` on f32 through the SIMD path (see [`sgemm`]).
 pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
+    smatmul_bias(p, a, b, None, y)
+}
+
+/// [`smatmul`] plus `bias[j]` on every output of column `j`, in the same pass
+/// (a following `Add` of a row vector, folded at generation time).
+pub fn smatmul_bias(
+    p: &MatMul<'_>,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
+    if let Some(c) = bias {
+        ensure(c.len() == n, Error::ShapeMismatch)?;
+    }
+    let epi = |_: usize, j: usize, acc: f32| match bias {
+        Some(c) => acc + c.get(j).copied().unwrap_or(0.0),
+        None => acc,
+    };
     let at = place(p, a.len(), b.len(), y.len())?;
     if m == 0 || n == 0 || numel(p.batch)? == 0 {
         return Ok(());
     }
     let ys = &at.ys[..p.batch.len()];
     if k == 0 {
-        return empty_sums(p, &at, y);
+        empty_sums(p, &at, y)?;
+        if let Some(c) = bias {
+            walk(p.batch, [ys], [0], |[iy]| {
+                for i in 0..m {
+                    let row = iy + i * at.y_row;
+                    for (v, b) in y[row..row + n].iter_mut().zip(c) {
+                        *v += b;
+                    }
+                }
+            });
+        }
+        return Ok(());
     }
     let [a_rs, a_cs] = p.a_strides;
     let [b_rs, b_cs] = p.b_strides;
@@ -153,9 +183,9 @@ pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
         let vb = DenseB { data: &b[ib..ib + at.ext_b], rs: b_rs, cs: b_cs };
         let y = &mut y[iy..iy + at.ext_y];
         let r = if m == 1 && a_cs == 1 && (b_cs == 1 || b_rs == 1) {
-            simd::vector_product(n, k, va, &vb, y, &|_, _, acc| acc)
+            simd::vector_product(n, k, va, &vb, y, &epi)
         } else {
-            simd::product(m, n, k, va, &vb, Out { y, ldy: at.y_row }, &|_, _, acc| acc)
+            simd::product(m, n, k, va, &vb, Out { y, ldy: at.y_row }, &epi)
         };
         if let Err(e) = r {
             result = Err(e);
@@ -581,6 +611,20 @@ mod tests {
                 }
             }
         }
+        // With a bias per column, also when k is 0.
+        let bias = [1.0f32, -2.0, 0.5, 0.0, 3.0];
+        smatmul_bias(&strided, &q, &kk, Some(&bias), &mut fast).unwrap();
+        for i in 0..30 {
+            let w = exact[i] + bias[i % 5];
+            assert!((fast[i] - w).abs() <= 1e-5 * (1.0 + w.abs()), "{i}");
+        }
+        let empty = MatMul { k: 0, a_strides: [0, 1], b_strides: [1, 8], ..strided };
+        smatmul_bias(&empty, &[], &[], Some(&bias), &mut fast).unwrap();
+        assert_eq!(fast[..10], [1.0, -2.0, 0.5, 0.0, 3.0, 1.0, -2.0, 0.5, 0.0, 3.0]);
+        assert_eq!(
+            smatmul_bias(&strided, &q, &kk, Some(&bias[..4]), &mut fast),
+            Err(Error::ShapeMismatch)
+        );
         // A row stride shorter than a row, or an output too short, is refused.
         let bad = MatMul { y_layout: Some((&[5], 4)), ..strided };
         assert_eq!(smatmul(&bad, &q, &kk, &mut fast), Err(Error::InvalidParams));

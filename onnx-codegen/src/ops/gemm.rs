@@ -476,9 +476,19 @@ impl OpRule for MatMulRule {
 
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let a = cx.input(0)?;
+        let plan = node_plan(cx)?.0;
+        // A bias folded in by `passes::optimize` (f32 only): one per column.
+        let bias = match cx.opt_input(2) {
+            None => false,
+            Some(t) if a.elem == ElemType::Float && t.elem == a.elem && t.dims == [plan.n] => true,
+            Some(t) => {
+                return invalid(format!("MatMul's folded bias {t} must be float[{}]", plan.n));
+            }
+        };
         Ok(Lowered::Kernel(Box::new(MatMulKernel {
             elem: outputs.first().map_or(a.elem, |t| t.elem),
-            plan: node_plan(cx)?.0,
+            plan,
+            bias,
         })))
     }
 }
@@ -486,6 +496,8 @@ impl OpRule for MatMulRule {
 struct MatMulKernel {
     elem: ElemType,
     plan: MatMulPlan,
+    /// Input 2 is a bias added to each column (folded from an `Add`).
+    bias: bool,
 }
 
 fn run_matmul<T: Num + HostElem>(
@@ -496,7 +508,16 @@ fn run_matmul<T: Num + HostElem>(
     let p = k.plan.params();
     let a = host::<T>(inputs.first().copied().flatten())?;
     let b = host::<T>(inputs.get(1).copied().flatten())?;
-    rt_gemm::matmul(&p, a, b, host_mut::<T>(outputs.first_mut())?)?;
+    let y = host_mut::<T>(outputs.first_mut())?;
+    rt_gemm::matmul(&p, a, b, y)?;
+    if k.bias {
+        let c = host::<T>(inputs.get(2).copied().flatten())?;
+        let n = k.plan.n.max(1);
+        // The product's columns are its last axis whatever its layout.
+        for (i, v) in y.iter_mut().enumerate() {
+            *v = v.add(c[i % n]);
+        }
+    }
     Ok(())
 }
 
@@ -509,6 +530,10 @@ impl Kernel for MatMulKernel {
         let rt = &io.rt;
         let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        if self.bias {
+            let c = &io.inputs[2];
+            return quote!(#rt::gemm::smatmul_bias(&#p, #a, #b, Some(#c), #y)?;);
+        }
         let f = if self.elem == ElemType::Float { quote!(smatmul) } else { quote!(matmul) };
         quote!(#rt::gemm::#f(&#p, #a, #b, #y)?;)
     }

@@ -20,6 +20,10 @@
 //!   stride pattern of the product: the operand is read, or the output
 //!   written, in place. Attention's head split and merge cost no copies.
 //!
+//! * **Add into MatMul** ([`fold_matmul_bias`]): an `Add` of a constant row
+//!   vector to an f32 `MatMul`'s output (the bias of a linear layer) is added
+//!   by the product's epilogue, in the same pass.
+//!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
@@ -43,6 +47,7 @@ pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     let mut done = fold_pads(g, inferred);
     done.extend(fold_batch_norms(g, inferred));
     done.extend(fold_transposes(g, inferred));
+    done.extend(fold_matmul_bias(g, inferred));
     let removed: Vec<NodeId> = done.iter().map(|r| r.removed).collect();
     g.retain_nodes(|id, _| !removed.contains(&id));
     done
@@ -466,6 +471,54 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
+/// Folds `Add(MatMul(..), bias)` with a constant f32 bias over the last axis
+/// into the product (its third input).
+pub fn fold_matmul_bias(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let mut done = Vec::new();
+    for &id in g.order().to_vec().iter() {
+        let mm = g.node(id);
+        if !mm.op.is("MatMul") || mm.inputs.len() != 2 {
+            continue;
+        }
+        let Some(y) = mm.output(0) else { continue };
+        let Some(ty) = inferred.types.get(y.index()).and_then(|t| t.as_ref()) else { continue };
+        let runs = inferred.constants.get(y.index()).is_some_and(Option::is_none);
+        if !runs || ty.elem != ElemType::Float || ty.rank() == 0 {
+            continue;
+        }
+        let n = ty.dims[ty.rank() - 1];
+        let Some((aid, index)) = sole_reader(&uses, y) else { continue };
+        let add = g.node(aid);
+        if !add.op.is("Add") || add.inputs.len() != 2 {
+            continue;
+        }
+        let (Some(other), Some(out)) = (add.input(1 - index), add.output(0)) else { continue };
+        let same_shape = inferred.types.get(out.index()).and_then(|t| t.as_ref()) == Some(ty);
+        let Some(c) = constant(g, inferred, Some(other)) else { continue };
+        let row = c.dims.last().is_some_and(|&d| d == n as u64)
+            && c.dims.len() <= ty.rank()
+            && c.dims[..c.dims.len() - 1].iter().all(|&d| d == 1);
+        if !same_shape || c.elem != ElemType::Float || !row {
+            continue;
+        }
+        let Some(values) = c.to_f64s() else { continue };
+        let base = format!("{}_bias", g.value(y).name);
+        let Some(bias) = add_f32(g, &base, vec![n as u64], &values) else { continue };
+        let mm = g.node_mut(id);
+        mm.inputs.push(Some(bias));
+        mm.outputs[0] = Some(out);
+        g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
+        done.push(Rewrite {
+            name: "add-into-matmul",
+            removed: aid,
+            removed_op: "Add".to_owned(),
+            into: id,
+        });
+    }
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::run;
@@ -579,5 +632,21 @@ mod tests {
              xt = Transpose (x)\n m = MatMul (x, w)\n y = Transpose (m)\n z = Identity (xt)\n}",
         );
         assert!(a.rewrites.is_empty());
+    }
+
+    #[test]
+    fn a_constant_row_added_to_a_run_time_matmul_becomes_its_bias() {
+        let graph = |bias: &str| {
+            format!(
+                "g (float[2, 3] x) => (float[2, 2] y) <float[3, 2] w = {{1, 2, 3, 4, 5, 6}}, \
+                 {bias}>\n{{\n m = MatMul (x, w)\n y = Add (b, m)\n}}"
+            )
+        };
+        let a = run(13, &graph("float[1, 2] b = {1, 2}"));
+        assert_eq!(names(&a), [("add-into-matmul", "MatMul".to_owned())]);
+        assert_eq!(a.inferred.steps.len(), 1);
+        // A column vector, or a full matrix, is not a bias of the columns.
+        assert!(run(13, &graph("float[2, 1] b = {1, 2}")).rewrites.is_empty());
+        assert!(run(13, &graph("float[2, 2] b = {1, 2, 3, 4}")).rewrites.is_empty());
     }
 }
