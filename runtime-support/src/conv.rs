@@ -440,10 +440,30 @@ pub fn sconv(
     let win = &p.window;
     let bias_of = |oc: usize| bias.and_then(|b| b.get(oc)).copied().unwrap_or(0.0);
     if cg == 1 && mg == 1 {
+        let geom = simd::DwGeom {
+            h: win.in_dims[0],
+            w: win.in_dims[1],
+            oh: win.out_dims[0],
+            ow: win.out_dims[1],
+            kh: win.kernel[0],
+            kw: win.kernel[1],
+            sy: win.strides[0],
+            sx: win.strides[1],
+            dy: win.dilations[0],
+            dx: win.dilations[1],
+            pt: win.pads_begin[0],
+            pl: win.pads_begin[1],
+        };
+        // The vector kernel reads padding as zeros and multiplies them in,
+        // which only matches skipping those taps when the weights are finite.
+        let finite = w.iter().all(|v| v.is_finite());
         for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
             let c = plane % p.out_channels;
             let xp = &x[plane * in_size..(plane + 1) * in_size];
             let wk = &w[c * k_size..(c + 1) * k_size];
+            if finite && simd::depthwise_plane(&geom, xp, wk, bias_of(c), act, yp) {
+                continue;
+            }
             simd::vectorized(|| {
                 if !depthwise_plane_staged(win, xp, wk, bias_of(c), yp, act) {
                     depthwise_plane(win, xp, wk, bias_of(c), yp, act);
@@ -720,6 +740,17 @@ mod tests {
             ([2, 4, 4, 4], [6, 3], [2, 4], [1, 1], [1, 1], [0, 2, 1, 0]),
             ([1, 2, 2, 2], [5, 5], [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]),
             ([1, 2, 2, 2], [4, 2], [1, 3], [1, 1], [1, 1], [0, 0, 0, 3]),
+            // Depthwise rows wider than a vector: interior and border vectors,
+            // strides 1 and 2, odd widths, dilation, asymmetric pads.
+            ([1, 3, 3, 3], [12, 37], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 2], [9, 40], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 2], [7, 33], [5, 3], [1, 2], [1, 2], [2, 3, 1, 0]),
+            ([1, 2, 2, 2], [6, 50], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([2, 2, 2, 2], [8, 19], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 2, 2], [5, 21], [3, 4], [3, 2], [1, 1], [1, 2, 1, 2]),
+            ([1, 2, 2, 2], [4, 17], [2, 2], [1, 3], [2, 1], [1, 1, 0, 2]),
+            ([1, 4, 4, 4], [16, 16], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 3, 3], [1, 9], [1, 9], [1, 1], [1, 1], [0, 4, 0, 4]),
         ];
         for (t, &([n, c, m, g], ind, k, s, d, pads)) in cases.iter().enumerate() {
             let out: [usize; 2] = core::array::from_fn(|i| {
@@ -742,7 +773,12 @@ mod tests {
             let (x, w, b) = (values(xl, 1), values(wl, 2), values(m, 3));
             let (mut want, mut got) = ([0.0f32; 4096], [0.0f32; 4096]);
             for act in
-                [Activation::None, Activation::Relu, Activation::Clip { min: -0.5, max: 0.25 }]
+                [
+                    Activation::None,
+                    Activation::Relu,
+                    Activation::LeakyRelu { alpha: 0.125 },
+                    Activation::Clip { min: -0.5, max: 0.25 },
+                ]
             {
                 conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
                 act.apply_all(&mut want[..yl]);
@@ -755,6 +791,30 @@ mod tests {
                 sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
                 Err(Error::ShapeMismatch)
             );
+        }
+    }
+
+    #[test]
+    fn sconv_depthwise_non_finite() {
+        // An infinite weight next to padding: the padded taps are skipped,
+        // not multiplied (0 * inf would be NaN), as in the exact kernel; a
+        // NaN input stays where its taps reach.
+        let window = win(&[3, 11], &[3, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]);
+        let p = Conv { batch: 1, in_channels: 1, out_channels: 1, groups: 1, window };
+        let mut x: [f32; 33] = core::array::from_fn(|i| i as f32 * 0.25 - 3.0);
+        let mut w = [0.5f32; 9];
+        w[0] = f32::INFINITY;
+        let (mut want, mut got) = ([0.0f32; 33], [0.0f32; 33]);
+        for _ in 0..2 {
+            conv(&p, &x, &w, None, &mut want).unwrap();
+            sconv(&p, &x, &w, None, &mut got, Activation::Relu).unwrap();
+            Activation::Relu.apply_all(&mut want);
+            for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                let same = g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
+                assert!(same, "[{i}]: {g} vs {e}");
+            }
+            w[0] = 0.5;
+            x[17] = f32::NAN;
         }
     }
 }

@@ -1,0 +1,44 @@
+//! Dispatch for the vectorised depthwise convolution of one plane.
+
+use super::Activation;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use super::avx2_dw::DwGeom;
+
+/// Geometry of one depthwise plane (see the AVX2 kernel): input `h x w`,
+/// output `oh x ow`, kernel `kh x kw`, strides, dilations, leading pads.
+#[cfg(not(target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DwGeom {
+    pub h: usize,
+    pub w: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sy: usize,
+    pub sx: usize,
+    pub dy: usize,
+    pub dx: usize,
+    pub pt: usize,
+    pub pl: usize,
+}
+
+/// Computes one depthwise plane on the vector unit when there is one and
+/// the geometry suits it; returns `false`, writing nothing, otherwise (the
+/// caller then runs its portable loops).
+#[inline]
+pub(crate) fn depthwise_plane(
+    g: &DwGeom,
+    x: &[f32],
+    wk: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(cpu) = super::avx2::Avx2::detect() {
+        return super::avx2_dw::depthwise_plane(cpu, g, x, wk, bias, act, y);
+    }
+    let _ = (g, x, wk, bias, act, y);
+    false
+}
