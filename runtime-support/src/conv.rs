@@ -223,36 +223,47 @@ impl PackB for Im2col<'_> {
             count += 1;
             c += len;
         }
+        let covered = c;
         let (h, w) = (self.h as isize, self.w as isize);
         let (sx, pl) = (self.s[1], self.pad[1] as isize);
         let taps = self.k[0] * self.k[1];
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
         for row in out.chunks_exact_mut(stride).take(kc) {
-            row.fill(0.0);
+            if let Some(tail) = row.get_mut(covered..) {
+                tail.fill(0.0);
+            }
             let plane = ci * self.h * self.w;
             let (dy, dx) = ((ky * self.d[0]) as isize, (kx * self.d[1]) as isize);
             for &(c0, len, oy, ox) in &runs[..count] {
+                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
                 let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
-                if !(0..h).contains(&iy) {
-                    continue;
-                }
-                let Some(xrow) = self.x.get(plane + iy as usize * self.w..) else {
+                let xrow = if (0..h).contains(&iy) {
+                    self.x.get(plane + iy as usize * self.w..)
+                } else {
+                    None
+                };
+                let Some(xrow) = xrow else {
+                    zero_run(dst);
                     continue;
                 };
                 let ix0 = (ox * sx) as isize - pl + dx;
-                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
-                if sx == 1 && ix0 >= 0 && ix0 + len as isize <= w {
-                    if let Some(src) = xrow.get(ix0 as usize..ix0 as usize + len) {
-                        dst.copy_from_slice(src);
-                    }
+                // Inside the row: a plain (or every-other) copy.
+                let last = ix0 + ((len - 1) * sx) as isize;
+                if ix0 >= 0
+                    && last < w
+                    && let Some(src) = xrow.get(ix0 as usize..=last as usize)
+                    && copy_run(dst, src, sx)
+                {
                     continue;
                 }
                 for (t, v) in dst.iter_mut().enumerate() {
                     let ix = ix0 + (t * sx) as isize;
-                    if (0..w).contains(&ix) {
-                        *v = xrow.get(ix as usize).copied().unwrap_or(0.0);
-                    }
+                    *v = if (0..w).contains(&ix) {
+                        xrow.get(ix as usize).copied().unwrap_or(0.0)
+                    } else {
+                        0.0
+                    };
                 }
             }
             kx += 1;
@@ -265,6 +276,50 @@ impl PackB for Im2col<'_> {
                 }
             }
         }
+    }
+}
+
+/// Zeroes one run of a packed row; the usual run lengths (the strip widths
+/// 16 and 8) as fixed-size stores rather than a call.
+#[inline(always)]
+fn zero_run(dst: &mut [f32]) {
+    if let Ok(d) = <&mut [f32; 16]>::try_from(&mut *dst) {
+        *d = [0.0; 16];
+    } else if let Ok(d) = <&mut [f32; 8]>::try_from(&mut *dst) {
+        *d = [0.0; 8];
+    } else {
+        dst.fill(0.0);
+    }
+}
+
+/// `dst[t] = src[t * step]` for a run of the usual lengths (16 or 8) and
+/// steps (1 or 2), as fixed-size copies the compiler turns into vector
+/// moves and shuffles. `src` holds `(dst.len() - 1) * step + 1` values.
+/// Returns `false`, copying nothing, for other shapes.
+#[inline(always)]
+fn copy_run(dst: &mut [f32], src: &[f32], step: usize) -> bool {
+    fn fixed<const N: usize, const S: usize>(dst: &mut [f32], src: &[f32]) -> bool {
+        let (Ok(d), Some(s)) = (<&mut [f32; N]>::try_from(dst), src.get(..(N - 1) * S + 1)) else {
+            return false;
+        };
+        for (t, v) in d.iter_mut().enumerate() {
+            *v = s[t * S];
+        }
+        true
+    }
+    match (dst.len(), step) {
+        (16, 1) => fixed::<16, 1>(dst, src),
+        (8, 1) => fixed::<8, 1>(dst, src),
+        (16, 2) => fixed::<16, 2>(dst, src),
+        (8, 2) => fixed::<8, 2>(dst, src),
+        (n, 1) => match src.get(..n) {
+            Some(s) => {
+                dst.copy_from_slice(s);
+                true
+            }
+            None => false,
+        },
+        _ => false,
     }
 }
 
@@ -740,6 +795,13 @@ mod tests {
             ([2, 4, 4, 4], [6, 3], [2, 4], [1, 1], [1, 1], [0, 2, 1, 0]),
             ([1, 2, 2, 2], [5, 5], [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]),
             ([1, 2, 2, 2], [4, 2], [1, 3], [1, 1], [1, 1], [0, 0, 0, 3]),
+            // im2col strips of whole runs (16 or 8 columns), strides 1 and 2.
+            ([1, 3, 4, 1], [6, 34], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 3, 1], [5, 33], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 5, 1], [16, 16], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 3, 1], [8, 8], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 1], [4, 40], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 7, 1], [3, 48], [2, 5], [1, 1], [1, 2], [0, 3, 1, 2]),
             // Depthwise rows wider than a vector: interior and border vectors,
             // strides 1 and 2, odd widths, dilation, asymmetric pads.
             ([1, 3, 3, 3], [12, 37], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
