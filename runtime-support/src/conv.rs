@@ -834,14 +834,12 @@ mod tests {
             let yl = n * m * out[0] * out[1];
             let (x, w, b) = (values(xl, 1), values(wl, 2), values(m, 3));
             let (mut want, mut got) = ([0.0f32; 4096], [0.0f32; 4096]);
-            for act in
-                [
-                    Activation::None,
-                    Activation::Relu,
-                    Activation::LeakyRelu { alpha: 0.125 },
-                    Activation::Clip { min: -0.5, max: 0.25 },
-                ]
-            {
+            for act in [
+                Activation::None,
+                Activation::Relu,
+                Activation::LeakyRelu { alpha: 0.125 },
+                Activation::Clip { min: -0.5, max: 0.25 },
+            ] {
                 conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
                 act.apply_all(&mut want[..yl]);
                 sconv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], act).unwrap();
@@ -872,7 +870,8 @@ mod tests {
             sconv(&p, &x, &w, None, &mut got, Activation::Relu).unwrap();
             Activation::Relu.apply_all(&mut want);
             for (i, (g, e)) in got.iter().zip(&want).enumerate() {
-                let same = g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
+                let same =
+                    g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
                 assert!(same, "[{i}]: {g} vs {e}");
             }
             w[0] = 0.5;

@@ -526,11 +526,7 @@ mod tests {
 
     /// Runs `f` on the 2-D window and on the same window with a leading
     /// unit axis (which takes the N-d tap walk).
-    fn both_ways(
-        planes: usize,
-        g: [[usize; 2]; 7],
-        mut f: impl FnMut(&Pool<'_>, &Pool<'_>),
-    ) {
+    fn both_ways(planes: usize, g: [[usize; 2]; 7], mut f: impl FnMut(&Pool<'_>, &Pool<'_>)) {
         let [ind, out, k, s, d, pb, pe] = g;
         let lift = |v: [usize; 2], one: usize| [one, v[0], v[1]];
         let (ind3, out3, k3) = (lift(ind, 1), lift(out, 1), lift(k, 1));

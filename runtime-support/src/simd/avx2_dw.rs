@@ -13,32 +13,14 @@
 
 use super::Activation;
 use super::avx2::Avx2;
+use super::dw::DwGeom;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
-    _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd,
-    _mm256_cmp_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_maskstore_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_permute4x64_pd,
-    _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_shuffle_ps, _mm256_storeu_ps,
+    _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_cmp_ps,
+    _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_maskstore_ps,
+    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32,
+    _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
 };
-
-/// Geometry of one depthwise plane: input `h x w`, output `oh x ow`,
-/// kernel `kh x kw`, strides, dilations and the leading pads.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DwGeom {
-    pub h: usize,
-    pub w: usize,
-    pub oh: usize,
-    pub ow: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub sy: usize,
-    pub sx: usize,
-    pub dy: usize,
-    pub dx: usize,
-    pub pt: usize,
-    pub pl: usize,
-}
 
 /// `y[oy, ox] = act(bias + sum_{ky, kx} wk[ky, kx] * x[oy*sy + ky*dy - pt, ox*sx + kx*dx - pl])`
 /// over the taps inside the input, with fused multiply-adds in row-major

@@ -1,12 +1,11 @@
 //! Dispatch for the vectorised depthwise convolution of one plane.
 
 use super::Activation;
-#[cfg(target_arch = "x86_64")]
-pub(crate) use super::avx2_dw::DwGeom;
 
-/// Geometry of one depthwise plane (see the AVX2 kernel): input `h x w`,
-/// output `oh x ow`, kernel `kh x kw`, strides, dilations, leading pads.
-#[cfg(not(target_arch = "x86_64"))]
+/// Geometry of one depthwise plane: input `h x w`, output `oh x ow`,
+/// kernel `kh x kw`, strides, dilations and the leading pads. Only the
+/// vector kernels read it.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DwGeom {
     pub h: usize,
