@@ -1,15 +1,15 @@
 //! AVX2+FMA depthwise convolution of one 2-D plane, straight from the input:
 //! eight output columns per vector, taps read with masked loads at the
-//! borders (no staging copy, no padding tests in the interior), stride 1
-//! or 2, the bias and the fused activation applied before the store.
+//! borders (no staging copy, no padding tests per tap), stride 1 or 2,
+//! the bias and the fused activation applied before the store.
 //!
 //! Soundness rests on two things: an [`Avx2`] value exists only on a CPU
 //! with AVX2 and FMA, and [`depthwise_plane`] checks the plane, kernel and
 //! output lengths and that every coordinate fits an `i32` before the
-//! unsafe loop. Inside it, every load reads input row `iy < h` at columns
-//! that are either all inside `0..w` (plain load) or restricted to those by
-//! the load mask; every store writes output row `oy < oh` at columns below
-//! `ow`, masked for the last partial vector.
+//! unsafe loop. Inside it, every load reads input row `iy < h` with a mask
+//! that keeps only the lanes whose column is inside `0..w` (masked lanes
+//! are never accessed and read as zero); every store writes output row
+//! `oy < oh` with a mask that keeps the columns below `ow`.
 
 use super::Activation;
 use super::avx2::Avx2;
@@ -17,10 +17,13 @@ use super::dw::DwGeom;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
     _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_cmp_ps,
-    _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_maskstore_ps,
-    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32,
-    _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_storeu_ps,
+    _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps,
+    _mm256_min_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps,
+    _mm256_setr_epi32, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_shuffle_ps,
 };
+
+/// The widest kernel row handled (one load mask per kernel column).
+const MAX_KW: usize = 16;
 
 /// `y[oy, ox] = act(bias + sum_{ky, kx} wk[ky, kx] * x[oy*sy + ky*dy - pt, ox*sx + kx*dx - pl])`
 /// over the taps inside the input, with fused multiply-adds in row-major
@@ -53,28 +56,55 @@ pub(crate) fn depthwise_plane(
     if g.ow == 0 || g.oh == 0 {
         return true;
     }
-    // SAFETY: `_cpu` proves AVX2 and FMA; the lengths were checked above and
-    // the loop keeps the bounds described in the module docs.
-    unsafe { plane(g, x.as_ptr(), wk, bias, act, y.as_mut_ptr()) }
+    if g.kw > MAX_KW {
+        return false;
+    }
+    let (x, y) = (x.as_ptr(), y.as_mut_ptr());
+    let k3 = g.kh == 3 && g.kw == 3;
+    // One instance per stride, 3x3-or-not and activation, so the inner loops
+    // carry no tests that do not change.
+    macro_rules! run {
+        ($s:literal, $k3:literal) => {
+            // SAFETY: `_cpu` proves AVX2 and FMA; the lengths were checked
+            // above and the loop keeps the bounds described in the module docs.
+            unsafe {
+                match act {
+                    Activation::None => plane::<$s, $k3, 0>(g, x, wk, bias, 0.0, 0.0, y),
+                    Activation::Relu => plane::<$s, $k3, 1>(g, x, wk, bias, 0.0, 0.0, y),
+                    Activation::LeakyRelu { alpha } => {
+                        plane::<$s, $k3, 2>(g, x, wk, bias, alpha, 0.0, y)
+                    }
+                    Activation::Clip { min, max } => {
+                        plane::<$s, $k3, 3>(g, x, wk, bias, min, max, y)
+                    }
+                }
+            }
+        };
+    }
+    match (g.sx, k3) {
+        (1, true) => run!(1, true),
+        (1, false) => run!(1, false),
+        (_, true) => run!(2, true),
+        (_, false) => run!(2, false),
+    }
     true
 }
 
-/// The fused activation of eight sums, with the same comparisons as
+/// The fused activation of eight sums (`ACT`: 0 none, 1 Relu, 2 LeakyRelu
+/// with slope `a`, 3 Clip to `a..=b`), with the same comparisons as
 /// [`Activation::apply`] (NaN passes through `Relu` and `Clip`).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn activate(v: __m256, act: Activation) -> __m256 {
-    match act {
-        Activation::None => v,
-        // max_ps(a, b) is `a > b ? a : b`: `0 > v ? 0 : v`.
-        Activation::Relu => _mm256_max_ps(_mm256_setzero_ps(), v),
-        Activation::LeakyRelu { alpha } => {
+fn activate<const ACT: u8>(v: __m256, a: f32, b: f32) -> __m256 {
+    match ACT {
+        0 => v,
+        // max_ps(p, q) is `p > q ? p : q`: `0 > v ? 0 : v`.
+        1 => _mm256_max_ps(_mm256_setzero_ps(), v),
+        2 => {
             let neg = _mm256_cmp_ps::<_CMP_LT_OQ>(v, _mm256_setzero_ps());
-            _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(alpha)), neg)
+            _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(a)), neg)
         }
-        Activation::Clip { min, max } => {
-            _mm256_min_ps(_mm256_set1_ps(max), _mm256_max_ps(_mm256_set1_ps(min), v))
-        }
+        _ => _mm256_min_ps(_mm256_set1_ps(b), _mm256_max_ps(_mm256_set1_ps(a), v)),
     }
 }
 
@@ -89,94 +119,84 @@ fn in_row(base: i32, w: i32) -> __m256i {
     )
 }
 
-/// Eight input values for eight consecutive outputs, starting at column
-/// `base` of `row`: `base + l * sx` for lane `l`, zero outside `0..w`.
-///
-/// # Safety
-/// `row` points at an input row of `w` floats; when `full`, every column
-/// read (`base .. base + 8 * sx`) lies inside it.
-#[inline]
+/// See [`depthwise_plane`], which checked the bounds. `S` is the
+/// horizontal stride (1 or 2), `K3` says the kernel is 3x3 (weights then
+/// stay in registers), `ACT` picks the activation for [`activate`].
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn taps8(row: *const f32, base: i32, w: i32, sx: usize, full: bool) -> __m256 {
-    let p = row.wrapping_offset(base as isize);
-    // SAFETY: plain loads only when `full` (all columns inside the row);
-    // masked loads touch only lanes whose column is inside the row.
-    unsafe {
-        if sx == 1 {
-            if full { _mm256_loadu_ps(p) } else { _mm256_maskload_ps(p, in_row(base, w)) }
-        } else {
-            let (lo, hi) = if full {
-                (_mm256_loadu_ps(p), _mm256_loadu_ps(p.wrapping_add(8)))
-            } else {
-                (
-                    _mm256_maskload_ps(p, in_row(base, w)),
-                    _mm256_maskload_ps(p.wrapping_add(8), in_row(base + 8, w)),
-                )
-            };
-            // Even elements: [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the
-            // middle 64-bit pairs swapped into column order.
-            let even = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
-            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even)))
+unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
+    g: &DwGeom,
+    x: *const f32,
+    wk: &[f32],
+    bias: f32,
+    a: f32,
+    b: f32,
+    y: *mut f32,
+) {
+    let (kh, kw) = if K3 { (3, 3) } else { (g.kh, g.kw) };
+    let w = g.w as i32;
+    let bv = _mm256_set1_ps(bias);
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mut w3 = [_mm256_setzero_ps(); 9];
+    if K3 {
+        for (v, &s) in w3.iter_mut().zip(wk) {
+            *v = _mm256_set1_ps(s);
         }
     }
-}
-
-/// See [`depthwise_plane`], which checked the bounds.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn plane(g: &DwGeom, x: *const f32, wk: &[f32], bias: f32, act: Activation, y: *mut f32) {
-    let w = g.w as i32;
-    let b = _mm256_set1_ps(bias);
-    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    // Full vectors whose every tap column lies inside the row: the first
-    // column read is `ox0 * sx - pl >= 0`, the last `(ox0 + 8) * sx - 1 +
-    // (kw - 1) * dx - pl < w`.
-    let reach = (g.kw - 1) * g.dx;
-    let ox_lo = g.pl.div_ceil(g.sx);
-    let ox_hi = match (g.w + g.pl).checked_sub(reach + 8 * g.sx) {
-        Some(room) => room / g.sx + 1,
-        None => 0,
-    };
-    for oy in 0..g.oh {
-        // Kernel rows whose input row is inside the plane.
-        let top = oy * g.sy;
-        let ky_lo = g.pt.saturating_sub(top).div_ceil(g.dy.max(1));
-        let ky_hi = if top >= g.pt + g.h {
-            0
-        } else {
-            ((g.pt + g.h - top).div_ceil(g.dy.max(1))).min(g.kh)
-        };
-        // SAFETY: `oy < oh` and the output has `oh * ow` floats.
-        let yrow = unsafe { y.add(oy * g.ow) };
-        let mut ox0 = 0;
-        while ox0 < g.ow {
-            let full = ox0 >= ox_lo && ox0 < ox_hi && ox0 + 8 <= g.ow;
-            let mut acc = _mm256_setzero_ps();
-            for ky in ky_lo..ky_hi {
-                // top + ky * dy - pt is in 0..h for ky_lo <= ky < ky_hi.
-                let iy = top + ky * g.dy - g.pt;
-                // SAFETY: iy < h; the plane has h * w floats.
-                let row = unsafe { x.add(iy * g.w) };
-                let wrow = &wk[ky * g.kw..(ky + 1) * g.kw];
-                for (kx, wv) in wrow.iter().enumerate() {
-                    let base = (ox0 * g.sx + kx * g.dx) as i32 - g.pl as i32;
-                    // SAFETY: `full` only when every column is inside the row.
-                    let v = unsafe { taps8(row, base, w, g.sx, full) };
-                    acc = _mm256_fmadd_ps(v, _mm256_broadcast_ss(wv), acc);
-                }
+    let none = _mm256_setzero_si256();
+    let mut ox0 = 0;
+    while ox0 < g.ow {
+        // Load masks per kernel column for this block of eight outputs:
+        // lanes whose input column lies inside the row (all of them in the
+        // interior). With stride 2 each output vector takes two loads.
+        let mut lo = [none; MAX_KW];
+        let mut hi = [none; MAX_KW];
+        for kx in 0..kw {
+            let base = (ox0 * S + kx * g.dx) as i32 - g.pl as i32;
+            lo[kx] = in_row(base, w);
+            if S == 2 {
+                hi[kx] = in_row(base + 8, w);
             }
-            let out = activate(_mm256_add_ps(acc, b), act);
-            // SAFETY: columns ox0 .. ox0 + 8 are below ow for a full store,
-            // and the mask keeps the partial one below ow.
-            unsafe {
-                let dst = yrow.add(ox0);
-                if ox0 + 8 <= g.ow {
-                    _mm256_storeu_ps(dst, out);
-                } else {
-                    let left = _mm256_set1_epi32((g.ow - ox0) as i32);
-                    _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(left, lane), out);
-                }
-            }
-            ox0 += 8;
         }
+        let keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((g.ow - ox0).min(8) as i32), lane);
+        let col = (ox0 * S) as isize - g.pl as isize;
+        for oy in 0..g.oh {
+            let top = oy * g.sy;
+            let mut acc = _mm256_setzero_ps();
+            for ky in 0..kh {
+                let iy = (top + ky * g.dy).wrapping_sub(g.pt);
+                if iy >= g.h {
+                    continue;
+                }
+                // The input row iy < h, and the lanes each mask keeps are
+                // the columns inside it.
+                let row = x.wrapping_add(iy * g.w).wrapping_offset(col);
+                for kx in 0..kw {
+                    let p = row.wrapping_add(kx * g.dx);
+                    // SAFETY: masked loads touch only lanes inside row iy.
+                    let v = unsafe {
+                        if S == 1 {
+                            _mm256_maskload_ps(p, lo[kx])
+                        } else {
+                            let l = _mm256_maskload_ps(p, lo[kx]);
+                            let h = _mm256_maskload_ps(p.wrapping_add(8), hi[kx]);
+                            // Even elements: [l0 l2 h0 h2 | l4 l6 h4 h6], then
+                            // the middle 64-bit pairs swapped into column order.
+                            let even = _mm256_shuffle_ps::<0b10_00_10_00>(l, h);
+                            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
+                                _mm256_castps_pd(even),
+                            ))
+                        }
+                    };
+                    let wt =
+                        if K3 { w3[ky * 3 + kx] } else { _mm256_broadcast_ss(&wk[ky * kw + kx]) };
+                    acc = _mm256_fmadd_ps(v, wt, acc);
+                }
+            }
+            let out = activate::<ACT>(_mm256_add_ps(acc, bv), a, b);
+            // SAFETY: output row oy < oh; the mask keeps columns below ow.
+            unsafe { _mm256_maskstore_ps(y.add(oy * g.ow + ox0), keep, out) };
+        }
+        ox0 += 8;
     }
 }
