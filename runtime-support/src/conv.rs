@@ -229,13 +229,21 @@ impl PackB for Im2col<'_> {
         let taps = self.k[0] * self.k[1];
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
+        // Runs that cross the left or right border read a zero-padded copy
+        // of their input columns, made once per (channel, kernel row) and
+        // shared by that row's kernel columns.
+        const SEG: usize = 64;
+        const SEG_RUNS: usize = 4;
+        let reach = (self.k[1] - 1) * self.d[1];
+        let mut segs = [[0.0f32; SEG]; SEG_RUNS];
+        let mut seg_of = [(usize::MAX, usize::MAX); SEG_RUNS];
         for row in out.chunks_exact_mut(stride).take(kc) {
             if let Some(tail) = row.get_mut(covered..) {
                 tail.fill(0.0);
             }
             let plane = ci * self.h * self.w;
-            let (dy, dx) = ((ky * self.d[0]) as isize, (kx * self.d[1]) as isize);
-            for &(c0, len, oy, ox) in &runs[..count] {
+            let (dy, dx) = ((ky * self.d[0]) as isize, kx * self.d[1]);
+            for (r, &(c0, len, oy, ox)) in runs[..count].iter().enumerate() {
                 let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
                 let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
                 let xrow = if (0..h).contains(&iy) {
@@ -247,7 +255,8 @@ impl PackB for Im2col<'_> {
                     zero_run(dst);
                     continue;
                 };
-                let ix0 = (ox * sx) as isize - pl + dx;
+                let first = (ox * sx) as isize - pl;
+                let ix0 = first + dx as isize;
                 // Inside the row: a plain (or every-other) copy.
                 let last = ix0 + ((len - 1) * sx) as isize;
                 if ix0 >= 0
@@ -256,6 +265,28 @@ impl PackB for Im2col<'_> {
                     && copy_run(dst, src, sx)
                 {
                     continue;
+                }
+                let span = (len - 1) * sx + reach + 1;
+                if r < SEG_RUNS && span <= SEG {
+                    let seg = &mut segs[r];
+                    if seg_of[r] != (ci, ky) {
+                        seg_of[r] = (ci, ky);
+                        *seg = [0.0; SEG];
+                        // Columns first .. first + span, those inside the row.
+                        let lo = (-first).clamp(0, span as isize) as usize;
+                        let hi = (w - first).clamp(lo as isize, span as isize) as usize;
+                        let from = (first + lo as isize) as usize;
+                        if let (Some(d), Some(s)) =
+                            (seg.get_mut(lo..hi), xrow.get(from..from + (hi - lo)))
+                        {
+                            d.copy_from_slice(s);
+                        }
+                    }
+                    if let Some(src) = seg.get(dx..)
+                        && copy_run(dst, src, sx)
+                    {
+                        continue;
+                    }
                 }
                 for (t, v) in dst.iter_mut().enumerate() {
                     let ix = ix0 + (t * sx) as isize;
@@ -802,6 +833,8 @@ mod tests {
             ([1, 2, 3, 1], [8, 8], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             ([1, 2, 2, 1], [4, 40], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
             ([1, 2, 7, 1], [3, 48], [2, 5], [1, 1], [1, 2], [0, 3, 1, 2]),
+            ([1, 2, 3, 1], [3, 2], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 2, 1], [9, 3], [3, 3], [2, 2], [1, 1], [2, 2, 2, 2]),
             // Depthwise rows wider than a vector: interior and border vectors,
             // strides 1 and 2, odd widths, dilation, asymmetric pads.
             ([1, 3, 3, 3], [12, 37], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
