@@ -226,85 +226,98 @@ impl PackB for Im2col<'_> {
         let covered = c;
         let (h, w) = (self.h as isize, self.w as isize);
         let (sx, pl) = (self.s[1], self.pad[1] as isize);
-        let taps = self.k[0] * self.k[1];
+        let (kh, kw) = (self.k[0], self.k[1]);
+        let taps = kh * kw;
         let (mut ci, rem) = (p0 / taps, p0 % taps);
-        let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
+        let (mut ky, mut kx0) = (rem / kw, rem % kw);
         // Runs that cross the left or right border read a zero-padded copy
         // of their input columns, made once per (channel, kernel row) and
         // shared by that row's kernel columns.
         const SEG: usize = 64;
-        const SEG_RUNS: usize = 4;
-        let reach = (self.k[1] - 1) * self.d[1];
-        let mut segs = [[0.0f32; SEG]; SEG_RUNS];
-        let mut seg_of = [(usize::MAX, usize::MAX); SEG_RUNS];
-        for row in out.chunks_exact_mut(stride).take(kc) {
-            if let Some(tail) = row.get_mut(covered..) {
-                tail.fill(0.0);
+        let reach = (kw - 1) * self.d[1];
+        let mut seg = [0.0f32; SEG];
+        let mut p = 0;
+        // Rows go by groups of one (channel, kernel row): kernel columns
+        // kx0 .. kx0 + rows read the same input row of each run.
+        while p < kc {
+            let rows = (kw - kx0).min(kc - p);
+            let Some(group) = out.get_mut(p * stride..(p + rows) * stride) else { return };
+            if covered < stride {
+                for row in group.chunks_exact_mut(stride) {
+                    if let Some(tail) = row.get_mut(covered..) {
+                        tail.fill(0.0);
+                    }
+                }
             }
             let plane = ci * self.h * self.w;
-            let (dy, dx) = ((ky * self.d[0]) as isize, kx * self.d[1]);
-            for (r, &(c0, len, oy, ox)) in runs[..count].iter().enumerate() {
-                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
-                let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
+            let iy0 = (ky * self.d[0]) as isize - self.pad[0] as isize;
+            for &(c0, len, oy, ox) in &runs[..count] {
+                let iy = (oy * self.s[0]) as isize + iy0;
                 let xrow = if (0..h).contains(&iy) {
                     self.x.get(plane + iy as usize * self.w..)
                 } else {
                     None
                 };
                 let Some(xrow) = xrow else {
-                    zero_run(dst);
+                    for row in group.chunks_exact_mut(stride) {
+                        if let Some(dst) = row.get_mut(c0..c0 + len) {
+                            zero_run(dst);
+                        }
+                    }
                     continue;
                 };
                 let first = (ox * sx) as isize - pl;
-                let ix0 = first + dx as isize;
-                // Inside the row: a plain (or every-other) copy.
-                let last = ix0 + ((len - 1) * sx) as isize;
-                if ix0 >= 0
-                    && last < w
-                    && let Some(src) = xrow.get(ix0 as usize..=last as usize)
-                    && copy_run(dst, src, sx)
-                {
-                    continue;
-                }
                 let span = (len - 1) * sx + reach + 1;
-                if r < SEG_RUNS && span <= SEG {
-                    let seg = &mut segs[r];
-                    if seg_of[r] != (ci, ky) {
-                        seg_of[r] = (ci, ky);
-                        *seg = [0.0; SEG];
-                        // Columns first .. first + span, those inside the row.
-                        let lo = (-first).clamp(0, span as isize) as usize;
-                        let hi = (w - first).clamp(lo as isize, span as isize) as usize;
-                        let from = (first + lo as isize) as usize;
-                        if let (Some(d), Some(s)) =
-                            (seg.get_mut(lo..hi), xrow.get(from..from + (hi - lo)))
-                        {
-                            d.copy_from_slice(s);
-                        }
-                    }
-                    if let Some(src) = seg.get(dx..)
+                let mut seg_ready = false;
+                for (i, row) in group.chunks_exact_mut(stride).enumerate() {
+                    let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+                    let dx = (kx0 + i) * self.d[1];
+                    let ix0 = first + dx as isize;
+                    // Inside the row: a plain (or every-other) copy.
+                    let last = ix0 + ((len - 1) * sx) as isize;
+                    if ix0 >= 0
+                        && last < w
+                        && let Some(src) = xrow.get(ix0 as usize..=last as usize)
                         && copy_run(dst, src, sx)
                     {
                         continue;
                     }
-                }
-                for (t, v) in dst.iter_mut().enumerate() {
-                    let ix = ix0 + (t * sx) as isize;
-                    *v = if (0..w).contains(&ix) {
-                        xrow.get(ix as usize).copied().unwrap_or(0.0)
-                    } else {
-                        0.0
-                    };
+                    if span <= SEG {
+                        if !seg_ready {
+                            seg_ready = true;
+                            seg = [0.0; SEG];
+                            // Columns first .. first + span, those inside the row.
+                            let lo = (-first).clamp(0, span as isize) as usize;
+                            let hi = (w - first).clamp(lo as isize, span as isize) as usize;
+                            let from = (first + lo as isize) as usize;
+                            if let (Some(d), Some(s)) =
+                                (seg.get_mut(lo..hi), xrow.get(from..from + (hi - lo)))
+                            {
+                                d.copy_from_slice(s);
+                            }
+                        }
+                        if let Some(src) = seg.get(dx..)
+                            && copy_run(dst, src, sx)
+                        {
+                            continue;
+                        }
+                    }
+                    for (t, v) in dst.iter_mut().enumerate() {
+                        let ix = ix0 + (t * sx) as isize;
+                        *v = if (0..w).contains(&ix) {
+                            xrow.get(ix as usize).copied().unwrap_or(0.0)
+                        } else {
+                            0.0
+                        };
+                    }
                 }
             }
-            kx += 1;
-            if kx == self.k[1] {
-                kx = 0;
-                ky += 1;
-                if ky == self.k[0] {
-                    ky = 0;
-                    ci += 1;
-                }
+            p += rows;
+            kx0 = 0;
+            ky += 1;
+            if ky == kh {
+                ky = 0;
+                ci += 1;
             }
         }
     }
@@ -834,6 +847,8 @@ mod tests {
             ([1, 2, 2, 1], [4, 40], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
             ([1, 2, 7, 1], [3, 48], [2, 5], [1, 1], [1, 2], [0, 3, 1, 2]),
             ([1, 2, 3, 1], [3, 2], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            // K = 288: blocks of k that start inside a kernel row.
+            ([1, 32, 3, 1], [5, 18], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             ([1, 3, 2, 1], [9, 3], [3, 3], [2, 2], [1, 1], [2, 2, 2, 2]),
             // Depthwise rows wider than a vector: interior and border vectors,
             // strides 1 and 2, odd widths, dilation, asymmetric pads.
