@@ -230,12 +230,6 @@ impl PackB for Im2col<'_> {
         let taps = kh * kw;
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx0) = (rem / kw, rem % kw);
-        // Runs that cross the left or right border read a zero-padded copy
-        // of their input columns, made once per (channel, kernel row) and
-        // shared by that row's kernel columns.
-        const SEG: usize = 64;
-        let reach = (kw - 1) * self.d[1];
-        let mut seg = [0.0f32; SEG];
         let mut p = 0;
         // Rows go by groups of one (channel, kernel row): kernel columns
         // kx0 .. kx0 + rows read the same input row of each run.
@@ -267,12 +261,9 @@ impl PackB for Im2col<'_> {
                     continue;
                 };
                 let first = (ox * sx) as isize - pl;
-                let span = (len - 1) * sx + reach + 1;
-                let mut seg_ready = false;
                 for (i, row) in group.chunks_exact_mut(stride).enumerate() {
                     let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
-                    let dx = (kx0 + i) * self.d[1];
-                    let ix0 = first + dx as isize;
+                    let ix0 = first + ((kx0 + i) * self.d[1]) as isize;
                     // Inside the row: a plain (or every-other) copy.
                     let last = ix0 + ((len - 1) * sx) as isize;
                     if ix0 >= 0
@@ -282,33 +273,27 @@ impl PackB for Im2col<'_> {
                     {
                         continue;
                     }
-                    if span <= SEG {
-                        if !seg_ready {
-                            seg_ready = true;
-                            seg = [0.0; SEG];
-                            // Columns first .. first + span, those inside the row.
-                            let lo = (-first).clamp(0, span as isize) as usize;
-                            let hi = (w - first).clamp(lo as isize, span as isize) as usize;
-                            let from = (first + lo as isize) as usize;
-                            if let (Some(d), Some(s)) =
-                                (seg.get_mut(lo..hi), xrow.get(from..from + (hi - lo)))
-                            {
-                                d.copy_from_slice(s);
+                    // Across a border: zeros, then the columns `a..b` of the
+                    // run that fall inside the row.
+                    let step = sx as isize;
+                    let a = ((-ix0).max(0) + step - 1) / step;
+                    let b = ((w - ix0).max(0) + step - 1) / step;
+                    let (a, b) = (a.min(len as isize) as usize, b.min(len as isize) as usize);
+                    zero_run(dst);
+                    if a >= b {
+                        continue;
+                    }
+                    let from = (ix0 + (a * sx) as isize) as usize;
+                    if let (Some(d), Some(s)) =
+                        (dst.get_mut(a..b), xrow.get(from..from + (b - a - 1) * sx + 1))
+                    {
+                        if sx == 1 {
+                            copy_short(d, s);
+                        } else {
+                            for (v, x) in d.iter_mut().zip(s.iter().step_by(sx)) {
+                                *v = *x;
                             }
                         }
-                        if let Some(src) = seg.get(dx..)
-                            && copy_run(dst, src, sx)
-                        {
-                            continue;
-                        }
-                    }
-                    for (t, v) in dst.iter_mut().enumerate() {
-                        let ix = ix0 + (t * sx) as isize;
-                        *v = if (0..w).contains(&ix) {
-                            xrow.get(ix as usize).copied().unwrap_or(0.0)
-                        } else {
-                            0.0
-                        };
                     }
                 }
             }
@@ -333,6 +318,28 @@ fn zero_run(dst: &mut [f32]) {
         *d = [0.0; 8];
     } else {
         dst.fill(0.0);
+    }
+}
+
+/// Copies `src` (as long as `dst`, at most 16 in packing) with two
+/// overlapping fixed-size moves instead of a call.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        let n = dst.len();
+        for at in [0, n - N] {
+            if let (Ok(d), Some(s)) =
+                (<&mut [f32; N]>::try_from(&mut dst[at..at + N]), src.get(at..at + N))
+            {
+                d.copy_from_slice(s);
+            }
+        }
+    }
+    match dst.len() {
+        n if n != src.len() => {}
+        8..=16 => two::<8>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        _ => dst.copy_from_slice(src),
     }
 }
 
