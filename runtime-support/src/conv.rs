@@ -261,40 +261,15 @@ impl PackB for Im2col<'_> {
                     continue;
                 };
                 let first = (ox * sx) as isize - pl;
-                for (i, row) in group.chunks_exact_mut(stride).enumerate() {
-                    let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
-                    let ix0 = first + ((kx0 + i) * self.d[1]) as isize;
-                    // Inside the row: a plain (or every-other) copy.
-                    let last = ix0 + ((len - 1) * sx) as isize;
-                    if ix0 >= 0
-                        && last < w
-                        && let Some(src) = xrow.get(ix0 as usize..=last as usize)
-                        && copy_run(dst, src, sx)
-                    {
-                        continue;
-                    }
-                    // Across a border: zeros, then the columns `a..b` of the
-                    // run that fall inside the row.
-                    let step = sx as isize;
-                    let a = ((-ix0).max(0) + step - 1) / step;
-                    let b = ((w - ix0).max(0) + step - 1) / step;
-                    let (a, b) = (a.min(len as isize) as usize, b.min(len as isize) as usize);
-                    zero_run(dst);
-                    if a >= b {
-                        continue;
-                    }
-                    let from = (ix0 + (a * sx) as isize) as usize;
-                    if let (Some(d), Some(s)) =
-                        (dst.get_mut(a..b), xrow.get(from..from + (b - a - 1) * sx + 1))
-                    {
-                        if sx == 1 {
-                            copy_short(d, s);
-                        } else {
-                            for (v, x) in d.iter_mut().zip(s.iter().step_by(sx)) {
-                                *v = *x;
-                            }
-                        }
-                    }
+                let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w };
+                // Fixed shapes for the usual strips (16 or 8 columns, stride
+                // 1 or 2), so the copies below compile to vector moves.
+                match (len, sx) {
+                    (16, 1) => run.pack::<16, 1>(group, stride, xrow),
+                    (8, 1) => run.pack::<8, 1>(group, stride, xrow),
+                    (16, 2) => run.pack::<16, 2>(group, stride, xrow),
+                    (8, 2) => run.pack::<8, 2>(group, stride, xrow),
+                    _ => run.pack::<0, 0>(group, stride, xrow),
                 }
             }
             p += rows;
@@ -303,6 +278,64 @@ impl PackB for Im2col<'_> {
             if ky == kh {
                 ky = 0;
                 ci += 1;
+            }
+        }
+    }
+}
+
+/// One run of a packed strip for a group of rows (kernel columns `kx0 ..`
+/// of one channel and kernel row): `len` columns from `c0`, reading the
+/// input row from column `first + kx * dx` in steps of `sx`.
+struct Run {
+    c0: usize,
+    len: usize,
+    sx: usize,
+    first: isize,
+    kx0: usize,
+    dx: usize,
+    w: isize,
+}
+
+impl Run {
+    /// Writes the run into each row of `group` (rows of `stride` floats);
+    /// `N` and `S`, when not zero, are `len` and `sx` known at compile time.
+    #[inline(always)]
+    fn pack<const N: usize, const S: usize>(&self, group: &mut [f32], stride: usize, xrow: &[f32]) {
+        let (len, sx) = if N > 0 { (N, S) } else { (self.len, self.sx) };
+        let (c0, w) = (self.c0, self.w);
+        for (i, row) in group.chunks_exact_mut(stride).enumerate() {
+            let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+            let ix0 = self.first + ((self.kx0 + i) * self.dx) as isize;
+            // Inside the row: a plain (or every-other) copy.
+            let last = ix0 + ((len - 1) * sx) as isize;
+            if ix0 >= 0
+                && last < w
+                && let Some(src) = xrow.get(ix0 as usize..=last as usize)
+                && copy_run(dst, src, sx)
+            {
+                continue;
+            }
+            // Across a border: zeros, then the columns `a..b` of the run
+            // that fall inside the row.
+            let step = sx as isize;
+            let a = ((-ix0).max(0) + step - 1) / step;
+            let b = ((w - ix0).max(0) + step - 1) / step;
+            let (a, b) = (a.min(len as isize) as usize, b.min(len as isize) as usize);
+            zero_run(dst);
+            if a >= b {
+                continue;
+            }
+            let from = (ix0 + (a * sx) as isize) as usize;
+            if let (Some(d), Some(s)) =
+                (dst.get_mut(a..b), xrow.get(from..from + (b - a - 1) * sx + 1))
+            {
+                if sx == 1 {
+                    copy_short(d, s);
+                } else {
+                    for (v, x) in d.iter_mut().zip(s.iter().step_by(sx)) {
+                        *v = *x;
+                    }
+                }
             }
         }
     }
