@@ -1,6 +1,6 @@
 //! AVX2+FMA depthwise convolution of one 2-D plane, straight from the input:
 //! eight output columns per vector, taps read with masked loads at the
-//! borders (no staging copy, no padding tests per tap), stride 1 or 2,
+//! borders and plain loads inside (no staging copy, no padding tests per tap), stride 1 or 2,
 //! the bias and the fused activation applied before the store.
 //!
 //! Soundness rests on two things: an [`Avx2`] value exists only on a CPU
@@ -8,18 +8,20 @@
 //! output lengths and that every coordinate fits an `i32` before the
 //! unsafe loop. Inside it, every load reads input row `iy < h` with a mask
 //! that keeps only the lanes whose column is inside `0..w` (masked lanes
-//! are never accessed and read as zero); every store writes output row
-//! `oy < oh` with a mask that keeps the columns below `ow`.
+//! are never accessed and read as zero), or with a plain load for a block
+//! whose masks keep every lane; every store writes output row `oy < oh`
+//! with a mask that keeps the columns below `ow`.
 
 use super::Activation;
 use super::avx2::Avx2;
 use super::dw::DwGeom;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
-    _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_cmp_ps,
-    _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps,
-    _mm256_min_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps,
-    _mm256_setr_epi32, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_shuffle_ps,
+    _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps,
+    _mm256_cmp_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
+    _mm256_maskstore_ps, _mm256_max_ps, _mm256_min_ps, _mm256_movemask_ps, _mm256_mul_ps,
+    _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
+    _mm256_setzero_si256, _mm256_shuffle_ps,
 };
 
 /// The widest kernel row handled (one load mask per kernel column).
@@ -160,42 +162,69 @@ unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
         }
         let keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((g.ow - ox0).min(8) as i32), lane);
         let col = (ox0 * S) as isize - g.pl as isize;
-        for oy in 0..g.oh {
-            let top = oy * g.sy;
-            let mut acc = _mm256_setzero_ps();
-            for ky in 0..kh {
-                let iy = (top + ky * g.dy).wrapping_sub(g.pt);
-                if iy >= g.h {
-                    continue;
-                }
-                // The input row iy < h, and the lanes each mask keeps are
-                // the columns inside it.
-                let row = x.wrapping_add(iy * g.w).wrapping_offset(col);
-                for kx in 0..kw {
-                    let p = row.wrapping_add(kx * g.dx);
-                    // SAFETY: masked loads touch only lanes inside row iy.
-                    let v = unsafe {
-                        if S == 1 {
-                            _mm256_maskload_ps(p, lo[kx])
-                        } else {
-                            let l = _mm256_maskload_ps(p, lo[kx]);
-                            let h = _mm256_maskload_ps(p.wrapping_add(8), hi[kx]);
-                            // Even elements: [l0 l2 h0 h2 | l4 l6 h4 h6], then
-                            // the middle 64-bit pairs swapped into column order.
-                            let even = _mm256_shuffle_ps::<0b10_00_10_00>(l, h);
-                            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
-                                _mm256_castps_pd(even),
-                            ))
+        // Every lane of every mask set (the interior): plain loads.
+        let all = |m: __m256i| _mm256_movemask_ps(_mm256_castsi256_ps(m)) == 0xFF;
+        let full = ox0 + 8 <= g.ow
+            && lo[..kw].iter().all(|&m| all(m))
+            && (S == 1 || hi[..kw].iter().all(|&m| all(m)));
+        // The rows of this block, with `$load(p, kx)` reading the eight
+        // input values of kernel column kx from `p`.
+        macro_rules! rows {
+            ($load:expr) => {
+                for oy in 0..g.oh {
+                    let top = oy * g.sy;
+                    let mut acc = _mm256_setzero_ps();
+                    for ky in 0..kh {
+                        let iy = (top + ky * g.dy).wrapping_sub(g.pt);
+                        if iy >= g.h {
+                            continue;
                         }
-                    };
-                    let wt =
-                        if K3 { w3[ky * 3 + kx] } else { _mm256_broadcast_ss(&wk[ky * kw + kx]) };
-                    acc = _mm256_fmadd_ps(v, wt, acc);
+                        // The input row iy < h; the loads keep to its columns.
+                        let row = x.wrapping_add(iy * g.w).wrapping_offset(col);
+                        for kx in 0..kw {
+                            let v = $load(row.wrapping_add(kx * g.dx), kx);
+                            let wt = if K3 {
+                                w3[ky * 3 + kx]
+                            } else {
+                                _mm256_broadcast_ss(&wk[ky * kw + kx])
+                            };
+                            acc = _mm256_fmadd_ps(v, wt, acc);
+                        }
+                    }
+                    let out = activate::<ACT>(_mm256_add_ps(acc, bv), a, b);
+                    // SAFETY: output row oy < oh; the mask keeps columns below ow.
+                    unsafe { _mm256_maskstore_ps(y.add(oy * g.ow + ox0), keep, out) };
                 }
-            }
-            let out = activate::<ACT>(_mm256_add_ps(acc, bv), a, b);
-            // SAFETY: output row oy < oh; the mask keeps columns below ow.
-            unsafe { _mm256_maskstore_ps(y.add(oy * g.ow + ox0), keep, out) };
+            };
+        }
+        // Even elements of two vectors: [l0 l2 h0 h2 | l4 l6 h4 h6], then
+        // the middle 64-bit pairs swapped into column order.
+        let evens = |l: __m256, h: __m256| {
+            let even = _mm256_shuffle_ps::<0b10_00_10_00>(l, h);
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(even)))
+        };
+        if full {
+            // SAFETY: every mask of this block keeps all lanes, so each
+            // plain load reads only columns inside row iy.
+            rows!(|p: *const f32, _kx: usize| unsafe {
+                if S == 1 {
+                    _mm256_loadu_ps(p)
+                } else {
+                    evens(_mm256_loadu_ps(p), _mm256_loadu_ps(p.wrapping_add(8)))
+                }
+            });
+        } else {
+            // SAFETY: masked loads touch only lanes inside row iy.
+            rows!(|p: *const f32, kx: usize| unsafe {
+                if S == 1 {
+                    _mm256_maskload_ps(p, lo[kx])
+                } else {
+                    evens(
+                        _mm256_maskload_ps(p, lo[kx]),
+                        _mm256_maskload_ps(p.wrapping_add(8), hi[kx]),
+                    )
+                }
+            });
         }
         ox0 += 8;
     }
