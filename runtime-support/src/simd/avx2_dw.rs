@@ -1,7 +1,8 @@
 //! AVX2+FMA depthwise convolution of one 2-D plane, straight from the input:
 //! eight output columns per vector, taps read with masked loads at the
-//! borders and plain loads inside (no staging copy, no padding tests per tap), stride 1 or 2,
-//! the bias and the fused activation applied before the store.
+//! borders and plain loads inside (no staging copy, no padding tests per
+//! tap), stride 1 or 2, the bias and the fused activation applied before
+//! the store.
 //!
 //! Soundness rests on two things: an [`Avx2`] value exists only on a CPU
 //! with AVX2 and FMA, and [`depthwise_plane`] checks the plane, kernel and
