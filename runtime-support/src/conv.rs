@@ -223,48 +223,187 @@ impl PackB for Im2col<'_> {
             count += 1;
             c += len;
         }
+        let covered = c;
         let (h, w) = (self.h as isize, self.w as isize);
         let (sx, pl) = (self.s[1], self.pad[1] as isize);
-        let taps = self.k[0] * self.k[1];
+        let (kh, kw) = (self.k[0], self.k[1]);
+        let taps = kh * kw;
         let (mut ci, rem) = (p0 / taps, p0 % taps);
-        let (mut ky, mut kx) = (rem / self.k[1], rem % self.k[1]);
-        for row in out.chunks_exact_mut(stride).take(kc) {
-            row.fill(0.0);
-            let plane = ci * self.h * self.w;
-            let (dy, dx) = ((ky * self.d[0]) as isize, (kx * self.d[1]) as isize);
-            for &(c0, len, oy, ox) in &runs[..count] {
-                let iy = (oy * self.s[0]) as isize - self.pad[0] as isize + dy;
-                if !(0..h).contains(&iy) {
-                    continue;
-                }
-                let Some(xrow) = self.x.get(plane + iy as usize * self.w..) else {
-                    continue;
-                };
-                let ix0 = (ox * sx) as isize - pl + dx;
-                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
-                if sx == 1 && ix0 >= 0 && ix0 + len as isize <= w {
-                    if let Some(src) = xrow.get(ix0 as usize..ix0 as usize + len) {
-                        dst.copy_from_slice(src);
-                    }
-                    continue;
-                }
-                for (t, v) in dst.iter_mut().enumerate() {
-                    let ix = ix0 + (t * sx) as isize;
-                    if (0..w).contains(&ix) {
-                        *v = xrow.get(ix as usize).copied().unwrap_or(0.0);
+        let (mut ky, mut kx0) = (rem / kw, rem % kw);
+        let mut p = 0;
+        // Rows go by groups of one (channel, kernel row): kernel columns
+        // kx0 .. kx0 + rows read the same input row of each run.
+        while p < kc {
+            let rows = (kw - kx0).min(kc - p);
+            let Some(group) = out.get_mut(p * stride..(p + rows) * stride) else { return };
+            if covered < stride {
+                for row in group.chunks_exact_mut(stride) {
+                    if let Some(tail) = row.get_mut(covered..) {
+                        tail.fill(0.0);
                     }
                 }
             }
-            kx += 1;
-            if kx == self.k[1] {
-                kx = 0;
-                ky += 1;
-                if ky == self.k[0] {
-                    ky = 0;
-                    ci += 1;
+            let plane = ci * self.h * self.w;
+            let iy0 = (ky * self.d[0]) as isize - self.pad[0] as isize;
+            for &(c0, len, oy, ox) in &runs[..count] {
+                let iy = (oy * self.s[0]) as isize + iy0;
+                let xrow = if (0..h).contains(&iy) {
+                    self.x.get(plane + iy as usize * self.w..)
+                } else {
+                    None
+                };
+                let Some(xrow) = xrow else {
+                    for row in group.chunks_exact_mut(stride) {
+                        if let Some(dst) = row.get_mut(c0..c0 + len) {
+                            zero_run(dst);
+                        }
+                    }
+                    continue;
+                };
+                let first = (ox * sx) as isize - pl;
+                let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w };
+                // Fixed shapes for the usual strips (16 or 8 columns, stride
+                // 1 or 2), so the copies below compile to vector moves.
+                match (len, sx) {
+                    (16, 1) => run.pack::<16, 1>(group, stride, xrow),
+                    (8, 1) => run.pack::<8, 1>(group, stride, xrow),
+                    (16, 2) => run.pack::<16, 2>(group, stride, xrow),
+                    (8, 2) => run.pack::<8, 2>(group, stride, xrow),
+                    _ => run.pack::<0, 0>(group, stride, xrow),
+                }
+            }
+            p += rows;
+            kx0 = 0;
+            ky += 1;
+            if ky == kh {
+                ky = 0;
+                ci += 1;
+            }
+        }
+    }
+}
+
+/// One run of a packed strip for a group of rows (kernel columns `kx0 ..`
+/// of one channel and kernel row): `len` columns from `c0`, reading the
+/// input row from column `first + kx * dx` in steps of `sx`.
+struct Run {
+    c0: usize,
+    len: usize,
+    sx: usize,
+    first: isize,
+    kx0: usize,
+    dx: usize,
+    w: isize,
+}
+
+impl Run {
+    /// Writes the run into each row of `group` (rows of `stride` floats);
+    /// `N` and `S`, when not zero, are `len` and `sx` known at compile time.
+    #[inline(always)]
+    fn pack<const N: usize, const S: usize>(&self, group: &mut [f32], stride: usize, xrow: &[f32]) {
+        let (len, sx) = if N > 0 { (N, S) } else { (self.len, self.sx) };
+        let (c0, w) = (self.c0, self.w);
+        for (i, row) in group.chunks_exact_mut(stride).enumerate() {
+            let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+            let ix0 = self.first + ((self.kx0 + i) * self.dx) as isize;
+            // Inside the row: a plain (or every-other) copy.
+            let last = ix0 + ((len - 1) * sx) as isize;
+            if ix0 >= 0
+                && last < w
+                && let Some(src) = xrow.get(ix0 as usize..=last as usize)
+                && copy_run(dst, src, sx)
+            {
+                continue;
+            }
+            // Across a border: zeros, then the columns `a..b` of the run
+            // that fall inside the row.
+            let step = sx as isize;
+            let a = ((-ix0).max(0) + step - 1) / step;
+            let b = ((w - ix0).max(0) + step - 1) / step;
+            let (a, b) = (a.min(len as isize) as usize, b.min(len as isize) as usize);
+            zero_run(dst);
+            if a >= b {
+                continue;
+            }
+            let from = (ix0 + (a * sx) as isize) as usize;
+            if let (Some(d), Some(s)) =
+                (dst.get_mut(a..b), xrow.get(from..from + (b - a - 1) * sx + 1))
+            {
+                if sx == 1 {
+                    copy_short(d, s);
+                } else {
+                    for (v, x) in d.iter_mut().zip(s.iter().step_by(sx)) {
+                        *v = *x;
+                    }
                 }
             }
         }
+    }
+}
+
+/// Zeroes one run of a packed row; the usual run lengths (the strip widths
+/// 16 and 8) as fixed-size stores rather than a call.
+#[inline(always)]
+fn zero_run(dst: &mut [f32]) {
+    if let Ok(d) = <&mut [f32; 16]>::try_from(&mut *dst) {
+        *d = [0.0; 16];
+    } else if let Ok(d) = <&mut [f32; 8]>::try_from(&mut *dst) {
+        *d = [0.0; 8];
+    } else {
+        dst.fill(0.0);
+    }
+}
+
+/// Copies `src` (as long as `dst`, at most 16 in packing) with two
+/// overlapping fixed-size moves instead of a call.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        let n = dst.len();
+        for at in [0, n - N] {
+            if let (Ok(d), Some(s)) =
+                (<&mut [f32; N]>::try_from(&mut dst[at..at + N]), src.get(at..at + N))
+            {
+                d.copy_from_slice(s);
+            }
+        }
+    }
+    match dst.len() {
+        n if n != src.len() => {}
+        8..=16 => two::<8>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// `dst[t] = src[t * step]` for a run of the usual lengths (16 or 8) and
+/// steps (1 or 2), as fixed-size copies the compiler turns into vector
+/// moves and shuffles. `src` holds `(dst.len() - 1) * step + 1` values.
+/// Returns `false`, copying nothing, for other shapes.
+#[inline(always)]
+fn copy_run(dst: &mut [f32], src: &[f32], step: usize) -> bool {
+    fn fixed<const N: usize, const S: usize>(dst: &mut [f32], src: &[f32]) -> bool {
+        let (Ok(d), Some(s)) = (<&mut [f32; N]>::try_from(dst), src.get(..(N - 1) * S + 1)) else {
+            return false;
+        };
+        for (t, v) in d.iter_mut().enumerate() {
+            *v = s[t * S];
+        }
+        true
+    }
+    match (dst.len(), step) {
+        (16, 1) => fixed::<16, 1>(dst, src),
+        (8, 1) => fixed::<8, 1>(dst, src),
+        (16, 2) => fixed::<16, 2>(dst, src),
+        (8, 2) => fixed::<8, 2>(dst, src),
+        (n, 1) => match src.get(..n) {
+            Some(s) => {
+                dst.copy_from_slice(s);
+                true
+            }
+            None => false,
+        },
+        _ => false,
     }
 }
 
@@ -440,10 +579,30 @@ pub fn sconv(
     let win = &p.window;
     let bias_of = |oc: usize| bias.and_then(|b| b.get(oc)).copied().unwrap_or(0.0);
     if cg == 1 && mg == 1 {
+        let geom = simd::DwGeom {
+            h: win.in_dims[0],
+            w: win.in_dims[1],
+            oh: win.out_dims[0],
+            ow: win.out_dims[1],
+            kh: win.kernel[0],
+            kw: win.kernel[1],
+            sy: win.strides[0],
+            sx: win.strides[1],
+            dy: win.dilations[0],
+            dx: win.dilations[1],
+            pt: win.pads_begin[0],
+            pl: win.pads_begin[1],
+        };
+        // The vector kernel reads padding as zeros and multiplies them in,
+        // which only matches skipping those taps when the weights are finite.
+        let finite = w.iter().all(|v| v.is_finite());
         for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
             let c = plane % p.out_channels;
             let xp = &x[plane * in_size..(plane + 1) * in_size];
             let wk = &w[c * k_size..(c + 1) * k_size];
+            if finite && simd::depthwise_plane(&geom, xp, wk, bias_of(c), act, yp) {
+                continue;
+            }
             simd::vectorized(|| {
                 if !depthwise_plane_staged(win, xp, wk, bias_of(c), yp, act) {
                     depthwise_plane(win, xp, wk, bias_of(c), yp, act);
@@ -720,6 +879,28 @@ mod tests {
             ([2, 4, 4, 4], [6, 3], [2, 4], [1, 1], [1, 1], [0, 2, 1, 0]),
             ([1, 2, 2, 2], [5, 5], [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]),
             ([1, 2, 2, 2], [4, 2], [1, 3], [1, 1], [1, 1], [0, 0, 0, 3]),
+            // im2col strips of whole runs (16 or 8 columns), strides 1 and 2.
+            ([1, 3, 4, 1], [6, 34], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 3, 1], [5, 33], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 5, 1], [16, 16], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 3, 1], [8, 8], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 1], [4, 40], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 7, 1], [3, 48], [2, 5], [1, 1], [1, 2], [0, 3, 1, 2]),
+            ([1, 2, 3, 1], [3, 2], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            // K = 288: blocks of k that start inside a kernel row.
+            ([1, 32, 3, 1], [5, 18], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 2, 1], [9, 3], [3, 3], [2, 2], [1, 1], [2, 2, 2, 2]),
+            // Depthwise rows wider than a vector: interior and border vectors,
+            // strides 1 and 2, odd widths, dilation, asymmetric pads.
+            ([1, 3, 3, 3], [12, 37], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 2], [9, 40], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 2, 2, 2], [7, 33], [5, 3], [1, 2], [1, 2], [2, 3, 1, 0]),
+            ([1, 2, 2, 2], [6, 50], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([2, 2, 2, 2], [8, 19], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 2, 2], [5, 21], [3, 4], [3, 2], [1, 1], [1, 2, 1, 2]),
+            ([1, 2, 2, 2], [4, 17], [2, 2], [1, 3], [2, 1], [1, 1, 0, 2]),
+            ([1, 4, 4, 4], [16, 16], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 3, 3], [1, 9], [1, 9], [1, 1], [1, 1], [0, 4, 0, 4]),
         ];
         for (t, &([n, c, m, g], ind, k, s, d, pads)) in cases.iter().enumerate() {
             let out: [usize; 2] = core::array::from_fn(|i| {
@@ -741,9 +922,12 @@ mod tests {
             let yl = n * m * out[0] * out[1];
             let (x, w, b) = (values(xl, 1), values(wl, 2), values(m, 3));
             let (mut want, mut got) = ([0.0f32; 4096], [0.0f32; 4096]);
-            for act in
-                [Activation::None, Activation::Relu, Activation::Clip { min: -0.5, max: 0.25 }]
-            {
+            for act in [
+                Activation::None,
+                Activation::Relu,
+                Activation::LeakyRelu { alpha: 0.125 },
+                Activation::Clip { min: -0.5, max: 0.25 },
+            ] {
                 conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
                 act.apply_all(&mut want[..yl]);
                 sconv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], act).unwrap();
@@ -755,6 +939,31 @@ mod tests {
                 sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
                 Err(Error::ShapeMismatch)
             );
+        }
+    }
+
+    #[test]
+    fn sconv_depthwise_non_finite() {
+        // An infinite weight next to padding: the padded taps are skipped,
+        // not multiplied (0 * inf would be NaN), as in the exact kernel; a
+        // NaN input stays where its taps reach.
+        let window = win(&[3, 11], &[3, 11], &[3, 3], &[1, 1], &[1, 1], &[1, 1]);
+        let p = Conv { batch: 1, in_channels: 1, out_channels: 1, groups: 1, window };
+        let mut x: [f32; 33] = core::array::from_fn(|i| i as f32 * 0.25 - 3.0);
+        let mut w = [0.5f32; 9];
+        w[0] = f32::INFINITY;
+        let (mut want, mut got) = ([0.0f32; 33], [0.0f32; 33]);
+        for _ in 0..2 {
+            conv(&p, &x, &w, None, &mut want).unwrap();
+            sconv(&p, &x, &w, None, &mut got, Activation::Relu).unwrap();
+            Activation::Relu.apply_all(&mut want);
+            for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                let same =
+                    g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
+                assert!(same, "[{i}]: {g} vs {e}");
+            }
+            w[0] = 0.5;
+            x[17] = f32::NAN;
         }
     }
 }

@@ -29,6 +29,99 @@ fn sizes(p: &Pool<'_>, x_len: usize, y_len: usize) -> Result<(usize, usize)> {
     Ok((in_size, out_size))
 }
 
+/// Planes pooled side by side by the 2-D and global fast paths: independent
+/// sums, each still taken in the exact kernels' order, keep the adders busy.
+const LANES: usize = 8;
+
+/// The taps of one window along one axis: in-bounds taps are `lo..hi`
+/// (the first at input index `start`), and `padded` taps fall before the
+/// end of the end padding (those `count_include_pad` counts).
+#[derive(Clone, Copy)]
+struct Span {
+    lo: usize,
+    hi: usize,
+    start: usize,
+    padded: usize,
+}
+
+/// The [`Span`] of output `o` along an axis of `n` inputs.
+#[inline]
+fn span(o: usize, s: usize, d: usize, k: usize, pb: usize, n: usize, pe: usize) -> Span {
+    let top = o * s;
+    let lo = pb.saturating_sub(top).div_ceil(d).min(k);
+    let hi = if top >= pb + n { 0 } else { (pb + n - top).div_ceil(d).min(k) };
+    let padded = if top >= pb + n + pe { 0 } else { (pb + n + pe - top).div_ceil(d).min(k) };
+    let hi = hi.max(lo);
+    let start = (top + lo * d).saturating_sub(pb);
+    Span { lo, hi, start, padded }
+}
+
+/// The per-axis window spans of a 2-D window: `(h, w, rows, cols)` for
+/// output row `oy` and column `ox`.
+struct Geom2 {
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    pb: [usize; 2],
+    pe: [usize; 2],
+}
+
+impl Geom2 {
+    /// The 2-D geometry, or `None` for other ranks.
+    fn of(win: &Window<'_>) -> Option<Geom2> {
+        let two = |v: &[usize]| -> Option<[usize; 2]> { Some([*v.first()?, *v.get(1)?]) };
+        if win.in_dims.len() != 2 {
+            return None;
+        }
+        let [h, w] = two(win.in_dims)?;
+        let [oh, ow] = two(win.out_dims)?;
+        Some(Geom2 {
+            h,
+            w,
+            oh,
+            ow,
+            k: two(win.kernel)?,
+            s: two(win.strides)?,
+            d: two(win.dilations)?,
+            pb: two(win.pads_begin)?,
+            pe: two(win.pads_end)?,
+        })
+    }
+
+    #[inline]
+    fn rows(&self, oy: usize) -> Span {
+        span(oy, self.s[0], self.d[0], self.k[0], self.pb[0], self.h, self.pe[0])
+    }
+
+    #[inline]
+    fn cols(&self, ox: usize) -> Span {
+        span(ox, self.s[1], self.d[1], self.k[1], self.pb[1], self.w, self.pe[1])
+    }
+
+    /// Calls `f(off)` with the flat input offset of each in-bounds tap of
+    /// the window `(rows, cols)`, in row-major tap order.
+    #[inline(always)]
+    fn each_tap(&self, rows: Span, cols: Span, mut f: impl FnMut(usize)) {
+        for ky in 0..rows.hi - rows.lo {
+            let row = (rows.start + ky * self.d[0]) * self.w + cols.start;
+            for kx in 0..cols.hi - cols.lo {
+                f(row + kx * self.d[1]);
+            }
+        }
+    }
+}
+
+/// First-element offsets of `LANES` planes from `first` (planes past the
+/// end repeat the last one; their results are dropped).
+#[inline]
+fn lane_bases(first: usize, planes: usize, size: usize) -> [usize; LANES] {
+    core::array::from_fn(|l| (first + l).min(planes - 1) * size)
+}
+
 /// Runs `f(plane, out_index, opos)` for every output position of every plane.
 fn each_output(p: &Pool<'_>, out_size: usize, mut f: impl FnMut(usize, usize, &[usize])) {
     if out_size == 0 {
@@ -64,6 +157,12 @@ pub fn max_pool<T: Num>(
     let (in_size, out_size) = sizes(p, x.len(), y.len())?;
     if let Some(ix) = &indices {
         ensure(ix.len() == y.len(), Error::ShapeMismatch)?;
+    }
+    if let Some(g) = Geom2::of(&p.window) {
+        if out_size > 0 && p.planes > 0 {
+            max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
+        }
+        return Ok(());
     }
     each_output(p, out_size, |plane, o, opos| {
         let base = plane * in_size;
@@ -123,6 +222,12 @@ pub fn average_pool<T: Float>(
     y: &mut [T],
 ) -> Result {
     let (in_size, out_size) = sizes(p, x.len(), y.len())?;
+    if let Some(g) = Geom2::of(&p.window) {
+        if out_size > 0 && p.planes > 0 {
+            average_pool_2d(&g, p.planes, in_size, out_size, count_include_pad, x, y);
+        }
+        return Ok(());
+    }
     each_output(p, out_size, |plane, o, opos| {
         let base = plane * in_size;
         let mut sum = T::ZERO;
@@ -138,6 +243,90 @@ pub fn average_pool<T: Float>(
         y[o] = sum.div(T::from_usize(count)).unwrap_or(T::NAN);
     });
     Ok(())
+}
+
+/// [`max_pool`] on a 2-D window, `LANES` planes at a time: same taps, same
+/// order, same tie and NaN rules.
+fn max_pool_2d<T: Num>(
+    g: &Geom2,
+    planes: usize,
+    in_size: usize,
+    out_size: usize,
+    x: &[T],
+    y: &mut [T],
+    mut indices: Option<&mut [i64]>,
+) {
+    for first in (0..planes).step_by(LANES) {
+        let bases = lane_bases(first, planes, in_size);
+        let live = LANES.min(planes - first);
+        for oy in 0..g.oh {
+            let rows = g.rows(oy);
+            for ox in 0..g.ow {
+                let cols = g.cols(ox);
+                let mut best = [T::LOWEST; LANES];
+                let mut at = [usize::MAX; LANES];
+                let mut any = false;
+                g.each_tap(rows, cols, |off| {
+                    for l in 0..LANES {
+                        let i = bases[l] + off;
+                        let v = x[i];
+                        if !any || v > best[l] || (v.is_nan() && !best[l].is_nan()) {
+                            best[l] = v;
+                            at[l] = i;
+                        }
+                    }
+                    any = true;
+                });
+                let o = oy * g.ow + ox;
+                for l in 0..live {
+                    let yo = (first + l) * out_size + o;
+                    y[yo] = best[l];
+                    if let Some(ix) = indices.as_deref_mut() {
+                        ix[yo] = if any { at[l] as i64 } else { -1 };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`average_pool`] on a 2-D window, `LANES` planes at a time: each sum
+/// adds the same taps in the same order, divided by the same count.
+fn average_pool_2d<T: Float>(
+    g: &Geom2,
+    planes: usize,
+    in_size: usize,
+    out_size: usize,
+    count_include_pad: bool,
+    x: &[T],
+    y: &mut [T],
+) {
+    for first in (0..planes).step_by(LANES) {
+        let bases = lane_bases(first, planes, in_size);
+        let live = LANES.min(planes - first);
+        for oy in 0..g.oh {
+            let rows = g.rows(oy);
+            for ox in 0..g.ow {
+                let cols = g.cols(ox);
+                let mut sums = [T::ZERO; LANES];
+                g.each_tap(rows, cols, |off| {
+                    for l in 0..LANES {
+                        sums[l] = sums[l].add(x[bases[l] + off]);
+                    }
+                });
+                let count = if count_include_pad {
+                    rows.padded * cols.padded
+                } else {
+                    (rows.hi - rows.lo) * (cols.hi - cols.lo)
+                };
+                let count = T::from_usize(count);
+                let o = oy * g.ow + ox;
+                for l in 0..live {
+                    y[(first + l) * out_size + o] = sums[l].div(count).unwrap_or(T::NAN);
+                }
+            }
+        }
+    }
 }
 
 /// ONNX `LpPool`: `(sum |x|^p)^(1/p)` over each window's taps inside the
@@ -176,12 +365,18 @@ fn global_check(planes: usize, size: usize, x_len: usize, y_len: usize) -> Resul
 /// `size` elements (`y` has one element per plane).
 pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
     global_check(planes, size, x.len(), y.len())?;
-    for (o, plane) in y.iter_mut().zip(x.chunks(size.max(1))) {
-        let s = plane.iter().fold(T::ZERO, |a, &v| a.add(v));
-        *o = s.div(T::from_usize(size)).unwrap_or(T::NAN);
-    }
-    if size == 0 {
-        y.fill(T::NAN);
+    let count = T::from_usize(size);
+    for (first, ys) in (0..planes).step_by(LANES).zip(y.chunks_mut(LANES)) {
+        let bases = lane_bases(first, planes, size);
+        let mut sums = [T::ZERO; LANES];
+        for i in 0..size {
+            for l in 0..LANES {
+                sums[l] = sums[l].add(x[bases[l] + i]);
+            }
+        }
+        for (o, s) in ys.iter_mut().zip(sums) {
+            *o = s.div(count).unwrap_or(T::NAN);
+        }
     }
     Ok(())
 }
@@ -190,9 +385,17 @@ pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mu
 /// lowest value for an empty plane).
 pub fn global_max_pool<T: Num>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
     global_check(planes, size, x.len(), y.len())?;
-    y.fill(T::LOWEST);
-    for (o, plane) in y.iter_mut().zip(x.chunks(size.max(1))) {
-        *o = plane.iter().fold(T::LOWEST, |a, &v| a.max_of(v));
+    for (first, ys) in (0..planes).step_by(LANES).zip(y.chunks_mut(LANES)) {
+        let bases = lane_bases(first, planes, size);
+        let mut best = [T::LOWEST; LANES];
+        for i in 0..size {
+            for l in 0..LANES {
+                best[l] = best[l].max_of(x[bases[l] + i]);
+            }
+        }
+        for (o, b) in ys.iter_mut().zip(best) {
+            *o = b;
+        }
     }
     Ok(())
 }
@@ -319,5 +522,101 @@ mod tests {
         global_lp_pool(3, 2, 2, &[3.0, 4.0, 0.0, 0.0, 5.0, 12.0], &mut z).unwrap();
         assert_eq!(z, [5.0, 0.0, 13.0]);
         assert_eq!(global_max_pool(2, 3, &x[..5], &mut y), Err(Error::ShapeMismatch));
+    }
+
+    /// Runs `f` on the 2-D window and on the same window with a leading
+    /// unit axis (which takes the N-d tap walk).
+    fn both_ways(planes: usize, g: [[usize; 2]; 7], mut f: impl FnMut(&Pool<'_>, &Pool<'_>)) {
+        let [ind, out, k, s, d, pb, pe] = g;
+        let lift = |v: [usize; 2], one: usize| [one, v[0], v[1]];
+        let (ind3, out3, k3) = (lift(ind, 1), lift(out, 1), lift(k, 1));
+        let (s3, d3, pb3, pe3) = (lift(s, 1), lift(d, 1), lift(pb, 0), lift(pe, 0));
+        let two = Window {
+            in_dims: &ind,
+            out_dims: &out,
+            kernel: &k,
+            strides: &s,
+            dilations: &d,
+            pads_begin: &pb,
+            pads_end: &pe,
+        };
+        let three = Window {
+            in_dims: &ind3,
+            out_dims: &out3,
+            kernel: &k3,
+            strides: &s3,
+            dilations: &d3,
+            pads_begin: &pb3,
+            pads_end: &pe3,
+        };
+        f(&Pool { planes, window: two }, &Pool { planes, window: three });
+    }
+
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    }
+
+    #[test]
+    fn pools_2d_match_nd_walk() {
+        // (planes, [in, out, kernel, strides, dilations, pads begin, pads end])
+        let cases: &[(usize, [[usize; 2]; 7])] = &[
+            (3, [[5, 7], [3, 4], [2, 2], [2, 2], [1, 1], [0, 0], [1, 1]]),
+            (11, [[6, 5], [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]]),
+            (9, [[25, 5], [1, 1], [24, 5], [24, 5], [1, 1], [0, 0], [0, 0]]),
+            (8, [[7, 9], [4, 3], [3, 2], [2, 3], [2, 1], [2, 0], [1, 1]]),
+            (2, [[4, 4], [2, 3], [3, 3], [2, 2], [1, 1], [1, 1], [0, 1]]),
+            (17, [[3, 3], [1, 1], [3, 3], [3, 3], [1, 1], [0, 0], [0, 0]]),
+            (1, [[2, 9], [2, 5], [1, 3], [1, 2], [1, 1], [0, 1], [0, 1]]),
+        ];
+        for (t, &(planes, g)) in cases.iter().enumerate() {
+            let [ind, out, ..] = g;
+            let (xl, yl) = (planes * ind[0] * ind[1], planes * out[0] * out[1]);
+            let mut x = [0.0f32; 2048];
+            for (i, v) in x.iter_mut().enumerate().take(xl) {
+                // Values with ties (small range) and an occasional NaN.
+                *v = ((i * 37 + 11) % 23) as f32 * 0.5 - 4.0;
+                if i % 41 == 17 {
+                    *v = f32::NAN;
+                }
+            }
+            let x = &x[..xl];
+            both_ways(planes, g, |p2, p3| {
+                let (mut a, mut b) = ([0.0f32; 1024], [0.0f32; 1024]);
+                let (mut ia, mut ib) = ([0i64; 1024], [0i64; 1024]);
+                max_pool(p2, x, &mut a[..yl], Some(&mut ia[..yl])).unwrap();
+                max_pool(p3, x, &mut b[..yl], Some(&mut ib[..yl])).unwrap();
+                assert!(same_bits(&a[..yl], &b[..yl]), "case {t}: max");
+                assert_eq!(ia[..yl], ib[..yl], "case {t}: indices");
+                max_pool(p2, x, &mut a[..yl], None).unwrap();
+                assert!(same_bits(&a[..yl], &b[..yl]), "case {t}: max without indices");
+                for cip in [false, true] {
+                    average_pool(p2, cip, x, &mut a[..yl]).unwrap();
+                    average_pool(p3, cip, x, &mut b[..yl]).unwrap();
+                    assert!(same_bits(&a[..yl], &b[..yl]), "case {t}: average {cip}");
+                }
+                assert_eq!(
+                    average_pool(p2, true, &x[..xl - 1], &mut a[..yl]),
+                    Err(Error::ShapeMismatch)
+                );
+            });
+            // Global pools over the same planes, against a plain fold.
+            let size = ind[0] * ind[1];
+            let (mut a, mut b) = ([0.0f32; 32], [0.0f32; 32]);
+            global_average_pool(planes, size, x, &mut a[..planes]).unwrap();
+            global_max_pool(planes, size, x, &mut b[..planes]).unwrap();
+            for (i, plane) in x.chunks(size).enumerate() {
+                let sum = plane.iter().fold(0.0f32, |s, v| s + v);
+                assert!(same_bits(&a[i..i + 1], &[sum / size as f32]), "case {t}: gap {i}");
+                let max = plane.iter().fold(<f32 as Num>::LOWEST, |m, &v| m.max_of(v));
+                assert!(same_bits(&b[i..i + 1], &[max]), "case {t}: gmp {i}");
+            }
+        }
+        // No planes, empty planes.
+        global_average_pool::<f32>(0, 4, &[], &mut []).unwrap();
+        let mut y = [0.0f32; 2];
+        global_average_pool(2, 0, &[], &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()));
+        global_max_pool(2, 0, &[], &mut y).unwrap();
+        assert_eq!(y, [<f32 as Num>::LOWEST; 2]);
     }
 }

@@ -18,6 +18,12 @@
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx2_dw;
+
+pub(crate) use dw::{DwGeom, depthwise_plane};
+mod dw;
 
 /// An activation applied to each output of a fused kernel, after the bias;
 /// the same comparisons as the standalone elementwise ops, so fusing does not
