@@ -1,0 +1,183 @@
+//! The AVX-512 micro-kernel: up to 8 rows x 32 columns of f32 sums in
+//! sixteen `zmm` registers, one broadcast of A and two loads of B per step.
+//!
+//! Tiles at the edges of the product need no staging: the kernel is
+//! instantiated for every row count 1..=8 (so a product with 2..7 rows
+//! runs no dropped rows) and reads and writes partial columns with masked
+//! loads and stores, straight in the destination.
+//!
+//! Two invariants make the unsafe code sound: an [`Avx512`] value exists
+//! only after the CPU was found to support AVX-512F (so the
+//! `target_feature` functions may run), and [`Micro::kernel`] checks every
+//! index the loop will read or write before entering it.
+
+use super::{Micro, block_fits};
+use core::arch::x86_64::{
+    __m512, __mmask16, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps,
+};
+
+/// Proof that AVX-512F is available on this CPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512 {
+    _private: (),
+}
+
+impl Avx512 {
+    /// `Some` when the CPU supports AVX-512F.
+    #[inline]
+    pub(crate) fn detect() -> Option<Avx512> {
+        #[cfg(feature = "std")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Some(Avx512 { _private: () });
+            }
+            None
+        }
+        #[cfg(all(not(feature = "std"), target_feature = "avx512f"))]
+        {
+            Some(Avx512 { _private: () })
+        }
+        #[cfg(all(not(feature = "std"), not(target_feature = "avx512f")))]
+        {
+            None
+        }
+    }
+}
+
+const MR: usize = 8;
+const NR: usize = 32;
+
+/// The lanes of a 16-wide vector below `n` (all of them from 16 up).
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
+}
+
+impl Micro for Avx512 {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const MC: usize = 128;
+    const KC: usize = 256;
+
+    #[inline]
+    fn kernel(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize],
+        cs: usize,
+        b: &[f32],
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+    ) {
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        if kc == 0 || nrows == 0 || ncols == 0 || b.len() < kc * NR {
+            return;
+        }
+        if !block_fits(dst, ldd, nrows, ncols) {
+            return;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return };
+        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return;
+        }
+        let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
+        // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
+        // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // a.len()`; B at `p * 32 + 0..32 < kc * 32 <= b.len()`; the
+        // destination at `r * ldd + c` for `c < ncols`, within `dst` by
+        // `block_fits` (the lanes at and past `ncols` are masked off, and the
+        // second half of a row is touched only when `ncols > 16`).
+        unsafe {
+            match nrows {
+                1 => kernel_r32::<1>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                2 => kernel_r32::<2>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                3 => kernel_r32::<3>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                4 => kernel_r32::<4>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                5 => kernel_r32::<5>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                6 => kernel_r32::<6>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                7 => kernel_r32::<7>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                _ => kernel_r32::<8>(kc, a, rows, cs, b, d, ldd, ncols, load),
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn within<R>(self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: `self` proves AVX-512F is present; `f` is safe code.
+        unsafe { with_avx512(f) }
+    }
+}
+
+/// `R` rows of [`Avx512::kernel`]; the caller guarantees the bounds
+/// described there for `r < R` and `c < ncols` (`1 <= ncols <= 32`).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_r32<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    rows: &[usize; MR],
+    cs: usize,
+    b: *const f32,
+    d: *mut f32,
+    ldd: usize,
+    ncols: usize,
+    load: bool,
+) {
+    let (m0, m1) = (lanes(ncols), lanes(ncols.saturating_sub(16)));
+    let wide = ncols > 16;
+    let mut c: [[__m512; 2]; R] = [[_mm512_setzero_ps(); 2]; R];
+    if load {
+        for (r, row) in c.iter_mut().enumerate() {
+            // SAFETY: row `r < R` of the destination holds `ncols` floats
+            // from `d + r * ldd`; masked lanes are not read, and the second
+            // half is read only when it has lanes in the row.
+            unsafe {
+                let p = d.add(r * ldd);
+                row[0] = _mm512_maskz_loadu_ps(m0, p);
+                if wide {
+                    row[1] = _mm512_maskz_loadu_ps(m1, p.add(16));
+                }
+            }
+        }
+    }
+    // SAFETY (whole loop): see the caller's bounds; `off` stays below
+    // `kc * cs` and `bp` below `b + kc * 32`.
+    unsafe {
+        let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
+        let mut bp = b;
+        let mut off = 0usize;
+        for _ in 0..kc {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for r in 0..R {
+                let x = _mm512_set1_ps(*ap[r].add(off));
+                c[r][0] = _mm512_fmadd_ps(x, b0, c[r][0]);
+                c[r][1] = _mm512_fmadd_ps(x, b1, c[r][1]);
+            }
+            bp = bp.add(NR);
+            off += cs;
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        // SAFETY: as for the loads above.
+        unsafe {
+            let p = d.add(r * ldd);
+            _mm512_mask_storeu_ps(p, m0, row[0]);
+            if wide {
+                _mm512_mask_storeu_ps(p.add(16), m1, row[1]);
+            }
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
