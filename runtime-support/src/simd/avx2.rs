@@ -6,7 +6,7 @@
 //! FMA (so the `target_feature` function may run), and [`Micro::kernel`]
 //! checks every index the loop will read or write before entering it.
 
-use super::{Micro, block_fits};
+use super::{Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
     __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
     _mm256_storeu_ps,
@@ -65,6 +65,7 @@ impl Micro for Avx2 {
         nrows: usize,
         ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     ) {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         if kc == 0 || nrows == 0 || ncols == 0 || ldd == 0 || b.len() < kc * NR {
@@ -83,6 +84,7 @@ impl Micro for Avx2 {
             unsafe {
                 kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), dst.as_mut_ptr(), ldd, load)
             }
+            finish(dst, ldd, MR, NR, tail);
             return;
         }
         // An edge tile: the sums go through a full tile on the stack.
@@ -102,6 +104,7 @@ impl Micro for Avx2 {
         for (t, d) in tile.chunks_exact(NR).zip(dst.chunks_mut(ldd)).take(nrows) {
             d[..ncols].copy_from_slice(&t[..ncols]);
         }
+        finish(dst, ldd, nrows, ncols, tail);
     }
 
     #[inline(always)]

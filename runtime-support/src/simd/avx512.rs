@@ -11,10 +11,11 @@
 //! `target_feature` functions may run), and [`Micro::kernel`] checks every
 //! index the loop will read or write before entering it.
 
-use super::{Micro, block_fits};
+use super::{Activation, Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
-    __m512, __mmask16, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps,
+    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
+    _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
+    _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps,
 };
 
 /// Proof that AVX-512F is available on this CPU.
@@ -54,6 +55,61 @@ fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
 }
 
+/// The `C` term of a fused epilogue, per tile.
+#[derive(Clone, Copy)]
+enum FusedC {
+    None,
+    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
+    Rows {
+        base: usize,
+        rs: usize,
+        beta: f32,
+    },
+    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
+    PerRow([f32; MR]),
+}
+
+/// An [`super::Epilogue`] resolved for one tile, applied in registers
+/// before the store (the same operations in the same order as
+/// [`super::Epilogue::one`]).
+#[derive(Clone, Copy)]
+struct Fused {
+    alpha: f32,
+    bias: Option<[f32; MR]>,
+    c: FusedC,
+    act: Activation,
+}
+
+impl Fused {
+    /// The tile's epilogue in registers, or `None` when C has a layout the
+    /// registers do not take (then the rows are finished in memory) or a
+    /// read would fall outside C.
+    fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
+        let e = tail.epi;
+        let (i0, j0) = (tail.i0, tail.j0);
+        let bias = match e.row_bias {
+            Some(b) => Some(core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0))),
+            None => None,
+        };
+        let c = match e.c {
+            None => FusedC::None,
+            Some(c) if c.cs == 1 => {
+                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base + ncols - 1)?;
+                if last >= c.data.len() {
+                    return None;
+                }
+                FusedC::Rows { base, rs: c.rs, beta: c.beta }
+            }
+            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
+                c.beta * c.data.get((i0 + r) * c.rs).copied().unwrap_or(0.0)
+            })),
+            Some(_) => return None,
+        };
+        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+    }
+}
+
 impl Micro for Avx512 {
     const MR: usize = MR;
     const NR: usize = NR;
@@ -73,6 +129,7 @@ impl Micro for Avx512 {
         nrows: usize,
         ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     ) {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
@@ -86,24 +143,33 @@ impl Micro for Avx512 {
         if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
             return;
         }
+        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
+        let (epi, cdata) = match (&fused, &tail) {
+            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
+            _ => (None, core::ptr::null()),
+        };
         let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
         // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
         // a.len()`; B at `p * 32 + 0..32 < kc * 32 <= b.len()`; the
         // destination at `r * ldd + c` for `c < ncols`, within `dst` by
         // `block_fits` (the lanes at and past `ncols` are masked off, and the
-        // second half of a row is touched only when `ncols > 16`).
+        // second half of a row is touched only when `ncols > 16`); C, for
+        // `FusedC::Rows`, at `base + r * rs + c`, within C by `Fused::new`.
         unsafe {
             match nrows {
-                1 => kernel_r32::<1>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                2 => kernel_r32::<2>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                3 => kernel_r32::<3>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                4 => kernel_r32::<4>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                5 => kernel_r32::<5>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                6 => kernel_r32::<6>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                7 => kernel_r32::<7>(kc, a, rows, cs, b, d, ldd, ncols, load),
-                _ => kernel_r32::<8>(kc, a, rows, cs, b, d, ldd, ncols, load),
+                1 => kernel_r32::<1>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                2 => kernel_r32::<2>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                3 => kernel_r32::<3>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                4 => kernel_r32::<4>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                5 => kernel_r32::<5>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                6 => kernel_r32::<6>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                7 => kernel_r32::<7>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                _ => kernel_r32::<8>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
             }
+        }
+        if fused.is_none() {
+            finish(dst, ldd, nrows, ncols, tail);
         }
     }
 
@@ -115,7 +181,8 @@ impl Micro for Avx512 {
 }
 
 /// `R` rows of [`Avx512::kernel`]; the caller guarantees the bounds
-/// described there for `r < R` and `c < ncols` (`1 <= ncols <= 32`).
+/// described there for `r < R` and `c < ncols` (`1 <= ncols <= 32`), and
+/// for C at `cdata` when `epi` has a `FusedC::Rows` term.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn kernel_r32<const R: usize>(
@@ -128,6 +195,8 @@ unsafe fn kernel_r32<const R: usize>(
     ldd: usize,
     ncols: usize,
     load: bool,
+    epi: Option<&Fused>,
+    cdata: *const f32,
 ) {
     let (m0, m1) = (lanes(ncols), lanes(ncols.saturating_sub(16)));
     let wide = ncols > 16;
@@ -164,6 +233,34 @@ unsafe fn kernel_r32<const R: usize>(
             off += cs;
         }
     }
+    if let Some(f) = epi {
+        for (r, row) in c.iter_mut().enumerate() {
+            for (h, (v, m)) in row.iter_mut().zip([m0, m1]).enumerate() {
+                let mut x = *v;
+                if f.alpha != 1.0 {
+                    x = _mm512_mul_ps(x, _mm512_set1_ps(f.alpha));
+                }
+                if let Some(bias) = &f.bias {
+                    x = _mm512_add_ps(x, _mm512_set1_ps(bias[r]));
+                }
+                match f.c {
+                    FusedC::None => {}
+                    FusedC::Rows { base, rs, beta } => {
+                        if h == 0 || wide {
+                            // SAFETY: lanes below `ncols` of row `r` of C,
+                            // checked by `Fused::new`; the rest are masked.
+                            let cv = unsafe {
+                                _mm512_maskz_loadu_ps(m, cdata.add(base + r * rs + h * 16))
+                            };
+                            x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
+                        }
+                    }
+                    FusedC::PerRow(t) => x = _mm512_add_ps(x, _mm512_set1_ps(t[r])),
+                }
+                *v = activate(x, f.act);
+            }
+        }
+    }
     for (r, row) in c.iter().enumerate() {
         // SAFETY: as for the loads above.
         unsafe {
@@ -172,6 +269,28 @@ unsafe fn kernel_r32<const R: usize>(
             if wide {
                 _mm512_mask_storeu_ps(p.add(16), m1, row[1]);
             }
+        }
+    }
+}
+
+/// [`Activation::apply`] on 16 lanes: the same comparisons, as blends.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn activate(x: __m512, act: Activation) -> __m512 {
+    match act {
+        Activation::None => x,
+        Activation::Relu => {
+            let z = _mm512_setzero_ps();
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, z), x, z)
+        }
+        Activation::LeakyRelu { alpha } => {
+            let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+            _mm512_mask_blend_ps(below, x, _mm512_mul_ps(_mm512_set1_ps(alpha), x))
+        }
+        Activation::Clip { min, max } => {
+            let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
+            let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, lo), x, lo);
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
         }
     }
 }

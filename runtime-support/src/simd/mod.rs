@@ -105,7 +105,8 @@ pub(crate) trait Micro: Copy {
     /// `a[rows[r] + p * cs]` (`rows` has `MR` entries, rows past `nrows`
     /// repeat a valid one); `b` is a packed strip of at least `kc * NR`;
     /// the `nrows x ncols` sums go to `dst[r * ldd + c]`, which holds the
-    /// starting sums when `load` (zero otherwise). Implementations check
+    /// starting sums when `load` (zero otherwise); with a `tail`, the
+    /// final sums go through its epilogue on the way. Implementations check
     /// these bounds and do nothing when they do not hold.
     #[allow(clippy::too_many_arguments)]
     fn kernel(
@@ -120,6 +121,7 @@ pub(crate) trait Micro: Copy {
         nrows: usize,
         ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     );
 
     /// Runs `f` compiled for this kernel's instruction set, so the loops
@@ -127,6 +129,28 @@ pub(crate) trait Micro: Copy {
     #[inline(always)]
     fn within<R>(self, f: impl FnOnce() -> R) -> R {
         f()
+    }
+}
+
+/// The epilogue of the last pass over `k`, for the tile whose first output
+/// is `(i0, j0)`.
+#[derive(Clone, Copy)]
+pub(crate) struct Tail<'a> {
+    pub epi: &'a Epilogue<'a>,
+    pub i0: usize,
+    pub j0: usize,
+}
+
+/// Applies `tail`'s epilogue to the `nrows x ncols` block of final sums in
+/// `dst` (rows `ldd` apart), row by row.
+#[inline(always)]
+fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<Tail<'_>>) {
+    if let Some(t) = tail {
+        for r in 0..nrows {
+            if let Some(row) = dst.get_mut(r * ldd..r * ldd + ncols) {
+                t.epi.row(t.i0 + r, t.j0, row);
+            }
+        }
     }
 }
 
@@ -165,6 +189,7 @@ impl<const NR: usize> Micro for Portable<NR> {
         nrows: usize,
         ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     ) {
         let (nrows, ncols) = (nrows.min(4), ncols.min(NR));
         let mut acc = [[0.0f32; NR]; 4];
@@ -192,6 +217,7 @@ impl<const NR: usize> Micro for Portable<NR> {
                 }
             }
         }
+        finish(dst, ldd, nrows, ncols, tail);
     }
 }
 
@@ -362,7 +388,7 @@ impl<'a> Epilogue<'a> {
 /// than panicking.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
+fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
     kern: K,
     m: usize,
     n: usize,
@@ -370,7 +396,7 @@ fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
     a: ViewA<'_>,
     b: &B,
     out: Out<'_>,
-    epi: &Epilogue<'_>,
+    epi: &'e Epilogue<'e>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
     let kc_max = (BUF / nr).min(K::KC).max(1);
@@ -399,14 +425,8 @@ fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
                         *row = a.off + (ir + r.min(nrows - 1)) * a.rs + pc * a.cs;
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
-                    kern.kernel(kc, a.data, rows, a.cs, buf, dst, ldy, nrows, ncols, !first);
-                    if last && !identity {
-                        for r in 0..nrows {
-                            if let Some(row) = dst.get_mut(r * ldy..r * ldy + ncols) {
-                                epi.row(ir + r, jc, row);
-                            }
-                        }
-                    }
+                    let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
+                    kern.kernel(kc, a.data, rows, a.cs, buf, dst, ldy, nrows, ncols, !first, tail);
                     ir += mr;
                 }
                 jc += nr;
