@@ -15,7 +15,7 @@ use super::{Activation, Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
     _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
-    _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps,
+    _mm512_mul_ps, _mm512_reduce_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
 };
 
 /// Proof that AVX-512F is available on this CPU.
@@ -299,4 +299,76 @@ fn activate(x: __m512, act: Activation) -> __m512 {
 #[inline]
 fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
+}
+
+impl Avx512 {
+    /// `out[j] = sum_p a[p] * b[j * cs + p]`: eight columns at a time, each
+    /// summed in sixteen lanes (a different summation order from the exact
+    /// kernel). Does nothing when a column would run past `b`.
+    pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+        let (k, n) = (a.len(), out.len());
+        if k == 0 || n == 0 {
+            return;
+        }
+        let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        if last.is_none_or(|v| v > b.len()) {
+            return;
+        }
+        // SAFETY: `self` proves AVX-512F is present; column `j < n` is read
+        // at `j * cs + 0..k`, below `(n - 1) * cs + k <= b.len()`, and `a`
+        // at `0..k`.
+        unsafe { dots512(k, a.as_ptr(), b.as_ptr(), cs, out) }
+    }
+}
+
+/// See [`Avx512::dots`]; the caller guarantees the bounds described there.
+#[target_feature(enable = "avx512f")]
+unsafe fn dots512(k: usize, a: *const f32, b: *const f32, cs: usize, out: &mut [f32]) {
+    const G: usize = 8;
+    let (full, rem) = (k / 16, k % 16);
+    let tail = lanes(rem);
+    let n = out.len();
+    let mut j = 0;
+    // SAFETY (both loops): reads stay within `a[..k]` and the columns
+    // `b[j * cs..j * cs + k]` (the last chunk masked to `rem` lanes).
+    unsafe {
+        while j + G <= n {
+            let cols: [*const f32; G] = core::array::from_fn(|c| b.add((j + c) * cs));
+            let mut acc = [_mm512_setzero_ps(); G];
+            for t in 0..full {
+                let x = _mm512_loadu_ps(a.add(16 * t));
+                for c in 0..G {
+                    acc[c] = _mm512_fmadd_ps(x, _mm512_loadu_ps(cols[c].add(16 * t)), acc[c]);
+                }
+            }
+            if rem > 0 {
+                let x = _mm512_maskz_loadu_ps(tail, a.add(16 * full));
+                for c in 0..G {
+                    let w = _mm512_maskz_loadu_ps(tail, cols[c].add(16 * full));
+                    acc[c] = _mm512_fmadd_ps(x, w, acc[c]);
+                }
+            }
+            for (o, s) in out[j..j + G].iter_mut().zip(acc) {
+                *o = _mm512_reduce_add_ps(s);
+            }
+            j += G;
+        }
+        while j < n {
+            let col = b.add(j * cs);
+            let mut acc = _mm512_setzero_ps();
+            for t in 0..full {
+                acc = _mm512_fmadd_ps(
+                    _mm512_loadu_ps(a.add(16 * t)),
+                    _mm512_loadu_ps(col.add(16 * t)),
+                    acc,
+                );
+            }
+            if rem > 0 {
+                let x = _mm512_maskz_loadu_ps(tail, a.add(16 * full));
+                acc = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, col.add(16 * full)), acc);
+            }
+            out[j] = _mm512_reduce_add_ps(acc);
+            j += 1;
+        }
+    }
 }

@@ -552,7 +552,9 @@ pub(crate) fn vector_product(
         #[cfg(target_arch = "x86_64")]
         let fast = avx2::Avx2::detect();
         #[cfg(target_arch = "x86_64")]
-        if let Some(f) = fast {
+        if let Some(f) = avx512::Avx512::detect() {
+            f.dots(av, b.data, b.cs, y);
+        } else if let Some(f) = fast {
             f.dots(av, b.data, b.cs, y);
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -746,6 +748,37 @@ mod tests {
     fn avx512_kernel_matches_portable_on_awkward_sizes() {
         if let Some(kern) = avx512::Avx512::detect() {
             sweep(kern);
+        }
+    }
+
+    #[test]
+    fn vector_products_match_plain_sums() {
+        let (mut a, mut b) = ([0.0f32; 64], [0.0f32; 40 * 41]);
+        fill(&mut a, 11);
+        fill(&mut b, 12);
+        let bias = [0.0f32; 1];
+        for n in [1, 2, 7, 8, 9, 15, 16, 17, 25, 40] {
+            for k in [1, 2, 15, 16, 17, 31, 33, 40] {
+                let va = ViewA { data: &a, off: 3, rs: 0, cs: 1 };
+                // B as columns (rows of a transposed B, `k + 1` apart) and as rows.
+                for (rs, cs) in [(1, k + 1), (n, 1)] {
+                    let vb = DenseB { data: &b, rs, cs };
+                    let mut y = [0.0f32; 40];
+                    let epi = Epilogue {
+                        alpha: -2.0,
+                        ..Epilogue::bias_act(Some(&bias), Activation::Relu)
+                    };
+                    vector_product(n, k, va, &vb, &mut y, &epi).unwrap();
+                    for j in 0..n {
+                        let s: f32 = (0..k).map(|p| a[3 + p] * b[p * rs + j * cs]).sum();
+                        let want = epi.one(0, j, s);
+                        assert!(
+                            (y[j] - want).abs() <= 1e-5 * k as f32,
+                            "{n}x{k} ({rs}, {cs}) at {j}"
+                        );
+                    }
+                }
+            }
         }
     }
 
