@@ -87,10 +87,8 @@ impl Fused {
     fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
         let e = tail.epi;
         let (i0, j0) = (tail.i0, tail.j0);
-        let bias = match e.row_bias {
-            Some(b) => Some(core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0))),
-            None => None,
-        };
+        let bias =
+            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
         let c = match e.c {
             None => FusedC::None,
             Some(c) if c.cs == 1 => {

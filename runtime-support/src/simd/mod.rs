@@ -155,6 +155,7 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 }
 
 /// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
     nrows == 0
@@ -779,6 +780,56 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Special values through every activation: NaN stays NaN, the sign of
+    /// zero and infinities come out as the scalar comparisons give them.
+    fn check_special<K: Micro>(kern: K) {
+        let vals = [f32::NAN, -0.0, 0.0, 1.0, -3.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.25];
+        let (m, n) = (vals.len(), 37);
+        let mut b = [0.0f32; 37];
+        fill(&mut b, 9);
+        b[0] = 1.0;
+        b[1] = -1.0;
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.5 },
+            Activation::Clip { min: -0.5, max: 0.75 },
+        ];
+        let c = [0.0f32; 37];
+        for act in acts {
+            for with_c in [false, true] {
+                let epi = Epilogue {
+                    alpha: 1.0,
+                    row_bias: None,
+                    c: with_c.then_some(CTerm { data: &c, rs: 0, cs: 1, beta: 1.0 }),
+                    act,
+                };
+                let va = ViewA { data: &vals, off: 0, rs: 1, cs: 1 };
+                let vb = DenseB { data: &b, rs: n, cs: 1 };
+                let (mut want, mut got) = ([0.0f32; 9 * 37], [0.0f32; 9 * 37]);
+                drive(Portable::<8>, m, n, 1, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
+                drive(kern, m, n, 1, va, &vb, Out { y: &mut got, ldy: n }, &epi).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{act:?}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn fast_kernels_keep_special_values_through_activations() {
+        if let Some(kern) = avx2::Avx2::detect() {
+            check_special(kern);
+        }
+        if let Some(kern) = avx512::Avx512::detect() {
+            check_special(kern);
         }
     }
 
