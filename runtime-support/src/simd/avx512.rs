@@ -111,7 +111,7 @@ impl Fused {
 impl Micro for Avx512 {
     const MR: usize = MR;
     const NR: usize = NR;
-    const MC: usize = 128;
+    const MC: usize = 256;
     const KC: usize = 256;
 
     #[inline]
@@ -155,16 +155,38 @@ impl Micro for Avx512 {
         // second half of a row is touched only when `ncols > 16`); C, for
         // `FusedC::Rows`, at `base + r * rs + c`, within C by `Fused::new`.
         unsafe {
-            match nrows {
-                1 => kernel_r32::<1>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                2 => kernel_r32::<2>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                3 => kernel_r32::<3>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                4 => kernel_r32::<4>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                5 => kernel_r32::<5>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                6 => kernel_r32::<6>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                7 => kernel_r32::<7>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
-                _ => kernel_r32::<8>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+            macro_rules! rows {
+                ($h:literal) => {
+                    match nrows {
+                        1 => {
+                            kernel_r32::<1, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        2 => {
+                            kernel_r32::<2, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        3 => {
+                            kernel_r32::<3, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        4 => {
+                            kernel_r32::<4, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        5 => {
+                            kernel_r32::<5, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        6 => {
+                            kernel_r32::<6, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        7 => {
+                            kernel_r32::<7, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                        _ => {
+                            kernel_r32::<8, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
+                        }
+                    }
+                };
             }
+            // A strip of at most 16 columns skips the FMAs of the other half.
+            if ncols > 16 { rows!(2) } else { rows!(1) }
         }
         if fused.is_none() {
             finish(dst, ldd, nrows, ncols, tail);
@@ -178,12 +200,13 @@ impl Micro for Avx512 {
     }
 }
 
-/// `R` rows of [`Avx512::kernel`]; the caller guarantees the bounds
-/// described there for `r < R` and `c < ncols` (`1 <= ncols <= 32`), and
-/// for C at `cdata` when `epi` has a `FusedC::Rows` term.
+/// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`]; the caller
+/// guarantees the bounds described there for `r < R` and `c < ncols`
+/// (`16 * (H - 1) < ncols <= 16 * H`), and for C at `cdata` when `epi` has
+/// a `FusedC::Rows` term.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize>(
+unsafe fn kernel_r32<const R: usize, const H: usize>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -196,20 +219,15 @@ unsafe fn kernel_r32<const R: usize>(
     epi: Option<&Fused>,
     cdata: *const f32,
 ) {
-    let (m0, m1) = (lanes(ncols), lanes(ncols.saturating_sub(16)));
-    let wide = ncols > 16;
-    let mut c: [[__m512; 2]; R] = [[_mm512_setzero_ps(); 2]; R];
+    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(ncols.saturating_sub(16 * h)));
+    let mut c: [[__m512; H]; R] = [[_mm512_setzero_ps(); H]; R];
     if load {
         for (r, row) in c.iter_mut().enumerate() {
-            // SAFETY: row `r < R` of the destination holds `ncols` floats
-            // from `d + r * ldd`; masked lanes are not read, and the second
-            // half is read only when it has lanes in the row.
-            unsafe {
-                let p = d.add(r * ldd);
-                row[0] = _mm512_maskz_loadu_ps(m0, p);
-                if wide {
-                    row[1] = _mm512_maskz_loadu_ps(m1, p.add(16));
-                }
+            for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
+                // SAFETY: row `r < R` of the destination holds `ncols`
+                // floats from `d + r * ldd`, and half `h` starts below
+                // `ncols`; masked lanes are not read.
+                *v = unsafe { _mm512_maskz_loadu_ps(m, d.add(r * ldd + 16 * h)) };
             }
         }
     }
@@ -220,12 +238,12 @@ unsafe fn kernel_r32<const R: usize>(
         let mut bp = b;
         let mut off = 0usize;
         for _ in 0..kc {
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
+            let bv: [__m512; H] = core::array::from_fn(|h| _mm512_loadu_ps(bp.add(16 * h)));
             for r in 0..R {
                 let x = _mm512_set1_ps(*ap[r].add(off));
-                c[r][0] = _mm512_fmadd_ps(x, b0, c[r][0]);
-                c[r][1] = _mm512_fmadd_ps(x, b1, c[r][1]);
+                for h in 0..H {
+                    c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
+                }
             }
             bp = bp.add(NR);
             off += cs;
@@ -233,7 +251,7 @@ unsafe fn kernel_r32<const R: usize>(
     }
     if let Some(f) = epi {
         for (r, row) in c.iter_mut().enumerate() {
-            for (h, (v, m)) in row.iter_mut().zip([m0, m1]).enumerate() {
+            for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
                 let mut x = *v;
                 if f.alpha != 1.0 {
                     x = _mm512_mul_ps(x, _mm512_set1_ps(f.alpha));
@@ -244,14 +262,11 @@ unsafe fn kernel_r32<const R: usize>(
                 match f.c {
                     FusedC::None => {}
                     FusedC::Rows { base, rs, beta } => {
-                        if h == 0 || wide {
-                            // SAFETY: lanes below `ncols` of row `r` of C,
-                            // checked by `Fused::new`; the rest are masked.
-                            let cv = unsafe {
-                                _mm512_maskz_loadu_ps(m, cdata.add(base + r * rs + h * 16))
-                            };
-                            x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
-                        }
+                        // SAFETY: lanes below `ncols` of row `r` of C,
+                        // checked by `Fused::new`; the rest are masked.
+                        let cv =
+                            unsafe { _mm512_maskz_loadu_ps(m, cdata.add(base + r * rs + h * 16)) };
+                        x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
                     }
                     FusedC::PerRow(t) => x = _mm512_add_ps(x, _mm512_set1_ps(t[r])),
                 }
@@ -260,13 +275,9 @@ unsafe fn kernel_r32<const R: usize>(
         }
     }
     for (r, row) in c.iter().enumerate() {
-        // SAFETY: as for the loads above.
-        unsafe {
-            let p = d.add(r * ldd);
-            _mm512_mask_storeu_ps(p, m0, row[0]);
-            if wide {
-                _mm512_mask_storeu_ps(p.add(16), m1, row[1]);
-            }
+        for (h, (v, &m)) in row.iter().zip(&masks).enumerate() {
+            // SAFETY: as for the loads above.
+            unsafe { _mm512_mask_storeu_ps(d.add(r * ldd + 16 * h), m, *v) };
         }
     }
 }

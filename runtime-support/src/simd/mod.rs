@@ -400,7 +400,10 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
     epi: &'e Epilogue<'e>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
-    let kc_max = (BUF / nr).min(K::KC).max(1);
+    // Blocks of `k` of even depth (288 = 144 + 144, not 256 + 32): the
+    // partial sums make one round trip through Y per block.
+    let kc_cap = (BUF / nr).min(K::KC).max(1);
+    let kc_max = k.div_ceil(k.div_ceil(kc_cap));
     let mut strip = Strip::<BUF>::new();
     let mut rows = [0usize; MAX_MR];
     let Some(rows) = rows.get_mut(..mr) else { return };
@@ -631,7 +634,7 @@ mod tests {
     }
 
     const A_LEN: usize = 40 * 300 + 7;
-    const Y_LEN: usize = 40 * 43;
+    const Y_LEN: usize = 300 * 43;
 
     /// The epilogues the fast paths must reproduce, by index.
     fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epilogue<'a> {
@@ -673,7 +676,7 @@ mod tests {
         let (mut a, mut b) = ([0.0f32; A_LEN], [0.0f32; A_LEN]);
         fill(&mut a, (m * 131 + n * 7 + k) as u32);
         fill(&mut b, (k * 17 + n) as u32);
-        let (mut bias, mut c) = ([0.0f32; 40], [0.0f32; 2 * Y_LEN]);
+        let (mut bias, mut c) = ([0.0f32; 300], [0.0f32; 2 * Y_LEN]);
         fill(&mut bias, 5);
         fill(&mut c, 6);
         let ldy = n + 3;
@@ -715,6 +718,12 @@ mod tests {
                     which += 1;
                     check(kern, m, n, k, which % 3 == 0, which);
                 }
+            }
+        }
+        // More rows than one block of A (`MC`).
+        for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40)] {
+            for which in 0..6 {
+                check(kern, m, n, k, which % 2 == 0, which);
             }
         }
     }
