@@ -60,6 +60,7 @@ impl Micro for Avx2 {
         rows: &[usize],
         cs: usize,
         b: &[f32],
+        ldb: usize,
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
@@ -68,7 +69,7 @@ impl Micro for Avx2 {
         tail: Option<Tail<'_>>,
     ) {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
-        if kc == 0 || nrows == 0 || ncols == 0 || ldd == 0 || b.len() < kc * NR {
+        if kc == 0 || nrows == 0 || ncols == 0 || ldd == 0 || ldb != NR || b.len() < kc * NR {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };

@@ -113,6 +113,7 @@ impl Micro for Avx512 {
     const NR: usize = NR;
     const MC: usize = 256;
     const KC: usize = 256;
+    const DIRECT_B: bool = true;
 
     #[inline]
     fn kernel(
@@ -122,6 +123,7 @@ impl Micro for Avx512 {
         rows: &[usize],
         cs: usize,
         b: &[f32],
+        ldb: usize,
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
@@ -131,7 +133,8 @@ impl Micro for Avx512 {
     ) {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
-        if kc == 0 || nrows == 0 || ncols == 0 || b.len() < kc * NR {
+        let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
+        if kc == 0 || nrows == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
             return;
         }
         if !block_fits(dst, ldd, nrows, ncols) {
@@ -149,7 +152,8 @@ impl Micro for Avx512 {
         let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
         // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
-        // a.len()`; B at `p * 32 + 0..32 < kc * 32 <= b.len()`; the
+        // a.len()`; B at `p * ldb + c < (kc - 1) * ldb + ncols <= b.len()` (lanes
+        // from `ncols` on masked off); the
         // destination at `r * ldd + c` for `c < ncols`, within `dst` by
         // `block_fits` (the lanes at and past `ncols` are masked off, and the
         // second half of a row is touched only when `ncols > 16`); C, for
@@ -158,30 +162,30 @@ impl Micro for Avx512 {
             macro_rules! rows {
                 ($h:literal) => {
                     match nrows {
-                        1 => {
-                            kernel_r32::<1, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        2 => {
-                            kernel_r32::<2, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        3 => {
-                            kernel_r32::<3, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        4 => {
-                            kernel_r32::<4, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        5 => {
-                            kernel_r32::<5, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        6 => {
-                            kernel_r32::<6, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        7 => {
-                            kernel_r32::<7, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
-                        _ => {
-                            kernel_r32::<8, $h>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata)
-                        }
+                        1 => kernel_r32::<1, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        2 => kernel_r32::<2, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        3 => kernel_r32::<3, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        4 => kernel_r32::<4, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        5 => kernel_r32::<5, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        6 => kernel_r32::<6, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        7 => kernel_r32::<7, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        _ => kernel_r32::<8, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
                     }
                 };
             }
@@ -212,6 +216,7 @@ unsafe fn kernel_r32<const R: usize, const H: usize>(
     rows: &[usize; MR],
     cs: usize,
     b: *const f32,
+    ldb: usize,
     d: *mut f32,
     ldd: usize,
     ncols: usize,
@@ -232,20 +237,23 @@ unsafe fn kernel_r32<const R: usize, const H: usize>(
         }
     }
     // SAFETY (whole loop): see the caller's bounds; `off` stays below
-    // `kc * cs` and `bp` below `b + kc * 32`.
+    // `kc * cs`, `bp` at `b + p * ldb`, its lanes from `ncols` on masked.
     unsafe {
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
         let mut bp = b;
         let mut off = 0usize;
         for _ in 0..kc {
-            let bv: [__m512; H] = core::array::from_fn(|h| _mm512_loadu_ps(bp.add(16 * h)));
+            let bv: [__m512; H] =
+                core::array::from_fn(|h| _mm512_maskz_loadu_ps(masks[h], bp.add(16 * h)));
             for r in 0..R {
                 let x = _mm512_set1_ps(*ap[r].add(off));
                 for h in 0..H {
                     c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
                 }
             }
-            bp = bp.add(NR);
+            // Past the last step `bp` is not read: `wrapping_add` keeps it a
+            // plain address even when it leaves `b`.
+            bp = bp.wrapping_add(ldb);
             off += cs;
         }
     }

@@ -89,6 +89,9 @@ impl Activation {
 /// The most rows any micro-kernel's tile has.
 const MAX_MR: usize = 8;
 
+/// Products with at most this many rows read B in place when they can.
+const DIRECT_MAX_M: usize = 32;
+
 /// A register-tiled micro-kernel:
 /// `dst[r * ldd + c] (+)= sum_p a(r, p) * b[p * NR + c]` for `r < nrows`,
 /// `c < ncols`.
@@ -101,9 +104,12 @@ pub(crate) trait Micro: Copy {
     const MC: usize;
     /// Steps of `k` per packed B strip (the strip stays in L1).
     const KC: usize;
+    /// Whether the kernel reads B rows in place (`ldb` other than `NR`).
+    const DIRECT_B: bool = false;
     /// Runs one tile over `kc` steps. Row `r` of A is read at
     /// `a[rows[r] + p * cs]` (`rows` has `MR` entries, rows past `nrows`
-    /// repeat a valid one); `b` is a packed strip of at least `kc * NR`;
+    /// repeat a valid one); B's `(p, c)` is `b[p * ldb + c]`, a packed strip
+    /// (`ldb == NR`, zero past `ncols`) unless the kernel has `DIRECT_B`;
     /// the `nrows x ncols` sums go to `dst[r * ldd + c]`, which holds the
     /// starting sums when `load` (zero otherwise); with a `tail`, the
     /// final sums go through its epilogue on the way. Implementations check
@@ -116,6 +122,7 @@ pub(crate) trait Micro: Copy {
         rows: &[usize],
         cs: usize,
         b: &[f32],
+        ldb: usize,
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
@@ -185,6 +192,7 @@ impl<const NR: usize> Micro for Portable<NR> {
         rows: &[usize],
         cs: usize,
         b: &[f32],
+        ldb: usize,
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
@@ -192,6 +200,9 @@ impl<const NR: usize> Micro for Portable<NR> {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        if ldb != NR {
+            return;
+        }
         let (nrows, ncols) = (nrows.min(4), ncols.min(NR));
         let mut acc = [[0.0f32; NR]; 4];
         if load {
@@ -235,6 +246,12 @@ pub(crate) trait PackB {
     /// `c < nr`, and zero for `nr <= c < stride`. `out` has `kc * stride`
     /// entries; the caller keeps `p0 + kc` and `j0 + nr` within B.
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]);
+
+    /// B's storage and row stride when its rows are contiguous (`B(p, j)`
+    /// at `data[p * rs + j]`), for kernels that read them in place.
+    fn rows(&self) -> Option<(&[f32], usize)> {
+        None
+    }
 }
 
 /// A dense B: element `(p, j)` at `data[p * rs + j * cs]`.
@@ -245,6 +262,10 @@ pub(crate) struct DenseB<'a> {
 }
 
 impl PackB for DenseB<'_> {
+    fn rows(&self) -> Option<(&[f32], usize)> {
+        (self.cs == 1).then_some((self.data, self.rs))
+    }
+
     #[inline]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
@@ -408,6 +429,9 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
     let mut rows = [0usize; MAX_MR];
     let Some(rows) = rows.get_mut(..mr) else { return };
     let identity = epi.is_identity();
+    // With few rows of A, each packed strip would serve a few tiles only:
+    // kernels that can read B's rows in place then skip the copy.
+    let direct = if K::DIRECT_B && m <= DIRECT_MAX_M { b.rows() } else { None };
     let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
@@ -419,8 +443,17 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
             let mut jc = 0;
             while jc < n {
                 let ncols = nr.min(n - jc);
-                let buf = strip.get(kc * nr);
-                b.pack(pc, kc, jc, ncols, nr, buf);
+                let (buf, ldb) = match direct {
+                    Some((data, rs)) => match data.get(pc * rs + jc..) {
+                        Some(d) => (d, rs),
+                        None => return,
+                    },
+                    None => {
+                        let buf = strip.get(kc * nr);
+                        b.pack(pc, kc, jc, ncols, nr, buf);
+                        (&*buf, nr)
+                    }
+                };
                 let mut ir = ic;
                 while ir < ic + mc {
                     let nrows = mr.min(ic + mc - ir);
@@ -430,7 +463,9 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
-                    kern.kernel(kc, a.data, rows, a.cs, buf, dst, ldy, nrows, ncols, !first, tail);
+                    kern.kernel(
+                        kc, a.data, rows, a.cs, buf, ldb, dst, ldy, nrows, ncols, !first, tail,
+                    );
                     ir += mr;
                 }
                 jc += nr;
@@ -685,7 +720,7 @@ mod tests {
         } else {
             ViewA { data: &a, off: 7, rs: k, cs: 1 }
         };
-        let vb = DenseB { data: &b, rs: n, cs: 1 };
+        let vb = DenseB { data: &b[..k * n], rs: n, cs: 1 };
         let epi = epilogue(which, &bias, &c, ldy);
         let (mut want, mut got) = ([9.0f32; Y_LEN], [9.0f32; Y_LEN]);
         drive(Portable::<8>, m, n, k, va, &vb, Out { y: &mut want, ldy }, &epi).unwrap();
