@@ -89,9 +89,6 @@ impl Activation {
 /// The most rows any micro-kernel's tile has.
 const MAX_MR: usize = 8;
 
-/// Products with at most this many rows read B in place when they can.
-const DIRECT_MAX_M: usize = 32;
-
 /// A register-tiled micro-kernel:
 /// `dst[r * ldd + c] (+)= sum_p a(r, p) * b[p * NR + c]` for `r < nrows`,
 /// `c < ncols`.
@@ -431,7 +428,13 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
     let identity = epi.is_identity();
     // With few rows of A, each packed strip would serve a few tiles only:
     // kernels that can read B's rows in place then skip the copy.
-    let direct = if K::DIRECT_B && m <= DIRECT_MAX_M { b.rows() } else { None };
+    // Up to 64 rows unless B's rows are a multiple of 4 KiB apart: then
+    // every row of a strip falls in the same L1 sets and a packed copy
+    // does better from 33 rows on.
+    let direct = match b.rows() {
+        Some((_, rs)) if K::DIRECT_B && (m <= 32 || (m <= 64 && rs % 1024 != 0)) => b.rows(),
+        _ => None,
+    };
     let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
