@@ -326,25 +326,63 @@ mod peak {
         out.iter().sum()
     }
 
+    /// 12 independent 16-wide FMA chains, `iters` rounds: 384 flops a round.
+    #[target_feature(enable = "avx512f")]
+    fn chains512(iters: usize) -> f32 {
+        let a = _mm512_set1_ps(0.999_999);
+        let b = _mm512_set1_ps(1e-7);
+        let (mut c0, mut c1, mut c2, mut c3) = (a, b, a, b);
+        let (mut c4, mut c5, mut c6, mut c7) = (a, b, a, b);
+        let (mut c8, mut c9, mut c10, mut c11) = (a, b, a, b);
+        for _ in 0..iters {
+            c0 = _mm512_fmadd_ps(c0, a, b);
+            c1 = _mm512_fmadd_ps(c1, a, b);
+            c2 = _mm512_fmadd_ps(c2, a, b);
+            c3 = _mm512_fmadd_ps(c3, a, b);
+            c4 = _mm512_fmadd_ps(c4, a, b);
+            c5 = _mm512_fmadd_ps(c5, a, b);
+            c6 = _mm512_fmadd_ps(c6, a, b);
+            c7 = _mm512_fmadd_ps(c7, a, b);
+            c8 = _mm512_fmadd_ps(c8, a, b);
+            c9 = _mm512_fmadd_ps(c9, a, b);
+            c10 = _mm512_fmadd_ps(c10, a, b);
+            c11 = _mm512_fmadd_ps(c11, a, b);
+        }
+        let s = [c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11]
+            .into_iter()
+            .fold(_mm512_setzero_ps(), |s, c| _mm512_add_ps(s, c));
+        _mm512_reduce_add_ps(s)
+    }
+
+    /// The median GFLOP/s of `run(iters)` doing `flops` per round.
+    fn measure(flops: f64, run: impl Fn(usize) -> f32) -> f64 {
+        let iters = std::hint::black_box(500_000);
+        let mut times = Vec::new();
+        for _ in 0..41 {
+            let t = std::time::Instant::now();
+            std::hint::black_box(run(iters));
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let (med, _, _) = super::stats(&mut times);
+        flops * iters as f64 / med / 1e9
+    }
+
     /// GFLOP/s of one core's FMA units (AVX2), or `None` without AVX2+FMA.
     pub fn gflops() -> Option<f64> {
         if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
             return None;
         }
-        let iters = std::hint::black_box(500_000);
-        let mut best = f64::MAX;
-        let mut times = Vec::new();
-        for _ in 0..41 {
-            let t = std::time::Instant::now();
-            // SAFETY: AVX2 and FMA were detected above.
-            let v = unsafe { chains(iters) };
-            std::hint::black_box(v);
-            let s = t.elapsed().as_secs_f64();
-            best = best.min(s);
-            times.push(s);
+        // SAFETY: AVX2 and FMA were detected above.
+        Some(measure(192.0, |iters| unsafe { chains(iters) }))
+    }
+
+    /// GFLOP/s of one core's 512-bit FMA units, or `None` without AVX-512F.
+    pub fn gflops512() -> Option<f64> {
+        if !is_x86_feature_detected!("avx512f") {
+            return None;
         }
-        let (med, _, _) = super::stats(&mut times);
-        Some(192.0 * iters as f64 / med / 1e9)
+        // SAFETY: AVX-512F was detected above.
+        Some(measure(384.0, |iters| unsafe { chains512(iters) }))
     }
 }
 
@@ -362,12 +400,20 @@ fn main() -> ExitCode {
     let mut ok = true;
     if want("sgemm") {
         #[cfg(target_arch = "x86_64")]
-        let peak = peak::gflops();
+        let peak = {
+            let p8 = peak::gflops();
+            if let Some(p) = p8 {
+                println!("FMA peak (12 chains of 8-wide FMA, one core): {p:.1} GFLOP/s");
+            }
+            let p16 = peak::gflops512();
+            if let Some(p) = p16 {
+                println!("FMA peak (12 chains of 16-wide FMA, one core): {p:.1} GFLOP/s");
+            }
+            // Percentages are of the widest unit the SGEMM kernel uses.
+            p16.or(p8)
+        };
         #[cfg(not(target_arch = "x86_64"))]
         let peak: Option<f64> = None;
-        if let Some(p) = peak {
-            println!("FMA peak (12 chains of 8-wide FMA, one core): {p:.1} GFLOP/s");
-        }
         if let Ok(v) = std::env::var("SGEMM_MNK") {
             let d: Vec<usize> = v.split('x').filter_map(|s| s.parse().ok()).collect();
             if let [m, n, k] = d[..] {

@@ -7,7 +7,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, next_index, numel};
-use crate::simd::{self, DenseB, Out, PackB, ViewA};
+use crate::simd::{self, DenseB, Epilogue, Out, PackB, ViewA};
 use crate::{Error, Result, ensure};
 
 /// Geometry of a sliding window over the spatial axes; all slices have one
@@ -621,7 +621,7 @@ pub fn sconv(
             let ys = &mut y[(n * p.out_channels + g * mg) * out_size..][..mg * out_size];
             let a = ViewA { data: w, off: g * mg * kdim, rs: kdim, cs: 1 };
             let out = Out { y: ys, ldy: out_size };
-            let epi = |i: usize, _: usize, acc: f32| act.apply(acc + bias_of(g * mg + i));
+            let epi = Epilogue::bias_act(bias.and_then(|b| b.get(g * mg..)), act);
             if pointwise {
                 let b = DenseB { data: xs, rs: in_size, cs: 1 };
                 simd::product(mg, out_size, kdim, a, &b, out, &epi)?;

@@ -6,7 +6,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
-use crate::simd::{self, Activation, DenseB, Out, ViewA};
+use crate::simd::{self, Activation, CTerm, DenseB, Epilogue, Out, ViewA};
 use crate::{Error, Result, ensure};
 
 /// `Y = alpha * A' * B' + beta * C` with `A'` = `A` or `Aᵀ`, `B'` = `B` or `Bᵀ`.
@@ -116,18 +116,18 @@ pub fn sgemm_act(
     };
     let vb =
         if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
-    let (alpha, beta, cs) = (p.alpha, p.beta, p.c_strides);
-    let epi = |i: usize, j: usize, acc: f32| {
-        let v = alpha * acc;
-        let v = match c {
-            Some(c) => {
-                let off = i as isize * cs[0] + j as isize * cs[1];
-                v + beta * c.get(off as usize).copied().unwrap_or(0.0)
-            }
-            None => v,
-        };
-        act.apply(v)
+    // Strides over an axis of length 1 are never used; others are checked
+    // non-negative (`check_strided` keeps every offset in range).
+    let stride = |s: isize, len: usize| if len > 1 { usize::try_from(s).ok() } else { Some(0) };
+    let c = match c {
+        Some(data) => {
+            let rs = stride(p.c_strides[0], m).ok_or(Error::InvalidParams)?;
+            let cs = stride(p.c_strides[1], n).ok_or(Error::InvalidParams)?;
+            Some(CTerm { data, rs, cs, beta: p.beta })
+        }
+        None => None,
     };
+    let epi = Epilogue { alpha: p.alpha, row_bias: None, c, act };
     if m == 1 && !p.trans_a {
         return simd::vector_product(n, k, va, &vb, y, &epi);
     }
@@ -152,9 +152,10 @@ pub fn smatmul_bias(
     if let Some(c) = bias {
         ensure(c.len() == n, Error::ShapeMismatch)?;
     }
-    let epi = |_: usize, j: usize, acc: f32| match bias {
-        Some(c) => acc + c.get(j).copied().unwrap_or(0.0),
-        None => acc,
+    // The bias as a C term of one row repeated over all rows: `acc + 1 * bias[j]`.
+    let epi = Epilogue {
+        c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }),
+        ..Epilogue::NONE
     };
     let at = place(p, a.len(), b.len(), y.len())?;
     if m == 0 || n == 0 || numel(p.batch)? == 0 {
@@ -497,10 +498,9 @@ mod tests {
                         DenseB { data: b, rs: n, cs: 1 }
                     };
                     let out = Out { y: &mut got[..m * n], ldy: n };
-                    simd::product_portable(m, n, k, va, &vb, out, &|i, j, acc| {
-                        0.5 * acc + cc.map_or(0.0, |c| 2.0 * c[j]) + 0.0 * i as f32
-                    })
-                    .unwrap();
+                    let c = cc.map(|data| CTerm { data, rs: 0, cs: 1, beta: 2.0 });
+                    let epi = Epilogue { alpha: 0.5, row_bias: None, c, act: Activation::None };
+                    simd::product_portable(m, n, k, va, &vb, out, &epi).unwrap();
                     assert_eq!(got[..m * n], want[..m * n], "{m}x{n}x{k} {ta} {tb}");
                 }
             }

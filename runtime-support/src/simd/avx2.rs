@@ -6,7 +6,7 @@
 //! FMA (so the `target_feature` function may run), and [`Micro::kernel`]
 //! checks every index the loop will read or write before entering it.
 
-use super::Micro;
+use super::{Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
     __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
     _mm256_storeu_ps,
@@ -50,6 +50,7 @@ impl Micro for Avx2 {
     const MR: usize = MR;
     const NR: usize = NR;
     const MC: usize = 96;
+    const KC: usize = 256;
 
     #[inline]
     fn kernel(
@@ -59,28 +60,64 @@ impl Micro for Avx2 {
         rows: &[usize],
         cs: usize,
         b: &[f32],
-        tile: &mut [f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     ) {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
-        let Some(tile) = tile.get_mut(..MR * NR) else { return };
-        let Ok(tile) = <&mut [f32; MR * NR]>::try_from(tile) else { return };
-        if kc == 0 || b.len() < kc * NR {
+        if kc == 0 || nrows == 0 || ncols == 0 || ldd == 0 || ldb != NR || b.len() < kc * NR {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };
         if rows.iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
             return;
         }
-        // SAFETY: `self` proves AVX2 and FMA are present. Every A read is at
-        // `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span < a.len()`;
-        // B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`; the tile is 96
-        // entries, exactly the twelve 8-wide loads and stores.
-        unsafe { kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), tile, load) }
+        if nrows >= MR && ncols >= NR && block_fits(dst, ldd, MR, NR) {
+            // SAFETY: `self` proves AVX2 and FMA are present. Every A read is
+            // at `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span <
+            // a.len()`; B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`;
+            // the tile is read and written at `r * ldd + 0..16` for `r < 6`,
+            // within `dst` by `block_fits`.
+            unsafe {
+                kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), dst.as_mut_ptr(), ldd, load)
+            }
+            finish(dst, ldd, MR, NR, tail);
+            return;
+        }
+        // An edge tile: the sums go through a full tile on the stack.
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        if !block_fits(dst, ldd, nrows, ncols) {
+            return;
+        }
+        let mut tile = [0.0f32; MR * NR];
+        if load {
+            for (t, d) in tile.chunks_exact_mut(NR).zip(dst.chunks(ldd)).take(nrows) {
+                t[..ncols].copy_from_slice(&d[..ncols]);
+            }
+        }
+        // SAFETY: as above for A and B; the tile is exactly `6 * 16` floats
+        // with row stride 16.
+        unsafe { kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), tile.as_mut_ptr(), NR, load) }
+        for (t, d) in tile.chunks_exact(NR).zip(dst.chunks_mut(ldd)).take(nrows) {
+            d[..ncols].copy_from_slice(&t[..ncols]);
+        }
+        finish(dst, ldd, nrows, ncols, tail);
+    }
+
+    #[inline(always)]
+    fn within<R>(self, f: impl FnOnce() -> R) -> R {
+        self.vectorized(f)
     }
 }
 
-/// See [`Avx2::kernel`]; the caller guarantees the bounds described there.
+/// See [`Avx2::kernel`]; the caller guarantees the bounds described there:
+/// A at `a + rows[r] + p * cs`, B at `b + p * 16 + 0..16` for `p < kc`, the
+/// tile at `t + r * ldt + 0..16` for `r < 6`.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_6x16(
     kc: usize,
@@ -88,17 +125,17 @@ unsafe fn kernel_6x16(
     rows: &[usize; MR],
     cs: usize,
     b: *const f32,
-    tile: &mut [f32; MR * NR],
+    t: *mut f32,
+    ldt: usize,
     load: bool,
 ) {
-    let t = tile.as_mut_ptr();
     let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
     if load {
         for (r, row) in c.iter_mut().enumerate() {
-            // SAFETY: r * 16 + 8 + 8 <= 96, the tile's length.
+            // SAFETY: r * ldt + 16 is within the tile (caller's bounds).
             unsafe {
-                row[0] = _mm256_loadu_ps(t.add(r * NR));
-                row[1] = _mm256_loadu_ps(t.add(r * NR + 8));
+                row[0] = _mm256_loadu_ps(t.add(r * ldt));
+                row[1] = _mm256_loadu_ps(t.add(r * ldt + 8));
             }
         }
     }
@@ -123,8 +160,8 @@ unsafe fn kernel_6x16(
     for (r, row) in c.iter().enumerate() {
         // SAFETY: as for the loads above.
         unsafe {
-            _mm256_storeu_ps(t.add(r * NR), row[0]);
-            _mm256_storeu_ps(t.add(r * NR + 8), row[1]);
+            _mm256_storeu_ps(t.add(r * ldt), row[0]);
+            _mm256_storeu_ps(t.add(r * ldt + 8), row[1]);
         }
     }
 }

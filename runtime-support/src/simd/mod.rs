@@ -21,9 +21,15 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx2_dw;
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx512;
+#[allow(unsafe_code)]
+mod strip;
 
 pub(crate) use dw::{DwGeom, depthwise_plane};
 mod dw;
+use strip::Strip;
 
 /// An activation applied to each output of a fused kernel, after the bias;
 /// the same comparisons as the standalone elementwise ops, so fusing does not
@@ -85,21 +91,31 @@ impl Activation {
     }
 }
 
-/// The largest tile any micro-kernel uses (`MR * NR`).
-const MAX_TILE: usize = 96;
+/// The most rows any micro-kernel's tile has.
+const MAX_MR: usize = 8;
 
-/// A register-tiled micro-kernel: `tile[r * NR + c] (+)= sum_p a(r, p) * b[p * NR + c]`.
+/// A register-tiled micro-kernel:
+/// `dst[r * ldd + c] (+)= sum_p a(r, p) * b[p * NR + c]` for `r < nrows`,
+/// `c < ncols`.
 pub(crate) trait Micro: Copy {
-    /// Rows of the tile.
+    /// Rows of the tile (at most [`MAX_MR`]).
     const MR: usize;
     /// Columns of the tile (the width of a packed B strip).
     const NR: usize;
     /// Rows of A swept per packed B strip (kept in L2 between strips).
     const MC: usize;
+    /// Steps of `k` per packed B strip (the strip stays in L1).
+    const KC: usize;
+    /// Whether the kernel reads B rows in place (`ldb` other than `NR`).
+    const DIRECT_B: bool = false;
     /// Runs one tile over `kc` steps. Row `r` of A is read at
-    /// `a[rows[r] + p * cs]`; `b` is a packed strip of at least `kc * NR`;
-    /// `tile` has at least `MR * NR` entries and holds the starting sums when
-    /// `load` (zero otherwise). Implementations check these bounds.
+    /// `a[rows[r] + p * cs]` (`rows` has `MR` entries, rows past `nrows`
+    /// repeat a valid one); B's `(p, c)` is `b[p * ldb + c]`, a packed strip
+    /// (`ldb == NR`, zero past `ncols`) unless the kernel has `DIRECT_B`;
+    /// the `nrows x ncols` sums go to `dst[r * ldd + c]`, which holds the
+    /// starting sums when `load` (zero otherwise); with a `tail`, the
+    /// final sums go through its epilogue on the way. Implementations check
+    /// these bounds and do nothing when they do not hold.
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         self,
@@ -108,9 +124,55 @@ pub(crate) trait Micro: Copy {
         rows: &[usize],
         cs: usize,
         b: &[f32],
-        tile: &mut [f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     );
+
+    /// Runs `f` compiled for this kernel's instruction set, so the loops
+    /// inlined into it (packing, epilogue) use the same vector width.
+    #[inline(always)]
+    fn within<R>(self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+/// The epilogue of the last pass over `k`, for the tile whose first output
+/// is `(i0, j0)`.
+#[derive(Clone, Copy)]
+pub(crate) struct Tail<'a> {
+    pub epi: &'a Epilogue<'a>,
+    pub i0: usize,
+    pub j0: usize,
+}
+
+/// Applies `tail`'s epilogue to the `nrows x ncols` block of final sums in
+/// `dst` (rows `ldd` apart), row by row.
+#[inline(always)]
+fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<Tail<'_>>) {
+    if let Some(t) = tail {
+        for r in 0..nrows {
+            if let Some(row) = dst.get_mut(r * ldd..r * ldd + ncols) {
+                t.epi.row(t.i0 + r, t.j0, row);
+            }
+        }
+    }
+}
+
+/// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
+    nrows == 0
+        || ncols == 0
+        || (nrows - 1)
+            .checked_mul(ldd)
+            .and_then(|v| v.checked_add(ncols))
+            .is_some_and(|v| v <= dst.len())
 }
 
 /// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the
@@ -122,6 +184,7 @@ impl<const NR: usize> Micro for Portable<NR> {
     const MR: usize = 4;
     const NR: usize = NR;
     const MC: usize = 64;
+    const KC: usize = 256;
 
     #[inline]
     fn kernel(
@@ -131,14 +194,23 @@ impl<const NR: usize> Micro for Portable<NR> {
         rows: &[usize],
         cs: usize,
         b: &[f32],
-        tile: &mut [f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
         load: bool,
+        tail: Option<Tail<'_>>,
     ) {
+        if ldb != NR {
+            return;
+        }
+        let (nrows, ncols) = (nrows.min(4), ncols.min(NR));
         let mut acc = [[0.0f32; NR]; 4];
         if load {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (c, v) in row.iter_mut().enumerate() {
-                    *v = tile.get(r * NR + c).copied().unwrap_or(0.0);
+            for (r, row) in acc.iter_mut().enumerate().take(nrows) {
+                for (c, v) in row.iter_mut().enumerate().take(ncols) {
+                    *v = dst.get(r * ldd + c).copied().unwrap_or(0.0);
                 }
             }
         }
@@ -152,13 +224,14 @@ impl<const NR: usize> Micro for Portable<NR> {
                 }
             }
         }
-        for (r, row) in acc.iter().enumerate() {
-            for (c, v) in row.iter().enumerate() {
-                if let Some(t) = tile.get_mut(r * NR + c) {
+        for (r, row) in acc.iter().enumerate().take(nrows) {
+            for (c, v) in row.iter().enumerate().take(ncols) {
+                if let Some(t) = dst.get_mut(r * ldd + c) {
                     *t = *v;
                 }
             }
         }
+        finish(dst, ldd, nrows, ncols, tail);
     }
 }
 
@@ -175,6 +248,12 @@ pub(crate) trait PackB {
     /// `c < nr`, and zero for `nr <= c < stride`. `out` has `kc * stride`
     /// entries; the caller keeps `p0 + kc` and `j0 + nr` within B.
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]);
+
+    /// B's storage and row stride when its rows are contiguous (`B(p, j)`
+    /// at `data[p * rs + j]`), for kernels that read them in place.
+    fn rows(&self) -> Option<(&[f32], usize)> {
+        None
+    }
 }
 
 /// A dense B: element `(p, j)` at `data[p * rs + j * cs]`.
@@ -185,6 +264,10 @@ pub(crate) struct DenseB<'a> {
 }
 
 impl PackB for DenseB<'_> {
+    fn rows(&self) -> Option<(&[f32], usize)> {
+        (self.cs == 1).then_some((self.data, self.rs))
+    }
+
     #[inline]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
@@ -220,11 +303,116 @@ pub(crate) struct Out<'a> {
     pub ldy: usize,
 }
 
-/// `Y = epi(i, j, A B)` with the micro-kernel `kern`, B packed in strips of
-/// up to `BUF / NR` steps of `k`. Returns `ShapeMismatch` if A or Y is too
-/// short for the sizes.
+/// The `C` term of a Gemm epilogue: `beta * C(i, j)`, with `C(i, j)` at
+/// `data[i * rs + j * cs]` (strides 0 broadcast a row, a column or a scalar).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CTerm<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+    pub cs: usize,
+    pub beta: f32,
+}
+
+/// What a product's sums become: `act(alpha * acc + bias[i] + beta * C(i, j))`,
+/// evaluated in that order, each step skipped when absent (`alpha` 1 is
+/// skipped too: the product by 1 is exact). Applied a row of a tile at a
+/// time with vector loops while the tile is in L1, instead of a call per
+/// element.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Epilogue<'a> {
+    /// Scale of the sum (Gemm's `alpha`).
+    pub alpha: f32,
+    /// Added to every output of row `i` (a convolution's per-channel bias).
+    pub row_bias: Option<&'a [f32]>,
+    /// Gemm's `beta * C`.
+    pub c: Option<CTerm<'a>>,
+    /// Applied last.
+    pub act: Activation,
+}
+
+impl<'a> Epilogue<'a> {
+    /// The sums as they are.
+    pub(crate) const NONE: Epilogue<'static> =
+        Epilogue { alpha: 1.0, row_bias: None, c: None, act: Activation::None };
+
+    /// Only `act`, after an optional per-row bias.
+    pub(crate) fn bias_act(row_bias: Option<&'a [f32]>, act: Activation) -> Self {
+        Epilogue { row_bias, act, ..Epilogue::NONE }
+    }
+
+    /// Whether every sum is stored as it is.
+    #[inline(always)]
+    fn is_identity(&self) -> bool {
+        self.alpha == 1.0
+            && self.row_bias.is_none()
+            && self.c.is_none()
+            && self.act == Activation::None
+    }
+
+    /// The output `(i, j)` for the sum `acc`.
+    #[inline]
+    pub(crate) fn one(&self, i: usize, j: usize, acc: f32) -> f32 {
+        let mut v = acc;
+        if self.alpha != 1.0 {
+            v *= self.alpha;
+        }
+        if let Some(b) = self.row_bias {
+            v += b.get(i).copied().unwrap_or(0.0);
+        }
+        if let Some(c) = self.c {
+            v += c.beta * c.data.get(i * c.rs + j * c.cs).copied().unwrap_or(0.0);
+        }
+        self.act.apply(v)
+    }
+
+    /// Replaces the sums `row[t]` of outputs `(i, j0 + t)` by the outputs,
+    /// with the arithmetic of [`Epilogue::one`] in simple vector loops.
+    #[inline(always)]
+    fn row(&self, i: usize, j0: usize, row: &mut [f32]) {
+        let alpha = self.alpha;
+        if alpha != 1.0 {
+            for v in row.iter_mut() {
+                *v *= alpha;
+            }
+        }
+        if let Some(b) = self.row_bias {
+            let b = b.get(i).copied().unwrap_or(0.0);
+            for v in row.iter_mut() {
+                *v += b;
+            }
+        }
+        if let Some(c) = self.c {
+            let (beta, base) = (c.beta, i * c.rs + j0 * c.cs);
+            match (c.cs, c.data.get(base..base + row.len())) {
+                (1, Some(src)) => {
+                    for (v, x) in row.iter_mut().zip(src) {
+                        *v += beta * *x;
+                    }
+                }
+                (0, _) => {
+                    let t = beta * c.data.get(base).copied().unwrap_or(0.0);
+                    for v in row.iter_mut() {
+                        *v += t;
+                    }
+                }
+                _ => {
+                    for (t, v) in row.iter_mut().enumerate() {
+                        *v += beta * c.data.get(base + t * c.cs).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+        }
+        self.act.apply_all(row);
+    }
+}
+
+/// `Y = epi(A B)` with the micro-kernel `kern`, B packed in strips of up
+/// to `min(BUF / NR, KC)` steps of `k`. The caller has checked that A and Y
+/// hold the sizes; an index out of range stops the product early rather
+/// than panicking.
 #[allow(clippy::too_many_arguments)]
-fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
+#[inline(always)]
+fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
     kern: K,
     m: usize,
     n: usize,
@@ -232,14 +420,27 @@ fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
     a: ViewA<'_>,
     b: &B,
     out: Out<'_>,
-    epi: &impl Fn(usize, usize, f32) -> f32,
+    epi: &'e Epilogue<'e>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
-    let kc_max = BUF / nr;
-    let mut strip = [0.0f32; BUF];
-    let mut tile = [0.0f32; MAX_TILE];
-    let mut rows = [0usize; MAX_TILE];
-    let y = out.y;
+    // Blocks of `k` of even depth (288 = 144 + 144, not 256 + 32): the
+    // partial sums make one round trip through Y per block.
+    let kc_cap = (BUF / nr).min(K::KC).max(1);
+    let kc_max = k.div_ceil(k.div_ceil(kc_cap));
+    let mut strip = Strip::<BUF>::new();
+    let mut rows = [0usize; MAX_MR];
+    let Some(rows) = rows.get_mut(..mr) else { return };
+    let identity = epi.is_identity();
+    // With few rows of A, each packed strip would serve a few tiles only:
+    // kernels that can read B's rows in place then skip the copy.
+    // Up to 64 rows unless B's rows are a multiple of 4 KiB apart: then
+    // every row of a strip falls in the same L1 sets and a packed copy
+    // does better from 33 rows on.
+    let direct = match b.rows() {
+        Some((_, rs)) if K::DIRECT_B && (m <= 32 || (m <= 64 && rs % 1024 != 0)) => b.rows(),
+        _ => None,
+    };
+    let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
         let kc = kc_max.min(k - pc);
@@ -250,34 +451,29 @@ fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
             let mut jc = 0;
             while jc < n {
                 let ncols = nr.min(n - jc);
-                let buf = &mut strip[..kc * nr];
-                b.pack(pc, kc, jc, ncols, nr, buf);
+                let (buf, ldb) = match direct {
+                    Some((data, rs)) => match data.get(pc * rs + jc..) {
+                        Some(d) => (d, rs),
+                        None => return,
+                    },
+                    None => {
+                        let buf = strip.get(kc * nr);
+                        b.pack(pc, kc, jc, ncols, nr, buf);
+                        (&*buf, nr)
+                    }
+                };
                 let mut ir = ic;
                 while ir < ic + mc {
                     let nrows = mr.min(ic + mc - ir);
-                    for (r, row) in rows[..mr].iter_mut().enumerate() {
+                    for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
                         *row = a.off + (ir + r.min(nrows - 1)) * a.rs + pc * a.cs;
                     }
-                    if !first {
-                        for r in 0..nrows {
-                            let at = (ir + r) * out.ldy + jc;
-                            tile[r * nr..r * nr + ncols].copy_from_slice(&y[at..at + ncols]);
-                        }
-                    }
-                    kern.kernel(kc, a.data, &rows[..mr], a.cs, buf, &mut tile, !first);
-                    for r in 0..nrows {
-                        let at = (ir + r) * out.ldy + jc;
-                        let dst = &mut y[at..at + ncols];
-                        let src = &tile[r * nr..r * nr + ncols];
-                        if last {
-                            for (c, (d, s)) in dst.iter_mut().zip(src).enumerate() {
-                                *d = epi(ir + r, jc + c, *s);
-                            }
-                        } else {
-                            dst.copy_from_slice(src);
-                        }
-                    }
+                    let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
+                    let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
+                    kern.kernel(
+                        kc, a.data, rows, a.cs, buf, ldb, dst, ldy, nrows, ncols, !first, tail,
+                    );
                     ir += mr;
                 }
                 jc += nr;
@@ -288,7 +484,8 @@ fn drive_buf<K: Micro, B: PackB, const BUF: usize>(
     }
 }
 
-/// Checks the operands, then runs [`drive_buf`] with a strip buffer sized for `k`.
+/// Checks the operands, then runs [`drive_buf`] with a strip buffer of
+/// 256 steps of `k` for the kernel's width, compiled for its instruction set.
 #[allow(clippy::too_many_arguments)]
 fn drive<K: Micro, B: PackB>(
     kern: K,
@@ -298,7 +495,7 @@ fn drive<K: Micro, B: PackB>(
     a: ViewA<'_>,
     b: &B,
     out: Out<'_>,
-    epi: &impl Fn(usize, usize, f32) -> f32,
+    epi: &Epilogue<'_>,
 ) -> crate::Result {
     use crate::{Error, ensure};
     if m == 0 || n == 0 {
@@ -309,7 +506,7 @@ fn drive<K: Micro, B: PackB>(
     if k == 0 {
         for i in 0..m {
             for j in 0..n {
-                out.y[i * out.ldy + j] = epi(i, j, 0.0);
+                out.y[i * out.ldy + j] = epi.one(i, j, 0.0);
             }
         }
         return Ok(());
@@ -319,16 +516,18 @@ fn drive<K: Micro, B: PackB>(
         .and_then(|v| v.checked_add((k - 1).checked_mul(a.cs)?))
         .and_then(|v| v.checked_add(a.off));
     ensure(a_last.is_some_and(|v| v < a.data.len()), Error::ShapeMismatch)?;
-    ensure(K::MR * K::NR <= MAX_TILE, Error::InvalidParams)?;
-    // Strips of 16, 64 or 256 steps: small products do not pay for
-    // initialising a large buffer.
-    if k <= 16 {
-        drive_buf::<K, B, { 16 * 16 }>(kern, m, n, k, a, b, out, epi);
-    } else if k <= 64 {
-        drive_buf::<K, B, { 64 * 16 }>(kern, m, n, k, a, b, out, epi);
-    } else {
-        drive_buf::<K, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
-    }
+    ensure(K::MR <= MAX_MR && K::NR <= 32, Error::InvalidParams)?;
+    kern.within(|| {
+        if K::NR <= 4 {
+            drive_buf::<K, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
+        } else if K::NR <= 8 {
+            drive_buf::<K, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
+        } else if K::NR <= 16 {
+            drive_buf::<K, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
+        } else {
+            drive_buf::<K, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
+        }
+    });
     Ok(())
 }
 
@@ -342,8 +541,12 @@ pub(crate) fn product<B: PackB>(
     a: ViewA<'_>,
     b: &B,
     out: Out<'_>,
-    epi: &impl Fn(usize, usize, f32) -> f32,
+    epi: &Epilogue<'_>,
 ) -> crate::Result {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kern) = avx512::Avx512::detect() {
+        return drive(kern, m, n, k, a, b, out, epi);
+    }
     #[cfg(target_arch = "x86_64")]
     if let Some(kern) = avx2::Avx2::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
@@ -361,15 +564,13 @@ pub(crate) fn vector_product(
     a: ViewA<'_>,
     b: &DenseB<'_>,
     y: &mut [f32],
-    epi: &impl Fn(usize, usize, f32) -> f32,
+    epi: &Epilogue<'_>,
 ) -> crate::Result {
     use crate::{Error, ensure};
     let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
     y.fill(0.0);
     if k == 0 || n == 0 {
-        for (j, v) in y.iter_mut().enumerate() {
-            *v = epi(0, j, *v);
-        }
+        vectorized(|| epi.row(0, 0, y));
         return Ok(());
     }
     // A's row, contiguous: `ViewA` with `cs == 1`.
@@ -398,7 +599,9 @@ pub(crate) fn vector_product(
         #[cfg(target_arch = "x86_64")]
         let fast = avx2::Avx2::detect();
         #[cfg(target_arch = "x86_64")]
-        if let Some(f) = fast {
+        if let Some(f) = avx512::Avx512::detect() {
+            f.dots(av, b.data, b.cs, y);
+        } else if let Some(f) = fast {
             f.dots(av, b.data, b.cs, y);
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -416,8 +619,8 @@ pub(crate) fn vector_product(
     } else {
         return Err(Error::InvalidParams);
     }
-    for (j, v) in y.iter_mut().enumerate() {
-        *v = epi(0, j, *v);
+    if !epi.is_identity() {
+        vectorized(|| epi.row(0, 0, y));
     }
     Ok(())
 }
@@ -437,14 +640,15 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if avx2::Avx2::detect().is_some() {
+    if avx2::Avx2::detect().is_some() || avx512::Avx512::detect().is_some() {
         return true;
     }
     false
 }
 
-/// Runs `f` with the portable kernel forced, for tests comparing paths.
+/// [`product`] with the portable kernel forced, for tests comparing paths.
 #[cfg(test)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn product_portable<B: PackB>(
     m: usize,
     n: usize,
@@ -452,7 +656,243 @@ pub(crate) fn product_portable<B: PackB>(
     a: ViewA<'_>,
     b: &B,
     out: Out<'_>,
-    epi: &impl Fn(usize, usize, f32) -> f32,
+    epi: &Epilogue<'_>,
 ) -> crate::Result {
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1) with a few exact zeros.
+    fn fill(out: &mut [f32], seed: u32) {
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        for v in out.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *v = (x % 2001) as f32 / 1000.0 - 1.0;
+        }
+    }
+
+    const A_LEN: usize = 40 * 300 + 7;
+    const Y_LEN: usize = 300 * 43;
+
+    /// The epilogues the fast paths must reproduce, by index.
+    fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epilogue<'a> {
+        match which % 6 {
+            0 => Epilogue::NONE,
+            1 => Epilogue::bias_act(Some(bias), Activation::Relu),
+            2 => Epilogue {
+                alpha: 0.5,
+                row_bias: None,
+                c: Some(CTerm { data: c, rs: 0, cs: 1, beta: 2.0 }),
+                act: Activation::Clip { min: -0.5, max: 0.75 },
+            },
+            3 => Epilogue {
+                alpha: -1.5,
+                row_bias: None,
+                c: Some(CTerm { data: c, rs: ldc, cs: 1, beta: 0.25 }),
+                act: Activation::LeakyRelu { alpha: 0.1 },
+            },
+            4 => Epilogue {
+                alpha: 1.0,
+                row_bias: None,
+                c: Some(CTerm { data: c, rs: 1, cs: 0, beta: -1.0 }),
+                act: Activation::None,
+            },
+            _ => Epilogue {
+                alpha: 2.0,
+                row_bias: Some(bias),
+                c: Some(CTerm { data: c, rs: ldc, cs: 2, beta: 1.0 }),
+                act: Activation::Relu,
+            },
+        }
+    }
+
+    /// Runs `kern` and the portable kernel (the exact arithmetic) on one
+    /// product and compares within rounding; `y` rows are `ldy` apart and
+    /// the gaps between them must be left alone.
+    #[allow(clippy::too_many_arguments)]
+    fn check<K: Micro>(kern: K, m: usize, n: usize, k: usize, trans_a: bool, which: usize) {
+        let (mut a, mut b) = ([0.0f32; A_LEN], [0.0f32; A_LEN]);
+        fill(&mut a, (m * 131 + n * 7 + k) as u32);
+        fill(&mut b, (k * 17 + n) as u32);
+        let (mut bias, mut c) = ([0.0f32; 300], [0.0f32; 2 * Y_LEN]);
+        fill(&mut bias, 5);
+        fill(&mut c, 6);
+        let ldy = n + 3;
+        let va = if trans_a {
+            ViewA { data: &a, off: 7, rs: 1, cs: m }
+        } else {
+            ViewA { data: &a, off: 7, rs: k, cs: 1 }
+        };
+        let vb = DenseB { data: &b[..k * n], rs: n, cs: 1 };
+        let epi = epilogue(which, &bias, &c, ldy);
+        let (mut want, mut got) = ([9.0f32; Y_LEN], [9.0f32; Y_LEN]);
+        drive(Portable::<8>, m, n, k, va, &vb, Out { y: &mut want, ldy }, &epi).unwrap();
+        drive(kern, m, n, k, va, &vb, Out { y: &mut got, ldy }, &epi).unwrap();
+        for i in 0..m {
+            for j in 0..ldy {
+                let (g, w) = (got[i * ldy + j], want[i * ldy + j]);
+                if j >= n {
+                    assert_eq!(g, 9.0, "gap written at ({i}, {j}), {m}x{n}x{k}");
+                    continue;
+                }
+                let tol = 1e-5 * (k as f32 + 1.0) * 4.0;
+                assert!(
+                    (g - w).abs() <= tol * (1.0 + w.abs()),
+                    "({i}, {j}) of {m}x{n}x{k} ta {trans_a} epi {which}: {g} vs {w}"
+                );
+            }
+        }
+        assert!(got[m * ldy..].iter().all(|&v| v == 9.0));
+    }
+
+    fn sweep<K: Micro>(kern: K) {
+        let ms = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 23, 31, 33, 40];
+        let ns = [1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40];
+        let ks = [1, 2, 3, 5, 16, 17, 40, 257, 300];
+        let mut which = 0;
+        for &m in &ms {
+            for &n in &ns {
+                for &k in &ks {
+                    which += 1;
+                    check(kern, m, n, k, which % 3 == 0, which);
+                }
+            }
+        }
+        // More rows than one block of A (`MC`).
+        for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40)] {
+            for which in 0..6 {
+                check(kern, m, n, k, which % 2 == 0, which);
+            }
+        }
+    }
+
+    #[test]
+    fn portable_kernel_matches_the_exact_arithmetic_elsewhere() {
+        // Portable<4> (the Cortex-M width) against Portable<8>, bit for bit.
+        for (m, n, k) in [(1, 1, 1), (5, 9, 300), (13, 5, 17), (4, 4, 4)] {
+            let (mut a, mut b) = ([0.0f32; A_LEN], [0.0f32; A_LEN]);
+            fill(&mut a, 1);
+            fill(&mut b, 2);
+            let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
+            let vb = DenseB { data: &b, rs: n, cs: 1 };
+            let (mut want, mut got) = ([0.0f32; Y_LEN], [0.0f32; Y_LEN]);
+            let epi = Epilogue::bias_act(Some(&a[..m]), Activation::Relu);
+            drive(Portable::<8>, m, n, k, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
+            drive(Portable::<4>, m, n, k, va, &vb, Out { y: &mut got, ldy: n }, &epi).unwrap();
+            assert_eq!(got, want);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_kernel_matches_portable_on_awkward_sizes() {
+        if let Some(kern) = avx2::Avx2::detect() {
+            sweep(kern);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_kernel_matches_portable_on_awkward_sizes() {
+        if let Some(kern) = avx512::Avx512::detect() {
+            sweep(kern);
+        }
+    }
+
+    #[test]
+    fn vector_products_match_plain_sums() {
+        let (mut a, mut b) = ([0.0f32; 64], [0.0f32; 40 * 41]);
+        fill(&mut a, 11);
+        fill(&mut b, 12);
+        let bias = [0.0f32; 1];
+        for n in [1, 2, 7, 8, 9, 15, 16, 17, 25, 40] {
+            for k in [1, 2, 15, 16, 17, 31, 33, 40] {
+                let va = ViewA { data: &a, off: 3, rs: 0, cs: 1 };
+                // B as columns (rows of a transposed B, `k + 1` apart) and as rows.
+                for (rs, cs) in [(1, k + 1), (n, 1)] {
+                    let vb = DenseB { data: &b, rs, cs };
+                    let mut y = [0.0f32; 40];
+                    let epi = Epilogue {
+                        alpha: -2.0,
+                        ..Epilogue::bias_act(Some(&bias), Activation::Relu)
+                    };
+                    vector_product(n, k, va, &vb, &mut y, &epi).unwrap();
+                    for j in 0..n {
+                        let s: f32 = (0..k).map(|p| a[3 + p] * b[p * rs + j * cs]).sum();
+                        let want = epi.one(0, j, s);
+                        assert!(
+                            (y[j] - want).abs() <= 1e-5 * k as f32,
+                            "{n}x{k} ({rs}, {cs}) at {j}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Special values through every activation: NaN stays NaN, the sign of
+    /// zero and infinities come out as the scalar comparisons give them.
+    fn check_special<K: Micro>(kern: K) {
+        let vals = [f32::NAN, -0.0, 0.0, 1.0, -3.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.25];
+        let (m, n) = (vals.len(), 37);
+        let mut b = [0.0f32; 37];
+        fill(&mut b, 9);
+        b[0] = 1.0;
+        b[1] = -1.0;
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.5 },
+            Activation::Clip { min: -0.5, max: 0.75 },
+        ];
+        let c = [0.0f32; 37];
+        for act in acts {
+            for with_c in [false, true] {
+                let epi = Epilogue {
+                    alpha: 1.0,
+                    row_bias: None,
+                    c: with_c.then_some(CTerm { data: &c, rs: 0, cs: 1, beta: 1.0 }),
+                    act,
+                };
+                let va = ViewA { data: &vals, off: 0, rs: 1, cs: 1 };
+                let vb = DenseB { data: &b, rs: n, cs: 1 };
+                let (mut want, mut got) = ([0.0f32; 9 * 37], [0.0f32; 9 * 37]);
+                drive(Portable::<8>, m, n, 1, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
+                drive(kern, m, n, 1, va, &vb, Out { y: &mut got, ldy: n }, &epi).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{act:?}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn fast_kernels_keep_special_values_through_activations() {
+        if let Some(kern) = avx2::Avx2::detect() {
+            check_special(kern);
+        }
+        if let Some(kern) = avx512::Avx512::detect() {
+            check_special(kern);
+        }
+    }
+
+    #[test]
+    fn k_zero_is_the_epilogue_of_zero() {
+        let bias = [1.0f32, -2.0];
+        let mut y = [5.0f32; 6];
+        let epi = Epilogue::bias_act(Some(&bias), Activation::Relu);
+        let va = ViewA { data: &[], off: 0, rs: 0, cs: 1 };
+        product(2, 3, 0, va, &DenseB { data: &[], rs: 3, cs: 1 }, Out { y: &mut y, ldy: 3 }, &epi)
+            .unwrap();
+        assert_eq!(y, [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+    }
 }

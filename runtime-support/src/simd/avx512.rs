@@ -1,0 +1,391 @@
+//! The AVX-512 micro-kernel: up to 8 rows x 32 columns of f32 sums in
+//! sixteen `zmm` registers, one broadcast of A and two loads of B per step.
+//!
+//! Tiles at the edges of the product need no staging: the kernel is
+//! instantiated for every row count 1..=8 (so a product with 2..7 rows
+//! runs no dropped rows) and reads and writes partial columns with masked
+//! loads and stores, straight in the destination.
+//!
+//! Two invariants make the unsafe code sound: an [`Avx512`] value exists
+//! only after the CPU was found to support AVX-512F (so the
+//! `target_feature` functions may run), and [`Micro::kernel`] checks every
+//! index the loop will read or write before entering it.
+
+use super::{Activation, Micro, Tail, block_fits, finish};
+use core::arch::x86_64::{
+    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
+    _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
+    _mm512_mul_ps, _mm512_reduce_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
+};
+
+/// Proof that AVX-512F is available on this CPU.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512 {
+    _private: (),
+}
+
+impl Avx512 {
+    /// `Some` when the CPU supports AVX-512F.
+    #[inline]
+    pub(crate) fn detect() -> Option<Avx512> {
+        #[cfg(feature = "std")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Some(Avx512 { _private: () });
+            }
+            None
+        }
+        #[cfg(all(not(feature = "std"), target_feature = "avx512f"))]
+        {
+            Some(Avx512 { _private: () })
+        }
+        #[cfg(all(not(feature = "std"), not(target_feature = "avx512f")))]
+        {
+            None
+        }
+    }
+}
+
+const MR: usize = 8;
+const NR: usize = 32;
+
+/// The lanes of a 16-wide vector below `n` (all of them from 16 up).
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
+}
+
+/// The `C` term of a fused epilogue, per tile.
+#[derive(Clone, Copy)]
+enum FusedC {
+    None,
+    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
+    Rows {
+        base: usize,
+        rs: usize,
+        beta: f32,
+    },
+    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
+    PerRow([f32; MR]),
+}
+
+/// An [`super::Epilogue`] resolved for one tile, applied in registers
+/// before the store (the same operations in the same order as
+/// [`super::Epilogue::one`]).
+#[derive(Clone, Copy)]
+struct Fused {
+    alpha: f32,
+    bias: Option<[f32; MR]>,
+    c: FusedC,
+    act: Activation,
+}
+
+impl Fused {
+    /// The tile's epilogue in registers, or `None` when C has a layout the
+    /// registers do not take (then the rows are finished in memory) or a
+    /// read would fall outside C.
+    fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
+        let e = tail.epi;
+        let (i0, j0) = (tail.i0, tail.j0);
+        let bias =
+            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
+        let c = match e.c {
+            None => FusedC::None,
+            Some(c) if c.cs == 1 => {
+                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base + ncols - 1)?;
+                if last >= c.data.len() {
+                    return None;
+                }
+                FusedC::Rows { base, rs: c.rs, beta: c.beta }
+            }
+            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
+                c.beta * c.data.get((i0 + r) * c.rs).copied().unwrap_or(0.0)
+            })),
+            Some(_) => return None,
+        };
+        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+    }
+}
+
+impl Micro for Avx512 {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const MC: usize = 256;
+    const KC: usize = 256;
+    const DIRECT_B: bool = true;
+
+    #[inline]
+    fn kernel(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize],
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) {
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
+        if kc == 0 || nrows == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
+            return;
+        }
+        if !block_fits(dst, ldd, nrows, ncols) {
+            return;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return };
+        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return;
+        }
+        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
+        let (epi, cdata) = match (&fused, &tail) {
+            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
+            _ => (None, core::ptr::null()),
+        };
+        let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
+        // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
+        // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // a.len()`; B at `p * ldb + c < (kc - 1) * ldb + ncols <= b.len()` (lanes
+        // from `ncols` on masked off); the
+        // destination at `r * ldd + c` for `c < ncols`, within `dst` by
+        // `block_fits` (the lanes at and past `ncols` are masked off, and the
+        // second half of a row is touched only when `ncols > 16`); C, for
+        // `FusedC::Rows`, at `base + r * rs + c`, within C by `Fused::new`.
+        unsafe {
+            macro_rules! rows {
+                ($h:literal) => {
+                    match nrows {
+                        1 => kernel_r32::<1, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        2 => kernel_r32::<2, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        3 => kernel_r32::<3, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        4 => kernel_r32::<4, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        5 => kernel_r32::<5, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        6 => kernel_r32::<6, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        7 => kernel_r32::<7, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                        _ => kernel_r32::<8, $h>(
+                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        ),
+                    }
+                };
+            }
+            // A strip of at most 16 columns skips the FMAs of the other half.
+            if ncols > 16 { rows!(2) } else { rows!(1) }
+        }
+        if fused.is_none() {
+            finish(dst, ldd, nrows, ncols, tail);
+        }
+    }
+
+    #[inline(always)]
+    fn within<R>(self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: `self` proves AVX-512F is present; `f` is safe code.
+        unsafe { with_avx512(f) }
+    }
+}
+
+/// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`]; the caller
+/// guarantees the bounds described there for `r < R` and `c < ncols`
+/// (`16 * (H - 1) < ncols <= 16 * H`), and for C at `cdata` when `epi` has
+/// a `FusedC::Rows` term.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_r32<const R: usize, const H: usize>(
+    kc: usize,
+    a: *const f32,
+    rows: &[usize; MR],
+    cs: usize,
+    b: *const f32,
+    ldb: usize,
+    d: *mut f32,
+    ldd: usize,
+    ncols: usize,
+    load: bool,
+    epi: Option<&Fused>,
+    cdata: *const f32,
+) {
+    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(ncols.saturating_sub(16 * h)));
+    let mut c: [[__m512; H]; R] = [[_mm512_setzero_ps(); H]; R];
+    if load {
+        for (r, row) in c.iter_mut().enumerate() {
+            for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
+                // SAFETY: row `r < R` of the destination holds `ncols`
+                // floats from `d + r * ldd`, and half `h` starts below
+                // `ncols`; masked lanes are not read.
+                *v = unsafe { _mm512_maskz_loadu_ps(m, d.add(r * ldd + 16 * h)) };
+            }
+        }
+    }
+    // SAFETY (whole loop): see the caller's bounds; `off` stays below
+    // `kc * cs`, `bp` at `b + p * ldb`, its lanes from `ncols` on masked.
+    unsafe {
+        let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
+        let mut bp = b;
+        let mut off = 0usize;
+        for _ in 0..kc {
+            let bv: [__m512; H] =
+                core::array::from_fn(|h| _mm512_maskz_loadu_ps(masks[h], bp.add(16 * h)));
+            for r in 0..R {
+                let x = _mm512_set1_ps(*ap[r].add(off));
+                for h in 0..H {
+                    c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
+                }
+            }
+            // Past the last step `bp` is not read: `wrapping_add` keeps it a
+            // plain address even when it leaves `b`.
+            bp = bp.wrapping_add(ldb);
+            off += cs;
+        }
+    }
+    if let Some(f) = epi {
+        for (r, row) in c.iter_mut().enumerate() {
+            for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
+                let mut x = *v;
+                if f.alpha != 1.0 {
+                    x = _mm512_mul_ps(x, _mm512_set1_ps(f.alpha));
+                }
+                if let Some(bias) = &f.bias {
+                    x = _mm512_add_ps(x, _mm512_set1_ps(bias[r]));
+                }
+                match f.c {
+                    FusedC::None => {}
+                    FusedC::Rows { base, rs, beta } => {
+                        // SAFETY: lanes below `ncols` of row `r` of C,
+                        // checked by `Fused::new`; the rest are masked.
+                        let cv =
+                            unsafe { _mm512_maskz_loadu_ps(m, cdata.add(base + r * rs + h * 16)) };
+                        x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
+                    }
+                    FusedC::PerRow(t) => x = _mm512_add_ps(x, _mm512_set1_ps(t[r])),
+                }
+                *v = activate(x, f.act);
+            }
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        for (h, (v, &m)) in row.iter().zip(&masks).enumerate() {
+            // SAFETY: as for the loads above.
+            unsafe { _mm512_mask_storeu_ps(d.add(r * ldd + 16 * h), m, *v) };
+        }
+    }
+}
+
+/// [`Activation::apply`] on 16 lanes: the same comparisons, as blends.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn activate(x: __m512, act: Activation) -> __m512 {
+    match act {
+        Activation::None => x,
+        Activation::Relu => {
+            let z = _mm512_setzero_ps();
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, z), x, z)
+        }
+        Activation::LeakyRelu { alpha } => {
+            let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+            _mm512_mask_blend_ps(below, x, _mm512_mul_ps(_mm512_set1_ps(alpha), x))
+        }
+        Activation::Clip { min, max } => {
+            let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
+            let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, lo), x, lo);
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+impl Avx512 {
+    /// `out[j] = sum_p a[p] * b[j * cs + p]`: eight columns at a time, each
+    /// summed in sixteen lanes (a different summation order from the exact
+    /// kernel). Does nothing when a column would run past `b`.
+    pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+        let (k, n) = (a.len(), out.len());
+        if k == 0 || n == 0 {
+            return;
+        }
+        let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        if last.is_none_or(|v| v > b.len()) {
+            return;
+        }
+        // SAFETY: `self` proves AVX-512F is present; column `j < n` is read
+        // at `j * cs + 0..k`, below `(n - 1) * cs + k <= b.len()`, and `a`
+        // at `0..k`.
+        unsafe { dots512(k, a.as_ptr(), b.as_ptr(), cs, out) }
+    }
+}
+
+/// See [`Avx512::dots`]; the caller guarantees the bounds described there.
+#[target_feature(enable = "avx512f")]
+unsafe fn dots512(k: usize, a: *const f32, b: *const f32, cs: usize, out: &mut [f32]) {
+    const G: usize = 8;
+    let (full, rem) = (k / 16, k % 16);
+    let tail = lanes(rem);
+    let n = out.len();
+    let mut j = 0;
+    // SAFETY (both loops): reads stay within `a[..k]` and the columns
+    // `b[j * cs..j * cs + k]` (the last chunk masked to `rem` lanes).
+    unsafe {
+        while j + G <= n {
+            let cols: [*const f32; G] = core::array::from_fn(|c| b.add((j + c) * cs));
+            let mut acc = [_mm512_setzero_ps(); G];
+            for t in 0..full {
+                let x = _mm512_loadu_ps(a.add(16 * t));
+                for c in 0..G {
+                    acc[c] = _mm512_fmadd_ps(x, _mm512_loadu_ps(cols[c].add(16 * t)), acc[c]);
+                }
+            }
+            if rem > 0 {
+                let x = _mm512_maskz_loadu_ps(tail, a.add(16 * full));
+                for c in 0..G {
+                    let w = _mm512_maskz_loadu_ps(tail, cols[c].add(16 * full));
+                    acc[c] = _mm512_fmadd_ps(x, w, acc[c]);
+                }
+            }
+            for (o, s) in out[j..j + G].iter_mut().zip(acc) {
+                *o = _mm512_reduce_add_ps(s);
+            }
+            j += G;
+        }
+        while j < n {
+            let col = b.add(j * cs);
+            let mut acc = _mm512_setzero_ps();
+            for t in 0..full {
+                acc = _mm512_fmadd_ps(
+                    _mm512_loadu_ps(a.add(16 * t)),
+                    _mm512_loadu_ps(col.add(16 * t)),
+                    acc,
+                );
+            }
+            if rem > 0 {
+                let x = _mm512_maskz_loadu_ps(tail, a.add(16 * full));
+                acc = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(tail, col.add(16 * full)), acc);
+            }
+            out[j] = _mm512_reduce_add_ps(acc);
+            j += 1;
+        }
+    }
+}

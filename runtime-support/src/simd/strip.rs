@@ -1,0 +1,52 @@
+//! The stack buffer B strips are packed into, initialised lazily: a call
+//! zero-fills only the entries it hands out, once, instead of the whole
+//! buffer up front (a product with a short `k` uses a small part of it).
+
+use core::mem::MaybeUninit;
+
+/// `BUF` floats, of which the first `init` have been written.
+pub(crate) struct Strip<const BUF: usize> {
+    buf: [MaybeUninit<f32>; BUF],
+    init: usize,
+}
+
+impl<const BUF: usize> Strip<BUF> {
+    /// An empty buffer: nothing written yet.
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        Strip { buf: [const { MaybeUninit::uninit() }; BUF], init: 0 }
+    }
+
+    /// The first `len` entries (at most `BUF`); those never handed out
+    /// before are zero, the others keep what was last written to them.
+    #[inline(always)]
+    pub(crate) fn get(&mut self, len: usize) -> &mut [f32] {
+        let len = len.min(BUF);
+        if len > self.init {
+            for v in &mut self.buf[self.init..len] {
+                v.write(0.0);
+            }
+            self.init = len;
+        }
+        // SAFETY: every entry below `self.init >= len` was written above (now
+        // or in an earlier call), and `MaybeUninit<f32>` has the layout of
+        // `f32`, so the first `len` entries are initialised `f32`s borrowed
+        // mutably through `self` for the slice's lifetime.
+        unsafe { core::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast::<f32>(), len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Strip;
+
+    #[test]
+    fn entries_are_zero_when_first_handed_out_and_keep_writes() {
+        let mut s = Strip::<8>::new();
+        assert_eq!(s.get(3), &[0.0; 3]);
+        s.get(3).fill(1.0);
+        assert_eq!(s.get(5), &[1.0, 1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(s.get(100).len(), 8);
+        assert_eq!(s.get(8)[7], 0.0);
+    }
+}
