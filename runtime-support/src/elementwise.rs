@@ -285,6 +285,37 @@ pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
     }
 }
 
+/// [`unary`] on f32 for generated code: `Exp`, `Sigmoid`, `Tanh`, `Erf`
+/// and `Gelu` through the vectorised [`vmath`](crate::vmath) functions (a
+/// few ulp from the exact ones), every other op as [`unary`] compiled for
+/// the widest vector unit. Constant folding keeps [`unary`].
+pub fn sunary(op: Unary<f32>, x: &[f32], y: &mut [f32]) -> Result {
+    use crate::vmath;
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    match op {
+        Unary::Exp => vmath::map(x, y, vmath::exp),
+        Unary::Sigmoid => vmath::map(x, y, vmath::sigmoid),
+        Unary::Tanh => vmath::map(x, y, vmath::tanh),
+        Unary::Erf => vmath::map(x, y, vmath::erf),
+        Unary::Gelu => vmath::map(x, y, vmath::gelu),
+        _ => return crate::simd::vectorized(|| unary(op, x, y)),
+    }
+    Ok(())
+}
+
+/// [`sunary`] in place.
+pub fn sunary_in_place(op: Unary<f32>, x: &mut [f32]) {
+    use crate::vmath;
+    match op {
+        Unary::Exp => vmath::map_in_place(x, vmath::exp),
+        Unary::Sigmoid => vmath::map_in_place(x, vmath::sigmoid),
+        Unary::Tanh => vmath::map_in_place(x, vmath::tanh),
+        Unary::Erf => vmath::map_in_place(x, vmath::erf),
+        Unary::Gelu => vmath::map_in_place(x, vmath::gelu),
+        _ => crate::simd::vectorized(|| unary_in_place(op, x)),
+    }
+}
+
 /// A unary op that integers support too.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NumUnary<T> {
@@ -750,6 +781,23 @@ mod tests {
     use super::*;
 
     const SAME4: Broadcast<'static, 2> = Broadcast { shape: &[4], strides: [&[1], &[1]] };
+
+    #[test]
+    fn fast_unary_close_to_exact() {
+        let x: [f32; 45] = core::array::from_fn(|i| (i as f32 - 22.0) * 0.41);
+        for op in [Unary::Exp, Unary::Sigmoid, Unary::Tanh, Unary::Erf, Unary::Gelu, Unary::Relu] {
+            let (mut a, mut b) = ([0.0f32; 45], [0.0f32; 45]);
+            unary(op, &x, &mut a).unwrap();
+            sunary(op, &x, &mut b).unwrap();
+            let mut c = x;
+            sunary_in_place(op, &mut c);
+            for ((p, q), r) in a.iter().zip(&b).zip(&c) {
+                assert!((p - q).abs() <= 1e-6 * p.abs() + 1e-7, "{op:?}: {p} {q}");
+                assert_eq!(q.to_bits(), r.to_bits());
+            }
+        }
+        assert_eq!(sunary(Unary::Exp, &x, &mut [0.0; 3]), Err(Error::ShapeMismatch));
+    }
 
     #[test]
     fn float_unary_hand_values() {
