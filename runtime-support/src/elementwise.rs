@@ -287,33 +287,36 @@ pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
 
 /// [`unary`] on f32 for generated code: `Exp`, `Sigmoid`, `Tanh`, `Erf`
 /// and `Gelu` through the vectorised [`vmath`](crate::vmath) functions (a
-/// few ulp from the exact ones), every other op as [`unary`] compiled for
-/// the widest vector unit. Constant folding keeps [`unary`].
+/// few ulp from the exact ones), every other op as [`unary`]. Constant
+/// folding keeps [`unary`].
 pub fn sunary(op: Unary<f32>, x: &[f32], y: &mut [f32]) -> Result {
-    use crate::vmath;
     ensure(x.len() == y.len(), Error::ShapeMismatch)?;
-    match op {
-        Unary::Exp => vmath::map(x, y, vmath::exp),
-        Unary::Sigmoid => vmath::map(x, y, vmath::sigmoid),
-        Unary::Tanh => vmath::map(x, y, vmath::tanh),
-        Unary::Erf => vmath::map(x, y, vmath::erf),
-        Unary::Gelu => vmath::map(x, y, vmath::gelu),
-        _ => return crate::simd::vectorized(|| unary(op, x, y)),
+    match vmath_func(op) {
+        Some(f) => crate::vmath::map(f, x, y),
+        None => return unary(op, x, y),
     }
     Ok(())
 }
 
 /// [`sunary`] in place.
 pub fn sunary_in_place(op: Unary<f32>, x: &mut [f32]) {
-    use crate::vmath;
-    match op {
-        Unary::Exp => vmath::map_in_place(x, vmath::exp),
-        Unary::Sigmoid => vmath::map_in_place(x, vmath::sigmoid),
-        Unary::Tanh => vmath::map_in_place(x, vmath::tanh),
-        Unary::Erf => vmath::map_in_place(x, vmath::erf),
-        Unary::Gelu => vmath::map_in_place(x, vmath::gelu),
-        _ => crate::simd::vectorized(|| unary_in_place(op, x)),
+    match vmath_func(op) {
+        Some(f) => crate::vmath::map_in_place(f, x),
+        None => unary_in_place(op, x),
     }
+}
+
+/// The [`vmath`](crate::vmath) function computing `op`, if there is one.
+fn vmath_func(op: Unary<f32>) -> Option<crate::vmath::Func> {
+    use crate::vmath::Func;
+    Some(match op {
+        Unary::Exp => Func::Exp,
+        Unary::Sigmoid => Func::Sigmoid,
+        Unary::Tanh => Func::Tanh,
+        Unary::Erf => Func::Erf,
+        Unary::Gelu => Func::Gelu,
+        _ => return None,
+    })
 }
 
 /// A unary op that integers support too.

@@ -535,12 +535,46 @@ pub fn slstm(
         };
         gates.copy_from_slice(pre);
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
-        simd::vectorized(|| {
-            add_matvec(dw.r, hb, gates);
-            lstm_gates(p, p.activations[d], peep, gates, hb, cb);
-        });
+        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r: dw.r, gates, hb, cb });
     });
     driven.and(status)
+}
+
+/// One recurrent step of [`slstm`]: `gates += R h`, then the cell update.
+struct LstmStep<'a> {
+    p: &'a Lstm<f32>,
+    acts: [Unary<f32>; 3],
+    peep: Option<&'a [f32]>,
+    r: &'a [f32],
+    gates: &'a mut [f32],
+    hb: &'a mut [f32],
+    cb: &'a mut [f32],
+}
+
+impl simd::Vectorize for LstmStep<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        add_matvec(self.r, self.hb, self.gates);
+        lstm_gates(self.p, self.acts, self.peep, self.gates, self.hb, self.cb);
+    }
+}
+
+/// Sum of eight partial sums, pairwise.
+#[inline(always)]
+fn hsum(a: [f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+/// `sum_k a[k] * b[k]` in order.
+#[inline(always)]
+fn dot_plain(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        s += x * y;
+    }
+    s
 }
 
 /// `out[j] += sum_k m[j * n + k] * v[k]` with `n = v.len()`, for every `j`
@@ -553,14 +587,7 @@ fn add_matvec(m: &[f32], v: &[f32], out: &mut [f32]) {
         return;
     }
     let (vc, vt) = v.as_chunks::<L>();
-    let dot_tail = |row: &[f32]| -> f32 {
-        let mut s = 0.0;
-        for (a, b) in row[n - vt.len()..].iter().zip(vt) {
-            s += a * b;
-        }
-        s
-    };
-    let hsum = |a: [f32; L]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    let tail = n - vt.len();
     let mut rows = m.chunks_exact(n);
     let mut outs = out.chunks_exact_mut(4);
     for o in &mut outs {
@@ -581,7 +608,7 @@ fn add_matvec(m: &[f32], v: &[f32], out: &mut [f32]) {
             }
         }
         for (r, (oj, row)) in o.iter_mut().zip([r0, r1, r2, r3]).enumerate() {
-            *oj += hsum(acc[r]) + dot_tail(row);
+            *oj += hsum(acc[r]) + dot_plain(&row[tail..], vt);
         }
     }
     for (oj, row) in outs.into_remainder().iter_mut().zip(rows) {
@@ -591,7 +618,7 @@ fn add_matvec(m: &[f32], v: &[f32], out: &mut [f32]) {
                 acc[l] += a[l] * x[l];
             }
         }
-        *oj += hsum(acc) + dot_tail(row);
+        *oj += hsum(acc) + dot_plain(&row[tail..], vt);
     }
 }
 
@@ -605,9 +632,21 @@ fn activate(act: Unary<f32>, clip: Option<f32>, v: &mut [f32]) {
         }
     }
     match act {
-        Unary::Sigmoid => v.iter_mut().for_each(|x| *x = vmath::sigmoid(*x)),
-        Unary::Tanh => v.iter_mut().for_each(|x| *x = vmath::tanh(*x)),
-        other => v.iter_mut().for_each(|x| *x = eval(other, *x)),
+        Unary::Sigmoid => {
+            for x in v.iter_mut() {
+                *x = vmath::sigmoid(*x);
+            }
+        }
+        Unary::Tanh => {
+            for x in v.iter_mut() {
+                *x = vmath::tanh(*x);
+            }
+        }
+        other => {
+            for x in v.iter_mut() {
+                *x = eval(other, *x);
+            }
+        }
     }
 }
 
@@ -627,7 +666,7 @@ fn lstm_gates(
     let (go, rest) = rest.split_at_mut(h);
     let (gf, gc) = rest.split_at_mut(h);
     let gc = &mut gc[..h];
-    let pv = |k: usize| peep.map(|v| &v[k * h..(k + 1) * h]);
+    let pv = |k: usize| peep.and_then(|v| v.get(k * h..(k + 1) * h));
     if let Some(pi) = pv(0) {
         for ((g, &w), &c) in gi.iter_mut().zip(pi).zip(&*cb) {
             *g += w * c;

@@ -47,12 +47,26 @@ pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
     if s.inner != 1 || s.axis == 0 {
         return softmax(s, x, y);
     }
-    simd::vectorized(|| {
-        for (xr, yr) in x.chunks_exact(s.axis).zip(y.chunks_exact_mut(s.axis)) {
+    simd::vectorize(SoftmaxRows { axis: s.axis, x, y });
+    Ok(())
+}
+
+/// The rows of one [`ssoftmax`] call.
+struct SoftmaxRows<'a> {
+    axis: usize,
+    x: &'a [f32],
+    y: &'a mut [f32],
+}
+
+impl simd::Vectorize for SoftmaxRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        for (xr, yr) in self.x.chunks_exact(self.axis).zip(self.y.chunks_exact_mut(self.axis)) {
             softmax_row(xr, yr);
         }
-    });
-    Ok(())
+    }
 }
 
 /// One row of [`ssoftmax`]; `y` has `x`'s length.

@@ -160,24 +160,71 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * core::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// `y[i] = f(x[i])` over the common length, vectorised.
-#[inline(always)]
-pub fn map(x: &[f32], y: &mut [f32], f: impl Fn(f32) -> f32) {
-    simd::vectorized(|| {
-        for (o, &v) in y.iter_mut().zip(x) {
-            *o = f(v);
+/// The functions [`map`] and [`map_in_place`] apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    /// [`exp`].
+    Exp,
+    /// [`sigmoid`].
+    Sigmoid,
+    /// [`tanh`].
+    Tanh,
+    /// [`erf`].
+    Erf,
+    /// [`gelu`].
+    Gelu,
+}
+
+/// One [`map`] or [`map_in_place`] call (`x` is `None` in place).
+struct MapLoop<'a> {
+    f: Func,
+    x: Option<&'a [f32]>,
+    y: &'a mut [f32],
+}
+
+/// `y[i] = g(x[i])` (or in place), one loop per function so each compiles
+/// to straight vector code.
+macro_rules! map_with {
+    ($x:expr, $y:expr, $g:path) => {
+        match $x {
+            Some(x) => {
+                for (o, &v) in $y.iter_mut().zip(x) {
+                    *o = $g(v);
+                }
+            }
+            None => {
+                for o in $y.iter_mut() {
+                    *o = $g(*o);
+                }
+            }
         }
-    })
+    };
+}
+
+impl simd::Vectorize for MapLoop<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let MapLoop { f, x, y } = self;
+        match f {
+            Func::Exp => map_with!(x, y, exp),
+            Func::Sigmoid => map_with!(x, y, sigmoid),
+            Func::Tanh => map_with!(x, y, tanh),
+            Func::Erf => map_with!(x, y, erf),
+            Func::Gelu => map_with!(x, y, gelu),
+        }
+    }
+}
+
+/// `y[i] = f(x[i])` over the common length, vectorised.
+pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
+    simd::vectorize(MapLoop { f, x: Some(x), y });
 }
 
 /// `x[i] = f(x[i])`, vectorised.
-#[inline(always)]
-pub fn map_in_place(x: &mut [f32], f: impl Fn(f32) -> f32) {
-    simd::vectorized(|| {
-        for v in x.iter_mut() {
-            *v = f(*v);
-        }
-    })
+pub fn map_in_place(f: Func, x: &mut [f32]) {
+    simd::vectorize(MapLoop { f, x: None, y: x });
 }
 
 #[cfg(test)]
@@ -299,9 +346,9 @@ mod tests {
     fn slices_match_the_scalar_functions() {
         let x: [f32; 37] = core::array::from_fn(|i| (i as f32 - 18.0) * 0.37);
         let mut y = [0.0f32; 37];
-        map(&x, &mut y, tanh);
+        map(Func::Tanh, &x, &mut y);
         let mut z = x;
-        map_in_place(&mut z, tanh);
+        map_in_place(Func::Tanh, &mut z);
         for ((a, b), &v) in y.iter().zip(&z).zip(&x) {
             assert_eq!(a.to_bits(), tanh(v).to_bits());
             assert_eq!(b.to_bits(), tanh(v).to_bits());
