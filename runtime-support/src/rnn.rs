@@ -598,27 +598,38 @@ fn add_matvec(m: &[f32], v: &[f32], out: &mut [f32]) {
         };
         let (c0, c1, c2, c3) =
             (r0.as_chunks::<L>().0, r1.as_chunks::<L>().0, r2.as_chunks::<L>().0, r3.as_chunks::<L>().0);
-        let mut acc = [[0.0f32; L]; 4];
+        let (mut s0, mut s1, mut s2, mut s3) = ([0.0f32; L], [0.0f32; L], [0.0f32; L], [0.0f32; L]);
         for ((((x, a0), a1), a2), a3) in vc.iter().zip(c0).zip(c1).zip(c2).zip(c3) {
-            for l in 0..L {
-                acc[0][l] += a0[l] * x[l];
-                acc[1][l] += a1[l] * x[l];
-                acc[2][l] += a2[l] * x[l];
-                acc[3][l] += a3[l] * x[l];
-            }
+            mul_add8(&mut s0, a0, x);
+            mul_add8(&mut s1, a1, x);
+            mul_add8(&mut s2, a2, x);
+            mul_add8(&mut s3, a3, x);
         }
-        for (r, (oj, row)) in o.iter_mut().zip([r0, r1, r2, r3]).enumerate() {
-            *oj += hsum(acc[r]) + dot_plain(&row[tail..], vt);
+        // Opaque to the optimiser: seeing the horizontal sums, it would
+        // otherwise pack the loop above across rows instead of lanes.
+        let sums = core::hint::black_box([s0, s1, s2, s3]);
+        for ((oj, row), acc) in o.iter_mut().zip([r0, r1, r2, r3]).zip(sums) {
+            *oj += hsum(acc) + dot_plain(&row[tail..], vt);
         }
     }
     for (oj, row) in outs.into_remainder().iter_mut().zip(rows) {
         let mut acc = [0.0f32; L];
         for (x, a) in vc.iter().zip(row.as_chunks::<L>().0) {
-            for l in 0..L {
-                acc[l] += a[l] * x[l];
-            }
+            mul_add8(&mut acc, a, x);
         }
-        *oj += hsum(acc) + dot_plain(&row[tail..], vt);
+        *oj += hsum(core::hint::black_box(acc)) + dot_plain(&row[tail..], vt);
+    }
+}
+
+/// `acc[l] += a[l] * x[l]`: one 8-lane multiply and add.
+#[inline(always)]
+fn mul_add8(acc: &mut [f32; 8], a: &[f32; 8], x: &[f32; 8]) {
+    let mut p = [0.0f32; 8];
+    for l in 0..8 {
+        p[l] = a[l] * x[l];
+    }
+    for l in 0..8 {
+        acc[l] += p[l];
     }
 }
 
