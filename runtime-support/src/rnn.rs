@@ -414,11 +414,13 @@ impl<T: Float> Lstm<T> {
     }
 
     /// Scratch elements [`slstm`] needs: those of [`lstm`](Self::scratch_len)
-    /// plus one direction's input projection for every step (`seq * batch * 4H`).
+    /// plus one direction's input projection for every step (`seq * batch * 4H`)
+    /// and its `R` regrouped by eight rows (`4H` rounded up to 8, times `H`).
     pub fn fast_scratch_len(&self) -> Option<usize> {
         let gates = self.hidden_size.checked_mul(4)?;
         let proj = self.seq_len.checked_mul(self.batch)?.checked_mul(gates)?;
-        self.dims().scratch_len(true, gates.checked_add(proj)?)
+        let packed = packed_len(self.hidden_size)?;
+        self.dims().scratch_len(true, gates.checked_add(proj)?.checked_add(packed)?)
     }
 }
 
@@ -495,7 +497,11 @@ pub fn slstm(
     let g4 = h.checked_mul(4).ok_or(Error::Overflow)?;
     let rows = p.seq_len.checked_mul(p.batch).ok_or(Error::Overflow)?;
     let proj_len = rows.checked_mul(g4).ok_or(Error::Overflow)?;
-    let work_len = g4.checked_add(proj_len).ok_or(Error::Overflow)?;
+    let packed_len = packed_len(h).ok_or(Error::Overflow)?;
+    let work_len = g4
+        .checked_add(proj_len)
+        .and_then(|v| v.checked_add(packed_len))
+        .ok_or(Error::Overflow)?;
     let ni = p.input_size;
     let run = Run {
         dims: p.dims(),
@@ -514,10 +520,12 @@ pub fn slstm(
     let mut projected: Option<usize> = None;
     let mut status = Ok(());
     let driven = drive(run, scratch, work_len, |step, hb, cb, work| {
-        let (gates, proj) = work.split_at_mut(g4);
+        let (gates, rest) = work.split_at_mut(g4);
+        let (proj, packed) = rest.split_at_mut(proj_len);
         let Step { d, dw, x_row, .. } = step;
         if projected != Some(d) {
             projected = Some(d);
+            pack_rows8(dw.r, h, packed);
             let bias = dw.b;
             let epi = |_: usize, j: usize, acc: f32| match bias {
                 Some(b) => acc + (b[j] + b[g4 + j]),
@@ -535,9 +543,76 @@ pub fn slstm(
         };
         gates.copy_from_slice(pre);
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
-        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r: dw.r, gates, hb, cb });
+        let r = &*packed;
+        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r, gates, hb, cb });
     });
     driven.and(status)
+}
+
+/// Elements of `R` (`4H x H`) regrouped by [`pack_rows8`].
+fn packed_len(h: usize) -> Option<usize> {
+    h.checked_mul(4)?.div_ceil(8).checked_mul(8)?.checked_mul(h)
+}
+
+/// Regroups the rows of `r` (rows of `n`) by eight: row `8b + l`, column `k`
+/// goes to `out[(b * n + k) * 8 + l]`, rows past the end as zeros, so the
+/// product with a vector runs eight rows per vector with no horizontal sums.
+fn pack_rows8(r: &[f32], n: usize, out: &mut [f32]) {
+    let Some(block_len) = n.checked_mul(8).filter(|&v| v > 0) else { return };
+    for (b, block) in out.chunks_exact_mut(block_len).enumerate() {
+        for l in 0..8 {
+            let row = r.get((b * 8 + l) * n..(b * 8 + l + 1) * n);
+            for (k, dst) in block.iter_mut().skip(l).step_by(8).enumerate() {
+                *dst = row.and_then(|row| row.get(k)).copied().unwrap_or(0.0);
+            }
+        }
+    }
+}
+
+/// `out[j] += sum_k R[j, k] * v[k]` with `R` regrouped by [`pack_rows8`]
+/// (`v.len()` columns): four blocks of eight rows at a time, one 8-lane sum
+/// per block, each summing `k` in ascending order.
+#[inline(always)]
+fn add_packed_matvec(packed: &[f32], v: &[f32], out: &mut [f32]) {
+    let n = v.len();
+    if n == 0 {
+        return;
+    }
+    let (blocks, _) = packed.as_chunks::<8>();
+    let mut b0 = 0;
+    for o in out.chunks_mut(32) {
+        let nb = o.len().div_ceil(8);
+        let mut acc = [[0.0f32; 8]; 4];
+        let four = blocks.get(b0 * n..(b0 + 4) * n).filter(|_| nb == 4);
+        if let Some(four) = four {
+            let (r01, r23) = four.split_at(2 * n);
+            let ((r0, r1), (r2, r3)) = (r01.split_at(n), r23.split_at(n));
+            let [a0, a1, a2, a3] = &mut acc;
+            for ((((&x, w0), w1), w2), w3) in v.iter().zip(r0).zip(r1).zip(r2).zip(r3) {
+                for l in 0..8 {
+                    a0[l] += x * w0[l];
+                    a1[l] += x * w1[l];
+                    a2[l] += x * w2[l];
+                    a3[l] += x * w3[l];
+                }
+            }
+        } else {
+            for (a, i) in acc.iter_mut().zip(0..nb) {
+                let rb = blocks.get((b0 + i) * n..(b0 + i + 1) * n).unwrap_or(&[]);
+                for (&x, w) in v.iter().zip(rb) {
+                    for l in 0..8 {
+                        a[l] += x * w[l];
+                    }
+                }
+            }
+        }
+        for (dst, a) in o.chunks_mut(8).zip(&acc) {
+            for (d, s) in dst.iter_mut().zip(a) {
+                *d += s;
+            }
+        }
+        b0 += nb;
+    }
 }
 
 /// One recurrent step of [`slstm`]: `gates += R h`, then the cell update.
@@ -556,80 +631,8 @@ impl simd::Vectorize for LstmStep<'_> {
 
     #[inline(always)]
     fn run(self) {
-        add_matvec(self.r, self.hb, self.gates);
+        add_packed_matvec(self.r, self.hb, self.gates);
         lstm_gates(self.p, self.acts, self.peep, self.gates, self.hb, self.cb);
-    }
-}
-
-/// Sum of eight partial sums, pairwise.
-#[inline(always)]
-fn hsum(a: [f32; 8]) -> f32 {
-    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
-}
-
-/// `sum_k a[k] * b[k]` in order.
-#[inline(always)]
-fn dot_plain(a: &[f32], b: &[f32]) -> f32 {
-    let mut s = 0.0;
-    for (x, y) in a.iter().zip(b) {
-        s += x * y;
-    }
-    s
-}
-
-/// `out[j] += sum_k m[j * n + k] * v[k]` with `n = v.len()`, for every `j`
-/// whose row `m` holds: four rows at a time, eight partial sums per row.
-#[inline(always)]
-fn add_matvec(m: &[f32], v: &[f32], out: &mut [f32]) {
-    const L: usize = 8;
-    let n = v.len();
-    if n == 0 {
-        return;
-    }
-    let (vc, vt) = v.as_chunks::<L>();
-    let tail = n - vt.len();
-    let mut rows = m.chunks_exact(n);
-    let mut outs = out.chunks_exact_mut(4);
-    for o in &mut outs {
-        let (Some(r0), Some(r1), Some(r2), Some(r3)) =
-            (rows.next(), rows.next(), rows.next(), rows.next())
-        else {
-            return;
-        };
-        let (c0, c1, c2, c3) =
-            (r0.as_chunks::<L>().0, r1.as_chunks::<L>().0, r2.as_chunks::<L>().0, r3.as_chunks::<L>().0);
-        let (mut s0, mut s1, mut s2, mut s3) = ([0.0f32; L], [0.0f32; L], [0.0f32; L], [0.0f32; L]);
-        for ((((x, a0), a1), a2), a3) in vc.iter().zip(c0).zip(c1).zip(c2).zip(c3) {
-            mul_add8(&mut s0, a0, x);
-            mul_add8(&mut s1, a1, x);
-            mul_add8(&mut s2, a2, x);
-            mul_add8(&mut s3, a3, x);
-        }
-        // Opaque to the optimiser: seeing the horizontal sums, it would
-        // otherwise pack the loop above across rows instead of lanes.
-        let sums = core::hint::black_box([s0, s1, s2, s3]);
-        for ((oj, row), acc) in o.iter_mut().zip([r0, r1, r2, r3]).zip(sums) {
-            *oj += hsum(acc) + dot_plain(&row[tail..], vt);
-        }
-    }
-    for (oj, row) in outs.into_remainder().iter_mut().zip(rows) {
-        let mut acc = [0.0f32; L];
-        for (x, a) in vc.iter().zip(row.as_chunks::<L>().0) {
-            mul_add8(&mut acc, a, x);
-        }
-        *oj += hsum(core::hint::black_box(acc)) + dot_plain(&row[tail..], vt);
-    }
-}
-
-/// `acc[l] += a[l] * x[l]`: one 8-lane multiply and add.
-#[inline(always)]
-fn mul_add8(acc: &mut [f32; 8], a: &[f32; 8], x: &[f32; 8]) {
-    let mut p = [0.0f32; 8];
-    for l in 0..8 {
-        p[l] = a[l] * x[l];
-    }
-    for l in 0..8 {
-        acc[l] += p[l];
     }
 }
 
@@ -1097,7 +1100,7 @@ mod tests {
                 let (mut y0, mut h0, mut c0) = ([0.0f32; 396], [0.0f32; 132], [0.0f32; 132]);
                 let (mut y1, mut h1, mut c1) = ([9.0f32; 396], [9.0f32; 132], [9.0f32; 132]);
                 let mut s0 = [0.0f32; 4096];
-                let mut s1 = [0.0f32; 4096];
+                let mut s1 = [0.0f32; 8192];
                 let n0 = p.scratch_len().unwrap();
                 let n1 = p.fast_scratch_len().unwrap();
                 let mut o0 = LstmOutputs {
