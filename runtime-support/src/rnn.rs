@@ -527,21 +527,25 @@ pub fn slstm(
             projected = Some(d);
             pack_rows8(dw.r, h, packed);
             let bias = dw.b;
-            let epi = |_: usize, j: usize, acc: f32| match bias {
+            // Transposed, `W Xᵀ` (`4H x rows`): `W` is read in place and only
+            // the few columns of `Xᵀ` are packed.
+            let epi = |j: usize, _: usize, acc: f32| match bias {
                 Some(b) => acc + (b[j] + b[g4 + j]),
                 None => acc,
             };
-            let a = ViewA { data: inp.x, off: 0, rs: ni, cs: 1 };
-            let w = DenseB { data: dw.w, rs: 1, cs: ni };
-            if let Err(e) = simd::product(rows, g4, ni, a, &w, Out { y: proj, ldy: g4 }, &epi) {
+            let a = ViewA { data: dw.w, off: 0, rs: ni, cs: 1 };
+            let xt = DenseB { data: inp.x, rs: 1, cs: ni };
+            if let Err(e) = simd::product(g4, rows, ni, a, &xt, Out { y: proj, ldy: rows }, &epi) {
                 status = Err(e);
             }
         }
-        let Some(pre) = proj.get(x_row * g4..(x_row + 1) * g4) else {
+        if x_row >= rows {
             status = Err(Error::ShapeMismatch);
             return;
-        };
-        gates.copy_from_slice(pre);
+        }
+        for (g, &v) in gates.iter_mut().zip(proj.iter().skip(x_row).step_by(rows)) {
+            *g = v;
+        }
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
         let r = &*packed;
         simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r, gates, hb, cb });
@@ -560,10 +564,19 @@ fn packed_len(h: usize) -> Option<usize> {
 fn pack_rows8(r: &[f32], n: usize, out: &mut [f32]) {
     let Some(block_len) = n.checked_mul(8).filter(|&v| v > 0) else { return };
     for (b, block) in out.chunks_exact_mut(block_len).enumerate() {
+        let (cols, _) = block.as_chunks_mut::<8>();
         for l in 0..8 {
-            let row = r.get((b * 8 + l) * n..(b * 8 + l + 1) * n);
-            for (k, dst) in block.iter_mut().skip(l).step_by(8).enumerate() {
-                *dst = row.and_then(|row| row.get(k)).copied().unwrap_or(0.0);
+            match r.get((b * 8 + l) * n..(b * 8 + l + 1) * n) {
+                Some(row) => {
+                    for (c, &v) in cols.iter_mut().zip(row) {
+                        c[l] = v;
+                    }
+                }
+                None => {
+                    for c in cols.iter_mut() {
+                        c[l] = 0.0;
+                    }
+                }
             }
         }
     }
