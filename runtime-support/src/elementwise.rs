@@ -851,7 +851,9 @@ mod tests {
     fn broadcast_rows_match_the_element_walk() {
         // Row vector over rows, column over columns, a transposed operand
         // (walked element by element), and the same with shapes ending in 1.
-        let cases: [(&[usize], [&[isize]; 2], usize, usize); 6] = [
+        // (shape, strides of a and b, length of a, length of b)
+        type Case<'a> = (&'a [usize], [&'a [isize]; 2], usize, usize);
+        let cases: [Case<'_>; 6] = [
             (&[1, 4, 5], [&[0, 0, 1], &[0, 5, 1]], 5, 20),
             (&[4, 5], [&[1, 0], &[5, 1]], 4, 20),
             (&[4, 5], [&[5, 1], &[0, 1]], 20, 5),
@@ -870,7 +872,8 @@ mod tests {
             let mut want = [0i64; 20];
             let mut idx = [0usize; 3];
             for w in want[..n].iter_mut() {
-                let off = |s: &[isize]| idx.iter().zip(s).map(|(&i, &s)| i as isize * s).sum::<isize>();
+                let off =
+                    |s: &[isize]| idx.iter().zip(s).map(|(&i, &s)| i as isize * s).sum::<isize>();
                 *w = a[off(strides[0]) as usize] - b[off(strides[1]) as usize];
                 crate::shape::next_index(&mut idx[..shape.len()], shape);
             }

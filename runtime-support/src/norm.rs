@@ -494,7 +494,9 @@ mod tests {
                 let (xs, ss) = (&x[..n], &sc[..inner]);
                 layer_norm(&p, xs, ss, bias, &mut y0[..n], Some(&mut m0), Some(&mut i0)).unwrap();
                 slayer_norm(&p, xs, ss, bias, &mut y1[..n], Some(&mut m1), Some(&mut i1)).unwrap();
-                for (a, b) in y0[..n].iter().chain(&m0).chain(&i0).zip(y1[..n].iter().chain(&m1).chain(&i1)) {
+                for (a, b) in
+                    y0[..n].iter().chain(&m0).chain(&i0).zip(y1[..n].iter().chain(&m1).chain(&i1))
+                {
                     assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "{inner}: {a} {b}");
                 }
             }

@@ -498,10 +498,8 @@ pub fn slstm(
     let rows = p.seq_len.checked_mul(p.batch).ok_or(Error::Overflow)?;
     let proj_len = rows.checked_mul(g4).ok_or(Error::Overflow)?;
     let packed_len = packed_len(h).ok_or(Error::Overflow)?;
-    let work_len = g4
-        .checked_add(proj_len)
-        .and_then(|v| v.checked_add(packed_len))
-        .ok_or(Error::Overflow)?;
+    let work_len =
+        g4.checked_add(proj_len).and_then(|v| v.checked_add(packed_len)).ok_or(Error::Overflow)?;
     let ni = p.input_size;
     let run = Run {
         dims: p.dims(),
@@ -1072,7 +1070,8 @@ mod tests {
         for (hidden, input) in [(1, 1), (3, 2), (5, 7), (8, 8), (9, 3), (17, 10), (33, 40)] {
             for variant in 0..6 {
                 let (seq, batch) = (3, 2);
-                let direction = if variant % 2 == 0 { Direction::Forward } else { Direction::Bidirectional };
+                let direction =
+                    if variant % 2 == 0 { Direction::Forward } else { Direction::Bidirectional };
                 let nd = direction.count();
                 let acts = if variant == 5 {
                     [U::HardSigmoid { alpha: 0.2, beta: 0.5 }, U::Relu, U::Tanh]
@@ -1128,10 +1127,16 @@ mod tests {
                     y_c: Some(&mut c1[..state]),
                 };
                 slstm(&p, &inp, &mut o1, &mut s1[..n1]).unwrap();
-                for (a, bv) in y0[..ny].iter().chain(&h0[..state]).chain(&c0[..state]).zip(
-                    y1[..ny].iter().chain(&h1[..state]).chain(&c1[..state]),
-                ) {
-                    assert!((a - bv).abs() <= 2e-5 * (1.0 + a.abs()), "{hidden} {input} {variant}: {a} {bv}");
+                for (a, bv) in y0[..ny]
+                    .iter()
+                    .chain(&h0[..state])
+                    .chain(&c0[..state])
+                    .zip(y1[..ny].iter().chain(&h1[..state]).chain(&c1[..state]))
+                {
+                    assert!(
+                        (a - bv).abs() <= 2e-5 * (1.0 + a.abs()),
+                        "{hidden} {input} {variant}: {a} {bv}"
+                    );
                 }
                 // Too little scratch is refused, not overrun.
                 let mut o1 = LstmOutputs { y: None, y_h: None, y_c: None };

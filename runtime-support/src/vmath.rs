@@ -48,15 +48,8 @@ fn with_sign_of(mag: f32, sign: f32) -> f32 {
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     // Beyond these bounds the result is already inf or 0; clamping keeps `n`
-    // within [-150, 128] so both scale factors are normal numbers. NaN fails
-    // both comparisons and stays NaN.
-    let x = if x > 89.0 {
-        89.0
-    } else if x < -104.0 {
-        -104.0
-    } else {
-        x
-    };
+    // within [-150, 128] so both scale factors are normal numbers. NaN stays NaN.
+    let x = x.clamp(-104.0, 89.0);
     let t = x * LOG2E + MAGIC;
     let nf = t - MAGIC;
     // The integer `nf` sits in the low mantissa bits of `t`.
@@ -102,7 +95,7 @@ pub fn tanh(x: f32) -> f32 {
 
 /// `2 / sqrt(pi) * (-1)^n / (n! (2n + 1))`: the Taylor coefficients of `erf`.
 const ERF_TAYLOR: [f32; 11] = [
-    1.128_379_2,
+    core::f32::consts::FRAC_2_SQRT_PI,
     -0.376_126_38,
     0.112_837_92,
     -0.026_866_172,
