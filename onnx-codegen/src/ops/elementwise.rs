@@ -320,8 +320,11 @@ impl Kernel for UnaryKernel {
             op = quote!(#rt::elementwise::Unary::Clip { min: #a, max: #b });
         }
         let y = &io.outputs[0];
-        // f32 takes the vectorised entry points (a few ulp from the exact ones).
-        let (f, f_in_place) = if self.elem == ElemType::Float {
+        // f32 transcendentals take the vectorised entry points (a few ulp from
+        // the exact ones); every other op stays on the exact kernel.
+        let fast =
+            matches!(self.op, Unary::Exp | Unary::Sigmoid | Unary::Tanh | Unary::Erf | Unary::Gelu);
+        let (f, f_in_place) = if self.elem == ElemType::Float && fast {
             (quote!(sunary), quote!(sunary_in_place))
         } else {
             (quote!(unary), quote!(unary_in_place))
