@@ -285,6 +285,40 @@ pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
     }
 }
 
+/// [`unary`] on f32 for generated code: `Exp`, `Sigmoid`, `Tanh`, `Erf`
+/// and `Gelu` through the vectorised [`vmath`](crate::vmath) functions (a
+/// few ulp from the exact ones), every other op as [`unary`]. Constant
+/// folding keeps [`unary`].
+pub fn sunary(op: Unary<f32>, x: &[f32], y: &mut [f32]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    match vmath_func(op) {
+        Some(f) => crate::vmath::map(f, x, y),
+        None => return unary(op, x, y),
+    }
+    Ok(())
+}
+
+/// [`sunary`] in place.
+pub fn sunary_in_place(op: Unary<f32>, x: &mut [f32]) {
+    match vmath_func(op) {
+        Some(f) => crate::vmath::map_in_place(f, x),
+        None => unary_in_place(op, x),
+    }
+}
+
+/// The [`vmath`](crate::vmath) function computing `op`, if there is one.
+fn vmath_func(op: Unary<f32>) -> Option<crate::vmath::Func> {
+    use crate::vmath::Func;
+    Some(match op {
+        Unary::Exp => Func::Exp,
+        Unary::Sigmoid => Func::Sigmoid,
+        Unary::Tanh => Func::Tanh,
+        Unary::Erf => Func::Erf,
+        Unary::Gelu => Func::Gelu,
+        _ => return None,
+    })
+}
+
 /// A unary op that integers support too.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum NumUnary<T> {
@@ -430,12 +464,74 @@ fn zip2<A: Copy, B: Copy, U>(
             let mut os = [0isize; MAX_RANK];
             let os = &mut os[..p.shape.len()];
             contiguous_strides(p.shape, os)?;
-            walk(p.shape, [p.strides[0], p.strides[1], os], [0, 0, 0], |[i, j, o]| {
-                out[o] = f(a[i], b[j]);
-            });
+            if !zip2_rows(p, a, b, out, os, &mut f) {
+                walk(p.shape, [p.strides[0], p.strides[1], os], [0, 0, 0], |[i, j, o]| {
+                    out[o] = f(a[i], b[j]);
+                });
+            }
         }
     }
     Ok(())
+}
+
+/// [`zip2`] row by row when the last axis is a contiguous run or a single
+/// repeated element in both inputs (a row vector broadcast over rows, a
+/// column broadcast along them): the multi-index walk then runs once per
+/// row instead of once per element. Returns false, having written nothing,
+/// for any other pattern. The strides were checked by the caller.
+fn zip2_rows<A: Copy, B: Copy, U>(
+    p: &Broadcast<'_, 2>,
+    a: &[A],
+    b: &[B],
+    out: &mut [U],
+    out_strides: &[isize],
+    f: &mut impl FnMut(A, B) -> U,
+) -> bool {
+    let rank = p.shape.len();
+    let (Some(&len), Some(&sa), Some(&sb)) =
+        (p.shape.last(), p.strides[0].last(), p.strides[1].last())
+    else {
+        return false;
+    };
+    if len < 2 || !matches!(sa, 0 | 1) || !matches!(sb, 0 | 1) {
+        return false;
+    }
+    let outer = &p.shape[..rank - 1];
+    let strides = [&p.strides[0][..rank - 1], &p.strides[1][..rank - 1], &out_strides[..rank - 1]];
+    walk(outer, strides, [0, 0, 0], |[i, j, o]| {
+        let Some(dst) = out.get_mut(o..o + len) else { return };
+        match (sa, sb) {
+            (1, 1) => {
+                if let (Some(x), Some(y)) = (a.get(i..i + len), b.get(j..j + len)) {
+                    for ((d, &x), &y) in dst.iter_mut().zip(x).zip(y) {
+                        *d = f(x, y);
+                    }
+                }
+            }
+            (1, _) => {
+                if let (Some(x), Some(&y)) = (a.get(i..i + len), b.get(j)) {
+                    for (d, &x) in dst.iter_mut().zip(x) {
+                        *d = f(x, y);
+                    }
+                }
+            }
+            (_, 1) => {
+                if let (Some(&x), Some(y)) = (a.get(i), b.get(j..j + len)) {
+                    for (d, &y) in dst.iter_mut().zip(y) {
+                        *d = f(x, y);
+                    }
+                }
+            }
+            _ => {
+                if let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+                    for d in dst.iter_mut() {
+                        *d = f(x, y);
+                    }
+                }
+            }
+        }
+    });
+    true
 }
 
 /// An arithmetic binary op.
@@ -750,6 +846,57 @@ mod tests {
     use super::*;
 
     const SAME4: Broadcast<'static, 2> = Broadcast { shape: &[4], strides: [&[1], &[1]] };
+
+    #[test]
+    fn broadcast_rows_match_the_element_walk() {
+        // Row vector over rows, column over columns, a transposed operand
+        // (walked element by element), and the same with shapes ending in 1.
+        // (shape, strides of a and b, length of a, length of b)
+        type Case<'a> = (&'a [usize], [&'a [isize]; 2], usize, usize);
+        let cases: [Case<'_>; 6] = [
+            (&[1, 4, 5], [&[0, 0, 1], &[0, 5, 1]], 5, 20),
+            (&[4, 5], [&[1, 0], &[5, 1]], 4, 20),
+            (&[4, 5], [&[5, 1], &[0, 1]], 20, 5),
+            (&[4, 5], [&[1, 4], &[5, 1]], 20, 20),
+            (&[3, 4, 1], [&[0, 1, 0], &[4, 1, 1]], 4, 12),
+            (&[2, 3, 2], [&[0, 2, 1], &[6, 0, 1]], 6, 12),
+        ];
+        for (shape, strides, na, nb) in cases {
+            let a: [i64; 20] = core::array::from_fn(|i| i as i64 * 7 - 30);
+            let b: [i64; 20] = core::array::from_fn(|i| 100 - i as i64 * 3);
+            let p = Broadcast { shape, strides };
+            let n: usize = shape.iter().product();
+            let mut got = [0i64; 20];
+            arith(Arith::Sub, &p, &a[..na], &b[..nb], &mut got[..n]).unwrap();
+            // The reference: every multi-index by hand.
+            let mut want = [0i64; 20];
+            let mut idx = [0usize; 3];
+            for w in want[..n].iter_mut() {
+                let off =
+                    |s: &[isize]| idx.iter().zip(s).map(|(&i, &s)| i as isize * s).sum::<isize>();
+                *w = a[off(strides[0]) as usize] - b[off(strides[1]) as usize];
+                crate::shape::next_index(&mut idx[..shape.len()], shape);
+            }
+            assert_eq!(got[..n], want[..n], "{shape:?} {strides:?}");
+        }
+    }
+
+    #[test]
+    fn fast_unary_close_to_exact() {
+        let x: [f32; 45] = core::array::from_fn(|i| (i as f32 - 22.0) * 0.41);
+        for op in [Unary::Exp, Unary::Sigmoid, Unary::Tanh, Unary::Erf, Unary::Gelu, Unary::Relu] {
+            let (mut a, mut b) = ([0.0f32; 45], [0.0f32; 45]);
+            unary(op, &x, &mut a).unwrap();
+            sunary(op, &x, &mut b).unwrap();
+            let mut c = x;
+            sunary_in_place(op, &mut c);
+            for ((p, q), r) in a.iter().zip(&b).zip(&c) {
+                assert!((p - q).abs() <= 1e-6 * p.abs() + 1e-7, "{op:?}: {p} {q}");
+                assert_eq!(q.to_bits(), r.to_bits());
+            }
+        }
+        assert_eq!(sunary(Unary::Exp, &x, &mut [0.0; 3]), Err(Error::ShapeMismatch));
+    }
 
     #[test]
     fn float_unary_hand_values() {

@@ -48,6 +48,8 @@
 //! - [`signal`]: DFT, STFT, windows, MelWeightMatrix.
 //! - [`misc`], [`ml`], [`loss`]: the remaining activations, ai.onnx.ml
 //!   operators, training optimizers, seeded random ops, losses.
+//! - [`vmath`]: vectorisable f32 `exp`, `sigmoid`, `tanh`, `erf` for the
+//!   fast paths of generated code (a few ulp from `libm`).
 //! - [`control`]: the slice moves If / Loop / Scan bodies need.
 //! - [`check`]: run-time checks of shape-like inputs that are data.
 //!
@@ -107,6 +109,7 @@ pub mod softmax;
 #[cfg(feature = "alloc")]
 pub mod strings;
 pub mod text;
+pub mod vmath;
 
 pub use half::{bf16, f16};
 pub use model::{Aligned, DataSized, Elem, Model, TensorInfo};

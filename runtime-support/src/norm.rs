@@ -6,7 +6,7 @@
 
 use crate::num::{Float, Num};
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
-use crate::{Error, Result, ensure};
+use crate::{Error, Result, ensure, simd};
 
 fn len3(a: usize, b: usize, c: usize) -> Result<usize> {
     a.checked_mul(b).and_then(|v| v.checked_mul(c)).ok_or(Error::Overflow)
@@ -257,6 +257,92 @@ pub fn layer_norm<T: Float>(
     Ok(())
 }
 
+/// [`layer_norm`] on f32 for generated code: each row's mean and variance
+/// summed over eight partial sums and the row scaled by `1 / std`, in loops
+/// compiled for the widest vector unit (results differ from [`layer_norm`]
+/// by rounding). Constant folding keeps [`layer_norm`].
+pub fn slayer_norm(
+    p: &LayerNorm<f32>,
+    x: &[f32],
+    scale: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    mean: Option<&mut [f32]>,
+    inv_std_dev: Option<&mut [f32]>,
+) -> Result {
+    let n = p.outer.checked_mul(p.inner).ok_or(Error::Overflow)?;
+    ensure(x.len() == n && y.len() == n && scale.len() == p.inner, Error::ShapeMismatch)?;
+    ensure(bias.is_none_or(|b| b.len() == p.inner), Error::ShapeMismatch)?;
+    ensure(mean.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
+    ensure(inv_std_dev.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
+    if p.inner == 0 {
+        return Ok(());
+    }
+    simd::vectorize(LayerNormRows { p: *p, x, scale, bias, y, mean, inv_std_dev });
+    Ok(())
+}
+
+/// The rows of one [`slayer_norm`] call (checked).
+struct LayerNormRows<'a> {
+    p: LayerNorm<f32>,
+    x: &'a [f32],
+    scale: &'a [f32],
+    bias: Option<&'a [f32]>,
+    y: &'a mut [f32],
+    mean: Option<&'a mut [f32]>,
+    inv_std_dev: Option<&'a mut [f32]>,
+}
+
+/// `sum g(x[i])` over eight partial sums.
+#[inline(always)]
+fn sum8(x: &[f32], g: impl Fn(f32) -> f32) -> f32 {
+    let (chunks, tail) = x.as_chunks::<8>();
+    let mut acc = [0.0f32; 8];
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += g(v);
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for &v in tail {
+        s += g(v);
+    }
+    s
+}
+
+impl simd::Vectorize for LayerNormRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let LayerNormRows { p, x, scale, bias, y, mut mean, mut inv_std_dev } = self;
+        let n = p.inner as f32;
+        for (r, (yr, xr)) in y.chunks_exact_mut(p.inner).zip(x.chunks_exact(p.inner)).enumerate() {
+            let m = sum8(xr, |v| v) / n;
+            let var = sum8(xr, |v| (v - m) * (v - m)) / n;
+            let inv = 1.0 / libm::sqrtf(var + p.epsilon);
+            match bias {
+                Some(b) => {
+                    for (((o, &v), &s), &b) in yr.iter_mut().zip(xr).zip(scale).zip(b) {
+                        *o = (v - m) * inv * s + b;
+                    }
+                }
+                None => {
+                    for ((o, &v), &s) in yr.iter_mut().zip(xr).zip(scale) {
+                        *o = (v - m) * inv * s;
+                    }
+                }
+            }
+            if let Some(out) = mean.as_deref_mut().and_then(|v| v.get_mut(r)) {
+                *out = m;
+            }
+            if let Some(out) = inv_std_dev.as_deref_mut().and_then(|v| v.get_mut(r)) {
+                *out = inv;
+            }
+        }
+    }
+}
+
 /// `LayerNormalization` whose `scale` and `bias` broadcast to the whole
 /// input rather than holding exactly the normalised extent: each is read
 /// with its own strides over `shape` (0 on broadcast axes). Otherwise as
@@ -392,6 +478,33 @@ pub fn lp_norm<T: Float>(s: AxisShape, p: u32, x: &[T], y: &mut [T]) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_layer_norm_close_to_exact() {
+        for inner in [1usize, 3, 8, 9, 16, 17, 40] {
+            let outer = 3;
+            let n = outer * inner;
+            let x: [f32; 120] = core::array::from_fn(|i| ((i * 29 % 31) as f32 - 15.0) * 0.3);
+            let sc: [f32; 40] = core::array::from_fn(|i| 0.5 + i as f32 * 0.1);
+            let bi: [f32; 40] = core::array::from_fn(|i| i as f32 * -0.2);
+            let p = LayerNorm { outer, inner, epsilon: 1e-5f32 };
+            for bias in [Some(&bi[..inner]), None] {
+                let (mut y0, mut m0, mut i0) = ([0.0f32; 120], [0.0f32; 3], [0.0f32; 3]);
+                let (mut y1, mut m1, mut i1) = ([9.0f32; 120], [9.0f32; 3], [9.0f32; 3]);
+                let (xs, ss) = (&x[..n], &sc[..inner]);
+                layer_norm(&p, xs, ss, bias, &mut y0[..n], Some(&mut m0), Some(&mut i0)).unwrap();
+                slayer_norm(&p, xs, ss, bias, &mut y1[..n], Some(&mut m1), Some(&mut i1)).unwrap();
+                for (a, b) in
+                    y0[..n].iter().chain(&m0).chain(&i0).zip(y1[..n].iter().chain(&m1).chain(&i1))
+                {
+                    assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "{inner}: {a} {b}");
+                }
+            }
+        }
+        let p = LayerNorm { outer: 2, inner: 2, epsilon: 0.0f32 };
+        let r = slayer_norm(&p, &[0.0; 4], &[1.0; 3], None, &mut [0.0; 4], None, None);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+    }
 
     #[test]
     fn batch_norm_hand_computed() {

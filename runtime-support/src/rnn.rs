@@ -17,7 +17,8 @@
 
 use crate::elementwise::{Unary, eval};
 use crate::num::Float;
-use crate::{Error, Result, ensure};
+use crate::simd::{self, DenseB, Out, ViewA};
+use crate::{Error, Result, ensure, vmath};
 
 /// Which directions an RNN runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +68,13 @@ impl Dims {
         row * self.hidden_size
     }
 
+    /// The row of `X` (of `input_size` values) holding step `t` of entry `b`.
+    fn x_row(&self, t: usize, b: usize) -> usize {
+        if self.batch_first { b * self.seq_len + t } else { t * self.batch + b }
+    }
+
     fn x_at(&self, t: usize, b: usize) -> usize {
-        let row = if self.batch_first { b * self.seq_len + t } else { t * self.batch + b };
-        row * self.input_size
+        self.x_row(t, b) * self.input_size
     }
 
     /// Scratch: hidden state per batch entry, cell state if `cell`, `work` more.
@@ -224,13 +229,22 @@ impl<T: Float> DirWeights<'_, T> {
     }
 }
 
+/// One step's view for a cell: the direction, its weights, the row of `X`
+/// read (`x_row`) and that row (`xt`).
+struct Step<'s, 'a, T> {
+    d: usize,
+    dw: &'s DirWeights<'a, T>,
+    x_row: usize,
+    xt: &'s [T],
+}
+
 /// Validates buffers, then runs every direction, batch entry and step,
-/// calling `cell(d, weights, xt, h, c, work)` to advance one state in place.
+/// calling `cell(step, h, c, work)` to advance one state in place.
 fn drive<T: Float>(
     run: Run<'_, '_, T>,
     scratch: &mut [T],
     work_len: usize,
-    mut cell: impl FnMut(usize, &DirWeights<'_, T>, &[T], &mut [T], &mut [T], &mut [T]),
+    mut cell: impl FnMut(Step<'_, '_, T>, &mut [T], &mut [T], &mut [T]),
 ) -> Result {
     let dm = run.dims;
     let (s, bn, ni, h, g) = (dm.seq_len, dm.batch, dm.input_size, dm.hidden_size, run.gates);
@@ -297,7 +311,7 @@ fn drive<T: Float>(
                 let xt = &run.x[dm.x_at(t, b)..dm.x_at(t, b) + ni];
                 let hb = &mut hs[b * h..(b + 1) * h];
                 let cb = &mut cs[b * hc..(b + 1) * hc];
-                cell(d, &dw, xt, hb, cb, work);
+                cell(Step { d, dw: &dw, x_row: dm.x_row(t, b), xt }, hb, cb, work);
                 if let Some(y) = y.as_deref_mut() {
                     let at = dm.y_at(t, d, b);
                     y[at..at + h].copy_from_slice(hb);
@@ -398,6 +412,16 @@ impl<T: Float> Lstm<T> {
     pub fn scratch_len(&self) -> Option<usize> {
         self.dims().scratch_len(true, self.hidden_size.checked_mul(4)?)
     }
+
+    /// Scratch elements [`slstm`] needs: those of [`lstm`](Self::scratch_len)
+    /// plus one direction's input projection for every step (`seq * batch * 4H`)
+    /// and its `R` regrouped by eight rows (`4H` rounded up to 8, times `H`).
+    pub fn fast_scratch_len(&self) -> Option<usize> {
+        let gates = self.hidden_size.checked_mul(4)?;
+        let proj = self.seq_len.checked_mul(self.batch)?.checked_mul(gates)?;
+        let packed = packed_len(self.hidden_size)?;
+        self.dims().scratch_len(true, gates.checked_add(proj)?.checked_add(packed)?)
+    }
 }
 
 /// Runs an ONNX `LSTM`. [`Error::ShapeMismatch`] if a buffer's length does not
@@ -425,7 +449,7 @@ pub fn lstm<T: Float>(
         y_h: out.y_h.as_deref_mut(),
         y_c: out.y_c.as_deref_mut(),
     };
-    drive(run, scratch, 4 * h, |d, dw, xt, hb, cb, gates| {
+    drive(run, scratch, 4 * h, |Step { d, dw, xt, .. }, hb, cb, gates| {
         let [f, g, hact] = p.activations[d];
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
         dw.all_rows(xt, hb, 4, gates);
@@ -448,6 +472,259 @@ pub fn lstm<T: Float>(
             hb[j] = o_gate.mul(eval(hact, c_new));
         }
     })
+}
+
+/// [`lstm`] on f32 for generated code, same checks and semantics:
+///
+/// - the input projection `X Wᵀ + Wb + Rb` of every step of a direction is one
+///   product on the blocked SGEMM ([`simd`]), before the recurrence;
+/// - the recurrent product `H Rᵀ` of a step runs four rows of `R` at a time
+///   over 8-lane partial sums;
+/// - Sigmoid and Tanh gates use [`vmath`] (other activations stay exact).
+///
+/// Sums are reassociated, so results differ from [`lstm`] by rounding.
+/// `scratch` holds [`Lstm::fast_scratch_len`] elements. Constant folding
+/// keeps [`lstm`].
+pub fn slstm(
+    p: &Lstm<f32>,
+    inp: &LstmInputs<'_, f32>,
+    out: &mut LstmOutputs<'_, f32>,
+    scratch: &mut [f32],
+) -> Result {
+    let h = p.hidden_size;
+    let nd = p.direction.count();
+    ensure(inp.p.is_none_or(|v| Some(v.len()) == nd.checked_mul(3 * h)), Error::ShapeMismatch)?;
+    let g4 = h.checked_mul(4).ok_or(Error::Overflow)?;
+    let rows = p.seq_len.checked_mul(p.batch).ok_or(Error::Overflow)?;
+    let proj_len = rows.checked_mul(g4).ok_or(Error::Overflow)?;
+    let packed_len = packed_len(h).ok_or(Error::Overflow)?;
+    let work_len =
+        g4.checked_add(proj_len).and_then(|v| v.checked_add(packed_len)).ok_or(Error::Overflow)?;
+    let ni = p.input_size;
+    let run = Run {
+        dims: p.dims(),
+        gates: 4,
+        x: inp.x,
+        w: inp.w,
+        r: inp.r,
+        b: inp.b,
+        sequence_lens: inp.sequence_lens,
+        initial_h: inp.initial_h,
+        initial_c: Some(inp.initial_c),
+        y: out.y.as_deref_mut(),
+        y_h: out.y_h.as_deref_mut(),
+        y_c: out.y_c.as_deref_mut(),
+    };
+    let mut projected: Option<usize> = None;
+    let mut status = Ok(());
+    let driven = drive(run, scratch, work_len, |step, hb, cb, work| {
+        let (gates, rest) = work.split_at_mut(g4);
+        let (proj, packed) = rest.split_at_mut(proj_len);
+        let Step { d, dw, x_row, .. } = step;
+        if projected != Some(d) {
+            projected = Some(d);
+            pack_rows8(dw.r, h, packed);
+            let bias = dw.b;
+            // Transposed, `W Xᵀ` (`4H x rows`): `W` is read in place and only
+            // the few columns of `Xᵀ` are packed.
+            let epi = |j: usize, _: usize, acc: f32| match bias {
+                Some(b) => acc + (b[j] + b[g4 + j]),
+                None => acc,
+            };
+            let a = ViewA { data: dw.w, off: 0, rs: ni, cs: 1 };
+            let xt = DenseB { data: inp.x, rs: 1, cs: ni };
+            if let Err(e) = simd::product(g4, rows, ni, a, &xt, Out { y: proj, ldy: rows }, &epi) {
+                status = Err(e);
+            }
+        }
+        if x_row >= rows {
+            status = Err(Error::ShapeMismatch);
+            return;
+        }
+        for (g, &v) in gates.iter_mut().zip(proj.iter().skip(x_row).step_by(rows)) {
+            *g = v;
+        }
+        let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
+        let r = &*packed;
+        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r, gates, hb, cb });
+    });
+    driven.and(status)
+}
+
+/// Elements of `R` (`4H x H`) regrouped by [`pack_rows8`].
+fn packed_len(h: usize) -> Option<usize> {
+    h.checked_mul(4)?.div_ceil(8).checked_mul(8)?.checked_mul(h)
+}
+
+/// Regroups the rows of `r` (rows of `n`) by eight: row `8b + l`, column `k`
+/// goes to `out[(b * n + k) * 8 + l]`, rows past the end as zeros, so the
+/// product with a vector runs eight rows per vector with no horizontal sums.
+fn pack_rows8(r: &[f32], n: usize, out: &mut [f32]) {
+    let Some(block_len) = n.checked_mul(8).filter(|&v| v > 0) else { return };
+    for (b, block) in out.chunks_exact_mut(block_len).enumerate() {
+        let (cols, _) = block.as_chunks_mut::<8>();
+        for l in 0..8 {
+            match r.get((b * 8 + l) * n..(b * 8 + l + 1) * n) {
+                Some(row) => {
+                    for (c, &v) in cols.iter_mut().zip(row) {
+                        c[l] = v;
+                    }
+                }
+                None => {
+                    for c in cols.iter_mut() {
+                        c[l] = 0.0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out[j] += sum_k R[j, k] * v[k]` with `R` regrouped by [`pack_rows8`]
+/// (`v.len()` columns): four blocks of eight rows at a time, one 8-lane sum
+/// per block, each summing `k` in ascending order.
+#[inline(always)]
+fn add_packed_matvec(packed: &[f32], v: &[f32], out: &mut [f32]) {
+    let n = v.len();
+    if n == 0 {
+        return;
+    }
+    let (blocks, _) = packed.as_chunks::<8>();
+    let mut b0 = 0;
+    for o in out.chunks_mut(32) {
+        let nb = o.len().div_ceil(8);
+        let mut acc = [[0.0f32; 8]; 4];
+        let four = blocks.get(b0 * n..(b0 + 4) * n).filter(|_| nb == 4);
+        if let Some(four) = four {
+            let (r01, r23) = four.split_at(2 * n);
+            let ((r0, r1), (r2, r3)) = (r01.split_at(n), r23.split_at(n));
+            let [a0, a1, a2, a3] = &mut acc;
+            for ((((&x, w0), w1), w2), w3) in v.iter().zip(r0).zip(r1).zip(r2).zip(r3) {
+                for l in 0..8 {
+                    a0[l] += x * w0[l];
+                    a1[l] += x * w1[l];
+                    a2[l] += x * w2[l];
+                    a3[l] += x * w3[l];
+                }
+            }
+        } else {
+            for (a, i) in acc.iter_mut().zip(0..nb) {
+                let rb = blocks.get((b0 + i) * n..(b0 + i + 1) * n).unwrap_or(&[]);
+                for (&x, w) in v.iter().zip(rb) {
+                    for l in 0..8 {
+                        a[l] += x * w[l];
+                    }
+                }
+            }
+        }
+        for (dst, a) in o.chunks_mut(8).zip(&acc) {
+            for (d, s) in dst.iter_mut().zip(a) {
+                *d += s;
+            }
+        }
+        b0 += nb;
+    }
+}
+
+/// One recurrent step of [`slstm`]: `gates += R h`, then the cell update.
+struct LstmStep<'a> {
+    p: &'a Lstm<f32>,
+    acts: [Unary<f32>; 3],
+    peep: Option<&'a [f32]>,
+    r: &'a [f32],
+    gates: &'a mut [f32],
+    hb: &'a mut [f32],
+    cb: &'a mut [f32],
+}
+
+impl simd::Vectorize for LstmStep<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        add_packed_matvec(self.r, self.hb, self.gates);
+        lstm_gates(self.p, self.acts, self.peep, self.gates, self.hb, self.cb);
+    }
+}
+
+/// Clips (if asked) then applies `act` to every element of `v`: Sigmoid and
+/// Tanh through [`vmath`], any other activation exactly.
+#[inline(always)]
+fn activate(act: Unary<f32>, clip: Option<f32>, v: &mut [f32]) {
+    if clip.is_some() {
+        for x in v.iter_mut() {
+            *x = clip_to(clip, *x);
+        }
+    }
+    match act {
+        Unary::Sigmoid => {
+            for x in v.iter_mut() {
+                *x = vmath::sigmoid(*x);
+            }
+        }
+        Unary::Tanh => {
+            for x in v.iter_mut() {
+                *x = vmath::tanh(*x);
+            }
+        }
+        other => {
+            for x in v.iter_mut() {
+                *x = eval(other, *x);
+            }
+        }
+    }
+}
+
+/// One LSTM cell update from the pre-activations `gates` (i, o, f, c blocks
+/// of `H`), in place on `hb` and `cb`, as [`lstm`]'s cell computes it.
+#[inline(always)]
+fn lstm_gates(
+    p: &Lstm<f32>,
+    [fa, ga, ha]: [Unary<f32>; 3],
+    peep: Option<&[f32]>,
+    gates: &mut [f32],
+    hb: &mut [f32],
+    cb: &mut [f32],
+) {
+    let h = hb.len();
+    let (gi, rest) = gates.split_at_mut(h);
+    let (go, rest) = rest.split_at_mut(h);
+    let (gf, gc) = rest.split_at_mut(h);
+    let gc = &mut gc[..h];
+    let pv = |k: usize| peep.and_then(|v| v.get(k * h..(k + 1) * h));
+    if let Some(pi) = pv(0) {
+        for ((g, &w), &c) in gi.iter_mut().zip(pi).zip(&*cb) {
+            *g += w * c;
+        }
+    }
+    activate(fa, p.clip, gi);
+    if p.input_forget {
+        for (f, &i) in gf.iter_mut().zip(&*gi) {
+            *f = 1.0 - i;
+        }
+    } else {
+        if let Some(pf) = pv(2) {
+            for ((g, &w), &c) in gf.iter_mut().zip(pf).zip(&*cb) {
+                *g += w * c;
+            }
+        }
+        activate(fa, p.clip, gf);
+    }
+    activate(ga, p.clip, gc);
+    for (((c, &f), &i), &g) in cb.iter_mut().zip(&*gf).zip(&*gi).zip(&*gc) {
+        *c = f * *c + i * g;
+    }
+    if let Some(po) = pv(1) {
+        for ((g, &w), &c) in go.iter_mut().zip(po).zip(&*cb) {
+            *g += w * c;
+        }
+    }
+    activate(fa, p.clip, go);
+    gc.copy_from_slice(cb);
+    activate(ha, None, gc);
+    for ((hv, &o), &t) in hb.iter_mut().zip(&*go).zip(&*gc) {
+        *hv = o * t;
+    }
 }
 
 /// ONNX `GRU` attributes and sizes.
@@ -519,7 +796,7 @@ pub fn gru<T: Float>(
         y_h: out.y_h.as_deref_mut(),
         y_c: None,
     };
-    drive(run, scratch, 4 * h, |d, dw, xt, hb, _, work| {
+    drive(run, scratch, 4 * h, |Step { d, dw, xt, .. }, hb, _, work| {
         let [f, g] = p.activations[d];
         let (z, rest) = work.split_at_mut(h);
         let (r, rest) = rest.split_at_mut(h);
@@ -607,7 +884,7 @@ pub fn rnn<T: Float>(
         y_h: out.y_h.as_deref_mut(),
         y_c: None,
     };
-    drive(run, scratch, p.hidden_size, |d, dw, xt, hb, _, pre| {
+    drive(run, scratch, p.hidden_size, |Step { d, dw, xt, .. }, hb, _, pre| {
         for (j, v) in pre.iter_mut().enumerate() {
             *v = dw.x_row(j, xt).add(dw.h_row(j, hb, 1));
         }
@@ -778,6 +1055,96 @@ mod tests {
         let c = s1 * libm::tanh(1.0);
         assert!(close(yc[0], c));
         assert!(close(yh[0], s1 * libm::tanh(c)));
+    }
+
+    /// A deterministic pseudo-random f32 in [-1, 1).
+    fn noise(i: usize, salt: usize) -> f32 {
+        let v = (i.wrapping_mul(2_654_435_761).wrapping_add(salt.wrapping_mul(40_503))) % 1000;
+        v as f32 / 500.0 - 1.0
+    }
+
+    #[test]
+    fn fast_lstm_matches_exact_on_awkward_sizes() {
+        use crate::elementwise::Unary as U;
+        let mut cases = 0;
+        for (hidden, input) in [(1, 1), (3, 2), (5, 7), (8, 8), (9, 3), (17, 10), (33, 40)] {
+            for variant in 0..6 {
+                let (seq, batch) = (3, 2);
+                let direction =
+                    if variant % 2 == 0 { Direction::Forward } else { Direction::Bidirectional };
+                let nd = direction.count();
+                let acts = if variant == 5 {
+                    [U::HardSigmoid { alpha: 0.2, beta: 0.5 }, U::Relu, U::Tanh]
+                } else {
+                    Lstm::<f32>::DEFAULT_ACTIVATIONS
+                };
+                let p = Lstm {
+                    seq_len: seq,
+                    batch,
+                    input_size: input,
+                    hidden_size: hidden,
+                    direction,
+                    batch_first: variant == 3,
+                    activations: [acts, Lstm::<f32>::DEFAULT_ACTIVATIONS],
+                    clip: if variant == 4 { Some(0.7) } else { None },
+                    input_forget: variant == 2,
+                };
+                let g4 = 4 * hidden;
+                let x: [f32; 240] = core::array::from_fn(|i| noise(i, 1) * 2.0);
+                let w: [f32; 2 * 132 * 40] = core::array::from_fn(|i| noise(i, 2) * 0.5);
+                let r: [f32; 2 * 132 * 33] = core::array::from_fn(|i| noise(i, 3) * 0.5);
+                let b: [f32; 2 * 264] = core::array::from_fn(|i| noise(i, 4));
+                let pp: [f32; 2 * 99] = core::array::from_fn(|i| noise(i, 5));
+                let st: [f32; 2 * 2 * 33 + 1] = core::array::from_fn(|i| noise(i, 6));
+                let lens = [3, 2];
+                let state = nd * batch * hidden;
+                let inp = LstmInputs {
+                    x: &x[..seq * batch * input],
+                    w: &w[..nd * g4 * input],
+                    r: &r[..nd * g4 * hidden],
+                    b: (variant != 1).then(|| &b[..nd * 2 * g4]),
+                    sequence_lens: (variant == 1).then_some(&lens[..]),
+                    initial_h: (variant != 0).then(|| &st[..state]),
+                    initial_c: (variant > 1).then(|| &st[1..state + 1]),
+                    p: (variant == 3 || variant == 4).then(|| &pp[..nd * 3 * hidden]),
+                };
+                let ny = seq * state;
+                let (mut y0, mut h0, mut c0) = ([0.0f32; 396], [0.0f32; 132], [0.0f32; 132]);
+                let (mut y1, mut h1, mut c1) = ([9.0f32; 396], [9.0f32; 132], [9.0f32; 132]);
+                let mut s0 = [0.0f32; 4096];
+                let mut s1 = [0.0f32; 8192];
+                let n0 = p.scratch_len().unwrap();
+                let n1 = p.fast_scratch_len().unwrap();
+                let mut o0 = LstmOutputs {
+                    y: Some(&mut y0[..ny]),
+                    y_h: Some(&mut h0[..state]),
+                    y_c: Some(&mut c0[..state]),
+                };
+                lstm(&p, &inp, &mut o0, &mut s0[..n0]).unwrap();
+                let mut o1 = LstmOutputs {
+                    y: Some(&mut y1[..ny]),
+                    y_h: Some(&mut h1[..state]),
+                    y_c: Some(&mut c1[..state]),
+                };
+                slstm(&p, &inp, &mut o1, &mut s1[..n1]).unwrap();
+                for (a, bv) in y0[..ny]
+                    .iter()
+                    .chain(&h0[..state])
+                    .chain(&c0[..state])
+                    .zip(y1[..ny].iter().chain(&h1[..state]).chain(&c1[..state]))
+                {
+                    assert!(
+                        (a - bv).abs() <= 2e-5 * (1.0 + a.abs()),
+                        "{hidden} {input} {variant}: {a} {bv}"
+                    );
+                }
+                // Too little scratch is refused, not overrun.
+                let mut o1 = LstmOutputs { y: None, y_h: None, y_c: None };
+                assert_eq!(slstm(&p, &inp, &mut o1, &mut s1[..n1 - 1]), Err(Error::ShapeMismatch));
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 42);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::norm::AxisShape;
 use crate::num::{Float, Num};
-use crate::{Error, Result, ensure};
+use crate::{Error, Result, ensure, simd, vmath};
 
 fn check<T>(s: AxisShape, x: &[T], y: &[T]) -> Result {
     let n = s.len()?;
@@ -36,6 +36,74 @@ pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
         }
     });
     Ok(())
+}
+
+/// [`softmax`] on f32 for generated code: over the last axis (`inner == 1`)
+/// each row is a straight vectorised pass with [`vmath::exp`] and eight
+/// partial sums (a few ulp from [`softmax`]); any other axis runs
+/// [`softmax`] itself. Constant folding keeps [`softmax`].
+pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
+    check(s, x, y)?;
+    if s.inner != 1 || s.axis == 0 {
+        return softmax(s, x, y);
+    }
+    simd::vectorize(SoftmaxRows { axis: s.axis, x, y });
+    Ok(())
+}
+
+/// The rows of one [`ssoftmax`] call.
+struct SoftmaxRows<'a> {
+    axis: usize,
+    x: &'a [f32],
+    y: &'a mut [f32],
+}
+
+impl simd::Vectorize for SoftmaxRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        for (xr, yr) in self.x.chunks_exact(self.axis).zip(self.y.chunks_exact_mut(self.axis)) {
+            softmax_row(xr, yr);
+        }
+    }
+}
+
+/// One row of [`ssoftmax`]; `y` has `x`'s length.
+#[inline(always)]
+fn softmax_row(x: &[f32], y: &mut [f32]) {
+    const L: usize = 8;
+    // A NaN is skipped by the maximum but reaches every output through the sum.
+    let mut mx = [f32::NEG_INFINITY; L];
+    let mut chunks = x.chunks_exact(L);
+    for c in &mut chunks {
+        for (m, &v) in mx.iter_mut().zip(c) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut m = f32::NEG_INFINITY;
+    for &v in mx.iter().chain(chunks.remainder()) {
+        m = if v > m { v } else { m };
+    }
+    let mut acc = [0.0f32; L];
+    let mut ys = y.chunks_exact_mut(L);
+    let mut xs = x.chunks_exact(L);
+    for (yc, xc) in (&mut ys).zip(&mut xs) {
+        for ((o, &v), a) in yc.iter_mut().zip(xc).zip(acc.iter_mut()) {
+            let e = vmath::exp(v - m);
+            *o = e;
+            *a += e;
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
+        let e = vmath::exp(v - m);
+        *o = e;
+        sum += e;
+    }
+    for o in y.iter_mut() {
+        *o /= sum;
+    }
 }
 
 /// ONNX `LogSoftmax`: `y = x - max - ln(sum(e^(x - max)))` along the axis.
@@ -105,6 +173,36 @@ mod tests {
         let mut y = [0.0f32; 4];
         softmax(s, &[0.0, 5.0, 0.0, 5.0], &mut y).unwrap();
         assert_eq!(y, [0.5; 4]);
+    }
+
+    #[test]
+    fn fast_softmax_matches_exact_on_awkward_rows() {
+        for axis in [1usize, 2, 7, 8, 9, 16, 17, 40] {
+            for inner in [1usize, 3] {
+                let s = AxisShape { outer: 3, axis, inner };
+                let n = 3 * axis * inner;
+                let x: [f32; 360] = core::array::from_fn(|i| ((i * 37 % 23) as f32 - 11.0) * 0.9);
+                let (mut a, mut b) = ([0.0f32; 360], [0.0f32; 360]);
+                softmax(s, &x[..n], &mut a[..n]).unwrap();
+                ssoftmax(s, &x[..n], &mut b[..n]).unwrap();
+                for (p, q) in a[..n].iter().zip(&b[..n]) {
+                    assert!((p - q).abs() <= 1e-6 * p.abs() + 1e-30, "{axis} {inner}: {p} {q}");
+                }
+            }
+        }
+        // A NaN or an infinity in a row behaves as in the exact kernel.
+        let s = AxisShape { outer: 1, axis: 9, inner: 1 };
+        let mut x = [0.5f32; 9];
+        x[3] = f32::NAN;
+        let mut y = [0.0f32; 9];
+        ssoftmax(s, &x, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()));
+        x[3] = f32::INFINITY;
+        let mut z = [0.0f32; 9];
+        softmax(s, &x, &mut y).unwrap();
+        ssoftmax(s, &x, &mut z).unwrap();
+        assert!(y.iter().chain(&z).all(|v| v.is_nan()));
+        assert_eq!(ssoftmax(s, &x[..8], &mut z), Err(Error::ShapeMismatch));
     }
 
     #[test]

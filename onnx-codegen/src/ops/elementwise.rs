@@ -320,11 +320,20 @@ impl Kernel for UnaryKernel {
             op = quote!(#rt::elementwise::Unary::Clip { min: #a, max: #b });
         }
         let y = &io.outputs[0];
+        // f32 transcendentals take the vectorised entry points (a few ulp from
+        // the exact ones); every other op stays on the exact kernel.
+        let fast =
+            matches!(self.op, Unary::Exp | Unary::Sigmoid | Unary::Tanh | Unary::Erf | Unary::Gelu);
+        let (f, f_in_place) = if self.elem == ElemType::Float && fast {
+            (quote!(sunary), quote!(sunary_in_place))
+        } else {
+            (quote!(unary), quote!(unary_in_place))
+        };
         if io.in_place {
-            quote!(#rt::elementwise::unary_in_place(#op, #y);)
+            quote!(#rt::elementwise::#f_in_place(#op, #y);)
         } else {
             let x = &io.inputs[0];
-            quote!(#rt::elementwise::unary(#op, #x, #y)?;)
+            quote!(#rt::elementwise::#f(#op, #x, #y)?;)
         }
     }
 

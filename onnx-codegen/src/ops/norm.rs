@@ -472,7 +472,13 @@ impl Kernel for LayerNormKernel {
         match &self.broadcast {
             None => {
                 let bias = opt(io.inputs.get(2));
-                quote!(#rt::norm::layer_norm(#p, #x, #scale, #bias, #y, #mean, #inv)?;)
+                // f32 takes the vectorised entry point (results differ by rounding).
+                let f = if self.elem == ElemType::Float {
+                    quote!(slayer_norm)
+                } else {
+                    quote!(layer_norm)
+                };
+                quote!(#rt::norm::#f(#p, #x, #scale, #bias, #y, #mean, #inv)?;)
             }
             Some(b) => {
                 let shape = lit::usizes(&b.shape);

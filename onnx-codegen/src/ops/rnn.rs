@@ -102,6 +102,8 @@ impl Params {
 
     fn scratch_len(&self) -> Option<usize> {
         match self.cell {
+            // f32 runs the fast kernel, which also keeps the input projection.
+            Cell::Lstm if self.elem == ElemType::Float => rt_lstm::<f64>(self).fast_scratch_len(),
             Cell::Lstm => rt_lstm::<f64>(self).scratch_len(),
             Cell::Gru => rt_gru::<f64>(self).scratch_len(),
             Cell::Rnn => rt_simple::<f64>(self).scratch_len(),
@@ -448,8 +450,9 @@ impl Kernel for RecurrentKernel {
                 let (c0, peep) = (inp(6), inp(7));
                 let (y, yh, yc) = (out(0), out(1), out(2));
                 let forget = p.input_forget;
+                let f = if p.elem == ElemType::Float { quote!(slstm) } else { quote!(lstm) };
                 quote! {
-                    #rt::rnn::lstm(
+                    #rt::rnn::#f(
                         &#rt::rnn::Lstm { #common activations: [#a0, #a1], input_forget: #forget },
                         &#rt::rnn::LstmInputs {
                             x: #x, w: #w, r: #r, b: #bias, sequence_lens: #lens,

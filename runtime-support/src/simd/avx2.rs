@@ -228,3 +228,19 @@ impl Avx2 {
 fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
+
+impl Avx2 {
+    /// Runs `k` inside a function compiled for AVX2; `k.run` is
+    /// `#[inline(always)]`, so its loops are compiled there.
+    #[inline]
+    pub(crate) fn vectorize<K: super::Vectorize>(self, k: K) -> K::Output {
+        // SAFETY: `self` proves AVX2 is present; `k.run` is safe code.
+        unsafe { run_avx2(k) }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn run_avx2<K: super::Vectorize>(k: K) -> K::Output {
+    k.run()
+}

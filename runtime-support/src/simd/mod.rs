@@ -636,6 +636,27 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// A body of loops to compile for the widest vector unit, see [`vectorize`].
+pub(crate) trait Vectorize {
+    /// What the body returns.
+    type Output;
+    /// The body. Implementations mark it `#[inline(always)]`: it is then
+    /// compiled inside the AVX2 function whatever its size (a closure given
+    /// to [`vectorized`] is inlined only while small).
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `k`, compiled for the widest vector unit detected (AVX2 on x86-64);
+/// the arithmetic does not change.
+#[inline]
+pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v) = avx2::Avx2::detect() {
+        return v.vectorize(k);
+    }
+    k.run()
+}
+
 /// Whether the fused-multiply-add kernels run on this CPU (results then
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
