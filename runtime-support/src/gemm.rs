@@ -153,10 +153,8 @@ pub fn smatmul_bias(
         ensure(c.len() == n, Error::ShapeMismatch)?;
     }
     // The bias as a C term of one row repeated over all rows: `acc + 1 * bias[j]`.
-    let epi = Epilogue {
-        c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }),
-        ..Epilogue::NONE
-    };
+    let epi =
+        Epilogue { c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }), ..Epilogue::NONE };
     let at = place(p, a.len(), b.len(), y.len())?;
     if m == 0 || n == 0 || numel(p.batch)? == 0 {
         return Ok(());

@@ -527,10 +527,13 @@ pub fn slstm(
             let bias = dw.b;
             // Transposed, `W Xᵀ` (`4H x rows`): `W` is read in place and only
             // the few columns of `Xᵀ` are packed.
-            let epi = |j: usize, _: usize, acc: f32| match bias {
-                Some(b) => acc + (b[j] + b[g4 + j]),
-                None => acc,
-            };
+            // `gates` holds the summed biases `Wb + Rb` until the step fills it.
+            if let Some(b) = bias {
+                for (j, g) in gates.iter_mut().enumerate() {
+                    *g = b[j] + b[g4 + j];
+                }
+            }
+            let epi = simd::Epilogue::bias_act(bias.map(|_| &*gates), simd::Activation::None);
             let a = ViewA { data: dw.w, off: 0, rs: ni, cs: 1 };
             let xt = DenseB { data: inp.x, rs: 1, cs: ni };
             if let Err(e) = simd::product(g4, rows, ni, a, &xt, Out { y: proj, ldy: rows }, &epi) {
