@@ -230,12 +230,8 @@ pub fn layer_norm<T: Float>(
     mut mean: Option<&mut [T]>,
     mut inv_std_dev: Option<&mut [T]>,
 ) -> Result {
-    let n = p.outer.checked_mul(p.inner).ok_or(Error::Overflow)?;
-    ensure(x.len() == n && y.len() == n && scale.len() == p.inner, Error::ShapeMismatch)?;
-    ensure(bias.is_none_or(|b| b.len() == p.inner), Error::ShapeMismatch)?;
-    ensure(mean.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
-    ensure(inv_std_dev.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
-    if p.inner == 0 {
+    let stats = (mean.as_deref().map(<[T]>::len), inv_std_dev.as_deref().map(<[T]>::len));
+    if !check_layer_norm(p, x.len(), scale.len(), bias.map(<[T]>::len), y.len(), stats)? {
         return Ok(());
     }
     for (r, (yr, xr)) in y.chunks_mut(p.inner).zip(x.chunks(p.inner)).enumerate() {
@@ -257,6 +253,24 @@ pub fn layer_norm<T: Float>(
     Ok(())
 }
 
+/// Checks LayerNormalization's operand lengths (`stats`: the lengths of the
+/// optional mean and inverse-deviation outputs); `false` when rows are empty.
+fn check_layer_norm<T>(
+    p: &LayerNorm<T>,
+    x: usize,
+    scale: usize,
+    bias: Option<usize>,
+    y: usize,
+    stats: (Option<usize>, Option<usize>),
+) -> Result<bool> {
+    let n = p.outer.checked_mul(p.inner).ok_or(Error::Overflow)?;
+    ensure(x == n && y == n && scale == p.inner, Error::ShapeMismatch)?;
+    ensure(bias.is_none_or(|b| b == p.inner), Error::ShapeMismatch)?;
+    ensure(stats.0.is_none_or(|m| m == p.outer), Error::ShapeMismatch)?;
+    ensure(stats.1.is_none_or(|m| m == p.outer), Error::ShapeMismatch)?;
+    Ok(p.inner != 0)
+}
+
 /// [`layer_norm`] on f32 for generated code: each row's mean and variance
 /// summed over eight partial sums and the row scaled by `1 / std`, in loops
 /// compiled for the widest vector unit (results differ from [`layer_norm`]
@@ -270,12 +284,8 @@ pub fn slayer_norm(
     mean: Option<&mut [f32]>,
     inv_std_dev: Option<&mut [f32]>,
 ) -> Result {
-    let n = p.outer.checked_mul(p.inner).ok_or(Error::Overflow)?;
-    ensure(x.len() == n && y.len() == n && scale.len() == p.inner, Error::ShapeMismatch)?;
-    ensure(bias.is_none_or(|b| b.len() == p.inner), Error::ShapeMismatch)?;
-    ensure(mean.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
-    ensure(inv_std_dev.as_ref().is_none_or(|m| m.len() == p.outer), Error::ShapeMismatch)?;
-    if p.inner == 0 {
+    let stats = (mean.as_deref().map(<[f32]>::len), inv_std_dev.as_deref().map(<[f32]>::len));
+    if !check_layer_norm(p, x.len(), scale.len(), bias.map(<[f32]>::len), y.len(), stats)? {
         return Ok(());
     }
     simd::vectorize(LayerNormRows { p: *p, x, scale, bias, y, mean, inv_std_dev });

@@ -364,18 +364,32 @@ fn global_check(planes: usize, size: usize, x_len: usize, y_len: usize) -> Resul
 /// ONNX `GlobalAveragePool`: the mean of each of `planes` contiguous planes of
 /// `size` elements (`y` has one element per plane).
 pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
-    global_check(planes, size, x.len(), y.len())?;
     let count = T::from_usize(size);
+    global_reduce(planes, size, x, y, T::ZERO, T::add, |s| s.div(count).unwrap_or(T::NAN))
+}
+
+/// Folds each of `planes` contiguous planes of `size` elements, `LANES`
+/// planes at a time, from `init` with `step`, and writes `finish` of each.
+fn global_reduce<T: Num>(
+    planes: usize,
+    size: usize,
+    x: &[T],
+    y: &mut [T],
+    init: T,
+    step: impl Fn(T, T) -> T,
+    finish: impl Fn(T) -> T,
+) -> Result {
+    global_check(planes, size, x.len(), y.len())?;
     for (first, ys) in (0..planes).step_by(LANES).zip(y.chunks_mut(LANES)) {
         let bases = lane_bases(first, planes, size);
-        let mut sums = [T::ZERO; LANES];
+        let mut acc = [init; LANES];
         for i in 0..size {
             for l in 0..LANES {
-                sums[l] = sums[l].add(x[bases[l] + i]);
+                acc[l] = step(acc[l], x[bases[l] + i]);
             }
         }
-        for (o, s) in ys.iter_mut().zip(sums) {
-            *o = s.div(count).unwrap_or(T::NAN);
+        for (o, a) in ys.iter_mut().zip(acc) {
+            *o = finish(a);
         }
     }
     Ok(())
@@ -384,20 +398,7 @@ pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mu
 /// ONNX `GlobalMaxPool`: the maximum of each plane (NaN propagates; the
 /// lowest value for an empty plane).
 pub fn global_max_pool<T: Num>(planes: usize, size: usize, x: &[T], y: &mut [T]) -> Result {
-    global_check(planes, size, x.len(), y.len())?;
-    for (first, ys) in (0..planes).step_by(LANES).zip(y.chunks_mut(LANES)) {
-        let bases = lane_bases(first, planes, size);
-        let mut best = [T::LOWEST; LANES];
-        for i in 0..size {
-            for l in 0..LANES {
-                best[l] = best[l].max_of(x[bases[l] + i]);
-            }
-        }
-        for (o, b) in ys.iter_mut().zip(best) {
-            *o = b;
-        }
-    }
-    Ok(())
+    global_reduce(planes, size, x, y, T::LOWEST, T::max_of, |b| b)
 }
 
 /// ONNX `GlobalLpPool`: `(sum |x|^p)^(1/p)` over each plane.

@@ -424,18 +424,13 @@ impl<T: Float> Lstm<T> {
     }
 }
 
-/// Runs an ONNX `LSTM`. [`Error::ShapeMismatch`] if a buffer's length does not
-/// match the params or a `sequence_lens` entry is outside `0..=seq_len`.
-pub fn lstm<T: Float>(
+/// The shared recurrence driver's view of an LSTM call.
+fn lstm_run<'a, 'o, T: Float>(
     p: &Lstm<T>,
-    inp: &LstmInputs<'_, T>,
-    out: &mut LstmOutputs<'_, T>,
-    scratch: &mut [T],
-) -> Result {
-    let h = p.hidden_size;
-    let nd = p.direction.count();
-    ensure(inp.p.is_none_or(|v| Some(v.len()) == nd.checked_mul(3 * h)), Error::ShapeMismatch)?;
-    let run = Run {
+    inp: &LstmInputs<'a, T>,
+    out: &'o mut LstmOutputs<'_, T>,
+) -> Run<'a, 'o, T> {
+    Run {
         dims: p.dims(),
         gates: 4,
         x: inp.x,
@@ -448,7 +443,21 @@ pub fn lstm<T: Float>(
         y: out.y.as_deref_mut(),
         y_h: out.y_h.as_deref_mut(),
         y_c: out.y_c.as_deref_mut(),
-    };
+    }
+}
+
+/// Runs an ONNX `LSTM`. [`Error::ShapeMismatch`] if a buffer's length does not
+/// match the params or a `sequence_lens` entry is outside `0..=seq_len`.
+pub fn lstm<T: Float>(
+    p: &Lstm<T>,
+    inp: &LstmInputs<'_, T>,
+    out: &mut LstmOutputs<'_, T>,
+    scratch: &mut [T],
+) -> Result {
+    let h = p.hidden_size;
+    let nd = p.direction.count();
+    ensure(inp.p.is_none_or(|v| Some(v.len()) == nd.checked_mul(3 * h)), Error::ShapeMismatch)?;
+    let run = lstm_run(p, inp, out);
     drive(run, scratch, 4 * h, |Step { d, dw, xt, .. }, hb, cb, gates| {
         let [f, g, hact] = p.activations[d];
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
@@ -501,20 +510,7 @@ pub fn slstm(
     let work_len =
         g4.checked_add(proj_len).and_then(|v| v.checked_add(packed_len)).ok_or(Error::Overflow)?;
     let ni = p.input_size;
-    let run = Run {
-        dims: p.dims(),
-        gates: 4,
-        x: inp.x,
-        w: inp.w,
-        r: inp.r,
-        b: inp.b,
-        sequence_lens: inp.sequence_lens,
-        initial_h: inp.initial_h,
-        initial_c: Some(inp.initial_c),
-        y: out.y.as_deref_mut(),
-        y_h: out.y_h.as_deref_mut(),
-        y_c: out.y_c.as_deref_mut(),
-    };
+    let run = lstm_run(p, inp, out);
     let mut projected: Option<usize> = None;
     let mut status = Ok(());
     let driven = drive(run, scratch, work_len, |step, hb, cb, work| {

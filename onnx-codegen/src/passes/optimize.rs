@@ -278,10 +278,22 @@ fn fold_into_conv(
     let w2: Vec<f64> = wv.iter().enumerate().map(|(i, &x)| x * s[i / per.max(1)]).collect();
     let b2: Vec<f64> = (0..m).map(|i| b[i] * s[i] + t[i]).collect();
     let dims = w.dims.clone();
-    let base = g.node(conv).name.clone();
-    let wid = add_f32(g, &format!("{base}_folded_W"), dims, &w2)?;
-    let bid = add_f32(g, &format!("{base}_folded_B"), vec![m as u64], &b2)?;
-    let node = g.node_mut(conv);
+    replace_params(g, conv, ["W", "B"], (dims, &w2), &b2)
+}
+
+/// Gives `node` new f32 constants as inputs 1 (`weights`, with its dims) and
+/// 2 (`bias`, 1-D), named after the node with the `names` suffixes.
+fn replace_params(
+    g: &mut Graph,
+    node: NodeId,
+    names: [&str; 2],
+    weights: (Vec<u64>, &[f64]),
+    bias: &[f64],
+) -> Option<()> {
+    let base = g.node(node).name.clone();
+    let wid = add_f32(g, &format!("{base}_folded_{}", names[0]), weights.0, weights.1)?;
+    let bid = add_f32(g, &format!("{base}_folded_{}", names[1]), vec![bias.len() as u64], bias)?;
+    let node = g.node_mut(node);
     node.inputs.resize(3, None);
     node.inputs[1] = Some(wid);
     node.inputs[2] = Some(bid);
@@ -329,13 +341,8 @@ fn fold_into_gemm(
     };
     let c2: Vec<f64> = (0..n).map(|j| beta * c[j] * s[j] + t[j]).collect();
     let dims = b.dims.clone();
-    let base = g.node(gemm).name.clone();
-    let bid = add_f32(g, &format!("{base}_folded_B"), dims, &b2)?;
-    let cid = add_f32(g, &format!("{base}_folded_C"), vec![n as u64], &c2)?;
+    replace_params(g, gemm, ["B", "C"], (dims, &b2), &c2)?;
     let node = g.node_mut(gemm);
-    node.inputs.resize(3, None);
-    node.inputs[1] = Some(bid);
-    node.inputs[2] = Some(cid);
     set_attr(node, "alpha", AttrValue::Float(1.0));
     set_attr(node, "beta", AttrValue::Float(1.0));
     Some(())
