@@ -545,9 +545,89 @@ pub fn slstm(
         }
         let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
         let r = &*packed;
-        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, r, gates, hb, cb });
+        let wx = None;
+        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, wx, r, gates, hb, cb });
     });
     driven.and(status)
+}
+
+/// Elements of an LSTM's `W` and `R` regrouped by [`pack_lstm_weights`], for
+/// `directions` directions of `hidden` cells over inputs of `input` elements.
+pub fn packed_lstm_len(directions: usize, hidden: usize, input: usize) -> Option<usize> {
+    let rows = hidden.checked_mul(4)?.div_ceil(8).checked_mul(8)?;
+    rows.checked_mul(input.checked_add(hidden)?)?.checked_mul(directions)
+}
+
+/// Regroups an LSTM's `W` (`[directions, 4H, input]`) and `R`
+/// (`[directions, 4H, H]`) for [`slstm_packed`]: per direction, `W` then `R`,
+/// each by eight rows (see [`pack_rows8`]). The generator runs this once, on
+/// constant weights, and stores the result with the other weights.
+pub fn pack_lstm_weights(
+    directions: usize,
+    hidden: usize,
+    input: usize,
+    w: &[f32],
+    r: &[f32],
+    out: &mut [f32],
+) -> Result {
+    let g4 = hidden.checked_mul(4).ok_or(Error::Overflow)?;
+    let total = packed_lstm_len(directions, hidden, input).ok_or(Error::Overflow)?;
+    let wl = g4.checked_mul(input).ok_or(Error::Overflow)?;
+    let rl = g4.checked_mul(hidden).ok_or(Error::Overflow)?;
+    ensure(out.len() == total, Error::ShapeMismatch)?;
+    ensure(Some(w.len()) == wl.checked_mul(directions), Error::ShapeMismatch)?;
+    ensure(Some(r.len()) == rl.checked_mul(directions), Error::ShapeMismatch)?;
+    if total == 0 {
+        return Ok(());
+    }
+    let (wp, rp) = (packed_rows_len(g4, input), packed_rows_len(g4, hidden));
+    for (d, chunk) in out.chunks_exact_mut(wp + rp).enumerate() {
+        let (pw, pr) = chunk.split_at_mut(wp);
+        pack_rows8(&w[d * wl..(d + 1) * wl], input, pw);
+        pack_rows8(&r[d * rl..(d + 1) * rl], hidden, pr);
+    }
+    Ok(())
+}
+
+/// Elements of `rows` rows of `n` regrouped by [`pack_rows8`].
+fn packed_rows_len(rows: usize, n: usize) -> usize {
+    rows.div_ceil(8) * 8 * n
+}
+
+/// [`slstm`] with `W` and `R` regrouped ahead of time by
+/// [`pack_lstm_weights`] (`packed`): each step adds both products to the
+/// biases as 8-lane sums, so `scratch` needs only [`Lstm::scratch_len`]
+/// elements, as [`lstm`]'s does. Sums are reassociated, so results differ from
+/// [`lstm`] by rounding.
+pub fn slstm_packed(
+    p: &Lstm<f32>,
+    inp: &LstmInputs<'_, f32>,
+    packed: &[f32],
+    out: &mut LstmOutputs<'_, f32>,
+    scratch: &mut [f32],
+) -> Result {
+    let (h, ni) = (p.hidden_size, p.input_size);
+    let nd = p.direction.count();
+    ensure(inp.p.is_none_or(|v| Some(v.len()) == nd.checked_mul(3 * h)), Error::ShapeMismatch)?;
+    ensure(Some(packed.len()) == packed_lstm_len(nd, h, ni), Error::ShapeMismatch)?;
+    let g4 = h.checked_mul(4).ok_or(Error::Overflow)?;
+    let (wp, rp) = (packed_rows_len(g4, ni), packed_rows_len(g4, h));
+    let run = lstm_run(p, inp, out);
+    drive(run, scratch, g4, |Step { d, dw, xt, .. }, hb, cb, gates| {
+        match dw.b {
+            Some(b) => {
+                for (j, g) in gates.iter_mut().enumerate() {
+                    *g = b[j] + b[g4 + j];
+                }
+            }
+            None => gates.fill(0.0),
+        }
+        let own = &packed[d * (wp + rp)..(d + 1) * (wp + rp)];
+        let (w, r) = own.split_at(wp);
+        let peep = inp.p.map(|v| &v[d * 3 * h..(d + 1) * 3 * h]);
+        let wx = Some((w, xt));
+        simd::vectorize(LstmStep { p, acts: p.activations[d], peep, wx, r, gates, hb, cb });
+    })
 }
 
 /// Elements of `R` (`4H x H`) regrouped by [`pack_rows8`].
@@ -630,6 +710,9 @@ struct LstmStep<'a> {
     p: &'a Lstm<f32>,
     acts: [Unary<f32>; 3],
     peep: Option<&'a [f32]>,
+    /// The regrouped `W` and the step's input, when the input projection is
+    /// not already in `gates`.
+    wx: Option<(&'a [f32], &'a [f32])>,
     r: &'a [f32],
     gates: &'a mut [f32],
     hb: &'a mut [f32],
@@ -641,6 +724,9 @@ impl simd::Vectorize for LstmStep<'_> {
 
     #[inline(always)]
     fn run(self) {
+        if let Some((w, x)) = self.wx {
+            add_packed_matvec(w, x, self.gates);
+        }
         add_packed_matvec(self.r, self.hb, self.gates);
         lstm_gates(self.p, self.acts, self.peep, self.gates, self.hb, self.cb);
     }
@@ -1140,6 +1226,31 @@ mod tests {
                 // Too little scratch is refused, not overrun.
                 let mut o1 = LstmOutputs { y: None, y_h: None, y_c: None };
                 assert_eq!(slstm(&p, &inp, &mut o1, &mut s1[..n1 - 1]), Err(Error::ShapeMismatch));
+                // Weights regrouped ahead of time, with the exact kernel's scratch.
+                let mut packed = [0.0f32; 2 * 136 * 73];
+                let np = packed_lstm_len(nd, hidden, input).unwrap();
+                pack_lstm_weights(nd, hidden, input, inp.w, inp.r, &mut packed[..np]).unwrap();
+                let (mut y2, mut h2, mut c2) = ([7.0f32; 396], [7.0f32; 132], [7.0f32; 132]);
+                let mut o2 = LstmOutputs {
+                    y: Some(&mut y2[..ny]),
+                    y_h: Some(&mut h2[..state]),
+                    y_c: Some(&mut c2[..state]),
+                };
+                slstm_packed(&p, &inp, &packed[..np], &mut o2, &mut s1[..n0]).unwrap();
+                for (a, bv) in y0[..ny]
+                    .iter()
+                    .chain(&h0[..state])
+                    .chain(&c0[..state])
+                    .zip(y2[..ny].iter().chain(&h2[..state]).chain(&c2[..state]))
+                {
+                    assert!(
+                        (a - bv).abs() <= 2e-5 * (1.0 + a.abs()),
+                        "packed {hidden} {input} {variant}: {a} {bv}"
+                    );
+                }
+                let mut o2 = LstmOutputs { y: None, y_h: None, y_c: None };
+                let short = slstm_packed(&p, &inp, &packed[..np - 1], &mut o2, &mut s1[..n0]);
+                assert_eq!(short, Err(Error::ShapeMismatch));
                 cases += 1;
             }
         }

@@ -93,6 +93,9 @@ struct Params {
     linear_before_reset: bool,
     /// How many outputs the node declares (present or not).
     outputs: usize,
+    /// LSTM only: `W` and `R` come regrouped as an internal input
+    /// (`passes::optimize::pack_lstm_weights`).
+    packed: bool,
 }
 
 impl Params {
@@ -102,8 +105,12 @@ impl Params {
 
     fn scratch_len(&self) -> Option<usize> {
         match self.cell {
-            // f32 runs the fast kernel, which also keeps the input projection.
-            Cell::Lstm if self.elem == ElemType::Float => rt_lstm::<f64>(self).fast_scratch_len(),
+            // f32 runs a fast kernel: with weights regrouped at generation time
+            // it needs no more than the exact one; otherwise it also keeps the
+            // input projection and the regrouped R.
+            Cell::Lstm if self.elem == ElemType::Float && !self.packed => {
+                rt_lstm::<f64>(self).fast_scratch_len()
+            }
             Cell::Lstm => rt_lstm::<f64>(self).scratch_len(),
             Cell::Gru => rt_gru::<f64>(self).scratch_len(),
             Cell::Rnn => rt_simple::<f64>(self).scratch_len(),
@@ -277,6 +284,9 @@ fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
         input_forget: cell == Cell::Lstm && cx.int_or("input_forget", 0) != 0,
         linear_before_reset: cell == Cell::Gru && cx.int_or("linear_before_reset", 0) != 0,
         outputs: cx.node.outputs.len(),
+        packed: cell == Cell::Lstm
+            && x.elem == ElemType::Float
+            && cx.opt_input(crate::passes::optimize::LSTM_PACKED_INPUT).is_some(),
     };
     if p.scratch_len().is_none() {
         return invalid(format!("{name} is too large"));
@@ -450,7 +460,14 @@ impl Kernel for RecurrentKernel {
                 let (c0, peep) = (inp(6), inp(7));
                 let (y, yh, yc) = (out(0), out(1), out(2));
                 let forget = p.input_forget;
-                let f = if p.elem == ElemType::Float { quote!(slstm) } else { quote!(lstm) };
+                let (f, packed) = match p.elem {
+                    ElemType::Float if p.packed => {
+                        let packed = req(crate::passes::optimize::LSTM_PACKED_INPUT);
+                        (quote!(slstm_packed), quote!(#packed,))
+                    }
+                    ElemType::Float => (quote!(slstm), quote!()),
+                    _ => (quote!(lstm), quote!()),
+                };
                 quote! {
                     #rt::rnn::#f(
                         &#rt::rnn::Lstm { #common activations: [#a0, #a1], input_forget: #forget },
@@ -458,6 +475,7 @@ impl Kernel for RecurrentKernel {
                             x: #x, w: #w, r: #r, b: #bias, sequence_lens: #lens,
                             initial_h: #h0, initial_c: #c0, p: #peep,
                         },
+                        #packed
                         &mut #rt::rnn::LstmOutputs { y: #y, y_h: #yh, y_c: #yc },
                         #scratch,
                     )?;

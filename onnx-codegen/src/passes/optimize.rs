@@ -24,6 +24,11 @@
 //!   vector to an f32 `MatMul`'s output (the bias of a linear layer) is added
 //!   by the product's epilogue, in the same pass.
 //!
+//! * **LSTM weights regrouped** ([`pack_lstm_weights`]): constant f32 `W` and
+//!   `R` of an LSTM are regrouped once, here, into the layout the run-time
+//!   kernel's 8-lane products read, and stored with the weights (an internal
+//!   ninth input); the kernel then needs no scratch for them.
+//!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
@@ -526,6 +531,63 @@ pub fn fold_matmul_bias(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
+/// The internal input index of an LSTM's regrouped `W` and `R`.
+pub const LSTM_PACKED_INPUT: usize = 8;
+
+/// Regroups the constant f32 weights of each LSTM computed at run time for
+/// `rnn::slstm_packed`; returns how many LSTMs were given packed weights.
+pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        if !node.op.is("LSTM") || node.inputs.len() > LSTM_PACKED_INPUT {
+            continue;
+        }
+        let runs = node
+            .outputs
+            .iter()
+            .flatten()
+            .all(|v| inferred.constants.get(v.index()).is_some_and(Option::is_none));
+        let (Some(w), Some(r)) =
+            (constant(g, inferred, node.input(1)), constant(g, inferred, node.input(2)))
+        else {
+            continue;
+        };
+        if !runs || w.elem != ElemType::Float || r.elem != ElemType::Float {
+            continue;
+        }
+        let (&[nd, g4, ni], &[nd_r, g4_r, h]) = (w.dims.as_slice(), r.dims.as_slice()) else {
+            continue;
+        };
+        if nd != nd_r || g4 != g4_r || g4 != 4 * h {
+            continue;
+        }
+        let dims = [nd, h, ni].map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+        let Some(len) = onnx_codegen_runtime::rnn::packed_lstm_len(dims[0], dims[1], dims[2])
+        else {
+            continue;
+        };
+        let to_f32 = |t: &Tensor| t.to_f64s().map(|v| v.iter().map(|&x| x as f32).collect());
+        let (Some(wv), Some(rv)): (Option<Vec<f32>>, Option<Vec<f32>>) = (to_f32(w), to_f32(r))
+        else {
+            continue;
+        };
+        let mut packed = vec![0.0f32; len];
+        let [nd, h, ni] = dims;
+        if onnx_codegen_runtime::rnn::pack_lstm_weights(nd, h, ni, &wv, &rv, &mut packed).is_err() {
+            continue;
+        }
+        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
+        let base = format!("{}_packed_WR", g.node(id).name);
+        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
+        let node = g.node_mut(id);
+        node.inputs.resize(LSTM_PACKED_INPUT + 1, None);
+        node.inputs[LSTM_PACKED_INPUT] = Some(pid);
+        done += 1;
+    }
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::run;
@@ -655,5 +717,26 @@ mod tests {
         // A column vector, or a full matrix, is not a bias of the columns.
         assert!(run(13, &graph("float[2, 1] b = {1, 2}")).rewrites.is_empty());
         assert!(run(13, &graph("float[2, 2] b = {1, 2, 3, 4}")).rewrites.is_empty());
+    }
+
+    #[test]
+    fn constant_lstm_weights_are_regrouped_into_a_weight_input() {
+        let graph = |w: &str| {
+            format!(
+                "g (float[3, 1, 2] x{}) => (float[3, 1, 1, 1] y) <float[1, 4, 1] r = {{1, 2, 3, 4}}{}>\n\
+                 {{\n y = LSTM <hidden_size = 1> (x, w, r)\n}}",
+                if w.is_empty() { ", float[1, 4, 2] w" } else { "" },
+                w
+            )
+        };
+        let a = run(14, &graph(", float[1, 4, 2] w = {1, 2, 3, 4, 5, 6, 7, 8}"));
+        let g = &a.model().graph;
+        let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
+        assert!(lstm.input(super::LSTM_PACKED_INPUT).is_some());
+        // W given at run time: nothing to regroup.
+        let a = run(14, &graph(""));
+        let g = &a.model().graph;
+        let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
+        assert!(lstm.input(super::LSTM_PACKED_INPUT).is_none());
     }
 }

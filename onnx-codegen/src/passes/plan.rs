@@ -7,9 +7,9 @@
 //! - a graph output (the caller's array: the producer writes straight into it),
 //! - a weight (a range of the read-only weight blob), or
 //! - a range of the arena, placed by lifetime: storages whose lifetimes
-//!   overlap get disjoint ranges (greedy by size, lowest fitting offset; a
-//!   best-fit sweep over the steps for graphs with more than
-//!   [`GREEDY_MAX_STORAGES`] storages).
+//!   overlap get disjoint ranges. Two placements run, greedy by size (lowest
+//!   fitting offset) and a best-fit sweep over the steps, and the smaller
+//!   arena wins; above [`GREEDY_MAX_STORAGES`] storages only the sweep runs.
 //!
 //! Outputs that are inputs, weights or another output's storage are copied
 //! into place after the last step. Every range starts at a multiple of
@@ -279,10 +279,14 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
 
     let spans: Vec<Span> =
         storages.iter().map(|s| Span { bytes: s.bytes, first: s.first, last: s.last }).collect();
+    // Neither placement is always the smaller: where both are affordable,
+    // keep the better one (the sweep on a tie, greedy otherwise).
+    let sweep = place_sweep(&spans);
     let (offsets, arena_bytes) = if spans.len() <= GREEDY_MAX_STORAGES {
-        place_greedy_by_size(&spans)
+        let greedy = place_greedy_by_size(&spans);
+        if greedy.1 < sweep.1 { greedy } else { sweep }
     } else {
-        place_sweep(&spans)
+        sweep
     };
 
     // Bytes live at each step: +bytes where a storage starts, -bytes after
