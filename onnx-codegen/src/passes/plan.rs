@@ -7,9 +7,10 @@
 //! - a graph output (the caller's array: the producer writes straight into it),
 //! - a weight (a range of the read-only weight blob), or
 //! - a range of the arena, placed by lifetime: storages whose lifetimes
-//!   overlap get disjoint ranges. Two placements run, greedy by size (lowest
-//!   fitting offset) and a best-fit sweep over the steps, and the smaller
-//!   arena wins; above [`GREEDY_MAX_STORAGES`] storages only the sweep runs.
+//!   overlap get disjoint ranges. Three placements run, greedy by size
+//!   (lowest fitting offset) and two best-fit sweeps over the steps (taking
+//!   free ranges by their low or high end), and the smallest arena wins;
+//!   above [`GREEDY_MAX_STORAGES`] storages only the sweeps run.
 //!
 //! Outputs that are inputs, weights or another output's storage are copied
 //! into place after the last step. Every range starts at a multiple of
@@ -279,15 +280,20 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
 
     let spans: Vec<Span> =
         storages.iter().map(|s| Span { bytes: s.bytes, first: s.first, last: s.last }).collect();
-    // Neither placement is always the smaller: where both are affordable,
-    // keep the better one (the sweep on a tie, greedy otherwise).
-    let sweep = place_sweep(&spans);
-    let (offsets, arena_bytes) = if spans.len() <= GREEDY_MAX_STORAGES {
-        let greedy = place_greedy_by_size(&spans);
-        if greedy.1 < sweep.1 { greedy } else { sweep }
-    } else {
-        sweep
-    };
+    // No placement is always the smallest: keep the best of the sweeps
+    // (taking free ranges by their low or their high end) and, where it is
+    // affordable, greedy by size; the earlier one on a tie.
+    let mut best = place_sweep(&spans, false);
+    let mut others = vec![place_sweep(&spans, true)];
+    if spans.len() <= GREEDY_MAX_STORAGES {
+        others.push(place_greedy_by_size(&spans));
+    }
+    for other in others {
+        if other.1 < best.1 {
+            best = other;
+        }
+    }
+    let (offsets, arena_bytes) = best;
 
     // Bytes live at each step: +bytes where a storage starts, -bytes after
     // it ends, summed along the steps.
@@ -421,9 +427,10 @@ fn place_greedy_by_size(spans: &[Span]) -> (Vec<usize>, usize) {
 
 /// Placement in step order with a best-fit free list: at each step the
 /// storages that died before it are freed (merged with free neighbours), then
-/// the ones it writes first take the smallest free range that fits, or the
-/// arena's end. O(n log n) in the number of storages.
-fn place_sweep(spans: &[Span]) -> (Vec<usize>, usize) {
+/// the ones it writes first take the smallest free range that fits (its low
+/// end, or its high end with `high`), or the arena's end. O(n log n) in the
+/// number of storages.
+fn place_sweep(spans: &[Span], high: bool) -> (Vec<usize>, usize) {
     use std::cmp::Reverse;
     use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
@@ -469,11 +476,18 @@ fn place_sweep(spans: &[Span]) -> (Vec<usize>, usize) {
         } else if let Some(&(len, off)) = by_len.range((need, 0)..).next() {
             by_len.remove(&(len, off));
             by_offset.remove(&off);
-            if len > need {
-                by_offset.insert(off + need, len - need);
-                by_len.insert((len - need, off + need));
+            if len > need && high {
+                // The high end: the rest stays next to whatever precedes it.
+                by_offset.insert(off, len - need);
+                by_len.insert((len - need, off));
+                off + (len - need)
+            } else {
+                if len > need {
+                    by_offset.insert(off + need, len - need);
+                    by_len.insert((len - need, off + need));
+                }
+                off
             }
-            off
         } else {
             let off = top;
             top = top.saturating_add(need);
@@ -531,7 +545,11 @@ mod tests {
                     spans.iter().filter(|s| s.first <= t && t <= s.last).map(|s| s.bytes).sum();
                 peak = peak.max(live);
             }
-            for (offsets, arena) in [place_greedy_by_size(&spans), place_sweep(&spans)] {
+            for (offsets, arena) in [
+                place_greedy_by_size(&spans),
+                place_sweep(&spans, false),
+                place_sweep(&spans, true),
+            ] {
                 assert!(arena >= peak);
                 for i in 0..n {
                     assert!(offsets[i] + align(spans[i].bytes) <= arena);
