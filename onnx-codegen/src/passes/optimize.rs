@@ -243,17 +243,10 @@ fn batch_norm_affine(
 
 /// A new f32 initializer named after `base`.
 fn add_f32(g: &mut Graph, base: &str, dims: Vec<u64>, values: &[f64]) -> Option<ValueId> {
-    let name = fresh(g, base);
+    let name = crate::passes::sequences::fresh(g, base.to_owned());
     let bytes: Vec<u8> = values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
     let t = Tensor::from_bytes(name.clone(), ElemType::Float, dims, bytes.into()).ok()?;
     Some(g.add_initializer(name, t))
-}
-
-fn fresh(g: &Graph, base: &str) -> String {
-    (0..)
-        .map(|k| if k == 0 { base.to_owned() } else { format!("{base}_{k}") })
-        .find(|n| g.value_by_name(n).is_none())
-        .unwrap_or_else(|| base.to_owned())
 }
 
 /// New weights and bias for a `Conv` followed by `y = x * s + t` per output

@@ -102,7 +102,7 @@ fn tensor_type(t: &TensorType) -> Type {
 }
 
 /// A name not yet used in `g`, from `base`.
-fn fresh(g: &Graph, base: String) -> String {
+pub(crate) fn fresh(g: &Graph, base: String) -> String {
     if g.value_by_name(&base).is_none() {
         return base;
     }
