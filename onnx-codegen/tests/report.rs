@@ -3,9 +3,8 @@
 
 use onnx_codegen::generate::{Analysis, Options, analyze};
 use onnx_codegen::report::{self, PLAN_HEIGHT, PLAN_LEFT, PLAN_MIN_HEIGHT, PLAN_TOP, PLAN_WIDTH};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
 
 /// Five arena values with overlapping lifetimes and a MatMul against a
 /// folded [64, 16] weight: 4 * 16 * 64 = 4096 MACs.
@@ -140,55 +139,12 @@ g (float[2] x, int64[2] pads) => (float[M] y) {
     assert_eq!(r.totals.flops, 2, "the pending Relu's work is counted");
 }
 
-/// Chromium's executable, if installed.
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    for dir in std::env::split_paths(&path) {
-        for name in ["chromium", "chromium-browser", "google-chrome"] {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
-}
-
-/// Runs the browser headless with `args`; its standard output, or a panic
-/// after a minute.
-fn run_browser(exe: &Path, profile: &Path, args: &[String]) -> String {
-    let mut child = Command::new(exe)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromium starts");
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "chromium failed: {status}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium did not finish within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    reader.join().unwrap()
-}
+#[path = "../../tests/src/browser.rs"]
+mod browser;
 
 #[test]
 fn renders_in_headless_chromium() {
-    let Some(exe) = chromium() else {
+    let Some(exe) = browser::chromium() else {
         eprintln!(
             "\n*** SKIPPED renders_in_headless_chromium: chromium is not installed \
              (apt-get install -y chromium). The report was NOT checked in a browser. ***\n"
@@ -205,13 +161,14 @@ fn renders_in_headless_chromium() {
     let url = format!("file://{}", page.display());
 
     // The browser parses the page into the same rectangles.
-    let dom = run_browser(&exe, &dir.join("profile-dom"), &["--dump-dom".into(), url.clone()]);
+    let dom = browser::run(&exe, &dir.join("profile-dom"), &["--dump-dom".into(), url.clone()])
+        .unwrap_or_else(|e| panic!("{e}"));
     let buffers = a.plan.as_ref().unwrap().buffers.len();
     assert_eq!(buffer_rects(&dom).len(), buffers, "rectangles in the browser's DOM");
     assert!(dom.contains("<h2>Nodes</h2>"));
 
     let shot = dir.join("report.png");
-    run_browser(
+    browser::run(
         &exe,
         &dir.join("profile-shot"),
         &[
@@ -220,7 +177,8 @@ fn renders_in_headless_chromium() {
             "--hide-scrollbars".into(),
             url,
         ],
-    );
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let png = std::fs::read(&shot).expect("a screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(png.len() > 20_000, "the screenshot looks empty ({} bytes)", png.len());

@@ -3,6 +3,8 @@
 //! The runners read `../shared` (the ONNX node suite, its text corpus and the
 //! real models); the project's own tests never need it.
 
+pub mod browser;
+
 use std::path::{Path, PathBuf};
 
 /// The node-suite test directories under `root` (each holds a `model.onnx`), sorted.

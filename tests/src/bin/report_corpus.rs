@@ -7,9 +7,8 @@
 //! (default: the real models in ../shared).
 
 use onnx_codegen::generate::{Options, analyze};
+use onnx_codegen_tests::browser;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -22,7 +21,7 @@ fn main() {
         eprintln!("{}: {e}", out.display());
         std::process::exit(2);
     }
-    let browser = chromium();
+    let browser = browser::chromium();
     if browser.is_none() {
         eprintln!("*** chromium is not installed: the reports are NOT checked in a browser ***");
     }
@@ -53,7 +52,7 @@ fn main() {
     }
 }
 
-fn check(dir: &Path, name: &str, out: &Path, browser: Option<&Path>) -> Result<String, String> {
+fn check(dir: &Path, name: &str, out: &Path, chrome: Option<&Path>) -> Result<String, String> {
     let file = dir.join("model.onnx");
     let model = onnx_codegen::load::load_model(&file).map_err(|e| e.to_string())?;
     let analysis = analyze(&model, &Options::default()).map_err(|e| e.to_string())?;
@@ -67,16 +66,16 @@ fn check(dir: &Path, name: &str, out: &Path, browser: Option<&Path>) -> Result<S
     let page = std::path::absolute(out.join(format!("{name}.html"))).map_err(|e| e.to_string())?;
     std::fs::write(&page, &html).map_err(|e| format!("{}: {e}", page.display()))?;
     let mut line = format!("{} bytes, {buffers} buffers", html.len());
-    if let Some(exe) = browser {
+    if let Some(exe) = chrome {
         let url = format!("file://{}", page.display());
         let profile = out.join(format!("{name}.profile"));
-        let dom = run_browser(exe, &profile, &["--dump-dom".into(), url.clone()])?;
+        let dom = browser::run(exe, &profile, &["--dump-dom".into(), url.clone()])?;
         let seen = dom.matches("<rect class=\"buf\"").count();
         if seen != buffers || !dom.contains("<h2>Nodes</h2>") {
             return Err(format!("the browser saw {seen} rectangles for {buffers} buffers"));
         }
         let shot = page.with_extension("png");
-        run_browser(
+        browser::run(
             exe,
             &profile,
             &[
@@ -94,43 +93,4 @@ fn check(dir: &Path, name: &str, out: &Path, browser: Option<&Path>) -> Result<S
         line += &format!(", rendered: {}", shot.display());
     }
     Ok(line)
-}
-
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
-        .find(|p| p.is_file())
-}
-
-/// Runs the browser headless; its standard output, or an error after 90 s.
-fn run_browser(exe: &Path, profile: &Path, args: &[String]) -> Result<String, String> {
-    let mut child = Command::new(exe)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start chromium: {e}"))?;
-    let mut stdout = child.stdout.take().ok_or("no standard output")?;
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(status)) => return Err(format!("chromium failed: {status}")),
-            Ok(None) if Instant::now() > deadline => {
-                let _ = child.kill();
-                return Err("chromium did not finish within 90 s".into());
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    reader.join().map_err(|_| "the reader thread failed".to_owned())
 }
