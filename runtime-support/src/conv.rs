@@ -262,9 +262,11 @@ impl PackB for Im2col<'_> {
                 };
                 let first = (ox * sx) as isize - pl;
                 let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w };
-                // Fixed shapes for the usual strips (16 or 8 columns, stride
+                // Fixed shapes for the usual strips (32, 16 or 8 columns, stride
                 // 1 or 2), so the copies below compile to vector moves.
                 match (len, sx) {
+                    (32, 1) => run.pack::<32, 1>(group, stride, xrow),
+                    (32, 2) => run.pack::<32, 2>(group, stride, xrow),
                     (16, 1) => run.pack::<16, 1>(group, stride, xrow),
                     (8, 1) => run.pack::<8, 1>(group, stride, xrow),
                     (16, 2) => run.pack::<16, 2>(group, stride, xrow),
@@ -341,11 +343,13 @@ impl Run {
     }
 }
 
-/// Zeroes one run of a packed row; the usual run lengths (the strip widths
+/// Zeroes one run of a packed row; the usual run lengths (the strip widths 32,
 /// 16 and 8) as fixed-size stores rather than a call.
 #[inline(always)]
 fn zero_run(dst: &mut [f32]) {
-    if let Ok(d) = <&mut [f32; 16]>::try_from(&mut *dst) {
+    if let Ok(d) = <&mut [f32; 32]>::try_from(&mut *dst) {
+        *d = [0.0; 32];
+    } else if let Ok(d) = <&mut [f32; 16]>::try_from(&mut *dst) {
         *d = [0.0; 16];
     } else if let Ok(d) = <&mut [f32; 8]>::try_from(&mut *dst) {
         *d = [0.0; 8];
@@ -376,7 +380,7 @@ fn copy_short(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// `dst[t] = src[t * step]` for a run of the usual lengths (16 or 8) and
+/// `dst[t] = src[t * step]` for a run of the usual lengths (32, 16 or 8) and
 /// steps (1 or 2), as fixed-size copies the compiler turns into vector
 /// moves and shuffles. `src` holds `(dst.len() - 1) * step + 1` values.
 /// Returns `false`, copying nothing, for other shapes.
@@ -392,6 +396,8 @@ fn copy_run(dst: &mut [f32], src: &[f32], step: usize) -> bool {
         true
     }
     match (dst.len(), step) {
+        (32, 1) => fixed::<32, 1>(dst, src),
+        (32, 2) => fixed::<32, 2>(dst, src),
         (16, 1) => fixed::<16, 1>(dst, src),
         (8, 1) => fixed::<8, 1>(dst, src),
         (16, 2) => fixed::<16, 2>(dst, src),
