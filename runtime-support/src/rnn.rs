@@ -136,8 +136,9 @@ struct Run<'a, 'o, T> {
     dims: Dims,
     gates: usize,
     x: &'a [T],
-    w: &'a [T],
-    r: &'a [T],
+    /// `W` and `R`, or `None` when the cell reads its weights from
+    /// elsewhere (the regrouped copy of [`slstm_packed`]).
+    wr: Option<(&'a [T], &'a [T])>,
     b: Option<&'a [T]>,
     sequence_lens: Option<&'a [i32]>,
     initial_h: Option<&'a [T]>,
@@ -252,8 +253,10 @@ fn drive<T: Float>(
     let state_len = prod(&[nd, bn, h])?;
     let has_c = run.initial_c.is_some();
     ensure(run.x.len() == prod(&[s, bn, ni])?, Error::ShapeMismatch)?;
-    ensure(run.w.len() == prod(&[nd, g, h, ni])?, Error::ShapeMismatch)?;
-    ensure(run.r.len() == prod(&[nd, g, h, h])?, Error::ShapeMismatch)?;
+    if let Some((w, r)) = run.wr {
+        ensure(w.len() == prod(&[nd, g, h, ni])?, Error::ShapeMismatch)?;
+        ensure(r.len() == prod(&[nd, g, h, h])?, Error::ShapeMismatch)?;
+    }
     let b_len = prod(&[nd, 2, g, h])?;
     ensure(run.b.is_none_or(|b| b.len() == b_len), Error::ShapeMismatch)?;
     ensure(run.initial_h.is_none_or(|v| v.len() == state_len), Error::ShapeMismatch)?;
@@ -283,11 +286,13 @@ fn drive<T: Float>(
     }
     for d in 0..nd {
         let reverse = dm.direction == Direction::Reverse || d == 1;
-        let dw = DirWeights {
-            w: &run.w[d * g * h * ni..(d + 1) * g * h * ni],
-            r: &run.r[d * g * h * h..(d + 1) * g * h * h],
-            b: run.b.map(|b| &b[d * 2 * g * h..(d + 1) * 2 * g * h]),
+        let (w, r) = match run.wr {
+            Some((w, r)) => {
+                (&w[d * g * h * ni..(d + 1) * g * h * ni], &r[d * g * h * h..(d + 1) * g * h * h])
+            }
+            None => (&[][..], &[][..]),
         };
+        let dw = DirWeights { w, r, b: run.b.map(|b| &b[d * 2 * g * h..(d + 1) * 2 * g * h]) };
         for b in 0..bn {
             let at = dm.state_at(d, b);
             let hb = &mut hs[b * h..(b + 1) * h];
@@ -434,8 +439,7 @@ fn lstm_run<'a, 'o, T: Float>(
         dims: p.dims(),
         gates: 4,
         x: inp.x,
-        w: inp.w,
-        r: inp.r,
+        wr: Some((inp.w, inp.r)),
         b: inp.b,
         sequence_lens: inp.sequence_lens,
         initial_h: inp.initial_h,
@@ -597,8 +601,9 @@ fn packed_rows_len(rows: usize, n: usize) -> usize {
 /// [`slstm`] with `W` and `R` regrouped ahead of time by
 /// [`pack_lstm_weights`] (`packed`): each step adds both products to the
 /// biases as 8-lane sums, so `scratch` needs only [`Lstm::scratch_len`]
-/// elements, as [`lstm`]'s does. Sums are reassociated, so results differ from
-/// [`lstm`] by rounding.
+/// elements, as [`lstm`]'s does. `inp.w` and `inp.r` are not read (the
+/// generated code passes empty slices: the weights are stored once, regrouped).
+/// Sums are reassociated, so results differ from [`lstm`] by rounding.
 pub fn slstm_packed(
     p: &Lstm<f32>,
     inp: &LstmInputs<'_, f32>,
@@ -612,7 +617,7 @@ pub fn slstm_packed(
     ensure(Some(packed.len()) == packed_lstm_len(nd, h, ni), Error::ShapeMismatch)?;
     let g4 = h.checked_mul(4).ok_or(Error::Overflow)?;
     let (wp, rp) = (packed_rows_len(g4, ni), packed_rows_len(g4, h));
-    let run = lstm_run(p, inp, out);
+    let run = Run { wr: None, ..lstm_run(p, inp, out) };
     drive(run, scratch, g4, |Step { d, dw, xt, .. }, hb, cb, gates| {
         match dw.b {
             Some(b) => {
@@ -871,8 +876,7 @@ pub fn gru<T: Float>(
         dims: p.dims(),
         gates: 3,
         x: inp.x,
-        w: inp.w,
-        r: inp.r,
+        wr: Some((inp.w, inp.r)),
         b: inp.b,
         sequence_lens: inp.sequence_lens,
         initial_h: inp.initial_h,
@@ -959,8 +963,7 @@ pub fn rnn<T: Float>(
         dims: p.dims(),
         gates: 1,
         x: inp.x,
-        w: inp.w,
-        r: inp.r,
+        wr: Some((inp.w, inp.r)),
         b: inp.b,
         sequence_lens: inp.sequence_lens,
         initial_h: inp.initial_h,
@@ -1236,7 +1239,9 @@ mod tests {
                     y_h: Some(&mut h2[..state]),
                     y_c: Some(&mut c2[..state]),
                 };
-                slstm_packed(&p, &inp, &packed[..np], &mut o2, &mut s1[..n0]).unwrap();
+                // W and R are not read: the generated code stores only the packed copy.
+                let only_packed = LstmInputs { w: &[], r: &[], ..inp };
+                slstm_packed(&p, &only_packed, &packed[..np], &mut o2, &mut s1[..n0]).unwrap();
                 for (a, bv) in y0[..ny]
                     .iter()
                     .chain(&h0[..state])

@@ -520,6 +520,12 @@ impl Kernel for RecurrentKernel {
     fn scratch(&self) -> Option<TensorType> {
         self.p.scratch_len().map(|n| TensorType::new(self.p.elem, vec![n]))
     }
+
+    /// A regrouped LSTM reads its packed copy of `W` and `R` only: the
+    /// originals are neither stored nor bound.
+    fn reads_input(&self, i: usize) -> bool {
+        !(self.p.packed && (i == 1 || i == 2))
+    }
 }
 
 #[cfg(test)]

@@ -726,6 +726,9 @@ mod tests {
         let g = &a.model().graph;
         let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
         assert!(lstm.input(super::LSTM_PACKED_INPUT).is_some());
+        // Only the regrouped copy is stored, not W and R beside it.
+        let packed = onnx_codegen_runtime::rnn::packed_lstm_len(1, 1, 2).unwrap();
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * packed));
         // W given at run time: nothing to regroup.
         let a = run(14, &graph(""));
         let g = &a.model().graph;
