@@ -24,6 +24,9 @@ mod avx2_dw;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx512;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[allow(unsafe_code)]
+mod neon;
 #[allow(unsafe_code)]
 mod strip;
 
@@ -551,6 +554,10 @@ pub(crate) fn product<B: PackB>(
     if let Some(kern) = avx2::Avx2::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
     }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if let Some(kern) = neon::Neon::detect() {
+        return drive(kern, m, n, k, a, b, out, epi);
+    }
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
@@ -662,6 +669,10 @@ pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
 pub fn uses_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     if avx2::Avx2::detect().is_some() || avx512::Avx512::detect().is_some() {
+        return true;
+    }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if neon::Neon::detect().is_some() {
         return true;
     }
     false
@@ -822,6 +833,15 @@ mod tests {
     fn avx512_kernel_matches_portable_on_awkward_sizes() {
         if let Some(kern) = avx512::Avx512::detect() {
             sweep(kern);
+        }
+    }
+
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    #[test]
+    fn neon_kernel_matches_portable_on_awkward_sizes() {
+        if let Some(kern) = neon::Neon::detect() {
+            sweep(kern);
+            check_special(kern);
         }
     }
 

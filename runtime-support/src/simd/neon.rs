@@ -1,0 +1,411 @@
+//! The aarch64 NEON micro-kernel: up to 8 rows x 12 columns of f32 sums in
+//! twenty-four `q` registers. Each step of `k` loads three vectors of B and
+//! one scalar of A per row, and multiplies by that scalar as a lane
+//! (`fmla v.4s, v.4s, v.s[0]`), fused (one rounding per step).
+//!
+//! NEON is part of every aarch64 target this module is compiled for (the
+//! `mod` line asks for `target_feature = "neon"` at compile time), so there
+//! is no run-time detection. The kernel is instantiated for every row count
+//! 1..=8 (no dropped rows on short products). B is always a packed strip,
+//! zero past the last column, so the sums of a partial strip need no mask:
+//! only the loads and stores of the destination stop at the last column,
+//! through a small stack buffer for the last partial vector of a row.
+//!
+//! The epilogue (alpha, per-row bias, `beta * C`, activation) is applied in
+//! registers before the store, with the operations and order of
+//! [`super::Epilogue::one`], so results match the row-wise epilogue bit for
+//! bit.
+//!
+//! Soundness: the intrinsics need NEON, present by the compile-time target
+//! feature; [`Micro::kernel`] checks every index the loop will read or
+//! write before entering the unsafe code.
+
+use super::{Activation, Micro, Tail, finish};
+use core::arch::aarch64::{
+    float32x4_t, vaddq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_n_f32, vld1q_f32,
+    vmulq_n_f32, vst1q_f32,
+};
+
+/// The NEON kernel; a value exists only on targets with NEON (see the
+/// module documentation).
+#[derive(Clone, Copy)]
+pub(crate) struct Neon {
+    _private: (),
+}
+
+impl Neon {
+    /// Always `Some`: this module is compiled only where NEON is a target
+    /// feature. The `Option` keeps the dispatch the same shape as the
+    /// run-time detected kernels'.
+    #[inline(always)]
+    pub(crate) fn detect() -> Option<Neon> {
+        Some(Neon { _private: () })
+    }
+}
+
+const MR: usize = 8;
+const NR: usize = 12;
+/// Vectors of four lanes per tile row.
+const V: usize = NR / 4;
+
+/// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
+#[inline(always)]
+fn fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
+    nrows == 0
+        || ncols == 0
+        || (nrows - 1)
+            .checked_mul(ldd)
+            .and_then(|v| v.checked_add(ncols))
+            .is_some_and(|v| v <= dst.len())
+}
+
+/// The `C` term of a fused epilogue, per tile.
+#[derive(Clone, Copy)]
+enum FusedC {
+    None,
+    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
+    Rows { base: usize, rs: usize, beta: f32 },
+    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
+    PerRow([f32; MR]),
+}
+
+/// An [`super::Epilogue`] resolved for one tile.
+#[derive(Clone, Copy)]
+struct Fused {
+    alpha: f32,
+    bias: Option<[f32; MR]>,
+    c: FusedC,
+    act: Activation,
+}
+
+impl Fused {
+    /// The tile's epilogue in registers, or `None` when C has a layout the
+    /// registers do not take (the rows are then finished in memory) or a
+    /// read would fall outside C.
+    fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
+        let e = tail.epi;
+        let (i0, j0) = (tail.i0, tail.j0);
+        let bias =
+            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
+        let c = match e.c {
+            None => FusedC::None,
+            Some(c) if c.cs == 1 => {
+                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base)?.checked_add(ncols)?;
+                if last > c.data.len() {
+                    return None;
+                }
+                FusedC::Rows { base, rs: c.rs, beta: c.beta }
+            }
+            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
+                c.beta * c.data.get((i0 + r) * c.rs).copied().unwrap_or(0.0)
+            })),
+            Some(_) => return None,
+        };
+        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+    }
+}
+
+impl Micro for Neon {
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const MC: usize = 128;
+    const KC: usize = 256;
+
+    #[inline]
+    fn kernel(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize],
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) {
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        if kc == 0 || nrows == 0 || ncols == 0 || ldb != NR {
+            return;
+        }
+        if kc.checked_mul(NR).is_none_or(|v| v > b.len()) || !fits(dst, ldd, nrows, ncols) {
+            return;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return };
+        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return;
+        }
+        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
+        let (epi, cdata) = match (&fused, &tail) {
+            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
+            _ => (None, core::ptr::null()),
+        };
+        let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
+        // SAFETY: NEON is present (module invariant). For `r < nrows` and
+        // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // a.len()`; B at `p * 12 + 0..12 < kc * 12 <= b.len()`; the
+        // destination at `r * ldd + c` for `c < ncols`, within `dst` by
+        // `fits`; C, for `FusedC::Rows`, at `base + r * rs + c` for
+        // `c < ncols`, within C by `Fused::new`.
+        unsafe {
+            match nrows {
+                1 => kernel_rx12::<1>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                2 => kernel_rx12::<2>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                3 => kernel_rx12::<3>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                4 => kernel_rx12::<4>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                5 => kernel_rx12::<5>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                6 => kernel_rx12::<6>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                7 => kernel_rx12::<7>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+                _ => kernel_rx12::<8>(kc, a, rows, cs, b, d, ldd, ncols, load, epi, cdata),
+            }
+        }
+        if fused.is_none() {
+            finish(dst, ldd, nrows, ncols, tail);
+        }
+    }
+}
+
+/// Four lanes from `p`, or the first `n < 4` of them and zeros.
+///
+/// # Safety
+/// `p..p + n.min(4)` is readable.
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn load_part(p: *const f32, n: usize) -> float32x4_t {
+    // SAFETY: the caller's bound; `t` holds four floats.
+    unsafe {
+        if n >= 4 {
+            vld1q_f32(p)
+        } else {
+            let mut t = [0.0f32; 4];
+            core::ptr::copy_nonoverlapping(p, t.as_mut_ptr(), n);
+            vld1q_f32(t.as_ptr())
+        }
+    }
+}
+
+/// Stores the first `n.min(4)` lanes of `x` at `p`.
+///
+/// # Safety
+/// `p..p + n.min(4)` is writable.
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn store_part(p: *mut f32, x: float32x4_t, n: usize) {
+    // SAFETY: the caller's bound; `t` holds four floats.
+    unsafe {
+        if n >= 4 {
+            vst1q_f32(p, x);
+        } else {
+            let mut t = [0.0f32; 4];
+            vst1q_f32(t.as_mut_ptr(), x);
+            core::ptr::copy_nonoverlapping(t.as_ptr(), p, n);
+        }
+    }
+}
+
+/// `R` rows of [`Neon::kernel`]; the caller guarantees the bounds described
+/// there for `r < R` and `c < ncols` (`1 <= ncols <= 12`), and for C at
+/// `cdata` when `epi` has a `FusedC::Rows` term.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn kernel_rx12<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    rows: &[usize; MR],
+    cs: usize,
+    b: *const f32,
+    d: *mut f32,
+    ldd: usize,
+    ncols: usize,
+    load: bool,
+    epi: Option<&Fused>,
+    cdata: *const f32,
+) {
+    let zero = vdupq_n_f32(0.0);
+    let mut c: [[float32x4_t; V]; R] = [[zero; V]; R];
+    // The vectors of a row that hold columns below `ncols`.
+    let used = ncols.div_ceil(4);
+    if load {
+        for (r, row) in c.iter_mut().enumerate() {
+            for (v, x) in row.iter_mut().enumerate().take(used) {
+                // SAFETY: columns `4 * v..ncols` (at most four) of row `r`
+                // are in the destination.
+                *x = unsafe { load_part(d.add(r * ldd + 4 * v), ncols - 4 * v) };
+            }
+        }
+    }
+    // SAFETY (whole loop): see the caller's bounds; `off` stays at or below
+    // `span` while read, and `bp` at `b + p * 12` for `p <= kc`.
+    unsafe {
+        let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
+        let mut bp = b;
+        let mut off = 0usize;
+        for _ in 0..kc {
+            let bv: [float32x4_t; V] = core::array::from_fn(|v| vld1q_f32(bp.add(4 * v)));
+            for r in 0..R {
+                let x = *ap[r].add(off);
+                for v in 0..V {
+                    c[r][v] = vfmaq_n_f32(c[r][v], bv[v], x);
+                }
+            }
+            bp = bp.add(NR);
+            off += cs;
+        }
+    }
+    if let Some(f) = epi {
+        for (r, row) in c.iter_mut().enumerate() {
+            for (v, x) in row.iter_mut().enumerate().take(used) {
+                let mut y = *x;
+                if f.alpha != 1.0 {
+                    y = vmulq_n_f32(y, f.alpha);
+                }
+                if let Some(bias) = &f.bias {
+                    y = vaddq_f32(y, vdupq_n_f32(bias[r]));
+                }
+                match f.c {
+                    FusedC::None => {}
+                    FusedC::Rows { base, rs, beta } => {
+                        // SAFETY: columns below `ncols` of row `r` of C,
+                        // checked by `Fused::new`.
+                        let cv =
+                            unsafe { load_part(cdata.add(base + r * rs + 4 * v), ncols - 4 * v) };
+                        y = vaddq_f32(y, vmulq_n_f32(cv, beta));
+                    }
+                    FusedC::PerRow(t) => y = vaddq_f32(y, vdupq_n_f32(t[r])),
+                }
+                *x = activate(y, f.act);
+            }
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        for (v, x) in row.iter().enumerate().take(used) {
+            // SAFETY: as for the loads above.
+            unsafe { store_part(d.add(r * ldd + 4 * v), *x, ncols - 4 * v) };
+        }
+    }
+}
+
+/// [`Activation::apply`] on four lanes: the same comparisons, as selects
+/// (NaN compares false and passes through; `-0.0` is not below zero).
+#[target_feature(enable = "neon")]
+#[inline]
+fn activate(x: float32x4_t, act: Activation) -> float32x4_t {
+    match act {
+        Activation::None => x,
+        Activation::Relu => {
+            let z = vdupq_n_f32(0.0);
+            vbslq_f32(vcltq_f32(x, z), z, x)
+        }
+        Activation::LeakyRelu { alpha } => {
+            vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0)), vmulq_n_f32(x, alpha), x)
+        }
+        Activation::Clip { min, max } => {
+            let (lo, hi) = (vdupq_n_f32(min), vdupq_n_f32(max));
+            let v = vbslq_f32(vcltq_f32(x, lo), lo, x);
+            vbslq_f32(vcgtq_f32(v, hi), hi, v)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simd::{Epilogue, Tail};
+
+    /// A tile whose operands are too short is left alone, whatever the
+    /// lengths: the checks run before any unsafe read or write.
+    #[test]
+    fn short_operands_write_nothing() {
+        let a = [1.0f32; 20];
+        let b = [1.0f32; 12 * 4];
+        let rows = [0usize, 4, 8, 12, 16, 16, 16, 16];
+        let epi = Epilogue::NONE;
+        let tail = Some(Tail { epi: &epi, i0: 0, j0: 0 });
+        for (kc, cs, blen, dlen, ldb) in [
+            (4, 1, 12 * 4, 8 * 12, 12),
+            (5, 1, 12 * 4, 8 * 12, 12),
+            (4, 2, 12 * 4, 8 * 12, 12),
+            (4, 1, 12 * 3, 8 * 12, 12),
+            (4, 1, 12 * 4, 7 * 12 + 11, 12),
+            (4, 1, 12 * 4, 8 * 12, 11),
+        ] {
+            let mut d = [7.0f32; 8 * 12];
+            let ok = kc == 4 && cs == 1 && blen == 48 && dlen == 96 && ldb == 12;
+            Neon::detect().unwrap().kernel(
+                kc,
+                &a,
+                &rows,
+                cs,
+                &b[..blen],
+                ldb,
+                &mut d[..dlen],
+                12,
+                8,
+                12,
+                false,
+                tail,
+            );
+            assert_eq!(d.iter().all(|&v| v == 7.0), !ok, "kc {kc} cs {cs} b {blen} d {dlen}");
+        }
+    }
+
+    /// Every row count and column count, with a destination that ends at
+    /// the last element of the tile: the partial vectors write exactly
+    /// `ncols` columns and read nothing past them.
+    #[test]
+    fn partial_tiles_stop_at_the_last_column() {
+        let mut a = [0.0f32; 8 * 5];
+        for (i, v) in a.iter_mut().enumerate() {
+            *v = (i % 7) as f32 - 3.0;
+        }
+        let mut b = [0.0f32; 12 * 5];
+        let rows: [usize; 8] = core::array::from_fn(|r| r * 5);
+        for nrows in 1..=8 {
+            for ncols in 1..=12 {
+                for (p, row) in b.chunks_exact_mut(12).enumerate() {
+                    for (c, v) in row.iter_mut().enumerate() {
+                        *v = if c < ncols { (p * 3 + c) as f32 * 0.5 - 2.0 } else { 0.0 };
+                    }
+                }
+                let ldd = 13;
+                let len = (nrows - 1) * ldd + ncols;
+                for load in [false, true] {
+                    let mut d = [1.5f32; 8 * 13];
+                    Neon::detect().unwrap().kernel(
+                        5,
+                        &a,
+                        &rows,
+                        1,
+                        &b,
+                        12,
+                        &mut d[..len],
+                        ldd,
+                        nrows,
+                        ncols,
+                        load,
+                        None,
+                    );
+                    for (i, &g) in d.iter().enumerate() {
+                        let (r, c) = (i / ldd, i % ldd);
+                        if r >= nrows || c >= ncols {
+                            assert_eq!(g, 1.5, "{nrows}x{ncols} wrote ({r}, {c})");
+                            continue;
+                        }
+                        let mut want = if load { 1.5f32 } else { 0.0 };
+                        for p in 0..5 {
+                            want += a[r * 5 + p] * b[p * 12 + c];
+                        }
+                        // Small integers and halves: every sum is exact.
+                        assert_eq!(g, want, "{nrows}x{ncols} load {load} at ({r}, {c})");
+                    }
+                }
+            }
+        }
+    }
+}
