@@ -611,7 +611,16 @@ pub(crate) fn vector_product(
         } else if let Some(f) = fast {
             f.dots(av, b.data, b.cs, y);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        let fast = neon::Neon::detect();
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        if let Some(f) = fast {
+            f.dots(av, b.data, b.cs, y);
+        }
+        #[cfg(not(any(
+            target_arch = "x86_64",
+            all(target_arch = "aarch64", target_feature = "neon")
+        )))]
         let fast: Option<()> = None;
         if fast.is_none() {
             for (j, v) in y.iter_mut().enumerate() {

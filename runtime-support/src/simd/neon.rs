@@ -22,8 +22,8 @@
 
 use super::{Activation, Micro, Tail, finish};
 use core::arch::aarch64::{
-    float32x4_t, vaddq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_n_f32, vld1q_f32,
-    vmulq_n_f32, vst1q_f32,
+    float32x4_t, vaddq_f32, vaddvq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_f32,
+    vfmaq_n_f32, vld1q_f32, vmulq_n_f32, vst1q_f32,
 };
 
 /// The NEON kernel; a value exists only on targets with NEON (see the
@@ -64,7 +64,11 @@ fn fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
 enum FusedC {
     None,
     /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
-    Rows { base: usize, rs: usize, beta: f32 },
+    Rows {
+        base: usize,
+        rs: usize,
+        beta: f32,
+    },
     /// `t[r]` (already `beta * C(i, j)`), the same for every column.
     PerRow([f32; MR]),
 }
@@ -313,6 +317,92 @@ fn activate(x: float32x4_t, act: Activation) -> float32x4_t {
     }
 }
 
+impl Neon {
+    /// `out[j] = sum_p a[p] * b[j * cs + p]`: four columns at a time, each
+    /// summed in eight lanes (a different summation order from the exact
+    /// kernel). Does nothing when a column would run past `b`.
+    pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
+        let (k, n) = (a.len(), out.len());
+        if k == 0 || n == 0 {
+            return;
+        }
+        let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        if last.is_none_or(|v| v > b.len()) {
+            return;
+        }
+        // SAFETY: NEON is present (module invariant); column `j < n` is read
+        // at `j * cs + 0..k`, below `(n - 1) * cs + k <= b.len()`, and `a`
+        // at `0..k`.
+        unsafe { dots4(k, a.as_ptr(), b.as_ptr(), cs, out) }
+    }
+}
+
+/// See [`Neon::dots`]; the caller guarantees the bounds described there.
+#[target_feature(enable = "neon")]
+unsafe fn dots4(k: usize, a: *const f32, b: *const f32, cs: usize, out: &mut [f32]) {
+    const G: usize = 4;
+    let zero = vdupq_n_f32(0.0);
+    let full = k / 8;
+    // The last `k % 8` steps: one vector of up to four, then up to four more.
+    let (t0, t1) = ((k % 8).min(4), (k % 8).saturating_sub(4));
+    let n = out.len();
+    let mut j = 0;
+    // SAFETY (both loops): reads stay within `a[..k]` and the columns
+    // `b[j * cs..j * cs + k]`; the tail vectors read only their `t0` and
+    // `t1` valid lanes.
+    unsafe {
+        while j + G <= n {
+            let cols: [*const f32; G] = core::array::from_fn(|c| b.add((j + c) * cs));
+            let mut acc = [[zero; 2]; G];
+            for t in 0..full {
+                let x0 = vld1q_f32(a.add(8 * t));
+                let x1 = vld1q_f32(a.add(8 * t + 4));
+                for c in 0..G {
+                    acc[c][0] = vfmaq_f32(acc[c][0], x0, vld1q_f32(cols[c].add(8 * t)));
+                    acc[c][1] = vfmaq_f32(acc[c][1], x1, vld1q_f32(cols[c].add(8 * t + 4)));
+                }
+            }
+            if t0 > 0 {
+                let x0 = load_part(a.add(8 * full), t0);
+                for c in 0..G {
+                    let w = load_part(cols[c].add(8 * full), t0);
+                    acc[c][0] = vfmaq_f32(acc[c][0], x0, w);
+                }
+            }
+            if t1 > 0 {
+                let x1 = load_part(a.add(8 * full + 4), t1);
+                for c in 0..G {
+                    let w = load_part(cols[c].add(8 * full + 4), t1);
+                    acc[c][1] = vfmaq_f32(acc[c][1], x1, w);
+                }
+            }
+            for (o, s) in out[j..j + G].iter_mut().zip(acc) {
+                *o = vaddvq_f32(vaddq_f32(s[0], s[1]));
+            }
+            j += G;
+        }
+        while j < n {
+            let col = b.add(j * cs);
+            let mut acc = [zero; 2];
+            for t in 0..full {
+                acc[0] = vfmaq_f32(acc[0], vld1q_f32(a.add(8 * t)), vld1q_f32(col.add(8 * t)));
+                acc[1] =
+                    vfmaq_f32(acc[1], vld1q_f32(a.add(8 * t + 4)), vld1q_f32(col.add(8 * t + 4)));
+            }
+            if t0 > 0 {
+                let w = load_part(col.add(8 * full), t0);
+                acc[0] = vfmaq_f32(acc[0], load_part(a.add(8 * full), t0), w);
+            }
+            if t1 > 0 {
+                let w = load_part(col.add(8 * full + 4), t1);
+                acc[1] = vfmaq_f32(acc[1], load_part(a.add(8 * full + 4), t1), w);
+            }
+            out[j] = vaddvq_f32(vaddq_f32(acc[0], acc[1]));
+            j += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +495,44 @@ mod tests {
                         assert_eq!(g, want, "{nrows}x{ncols} load {load} at ({r}, {c})");
                     }
                 }
+            }
+        }
+    }
+
+    /// Dot products of every length 1..=40 against plain sums, with B
+    /// ending at the last element of the last column and a gap between
+    /// columns.
+    #[test]
+    fn dots_match_plain_sums() {
+        let mut a = [0.0f32; 40];
+        let mut b = [0.0f32; 9 * 43];
+        for (i, v) in a.iter_mut().enumerate() {
+            *v = ((i * 7) % 11) as f32 / 4.0 - 1.25;
+        }
+        for (i, v) in b.iter_mut().enumerate() {
+            *v = ((i * 5) % 13) as f32 / 8.0 - 0.75;
+        }
+        for k in 1..=40 {
+            for n in 1..=9 {
+                let cs = k + 3;
+                let len = (n - 1) * cs + k;
+                let mut out = [f32::NAN; 9];
+                Neon::detect().unwrap().dots(&a[..k], &b[..len], cs, &mut out[..n]);
+                for (j, &g) in out.iter().enumerate() {
+                    if j >= n {
+                        assert!(g.is_nan(), "k {k} n {n}: wrote {j}");
+                        continue;
+                    }
+                    let want: f32 = (0..k).map(|p| a[p] * b[j * cs + p]).sum();
+                    assert!(
+                        (g - want).abs() <= 1e-5 * k as f32,
+                        "k {k} n {n} at {j}: {g} vs {want}"
+                    );
+                }
+                // One element short: nothing is written.
+                let mut out = [f32::NAN; 9];
+                Neon::detect().unwrap().dots(&a[..k], &b[..len - 1], cs, &mut out[..n]);
+                assert!(out.iter().all(|v| v.is_nan()));
             }
         }
     }
