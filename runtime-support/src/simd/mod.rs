@@ -13,7 +13,9 @@
 //!
 //! On x86-64 the AVX2+FMA kernel is chosen at run time when the `std` feature
 //! is on (`is_x86_feature_detected!`), and at compile time from
-//! `target_feature` otherwise; every other target uses the portable kernel.
+//! `target_feature` otherwise. On aarch64 with NEON (a compile-time target
+//! feature, present on every aarch64 Linux and macOS target) the NEON kernel
+//! runs; every other target uses the portable kernel.
 
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
