@@ -102,7 +102,8 @@ impl Fused {
                 FusedC::Rows { base, rs: c.rs, beta: c.beta }
             }
             Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
-                c.beta * c.data.get((i0 + r) * c.rs).copied().unwrap_or(0.0)
+                let at = (i0 + r).checked_mul(c.rs);
+                c.beta * at.and_then(|i| c.data.get(i)).copied().unwrap_or(0.0)
             })),
             Some(_) => return None,
         };
@@ -427,7 +428,11 @@ pub(crate) fn depthwise_plane(
 ) -> bool {
     const LIM: usize = 1 << 24;
     let dims = [g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pt, g.pl];
-    if dims.iter().any(|&d| d >= LIM) || !(1..=2).contains(&g.sx) || g.sy == 0 {
+    // The index arithmetic below relies on products of two dims fitting.
+    if usize::BITS < 64 || dims.iter().any(|&d| d >= LIM) {
+        return false;
+    }
+    if !(1..=2).contains(&g.sx) || g.sy == 0 {
         return false;
     }
     if g.kh == 0 || g.kw == 0 || g.kw > DW_MAX_KW {
