@@ -38,6 +38,10 @@ pub(crate) fn depthwise_plane(
     if let Some(cpu) = super::avx2::Avx2::detect() {
         return super::avx2_dw::depthwise_plane(cpu, g, x, wk, bias, act, y);
     }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if let Some(cpu) = super::neon::Neon::detect() {
+        return super::neon::depthwise_plane(cpu, g, x, wk, bias, act, y);
+    }
     let _ = (g, x, wk, bias, act, y);
     false
 }

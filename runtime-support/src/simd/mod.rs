@@ -13,7 +13,9 @@
 //!
 //! On x86-64 the AVX2+FMA kernel is chosen at run time when the `std` feature
 //! is on (`is_x86_feature_detected!`), and at compile time from
-//! `target_feature` otherwise; every other target uses the portable kernel.
+//! `target_feature` otherwise. On aarch64 with NEON (a compile-time target
+//! feature, present on every aarch64 Linux and macOS target) the NEON kernel
+//! runs; every other target uses the portable kernel.
 
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
@@ -24,6 +26,9 @@ mod avx2_dw;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx512;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[allow(unsafe_code)]
+mod neon;
 #[allow(unsafe_code)]
 mod strip;
 
@@ -551,6 +556,10 @@ pub(crate) fn product<B: PackB>(
     if let Some(kern) = avx2::Avx2::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
     }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if let Some(kern) = neon::Neon::detect() {
+        return drive(kern, m, n, k, a, b, out, epi);
+    }
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
@@ -604,7 +613,16 @@ pub(crate) fn vector_product(
         } else if let Some(f) = fast {
             f.dots(av, b.data, b.cs, y);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        let fast = neon::Neon::detect();
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        if let Some(f) = fast {
+            f.dots(av, b.data, b.cs, y);
+        }
+        #[cfg(not(any(
+            target_arch = "x86_64",
+            all(target_arch = "aarch64", target_feature = "neon")
+        )))]
         let fast: Option<()> = None;
         if fast.is_none() {
             for (j, v) in y.iter_mut().enumerate() {
@@ -662,6 +680,10 @@ pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
 pub fn uses_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     if avx2::Avx2::detect().is_some() || avx512::Avx512::detect().is_some() {
+        return true;
+    }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if neon::Neon::detect().is_some() {
         return true;
     }
     false
@@ -822,6 +844,15 @@ mod tests {
     fn avx512_kernel_matches_portable_on_awkward_sizes() {
         if let Some(kern) = avx512::Avx512::detect() {
             sweep(kern);
+        }
+    }
+
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    #[test]
+    fn neon_kernel_matches_portable_on_awkward_sizes() {
+        if let Some(kern) = neon::Neon::detect() {
+            sweep(kern);
+            check_special(kern);
         }
     }
 
