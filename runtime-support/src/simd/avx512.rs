@@ -11,6 +11,7 @@
 //! `target_feature` functions may run), and [`Micro::kernel`] checks every
 //! index the loop will read or write before entering it.
 
+use super::direct::RowTable;
 use super::{Activation, Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
@@ -134,57 +135,166 @@ impl Micro for Avx512 {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
         let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
-        if kc == 0 || nrows == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
+        if kc == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
             return;
         }
-        if !block_fits(dst, ldd, nrows, ncols) {
-            return;
+        let src = Strided { b: b.as_ptr(), ldb };
+        // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
+        // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
+        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, ncols, load, tail) };
+    }
+
+    #[inline(always)]
+    fn within<R>(self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: `self` proves AVX-512F is present; `f` is safe code.
+        unsafe { with_avx512(f) }
+    }
+}
+
+/// Where row `p` of a tile's B operand starts.
+trait BRows: Copy {
+    /// The first of the row's floats.
+    ///
+    /// # Safety
+    /// `p` is below the `kc` the source was checked for.
+    unsafe fn row(self, p: usize) -> *const f32;
+}
+
+/// B's rows `ldb` floats apart (a packed strip, or a matrix read in place).
+#[derive(Clone, Copy)]
+struct Strided {
+    b: *const f32,
+    ldb: usize,
+}
+
+impl BRows for Strided {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        self.b.wrapping_add(p * self.ldb)
+    }
+}
+
+/// B's row `p` at `b + offs[p]` (a staged convolution input).
+#[derive(Clone, Copy)]
+struct Table {
+    b: *const f32,
+    offs: *const u32,
+}
+
+impl BRows for Table {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        // SAFETY: the caller keeps `p` below the table's length.
+        self.b.wrapping_add(unsafe { *self.offs.add(p) } as usize)
+    }
+}
+
+impl Avx512 {
+    /// [`Micro::kernel`] without `load`, with B's row `p` at
+    /// `b[base + table.offs()[p]]` instead of `p * ldb` (the direct
+    /// convolution's staged input, read in place). Returns `false`, doing
+    /// nothing, when a bound does not hold (`kc` past the table, a B row,
+    /// A row or destination row too short).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn kernel_table(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize; MR],
+        b: &[f32],
+        table: &RowTable<'_>,
+        base: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        let offs = table.offs();
+        let b_need = table.max().checked_add(base).and_then(|v| v.checked_add(ncols));
+        if kc == 0 || kc > offs.len() || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
+            return false;
         }
-        let Some(span) = (kc - 1).checked_mul(cs) else { return };
+        let src = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
+        // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`
+        // and holds `ncols` floats: `offs[p] <= table.max()` (the table's
+        // invariant) and `table.max() + base + ncols <= b.len()`.
+        unsafe { self.run(kc, a, rows, 1, src, dst, ldd, nrows, ncols, false, tail) }
+    }
+
+    /// Checks the destination and A bounds, then runs the tile through
+    /// [`kernel_r32`] and its epilogue; `false`, doing nothing, when they
+    /// do not hold.
+    ///
+    /// # Safety
+    /// `src.row(p)` for `p < kc` points at `ncols` readable floats.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn run<S: BRows>(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize; MR],
+        cs: usize,
+        src: S,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        if kc == 0 || nrows == 0 || ncols == 0 || !block_fits(dst, ldd, nrows, ncols) {
+            return false;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return false };
         if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
-            return;
+            return false;
         }
         let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
         let (epi, cdata) = match (&fused, &tail) {
             (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
             _ => (None, core::ptr::null()),
         };
-        let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
+        let (a, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
         // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
-        // a.len()`; B at `p * ldb + c < (kc - 1) * ldb + ncols <= b.len()` (lanes
-        // from `ncols` on masked off); the
-        // destination at `r * ldd + c` for `c < ncols`, within `dst` by
-        // `block_fits` (the lanes at and past `ncols` are masked off, and the
-        // second half of a row is touched only when `ncols > 16`); C, for
-        // `FusedC::Rows`, at `base + r * rs + c`, within C by `Fused::new`.
+        // a.len()`; B at `src.row(p) + c` for `c < ncols` (the caller's
+        // contract; lanes from `ncols` on masked off); the destination at
+        // `r * ldd + c` for `c < ncols`, within `dst` by `block_fits` (the
+        // lanes at and past `ncols` are masked off, and the second half of a
+        // row is touched only when `ncols > 16`); C, for `FusedC::Rows`, at
+        // `base + r * rs + c`, within C by `Fused::new`.
         unsafe {
             macro_rules! rows {
                 ($h:literal) => {
                     match nrows {
-                        1 => kernel_r32::<1, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        1 => kernel_r32::<1, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        2 => kernel_r32::<2, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        2 => kernel_r32::<2, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        3 => kernel_r32::<3, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        3 => kernel_r32::<3, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        4 => kernel_r32::<4, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        4 => kernel_r32::<4, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        5 => kernel_r32::<5, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        5 => kernel_r32::<5, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        6 => kernel_r32::<6, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        6 => kernel_r32::<6, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        7 => kernel_r32::<7, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        7 => kernel_r32::<7, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
-                        _ => kernel_r32::<8, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
+                        _ => kernel_r32::<8, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, ncols, load, epi, cdata,
                         ),
                     }
                 };
@@ -195,12 +305,7 @@ impl Micro for Avx512 {
         if fused.is_none() {
             finish(dst, ldd, nrows, ncols, tail);
         }
-    }
-
-    #[inline(always)]
-    fn within<R>(self, f: impl FnOnce() -> R) -> R {
-        // SAFETY: `self` proves AVX-512F is present; `f` is safe code.
-        unsafe { with_avx512(f) }
+        true
     }
 }
 
@@ -210,13 +315,12 @@ impl Micro for Avx512 {
 /// a `FusedC::Rows` term.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize, const H: usize>(
+unsafe fn kernel_r32<const R: usize, const H: usize, S: BRows>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
     cs: usize,
-    b: *const f32,
-    ldb: usize,
+    src: S,
     d: *mut f32,
     ldd: usize,
     ncols: usize,
@@ -237,12 +341,12 @@ unsafe fn kernel_r32<const R: usize, const H: usize>(
         }
     }
     // SAFETY (whole loop): see the caller's bounds; `off` stays below
-    // `kc * cs`, `bp` at `b + p * ldb`, its lanes from `ncols` on masked.
+    // `kc * cs`, `bp` is B's row `p < kc`, its lanes from `ncols` on masked.
     unsafe {
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
-        let mut bp = b;
         let mut off = 0usize;
-        for _ in 0..kc {
+        for p in 0..kc {
+            let bp = src.row(p);
             let bv: [__m512; H] =
                 core::array::from_fn(|h| _mm512_maskz_loadu_ps(masks[h], bp.add(16 * h)));
             for r in 0..R {
@@ -251,9 +355,6 @@ unsafe fn kernel_r32<const R: usize, const H: usize>(
                     c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
                 }
             }
-            // Past the last step `bp` is not read: `wrapping_add` keeps it a
-            // plain address even when it leaves `b`.
-            bp = bp.wrapping_add(ldb);
             off += cs;
         }
     }

@@ -1,0 +1,499 @@
+//! Direct (pack-free) 2-D convolution on the AVX-512 micro-kernel.
+//!
+//! The implicit GEMM copies every input value into a packed strip once per
+//! kernel tap; with few output channels each strip serves a tile or two and
+//! the copy costs as much as the multiply-adds. Here the input of a band of
+//! output rows is copied once, with its zero padding, into a stack buffer
+//! laid out so that for every kernel tap `(c, ky, kx)` the inputs of
+//! consecutive output pixels are contiguous: per channel, per row phase
+//! `(ky * dy) % sy` and column phase `(kx * dx) % sx` that some tap uses,
+//! rows of `lx` floats holding every `sx`-th padded input column. Row
+//! `p = (c, ky, kx)` of the GEMM's B then starts at a fixed offset of that
+//! buffer (a [`RowTable`]) plus the pixel's grid position, and the
+//! micro-kernel reads it in place.
+//!
+//! Output pixel `(oy, ox)` of a band sits at grid position `oy * lx + ox`;
+//! the grid columns from `ow` to `lx` are junk (windows running past the
+//! row). Wide rows are tiled row by row and written straight to Y; narrow
+//! rows are tiled across the grid, through a tile on the stack, and only
+//! the real columns are copied out, so fewer lanes are wasted.
+//!
+//! Sums run over `k = (c, ky, kx)` in ascending order with fused
+//! multiply-adds, as the AVX-512 GEMM path does; taps in the padding add
+//! `w * 0.0`, as the im2col strips do.
+
+use super::avx512::Avx512;
+use super::strip::Strip;
+use super::{Activation, DwGeom, Epilogue, Micro, Tail};
+
+/// Offsets of B's rows in a staged buffer, with their maximum, which the
+/// micro-kernel checks once per tile instead of once per row.
+pub(crate) struct RowTable<'a> {
+    offs: &'a [u32],
+    max: usize,
+}
+
+impl<'a> RowTable<'a> {
+    /// The table of `offs`.
+    pub(crate) fn new(offs: &'a [u32]) -> Self {
+        let max = offs.iter().copied().max().unwrap_or(0) as usize;
+        RowTable { offs, max }
+    }
+
+    /// The offsets.
+    pub(crate) fn offs(&self) -> &'a [u32] {
+        self.offs
+    }
+
+    /// The largest offset (every entry of [`RowTable::offs`] is at most this).
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// Floats of staged input (32 KiB, the size of a packed strip).
+const STAGE: usize = 8192;
+/// The largest `k` (`C * kh * kw`) with a table on the stack.
+const MAX_K: usize = 2048;
+/// Strides up to this many phases per axis.
+const MAX_PHASES: usize = 8;
+/// The micro-kernel's tile.
+const MR: usize = 8;
+const NR: usize = 32;
+
+/// The phases `(t * d) % s` some kernel offset `t < k` uses, in ascending
+/// order, and the slot of each phase (`usize::MAX` when unused).
+fn phases(
+    k: usize,
+    d: usize,
+    s: usize,
+) -> Option<(usize, [usize; MAX_PHASES], [usize; MAX_PHASES])> {
+    if s == 0 || s > MAX_PHASES {
+        return None;
+    }
+    let mut used = [false; MAX_PHASES];
+    for t in 0..k.min(s) {
+        used[t.checked_mul(d)? % s] = true;
+    }
+    let (mut list, mut slot, mut n) = ([0; MAX_PHASES], [usize::MAX; MAX_PHASES], 0);
+    for (q, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+        list[n] = q;
+        slot[q] = n;
+        n += 1;
+    }
+    Some((n, list, slot))
+}
+
+/// How one convolution is staged and tiled.
+struct Plan {
+    /// Grid row length: `ow` plus the columns the kernel reaches past it.
+    lx: usize,
+    /// Staged rows per phase beyond the band's output rows.
+    ey: usize,
+    /// Output rows per band.
+    rb: usize,
+    /// Staged rows per phase block (`rb + ey`).
+    ry: usize,
+    /// Used row and column phases.
+    nqy: usize,
+    qy: [usize; MAX_PHASES],
+    nqx: usize,
+    qx: [usize; MAX_PHASES],
+    /// Floats per staged channel.
+    cs: usize,
+    /// Whether tiles span output rows (narrow rows) rather than one row each.
+    grid: bool,
+}
+
+/// Multiply-add cycles per step of `k` of one tile row block: a tile of
+/// more than 16 columns is bound by its 16 FMAs (8 cycles), a narrower one
+/// by its loads (about 5).
+fn tile_cost(ncols: usize) -> usize {
+    if ncols > 16 { 8 } else { 5 }
+}
+
+impl Plan {
+    fn new(g: &DwGeom, cin: usize) -> Option<Plan> {
+        let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
+        let (nqx, qx, _) = phases(g.kw, g.dx, g.sx)?;
+        let ey = (g.kh - 1).checked_mul(g.dy)? / g.sy;
+        let lx = g.ow.checked_add((g.kw - 1).checked_mul(g.dx)? / g.sx)?;
+        // cin * nqy * nqx * lx * (rb + ey) <= STAGE
+        let per_row = cin.checked_mul(nqy)?.checked_mul(nqx)?.checked_mul(lx)?;
+        let max_ry = STAGE / per_row.max(1);
+        if max_ry <= ey || g.oh == 0 || g.ow == 0 {
+            return None;
+        }
+        let rb = (max_ry - ey).min(g.oh);
+        let rb = g.oh.div_ceil(g.oh.div_ceil(rb));
+        let ry = rb + ey;
+        let cs = nqy * nqx * ry * lx;
+        let row_cost = rb * (g.ow / NR * 8 + if g.ow % NR == 0 { 0 } else { tile_cost(g.ow % NR) });
+        let total = (rb - 1) * lx + g.ow;
+        let grid_cost = total / NR * 8 + if total % NR == 0 { 0 } else { tile_cost(total % NR) };
+        Some(Plan { lx, ey, rb, ry, nqy, qy, nqx, qx, cs, grid: grid_cost < row_cost })
+    }
+
+    /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
+    /// the staged buffer, for the band's first output pixel.
+    fn table(&self, g: &DwGeom, cin: usize, offs: &mut [u32]) -> Option<()> {
+        let (_, _, sy_slot) = phases(g.kh, g.dy, g.sy)?;
+        let (_, _, sx_slot) = phases(g.kw, g.dx, g.sx)?;
+        let block = self.ry * self.lx;
+        let mut p = 0;
+        for c in 0..cin {
+            for ky in 0..g.kh {
+                let ty = ky * g.dy;
+                let by = *sy_slot.get(ty % g.sy)?;
+                for kx in 0..g.kw {
+                    let tx = kx * g.dx;
+                    let bx = *sx_slot.get(tx % g.sx)?;
+                    let at = c * self.cs
+                        + (by * self.nqx + bx) * block
+                        + (ty / g.sy) * self.lx
+                        + tx / g.sx;
+                    *offs.get_mut(p)? = u32::try_from(at).ok()?;
+                    p += 1;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Stages the input rows of the band of `rb` output rows from `oy0`.
+    fn stage(&self, g: &DwGeom, x: &[f32], cin: usize, oy0: usize, rb: usize, buf: &mut [f32]) {
+        let (h, w, lx) = (g.h, g.w, self.lx);
+        let block = self.ry * lx;
+        for c in 0..cin {
+            let plane = x.get(c * h * w..(c + 1) * h * w).unwrap_or(&[]);
+            for (by, &qy) in self.qy[..self.nqy].iter().enumerate() {
+                for i in 0..rb + self.ey {
+                    let t = oy0 * g.sy + i * g.sy + qy;
+                    let xrow = t
+                        .checked_sub(g.pt)
+                        .filter(|&iy| iy < h)
+                        .and_then(|iy| plane.get(iy * w..(iy + 1) * w));
+                    for (bx, &qx) in self.qx[..self.nqx].iter().enumerate() {
+                        let at = c * self.cs + (by * self.nqx + bx) * block + i * lx;
+                        let Some(dst) = buf.get_mut(at..at + lx) else { return };
+                        match xrow {
+                            Some(row) => stage_row(dst, row, qx, g.sx, g.pl),
+                            None => dst.fill(0.0),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `dst[j]` = padded column `j * sx + qx` of `row` (input column minus
+/// `pl`), zero in the padding.
+#[inline(always)]
+fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
+    let lx = dst.len();
+    let lo = pl.saturating_sub(qx).div_ceil(sx).min(lx);
+    let hi = (row.len() + pl).saturating_sub(qx).div_ceil(sx).clamp(lo, lx);
+    let (head, rest) = dst.split_at_mut(lo);
+    let (mid, tail) = rest.split_at_mut(hi - lo);
+    head.fill(0.0);
+    tail.fill(0.0);
+    if mid.is_empty() {
+        return;
+    }
+    let start = lo * sx + qx - pl;
+    match sx {
+        1 => {
+            if let Some(src) = row.get(start..start + mid.len()) {
+                mid.copy_from_slice(src);
+            }
+        }
+        2 => {
+            if let Some(src) = row.get(start..start + 2 * mid.len() - 1) {
+                for (d, s) in mid.iter_mut().zip(src.chunks(2)) {
+                    *d = s[0];
+                }
+            }
+        }
+        _ => {
+            for (d, s) in mid.iter_mut().zip(row.iter().skip(start).step_by(sx)) {
+                *d = *s;
+            }
+        }
+    }
+}
+
+/// Convolves `x` (`cin` planes of `g.h x g.w`) with `w` (`m` filters of
+/// `cin x g.kh x g.kw`) into `y` (`m` planes of `g.oh x g.ow`), adding
+/// `bias` and applying `act`. Returns `false` when it does not apply (no
+/// AVX-512, a geometry the staging buffer cannot hold for one output row,
+/// a shape mismatch); `y` may then be partly written, and the caller
+/// computes it another way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d(
+    cpu: Avx512,
+    g: &DwGeom,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    let Some(k) = cin.checked_mul(g.kh).and_then(|v| v.checked_mul(g.kw)) else { return false };
+    let sizes = [(cin, g.h * g.w, x.len()), (m, k, w.len()), (m, g.oh * g.ow, y.len())];
+    if k == 0 || k > MAX_K || m == 0 || sizes.iter().any(|&(a, b, l)| a.checked_mul(b) != Some(l)) {
+        return false;
+    }
+    let Some(plan) = Plan::new(g, cin) else { return false };
+    let mut offs = [0u32; MAX_K];
+    if plan.table(g, cin, &mut offs[..k]).is_none() {
+        return false;
+    }
+    let table = RowTable::new(&offs[..k]);
+    let epi = Epilogue::bias_act(bias, act);
+    cpu.within(|| run(cpu, g, &plan, cin, m, k, x, w, &table, &epi, y))
+}
+
+/// The bands of [`conv2d`], compiled for AVX-512.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn run(
+    cpu: Avx512,
+    g: &DwGeom,
+    plan: &Plan,
+    cin: usize,
+    m: usize,
+    k: usize,
+    x: &[f32],
+    w: &[f32],
+    table: &RowTable<'_>,
+    epi: &Epilogue<'_>,
+    y: &mut [f32],
+) -> bool {
+    let (ow, lx, ohw) = (g.ow, plan.lx, g.oh * g.ow);
+    let identity = epi.is_identity();
+    let mut strip = Strip::<STAGE>::new();
+    let mut oy0 = 0;
+    while oy0 < g.oh {
+        let rb = plan.rb.min(g.oh - oy0);
+        let buf = strip.get(cin * plan.cs);
+        plan.stage(g, x, cin, oy0, rb, buf);
+        let buf: &[f32] = buf;
+        let tile =
+            |ir: usize, base: usize, dst: &mut [f32], ldd: usize, ncols: usize, j0: usize| {
+                let nrows = MR.min(m - ir);
+                let rows: [usize; MR] = core::array::from_fn(|r| (ir + r.min(nrows - 1)) * k);
+                let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
+                cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, ncols, tail)
+            };
+        if plan.grid {
+            let total = (rb - 1) * lx + ow;
+            let mut tmp = [0.0f32; MR * NR];
+            for jt in (0..total).step_by(NR) {
+                let ncols = NR.min(total - jt);
+                for ir in (0..m).step_by(MR) {
+                    if !tile(ir, jt, &mut tmp, NR, ncols, 0) {
+                        return false;
+                    }
+                    // The real columns, a run per output row.
+                    let mut c = 0;
+                    while c < ncols {
+                        let (oy, ox) = ((jt + c) / lx, (jt + c) % lx);
+                        let len = (ncols - c).min(lx - ox);
+                        if ox < ow {
+                            let n = len.min(ow - ox);
+                            let at = (oy0 + oy) * ow + ox;
+                            for r in 0..MR.min(m - ir) {
+                                let d = y.get_mut((ir + r) * ohw + at..(ir + r) * ohw + at + n);
+                                if let (Some(d), Some(s)) = (d, tmp.get(r * NR + c..r * NR + c + n))
+                                {
+                                    d.copy_from_slice(s);
+                                }
+                            }
+                        }
+                        c += len;
+                    }
+                }
+            }
+        } else {
+            for oy in 0..rb {
+                for x0 in (0..ow).step_by(NR) {
+                    let ncols = NR.min(ow - x0);
+                    let at = (oy0 + oy) * ow + x0;
+                    for ir in (0..m).step_by(MR) {
+                        let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
+                        if !tile(ir, oy * lx + x0, dst, ohw, ncols, at) {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        oy0 += rb;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::{Conv, Window, conv};
+    use std::vec::Vec;
+
+    struct Rng(u32);
+
+    impl Rng {
+        fn next(&mut self) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 17;
+            self.0 ^= self.0 << 5;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            self.next() as usize % n
+        }
+
+        fn values(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect()
+        }
+    }
+
+    /// One case: `[cin, m, h, w]`, kernel, strides, dilations, pads
+    /// top/left/bottom/right.
+    type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 4]);
+
+    /// Runs [`conv2d`] and the exact [`conv`] on one case with every
+    /// activation; `fits` says whether the direct path must take it (`None`:
+    /// either way). Returns whether it did.
+    fn check(cpu: Avx512, case: Case, fits: Option<bool>, rng: &mut Rng) -> bool {
+        let ([cin, m, h, w], k, s, d, pads) = case;
+        let out: [usize; 2] = core::array::from_fn(|i| {
+            let dims = [h, w];
+            (dims[i] + pads[i] + pads[i + 2] - d[i] * (k[i] - 1) - 1) / s[i] + 1
+        });
+        let ind = [h, w];
+        let (pb, pe) = ([pads[0], pads[1]], [pads[2], pads[3]]);
+        let window = Window {
+            in_dims: &ind,
+            out_dims: &out,
+            kernel: &k,
+            strides: &s,
+            dilations: &d,
+            pads_begin: &pb,
+            pads_end: &pe,
+        };
+        let p = Conv { batch: 1, in_channels: cin, out_channels: m, groups: 1, window };
+        let g = DwGeom {
+            h,
+            w,
+            oh: out[0],
+            ow: out[1],
+            kh: k[0],
+            kw: k[1],
+            sy: s[0],
+            sx: s[1],
+            dy: d[0],
+            dx: d[1],
+            pt: pads[0],
+            pl: pads[1],
+        };
+        let x = rng.values(cin * h * w);
+        let wt = rng.values(m * cin * k[0] * k[1]);
+        let bias = rng.values(m);
+        let yl = m * out[0] * out[1];
+        // A bound on the rounding: the exact sums of the magnitudes.
+        let (xa, wa): (Vec<f32>, Vec<f32>) =
+            (x.iter().map(|v| v.abs()).collect(), wt.iter().map(|v| v.abs()).collect());
+        let mut scale = vec![0.0f32; yl];
+        conv(&p, &xa, &wa, None, &mut scale).unwrap();
+        let kdim = (cin * k[0] * k[1]) as f32;
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.125 },
+            Activation::Clip { min: -0.5, max: 0.25 },
+        ];
+        for (i, act) in acts.into_iter().enumerate() {
+            let b = (i % 2 == 1).then_some(&bias[..]);
+            let mut want = vec![0.0f32; yl];
+            conv(&p, &x, &wt, b, &mut want).unwrap();
+            act.apply_all(&mut want);
+            let mut got = vec![f32::NAN; yl];
+            let took = conv2d(cpu, &g, cin, m, &x, &wt, b, act, &mut got);
+            assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
+            if !took {
+                return false;
+            }
+            for (j, ((g, e), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
+                let tol = 4.0 * kdim * f32::EPSILON * (s + 1.0);
+                assert!((g - e).abs() <= tol, "{case:?} {act:?} [{j}]: {g} vs {e}");
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn direct_conv_matches_exact_conv() {
+        let Some(cpu) = Avx512::detect() else { return };
+        let mut rng = Rng(0x1234_5678);
+        let cases: &[Case] = &[
+            // The models' shapes: 3x3 pad 1 stride 1 and 2, 1x1 stride 2,
+            // 5x5 with and without pads, a wide stride-2 first layer.
+            ([16, 16, 32, 32], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([16, 32, 32, 32], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([16, 32, 32, 32], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([32, 20, 16, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([40, 9, 8, 8], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 6, 28, 28], [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]),
+            ([6, 16, 14, 14], [5, 5], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([3, 8, 40, 41], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 17, 25, 10], [10, 4], [2, 2], [1, 1], [4, 1, 5, 2]),
+            // Odd widths below and above a tile, asymmetric pads, 1x3 and 3x1.
+            ([5, 3, 7, 33], [1, 3], [1, 1], [1, 1], [0, 2, 0, 1]),
+            ([7, 11, 9, 31], [3, 1], [1, 1], [1, 1], [2, 0, 1, 0]),
+            ([2, 1, 11, 65], [3, 3], [2, 1], [1, 1], [0, 1, 2, 0]),
+            ([3, 40, 5, 3], [3, 3], [1, 2], [1, 1], [1, 2, 1, 2]),
+            ([4, 5, 13, 17], [5, 5], [2, 2], [1, 1], [2, 1, 0, 2]),
+            ([2, 3, 12, 19], [3, 3], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([1, 1, 1, 1], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 1, 40], [1, 5], [1, 2], [1, 1], [0, 0, 0, 3]),
+            ([9, 7, 30, 2], [3, 2], [1, 1], [1, 1], [1, 0, 1, 1]),
+            // Several bands: many channels of wide rows.
+            ([24, 10, 20, 70], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([12, 3, 12, 90], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+        ];
+        for &case in cases {
+            check(cpu, case, Some(true), &mut rng);
+        }
+        // Random shapes: channels 1..40, widths 1..40, kernels up to 5x5,
+        // strides 1..3, dilations 1..2, pads 0..2 on each side.
+        let mut taken = 0;
+        for _ in 0..80 {
+            let k = [1 + rng.below(5), 1 + rng.below(5)];
+            let d = [1 + rng.below(2), 1 + rng.below(2)];
+            let s = [1 + rng.below(3), 1 + rng.below(3)];
+            let pads = [rng.below(3), rng.below(3), rng.below(3), rng.below(3)];
+            let h =
+                (d[0] * (k[0] - 1) + 1).saturating_sub(pads[0] + pads[2]).max(1) + rng.below(12);
+            let w =
+                (d[1] * (k[1] - 1) + 1).saturating_sub(pads[1] + pads[3]).max(1) + rng.below(40);
+            let (cin, m) = (1 + rng.below(40), 1 + rng.below(40));
+            taken += usize::from(check(cpu, ([cin, m, h, w], k, s, d, pads), None, &mut rng));
+        }
+        assert!(taken >= 60, "{taken} of 80 random shapes ran direct");
+        // Too much input for one output row, or too long a `k`: refused.
+        check(cpu, ([200, 2, 3, 60], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
+        check(cpu, ([300, 2, 3, 3], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
+    }
+
+    #[test]
+    fn row_tables_know_their_maximum() {
+        let offs = [3u32, 90, 7, 0];
+        let t = RowTable::new(&offs);
+        assert_eq!((t.max(), t.offs().len()), (90, 4));
+        assert_eq!(RowTable::new(&[]).max(), 0);
+    }
+}
