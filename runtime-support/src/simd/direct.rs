@@ -101,19 +101,47 @@ struct Plan {
     qx: [usize; MAX_PHASES],
     /// Floats per staged channel.
     cs: usize,
-    /// Whether tiles span output rows (narrow rows) rather than one row each.
-    grid: bool,
 }
 
-/// Multiply-add cycles per step of `k` of one tile row block: a tile of
-/// more than 16 columns is bound by its 16 FMAs (8 cycles), a narrower one
-/// by its loads (about 5).
+/// Cycles per step of `k` of one tile of `ncols` columns and 8 rows: a tile
+/// of more than 16 columns is bound by its 16 FMAs (8 cycles), a narrower
+/// one by its loads (about 5).
 fn tile_cost(ncols: usize) -> usize {
     if ncols > 16 { 8 } else { 5 }
 }
 
+/// Cycles per step of `k` and block of 8 rows for `n` consecutive columns.
+fn cols_cost(n: usize) -> usize {
+    n / NR * 8 + if n.is_multiple_of(NR) { 0 } else { tile_cost(n % NR) }
+}
+
+/// Whether a band of `rb` rows runs faster tiled across the grid than row
+/// by row (and the cost of the faster).
+fn band_cost(rb: usize, ow: usize, lx: usize) -> (bool, usize) {
+    let rows = rb * cols_cost(ow);
+    let grid = cols_cost((rb - 1) * lx + ow);
+    (grid < rows, grid.min(rows))
+}
+
+/// What packing the im2col strips of `g` costs, in tenths of a cycle per
+/// step of `k` (measured on Zen 5): about 4 cycles per strip of 32 columns
+/// and 4 per run of columns on one output row (8 when the runs are not of
+/// the lengths the packer copies as fixed-size vectors, 8, 16 or 32).
+fn pack_cost(g: &DwGeom) -> usize {
+    let n = g.oh * g.ow;
+    // Every strip starts a run, and so does every row start inside a strip.
+    let inside = (1..g.oh).filter(|oy| !(oy * g.ow).is_multiple_of(NR)).count();
+    let fixed = (g.ow.is_multiple_of(16) || g.ow == 8) && g.sx <= 2;
+    let per_run = if fixed { 40 } else { 80 };
+    n.div_ceil(NR) * (40 + per_run) + inside * per_run
+}
+
 impl Plan {
-    fn new(g: &DwGeom, cin: usize) -> Option<Plan> {
+    /// The staging and tiling of a convolution of `cin` input and `m`
+    /// output channels, or `None` when one output row's input does not fit
+    /// the stage or, with `compare`, the im2col product is expected to be
+    /// faster.
+    fn new(g: &DwGeom, cin: usize, m: usize, compare: bool) -> Option<Plan> {
         let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
         let (nqx, qx, _) = phases(g.kw, g.dx, g.sx)?;
         let ey = (g.kh - 1).checked_mul(g.dy)? / g.sy;
@@ -124,14 +152,35 @@ impl Plan {
         if max_ry <= ey || g.oh == 0 || g.ow == 0 {
             return None;
         }
-        let rb = (max_ry - ey).min(g.oh);
-        let rb = g.oh.div_ceil(g.oh.div_ceil(rb));
+        // The band height with the fewest tile cycles (bands as even as
+        // possible; the tallest on ties, for less staging).
+        let (mut best, mut best_cost) = (0, usize::MAX);
+        for rb in (1..=(max_ry - ey).min(g.oh)).rev() {
+            let bands = g.oh.div_ceil(rb);
+            let rb = g.oh.div_ceil(bands);
+            let (short, tall) = (g.oh / bands, bands - g.oh % bands);
+            let mut cost = band_cost(short, g.ow, lx).1 * tall;
+            if tall < bands {
+                cost += band_cost(short + 1, g.ow, lx).1 * (bands - tall);
+            }
+            if cost < best_cost {
+                (best, best_cost) = (rb, cost);
+            }
+        }
+        // Against im2col, in tenths of a cycle per step of `k`: the same
+        // FMAs over `oh * ow` columns, plus packing. The direct tiles get a
+        // tenth more for their unaligned B rows (a fifth with column
+        // phases); 1x1 kernels pack as cheaply as they stage.
+        let blocks = m.div_ceil(MR);
+        let n = g.oh.checked_mul(g.ow)?;
+        let direct = best_cost.checked_mul(blocks)?.checked_mul(if g.sx == 1 { 11 } else { 12 })?;
+        if compare && (g.kh * g.kw == 1 || direct >= cols_cost(n) * blocks * 10 + pack_cost(g)) {
+            return None;
+        }
+        let rb = best;
         let ry = rb + ey;
         let cs = nqy * nqx * ry * lx;
-        let row_cost = rb * (g.ow / NR * 8 + if g.ow % NR == 0 { 0 } else { tile_cost(g.ow % NR) });
-        let total = (rb - 1) * lx + g.ow;
-        let grid_cost = total / NR * 8 + if total % NR == 0 { 0 } else { tile_cost(total % NR) };
-        Some(Plan { lx, ey, rb, ry, nqy, qy, nqx, qx, cs, grid: grid_cost < row_cost })
+        Some(Plan { lx, ey, rb, ry, nqy, qy, nqx, qx, cs })
     }
 
     /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
@@ -209,10 +258,20 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
             }
         }
         2 => {
-            if let Some(src) = row.get(start..start + 2 * mid.len() - 1) {
-                for (d, s) in mid.iter_mut().zip(src.chunks(2)) {
-                    *d = s[0];
+            // Blocks of 16 outputs from 32 inputs (vector shuffles), then
+            // the rest one by one.
+            let src = row.get(start..).unwrap_or(&[]);
+            let full = (mid.len() / 16).min(src.len() / 32);
+            let (blocks, rest) = mid.split_at_mut(full * 16);
+            for (d, s) in blocks.chunks_exact_mut(16).zip(src.chunks_exact(32)) {
+                if let (Ok(d), Ok(s)) = (<&mut [f32; 16]>::try_from(d), <&[f32; 32]>::try_from(s)) {
+                    for i in 0..16 {
+                        d[i] = s[2 * i];
+                    }
                 }
+            }
+            for (d, s) in rest.iter_mut().zip(src.iter().skip(full * 32).step_by(2)) {
+                *d = *s;
             }
         }
         _ => {
@@ -223,12 +282,30 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
     }
 }
 
-/// Convolves `x` (`cin` planes of `g.h x g.w`) with `w` (`m` filters of
-/// `cin x g.kh x g.kw`) into `y` (`m` planes of `g.oh x g.ow`), adding
-/// `bias` and applying `act`. Returns `false` when it does not apply (no
-/// AVX-512, a geometry the staging buffer cannot hold for one output row,
-/// a shape mismatch); `y` may then be partly written, and the caller
-/// computes it another way.
+/// `dst = src` (of equal lengths, at most 32) as at most two overlapping
+/// fixed-size moves rather than a call.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        let n = dst.len();
+        for at in [0, n - N] {
+            if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N))
+                && let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(d), <&[f32; N]>::try_from(s))
+            {
+                *d = *s;
+            }
+        }
+    }
+    match dst.len() {
+        n if n != src.len() => {}
+        16..=32 => two::<16>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// [`conv2d_with`] where it is expected to beat the im2col product.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d(
     cpu: Avx512,
@@ -241,12 +318,35 @@ pub(crate) fn conv2d(
     act: Activation,
     y: &mut [f32],
 ) -> bool {
+    conv2d_with(cpu, g, cin, m, x, w, bias, act, y, true)
+}
+
+/// Convolves `x` (`cin` planes of `g.h x g.w`) with `w` (`m` filters of
+/// `cin x g.kh x g.kw`) into `y` (`m` planes of `g.oh x g.ow`), adding
+/// `bias` and applying `act`. Returns `false` when it does not apply (no
+/// AVX-512, a geometry the staging buffer cannot hold for one output row,
+/// a shape mismatch, or with `compare`, a shape where the im2col product
+/// is expected to be faster); `y` may then be partly written, and the
+/// caller computes it another way.
+#[allow(clippy::too_many_arguments)]
+fn conv2d_with(
+    cpu: Avx512,
+    g: &DwGeom,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+    compare: bool,
+) -> bool {
     let Some(k) = cin.checked_mul(g.kh).and_then(|v| v.checked_mul(g.kw)) else { return false };
     let sizes = [(cin, g.h * g.w, x.len()), (m, k, w.len()), (m, g.oh * g.ow, y.len())];
     if k == 0 || k > MAX_K || m == 0 || sizes.iter().any(|&(a, b, l)| a.checked_mul(b) != Some(l)) {
         return false;
     }
-    let Some(plan) = Plan::new(g, cin) else { return false };
+    let Some(plan) = Plan::new(g, cin, m, compare) else { return false };
     let mut offs = [0u32; MAX_K];
     if plan.table(g, cin, &mut offs[..k]).is_none() {
         return false;
@@ -288,32 +388,55 @@ fn run(
                 let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
                 cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, ncols, tail)
             };
-        if plan.grid {
+        let (grid, _) = band_cost(rb, ow, lx);
+        if grid && lx == ow {
+            // The grid is the output plane: tiles go straight to Y.
+            let at = oy0 * ow;
+            for jt in (0..rb * ow).step_by(NR) {
+                let ncols = NR.min(rb * ow - jt);
+                for ir in (0..m).step_by(MR) {
+                    let Some(dst) = y.get_mut(ir * ohw + at + jt..) else { return false };
+                    if !tile(ir, jt, dst, ohw, ncols, at + jt) {
+                        return false;
+                    }
+                }
+            }
+        } else if grid {
             let total = (rb - 1) * lx + ow;
             let mut tmp = [0.0f32; MR * NR];
+            // Per tile, the runs of real columns: (tile column, offset in
+            // an output plane, length).
+            let mut runs = [(0usize, 0usize, 0usize); NR];
+            let (mut oy, mut ox) = (0, 0);
             for jt in (0..total).step_by(NR) {
                 let ncols = NR.min(total - jt);
+                let (mut c, mut count) = (0, 0);
+                while c < ncols {
+                    let len = (ncols - c).min(lx - ox);
+                    if ox < ow
+                        && let Some(run) = runs.get_mut(count)
+                    {
+                        *run = (c, (oy0 + oy) * ow + ox, len.min(ow - ox));
+                        count += 1;
+                    }
+                    c += len;
+                    ox += len;
+                    if ox == lx {
+                        ox = 0;
+                        oy += 1;
+                    }
+                }
                 for ir in (0..m).step_by(MR) {
                     if !tile(ir, jt, &mut tmp, NR, ncols, 0) {
                         return false;
                     }
-                    // The real columns, a run per output row.
-                    let mut c = 0;
-                    while c < ncols {
-                        let (oy, ox) = ((jt + c) / lx, (jt + c) % lx);
-                        let len = (ncols - c).min(lx - ox);
-                        if ox < ow {
-                            let n = len.min(ow - ox);
-                            let at = (oy0 + oy) * ow + ox;
-                            for r in 0..MR.min(m - ir) {
-                                let d = y.get_mut((ir + r) * ohw + at..(ir + r) * ohw + at + n);
-                                if let (Some(d), Some(s)) = (d, tmp.get(r * NR + c..r * NR + c + n))
-                                {
-                                    d.copy_from_slice(s);
-                                }
+                    for &(c, at, n) in &runs[..count] {
+                        for r in 0..MR.min(m - ir) {
+                            let d = y.get_mut((ir + r) * ohw + at..(ir + r) * ohw + at + n);
+                            if let (Some(d), Some(s)) = (d, tmp.get(r * NR + c..r * NR + c + n)) {
+                                copy_short(d, s);
                             }
                         }
-                        c += len;
                     }
                 }
             }
@@ -422,7 +545,7 @@ mod tests {
             conv(&p, &x, &wt, b, &mut want).unwrap();
             act.apply_all(&mut want);
             let mut got = vec![f32::NAN; yl];
-            let took = conv2d(cpu, &g, cin, m, &x, &wt, b, act, &mut got);
+            let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
             assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
             if !took {
                 return false;
@@ -487,6 +610,42 @@ mod tests {
         // Too much input for one output row, or too long a `k`: refused.
         check(cpu, ([200, 2, 3, 60], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
         check(cpu, ([300, 2, 3, 3], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
+    }
+
+    #[test]
+    fn direct_path_taken_where_packing_dominates() {
+        // `[cin, m, h, w, k, s, pad]` and whether the direct path is chosen.
+        let shapes = [
+            ([3, 16, 32, 32, 3, 1, 1], true),
+            ([16, 16, 32, 32, 3, 1, 1], true),
+            ([1, 6, 28, 28, 5, 1, 2], true),
+            ([3, 8, 96, 96, 3, 2, 1], true),
+            ([32, 32, 16, 16, 3, 1, 1], true),
+            ([6, 16, 14, 14, 5, 1, 0], true),
+            ([16, 32, 32, 32, 3, 2, 1], false),
+            ([32, 64, 16, 16, 3, 2, 1], false),
+            ([64, 64, 8, 8, 3, 1, 1], false),
+            ([16, 32, 32, 32, 1, 2, 0], false),
+        ];
+        for ([cin, m, h, w, k, s, pad], want) in shapes {
+            let o = |n: usize| (n + 2 * pad - k) / s + 1;
+            let g = DwGeom {
+                h,
+                w,
+                oh: o(h),
+                ow: o(w),
+                kh: k,
+                kw: k,
+                sy: s,
+                sx: s,
+                dy: 1,
+                dx: 1,
+                pt: pad,
+                pl: pad,
+            };
+            assert_eq!(Plan::new(&g, cin, m, true).is_some(), want, "{cin} -> {m}, {h}x{w}");
+            assert!(Plan::new(&g, cin, m, false).is_some());
+        }
     }
 
     #[test]
