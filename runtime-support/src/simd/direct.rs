@@ -101,6 +101,14 @@ struct Plan {
     qx: [usize; MAX_PHASES],
     /// Floats per staged channel.
     cs: usize,
+    /// Whether the column slots are the kernel columns rather than phases.
+    expand: bool,
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Tests pin the column layout (and skip the comparison with im2col).
+    static FORCE_LAYOUT: core::cell::Cell<Option<bool>> = const { core::cell::Cell::new(None) };
 }
 
 /// Cycles per step of `k` of one tile of `ncols` columns and 8 rows: a tile
@@ -142,45 +150,88 @@ impl Plan {
     /// the stage or, with `compare`, the im2col product is expected to be
     /// faster.
     fn new(g: &DwGeom, cin: usize, m: usize, compare: bool) -> Option<Plan> {
+        if g.oh == 0 || g.ow == 0 {
+            return None;
+        }
+        #[cfg(test)]
+        if let Some(expand) = FORCE_LAYOUT.with(|f| f.get()) {
+            return Plan::layout(g, cin, m, expand).map(|p| p.0);
+        }
+        let (plan, direct) = match (Plan::layout(g, cin, m, false), Plan::layout(g, cin, m, true)) {
+            (Some(a), Some(b)) => {
+                if b.1 < a.1 {
+                    b
+                } else {
+                    a
+                }
+            }
+            (a, b) => a.or(b)?,
+        };
+        // Against im2col (in tenths of a cycle): the same FMAs over
+        // `oh * ow` columns, plus packing; 1x1 kernels pack as cheaply as
+        // they stage.
+        let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
+        let n = g.oh.checked_mul(g.ow)?;
+        let im2col = (cols_cost(n) * m.div_ceil(MR) * 10 + pack_cost(g)).checked_mul(k)?;
+        if compare && (g.kh * g.kw == 1 || direct >= im2col) {
+            return None;
+        }
+        Some(plan)
+    }
+
+    /// The plan with the band height of least cost for one layout of the
+    /// staged columns, and that cost in tenths of a cycle: the tiles' FMAs
+    /// (a fifth more with column phases, whose rows are read at odd
+    /// offsets), and for the staging about a third of a cycle per float and
+    /// 8 per row.
+    /// Without `expand`, a slot per column phase `(kx * dx) % sx`, rows
+    /// `lx = ow + (kw - 1) * dx / sx` long (junk columns in the grid);
+    /// with it, a slot per kernel column, `ow` long: `kw` shifted copies,
+    /// but the grid is the output plane (no junk, tiles written in place).
+    fn layout(g: &DwGeom, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize)> {
         let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
-        let (nqx, qx, _) = phases(g.kw, g.dx, g.sx)?;
+        let (nqx, qx, lx) = if expand {
+            if g.kw > MAX_PHASES || g.kw == 1 {
+                return None;
+            }
+            let mut qx = [0; MAX_PHASES];
+            for (kx, q) in qx.iter_mut().enumerate().take(g.kw) {
+                *q = kx.checked_mul(g.dx)?;
+            }
+            (g.kw, qx, g.ow)
+        } else {
+            let (nqx, qx, _) = phases(g.kw, g.dx, g.sx)?;
+            (nqx, qx, g.ow.checked_add((g.kw - 1).checked_mul(g.dx)? / g.sx)?)
+        };
         let ey = (g.kh - 1).checked_mul(g.dy)? / g.sy;
-        let lx = g.ow.checked_add((g.kw - 1).checked_mul(g.dx)? / g.sx)?;
         // cin * nqy * nqx * lx * (rb + ey) <= STAGE
         let per_row = cin.checked_mul(nqy)?.checked_mul(nqx)?.checked_mul(lx)?;
         let max_ry = STAGE / per_row.max(1);
-        if max_ry <= ey || g.oh == 0 || g.ow == 0 {
+        if max_ry <= ey {
             return None;
         }
-        // The band height with the fewest tile cycles (bands as even as
-        // possible; the tallest on ties, for less staging).
+        let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
+        let fma = k.checked_mul(m.div_ceil(MR))?.checked_mul(if g.sx == 1 { 10 } else { 12 })?;
+        // Bands as even as possible; the tallest on ties, for less staging.
         let (mut best, mut best_cost) = (0, usize::MAX);
         for rb in (1..=(max_ry - ey).min(g.oh)).rev() {
             let bands = g.oh.div_ceil(rb);
             let rb = g.oh.div_ceil(bands);
             let (short, tall) = (g.oh / bands, bands - g.oh % bands);
-            let mut cost = band_cost(short, g.ow, lx).1 * tall;
+            let mut tiles = band_cost(short, g.ow, lx).1 * tall;
             if tall < bands {
-                cost += band_cost(short + 1, g.ow, lx).1 * (bands - tall);
+                tiles += band_cost(short + 1, g.ow, lx).1 * (bands - tall);
             }
+            let rows = cin * nqy * nqx * (g.oh + bands * ey);
+            let staged = rows * lx * 3 + rows * 80;
+            let cost = tiles.saturating_mul(fma).saturating_add(staged);
             if cost < best_cost {
                 (best, best_cost) = (rb, cost);
             }
         }
-        // Against im2col, in tenths of a cycle per step of `k`: the same
-        // FMAs over `oh * ow` columns, plus packing. The direct tiles get a
-        // tenth more for their unaligned B rows (a fifth with column
-        // phases); 1x1 kernels pack as cheaply as they stage.
-        let blocks = m.div_ceil(MR);
-        let n = g.oh.checked_mul(g.ow)?;
-        let direct = best_cost.checked_mul(blocks)?.checked_mul(if g.sx == 1 { 11 } else { 12 })?;
-        if compare && (g.kh * g.kw == 1 || direct >= cols_cost(n) * blocks * 10 + pack_cost(g)) {
-            return None;
-        }
-        let rb = best;
-        let ry = rb + ey;
+        let ry = best + ey;
         let cs = nqy * nqx * ry * lx;
-        Some(Plan { lx, ey, rb, ry, nqy, qy, nqx, qx, cs })
+        Some((Plan { lx, ey, rb: best, ry, nqy, qy, nqx, qx, cs, expand }, best_cost))
     }
 
     /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
@@ -196,11 +247,10 @@ impl Plan {
                 let by = *sy_slot.get(ty % g.sy)?;
                 for kx in 0..g.kw {
                     let tx = kx * g.dx;
-                    let bx = *sx_slot.get(tx % g.sx)?;
-                    let at = c * self.cs
-                        + (by * self.nqx + bx) * block
-                        + (ty / g.sy) * self.lx
-                        + tx / g.sx;
+                    let (bx, shift) =
+                        if self.expand { (kx, 0) } else { (*sx_slot.get(tx % g.sx)?, tx / g.sx) };
+                    let at =
+                        c * self.cs + (by * self.nqx + bx) * block + (ty / g.sy) * self.lx + shift;
                     *offs.get_mut(p)? = u32::try_from(at).ok()?;
                     p += 1;
                 }
@@ -227,7 +277,7 @@ impl Plan {
                         let Some(dst) = buf.get_mut(at..at + lx) else { return };
                         match xrow {
                             Some(row) => stage_row(dst, row, qx, g.sx, g.pl),
-                            None => dst.fill(0.0),
+                            None => zero(dst),
                         }
                     }
                 }
@@ -245,8 +295,8 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
     let hi = (row.len() + pl).saturating_sub(qx).div_ceil(sx).clamp(lo, lx);
     let (head, rest) = dst.split_at_mut(lo);
     let (mid, tail) = rest.split_at_mut(hi - lo);
-    head.fill(0.0);
-    tail.fill(0.0);
+    zero(head);
+    zero(tail);
     if mid.is_empty() {
         return;
     }
@@ -254,7 +304,7 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
     match sx {
         1 => {
             if let Some(src) = row.get(start..start + mid.len()) {
-                mid.copy_from_slice(src);
+                copy(mid, src);
             }
         }
         2 => {
@@ -279,6 +329,55 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
                 *d = *s;
             }
         }
+    }
+}
+
+/// `dst = 0` as fixed-size vector stores (the last one overlapping), not a
+/// call: staged rows are short.
+#[inline(always)]
+fn zero(dst: &mut [f32]) {
+    fn blocks<const N: usize>(dst: &mut [f32]) {
+        let n = dst.len();
+        let mut at = 0;
+        while at < n {
+            let from = at.min(n - N);
+            if let Some(Ok(d)) = dst.get_mut(from..from + N).map(<&mut [f32; N]>::try_from) {
+                *d = [0.0; N];
+            }
+            at += N;
+        }
+    }
+    match dst.len() {
+        16.. => blocks::<16>(dst),
+        8..=15 => blocks::<8>(dst),
+        4..=7 => blocks::<4>(dst),
+        _ => {
+            for v in dst {
+                *v = 0.0;
+            }
+        }
+    }
+}
+
+/// `dst = src` (of equal lengths) as fixed-size vector moves (the last one
+/// overlapping), not a call.
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    if n < 16 || n != src.len() {
+        copy_short(dst, src);
+        return;
+    }
+    let mut at = 0;
+    while at < n {
+        let from = at.min(n - 16);
+        if let (Some(Ok(d)), Some(Ok(s))) = (
+            dst.get_mut(from..from + 16).map(<&mut [f32; 16]>::try_from),
+            src.get(from..from + 16).map(<&[f32; 16]>::try_from),
+        ) {
+            *d = *s;
+        }
+        at += 16;
     }
 }
 
@@ -539,23 +638,34 @@ mod tests {
             Activation::LeakyRelu { alpha: 0.125 },
             Activation::Clip { min: -0.5, max: 0.25 },
         ];
+        let mut any = false;
         for (i, act) in acts.into_iter().enumerate() {
-            let b = (i % 2 == 1).then_some(&bias[..]);
-            let mut want = vec![0.0f32; yl];
-            conv(&p, &x, &wt, b, &mut want).unwrap();
-            act.apply_all(&mut want);
-            let mut got = vec![f32::NAN; yl];
-            let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
-            assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
-            if !took {
-                return false;
-            }
-            for (j, ((g, e), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
-                let tol = 4.0 * kdim * f32::EPSILON * (s + 1.0);
-                assert!((g - e).abs() <= tol, "{case:?} {act:?} [{j}]: {g} vs {e}");
+            for expand in [false, true] {
+                let b = (i % 2 == 1).then_some(&bias[..]);
+                let mut want = vec![0.0f32; yl];
+                conv(&p, &x, &wt, b, &mut want).unwrap();
+                act.apply_all(&mut want);
+                let mut got = vec![f32::NAN; yl];
+                FORCE_LAYOUT.with(|f| f.set(Some(expand)));
+                let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
+                FORCE_LAYOUT.with(|f| f.set(None));
+                if !expand {
+                    assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
+                    any |= took;
+                }
+                if !took {
+                    continue;
+                }
+                for (j, ((g, e), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
+                    let tol = 4.0 * kdim * f32::EPSILON * (s + 1.0);
+                    assert!(
+                        (g - e).abs() <= tol,
+                        "{case:?} {act:?} expand {expand} [{j}]: {g} vs {e}"
+                    );
+                }
             }
         }
-        true
+        any
     }
 
     #[test]
