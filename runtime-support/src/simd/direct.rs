@@ -14,15 +14,20 @@
 //!
 //! Output pixel `(oy, ox)` of a band sits at grid position `oy * lx + ox`;
 //! the grid columns from `ow` to `lx` are junk (windows running past the
-//! row). Wide rows are tiled row by row and written straight to Y; narrow
-//! rows are tiled across the grid, through a tile on the stack, and only
-//! the real columns are copied out, so fewer lanes are wasted.
+//! row). Wide rows are tiled row by row and written straight to Y; rows of
+//! at most 16 can go two to a tile, one per 16-lane half; otherwise tiles
+//! run across the grid, through a tile on the stack, and only the real
+//! columns are copied out. A second layout stages one shifted copy of each
+//! input row per kernel column instead of per phase: `lx = ow`, no junk,
+//! at `kw` times the staging. A cost model (tile cycles, staging, and for
+//! im2col its packing) picks the layout and the band height, and tells
+//! [`conv2d`]'s caller when the packed product is expected to be faster.
 //!
 //! Sums run over `k = (c, ky, kx)` in ascending order with fused
 //! multiply-adds, as the AVX-512 GEMM path does; taps in the padding add
 //! `w * 0.0`, as the im2col strips do.
 
-use super::avx512::Avx512;
+use super::avx512::{Avx512, Halves};
 use super::strip::Strip;
 use super::{Activation, DwGeom, Epilogue, Micro, Tail};
 
@@ -109,6 +114,8 @@ struct Plan {
 std::thread_local! {
     /// Tests pin the column layout (and skip the comparison with im2col).
     static FORCE_LAYOUT: core::cell::Cell<Option<bool>> = const { core::cell::Cell::new(None) };
+    /// Tests pin the tiling of every band.
+    static FORCE_TILING: core::cell::Cell<Option<Tiling>> = const { core::cell::Cell::new(None) };
 }
 
 /// Cycles per step of `k` of one tile of `ncols` columns and 8 rows: a tile
@@ -123,12 +130,24 @@ fn cols_cost(n: usize) -> usize {
     n / NR * 8 + if n.is_multiple_of(NR) { 0 } else { tile_cost(n % NR) }
 }
 
-/// Whether a band of `rb` rows runs faster tiled across the grid than row
-/// by row (and the cost of the faster).
-fn band_cost(rb: usize, ow: usize, lx: usize) -> (bool, usize) {
-    let rows = rb * cols_cost(ow);
-    let grid = cols_cost((rb - 1) * lx + ow);
-    (grid < rows, grid.min(rows))
+/// How the output pixels of a band are tiled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tiling {
+    /// Each output row on its own, in tiles of up to 32.
+    Rows,
+    /// Two output rows (of at most 16) per tile, one per half.
+    Pairs,
+    /// Tiles of 32 across the grid, junk columns included.
+    Grid,
+}
+
+/// The fastest tiling of a band of `rb` rows and its cost.
+fn band_cost(rb: usize, ow: usize, lx: usize) -> (Tiling, usize) {
+    let rows = (Tiling::Rows, rb * cols_cost(ow));
+    let grid = (Tiling::Grid, cols_cost((rb - 1) * lx + ow));
+    let pairs = (Tiling::Pairs, rb / 2 * 8 + if rb % 2 == 1 { tile_cost(ow) } else { 0 });
+    let best = if grid.1 < rows.1 { grid } else { rows };
+    if ow <= 16 && pairs.1 < best.1 { pairs } else { best }
 }
 
 /// What packing the im2col strips of `g` costs, in tenths of a cycle per
@@ -481,21 +500,40 @@ fn run(
         plan.stage(g, x, cin, oy0, rb, buf);
         let buf: &[f32] = buf;
         let tile =
-            |ir: usize, base: usize, dst: &mut [f32], ldd: usize, ncols: usize, j0: usize| {
+            |ir: usize, base: usize, dst: &mut [f32], ldd: usize, halves: Halves, j0: usize| {
                 let nrows = MR.min(m - ir);
                 let rows: [usize; MR] = core::array::from_fn(|r| (ir + r.min(nrows - 1)) * k);
                 let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
-                cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, ncols, tail)
+                cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, halves, tail)
             };
-        let (grid, _) = band_cost(rb, ow, lx);
-        if grid && lx == ow {
+        let (tiling, _) = band_cost(rb, ow, lx);
+        #[cfg(test)]
+        let tiling = match FORCE_TILING.with(|f| f.get()) {
+            Some(Tiling::Pairs) if ow > 16 => tiling,
+            Some(t) => t,
+            None => tiling,
+        };
+        let grid = tiling == Tiling::Grid;
+        if tiling == Tiling::Pairs {
+            for oy in (0..rb).step_by(2) {
+                let second = if oy + 1 < rb { ow } else { 0 };
+                let at = (oy0 + oy) * ow;
+                let halves = Halves { b: [0, lx], d: [0, ow], n: [ow, second] };
+                for ir in (0..m).step_by(MR) {
+                    let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
+                    if !tile(ir, oy * lx, dst, ohw, halves, at) {
+                        return false;
+                    }
+                }
+            }
+        } else if grid && lx == ow {
             // The grid is the output plane: tiles go straight to Y.
             let at = oy0 * ow;
             for jt in (0..rb * ow).step_by(NR) {
                 let ncols = NR.min(rb * ow - jt);
                 for ir in (0..m).step_by(MR) {
                     let Some(dst) = y.get_mut(ir * ohw + at + jt..) else { return false };
-                    if !tile(ir, jt, dst, ohw, ncols, at + jt) {
+                    if !tile(ir, jt, dst, ohw, Halves::cols(ncols), at + jt) {
                         return false;
                     }
                 }
@@ -526,7 +564,7 @@ fn run(
                     }
                 }
                 for ir in (0..m).step_by(MR) {
-                    if !tile(ir, jt, &mut tmp, NR, ncols, 0) {
+                    if !tile(ir, jt, &mut tmp, NR, Halves::cols(ncols), 0) {
                         return false;
                     }
                     for &(c, at, n) in &runs[..count] {
@@ -546,7 +584,7 @@ fn run(
                     let at = (oy0 + oy) * ow + x0;
                     for ir in (0..m).step_by(MR) {
                         let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
-                        if !tile(ir, oy * lx + x0, dst, ohw, ncols, at) {
+                        if !tile(ir, oy * lx + x0, dst, ohw, Halves::cols(ncols), at) {
                             return false;
                         }
                     }
@@ -640,15 +678,19 @@ mod tests {
         ];
         let mut any = false;
         for (i, act) in acts.into_iter().enumerate() {
-            for expand in [false, true] {
-                let b = (i % 2 == 1).then_some(&bias[..]);
-                let mut want = vec![0.0f32; yl];
-                conv(&p, &x, &wt, b, &mut want).unwrap();
-                act.apply_all(&mut want);
+            let b = (i % 2 == 1).then_some(&bias[..]);
+            let mut want = vec![0.0f32; yl];
+            conv(&p, &x, &wt, b, &mut want).unwrap();
+            act.apply_all(&mut want);
+            let tilings = [None, Some(Tiling::Rows), Some(Tiling::Pairs), Some(Tiling::Grid)];
+            for (expand, tiling) in [false, true].into_iter().flat_map(|e| tilings.map(|t| (e, t)))
+            {
                 let mut got = vec![f32::NAN; yl];
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
+                FORCE_TILING.with(|f| f.set(tiling));
                 let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
                 FORCE_LAYOUT.with(|f| f.set(None));
+                FORCE_TILING.with(|f| f.set(None));
                 if !expand {
                     assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
                     any |= took;
@@ -660,7 +702,7 @@ mod tests {
                     let tol = 4.0 * kdim * f32::EPSILON * (s + 1.0);
                     assert!(
                         (g - e).abs() <= tol,
-                        "{case:?} {act:?} expand {expand} [{j}]: {g} vs {e}"
+                        "{case:?} {act:?} expand {expand} {tiling:?} [{j}]: {g} vs {e}"
                     );
                 }
             }
@@ -704,7 +746,7 @@ mod tests {
         // Random shapes: channels 1..40, widths 1..40, kernels up to 5x5,
         // strides 1..3, dilations 1..2, pads 0..2 on each side.
         let mut taken = 0;
-        for _ in 0..80 {
+        for _ in 0..50 {
             let k = [1 + rng.below(5), 1 + rng.below(5)];
             let d = [1 + rng.below(2), 1 + rng.below(2)];
             let s = [1 + rng.below(3), 1 + rng.below(3)];
@@ -716,7 +758,7 @@ mod tests {
             let (cin, m) = (1 + rng.below(40), 1 + rng.below(40));
             taken += usize::from(check(cpu, ([cin, m, h, w], k, s, d, pads), None, &mut rng));
         }
-        assert!(taken >= 60, "{taken} of 80 random shapes ran direct");
+        assert!(taken >= 35, "{taken} of 50 random shapes ran direct");
         // Too much input for one output row, or too long a `k`: refused.
         check(cpu, ([200, 2, 3, 60], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
         check(cpu, ([300, 2, 3, 3], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
