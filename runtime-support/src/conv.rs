@@ -621,10 +621,29 @@ pub fn sconv(
     let pointwise = k_size == 1
         && win.strides.iter().all(|&s| s == 1)
         && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
+    let geom = simd::DwGeom {
+        h: win.in_dims[0],
+        w: win.in_dims[1],
+        oh: win.out_dims[0],
+        ow: win.out_dims[1],
+        kh: win.kernel[0],
+        kw: win.kernel[1],
+        sy: win.strides[0],
+        sx: win.strides[1],
+        dy: win.dilations[0],
+        dx: win.dilations[1],
+        pt: win.pads_begin[0],
+        pl: win.pads_begin[1],
+    };
     for n in 0..p.batch {
         for g in 0..p.groups {
             let xs = &x[(n * p.in_channels + g * cg) * in_size..][..cg * in_size];
             let ys = &mut y[(n * p.out_channels + g * mg) * out_size..][..mg * out_size];
+            let group_bias = bias.and_then(|b| b.get(g * mg..(g + 1) * mg));
+            let wg = &w[g * mg * kdim..(g + 1) * mg * kdim];
+            if !pointwise && simd::conv2d_direct(&geom, cg, mg, xs, wg, group_bias, act, ys) {
+                continue;
+            }
             let a = ViewA { data: w, off: g * mg * kdim, rs: kdim, cs: 1 };
             let out = Out { y: ys, ldy: out_size };
             let epi = Epilogue::bias_act(bias.and_then(|b| b.get(g * mg..)), act);

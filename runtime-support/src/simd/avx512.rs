@@ -11,7 +11,8 @@
 //! `target_feature` functions may run), and [`Micro::kernel`] checks every
 //! index the loop will read or write before entering it.
 
-use super::{Activation, Micro, Tail, block_fits, finish};
+use super::direct::RowTable;
+use super::{Activation, Micro, Tail, finish};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
     _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
@@ -134,67 +135,13 @@ impl Micro for Avx512 {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
         let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
-        if kc == 0 || nrows == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
+        if kc == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
             return;
         }
-        if !block_fits(dst, ldd, nrows, ncols) {
-            return;
-        }
-        let Some(span) = (kc - 1).checked_mul(cs) else { return };
-        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
-            return;
-        }
-        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
-        let (epi, cdata) = match (&fused, &tail) {
-            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
-            _ => (None, core::ptr::null()),
-        };
-        let (a, b, d) = (a.as_ptr(), b.as_ptr(), dst.as_mut_ptr());
-        // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
-        // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
-        // a.len()`; B at `p * ldb + c < (kc - 1) * ldb + ncols <= b.len()` (lanes
-        // from `ncols` on masked off); the
-        // destination at `r * ldd + c` for `c < ncols`, within `dst` by
-        // `block_fits` (the lanes at and past `ncols` are masked off, and the
-        // second half of a row is touched only when `ncols > 16`); C, for
-        // `FusedC::Rows`, at `base + r * rs + c`, within C by `Fused::new`.
-        unsafe {
-            macro_rules! rows {
-                ($h:literal) => {
-                    match nrows {
-                        1 => kernel_r32::<1, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        2 => kernel_r32::<2, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        3 => kernel_r32::<3, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        4 => kernel_r32::<4, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        5 => kernel_r32::<5, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        6 => kernel_r32::<6, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        7 => kernel_r32::<7, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                        _ => kernel_r32::<8, $h>(
-                            kc, a, rows, cs, b, ldb, d, ldd, ncols, load, epi, cdata,
-                        ),
-                    }
-                };
-            }
-            // A strip of at most 16 columns skips the FMAs of the other half.
-            if ncols > 16 { rows!(2) } else { rows!(1) }
-        }
-        if fused.is_none() {
-            finish(dst, ldd, nrows, ncols, tail);
-        }
+        let src = Strided { b: b.as_ptr(), ldb };
+        // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
+        // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
+        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, Halves::cols(ncols), load, tail) };
     }
 
     #[inline(always)]
@@ -204,56 +151,248 @@ impl Micro for Avx512 {
     }
 }
 
+/// A tile's columns: two runs (halves) of at most 16, the second possibly
+/// empty; half `h` reads B's rows from offset `b[h]` and writes the
+/// destination's rows from offset `d[h]`, `n[h]` columns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Halves {
+    pub b: [usize; 2],
+    pub d: [usize; 2],
+    pub n: [usize; 2],
+}
+
+impl Halves {
+    /// The first `ncols` (at most 32) contiguous columns.
+    pub(crate) fn cols(ncols: usize) -> Halves {
+        let ncols = ncols.min(NR);
+        Halves { b: [0, 16], d: [0, 16], n: [ncols.min(16), ncols.saturating_sub(16)] }
+    }
+}
+
+/// Where row `p` of a tile's B operand starts.
+trait BRows: Copy {
+    /// The first of the row's floats.
+    ///
+    /// # Safety
+    /// `p` is below the `kc` the source was checked for.
+    unsafe fn row(self, p: usize) -> *const f32;
+}
+
+/// B's rows `ldb` floats apart (a packed strip, or a matrix read in place).
+#[derive(Clone, Copy)]
+struct Strided {
+    b: *const f32,
+    ldb: usize,
+}
+
+impl BRows for Strided {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        self.b.wrapping_add(p * self.ldb)
+    }
+}
+
+/// B's row `p` at `b + offs[p]` (a staged convolution input).
+#[derive(Clone, Copy)]
+struct Table {
+    b: *const f32,
+    offs: *const u32,
+}
+
+impl BRows for Table {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        // SAFETY: the caller keeps `p` below the table's length.
+        self.b.wrapping_add(unsafe { *self.offs.add(p) } as usize)
+    }
+}
+
+impl Avx512 {
+    /// [`Micro::kernel`] without `load`, with B's row `p` at
+    /// `b[base + table.offs()[p]]` instead of `p * ldb` (the direct
+    /// convolution's staged input, read in place). Returns `false`, doing
+    /// nothing, when a bound does not hold (`kc` past the table, a B row,
+    /// A row or destination row too short).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn kernel_table(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize; MR],
+        b: &[f32],
+        table: &RowTable<'_>,
+        base: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        halves: Halves,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let offs = table.offs();
+        let b_fits = (0..2).all(|h| {
+            let end = table.max().checked_add(base).and_then(|v| v.checked_add(halves.b[h]));
+            halves.n[h] == 0
+                || end.and_then(|v| v.checked_add(halves.n[h])).is_some_and(|v| v <= b.len())
+        });
+        if kc == 0 || kc > offs.len() || !b_fits {
+            return false;
+        }
+        let src = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
+        // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
+        // and its half `h` at `halves.b[h]` from there holds `halves.n[h]`
+        // floats: `offs[p] <= table.max()` (the table's invariant) and
+        // `table.max() + base + halves.b[h] + halves.n[h] <= b.len()`.
+        unsafe { self.run(kc, a, rows, 1, src, dst, ldd, nrows, halves, false, tail) }
+    }
+
+    /// Checks the destination and A bounds, then runs the tile through
+    /// [`kernel_r32`] and its epilogue; `false`, doing nothing, when they
+    /// do not hold.
+    ///
+    /// # Safety
+    /// For `p < kc` and each half `h` with `halves.n[h] > 0`,
+    /// `src.row(p) + halves.b[h]` points at `halves.n[h]` readable floats.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn run<S: BRows>(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize; MR],
+        cs: usize,
+        src: S,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        halves: Halves,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let nrows = nrows.min(MR);
+        let [n0, n1] = halves.n;
+        if kc == 0 || nrows == 0 || !(1..=16).contains(&n0) || n1 > 16 {
+            return false;
+        }
+        let d_fits = (0..2).all(|h| {
+            halves.n[h] == 0
+                || (nrows - 1)
+                    .checked_mul(ldd)
+                    .and_then(|v| v.checked_add(halves.d[h])?.checked_add(halves.n[h]))
+                    .is_some_and(|v| v <= dst.len())
+        });
+        // The epilogue's C term and `finish` know contiguous rows only.
+        let contiguous = halves.b == [0, 16] && halves.d == [0, 16];
+        let ncols = n0 + n1;
+        if !d_fits || (!contiguous && tail.is_some_and(|t| t.epi.c.is_some())) {
+            return false;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return false };
+        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return false;
+        }
+        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
+        let (epi, cdata) = match (&fused, &tail) {
+            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
+            _ => (None, core::ptr::null()),
+        };
+        let (a, d) = (a.as_ptr(), dst.as_mut_ptr());
+        // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
+        // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // a.len()`; B at `src.row(p) + halves.b[h] + c` for `c <
+        // halves.n[h]` (the caller's contract; other lanes masked off); the
+        // destination at `r * ldd + halves.d[h] + c` for `c < halves.n[h]`,
+        // within `dst` by `d_fits` (other lanes masked off, and the second
+        // half touched only when `n1 > 0`); C, for `FusedC::Rows` (contiguous
+        // halves only), at `base + r * rs + c`, within C by `Fused::new`.
+        unsafe {
+            macro_rules! rows {
+                ($h:literal) => {
+                    match nrows {
+                        1 => kernel_r32::<1, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        2 => kernel_r32::<2, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        3 => kernel_r32::<3, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        4 => kernel_r32::<4, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        5 => kernel_r32::<5, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        6 => kernel_r32::<6, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        7 => kernel_r32::<7, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                        _ => kernel_r32::<8, $h, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                        ),
+                    }
+                };
+            }
+            // A strip of at most 16 columns skips the FMAs of the other half.
+            if n1 > 0 { rows!(2) } else { rows!(1) }
+        }
+        if fused.is_none() && contiguous {
+            finish(dst, ldd, nrows, ncols, tail);
+        }
+        true
+    }
+}
+
 /// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`]; the caller
-/// guarantees the bounds described there for `r < R` and `c < ncols`
-/// (`16 * (H - 1) < ncols <= 16 * H`), and for C at `cdata` when `epi` has
-/// a `FusedC::Rows` term.
+/// guarantees the bounds described there for `r < R` and each half `h < H`
+/// (`halves.n[h]` columns, the last half not empty), and for C at `cdata`
+/// when `epi` has a `FusedC::Rows` term.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize, const H: usize>(
+unsafe fn kernel_r32<const R: usize, const H: usize, S: BRows>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
     cs: usize,
-    b: *const f32,
-    ldb: usize,
+    src: S,
     d: *mut f32,
     ldd: usize,
-    ncols: usize,
+    halves: Halves,
     load: bool,
     epi: Option<&Fused>,
     cdata: *const f32,
 ) {
-    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(ncols.saturating_sub(16 * h)));
+    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(halves.n[h]));
     let mut c: [[__m512; H]; R] = [[_mm512_setzero_ps(); H]; R];
     if load {
         for (r, row) in c.iter_mut().enumerate() {
             for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
-                // SAFETY: row `r < R` of the destination holds `ncols`
-                // floats from `d + r * ldd`, and half `h` starts below
-                // `ncols`; masked lanes are not read.
-                *v = unsafe { _mm512_maskz_loadu_ps(m, d.add(r * ldd + 16 * h)) };
+                // SAFETY: row `r < R`, half `h` of the destination holds
+                // `halves.n[h]` floats from `d + r * ldd + halves.d[h]`;
+                // masked lanes are not read.
+                *v = unsafe { _mm512_maskz_loadu_ps(m, d.wrapping_add(r * ldd + halves.d[h])) };
             }
         }
     }
     // SAFETY (whole loop): see the caller's bounds; `off` stays below
-    // `kc * cs`, `bp` at `b + p * ldb`, its lanes from `ncols` on masked.
+    // `kc * cs`, `bp` is B's row `p < kc`, lanes past `halves.n[h]` masked.
     unsafe {
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
-        let mut bp = b;
         let mut off = 0usize;
-        for _ in 0..kc {
-            let bv: [__m512; H] =
-                core::array::from_fn(|h| _mm512_maskz_loadu_ps(masks[h], bp.add(16 * h)));
+        for p in 0..kc {
+            let bp = src.row(p);
+            let bv: [__m512; H] = core::array::from_fn(|h| {
+                _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(halves.b[h]))
+            });
             for r in 0..R {
                 let x = _mm512_set1_ps(*ap[r].add(off));
                 for h in 0..H {
                     c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
                 }
             }
-            // Past the last step `bp` is not read: `wrapping_add` keeps it a
-            // plain address even when it leaves `b`.
-            bp = bp.wrapping_add(ldb);
             off += cs;
         }
     }
@@ -285,7 +424,7 @@ unsafe fn kernel_r32<const R: usize, const H: usize>(
     for (r, row) in c.iter().enumerate() {
         for (h, (v, &m)) in row.iter().zip(&masks).enumerate() {
             // SAFETY: as for the loads above.
-            unsafe { _mm512_mask_storeu_ps(d.add(r * ldd + 16 * h), m, *v) };
+            unsafe { _mm512_mask_storeu_ps(d.wrapping_add(r * ldd + halves.d[h]), m, *v) };
         }
     }
 }

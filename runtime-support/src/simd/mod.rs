@@ -26,6 +26,8 @@ mod avx2_dw;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod direct;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
 mod neon;
@@ -561,6 +563,30 @@ pub(crate) fn product<B: PackB>(
         return drive(kern, m, n, k, a, b, out, epi);
     }
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
+}
+
+/// 2-D convolution of `cin` input planes into `m` output planes (groups of
+/// one, geometry `g`), adding `bias` and applying `act`, read in place from
+/// a staged copy of the input instead of packed im2col strips. Returns
+/// `false` when this CPU or geometry has no such path (the output may then
+/// be partly written: the caller computes all of it another way).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_direct(
+    g: &DwGeom,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return direct::conv2d(cpu, g, cin, m, x, w, bias, act, y);
+    }
+    let _ = (g, cin, m, x, w, bias, act, y);
+    false
 }
 
 /// A matrix-vector product `y[j] = epi(0, j, sum_p a[p] B(p, j))` with B

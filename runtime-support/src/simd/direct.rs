@@ -1,0 +1,810 @@
+//! Direct (pack-free) 2-D convolution on the AVX-512 micro-kernel.
+//!
+//! The implicit GEMM copies every input value into a packed strip once per
+//! kernel tap; with few output channels each strip serves a tile or two and
+//! the copy costs as much as the multiply-adds. Here the input of a band of
+//! output rows is copied once, with its zero padding, into a stack buffer
+//! laid out so that for every kernel tap `(c, ky, kx)` the inputs of
+//! consecutive output pixels are contiguous: per channel, per row phase
+//! `(ky * dy) % sy` and column phase `(kx * dx) % sx` that some tap uses,
+//! rows of `lx` floats holding every `sx`-th padded input column. Row
+//! `p = (c, ky, kx)` of the GEMM's B then starts at a fixed offset of that
+//! buffer (a [`RowTable`]) plus the pixel's grid position, and the
+//! micro-kernel reads it in place.
+//!
+//! Output pixel `(oy, ox)` of a band sits at grid position `oy * lx + ox`;
+//! the grid columns from `ow` to `lx` are junk (windows running past the
+//! row). Wide rows are tiled row by row and written straight to Y; rows of
+//! at most 16 can go two to a tile, one per 16-lane half; otherwise tiles
+//! run across the grid, through a tile on the stack, and only the real
+//! columns are copied out. A second layout stages one shifted copy of each
+//! input row per kernel column instead of per phase: `lx = ow`, no junk,
+//! at `kw` times the staging. A cost model (tile cycles, staging, and for
+//! im2col its packing) picks the layout and the band height, and tells
+//! [`conv2d`]'s caller when the packed product is expected to be faster.
+//!
+//! Sums run over `k = (c, ky, kx)` in ascending order with fused
+//! multiply-adds, as the AVX-512 GEMM path does; taps in the padding add
+//! `w * 0.0`, as the im2col strips do.
+
+use super::avx512::{Avx512, Halves};
+use super::strip::Strip;
+use super::{Activation, DwGeom, Epilogue, Micro, Tail};
+
+/// Offsets of B's rows in a staged buffer, with their maximum, which the
+/// micro-kernel checks once per tile instead of once per row.
+pub(crate) struct RowTable<'a> {
+    offs: &'a [u32],
+    max: usize,
+}
+
+impl<'a> RowTable<'a> {
+    /// The table of `offs`.
+    pub(crate) fn new(offs: &'a [u32]) -> Self {
+        let max = offs.iter().copied().max().unwrap_or(0) as usize;
+        RowTable { offs, max }
+    }
+
+    /// The offsets.
+    pub(crate) fn offs(&self) -> &'a [u32] {
+        self.offs
+    }
+
+    /// The largest offset (every entry of [`RowTable::offs`] is at most this).
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// Floats of staged input (32 KiB, the size of a packed strip).
+const STAGE: usize = 8192;
+/// The largest `k` (`C * kh * kw`) with a table on the stack.
+const MAX_K: usize = 2048;
+/// Strides up to this many phases per axis.
+const MAX_PHASES: usize = 8;
+/// The micro-kernel's tile.
+const MR: usize = 8;
+const NR: usize = 32;
+
+/// The phases `(t * d) % s` some kernel offset `t < k` uses, in ascending
+/// order, and the slot of each phase (`usize::MAX` when unused).
+fn phases(
+    k: usize,
+    d: usize,
+    s: usize,
+) -> Option<(usize, [usize; MAX_PHASES], [usize; MAX_PHASES])> {
+    if s == 0 || s > MAX_PHASES {
+        return None;
+    }
+    let mut used = [false; MAX_PHASES];
+    for t in 0..k.min(s) {
+        used[t.checked_mul(d)? % s] = true;
+    }
+    let (mut list, mut slot, mut n) = ([0; MAX_PHASES], [usize::MAX; MAX_PHASES], 0);
+    for (q, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+        list[n] = q;
+        slot[q] = n;
+        n += 1;
+    }
+    Some((n, list, slot))
+}
+
+/// How one convolution is staged and tiled.
+struct Plan {
+    /// Grid row length: `ow` plus the columns the kernel reaches past it.
+    lx: usize,
+    /// Staged rows per phase beyond the band's output rows.
+    ey: usize,
+    /// Output rows per band.
+    rb: usize,
+    /// Staged rows per phase block (`rb + ey`).
+    ry: usize,
+    /// Used row and column phases.
+    nqy: usize,
+    qy: [usize; MAX_PHASES],
+    nqx: usize,
+    qx: [usize; MAX_PHASES],
+    /// Floats per staged channel.
+    cs: usize,
+    /// Whether the column slots are the kernel columns rather than phases.
+    expand: bool,
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Tests pin the column layout (and skip the comparison with im2col).
+    static FORCE_LAYOUT: core::cell::Cell<Option<bool>> = const { core::cell::Cell::new(None) };
+    /// Tests pin the tiling of every band.
+    static FORCE_TILING: core::cell::Cell<Option<Tiling>> = const { core::cell::Cell::new(None) };
+}
+
+/// Cycles per step of `k` of one tile of `ncols` columns and 8 rows: a tile
+/// of more than 16 columns is bound by its 16 FMAs (8 cycles), a narrower
+/// one by its loads (about 5).
+fn tile_cost(ncols: usize) -> usize {
+    if ncols > 16 { 8 } else { 5 }
+}
+
+/// Cycles per step of `k` and block of 8 rows for `n` consecutive columns.
+fn cols_cost(n: usize) -> usize {
+    n / NR * 8 + if n.is_multiple_of(NR) { 0 } else { tile_cost(n % NR) }
+}
+
+/// How the output pixels of a band are tiled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tiling {
+    /// Each output row on its own, in tiles of up to 32.
+    Rows,
+    /// Two output rows (of at most 16) per tile, one per half.
+    Pairs,
+    /// Tiles of 32 across the grid, junk columns included.
+    Grid,
+}
+
+/// The fastest tiling of a band of `rb` rows and its cost.
+fn band_cost(rb: usize, ow: usize, lx: usize) -> (Tiling, usize) {
+    let rows = (Tiling::Rows, rb * cols_cost(ow));
+    let grid = (Tiling::Grid, cols_cost((rb - 1) * lx + ow));
+    let pairs = (Tiling::Pairs, rb / 2 * 8 + if rb % 2 == 1 { tile_cost(ow) } else { 0 });
+    let best = if grid.1 < rows.1 { grid } else { rows };
+    if ow <= 16 && pairs.1 < best.1 { pairs } else { best }
+}
+
+/// What packing the im2col strips of `g` costs, in tenths of a cycle per
+/// step of `k` (measured on Zen 5): about 4 cycles per strip of 32 columns
+/// and 4 per run of columns on one output row (8 when the runs are not of
+/// the lengths the packer copies as fixed-size vectors, 8, 16 or 32).
+fn pack_cost(g: &DwGeom) -> usize {
+    let n = g.oh * g.ow;
+    // Every strip starts a run, and so does every row start inside a strip.
+    let inside = (1..g.oh).filter(|oy| !(oy * g.ow).is_multiple_of(NR)).count();
+    let fixed = (g.ow.is_multiple_of(16) || g.ow == 8) && g.sx <= 2;
+    let per_run = if fixed { 40 } else { 80 };
+    n.div_ceil(NR) * (40 + per_run) + inside * per_run
+}
+
+impl Plan {
+    /// The staging and tiling of a convolution of `cin` input and `m`
+    /// output channels, or `None` when one output row's input does not fit
+    /// the stage or, with `compare`, the im2col product is expected to be
+    /// faster.
+    fn new(g: &DwGeom, cin: usize, m: usize, compare: bool) -> Option<Plan> {
+        if g.oh == 0 || g.ow == 0 {
+            return None;
+        }
+        #[cfg(test)]
+        if let Some(expand) = FORCE_LAYOUT.with(|f| f.get()) {
+            return Plan::layout(g, cin, m, expand).map(|p| p.0);
+        }
+        let (plan, direct) = match (Plan::layout(g, cin, m, false), Plan::layout(g, cin, m, true)) {
+            (Some(a), Some(b)) => {
+                if b.1 < a.1 {
+                    b
+                } else {
+                    a
+                }
+            }
+            (a, b) => a.or(b)?,
+        };
+        // Against im2col (in tenths of a cycle): the same FMAs over
+        // `oh * ow` columns, plus packing; 1x1 kernels pack as cheaply as
+        // they stage.
+        let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
+        let n = g.oh.checked_mul(g.ow)?;
+        let im2col = (cols_cost(n) * m.div_ceil(MR) * 10 + pack_cost(g)).checked_mul(k)?;
+        if compare && (g.kh * g.kw == 1 || direct >= im2col) {
+            return None;
+        }
+        Some(plan)
+    }
+
+    /// The plan with the band height of least cost for one layout of the
+    /// staged columns, and that cost in tenths of a cycle: the tiles' FMAs
+    /// (a fifth more with column phases, whose rows are read at odd
+    /// offsets), and for the staging about a third of a cycle per float and
+    /// 8 per row.
+    /// Without `expand`, a slot per column phase `(kx * dx) % sx`, rows
+    /// `lx = ow + (kw - 1) * dx / sx` long (junk columns in the grid);
+    /// with it, a slot per kernel column, `ow` long: `kw` shifted copies,
+    /// but the grid is the output plane (no junk, tiles written in place).
+    fn layout(g: &DwGeom, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize)> {
+        let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
+        let (nqx, qx, lx) = if expand {
+            if g.kw > MAX_PHASES || g.kw == 1 {
+                return None;
+            }
+            let mut qx = [0; MAX_PHASES];
+            for (kx, q) in qx.iter_mut().enumerate().take(g.kw) {
+                *q = kx.checked_mul(g.dx)?;
+            }
+            (g.kw, qx, g.ow)
+        } else {
+            let (nqx, qx, _) = phases(g.kw, g.dx, g.sx)?;
+            (nqx, qx, g.ow.checked_add((g.kw - 1).checked_mul(g.dx)? / g.sx)?)
+        };
+        let ey = (g.kh - 1).checked_mul(g.dy)? / g.sy;
+        // cin * nqy * nqx * lx * (rb + ey) <= STAGE
+        let per_row = cin.checked_mul(nqy)?.checked_mul(nqx)?.checked_mul(lx)?;
+        let max_ry = STAGE / per_row.max(1);
+        if max_ry <= ey {
+            return None;
+        }
+        let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
+        let fma = k.checked_mul(m.div_ceil(MR))?.checked_mul(if g.sx == 1 { 10 } else { 12 })?;
+        // Bands as even as possible; the tallest on ties, for less staging.
+        let (mut best, mut best_cost) = (0, usize::MAX);
+        for rb in (1..=(max_ry - ey).min(g.oh)).rev() {
+            let bands = g.oh.div_ceil(rb);
+            let rb = g.oh.div_ceil(bands);
+            let (short, tall) = (g.oh / bands, bands - g.oh % bands);
+            let mut tiles = band_cost(short, g.ow, lx).1 * tall;
+            if tall < bands {
+                tiles += band_cost(short + 1, g.ow, lx).1 * (bands - tall);
+            }
+            let rows = cin * nqy * nqx * (g.oh + bands * ey);
+            let staged = rows * lx * 3 + rows * 80;
+            let cost = tiles.saturating_mul(fma).saturating_add(staged);
+            if cost < best_cost {
+                (best, best_cost) = (rb, cost);
+            }
+        }
+        let ry = best + ey;
+        let cs = nqy * nqx * ry * lx;
+        Some((Plan { lx, ey, rb: best, ry, nqy, qy, nqx, qx, cs, expand }, best_cost))
+    }
+
+    /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
+    /// the staged buffer, for the band's first output pixel.
+    fn table(&self, g: &DwGeom, cin: usize, offs: &mut [u32]) -> Option<()> {
+        let (_, _, sy_slot) = phases(g.kh, g.dy, g.sy)?;
+        let (_, _, sx_slot) = phases(g.kw, g.dx, g.sx)?;
+        let block = self.ry * self.lx;
+        let mut p = 0;
+        for c in 0..cin {
+            for ky in 0..g.kh {
+                let ty = ky * g.dy;
+                let by = *sy_slot.get(ty % g.sy)?;
+                for kx in 0..g.kw {
+                    let tx = kx * g.dx;
+                    let (bx, shift) =
+                        if self.expand { (kx, 0) } else { (*sx_slot.get(tx % g.sx)?, tx / g.sx) };
+                    let at =
+                        c * self.cs + (by * self.nqx + bx) * block + (ty / g.sy) * self.lx + shift;
+                    *offs.get_mut(p)? = u32::try_from(at).ok()?;
+                    p += 1;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Stages the input rows of the band of `rb` output rows from `oy0`.
+    fn stage(&self, g: &DwGeom, x: &[f32], cin: usize, oy0: usize, rb: usize, buf: &mut [f32]) {
+        let (h, w, lx) = (g.h, g.w, self.lx);
+        let block = self.ry * lx;
+        for c in 0..cin {
+            let plane = x.get(c * h * w..(c + 1) * h * w).unwrap_or(&[]);
+            for (by, &qy) in self.qy[..self.nqy].iter().enumerate() {
+                for i in 0..rb + self.ey {
+                    let t = oy0 * g.sy + i * g.sy + qy;
+                    let xrow = t
+                        .checked_sub(g.pt)
+                        .filter(|&iy| iy < h)
+                        .and_then(|iy| plane.get(iy * w..(iy + 1) * w));
+                    for (bx, &qx) in self.qx[..self.nqx].iter().enumerate() {
+                        let at = c * self.cs + (by * self.nqx + bx) * block + i * lx;
+                        let Some(dst) = buf.get_mut(at..at + lx) else { return };
+                        match xrow {
+                            Some(row) => stage_row(dst, row, qx, g.sx, g.pl),
+                            None => zero(dst),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `dst[j]` = padded column `j * sx + qx` of `row` (input column minus
+/// `pl`), zero in the padding.
+#[inline(always)]
+fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
+    let lx = dst.len();
+    let lo = pl.saturating_sub(qx).div_ceil(sx).min(lx);
+    let hi = (row.len() + pl).saturating_sub(qx).div_ceil(sx).clamp(lo, lx);
+    let (head, rest) = dst.split_at_mut(lo);
+    let (mid, tail) = rest.split_at_mut(hi - lo);
+    zero(head);
+    zero(tail);
+    if mid.is_empty() {
+        return;
+    }
+    let start = lo * sx + qx - pl;
+    match sx {
+        1 => {
+            if let Some(src) = row.get(start..start + mid.len()) {
+                copy(mid, src);
+            }
+        }
+        2 => {
+            // Blocks of 16 outputs from 32 inputs (vector shuffles), then
+            // the rest one by one.
+            let src = row.get(start..).unwrap_or(&[]);
+            let full = (mid.len() / 16).min(src.len() / 32);
+            let (blocks, rest) = mid.split_at_mut(full * 16);
+            for (d, s) in blocks.chunks_exact_mut(16).zip(src.chunks_exact(32)) {
+                if let (Ok(d), Ok(s)) = (<&mut [f32; 16]>::try_from(d), <&[f32; 32]>::try_from(s)) {
+                    for i in 0..16 {
+                        d[i] = s[2 * i];
+                    }
+                }
+            }
+            for (d, s) in rest.iter_mut().zip(src.iter().skip(full * 32).step_by(2)) {
+                *d = *s;
+            }
+        }
+        _ => {
+            for (d, s) in mid.iter_mut().zip(row.iter().skip(start).step_by(sx)) {
+                *d = *s;
+            }
+        }
+    }
+}
+
+/// `dst = 0` as fixed-size vector stores (the last one overlapping), not a
+/// call: staged rows are short.
+#[inline(always)]
+fn zero(dst: &mut [f32]) {
+    fn blocks<const N: usize>(dst: &mut [f32]) {
+        let n = dst.len();
+        let mut at = 0;
+        while at < n {
+            let from = at.min(n - N);
+            if let Some(Ok(d)) = dst.get_mut(from..from + N).map(<&mut [f32; N]>::try_from) {
+                *d = [0.0; N];
+            }
+            at += N;
+        }
+    }
+    match dst.len() {
+        16.. => blocks::<16>(dst),
+        8..=15 => blocks::<8>(dst),
+        4..=7 => blocks::<4>(dst),
+        _ => {
+            for v in dst {
+                *v = 0.0;
+            }
+        }
+    }
+}
+
+/// `dst = src` (of equal lengths) as fixed-size vector moves (the last one
+/// overlapping), not a call.
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    if n < 16 || n != src.len() {
+        copy_short(dst, src);
+        return;
+    }
+    let mut at = 0;
+    while at < n {
+        let from = at.min(n - 16);
+        if let (Some(Ok(d)), Some(Ok(s))) = (
+            dst.get_mut(from..from + 16).map(<&mut [f32; 16]>::try_from),
+            src.get(from..from + 16).map(<&[f32; 16]>::try_from),
+        ) {
+            *d = *s;
+        }
+        at += 16;
+    }
+}
+
+/// `dst = src` (of equal lengths, at most 32) as at most two overlapping
+/// fixed-size moves rather than a call.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
+        let n = dst.len();
+        for at in [0, n - N] {
+            if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N))
+                && let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(d), <&[f32; N]>::try_from(s))
+            {
+                *d = *s;
+            }
+        }
+    }
+    match dst.len() {
+        n if n != src.len() => {}
+        16..=32 => two::<16>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// [`conv2d_with`] where it is expected to beat the im2col product.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d(
+    cpu: Avx512,
+    g: &DwGeom,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    conv2d_with(cpu, g, cin, m, x, w, bias, act, y, true)
+}
+
+/// Convolves `x` (`cin` planes of `g.h x g.w`) with `w` (`m` filters of
+/// `cin x g.kh x g.kw`) into `y` (`m` planes of `g.oh x g.ow`), adding
+/// `bias` and applying `act`. Returns `false` when it does not apply (no
+/// AVX-512, a geometry the staging buffer cannot hold for one output row,
+/// a shape mismatch, or with `compare`, a shape where the im2col product
+/// is expected to be faster); `y` may then be partly written, and the
+/// caller computes it another way.
+#[allow(clippy::too_many_arguments)]
+fn conv2d_with(
+    cpu: Avx512,
+    g: &DwGeom,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+    compare: bool,
+) -> bool {
+    let Some(k) = cin.checked_mul(g.kh).and_then(|v| v.checked_mul(g.kw)) else { return false };
+    let sizes = [(cin, g.h * g.w, x.len()), (m, k, w.len()), (m, g.oh * g.ow, y.len())];
+    if k == 0 || k > MAX_K || m == 0 || sizes.iter().any(|&(a, b, l)| a.checked_mul(b) != Some(l)) {
+        return false;
+    }
+    let Some(plan) = Plan::new(g, cin, m, compare) else { return false };
+    let mut offs = [0u32; MAX_K];
+    if plan.table(g, cin, &mut offs[..k]).is_none() {
+        return false;
+    }
+    let table = RowTable::new(&offs[..k]);
+    let epi = Epilogue::bias_act(bias, act);
+    cpu.within(|| run(cpu, g, &plan, cin, m, k, x, w, &table, &epi, y))
+}
+
+/// The bands of [`conv2d`], compiled for AVX-512.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn run(
+    cpu: Avx512,
+    g: &DwGeom,
+    plan: &Plan,
+    cin: usize,
+    m: usize,
+    k: usize,
+    x: &[f32],
+    w: &[f32],
+    table: &RowTable<'_>,
+    epi: &Epilogue<'_>,
+    y: &mut [f32],
+) -> bool {
+    let (ow, lx, ohw) = (g.ow, plan.lx, g.oh * g.ow);
+    let identity = epi.is_identity();
+    let mut strip = Strip::<STAGE>::new();
+    let mut oy0 = 0;
+    while oy0 < g.oh {
+        let rb = plan.rb.min(g.oh - oy0);
+        let buf = strip.get(cin * plan.cs);
+        plan.stage(g, x, cin, oy0, rb, buf);
+        let buf: &[f32] = buf;
+        let tile =
+            |ir: usize, base: usize, dst: &mut [f32], ldd: usize, halves: Halves, j0: usize| {
+                let nrows = MR.min(m - ir);
+                let rows: [usize; MR] = core::array::from_fn(|r| (ir + r.min(nrows - 1)) * k);
+                let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
+                cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, halves, tail)
+            };
+        let (tiling, _) = band_cost(rb, ow, lx);
+        #[cfg(test)]
+        let tiling = match FORCE_TILING.with(|f| f.get()) {
+            Some(Tiling::Pairs) if ow > 16 => tiling,
+            Some(t) => t,
+            None => tiling,
+        };
+        let grid = tiling == Tiling::Grid;
+        if tiling == Tiling::Pairs {
+            for oy in (0..rb).step_by(2) {
+                let second = if oy + 1 < rb { ow } else { 0 };
+                let at = (oy0 + oy) * ow;
+                let halves = Halves { b: [0, lx], d: [0, ow], n: [ow, second] };
+                for ir in (0..m).step_by(MR) {
+                    let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
+                    if !tile(ir, oy * lx, dst, ohw, halves, at) {
+                        return false;
+                    }
+                }
+            }
+        } else if grid && lx == ow {
+            // The grid is the output plane: tiles go straight to Y.
+            let at = oy0 * ow;
+            for jt in (0..rb * ow).step_by(NR) {
+                let ncols = NR.min(rb * ow - jt);
+                for ir in (0..m).step_by(MR) {
+                    let Some(dst) = y.get_mut(ir * ohw + at + jt..) else { return false };
+                    if !tile(ir, jt, dst, ohw, Halves::cols(ncols), at + jt) {
+                        return false;
+                    }
+                }
+            }
+        } else if grid {
+            let total = (rb - 1) * lx + ow;
+            let mut tmp = [0.0f32; MR * NR];
+            // Per tile, the runs of real columns: (tile column, offset in
+            // an output plane, length).
+            let mut runs = [(0usize, 0usize, 0usize); NR];
+            let (mut oy, mut ox) = (0, 0);
+            for jt in (0..total).step_by(NR) {
+                let ncols = NR.min(total - jt);
+                let (mut c, mut count) = (0, 0);
+                while c < ncols {
+                    let len = (ncols - c).min(lx - ox);
+                    if ox < ow
+                        && let Some(run) = runs.get_mut(count)
+                    {
+                        *run = (c, (oy0 + oy) * ow + ox, len.min(ow - ox));
+                        count += 1;
+                    }
+                    c += len;
+                    ox += len;
+                    if ox == lx {
+                        ox = 0;
+                        oy += 1;
+                    }
+                }
+                for ir in (0..m).step_by(MR) {
+                    if !tile(ir, jt, &mut tmp, NR, Halves::cols(ncols), 0) {
+                        return false;
+                    }
+                    for &(c, at, n) in &runs[..count] {
+                        for r in 0..MR.min(m - ir) {
+                            let d = y.get_mut((ir + r) * ohw + at..(ir + r) * ohw + at + n);
+                            if let (Some(d), Some(s)) = (d, tmp.get(r * NR + c..r * NR + c + n)) {
+                                copy_short(d, s);
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            for oy in 0..rb {
+                for x0 in (0..ow).step_by(NR) {
+                    let ncols = NR.min(ow - x0);
+                    let at = (oy0 + oy) * ow + x0;
+                    for ir in (0..m).step_by(MR) {
+                        let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
+                        if !tile(ir, oy * lx + x0, dst, ohw, Halves::cols(ncols), at) {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        oy0 += rb;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::{Conv, Window, conv};
+    use std::vec::Vec;
+
+    struct Rng(u32);
+
+    impl Rng {
+        fn next(&mut self) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 17;
+            self.0 ^= self.0 << 5;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            self.next() as usize % n
+        }
+
+        fn values(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| (self.next() % 2001) as f32 / 1000.0 - 1.0).collect()
+        }
+    }
+
+    /// One case: `[cin, m, h, w]`, kernel, strides, dilations, pads
+    /// top/left/bottom/right.
+    type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 4]);
+
+    /// Runs [`conv2d`] and the exact [`conv`] on one case with every
+    /// activation; `fits` says whether the direct path must take it (`None`:
+    /// either way). Returns whether it did.
+    fn check(cpu: Avx512, case: Case, fits: Option<bool>, rng: &mut Rng) -> bool {
+        let ([cin, m, h, w], k, s, d, pads) = case;
+        let out: [usize; 2] = core::array::from_fn(|i| {
+            let dims = [h, w];
+            (dims[i] + pads[i] + pads[i + 2] - d[i] * (k[i] - 1) - 1) / s[i] + 1
+        });
+        let ind = [h, w];
+        let (pb, pe) = ([pads[0], pads[1]], [pads[2], pads[3]]);
+        let window = Window {
+            in_dims: &ind,
+            out_dims: &out,
+            kernel: &k,
+            strides: &s,
+            dilations: &d,
+            pads_begin: &pb,
+            pads_end: &pe,
+        };
+        let p = Conv { batch: 1, in_channels: cin, out_channels: m, groups: 1, window };
+        let g = DwGeom {
+            h,
+            w,
+            oh: out[0],
+            ow: out[1],
+            kh: k[0],
+            kw: k[1],
+            sy: s[0],
+            sx: s[1],
+            dy: d[0],
+            dx: d[1],
+            pt: pads[0],
+            pl: pads[1],
+        };
+        let x = rng.values(cin * h * w);
+        let wt = rng.values(m * cin * k[0] * k[1]);
+        let bias = rng.values(m);
+        let yl = m * out[0] * out[1];
+        // A bound on the rounding: the exact sums of the magnitudes.
+        let (xa, wa): (Vec<f32>, Vec<f32>) =
+            (x.iter().map(|v| v.abs()).collect(), wt.iter().map(|v| v.abs()).collect());
+        let mut scale = vec![0.0f32; yl];
+        conv(&p, &xa, &wa, None, &mut scale).unwrap();
+        let kdim = (cin * k[0] * k[1]) as f32;
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.125 },
+            Activation::Clip { min: -0.5, max: 0.25 },
+        ];
+        let mut any = false;
+        for (i, act) in acts.into_iter().enumerate() {
+            let b = (i % 2 == 1).then_some(&bias[..]);
+            let mut want = vec![0.0f32; yl];
+            conv(&p, &x, &wt, b, &mut want).unwrap();
+            act.apply_all(&mut want);
+            let tilings = [None, Some(Tiling::Rows), Some(Tiling::Pairs), Some(Tiling::Grid)];
+            for (expand, tiling) in [false, true].into_iter().flat_map(|e| tilings.map(|t| (e, t)))
+            {
+                let mut got = vec![f32::NAN; yl];
+                FORCE_LAYOUT.with(|f| f.set(Some(expand)));
+                FORCE_TILING.with(|f| f.set(tiling));
+                let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
+                FORCE_LAYOUT.with(|f| f.set(None));
+                FORCE_TILING.with(|f| f.set(None));
+                if !expand {
+                    assert!(fits.is_none_or(|f| f == took), "{case:?}: taken {took}");
+                    any |= took;
+                }
+                if !took {
+                    continue;
+                }
+                for (j, ((g, e), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
+                    let tol = 4.0 * kdim * f32::EPSILON * (s + 1.0);
+                    assert!(
+                        (g - e).abs() <= tol,
+                        "{case:?} {act:?} expand {expand} {tiling:?} [{j}]: {g} vs {e}"
+                    );
+                }
+            }
+        }
+        any
+    }
+
+    #[test]
+    fn direct_conv_matches_exact_conv() {
+        let Some(cpu) = Avx512::detect() else { return };
+        let mut rng = Rng(0x1234_5678);
+        let cases: &[Case] = &[
+            // The models' shapes: 3x3 pad 1 stride 1 and 2, 1x1 stride 2,
+            // 5x5 with and without pads, a wide stride-2 first layer.
+            ([16, 16, 32, 32], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([16, 32, 32, 32], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([16, 32, 32, 32], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([32, 20, 16, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([40, 9, 8, 8], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 6, 28, 28], [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]),
+            ([6, 16, 14, 14], [5, 5], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([3, 8, 40, 41], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([1, 17, 25, 10], [10, 4], [2, 2], [1, 1], [4, 1, 5, 2]),
+            // Odd widths below and above a tile, asymmetric pads, 1x3 and 3x1.
+            ([5, 3, 7, 33], [1, 3], [1, 1], [1, 1], [0, 2, 0, 1]),
+            ([7, 11, 9, 31], [3, 1], [1, 1], [1, 1], [2, 0, 1, 0]),
+            ([2, 1, 11, 65], [3, 3], [2, 1], [1, 1], [0, 1, 2, 0]),
+            ([3, 40, 5, 3], [3, 3], [1, 2], [1, 1], [1, 2, 1, 2]),
+            ([4, 5, 13, 17], [5, 5], [2, 2], [1, 1], [2, 1, 0, 2]),
+            ([2, 3, 12, 19], [3, 3], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([1, 1, 1, 1], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 2, 1, 40], [1, 5], [1, 2], [1, 1], [0, 0, 0, 3]),
+            ([9, 7, 30, 2], [3, 2], [1, 1], [1, 1], [1, 0, 1, 1]),
+            // Several bands: many channels of wide rows.
+            ([24, 10, 20, 70], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([12, 3, 12, 90], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+        ];
+        for &case in cases {
+            check(cpu, case, Some(true), &mut rng);
+        }
+        // Random shapes: channels 1..40, widths 1..40, kernels up to 5x5,
+        // strides 1..3, dilations 1..2, pads 0..2 on each side.
+        let mut taken = 0;
+        for _ in 0..50 {
+            let k = [1 + rng.below(5), 1 + rng.below(5)];
+            let d = [1 + rng.below(2), 1 + rng.below(2)];
+            let s = [1 + rng.below(3), 1 + rng.below(3)];
+            let pads = [rng.below(3), rng.below(3), rng.below(3), rng.below(3)];
+            let h =
+                (d[0] * (k[0] - 1) + 1).saturating_sub(pads[0] + pads[2]).max(1) + rng.below(12);
+            let w =
+                (d[1] * (k[1] - 1) + 1).saturating_sub(pads[1] + pads[3]).max(1) + rng.below(40);
+            let (cin, m) = (1 + rng.below(40), 1 + rng.below(40));
+            taken += usize::from(check(cpu, ([cin, m, h, w], k, s, d, pads), None, &mut rng));
+        }
+        assert!(taken >= 35, "{taken} of 50 random shapes ran direct");
+        // Too much input for one output row, or too long a `k`: refused.
+        check(cpu, ([200, 2, 3, 60], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
+        check(cpu, ([300, 2, 3, 3], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), Some(false), &mut rng);
+    }
+
+    #[test]
+    fn direct_path_taken_where_packing_dominates() {
+        // `[cin, m, h, w, k, s, pad]` and whether the direct path is chosen.
+        let shapes = [
+            ([3, 16, 32, 32, 3, 1, 1], true),
+            ([16, 16, 32, 32, 3, 1, 1], true),
+            ([1, 6, 28, 28, 5, 1, 2], true),
+            ([3, 8, 96, 96, 3, 2, 1], true),
+            ([32, 32, 16, 16, 3, 1, 1], true),
+            ([6, 16, 14, 14, 5, 1, 0], true),
+            ([16, 32, 32, 32, 3, 2, 1], false),
+            ([32, 64, 16, 16, 3, 2, 1], false),
+            ([64, 64, 8, 8, 3, 1, 1], false),
+            ([16, 32, 32, 32, 1, 2, 0], false),
+        ];
+        for ([cin, m, h, w, k, s, pad], want) in shapes {
+            let o = |n: usize| (n + 2 * pad - k) / s + 1;
+            let g = DwGeom {
+                h,
+                w,
+                oh: o(h),
+                ow: o(w),
+                kh: k,
+                kw: k,
+                sy: s,
+                sx: s,
+                dy: 1,
+                dx: 1,
+                pt: pad,
+                pl: pad,
+            };
+            assert_eq!(Plan::new(&g, cin, m, true).is_some(), want, "{cin} -> {m}, {h}x{w}");
+            assert!(Plan::new(&g, cin, m, false).is_some());
+        }
+    }
+
+    #[test]
+    fn row_tables_know_their_maximum() {
+        let offs = [3u32, 90, 7, 0];
+        let t = RowTable::new(&offs);
+        assert_eq!((t.max(), t.offs().len()), (90, 4));
+        assert_eq!(RowTable::new(&[]).max(), 0);
+    }
+}
