@@ -24,10 +24,13 @@ mod avx2_dw;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx512_dw;
 #[allow(unsafe_code)]
 mod strip;
 
-pub(crate) use dw::{DwGeom, depthwise_plane};
+pub(crate) use dw::{DwGeom, depthwise};
 mod dw;
 use strip::Strip;
 
