@@ -26,11 +26,12 @@ use super::Activation;
 use super::avx512::Avx512;
 use super::dw::DwGeom;
 use core::arch::x86_64::{
-    __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_cmp_ps_mask,
-    _mm512_cmpge_epi32_mask, _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps,
-    _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps,
-    _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps, _mm512_set1_epi32,
-    _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
+    __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
+    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
+    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
+    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps,
+    _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
 };
 
 /// The widest kernel row handled (one column mask per kernel column).
@@ -129,6 +130,7 @@ pub(crate) fn depthwise(
         (true, _, false) => run!(flat, false),
         (false, 1, true) => run!(rows, 1, true),
         (false, 1, false) => run!(rows, 1, false),
+        (false, _, true) if g.dx == 1 => run!(rows_s2k3,),
         (false, _, true) => run!(rows, 2, true),
         (false, _, false) => run!(rows, 2, false),
     }
@@ -381,6 +383,77 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
             col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
             jv = _mm512_add_epi32(jv, sixteen);
             j0 += 16;
+        }
+    }
+}
+
+/// The row loop for a 3x3 kernel with horizontal stride 2 and dilation 1,
+/// unrolled. The block of sixteen outputs from `ox0` reads input columns
+/// `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen from `b` give the
+/// even columns (kernel column 0) and the odd ones (kernel column 1); kernel
+/// column 2 is the even ones moved down a lane, with column `b + 32` (a
+/// third load of one lane) in the last. Each load keeps the lanes whose
+/// column is inside the row; rows outside the input are skipped.
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let w = g.w as isize;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for p in 0..job.planes {
+        let (wk, bias) = job.channel(p);
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        let mut ox0 = 0;
+        while ox0 < g.ow {
+            let b = (2 * ox0) as isize - g.pl as isize;
+            let m0 = lanes_between(-b, w - b);
+            let m1 = lanes_between(-b - 16, w - b - 16);
+            let m2 = lanes_between(-b - 32, w - b - 32) & 1;
+            let keep = lanes_between(0, (g.ow - ox0) as isize);
+            for oy in 0..g.oh {
+                let mut acc = [_mm512_setzero_ps(); 3];
+                for ky in 0..3 {
+                    let iy = (oy * g.sy + ky * g.dy).wrapping_sub(g.pt);
+                    if iy >= g.h {
+                        continue;
+                    }
+                    let row = xp.wrapping_add(iy * g.w).wrapping_offset(b);
+                    // SAFETY: input row iy < h; each mask keeps the lanes
+                    // whose column is inside it.
+                    let (l0, l1, l2) = unsafe {
+                        (
+                            _mm512_maskz_loadu_ps(m0, row),
+                            _mm512_maskz_loadu_ps(m1, row.wrapping_add(16)),
+                            _mm512_maskz_loadu_ps(m2, row.wrapping_add(32)),
+                        )
+                    };
+                    let ev = _mm512_permutex2var_ps(l0, even, l1);
+                    let od = _mm512_permutex2var_ps(l0, odd, l1);
+                    let next = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                        _mm512_castps_si512(l2),
+                        _mm512_castps_si512(ev),
+                    ));
+                    let [k0, k1, k2] = wt[ky];
+                    acc[ky] =
+                        _mm512_fmadd_ps(next, k2, _mm512_fmadd_ps(od, k1, _mm512_mul_ps(ev, k0)));
+                }
+                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+                let out = activate::<ACT>(sum, job.a, job.b);
+                // SAFETY: output row oy < oh; the mask keeps columns below ow.
+                unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * g.ow + ox0), keep, out) };
+            }
+            ox0 += 16;
         }
     }
 }
