@@ -28,10 +28,11 @@ use super::dw::DwGeom;
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
-    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
-    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps,
-    _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps,
-    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
+    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_loadu_ps,
+    _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps,
+    _mm512_maskz_loadu_ps, _mm512_maskz_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
+    _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
+    _mm512_setzero_ps, _mm512_sub_epi32,
 };
 
 /// The widest kernel row handled (one column mask per kernel column).
@@ -126,6 +127,7 @@ pub(crate) fn depthwise(
         };
     }
     match (is_flat, g.sx, k3) {
+        (true, _, true) if g.dx == 1 => run!(flat3_slide,),
         (true, _, true) => run!(flat3,),
         (true, _, false) => run!(flat, false),
         (false, 1, true) => run!(rows, 1, true),
@@ -151,13 +153,21 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    /// The kernel and bias of plane `p`.
+    /// The kernel and bias of each plane in turn (channel `p % channels`
+    /// for plane `p`, counted without a division).
     #[inline(always)]
-    fn channel(&self, p: usize) -> (&[f32], f32) {
-        let c = p % self.channels;
+    fn kernels(&self) -> impl Iterator<Item = (&[f32], f32)> + '_ {
         let ks = self.g.kh * self.g.kw;
-        let wk = self.w.get(c * ks..(c + 1) * ks).unwrap_or(&[]);
-        (wk, self.bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0))
+        let mut c = 0;
+        (0..self.planes).map(move |_| {
+            let wk = self.w.get(c * ks..(c + 1) * ks).unwrap_or(&[]);
+            let b = self.bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0);
+            c += 1;
+            if c == self.channels {
+                c = 0;
+            }
+            (wk, b)
+        })
     }
 }
 
@@ -245,8 +255,7 @@ unsafe fn flat<const K3: bool, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *
     );
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let wv = _mm512_set1_epi32(g.w as i32);
-    for p in 0..job.planes {
-        let (wk, bias) = job.channel(p);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
         if wk.len() != kh * kw {
             return;
         }
@@ -336,8 +345,7 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let (wv, hwv) = (_mm512_set1_epi32(w), _mm512_set1_epi32(hw as i32));
     let sixteen = _mm512_set1_epi32(16);
-    for p in 0..job.planes {
-        let (wk, bias) = job.channel(p);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
         let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
             return;
         };
@@ -387,6 +395,105 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     }
 }
 
+/// [`flat3`] with dilation 1 across: instead of nine unaligned loads per
+/// vector (each split over two cache lines), one load per kernel row, the
+/// other two kernel columns taken from it and the next vector of the same
+/// row by lane shifts. The loads keep the lanes whose input index lies in
+/// `0..h*w` (all of them in the interior), so a lane with its column inside
+/// the row reads the right value exactly when its row is inside the plane
+/// too, and reads zero otherwise; the column mask of each kernel column
+/// then picks the lanes that take the tap.
+#[target_feature(enable = "avx512f")]
+unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let w = g.w as i32;
+    let clo: [__m512i; 3] = core::array::from_fn(|kx| _mm512_set1_epi32(g.pl as i32 - kx as i32));
+    // In i32: depthwise checked (h + pt + 3*dy) * w fits.
+    let shift = |ky: usize| (ky * g.dy) as i32 - g.pt as i32;
+    // Input index of kernel column 0 for output j: j + roff[ky].
+    let roff: [isize; 3] =
+        core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
+    let (rmin, rmax) = (roff[0].min(roff[2]), roff[0].max(roff[2]));
+    let hwi = hw as isize;
+    let c = |l: usize| (l % g.w) as i32;
+    let col0 = _mm512_setr_epi32(
+        c(0),
+        c(1),
+        c(2),
+        c(3),
+        c(4),
+        c(5),
+        c(6),
+        c(7),
+        c(8),
+        c(9),
+        c(10),
+        c(11),
+        c(12),
+        c(13),
+        c(14),
+        c(15),
+    );
+    let step = _mm512_set1_epi32((16 % g.w) as i32);
+    let wv = _mm512_set1_epi32(w);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        // The sixteen inputs from index `at`, zero outside the plane.
+        let load = |at: isize| {
+            let m = if at >= 0 && at + 16 <= hwi { 0xffff } else { lanes_between(-at, hwi - at) };
+            // SAFETY: the mask keeps the lanes inside the plane.
+            unsafe { _mm512_maskz_loadu_ps(m, xp.wrapping_offset(at)) }
+        };
+        let mut cur: [__m512; 3] = core::array::from_fn(|ky| load(roff[ky]));
+        let mut col = col0;
+        let mut j0 = 0usize;
+        while j0 < n {
+            let j = j0 as isize;
+            let cm: [__mmask16; 3] = core::array::from_fn(|kx| {
+                _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv)
+            });
+            let next: [__m512; 3] = if j + 16 + rmin >= 0 && j + 32 + rmax <= hwi {
+                // SAFETY: every lane of the three loads is inside the plane.
+                core::array::from_fn(|ky| unsafe {
+                    _mm512_loadu_ps(xp.wrapping_offset(j + 16 + roff[ky]))
+                })
+            } else {
+                core::array::from_fn(|ky| load(j + 16 + roff[ky]))
+            };
+            let mut acc = [_mm512_setzero_ps(); 3];
+            for ky in 0..3 {
+                let (a, b) = (_mm512_castps_si512(cur[ky]), _mm512_castps_si512(next[ky]));
+                let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a));
+                let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(b, a));
+                let [k0, k1, k2] = wt[ky];
+                acc[ky] = _mm512_maskz_mul_ps(cm[0], cur[ky], k0);
+                acc[ky] = _mm512_mask3_fmadd_ps(t1, k1, acc[ky], cm[1]);
+                acc[ky] = _mm512_mask3_fmadd_ps(t2, k2, acc[ky], cm[2]);
+            }
+            cur = next;
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+            let out = activate::<ACT>(sum, job.a, job.b);
+            let keep = lanes_between(0, (n - j0) as isize);
+            // SAFETY: the mask keeps outputs j0 + l < n of plane p.
+            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(j0), keep, out) };
+            col = _mm512_add_epi32(col, step);
+            col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
+            j0 += 16;
+        }
+    }
+}
+
 /// The row loop for a 3x3 kernel with horizontal stride 2 and dilation 1,
 /// unrolled. The block of sixteen outputs from `ox0` reads input columns
 /// `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen from `b` give the
@@ -401,8 +508,7 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let w = g.w as isize;
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for p in 0..job.planes {
-        let (wk, bias) = job.channel(p);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
         let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
             return;
         };
@@ -474,8 +580,7 @@ unsafe fn rows<const S: usize, const K3: bool, const ACT: u8>(
     let (hw, n) = (g.h * g.w, g.oh * g.ow);
     let w = g.w as isize;
     let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for p in 0..job.planes {
-        let (wk, bias) = job.channel(p);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
         if wk.len() != kh * kw {
             return;
         }
