@@ -28,11 +28,10 @@ use super::dw::DwGeom;
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
-    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_loadu_ps,
-    _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps,
-    _mm512_maskz_loadu_ps, _mm512_maskz_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
-    _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
-    _mm512_setzero_ps, _mm512_sub_epi32,
+    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
+    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps,
+    _mm512_maskz_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
 };
 
 /// The widest kernel row handled (one column mask per kernel column).
@@ -395,14 +394,29 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     }
 }
 
+/// The masks of one vector of [`flat3_slide`], the same for every plane.
+#[derive(Clone, Copy)]
+struct Masks {
+    /// Per kernel column: the lanes whose tap column is inside the row.
+    cm: [__mmask16; 3],
+    /// Per kernel row: the lanes of the next vector's load inside the plane.
+    ld: [__mmask16; 3],
+    /// The lanes that are outputs.
+    keep: __mmask16,
+}
+
+/// Vectors whose masks [`flat3_slide`] computes at a time (on the stack).
+const TAB: usize = 64;
+
 /// [`flat3`] with dilation 1 across: instead of nine unaligned loads per
 /// vector (each split over two cache lines), one load per kernel row, the
 /// other two kernel columns taken from it and the next vector of the same
 /// row by lane shifts. The loads keep the lanes whose input index lies in
-/// `0..h*w` (all of them in the interior), so a lane with its column inside
-/// the row reads the right value exactly when its row is inside the plane
-/// too, and reads zero otherwise; the column mask of each kernel column
-/// then picks the lanes that take the tap.
+/// `0..h*w`, so a lane with its column inside the row reads the right value
+/// exactly when its row is inside the plane too, and reads zero otherwise;
+/// the column mask of each kernel column then picks the lanes that take
+/// the tap. The masks depend on the vector's place in the plane only, so
+/// they are computed once for all planes, [`TAB`] vectors at a time.
 #[target_feature(enable = "avx512f")]
 unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let g = job.g;
@@ -414,10 +428,10 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
     // Input index of kernel column 0 for output j: j + roff[ky].
     let roff: [isize; 3] =
         core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
-    let (rmin, rmax) = (roff[0].min(roff[2]), roff[0].max(roff[2]));
     let hwi = hw as isize;
+    let inside = |at: isize| lanes_between(-at, hwi - at);
     let c = |l: usize| (l % g.w) as i32;
-    let col0 = _mm512_setr_epi32(
+    let mut col = _mm512_setr_epi32(
         c(0),
         c(1),
         c(2),
@@ -437,60 +451,63 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
     );
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let wv = _mm512_set1_epi32(w);
-    for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
-            return;
-        };
-        let wt = [
-            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
-            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
-            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
-        ];
-        let bv = _mm512_set1_ps(bias);
-        let xp = x.wrapping_add(p * hw);
-        let yp = y.wrapping_add(p * n);
-        // The sixteen inputs from index `at`, zero outside the plane.
-        let load = |at: isize| {
-            let m = if at >= 0 && at + 16 <= hwi { 0xffff } else { lanes_between(-at, hwi - at) };
-            // SAFETY: the mask keeps the lanes inside the plane.
-            unsafe { _mm512_maskz_loadu_ps(m, xp.wrapping_offset(at)) }
-        };
-        let mut cur: [__m512; 3] = core::array::from_fn(|ky| load(roff[ky]));
-        let mut col = col0;
-        let mut j0 = 0usize;
-        while j0 < n {
-            let j = j0 as isize;
-            let cm: [__mmask16; 3] = core::array::from_fn(|kx| {
+    let nv = n.div_ceil(16);
+    let mut v0 = 0;
+    while v0 < nv {
+        let count = (nv - v0).min(TAB);
+        let mut tab = [Masks { cm: [0; 3], ld: [0; 3], keep: 0 }; TAB];
+        let tab = &mut tab[..count];
+        for (t, m) in tab.iter_mut().enumerate() {
+            let j = ((v0 + t) * 16) as isize;
+            m.cm = core::array::from_fn(|kx| {
                 _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv)
             });
-            let next: [__m512; 3] = if j + 16 + rmin >= 0 && j + 32 + rmax <= hwi {
-                // SAFETY: every lane of the three loads is inside the plane.
-                core::array::from_fn(|ky| unsafe {
-                    _mm512_loadu_ps(xp.wrapping_offset(j + 16 + roff[ky]))
-                })
-            } else {
-                core::array::from_fn(|ky| load(j + 16 + roff[ky]))
-            };
-            let mut acc = [_mm512_setzero_ps(); 3];
-            for ky in 0..3 {
-                let (a, b) = (_mm512_castps_si512(cur[ky]), _mm512_castps_si512(next[ky]));
-                let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a));
-                let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(b, a));
-                let [k0, k1, k2] = wt[ky];
-                acc[ky] = _mm512_maskz_mul_ps(cm[0], cur[ky], k0);
-                acc[ky] = _mm512_mask3_fmadd_ps(t1, k1, acc[ky], cm[1]);
-                acc[ky] = _mm512_mask3_fmadd_ps(t2, k2, acc[ky], cm[2]);
-            }
-            cur = next;
-            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
-            let out = activate::<ACT>(sum, job.a, job.b);
-            let keep = lanes_between(0, (n - j0) as isize);
-            // SAFETY: the mask keeps outputs j0 + l < n of plane p.
-            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(j0), keep, out) };
+            m.ld = core::array::from_fn(|ky| inside(j + 16 + roff[ky]));
+            m.keep = lanes_between(0, n as isize - j);
             col = _mm512_add_epi32(col, step);
             col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
-            j0 += 16;
         }
+        let j0 = (v0 * 16) as isize;
+        let first: [__mmask16; 3] = core::array::from_fn(|ky| inside(j0 + roff[ky]));
+        for (p, (wk, bias)) in job.kernels().enumerate() {
+            let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+                return;
+            };
+            let wt = [
+                [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+                [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+                [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+            ];
+            let bv = _mm512_set1_ps(bias);
+            let xp = x.wrapping_add(p * hw);
+            let yp = y.wrapping_add(p * n);
+            // SAFETY (both loads): the masks keep the lanes inside the plane.
+            let mut cur: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+                _mm512_maskz_loadu_ps(first[ky], xp.wrapping_offset(j0 + roff[ky]))
+            });
+            for (t, m) in tab.iter().enumerate() {
+                let j = j0 + 16 * t as isize;
+                let next: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+                    _mm512_maskz_loadu_ps(m.ld[ky], xp.wrapping_offset(j + 16 + roff[ky]))
+                });
+                let mut acc = [_mm512_setzero_ps(); 3];
+                for ky in 0..3 {
+                    let (a, b) = (_mm512_castps_si512(cur[ky]), _mm512_castps_si512(next[ky]));
+                    let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a));
+                    let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(b, a));
+                    let [k0, k1, k2] = wt[ky];
+                    acc[ky] = _mm512_maskz_mul_ps(m.cm[0], cur[ky], k0);
+                    acc[ky] = _mm512_mask3_fmadd_ps(t1, k1, acc[ky], m.cm[1]);
+                    acc[ky] = _mm512_mask3_fmadd_ps(t2, k2, acc[ky], m.cm[2]);
+                }
+                cur = next;
+                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+                let out = activate::<ACT>(sum, job.a, job.b);
+                // SAFETY: the mask keeps outputs j + l < n of plane p.
+                unsafe { _mm512_mask_storeu_ps(yp.wrapping_offset(j), m.keep, out) };
+            }
+        }
+        v0 += count;
     }
 }
 

@@ -151,14 +151,14 @@ mod tests {
         };
         let p = Conv { batch: 2, in_channels: channels, out_channels: channels, groups: 2, window };
         let (xl, wl, yl) = (planes * h * w, channels * k[0] * k[1], planes * out[0] * out[1]);
-        let mut x = [0.0f32; 4 * 12 * 40];
+        let mut x = [0.0f32; 4 * 40 * 40];
         let mut wt = [0.0f32; 2 * 25];
         let mut b = [0.0f32; 2];
         values(&mut x[..xl], (h * 41 + w) as u32);
         values(&mut wt[..wl], (k[0] * 7 + k[1]) as u32);
         values(&mut b, 9);
         let bias = with_bias.then_some(&b[..]);
-        let (mut want, mut got) = ([0.0f32; 3072], [7.0f32; 3073]);
+        let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
         conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
         act.apply_all(&mut want[..yl]);
         let g = DwGeom {
@@ -245,6 +245,43 @@ mod tests {
             });
             // Every geometry has a horizontal stride of 1 or 2: all are taken.
             assert!(taken > 10_000, "{taken}");
+        }
+    }
+
+    /// Planes of more than 1024 outputs: the flat 3x3 loop computes its
+    /// masks in blocks of 64 vectors, so these cross block boundaries.
+    fn large(
+        kernel: &dyn Fn(
+            &DwGeom,
+            usize,
+            &[f32],
+            &[f32],
+            Option<&[f32]>,
+            Activation,
+            &mut [f32],
+        ) -> bool,
+    ) -> usize {
+        let mut taken = 0;
+        for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
+            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
+                for d in [[1, 1], [2, 1]] {
+                    let act = Activation::LeakyRelu { alpha: 0.25 };
+                    if check(kernel, [h, w], [3, 3], [1, 1], d, pads, act, true) == Some(true) {
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn avx512_depthwise_on_large_planes() {
+        if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+            let taken = large(&|g, c, x, w, b, a, y| {
+                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a, y)
+            });
+            assert_eq!(taken, 24);
         }
     }
 
