@@ -131,6 +131,7 @@ pub(crate) fn depthwise(
         (true, _, false) => run!(flat, false),
         (false, 1, true) => run!(rows, 1, true),
         (false, 1, false) => run!(rows, 1, false),
+        (false, _, true) if g.dx == 1 && g.ow <= 7 => run!(rows2_s2k3,),
         (false, _, true) if g.dx == 1 => run!(rows_s2k3,),
         (false, _, true) => run!(rows, 2, true),
         (false, _, false) => run!(rows, 2, false),
@@ -511,6 +512,81 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
     }
 }
 
+/// Sixteen `i32` lanes from an array.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lanes_of(v: [i32; 16]) -> __m512i {
+    _mm512_setr_epi32(
+        v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+        v[14], v[15],
+    )
+}
+
+/// [`rows_s2k3`] for output rows of at most 7: two output rows per vector
+/// (lanes `0..ow` and `ow..2*ow`, the order of the outputs in memory).
+/// Each row reads at most 15 input columns from `-pl`, so one load of
+/// sixteen per input row (keeping the columns inside it) serves the three
+/// kernel columns, picked for both rows at once by one two-source permute.
+#[target_feature(enable = "avx512f")]
+unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n, ow) = (g.h * g.w, g.oh * g.ow, g.ow);
+    let b = -(g.pl as isize);
+    let m = lanes_between(-b, g.w as isize - b);
+    let idx: [__m512i; 3] = core::array::from_fn(|kx| {
+        let mut ix = [0i32; 16];
+        for (l, v) in ix.iter_mut().enumerate().take(2 * ow) {
+            let (base, o) = if l < ow { (0, l) } else { (16, l - ow) };
+            *v = (base + 2 * o + kx) as i32;
+        }
+        lanes_of(ix)
+    });
+    let zero = _mm512_setzero_ps();
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        // The sixteen columns from `b` of input row `iy`, zero outside.
+        let load = |iy: usize| {
+            if iy < g.h {
+                // SAFETY: row iy < h; the mask keeps the columns inside it.
+                unsafe { _mm512_maskz_loadu_ps(m, xp.wrapping_add(iy * g.w).wrapping_offset(b)) }
+            } else {
+                zero
+            }
+        };
+        let mut oy = 0;
+        while oy < g.oh {
+            let two = oy + 1 < g.oh;
+            let mut acc = [zero; 3];
+            for ky in 0..3 {
+                let la = load((oy * g.sy + ky * g.dy).wrapping_sub(g.pt));
+                let lb =
+                    if two { load(((oy + 1) * g.sy + ky * g.dy).wrapping_sub(g.pt)) } else { zero };
+                let [k0, k1, k2] = wt[ky];
+                acc[ky] = _mm512_mul_ps(_mm512_permutex2var_ps(la, idx[0], lb), k0);
+                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[1], lb), k1, acc[ky]);
+                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[2], lb), k2, acc[ky]);
+            }
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+            let out = activate::<ACT>(sum, job.a, job.b);
+            let keep = lanes_between(0, if two { 2 * ow } else { ow } as isize);
+            // SAFETY: outputs oy * ow + l of plane p, below (oy + 2) * ow
+            // when row oy + 1 exists and below (oy + 1) * ow otherwise.
+            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * ow), keep, out) };
+            oy += 2;
+        }
+    }
+}
+
 /// The row loop for a 3x3 kernel with horizontal stride 2 and dilation 1,
 /// unrolled. The block of sixteen outputs from `ox0` reads input columns
 /// `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen from `b` give the
@@ -542,7 +618,8 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
             let b = (2 * ox0) as isize - g.pl as isize;
             let m0 = lanes_between(-b, w - b);
             let m1 = lanes_between(-b - 16, w - b - 16);
-            let m2 = lanes_between(-b - 32, w - b - 32) & 1;
+            // Column b + 32 serves lane 15 only.
+            let m2 = if g.ow - ox0 >= 16 { lanes_between(-b - 32, w - b - 32) & 1 } else { 0 };
             let keep = lanes_between(0, (g.ow - ox0) as isize);
             for oy in 0..g.oh {
                 let mut acc = [_mm512_setzero_ps(); 3];
@@ -554,11 +631,21 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
                     let row = xp.wrapping_add(iy * g.w).wrapping_offset(b);
                     // SAFETY: input row iy < h; each mask keeps the lanes
                     // whose column is inside it.
+                    // (Narrow rows need no second or third load.)
+                    let zero = _mm512_setzero_ps();
                     let (l0, l1, l2) = unsafe {
                         (
                             _mm512_maskz_loadu_ps(m0, row),
-                            _mm512_maskz_loadu_ps(m1, row.wrapping_add(16)),
-                            _mm512_maskz_loadu_ps(m2, row.wrapping_add(32)),
+                            if m1 == 0 {
+                                zero
+                            } else {
+                                _mm512_maskz_loadu_ps(m1, row.wrapping_add(16))
+                            },
+                            if m2 == 0 {
+                                zero
+                            } else {
+                                _mm512_maskz_loadu_ps(m2, row.wrapping_add(32))
+                            },
                         )
                     };
                     let ev = _mm512_permutex2var_ps(l0, even, l1);
