@@ -4,16 +4,19 @@
 //! staging copy and no scalar tails. The bias and the fused activation are
 //! applied before the (masked) store.
 //!
-//! Two loop shapes:
+//! Two loop shapes, each with unrolled 3x3 versions:
 //! - *flat*: stride 1 with output rows as wide as input rows (the usual
 //!   "same" padding). The plane is then one long row: output `j` reads its
 //!   tap at input `j + const`, so vectors run over the whole plane without
 //!   regard to row ends, and a narrow plane (25 x 5, 6 x 6, 3 x 3) fills
 //!   every lane. A lane's tap is kept when its column and its row are
 //!   inside the input (one mask per kernel column, one per kernel row).
+//!   [`flat3_slide`] (3x3, no dilation across) loads each input vector
+//!   once and shifts lanes for the kernel columns.
 //! - *rows*: everything else with a horizontal stride of 1 or 2, sixteen
 //!   outputs of one row per vector; stride 2 loads 32 inputs and keeps the
-//!   even ones.
+//!   even ones. [`rows2_s2k3`] puts two output rows of at most 7 in a
+//!   vector.
 //!
 //! Soundness rests on two things: an [`Avx512`] value exists only on a CPU
 //! with AVX-512F, and [`depthwise`] checks the lengths of every slice and
@@ -128,7 +131,7 @@ pub(crate) fn depthwise(
     match (is_flat, g.sx, k3) {
         (true, _, true) if g.dx == 1 => run!(flat3_slide,),
         (true, _, true) => run!(flat3,),
-        (true, _, false) => run!(flat, false),
+        (true, _, false) => run!(flat,),
         (false, 1, true) => run!(rows, 1, true),
         (false, 1, false) => run!(rows, 1, false),
         (false, _, true) if g.dx == 1 && g.ow <= 7 => run!(rows2_s2k3,),
@@ -210,10 +213,10 @@ fn weights3<const K3: bool>(wk: &[f32]) -> [__m512; 9] {
 /// `0 <= oy + ky*dy - pt < h`, i.e. `(pt - ky*dy)*w <= j < (h + pt - ky*dy)*w`
 /// (the row mask): that input is then `iy*w + ix` with both inside.
 #[target_feature(enable = "avx512f")]
-unsafe fn flat<const K3: bool, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+unsafe fn flat<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let g = job.g;
     let (h, w) = (g.h as isize, g.w as isize);
-    let (kh, kw) = if K3 { (3, 3) } else { (g.kh, g.kw) };
+    let (kh, kw) = (g.kh, g.kw);
     let (hw, n) = (g.h * g.w, g.oh * g.ow);
     // Column bounds per kernel column: lanes with clo <= ox < chi.
     let mut clo = [_mm512_set1_epi32(0); MAX_KW];
@@ -259,7 +262,6 @@ unsafe fn flat<const K3: bool, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *
         if wk.len() != kh * kw {
             return;
         }
-        let w3 = weights3::<K3>(wk);
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);
@@ -279,12 +281,11 @@ unsafe fn flat<const K3: bool, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *
                     continue;
                 }
                 let row = xp.wrapping_offset(j + roff[ky]);
-                for kx in 0..kw {
+                for (kx, &c) in cm.iter().enumerate().take(kw) {
                     // SAFETY: the mask keeps lanes whose input row and
                     // column are inside the plane (see above).
-                    let v =
-                        unsafe { _mm512_maskz_loadu_ps(rm & cm[kx], row.wrapping_add(kx * g.dx)) };
-                    let wt = if K3 { w3[ky * 3 + kx] } else { _mm512_set1_ps(wk[ky * kw + kx]) };
+                    let v = unsafe { _mm512_maskz_loadu_ps(rm & c, row.wrapping_add(kx * g.dx)) };
+                    let wt = _mm512_set1_ps(wk.get(ky * kw + kx).copied().unwrap_or(0.0));
                     acc = _mm512_fmadd_ps(v, wt, acc);
                 }
             }

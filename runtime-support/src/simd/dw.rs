@@ -101,6 +101,10 @@ mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};
 
+    /// A depthwise kernel under test, with [`depthwise`]'s arguments.
+    type Kernel<'a> =
+        &'a dyn Fn(&DwGeom, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]) -> bool;
+
     fn values(out: &mut [f32], seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(3);
         for v in out.iter_mut() {
@@ -116,15 +120,7 @@ mod tests {
     /// the kernel declined the geometry.
     #[allow(clippy::too_many_arguments)]
     fn check(
-        kernel: &dyn Fn(
-            &DwGeom,
-            usize,
-            &[f32],
-            &[f32],
-            Option<&[f32]>,
-            Activation,
-            &mut [f32],
-        ) -> bool,
+        kernel: Kernel<'_>,
         [h, w]: [usize; 2],
         k: [usize; 2],
         s: [usize; 2],
@@ -194,17 +190,7 @@ mod tests {
     /// asymmetric pads, strides 1 and 2, dilation 2, 3x3, 5x5 and 1x3
     /// kernels, with and without bias, through each activation. Returns
     /// how many geometries the kernel took.
-    fn sweep(
-        kernel: &dyn Fn(
-            &DwGeom,
-            usize,
-            &[f32],
-            &[f32],
-            Option<&[f32]>,
-            Activation,
-            &mut [f32],
-        ) -> bool,
-    ) -> usize {
+    fn sweep(kernel: Kernel<'_>) -> usize {
         let acts = [
             Activation::None,
             Activation::Relu,
@@ -223,7 +209,7 @@ mod tests {
                             for w in 1..=40 {
                                 t += 1;
                                 let act = acts[t % 4];
-                                if check(kernel, [h, w], k, s, d, pads, act, t % 3 != 0)
+                                if check(kernel, [h, w], k, s, d, pads, act, !t.is_multiple_of(3))
                                     == Some(true)
                                 {
                                     taken += 1;
@@ -250,17 +236,7 @@ mod tests {
 
     /// Planes of more than 1024 outputs: the flat 3x3 loop computes its
     /// masks in blocks of 64 vectors, so these cross block boundaries.
-    fn large(
-        kernel: &dyn Fn(
-            &DwGeom,
-            usize,
-            &[f32],
-            &[f32],
-            Option<&[f32]>,
-            Activation,
-            &mut [f32],
-        ) -> bool,
-    ) -> usize {
+    fn large(kernel: Kernel<'_>) -> usize {
         let mut taken = 0;
         for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
             for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
