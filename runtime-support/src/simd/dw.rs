@@ -1,11 +1,14 @@
-//! Dispatch for the vectorised depthwise convolution of one plane.
+//! Dispatch for the vectorised depthwise convolution.
 
 use super::Activation;
 
 /// Geometry of one depthwise plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
 /// vector kernels read it.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon"))),
+    allow(dead_code)
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DwGeom {
     pub h: usize,
@@ -22,26 +25,276 @@ pub(crate) struct DwGeom {
     pub pl: usize,
 }
 
-/// Computes one depthwise plane on the vector unit when there is one and
-/// the geometry suits it; returns `false`, writing nothing, otherwise (the
-/// caller then runs its portable loops).
+/// Computes every plane of a depthwise layer on the vector unit when there
+/// is one and the geometry suits it: plane `p` of `x` (planes of `h x w`
+/// back to back) with kernel `p % channels` of `w` and the same entry of
+/// `bias` gives plane `p` of `y`, through `act`. Returns `false`, writing
+/// nothing, otherwise (the caller then runs its portable loops).
+#[allow(clippy::too_many_arguments)]
 #[inline]
-pub(crate) fn depthwise_plane(
+pub(crate) fn depthwise(
     g: &DwGeom,
+    channels: usize,
     x: &[f32],
-    wk: &[f32],
-    bias: f32,
+    w: &[f32],
+    bias: Option<&[f32]>,
     act: Activation,
     y: &mut [f32],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(cpu) = super::avx2::Avx2::detect() {
-        return super::avx2_dw::depthwise_plane(cpu, g, x, wk, bias, act, y);
+    {
+        if let Some(cpu) = super::avx512::Avx512::detect()
+            && super::avx512_dw::depthwise(cpu, g, channels, x, w, bias, act, y)
+        {
+            return true;
+        }
+        if let Some(cpu) = super::avx2::Avx2::detect() {
+            return plane_by_plane(g, channels, x, w, bias, act, y, |g, xp, wk, b, act, yp| {
+                super::avx2_dw::depthwise_plane(cpu, g, xp, wk, b, act, yp)
+            });
+        }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     if let Some(cpu) = super::neon::Neon::detect() {
-        return super::neon::depthwise_plane(cpu, g, x, wk, bias, act, y);
+        return plane_by_plane(g, channels, x, w, bias, act, y, |g, xp, wk, b, act, yp| {
+            super::neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
+        });
     }
-    let _ = (g, x, wk, bias, act, y);
+    let _ = (g, channels, x, w, bias, act, y);
     false
+}
+
+/// [`depthwise`] on a kernel that takes one plane at a time; `false` when
+/// the slices do not hold whole planes or a plane is not handled (the
+/// geometry is the same for all, so that is the first one, before any
+/// output was written).
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[allow(clippy::too_many_arguments)]
+fn plane_by_plane(
+    g: &DwGeom,
+    channels: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+    mut plane: impl FnMut(&DwGeom, &[f32], &[f32], f32, Activation, &mut [f32]) -> bool,
+) -> bool {
+    let (Some(hw), Some(n), Some(ks)) =
+        (g.h.checked_mul(g.w), g.oh.checked_mul(g.ow), g.kh.checked_mul(g.kw))
+    else {
+        return false;
+    };
+    if n == 0 || hw == 0 || channels == 0 {
+        return false;
+    }
+    let planes = y.len() / n;
+    if y.len() != planes * n
+        || Some(x.len()) != planes.checked_mul(hw)
+        || Some(w.len()) != channels.checked_mul(ks)
+        || bias.is_some_and(|b| b.len() != channels)
+    {
+        return false;
+    }
+    for (p, (yp, xp)) in y.chunks_exact_mut(n).zip(x.chunks_exact(hw)).enumerate() {
+        let c = p % channels;
+        let wk = w.get(c * ks..(c + 1) * ks).unwrap_or(&[]);
+        let b = bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0);
+        if !plane(g, xp, wk, b, act, yp) {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::conv::{Conv, Window, conv};
+
+    /// A depthwise kernel under test, with [`depthwise`]'s arguments.
+    type Kernel<'a> =
+        &'a dyn Fn(&DwGeom, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]) -> bool;
+
+    fn values(out: &mut [f32], seed: u32) {
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(3);
+        for v in out.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *v = (x % 2001) as f32 / 1000.0 - 1.0;
+        }
+    }
+
+    /// Runs `kernel` on one geometry (3 planes of 2 channels) and compares
+    /// it with the exact [`conv`] followed by the activation; `false` when
+    /// the kernel declined the geometry.
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        kernel: Kernel<'_>,
+        [h, w]: [usize; 2],
+        k: [usize; 2],
+        s: [usize; 2],
+        d: [usize; 2],
+        [pt, pl, pb, pr]: [usize; 4],
+        act: Activation,
+        with_bias: bool,
+    ) -> Option<bool> {
+        let span = |i: usize| d[i] * (k[i] - 1) + 1;
+        let padded = [h + pt + pb, w + pl + pr];
+        if padded[0] < span(0) || padded[1] < span(1) {
+            return None;
+        }
+        let out: [usize; 2] = core::array::from_fn(|i| (padded[i] - span(i)) / s[i] + 1);
+        let (channels, planes) = (2, 4);
+        let window = Window {
+            in_dims: &[h, w],
+            out_dims: &out,
+            kernel: &k,
+            strides: &s,
+            dilations: &d,
+            pads_begin: &[pt, pl],
+            pads_end: &[pb, pr],
+        };
+        let p = Conv { batch: 2, in_channels: channels, out_channels: channels, groups: 2, window };
+        let (xl, wl, yl) = (planes * h * w, channels * k[0] * k[1], planes * out[0] * out[1]);
+        let mut x = [0.0f32; 4 * 40 * 40];
+        let mut wt = [0.0f32; 2 * 25];
+        let mut b = [0.0f32; 2];
+        values(&mut x[..xl], (h * 41 + w) as u32);
+        values(&mut wt[..wl], (k[0] * 7 + k[1]) as u32);
+        values(&mut b, 9);
+        let bias = with_bias.then_some(&b[..]);
+        let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
+        conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
+        act.apply_all(&mut want[..yl]);
+        let g = DwGeom {
+            h,
+            w,
+            oh: out[0],
+            ow: out[1],
+            kh: k[0],
+            kw: k[1],
+            sy: s[0],
+            sx: s[1],
+            dy: d[0],
+            dx: d[1],
+            pt,
+            pl,
+        };
+        if !kernel(&g, channels, &x[..xl], &wt[..wl], bias, act, &mut got[..yl]) {
+            assert!(got.iter().all(|&v| v == 7.0), "declined after writing");
+            return Some(false);
+        }
+        for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
+            assert!(
+                (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                "{h}x{w} k {k:?} s {s:?} d {d:?} pads {:?} {act:?} [{i}]: {g} vs {e}",
+                [pt, pl, pb, pr]
+            );
+        }
+        assert_eq!(got[yl], 7.0, "wrote past the output");
+        Some(true)
+    }
+
+    /// Every kernel on awkward shapes: widths 1..40, heights 1..12, odd and
+    /// asymmetric pads, strides 1 and 2, dilation 2, 3x3, 5x5 and 1x3
+    /// kernels, with and without bias, through each activation. Returns
+    /// how many geometries the kernel took.
+    fn sweep(kernel: Kernel<'_>) -> usize {
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.125 },
+            Activation::Clip { min: -0.5, max: 0.25 },
+        ];
+        let mut taken = 0;
+        let mut t = 0usize;
+        for k in [[3, 3], [5, 5], [1, 3]] {
+            for s in [[1, 1], [2, 2], [2, 1], [1, 2]] {
+                for d in [[1, 1], [2, 2]] {
+                    for pads in
+                        [[1, 1, 1, 1], [0, 0, 0, 0], [2, 2, 2, 2], [0, 2, 1, 0], [2, 1, 0, 2]]
+                    {
+                        for h in [1, 2, 3, 5, 12] {
+                            for w in 1..=40 {
+                                t += 1;
+                                let act = acts[t % 4];
+                                if check(kernel, [h, w], k, s, d, pads, act, !t.is_multiple_of(3))
+                                    == Some(true)
+                                {
+                                    taken += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn avx512_depthwise_matches_exact_conv() {
+        if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+            let taken = sweep(&|g, c, x, w, b, a, y| {
+                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a, y)
+            });
+            // Every geometry has a horizontal stride of 1 or 2: all are taken.
+            assert!(taken > 10_000, "{taken}");
+        }
+    }
+
+    /// Planes of more than 1024 outputs: the flat 3x3 loop computes its
+    /// masks in blocks of 64 vectors, so these cross block boundaries.
+    fn large(kernel: Kernel<'_>) -> usize {
+        let mut taken = 0;
+        for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
+            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
+                for d in [[1, 1], [2, 1]] {
+                    let act = Activation::LeakyRelu { alpha: 0.25 };
+                    if check(kernel, [h, w], [3, 3], [1, 1], d, pads, act, true) == Some(true) {
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn avx512_depthwise_on_large_planes() {
+        if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+            let taken = large(&|g, c, x, w, b, a, y| {
+                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a, y)
+            });
+            assert_eq!(taken, 24);
+        }
+    }
+
+    #[test]
+    fn avx2_depthwise_matches_exact_conv() {
+        if let Some(cpu) = crate::simd::avx2::Avx2::detect() {
+            let taken = sweep(&|g, c, x, w, b, a, y| {
+                plane_by_plane(g, c, x, w, b, a, y, |g, xp, wk, bv, act, yp| {
+                    crate::simd::avx2_dw::depthwise_plane(cpu, g, xp, wk, bv, act, yp)
+                })
+            });
+            assert!(taken > 10_000, "{taken}");
+        }
+    }
+
+    #[test]
+    fn dispatch_declines_unhandled_geometry() {
+        // Horizontal stride 3: neither kernel takes it, nothing is written.
+        let r =
+            check(&depthwise, [5, 9], [3, 3], [1, 3], [1, 1], [1, 1, 1, 1], Activation::Relu, true);
+        assert_eq!(r, Some(false));
+        // A flat plane (stride 1, same width) and a stride-2 one are taken.
+        for s in [[1, 1], [2, 2]] {
+            let r =
+                check(&depthwise, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], Activation::None, true);
+            assert_eq!(r, Some(crate::simd::avx2::Avx2::detect().is_some()));
+        }
+    }
 }

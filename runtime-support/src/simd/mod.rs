@@ -27,6 +27,9 @@ mod avx2_dw;
 #[allow(unsafe_code)]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx512_dw;
+#[cfg(target_arch = "x86_64")]
 mod direct;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
@@ -34,7 +37,7 @@ mod neon;
 #[allow(unsafe_code)]
 mod strip;
 
-pub(crate) use dw::{DwGeom, depthwise_plane};
+pub(crate) use dw::{DwGeom, depthwise};
 mod dw;
 use strip::Strip;
 

@@ -1,0 +1,748 @@
+//! AVX-512 depthwise convolution: every plane of a depthwise layer in one
+//! call, sixteen outputs per vector, taps read straight from the input with
+//! masked loads (masked lanes are never accessed and read as zero), no
+//! staging copy and no scalar tails. The bias and the fused activation are
+//! applied before the (masked) store.
+//!
+//! Two loop shapes, each with unrolled 3x3 versions:
+//! - *flat*: stride 1 with output rows as wide as input rows (the usual
+//!   "same" padding). The plane is then one long row: output `j` reads its
+//!   tap at input `j + const`, so vectors run over the whole plane without
+//!   regard to row ends, and a narrow plane (25 x 5, 6 x 6, 3 x 3) fills
+//!   every lane. A lane's tap is kept when its column and its row are
+//!   inside the input (one mask per kernel column, one per kernel row).
+//!   [`flat3_slide`] (3x3, no dilation across) loads each input vector
+//!   once and shifts lanes for the kernel columns.
+//! - *rows*: everything else with a horizontal stride of 1 or 2, sixteen
+//!   outputs of one row per vector; stride 2 loads 32 inputs and keeps the
+//!   even ones. [`rows2_s2k3`] puts two output rows of at most 7 in a
+//!   vector.
+//!
+//! Soundness rests on two things: an [`Avx512`] value exists only on a CPU
+//! with AVX-512F, and [`depthwise`] checks the lengths of every slice and
+//! that every coordinate fits an `i32` before the unsafe loops. Inside
+//! them every load keeps only lanes whose input row and column lie inside
+//! the plane, and every store keeps only lanes whose output lies inside the
+//! output plane.
+
+use super::Activation;
+use super::avx512::Avx512;
+use super::dw::DwGeom;
+use core::arch::x86_64::{
+    __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
+    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
+    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
+    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps,
+    _mm512_maskz_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
+};
+
+/// The widest kernel row handled (one column mask per kernel column).
+const MAX_KW: usize = 16;
+/// The tallest kernel handled (one row mask per kernel row).
+const MAX_KH: usize = 16;
+
+/// The lanes `l` of a 16-wide vector with `lo <= l < hi` (clamped to 0..16).
+#[inline(always)]
+fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
+    let below = |n: isize| -> u32 {
+        if n <= 0 {
+            0
+        } else if n >= 16 {
+            0xffff
+        } else {
+            (1u32 << n) - 1
+        }
+    };
+    (below(hi) & !below(lo)) as __mmask16
+}
+
+/// All the planes of a depthwise layer: plane `p` of `x` (`h x w`, planes
+/// back to back) with the kernel and bias of channel `p % channels` gives
+/// plane `p` of `y`:
+/// `y[oy, ox] = act(bias + sum_{ky, kx} wk[ky, kx] * x[oy*sy + ky*dy - pt, ox*sx + kx*dx - pl])`
+/// over the taps inside the input, fused multiply-adds in row-major tap
+/// order. Returns `false`, writing nothing, when the geometry is not
+/// handled here (a horizontal stride other than 1 or 2, a kernel wider or
+/// taller than 16, sizes that do not match the slices or fit an `i32`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise(
+    _cpu: Avx512,
+    g: &DwGeom,
+    channels: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    const LIM: usize = 1 << 24;
+    let dims = [g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sy, g.sx, g.dy, g.dx, g.pt, g.pl];
+    if dims.iter().any(|&d| d >= LIM) || !(1..=2).contains(&g.sx) || g.sy == 0 || channels == 0 {
+        return false;
+    }
+    if g.kh == 0 || g.kw == 0 || g.kw > MAX_KW || g.kh > MAX_KH {
+        return false;
+    }
+    // Every dim is below 2^24, so these products fit a u64; the plane
+    // sizes must fit an i32 (positions and masks are computed in i32 lanes
+    // or isize).
+    let (hw, n, ks) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    if hw >= LIM || n >= LIM || g.ow * g.sx + g.kw * g.dx + g.pl + g.w + 32 >= LIM {
+        return false;
+    }
+    if n == 0 {
+        return x.len().is_multiple_of(hw.max(1)) && y.is_empty();
+    }
+    let planes = y.len() / n;
+    if y.len() != planes * n
+        || Some(x.len()) != planes.checked_mul(hw)
+        || Some(w.len()) != channels.checked_mul(ks)
+        || bias.is_some_and(|b| b.len() != channels)
+    {
+        return false;
+    }
+    // The flat loop's row bounds, `(h + pt) * w` at most, are i32 lanes.
+    let is_flat = g.sx == 1
+        && g.sy == 1
+        && g.ow == g.w
+        && (g.h + g.pt + g.kh * g.dy) * g.w < i32::MAX as usize;
+    let k3 = g.kh == 3 && g.kw == 3;
+    let job = Job { g, channels, planes, w, bias, a: 0.0, b: 0.0 };
+    let (x, y) = (x.as_ptr(), y.as_mut_ptr());
+    macro_rules! run {
+        ($f:ident, $($c:literal),*) => {
+            // SAFETY: `_cpu` proves AVX-512F; the lengths were checked above
+            // and the loops keep the bounds described in the module docs.
+            unsafe {
+                match act {
+                    Activation::None => $f::<$($c,)* 0>(&job, x, y),
+                    Activation::Relu => $f::<$($c,)* 1>(&job, x, y),
+                    Activation::LeakyRelu { alpha } => {
+                        $f::<$($c,)* 2>(&Job { a: alpha, ..job }, x, y)
+                    }
+                    Activation::Clip { min, max } => {
+                        $f::<$($c,)* 3>(&Job { a: min, b: max, ..job }, x, y)
+                    }
+                }
+            }
+        };
+    }
+    match (is_flat, g.sx, k3) {
+        (true, _, true) if g.dx == 1 => run!(flat3_slide,),
+        (true, _, true) => run!(flat3,),
+        (true, _, false) => run!(flat,),
+        (false, 1, true) => run!(rows, 1, true),
+        (false, 1, false) => run!(rows, 1, false),
+        (false, _, true) if g.dx == 1 && g.ow <= 7 => run!(rows2_s2k3,),
+        (false, _, true) if g.dx == 1 => run!(rows_s2k3,),
+        (false, _, true) => run!(rows, 2, true),
+        (false, _, false) => run!(rows, 2, false),
+    }
+    true
+}
+
+/// What the loops share: the geometry, the plane count, the weights and
+/// biases per channel, and the activation's parameters.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    g: &'a DwGeom,
+    channels: usize,
+    planes: usize,
+    w: &'a [f32],
+    bias: Option<&'a [f32]>,
+    a: f32,
+    b: f32,
+}
+
+impl Job<'_> {
+    /// The kernel and bias of each plane in turn (channel `p % channels`
+    /// for plane `p`, counted without a division).
+    #[inline(always)]
+    fn kernels(&self) -> impl Iterator<Item = (&[f32], f32)> + '_ {
+        let ks = self.g.kh * self.g.kw;
+        let mut c = 0;
+        (0..self.planes).map(move |_| {
+            let wk = self.w.get(c * ks..(c + 1) * ks).unwrap_or(&[]);
+            let b = self.bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0);
+            c += 1;
+            if c == self.channels {
+                c = 0;
+            }
+            (wk, b)
+        })
+    }
+}
+
+/// The fused activation of sixteen sums (`ACT`: 0 none, 1 Relu, 2
+/// LeakyRelu with slope `a`, 3 Clip to `a..=b`), with the same comparisons
+/// as [`Activation::apply`] (NaN passes through `Relu` and `Clip`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn activate<const ACT: u8>(v: __m512, a: f32, b: f32) -> __m512 {
+    match ACT {
+        0 => v,
+        // max_ps(p, q) is `p > q ? p : q`: `0 > v ? 0 : v`.
+        1 => _mm512_max_ps(_mm512_setzero_ps(), v),
+        2 => {
+            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, _mm512_setzero_ps());
+            _mm512_mask_blend_ps(neg, v, _mm512_mul_ps(v, _mm512_set1_ps(a)))
+        }
+        _ => _mm512_min_ps(_mm512_set1_ps(b), _mm512_max_ps(_mm512_set1_ps(a), v)),
+    }
+}
+
+/// The kernel's taps as broadcasts when it is 3x3 (`K3`), so they stay in
+/// registers across the plane.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn weights3<const K3: bool>(wk: &[f32]) -> [__m512; 9] {
+    let mut w3 = [_mm512_setzero_ps(); 9];
+    if K3 {
+        for (v, &s) in w3.iter_mut().zip(wk) {
+            *v = _mm512_set1_ps(s);
+        }
+    }
+    w3
+}
+
+/// The flat loop (see the module docs): stride 1, `ow == w`. Lane `l` of
+/// the vector at `j0` is output `j = j0 + l`, at column `ox = j mod w`
+/// (kept in `col`), reading tap `(ky, kx)` at input `j + (ky*dy - pt)*w +
+/// kx*dx - pl` when `0 <= ox + kx*dx - pl < w` (the column mask) and
+/// `0 <= oy + ky*dy - pt < h`, i.e. `(pt - ky*dy)*w <= j < (h + pt - ky*dy)*w`
+/// (the row mask): that input is then `iy*w + ix` with both inside.
+#[target_feature(enable = "avx512f")]
+unsafe fn flat<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (h, w) = (g.h as isize, g.w as isize);
+    let (kh, kw) = (g.kh, g.kw);
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    // Column bounds per kernel column: lanes with clo <= ox < chi.
+    let mut clo = [_mm512_set1_epi32(0); MAX_KW];
+    let mut chi = [_mm512_set1_epi32(0); MAX_KW];
+    for kx in 0..kw {
+        let shift = (kx * g.dx) as i32 - g.pl as i32;
+        clo[kx] = _mm512_set1_epi32(-shift);
+        chi[kx] = _mm512_set1_epi32(g.w as i32 - shift);
+    }
+    // Row bounds per kernel row, in outputs: rlo <= j < rhi; and the
+    // offset of the tap row from the output.
+    let mut rlo = [0isize; MAX_KH];
+    let mut rhi = [0isize; MAX_KH];
+    let mut roff = [0isize; MAX_KH];
+    for ky in 0..kh {
+        let shift = (ky * g.dy) as isize - g.pt as isize;
+        rlo[ky] = -shift * w;
+        rhi[ky] = (h - shift) * w;
+        roff[ky] = shift * w - g.pl as isize;
+    }
+    let c = |l: usize| (l % g.w) as i32;
+    let col0 = _mm512_setr_epi32(
+        c(0),
+        c(1),
+        c(2),
+        c(3),
+        c(4),
+        c(5),
+        c(6),
+        c(7),
+        c(8),
+        c(9),
+        c(10),
+        c(11),
+        c(12),
+        c(13),
+        c(14),
+        c(15),
+    );
+    let step = _mm512_set1_epi32((16 % g.w) as i32);
+    let wv = _mm512_set1_epi32(g.w as i32);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        if wk.len() != kh * kw {
+            return;
+        }
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        let mut col: __m512i = col0;
+        let mut j0 = 0usize;
+        while j0 < n {
+            let mut cm = [0 as __mmask16; MAX_KW];
+            for kx in 0..kw {
+                cm[kx] =
+                    _mm512_cmpge_epi32_mask(col, clo[kx]) & _mm512_cmplt_epi32_mask(col, chi[kx]);
+            }
+            let mut acc = _mm512_setzero_ps();
+            let j = j0 as isize;
+            for ky in 0..kh {
+                let rm = lanes_between(rlo[ky] - j, rhi[ky] - j);
+                if rm == 0 {
+                    continue;
+                }
+                let row = xp.wrapping_offset(j + roff[ky]);
+                for (kx, &c) in cm.iter().enumerate().take(kw) {
+                    // SAFETY: the mask keeps lanes whose input row and
+                    // column are inside the plane (see above).
+                    let v = unsafe { _mm512_maskz_loadu_ps(rm & c, row.wrapping_add(kx * g.dx)) };
+                    let wt = _mm512_set1_ps(wk.get(ky * kw + kx).copied().unwrap_or(0.0));
+                    acc = _mm512_fmadd_ps(v, wt, acc);
+                }
+            }
+            let out = activate::<ACT>(_mm512_add_ps(acc, bv), job.a, job.b);
+            let keep = lanes_between(0, (n - j0) as isize);
+            // SAFETY: the mask keeps outputs j0 + l < n of plane p.
+            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(j0), keep, out) };
+            col = _mm512_add_epi32(col, step);
+            col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
+            j0 += 16;
+        }
+    }
+}
+
+/// [`flat`] for a 3x3 kernel, unrolled: the nine weights and the bounds
+/// stay in registers, and the three kernel rows sum into separate
+/// registers (shorter dependency chains), added at the end. A mask is one
+/// unsigned compare: column mask of kernel column `kx`,
+/// `ox - clo[kx] < w` (unsigned); row mask of kernel row `ky`,
+/// `j - rlo[ky] < h*w`. Vectors whose sixteen outputs have every kernel row
+/// inside the input (the plane's interior rows) skip the row masks.
+#[target_feature(enable = "avx512f")]
+unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let (w, dx) = (g.w as i32, g.dx);
+    let clo: [__m512i; 3] =
+        core::array::from_fn(|kx| _mm512_set1_epi32(g.pl as i32 - (kx * g.dx) as i32));
+    // In i32: depthwise checked (h + pt + 3*dy) * w fits.
+    let shift = |ky: usize| (ky * g.dy) as i32 - g.pt as i32;
+    let rlo: [__m512i; 3] = core::array::from_fn(|ky| _mm512_set1_epi32(-shift(ky) * w));
+    let roff: [isize; 3] =
+        core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
+    // Outputs j0..j0 + 16 with every kernel row inside: from the first
+    // output whose top tap row is row 0 to the last whose bottom one is h - 1.
+    let inner_lo = (-shift(0)).max(0) as usize * g.w;
+    let inner_hi = (((g.h as i32 - shift(2)).max(0) as usize) * g.w).min(n);
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let c = |l: usize| (l % g.w) as i32;
+    let col0 = _mm512_setr_epi32(
+        c(0),
+        c(1),
+        c(2),
+        c(3),
+        c(4),
+        c(5),
+        c(6),
+        c(7),
+        c(8),
+        c(9),
+        c(10),
+        c(11),
+        c(12),
+        c(13),
+        c(14),
+        c(15),
+    );
+    let step = _mm512_set1_epi32((16 % g.w) as i32);
+    let (wv, hwv) = (_mm512_set1_epi32(w), _mm512_set1_epi32(hw as i32));
+    let sixteen = _mm512_set1_epi32(16);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        let mut col = col0;
+        let mut jv = lane;
+        let mut j0 = 0usize;
+        while j0 < n {
+            let cm: [__mmask16; 3] = core::array::from_fn(|kx| {
+                _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv)
+            });
+            let inner = j0 >= inner_lo && j0 + 16 <= inner_hi;
+            let mut acc = [_mm512_setzero_ps(); 3];
+            for ky in 0..3 {
+                let rm = if inner {
+                    0xffff
+                } else {
+                    _mm512_cmplt_epu32_mask(_mm512_sub_epi32(jv, rlo[ky]), hwv)
+                };
+                let row = xp.wrapping_add(j0).wrapping_offset(roff[ky]);
+                for kx in 0..3 {
+                    // SAFETY: the mask keeps lanes whose input row and
+                    // column are inside the plane (see [`flat`]); inner
+                    // vectors have every row inside.
+                    let v =
+                        unsafe { _mm512_maskz_loadu_ps(rm & cm[kx], row.wrapping_add(kx * dx)) };
+                    acc[ky] = _mm512_fmadd_ps(v, wt[ky][kx], acc[ky]);
+                }
+            }
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+            let out = activate::<ACT>(sum, job.a, job.b);
+            let keep = lanes_between(0, (n - j0) as isize);
+            // SAFETY: the mask keeps outputs j0 + l < n of plane p.
+            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(j0), keep, out) };
+            col = _mm512_add_epi32(col, step);
+            col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
+            jv = _mm512_add_epi32(jv, sixteen);
+            j0 += 16;
+        }
+    }
+}
+
+/// The masks of one vector of [`flat3_slide`], the same for every plane.
+#[derive(Clone, Copy)]
+struct Masks {
+    /// Per kernel column: the lanes whose tap column is inside the row.
+    cm: [__mmask16; 3],
+    /// Per kernel row: the lanes of the next vector's load inside the plane.
+    ld: [__mmask16; 3],
+    /// The lanes that are outputs.
+    keep: __mmask16,
+}
+
+/// Vectors whose masks [`flat3_slide`] computes at a time (on the stack).
+const TAB: usize = 64;
+
+/// [`flat3`] with dilation 1 across: instead of nine unaligned loads per
+/// vector (each split over two cache lines), one load per kernel row, the
+/// other two kernel columns taken from it and the next vector of the same
+/// row by lane shifts. The loads keep the lanes whose input index lies in
+/// `0..h*w`, so a lane with its column inside the row reads the right value
+/// exactly when its row is inside the plane too, and reads zero otherwise;
+/// the column mask of each kernel column then picks the lanes that take
+/// the tap. The masks depend on the vector's place in the plane only, so
+/// they are computed once for all planes, [`TAB`] vectors at a time.
+#[target_feature(enable = "avx512f")]
+unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let w = g.w as i32;
+    let clo: [__m512i; 3] = core::array::from_fn(|kx| _mm512_set1_epi32(g.pl as i32 - kx as i32));
+    // In i32: depthwise checked (h + pt + 3*dy) * w fits.
+    let shift = |ky: usize| (ky * g.dy) as i32 - g.pt as i32;
+    // Input index of kernel column 0 for output j: j + roff[ky].
+    let roff: [isize; 3] =
+        core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
+    let hwi = hw as isize;
+    let inside = |at: isize| lanes_between(-at, hwi - at);
+    let c = |l: usize| (l % g.w) as i32;
+    let mut col = _mm512_setr_epi32(
+        c(0),
+        c(1),
+        c(2),
+        c(3),
+        c(4),
+        c(5),
+        c(6),
+        c(7),
+        c(8),
+        c(9),
+        c(10),
+        c(11),
+        c(12),
+        c(13),
+        c(14),
+        c(15),
+    );
+    let step = _mm512_set1_epi32((16 % g.w) as i32);
+    let wv = _mm512_set1_epi32(w);
+    let nv = n.div_ceil(16);
+    let mut v0 = 0;
+    while v0 < nv {
+        let count = (nv - v0).min(TAB);
+        let mut tab = [Masks { cm: [0; 3], ld: [0; 3], keep: 0 }; TAB];
+        let tab = &mut tab[..count];
+        for (t, m) in tab.iter_mut().enumerate() {
+            let j = ((v0 + t) * 16) as isize;
+            m.cm = core::array::from_fn(|kx| {
+                _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv)
+            });
+            m.ld = core::array::from_fn(|ky| inside(j + 16 + roff[ky]));
+            m.keep = lanes_between(0, n as isize - j);
+            col = _mm512_add_epi32(col, step);
+            col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
+        }
+        let j0 = (v0 * 16) as isize;
+        let first: [__mmask16; 3] = core::array::from_fn(|ky| inside(j0 + roff[ky]));
+        for (p, (wk, bias)) in job.kernels().enumerate() {
+            let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+                return;
+            };
+            let wt = [
+                [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+                [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+                [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+            ];
+            let bv = _mm512_set1_ps(bias);
+            let xp = x.wrapping_add(p * hw);
+            let yp = y.wrapping_add(p * n);
+            // SAFETY (both loads): the masks keep the lanes inside the plane.
+            let mut cur: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+                _mm512_maskz_loadu_ps(first[ky], xp.wrapping_offset(j0 + roff[ky]))
+            });
+            for (t, m) in tab.iter().enumerate() {
+                let j = j0 + 16 * t as isize;
+                let next: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+                    _mm512_maskz_loadu_ps(m.ld[ky], xp.wrapping_offset(j + 16 + roff[ky]))
+                });
+                let mut acc = [_mm512_setzero_ps(); 3];
+                for ky in 0..3 {
+                    let (a, b) = (_mm512_castps_si512(cur[ky]), _mm512_castps_si512(next[ky]));
+                    let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a));
+                    let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(b, a));
+                    let [k0, k1, k2] = wt[ky];
+                    acc[ky] = _mm512_maskz_mul_ps(m.cm[0], cur[ky], k0);
+                    acc[ky] = _mm512_mask3_fmadd_ps(t1, k1, acc[ky], m.cm[1]);
+                    acc[ky] = _mm512_mask3_fmadd_ps(t2, k2, acc[ky], m.cm[2]);
+                }
+                cur = next;
+                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+                let out = activate::<ACT>(sum, job.a, job.b);
+                // SAFETY: the mask keeps outputs j + l < n of plane p.
+                unsafe { _mm512_mask_storeu_ps(yp.wrapping_offset(j), m.keep, out) };
+            }
+        }
+        v0 += count;
+    }
+}
+
+/// Sixteen `i32` lanes from an array.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lanes_of(v: [i32; 16]) -> __m512i {
+    _mm512_setr_epi32(
+        v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+        v[14], v[15],
+    )
+}
+
+/// [`rows_s2k3`] for output rows of at most 7: two output rows per vector
+/// (lanes `0..ow` and `ow..2*ow`, the order of the outputs in memory).
+/// Each row reads at most 15 input columns from `-pl`, so one load of
+/// sixteen per input row (keeping the columns inside it) serves the three
+/// kernel columns, picked for both rows at once by one two-source permute.
+#[target_feature(enable = "avx512f")]
+unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n, ow) = (g.h * g.w, g.oh * g.ow, g.ow);
+    let b = -(g.pl as isize);
+    let m = lanes_between(-b, g.w as isize - b);
+    let idx: [__m512i; 3] = core::array::from_fn(|kx| {
+        let mut ix = [0i32; 16];
+        for (l, v) in ix.iter_mut().enumerate().take(2 * ow) {
+            let (base, o) = if l < ow { (0, l) } else { (16, l - ow) };
+            *v = (base + 2 * o + kx) as i32;
+        }
+        lanes_of(ix)
+    });
+    let zero = _mm512_setzero_ps();
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        // The sixteen columns from `b` of input row `iy`, zero outside.
+        let load = |iy: usize| {
+            if iy < g.h {
+                // SAFETY: row iy < h; the mask keeps the columns inside it.
+                unsafe { _mm512_maskz_loadu_ps(m, xp.wrapping_add(iy * g.w).wrapping_offset(b)) }
+            } else {
+                zero
+            }
+        };
+        let mut oy = 0;
+        while oy < g.oh {
+            let two = oy + 1 < g.oh;
+            let mut acc = [zero; 3];
+            for ky in 0..3 {
+                let la = load((oy * g.sy + ky * g.dy).wrapping_sub(g.pt));
+                let lb =
+                    if two { load(((oy + 1) * g.sy + ky * g.dy).wrapping_sub(g.pt)) } else { zero };
+                let [k0, k1, k2] = wt[ky];
+                acc[ky] = _mm512_mul_ps(_mm512_permutex2var_ps(la, idx[0], lb), k0);
+                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[1], lb), k1, acc[ky]);
+                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[2], lb), k2, acc[ky]);
+            }
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+            let out = activate::<ACT>(sum, job.a, job.b);
+            let keep = lanes_between(0, if two { 2 * ow } else { ow } as isize);
+            // SAFETY: outputs oy * ow + l of plane p, below (oy + 2) * ow
+            // when row oy + 1 exists and below (oy + 1) * ow otherwise.
+            unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * ow), keep, out) };
+            oy += 2;
+        }
+    }
+}
+
+/// The row loop for a 3x3 kernel with horizontal stride 2 and dilation 1,
+/// unrolled. The block of sixteen outputs from `ox0` reads input columns
+/// `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen from `b` give the
+/// even columns (kernel column 0) and the odd ones (kernel column 1); kernel
+/// column 2 is the even ones moved down a lane, with column `b + 32` (a
+/// third load of one lane) in the last. Each load keeps the lanes whose
+/// column is inside the row; rows outside the input are skipped.
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+    let g = job.g;
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let w = g.w as isize;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
+            return;
+        };
+        let wt = [
+            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
+            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
+            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
+        ];
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        let mut ox0 = 0;
+        while ox0 < g.ow {
+            let b = (2 * ox0) as isize - g.pl as isize;
+            let m0 = lanes_between(-b, w - b);
+            let m1 = lanes_between(-b - 16, w - b - 16);
+            // Column b + 32 serves lane 15 only.
+            let m2 = if g.ow - ox0 >= 16 { lanes_between(-b - 32, w - b - 32) & 1 } else { 0 };
+            let keep = lanes_between(0, (g.ow - ox0) as isize);
+            for oy in 0..g.oh {
+                let mut acc = [_mm512_setzero_ps(); 3];
+                for ky in 0..3 {
+                    let iy = (oy * g.sy + ky * g.dy).wrapping_sub(g.pt);
+                    if iy >= g.h {
+                        continue;
+                    }
+                    let row = xp.wrapping_add(iy * g.w).wrapping_offset(b);
+                    // SAFETY: input row iy < h; each mask keeps the lanes
+                    // whose column is inside it.
+                    // (Narrow rows need no second or third load.)
+                    let zero = _mm512_setzero_ps();
+                    let (l0, l1, l2) = unsafe {
+                        (
+                            _mm512_maskz_loadu_ps(m0, row),
+                            if m1 == 0 {
+                                zero
+                            } else {
+                                _mm512_maskz_loadu_ps(m1, row.wrapping_add(16))
+                            },
+                            if m2 == 0 {
+                                zero
+                            } else {
+                                _mm512_maskz_loadu_ps(m2, row.wrapping_add(32))
+                            },
+                        )
+                    };
+                    let ev = _mm512_permutex2var_ps(l0, even, l1);
+                    let od = _mm512_permutex2var_ps(l0, odd, l1);
+                    let next = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                        _mm512_castps_si512(l2),
+                        _mm512_castps_si512(ev),
+                    ));
+                    let [k0, k1, k2] = wt[ky];
+                    acc[ky] =
+                        _mm512_fmadd_ps(next, k2, _mm512_fmadd_ps(od, k1, _mm512_mul_ps(ev, k0)));
+                }
+                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
+                let out = activate::<ACT>(sum, job.a, job.b);
+                // SAFETY: output row oy < oh; the mask keeps columns below ow.
+                unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * g.ow + ox0), keep, out) };
+            }
+            ox0 += 16;
+        }
+    }
+}
+
+/// The row loop (see the module docs): sixteen outputs of one row per
+/// vector, `S` the horizontal stride (1 or 2). Lane `l` of the block at
+/// `ox0` reads tap `(ky, kx)` at input column `(ox0 + l)*S + kx*dx - pl`
+/// of row `oy*sy + ky*dy - pt`; rows outside the input are skipped and
+/// the loads keep the lanes whose column is inside the row.
+#[target_feature(enable = "avx512f")]
+unsafe fn rows<const S: usize, const K3: bool, const ACT: u8>(
+    job: &Job<'_>,
+    x: *const f32,
+    y: *mut f32,
+) {
+    let g = job.g;
+    let (kh, kw) = if K3 { (3, 3) } else { (g.kh, g.kw) };
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
+    let w = g.w as isize;
+    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (p, (wk, bias)) in job.kernels().enumerate() {
+        if wk.len() != kh * kw {
+            return;
+        }
+        let w3 = weights3::<K3>(wk);
+        let bv = _mm512_set1_ps(bias);
+        let xp = x.wrapping_add(p * hw);
+        let yp = y.wrapping_add(p * n);
+        let mut ox0 = 0;
+        while ox0 < g.ow {
+            // Load masks per kernel column: lanes whose input column lies
+            // inside the row; with stride 2 a second load covers the next
+            // sixteen columns.
+            let mut lo = [0 as __mmask16; MAX_KW];
+            let mut hi = [0 as __mmask16; MAX_KW];
+            let col = (ox0 * S) as isize - g.pl as isize;
+            for kx in 0..kw {
+                let base = col + (kx * g.dx) as isize;
+                lo[kx] = lanes_between(-base, w - base);
+                if S == 2 {
+                    hi[kx] = lanes_between(-base - 16, w - base - 16);
+                }
+            }
+            let keep = lanes_between(0, (g.ow - ox0) as isize);
+            for oy in 0..g.oh {
+                let top = oy * g.sy;
+                let mut acc = _mm512_setzero_ps();
+                for ky in 0..kh {
+                    let iy = (top + ky * g.dy).wrapping_sub(g.pt);
+                    if iy >= g.h {
+                        continue;
+                    }
+                    let row = xp.wrapping_add(iy * g.w).wrapping_offset(col);
+                    for kx in 0..kw {
+                        let at = row.wrapping_add(kx * g.dx);
+                        // SAFETY: input row iy < h; the masks keep the
+                        // lanes whose column is inside it.
+                        let v = unsafe {
+                            if S == 1 {
+                                _mm512_maskz_loadu_ps(lo[kx], at)
+                            } else {
+                                _mm512_permutex2var_ps(
+                                    _mm512_maskz_loadu_ps(lo[kx], at),
+                                    evens,
+                                    _mm512_maskz_loadu_ps(hi[kx], at.wrapping_add(16)),
+                                )
+                            }
+                        };
+                        let wt =
+                            if K3 { w3[ky * 3 + kx] } else { _mm512_set1_ps(wk[ky * kw + kx]) };
+                        acc = _mm512_fmadd_ps(v, wt, acc);
+                    }
+                }
+                let out = activate::<ACT>(_mm512_add_ps(acc, bv), job.a, job.b);
+                // SAFETY: output row oy < oh; the mask keeps columns below ow.
+                unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * g.ow + ox0), keep, out) };
+            }
+            ox0 += 16;
+        }
+    }
+}
