@@ -585,7 +585,7 @@ pub fn sconv(
     let win = &p.window;
     let bias_of = |oc: usize| bias.and_then(|b| b.get(oc)).copied().unwrap_or(0.0);
     // The 2-D geometry, as the vector kernels (depthwise, direct) take it.
-    let geom = simd::DwGeom {
+    let geom = simd::Geom2d {
         h: win.in_dims[0],
         w: win.in_dims[1],
         oh: win.out_dims[0],

@@ -15,7 +15,7 @@
 
 use super::Activation;
 use super::avx2::Avx2;
-use super::dw::DwGeom;
+use super::dw::Geom2d;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
     _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps,
@@ -35,7 +35,7 @@ const MAX_KW: usize = 16;
 /// fit the slices or an `i32`).
 pub(crate) fn depthwise_plane(
     _cpu: Avx2,
-    g: &DwGeom,
+    g: &Geom2d,
     x: &[f32],
     wk: &[f32],
     bias: f32,
@@ -128,7 +128,7 @@ fn in_row(base: i32, w: i32) -> __m256i {
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
-    g: &DwGeom,
+    g: &Geom2d,
     x: *const f32,
     wk: &[f32],
     bias: f32,

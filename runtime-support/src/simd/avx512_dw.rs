@@ -27,7 +27,7 @@
 
 use super::Activation;
 use super::avx512::Avx512;
-use super::dw::DwGeom;
+use super::dw::Geom2d;
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
@@ -68,7 +68,7 @@ fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn depthwise(
     _cpu: Avx512,
-    g: &DwGeom,
+    g: &Geom2d,
     channels: usize,
     x: &[f32],
     w: &[f32],
@@ -146,7 +146,7 @@ pub(crate) fn depthwise(
 /// biases per channel, and the activation's parameters.
 #[derive(Clone, Copy)]
 struct Job<'a> {
-    g: &'a DwGeom,
+    g: &'a Geom2d,
     channels: usize,
     planes: usize,
     w: &'a [f32],

@@ -29,7 +29,7 @@
 
 use super::avx512::{Avx512, Halves};
 use super::strip::Strip;
-use super::{Activation, DwGeom, Epilogue, Micro, Tail};
+use super::{Activation, Epilogue, Geom2d, Micro, Tail};
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
 /// micro-kernel checks once per tile instead of once per row.
@@ -154,7 +154,7 @@ fn band_cost(rb: usize, ow: usize, lx: usize) -> (Tiling, usize) {
 /// step of `k` (measured on Zen 5): about 4 cycles per strip of 32 columns
 /// and 4 per run of columns on one output row (8 when the runs are not of
 /// the lengths the packer copies as fixed-size vectors, 8, 16 or 32).
-fn pack_cost(g: &DwGeom) -> usize {
+fn pack_cost(g: &Geom2d) -> usize {
     let n = g.oh * g.ow;
     // Every strip starts a run, and so does every row start inside a strip.
     let inside = (1..g.oh).filter(|oy| !(oy * g.ow).is_multiple_of(NR)).count();
@@ -168,7 +168,7 @@ impl Plan {
     /// output channels, or `None` when one output row's input does not fit
     /// the stage or, with `compare`, the im2col product is expected to be
     /// faster.
-    fn new(g: &DwGeom, cin: usize, m: usize, compare: bool) -> Option<Plan> {
+    fn new(g: &Geom2d, cin: usize, m: usize, compare: bool) -> Option<Plan> {
         if g.oh == 0 || g.ow == 0 {
             return None;
         }
@@ -207,7 +207,7 @@ impl Plan {
     /// `lx = ow + (kw - 1) * dx / sx` long (junk columns in the grid);
     /// with it, a slot per kernel column, `ow` long: `kw` shifted copies,
     /// but the grid is the output plane (no junk, tiles written in place).
-    fn layout(g: &DwGeom, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize)> {
+    fn layout(g: &Geom2d, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize)> {
         let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
         let (nqx, qx, lx) = if expand {
             if g.kw > MAX_PHASES || g.kw == 1 {
@@ -255,7 +255,7 @@ impl Plan {
 
     /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
     /// the staged buffer, for the band's first output pixel.
-    fn table(&self, g: &DwGeom, cin: usize, offs: &mut [u32]) -> Option<()> {
+    fn table(&self, g: &Geom2d, cin: usize, offs: &mut [u32]) -> Option<()> {
         let (_, _, sy_slot) = phases(g.kh, g.dy, g.sy)?;
         let (_, _, sx_slot) = phases(g.kw, g.dx, g.sx)?;
         let block = self.ry * self.lx;
@@ -279,7 +279,7 @@ impl Plan {
     }
 
     /// Stages the input rows of the band of `rb` output rows from `oy0`.
-    fn stage(&self, g: &DwGeom, x: &[f32], cin: usize, oy0: usize, rb: usize, buf: &mut [f32]) {
+    fn stage(&self, g: &Geom2d, x: &[f32], cin: usize, oy0: usize, rb: usize, buf: &mut [f32]) {
         let (h, w, lx) = (g.h, g.w, self.lx);
         let block = self.ry * lx;
         for c in 0..cin {
@@ -427,7 +427,7 @@ fn copy_short(dst: &mut [f32], src: &[f32]) {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d(
     cpu: Avx512,
-    g: &DwGeom,
+    g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],
@@ -449,7 +449,7 @@ pub(crate) fn conv2d(
 #[allow(clippy::too_many_arguments)]
 fn conv2d_with(
     cpu: Avx512,
-    g: &DwGeom,
+    g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],
@@ -479,7 +479,7 @@ fn conv2d_with(
 #[inline(always)]
 fn run(
     cpu: Avx512,
-    g: &DwGeom,
+    g: &Geom2d,
     plan: &Plan,
     cin: usize,
     m: usize,
@@ -646,7 +646,7 @@ mod tests {
             pads_end: &pe,
         };
         let p = Conv { batch: 1, in_channels: cin, out_channels: m, groups: 1, window };
-        let g = DwGeom {
+        let g = Geom2d {
             h,
             w,
             oh: out[0],
@@ -781,7 +781,7 @@ mod tests {
         ];
         for ([cin, m, h, w, k, s, pad], want) in shapes {
             let o = |n: usize| (n + 2 * pad - k) / s + 1;
-            let g = DwGeom {
+            let g = Geom2d {
                 h,
                 w,
                 oh: o(h),

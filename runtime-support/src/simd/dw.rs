@@ -2,15 +2,15 @@
 
 use super::Activation;
 
-/// Geometry of one depthwise plane: input `h x w`, output `oh x ow`,
+/// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
-/// vector kernels read it.
+/// vector kernels read it (depthwise here, direct in `direct.rs`).
 #[cfg_attr(
     not(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon"))),
     allow(dead_code)
 )]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct DwGeom {
+pub(crate) struct Geom2d {
     pub h: usize,
     pub w: usize,
     pub oh: usize,
@@ -33,7 +33,7 @@ pub(crate) struct DwGeom {
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn depthwise(
-    g: &DwGeom,
+    g: &Geom2d,
     channels: usize,
     x: &[f32],
     w: &[f32],
@@ -71,14 +71,14 @@ pub(crate) fn depthwise(
 #[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
 #[allow(clippy::too_many_arguments)]
 fn plane_by_plane(
-    g: &DwGeom,
+    g: &Geom2d,
     channels: usize,
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
     act: Activation,
     y: &mut [f32],
-    mut plane: impl FnMut(&DwGeom, &[f32], &[f32], f32, Activation, &mut [f32]) -> bool,
+    mut plane: impl FnMut(&Geom2d, &[f32], &[f32], f32, Activation, &mut [f32]) -> bool,
 ) -> bool {
     let (Some(hw), Some(n), Some(ks)) =
         (g.h.checked_mul(g.w), g.oh.checked_mul(g.ow), g.kh.checked_mul(g.kw))
@@ -114,7 +114,7 @@ mod tests {
 
     /// A depthwise kernel under test, with [`depthwise`]'s arguments.
     type Kernel<'a> =
-        &'a dyn Fn(&DwGeom, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]) -> bool;
+        &'a dyn Fn(&Geom2d, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]) -> bool;
 
     fn values(out: &mut [f32], seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(3);
@@ -168,7 +168,7 @@ mod tests {
         let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
         conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
         act.apply_all(&mut want[..yl]);
-        let g = DwGeom {
+        let g = Geom2d {
             h,
             w,
             oh: out[0],

@@ -37,7 +37,7 @@ mod neon;
 #[allow(unsafe_code)]
 mod strip;
 
-pub(crate) use dw::{DwGeom, depthwise};
+pub(crate) use dw::{Geom2d, depthwise};
 mod dw;
 use strip::Strip;
 
@@ -575,7 +575,7 @@ pub(crate) fn product<B: PackB>(
 /// be partly written: the caller computes all of it another way).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_direct(
-    g: &DwGeom,
+    g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],

@@ -419,7 +419,7 @@ const DW_MAX_KW: usize = 16;
 /// a kernel row wider than 16, sizes that do not fit the slices).
 pub(crate) fn depthwise_plane(
     _cpu: Neon,
-    g: &super::DwGeom,
+    g: &super::Geom2d,
     x: &[f32],
     wk: &[f32],
     bias: f32,
@@ -471,7 +471,7 @@ pub(crate) fn depthwise_plane(
 /// columns `ox0..min(ox0 + 8, ow)`.
 #[target_feature(enable = "neon")]
 unsafe fn dw_plane<const S: usize, const K3: bool>(
-    g: &super::DwGeom,
+    g: &super::Geom2d,
     x: &[f32],
     wk: &[f32],
     bias: f32,
@@ -701,7 +701,7 @@ mod tests {
     /// every activation, values of both signs.
     #[test]
     fn depthwise_plane_matches_plain_taps() {
-        use crate::simd::DwGeom;
+        use crate::simd::Geom2d;
         let mut x = [0.0f32; 7 * 40];
         let mut wk = [0.0f32; 25];
         for (i, v) in x.iter_mut().enumerate() {
@@ -729,7 +729,7 @@ mod tests {
                                     continue;
                                 }
                                 let (oh, ow) = ((eh - rh) / sy + 1, (ew - rw) / sx + 1);
-                                let g = DwGeom { h, w, oh, ow, kh, kw, sy, sx, dy, dx, pt, pl };
+                                let g = Geom2d { h, w, oh, ow, kh, kw, sy, sx, dy, dx, pt, pl };
                                 case += 1;
                                 let act = acts[case % 4];
                                 let bias = 0.375 - (case % 3) as f32;
@@ -773,7 +773,7 @@ mod tests {
         }
         // Stride 3 across, a kernel row wider than 16, or a short slice:
         // not handled, nothing written.
-        let g = DwGeom {
+        let g = Geom2d {
             h: 2,
             w: 20,
             oh: 2,
@@ -790,10 +790,10 @@ mod tests {
         let mut y = [f32::NAN; 12];
         let cpu = Neon::detect().unwrap();
         assert!(!depthwise_plane(cpu, &g, &x[..40], &wk[..3], 0.0, Activation::None, &mut y));
-        let g2 = DwGeom { sx: 1, ow: 18, ..g };
+        let g2 = Geom2d { sx: 1, ow: 18, ..g };
         let mut y2 = [f32::NAN; 36];
         assert!(!depthwise_plane(cpu, &g2, &x[..39], &wk[..3], 0.0, Activation::None, &mut y2));
-        let g3 = DwGeom { kw: 17, w: 20, ow: 4, sx: 1, ..g };
+        let g3 = Geom2d { kw: 17, w: 20, ow: 4, sx: 1, ..g };
         let mut y3 = [f32::NAN; 8];
         let wide = [0.5f32; 17];
         assert!(!depthwise_plane(cpu, &g3, &x[..40], &wide, 0.0, Activation::None, &mut y3));
