@@ -208,6 +208,7 @@ struct Im2col<'a> {
 }
 
 impl PackB for Im2col<'_> {
+    #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
         // The strip's columns split into runs on one output row each:
         // (first column, length, output row, first output column).
