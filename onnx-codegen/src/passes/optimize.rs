@@ -30,6 +30,13 @@
 //!   (`approximate = "none"`): one vectorised pass over the tensor instead of
 //!   five, and four buffers less. Results differ by float rounding only.
 //!
+//! * **Decomposed LayerNorm into one LayerNormalization**
+//!   ([`fold_layer_norms`]): the nine nodes older exporters write,
+//!   `ReduceMean`, `Sub`, `Pow 2`, `ReduceMean`, `Add eps`, `Sqrt`, `Div`,
+//!   `Mul gamma`, `Add beta` over the last axis of an f32 tensor, become one
+//!   `LayerNormalization`: one kernel, no broadcast passes, eight buffers
+//!   less. Results differ by float rounding only.
+//!
 //! * **LSTM weights regrouped** ([`pack_lstm_weights`]): constant f32 `W` and
 //!   `R` of an LSTM are regrouped once, here, into the layout the run-time
 //!   kernel's 8-lane products read, and stored with the weights (an internal
@@ -61,6 +68,7 @@ pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done.extend(fold_transposes(g, inferred));
     done.extend(fold_matmul_bias(g, inferred));
     done.extend(fold_erf_gelu(g, inferred));
+    done.extend(fold_layer_norms(g, inferred));
     let removed: Vec<NodeId> = done.iter().map(|r| r.removed).collect();
     g.retain_nodes(|id, _| !removed.contains(&id));
     done
@@ -616,6 +624,126 @@ pub fn fold_erf_gelu(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
+/// Whether `node` is a `ReduceMean` over only the last axis of a rank-`rank`
+/// input, keeping it (axes as an attribute, or as a constant input from
+/// opset 18).
+fn mean_of_last_axis(g: &Graph, inferred: &Inferred, node: &crate::ir::Node, rank: usize) -> bool {
+    let axes = match (node.attr("axes"), node.input(1)) {
+        (Some(AttrValue::Ints(a)), None) => a.clone(),
+        (None, Some(v)) => match constant(g, inferred, Some(v)).and_then(|t| t.to_i64s()) {
+            Some(a) => a,
+            None => return false,
+        },
+        _ => return false,
+    };
+    let keep = !matches!(node.attr("keepdims"), Some(AttrValue::Int(0)));
+    node.op.is("ReduceMean")
+        && keep
+        && rank > 0
+        && matches!(axes.as_slice(), [a] if *a == -1 || *a == rank as i64 - 1)
+}
+
+/// Turns each f32 LayerNorm written out over the last axis, `d = x -
+/// ReduceMean(x)`, `y = d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * gamma + beta`
+/// (constant `eps`, 1-D constant `gamma` and `beta` of the axis length), into
+/// one `LayerNormalization`: the final `Add` becomes it, the other eight
+/// nodes go.
+pub fn fold_layer_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let Lookup::Found(schema) = crate::ops::lookup("", "LayerNormalization", 17) else {
+        return Vec::new();
+    };
+    let uses = g.uses();
+    let mut done = Vec::new();
+    let ty = |v: ValueId| inferred.types.get(v.index()).and_then(|t| t.as_ref());
+    let only = |v: ValueId, want: &[(NodeId, usize)]| {
+        let u = uses.get(v.index()).map(Vec::as_slice).unwrap_or(&[]);
+        u.len() == want.len()
+            && u.iter()
+                .all(|u| matches!(u, Use::Input { node, index } if want.contains(&(*node, *index))))
+    };
+    for &id in g.order().to_vec().iter() {
+        let (Some(x), Some(mean)) = (g.node(id).input(0), g.node(id).output(0)) else { continue };
+        let Some(tx) = ty(x) else { continue };
+        let rank = tx.rank();
+        if tx.elem != ElemType::Float || !mean_of_last_axis(g, inferred, g.node(id), rank) {
+            continue;
+        }
+        let n = tx.dims[rank - 1] as u64;
+        // Sub(x, mean), read by Pow and Div.
+        let Some((sub, _)) = sole_reader(&uses, mean) else { continue };
+        let sn = g.node(sub);
+        let Some(diff) = sn.output(0) else { continue };
+        if !sn.op.is("Sub") || sn.input(0) != Some(x) || sn.input(1) != Some(mean) {
+            continue;
+        }
+        let readers: Vec<NodeId> = uses.get(diff.index()).map_or(Vec::new(), |u| {
+            u.iter()
+                .filter_map(|u| if let Use::Input { node, .. } = u { Some(*node) } else { None })
+                .collect()
+        });
+        let pick = |op: &str| readers.iter().copied().find(|&r| g.node(r).op.is(op));
+        let (Some(pow), Some(div)) = (pick("Pow"), pick("Div")) else { continue };
+        if !only(diff, &[(pow, 0), (div, 0)]) {
+            continue;
+        }
+        let two = f32_scalar(g, inferred, g.node(pow).input(1)) == Some(2.0);
+        let Some(sq) = g.node(pow).output(0) else { continue };
+        // ReduceMean, Add eps, Sqrt, into the Div.
+        let Some((var, 0)) = sole_reader(&uses, sq) else { continue };
+        let Some(var_out) = g.node(var).output(0) else { continue };
+        if !two || !mean_of_last_axis(g, inferred, g.node(var), rank) {
+            continue;
+        }
+        let Some((add_eps, eps_v)) = sole_binary(g, &uses, var_out, "Add") else { continue };
+        let Some(eps) = f32_scalar(g, inferred, Some(eps_v)) else { continue };
+        let Some(ve) = g.node(add_eps).output(0) else { continue };
+        let Some((sqrt, 0)) = sole_reader(&uses, ve) else { continue };
+        let Some(sd) = g.node(sqrt).output(0) else { continue };
+        if !g.node(sqrt).op.is("Sqrt") || !only(sd, &[(div, 1)]) {
+            continue;
+        }
+        // Mul gamma, Add beta.
+        let Some(nrm) = g.node(div).output(0) else { continue };
+        let Some((mul, gamma)) = sole_binary(g, &uses, nrm, "Mul") else { continue };
+        let Some(scaled) = g.node(mul).output(0) else { continue };
+        let Some((add_b, beta)) = sole_binary(g, &uses, scaled, "Add") else { continue };
+        let Some(y) = g.node(add_b).output(0) else { continue };
+        let row = |v: ValueId| {
+            constant(g, inferred, Some(v))
+                .is_some_and(|c| c.elem == ElemType::Float && c.dims == [n])
+        };
+        if !(row(gamma) && row(beta)) || ty(y) != Some(tx) {
+            continue;
+        }
+        // The last node (after every input's producer) becomes the norm.
+        let node = g.node_mut(add_b);
+        node.op.op_type = "LayerNormalization".to_owned();
+        node.op.schema = Some(schema);
+        node.inputs = vec![Some(x), Some(gamma), Some(beta)];
+        node.attributes.clear();
+        set_attr(node, "axis", AttrValue::Int(-1));
+        set_attr(node, "epsilon", AttrValue::Float(eps as f32));
+        for (removed, op) in [
+            (id, "ReduceMean"),
+            (sub, "Sub"),
+            (pow, "Pow"),
+            (var, "ReduceMean"),
+            (add_eps, "Add"),
+            (sqrt, "Sqrt"),
+            (div, "Div"),
+            (mul, "Mul"),
+        ] {
+            done.push(Rewrite {
+                name: "layer-norm",
+                removed,
+                removed_op: op.to_owned(),
+                into: add_b,
+            });
+        }
+    }
+    done
+}
+
 /// The internal input index of an LSTM's regrouped `W` and `R`.
 pub const LSTM_PACKED_INPUT: usize = 8;
 
@@ -840,6 +968,50 @@ mod tests {
         assert_eq!(run(17, &graph("0.5", "")).rewrites.len(), 4);
         assert!(run(17, &graph("0.25", "")).rewrites.is_empty());
         assert!(run(17, &graph("0.5", ", float[2] a")).rewrites.is_empty());
+    }
+
+    #[test]
+    fn a_written_out_layer_norm_becomes_one() {
+        let graph = |opset: u32, two: &str, extra: &str| {
+            let mean = |v: &str| {
+                if opset >= 18 {
+                    format!("ReduceMean ({v}, ax)")
+                } else {
+                    format!("ReduceMean <axes = [-1]> ({v})")
+                }
+            };
+            format!(
+                "g () => (float[2, 3] y{extra}) <float[2, 3] x = {{1, -2, 4, 0.5, 0.5, 3}}, \
+                 int64[1] ax = {{-1}}, float two = {{{two}}}, float eps = {{0.001}}, \
+                 float[3] s = {{1, 2, -1}}, float[3] b = {{0, 1, 0.5}}>\n{{\n m = {}\n \
+                 d = Sub (x, m)\n q = Pow (d, two)\n v = {}\n ve = Add (v, eps)\n \
+                 sd = Sqrt (ve)\n n = Div (d, sd)\n sc = Mul (n, s)\n y = Add (sc, b)\n}}",
+                mean("x"),
+                mean("q")
+            )
+        };
+        for opset in [14, 18] {
+            let a = run(opset, &graph(opset, "2", ""));
+            assert_eq!(a.rewrites.len(), 8, "opset {opset}");
+            assert_eq!(a.model().graph.nodes().count(), 1);
+            // Row by row: (x - mean) / sqrt(var + eps) * s + b.
+            let x = [[1.0f64, -2.0, 4.0], [0.5, 0.5, 3.0]];
+            let mut want = Vec::new();
+            for r in x {
+                let m = r.iter().sum::<f64>() / 3.0;
+                let v = r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / 3.0;
+                for ((x, s), b) in r.iter().zip([1.0, 2.0, -1.0]).zip([0.0, 1.0, 0.5]) {
+                    want.push((x - m) / (v + 0.001f32 as f64).sqrt() * s + b);
+                }
+            }
+            let y = crate::ops::testing::value(&a, 0);
+            for (y, w) in y.iter().zip(&want) {
+                assert!((y - w).abs() < 1e-5, "opset {opset}: {y} vs {w}");
+            }
+        }
+        // Another power, or the centred values read elsewhere: it stays.
+        assert!(run(14, &graph(14, "3", "")).rewrites.is_empty());
+        assert!(run(14, &graph(14, "2", ", float[2, 3] d")).rewrites.is_empty());
     }
 
     #[test]
