@@ -573,6 +573,22 @@ pub fn arith<T: Num>(op: Arith, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mu
         Arith::Sub => zip2(p, a, b, out, |x, y| x.sub(y))?,
         Arith::Mul => zip2(p, a, b, out, |x, y| x.mul(y))?,
         Arith::Div => zip2(p, a, b, out, |x, y| chk(x.div(y)))?,
+        Arith::Pow if is_f32_or_f64::<T>() => {
+            // Exponents 2 and 3 (LayerNorm's variance, tanh GELU's cube) as
+            // products: `powf` costs tens of cycles; the product differs from
+            // it by float rounding only.
+            let two = T::ONE.add(T::ONE);
+            let three = two.add(T::ONE);
+            zip2(p, a, b, out, |x, y| {
+                if y == two {
+                    x.mul(x)
+                } else if y == three {
+                    x.mul(x).mul(x)
+                } else {
+                    chk(x.pow(y))
+                }
+            })?
+        }
         Arith::Pow => zip2(p, a, b, out, |x, y| chk(x.pow(y)))?,
         Arith::Min => zip2(p, a, b, out, |x, y| x.min_of(y))?,
         Arith::Max => zip2(p, a, b, out, |x, y| x.max_of(y))?,
@@ -580,6 +596,13 @@ pub fn arith<T: Num>(op: Arith, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mu
         Arith::Fmod => zip2(p, a, b, out, |x, y| chk(x.rem_trunc(y)))?,
     }
     if bad { Err(Error::DivisionByZero) } else { Ok(()) }
+}
+
+/// Whether `T` is `f32` or `f64`, the types whose `Pow` by 2 or 3 may run as
+/// products (16-bit floats would round twice; integers are exact already).
+fn is_f32_or_f64<T: 'static>() -> bool {
+    let t = core::any::TypeId::of::<T>();
+    t == core::any::TypeId::of::<f32>() || t == core::any::TypeId::of::<f64>()
 }
 
 /// ONNX `Pow` whose exponent type differs from the base's (e.g. a float
@@ -1014,6 +1037,27 @@ mod tests {
         assert_eq!(o, [7, 2, 6, 3]);
         let z = [1i32, 0, 1, 1];
         assert_eq!(arith(Arith::Div, &SAME4, &a, &z, &mut o), Err(Error::DivisionByZero));
+    }
+
+    #[test]
+    fn float_pow_by_two_and_three_matches_powf() {
+        let x: [f32; 9] = [-3.5, -1.0, -0.0, 0.0, 0.3, 7.25, 1e20, f32::NEG_INFINITY, f32::NAN];
+        let p = Broadcast { shape: &[9], strides: [&[1], &[0]] };
+        for e in [2.0f32, 3.0, 0.5, -2.0, 1.5] {
+            let mut o = [0.0f32; 9];
+            arith(Arith::Pow, &p, &x, &[e], &mut o).unwrap();
+            for (&x, &o) in x.iter().zip(&o) {
+                let r = libm::powf(x, e);
+                let same = (r.is_nan() && o.is_nan())
+                    || (r == o && r.is_sign_negative() == o.is_sign_negative())
+                    || (r - o).abs() <= 1e-6 * r.abs();
+                assert!(same, "{x} ^ {e}: {o} vs {r}");
+            }
+        }
+        let mut o = [0.0f64; 2];
+        let p = Broadcast { shape: &[2], strides: [&[1], &[1]] };
+        arith(Arith::Pow, &p, &[-1.5f64, 2.0], &[3.0, 2.0], &mut o).unwrap();
+        assert_eq!(o, [-3.375, 4.0]);
     }
 
     #[test]

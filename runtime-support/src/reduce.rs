@@ -117,6 +117,9 @@ fn each_output<T: Copy>(
 /// over an empty set.
 pub fn reduce<T: Num>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Result {
     let s = split(p, x.len(), y.len())?;
+    if matches!(op, ReduceOp::Sum | ReduceOp::Mean) && trailing(p) && s.count > 0 {
+        return sum_rows(op == ReduceOp::Mean, s.count, x, y);
+    }
     let mut bad = false;
     let mut invalid = false;
     each_output(&s, x, |o, lane| {
@@ -144,6 +147,53 @@ pub fn reduce<T: Num>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Res
         y[o] = acc;
     });
     ensure(!invalid, Error::InvalidParams)?;
+    ensure(!bad, Error::DivisionByZero)
+}
+
+/// Whether the reduced axes are the last ones (some, and all of them after
+/// the first): each output then reduces one contiguous run of the input.
+fn trailing(p: &Reduce<'_>) -> bool {
+    let first = p.axes.iter().position(|&r| r).unwrap_or(p.axes.len());
+    first < p.axes.len() && p.axes[first..].iter().all(|&r| r)
+}
+
+/// `ReduceSum` / `ReduceMean` over contiguous runs of `n` (> 0) inputs, as
+/// LayerNorm decompositions write them: no per-element index walk, and for
+/// types summed in their own precision eight running sums (integers wrap, so
+/// the order changes nothing; f32/f64 differ from the row-major sum by
+/// rounding only). 16-bit floats keep the row-major order.
+fn sum_rows<T: Num>(mean: bool, n: usize, x: &[T], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len().wrapping_mul(n), Error::ShapeMismatch)?;
+    let lanes = core::any::TypeId::of::<T::Acc>() == core::any::TypeId::of::<T>();
+    let mut bad = false;
+    for (o, row) in y.iter_mut().zip(x.chunks_exact(n)) {
+        let mut acc = T::ZERO;
+        if lanes {
+            let mut l = [T::ZERO; 8];
+            let (blocks, tail) = row.as_chunks::<8>();
+            for b in blocks {
+                for (a, &v) in l.iter_mut().zip(b) {
+                    *a = a.add(v);
+                }
+            }
+            acc = (l[0].add(l[4]).add(l[1].add(l[5]))).add(l[2].add(l[6]).add(l[3].add(l[7])));
+            for &v in tail {
+                acc = acc.add(v);
+            }
+        } else {
+            for &v in row {
+                acc = acc.add(v);
+            }
+        }
+        *o = if mean {
+            acc.div(T::from_usize(n)).unwrap_or_else(|| {
+                bad = true;
+                T::ZERO
+            })
+        } else {
+            acc
+        };
+    }
     ensure(!bad, Error::DivisionByZero)
 }
 
@@ -311,6 +361,55 @@ mod tests {
         assert_eq!(y1, [7.0]);
         assert_eq!(reduce(ReduceOp::Sum, &rows, &X, &mut y3), Err(Error::ShapeMismatch));
         assert_eq!(reduce(ReduceOp::L2, &rows, &X, &mut y2), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn trailing_sums_and_means_match_a_plain_sum() {
+        for rows in 1usize..4 {
+            for n in 1usize..=40 {
+                let x: [f32; 160] = core::array::from_fn(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37);
+                let x = &x[..rows * n];
+                // [rows, n] over the last axis, and [rows, 1, n] over the last two.
+                for (shape, axes) in [
+                    (&[rows, n][..], &[false, true][..]),
+                    (&[rows, 1, n][..], &[false, true, true][..]),
+                ] {
+                    for op in [ReduceOp::Sum, ReduceOp::Mean] {
+                        let mut y = [0.0f32; 3];
+                        reduce(op, &Reduce { shape, axes }, x, &mut y[..rows]).unwrap();
+                        for (r, &y) in y[..rows].iter().enumerate() {
+                            let sum: f64 =
+                                x[r * n..(r + 1) * n].iter().map(|&v| f64::from(v)).sum();
+                            let want = if op == ReduceOp::Mean { sum / n as f64 } else { sum };
+                            assert!(
+                                (f64::from(y) - want).abs() < 1e-5,
+                                "{rows}x{n} {op:?}: {y} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Integers wrap, in any order; an integer mean truncates.
+        let mut y = [0i8; 2];
+        reduce(
+            ReduceOp::Sum,
+            &Reduce { shape: &[2, 9], axes: &[false, true] },
+            &[100i8; 18],
+            &mut y,
+        )
+        .unwrap();
+        assert_eq!(y, [100i8.wrapping_mul(9); 2]);
+        let mut y = [0i32; 1];
+        let x = [-7i32, 2, 1, 9, -3, 5, 4, 4, 4, -8];
+        reduce(ReduceOp::Mean, &Reduce { shape: &[1, 10], axes: &[false, true] }, &x, &mut y)
+            .unwrap();
+        assert_eq!(y, [1]);
+        // A leading reduced axis is not trailing: the general walk runs.
+        let mut y = [0.0f32; 3];
+        reduce(ReduceOp::Sum, &Reduce { shape: &[2, 3], axes: &[true, false] }, &X, &mut y)
+            .unwrap();
+        assert_eq!(y, [5.0, 7.0, 9.0]);
     }
 
     #[test]

@@ -85,20 +85,20 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
     for &v in mx.iter().chain(chunks.remainder()) {
         m = if v > m { v } else { m };
     }
+    // The exponentials in a loop of their own (it vectorises whole; with the
+    // sum in the same loop it stayed scalar), then summed in `L` lanes.
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = vmath::exp(v - m);
+    }
     let mut acc = [0.0f32; L];
-    let mut ys = y.chunks_exact_mut(L);
-    let mut xs = x.chunks_exact(L);
-    for (yc, xc) in (&mut ys).zip(&mut xs) {
-        for ((o, &v), a) in yc.iter_mut().zip(xc).zip(acc.iter_mut()) {
-            let e = vmath::exp(v - m);
-            *o = e;
+    let mut ys = y.chunks_exact(L);
+    for c in &mut ys {
+        for (a, &e) in acc.iter_mut().zip(c) {
             *a += e;
         }
     }
     let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
-        let e = vmath::exp(v - m);
-        *o = e;
+    for &e in ys.remainder() {
         sum += e;
     }
     for o in y.iter_mut() {
