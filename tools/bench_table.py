@@ -4,6 +4,15 @@
     BENCH_JSON=/tmp/bench.json cargo run --release -p onnx-codegen-bench --features tract -- models --runs 300
     python3 tools/bench_table.py /tmp/bench.json --svg docs/performance.svg > /tmp/table.md
 
+or, interleaved (the steadier figure on a machine whose speed drifts):
+
+    cargo build --release -p onnx-codegen-bench --features tract
+    python3 tools/bench_table.py --bench target/release/onnx-codegen-bench --rounds 3 > /tmp/table.md
+
+With --bench, each round times every model with the bench (ours and tract)
+and right after it with onnxruntime, so each pair is measured within the same
+seconds; each figure is the median of its per-round medians.
+
 onnxruntime runs each model of ../shared/models (or --models DIR) on its first
 test input, single-threaded (intra- and inter-op threads 1, sequential
 execution, all graph optimisations), warmed up, then timed over as many runs as
@@ -116,28 +125,87 @@ def svg_chart(rows):
     return "\n".join(out) + "\n"
 
 
+def bench_one(binary, model, runs):
+    """Runs the bench on one model; its JSON entry for that model."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        env = dict(os.environ, BENCH_ONLY=model, BENCH_JSON=out)
+        subprocess.run(
+            [binary, "models", "--runs", str(runs)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        with open(out) as f:
+            entries = json.load(f)["models"]
+    found = [e for e in entries if e["model"] == model]
+    if not found:
+        sys.exit(f"the bench did not time {model}")
+    return found[0]
+
+
+def interleaved(args):
+    """Per round and model: the bench, then onnxruntime; medians of the rounds."""
+    import statistics
+
+    models = sorted(
+        d
+        for d in os.listdir(args.models)
+        if os.path.isfile(os.path.join(args.models, d, "model.onnx"))
+    )
+    seen = {m: {"ours": [], "tract": [], "onnxruntime": []} for m in models}
+    version = "?"
+    for r in range(args.rounds):
+        for m in models:
+            e = bench_one(args.bench, m, args.runs)
+            ort_ms, version = ort_median_ms(os.path.join(args.models, m), args.runs)
+            seen[m]["ours"].append(e["ours_ms"])
+            if e.get("tract_ms"):
+                seen[m]["tract"].append(e["tract_ms"])
+            seen[m]["onnxruntime"].append(ort_ms)
+        print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+    rows = []
+    for m in models:
+        row = {"model": m}
+        for key, values in seen[m].items():
+            row[key] = statistics.median(values) if values else None
+        rows.append(row)
+    return rows, version, args.runs
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("bench_json", help="the file the bench wrote (BENCH_JSON=...)")
+    ap.add_argument("bench_json", nargs="?", help="the file the bench wrote (BENCH_JSON=...)")
+    ap.add_argument("--bench", help="the bench binary, run model by model between onnxruntime runs")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds with --bench")
+    ap.add_argument("--runs", type=int, default=300, help="timed runs per model with --bench")
     ap.add_argument("--models", default=os.path.join(here, "..", "..", "shared", "models"))
     ap.add_argument("--svg", help="write the bar chart here")
     args = ap.parse_args()
-    with open(args.bench_json) as f:
-        bench = json.load(f)
-    runs = bench.get("runs", 200)
-    rows = []
-    version = "?"
-    for m in bench["models"]:
-        ort_ms, version = ort_median_ms(os.path.join(args.models, m["model"]), runs)
-        rows.append(
-            {
-                "model": m["model"],
-                "ours": m["ours_ms"],
-                "tract": m.get("tract_ms"),
-                "onnxruntime": ort_ms,
-            }
-        )
+    if args.bench:
+        rows, version, runs = interleaved(args)
+    elif args.bench_json:
+        with open(args.bench_json) as f:
+            bench = json.load(f)
+        runs = bench.get("runs", 200)
+        rows = []
+        version = "?"
+        for m in bench["models"]:
+            ort_ms, version = ort_median_ms(os.path.join(args.models, m["model"]), runs)
+            rows.append(
+                {
+                    "model": m["model"],
+                    "ours": m["ours_ms"],
+                    "tract": m.get("tract_ms"),
+                    "onnxruntime": ort_ms,
+                }
+            )
+    else:
+        ap.error("give the bench's JSON file or --bench BINARY")
     print(
         f"Machine: {platform.processor() or platform.machine()}, onnxruntime {version}, "
         f"{runs} timed runs per model, medians in ms.\n"
