@@ -12,7 +12,7 @@
 //! index the loop will read or write before entering it.
 
 use super::direct::RowTable;
-use super::{Activation, Micro, Tail, finish};
+use super::{Activation, Fused, FusedC, Micro, Tail, finish};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
     _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
@@ -54,59 +54,6 @@ const NR: usize = 32;
 #[inline(always)]
 fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
-}
-
-/// The `C` term of a fused epilogue, per tile.
-#[derive(Clone, Copy)]
-enum FusedC {
-    None,
-    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
-    Rows {
-        base: usize,
-        rs: usize,
-        beta: f32,
-    },
-    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
-    PerRow([f32; MR]),
-}
-
-/// An [`super::Epilogue`] resolved for one tile, applied in registers
-/// before the store (the same operations in the same order as
-/// [`super::Epilogue::one`]).
-#[derive(Clone, Copy)]
-struct Fused {
-    alpha: f32,
-    bias: Option<[f32; MR]>,
-    c: FusedC,
-    act: Activation,
-}
-
-impl Fused {
-    /// The tile's epilogue in registers, or `None` when C has a layout the
-    /// registers do not take (then the rows are finished in memory) or a
-    /// read would fall outside C.
-    fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
-        let e = tail.epi;
-        let (i0, j0) = (tail.i0, tail.j0);
-        let bias =
-            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
-        let c = match e.c {
-            None => FusedC::None,
-            Some(c) if c.cs == 1 => {
-                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
-                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base + ncols - 1)?;
-                if last >= c.data.len() {
-                    return None;
-                }
-                FusedC::Rows { base, rs: c.rs, beta: c.beta }
-            }
-            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
-                c.beta * c.data.get((i0 + r) * c.rs).copied().unwrap_or(0.0)
-            })),
-            Some(_) => return None,
-        };
-        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
-    }
 }
 
 impl Micro for Avx512 {

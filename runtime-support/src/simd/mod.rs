@@ -174,7 +174,7 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 }
 
 /// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
 #[inline(always)]
 fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
     nrows == 0
@@ -183,6 +183,63 @@ fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
             .checked_mul(ldd)
             .and_then(|v| v.checked_add(ncols))
             .is_some_and(|v| v <= dst.len())
+}
+
+/// The `C` term of an epilogue fused into a register tile.
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[derive(Clone, Copy)]
+pub(crate) enum FusedC {
+    None,
+    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
+    Rows {
+        base: usize,
+        rs: usize,
+        beta: f32,
+    },
+    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
+    PerRow([f32; MAX_MR]),
+}
+
+/// An [`Epilogue`] resolved for one tile of at most [`MAX_MR`] rows, for
+/// kernels that apply it in registers before the store (the same operations
+/// in the same order as [`Epilogue::one`]).
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[derive(Clone, Copy)]
+pub(crate) struct Fused {
+    pub alpha: f32,
+    pub bias: Option<[f32; MAX_MR]>,
+    pub c: FusedC,
+    pub act: Activation,
+}
+
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+impl Fused {
+    /// The tile's epilogue in registers, or `None` when C has a layout the
+    /// registers do not take (then the rows are finished in memory) or a
+    /// read would fall outside C.
+    pub(crate) fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
+        let e = tail.epi;
+        let (i0, j0) = (tail.i0, tail.j0);
+        let bias =
+            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
+        let c = match e.c {
+            None => FusedC::None,
+            Some(c) if c.cs == 1 => {
+                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base)?.checked_add(ncols)?;
+                if last > c.data.len() {
+                    return None;
+                }
+                FusedC::Rows { base, rs: c.rs, beta: c.beta }
+            }
+            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
+                let at = (i0 + r).checked_mul(c.rs);
+                c.beta * at.and_then(|i| c.data.get(i)).copied().unwrap_or(0.0)
+            })),
+            Some(_) => return None,
+        };
+        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+    }
 }
 
 /// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the

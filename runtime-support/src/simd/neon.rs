@@ -20,7 +20,7 @@
 //! feature; [`Micro::kernel`] checks every index the loop will read or
 //! write before entering the unsafe code.
 
-use super::{Activation, Micro, Tail, finish};
+use super::{Activation, Fused, FusedC, Micro, Tail, block_fits, finish};
 use core::arch::aarch64::{
     float32x4_t, vaddq_f32, vaddvq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_f32,
     vfmaq_n_f32, vld1q_f32, vld2q_f32, vmulq_n_f32, vst1q_f32,
@@ -47,69 +47,6 @@ const MR: usize = 8;
 const NR: usize = 12;
 /// Vectors of four lanes per tile row.
 const V: usize = NR / 4;
-
-/// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
-#[inline(always)]
-fn fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
-    nrows == 0
-        || ncols == 0
-        || (nrows - 1)
-            .checked_mul(ldd)
-            .and_then(|v| v.checked_add(ncols))
-            .is_some_and(|v| v <= dst.len())
-}
-
-/// The `C` term of a fused epilogue, per tile.
-#[derive(Clone, Copy)]
-enum FusedC {
-    None,
-    /// `beta * c[base + r * rs + col]`: a contiguous row of C per tile row.
-    Rows {
-        base: usize,
-        rs: usize,
-        beta: f32,
-    },
-    /// `t[r]` (already `beta * C(i, j)`), the same for every column.
-    PerRow([f32; MR]),
-}
-
-/// An [`super::Epilogue`] resolved for one tile.
-#[derive(Clone, Copy)]
-struct Fused {
-    alpha: f32,
-    bias: Option<[f32; MR]>,
-    c: FusedC,
-    act: Activation,
-}
-
-impl Fused {
-    /// The tile's epilogue in registers, or `None` when C has a layout the
-    /// registers do not take (the rows are then finished in memory) or a
-    /// read would fall outside C.
-    fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
-        let e = tail.epi;
-        let (i0, j0) = (tail.i0, tail.j0);
-        let bias =
-            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
-        let c = match e.c {
-            None => FusedC::None,
-            Some(c) if c.cs == 1 => {
-                let base = i0.checked_mul(c.rs)?.checked_add(j0)?;
-                let last = (nrows - 1).checked_mul(c.rs)?.checked_add(base)?.checked_add(ncols)?;
-                if last > c.data.len() {
-                    return None;
-                }
-                FusedC::Rows { base, rs: c.rs, beta: c.beta }
-            }
-            Some(c) if c.cs == 0 => FusedC::PerRow(core::array::from_fn(|r| {
-                let at = (i0 + r).checked_mul(c.rs);
-                c.beta * at.and_then(|i| c.data.get(i)).copied().unwrap_or(0.0)
-            })),
-            Some(_) => return None,
-        };
-        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
-    }
-}
 
 impl Micro for Neon {
     const MR: usize = MR;
@@ -138,7 +75,7 @@ impl Micro for Neon {
         if kc == 0 || nrows == 0 || ncols == 0 || ldb != NR {
             return;
         }
-        if kc.checked_mul(NR).is_none_or(|v| v > b.len()) || !fits(dst, ldd, nrows, ncols) {
+        if kc.checked_mul(NR).is_none_or(|v| v > b.len()) || !block_fits(dst, ldd, nrows, ncols) {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };
