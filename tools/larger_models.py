@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Builds larger models than ../shared/models, like the held-back ones issue #6 is accepted on
+(random weights, fixed seeds), in the model folder layout the bench and `onnx-codegen test` read:
+OUT/<name>/model.onnx and OUT/<name>/test_data_set_0/{input,output}_K.pb.
+
+    python3 tools/larger_models.py [--out DIR] [NAME...]     # default DIR /tmp/larger-models
+    target/release/onnx-codegen test DIR/* --atol 1e-4
+    ONNX_CODEGEN_MODELS=DIR cargo build --release -p onnx-codegen-bench
+    python3 tools/bench_table.py --bench target/release/onnx-codegen-bench --models DIR
+
+cnn_224:    opset 13, image [1,3,224,224]: a stride-2 3x3 stem, six depthwise-separable blocks
+            (3x3 depthwise + 1x1, 32 -> 512 channels, BatchNormalization + Relu after each
+            convolution), a residual block of two 3x3 512 -> 512 convolutions on 14x14, global
+            average pooling and a 1000-way Gemm.
+
+bert_small: opset 17, seq 128, d 256, 4 heads, ffn 1024, 4 layers, LayerNormalization, Erf GELU,
+            padding mask (Where), input float embeddings [1,128,256].
+gpt_small:  opset 14, seq 128, d 256, 4 heads, ffn 1024, 4 layers, decomposed LayerNorm
+            (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add), tanh GELU, causal mask (Where).
+vit_tiny:   opset 17, image [1,3,224,224], patch Conv 16x16 stride 16 -> 196 tokens + cls (197),
+            d 192, 3 heads, ffn 768, 4 layers, LayerNormalization, Erf GELU.
+Reference outputs by onnxruntime with graph optimisations off; onnxruntime's single-thread
+latency (all optimisations) is printed. Needs `pip install onnx onnxruntime numpy`.
+"""
+import argparse
+import os
+import sys
+import time
+import numpy as np
+import onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as TP
+
+
+
+class G:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def name(self, p):
+        self.n += 1
+        return f"{p}_{self.n}"
+
+    def const(self, arr, p="c"):
+        nm = self.name(p)
+        self.inits.append(nh.from_array(np.asarray(arr), nm))
+        return nm
+
+    def w(self, shape, scale=None, p="w"):
+        if scale is None:
+            scale = 1.0 / np.sqrt(shape[0])
+        return self.const((self.rng.standard_normal(shape) * scale).astype(np.float32), p)
+
+    def op(self, t, ins, n_out=1, **attrs):
+        outs = [self.name(t.lower()) for _ in range(n_out)]
+        self.nodes.append(h.make_node(t, ins, outs, name=self.name(t), **attrs))
+        return outs[0] if n_out == 1 else outs
+
+
+def layer_norm(g, x, d, decomposed, opset):
+    gamma = g.const((1.0 + 0.1 * g.rng.standard_normal(d)).astype(np.float32), "gamma")
+    beta = g.const((0.1 * g.rng.standard_normal(d)).astype(np.float32), "beta")
+    if not decomposed:
+        return g.op("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=1e-5)
+    # as the torch exporter writes it at opset 14 (ReduceMean with axes attribute)
+    mean = g.op("ReduceMean", [x], axes=[-1], keepdims=1)
+    diff = g.op("Sub", [x, mean])
+    sq = g.op("Pow", [diff, g.const(np.array(2.0, np.float32))])
+    var = g.op("ReduceMean", [sq], axes=[-1], keepdims=1)
+    ve = g.op("Add", [var, g.const(np.array(1e-5, np.float32))])
+    sd = g.op("Sqrt", [ve])
+    nrm = g.op("Div", [diff, sd])
+    return g.op("Add", [g.op("Mul", [nrm, gamma]), beta])
+
+
+def gelu(g, x, tanh_form):
+    if not tanh_form:
+        e = g.op("Erf", [g.op("Div", [x, g.const(np.array(1.4142135, np.float32))])])
+        return g.op("Mul", [g.op("Mul", [x, g.op("Add", [e, g.const(np.array(1.0, np.float32))])]),
+                            g.const(np.array(0.5, np.float32))])
+    x3 = g.op("Pow", [x, g.const(np.array(3.0, np.float32))])
+    inner = g.op("Add", [x, g.op("Mul", [x3, g.const(np.array(0.044715, np.float32))])])
+    t = g.op("Tanh", [g.op("Mul", [inner, g.const(np.array(0.7978845608, np.float32))])])
+    return g.op("Mul", [g.op("Mul", [x, g.const(np.array(0.5, np.float32))]),
+                        g.op("Add", [t, g.const(np.array(1.0, np.float32))])])
+
+
+def linear(g, x, din, dout):
+    y = g.op("MatMul", [x, g.w((din, dout))])
+    return g.op("Add", [y, g.const((0.02 * g.rng.standard_normal(dout)).astype(np.float32), "b")])
+
+
+def attention(g, x, s, d, heads, mask_bool):
+    hd = d // heads
+    shp = g.const(np.array([1, s, heads, hd], np.int64))
+    q = g.op("Transpose", [g.op("Reshape", [linear(g, x, d, d), shp])], perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [g.op("Reshape", [linear(g, x, d, d), shp])], perm=[0, 2, 3, 1])
+    v = g.op("Transpose", [g.op("Reshape", [linear(g, x, d, d), shp])], perm=[0, 2, 1, 3])
+    sc = g.op("Div", [g.op("MatMul", [q, k]), g.const(np.array(np.sqrt(hd), np.float32))])
+    if mask_bool is not None:
+        sc = g.op("Where", [mask_bool, sc, g.const(np.array(-1e9, np.float32))])
+    p = g.op("Softmax", [sc], axis=-1)
+    o = g.op("Transpose", [g.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const(np.array([1, s, d], np.int64))])
+    return linear(g, o, d, d)
+
+
+def encoder(g, x, s, d, heads, ffn, layers, pre_ln, decomposed, tanh, mask, opset):
+    for _ in range(layers):
+        if pre_ln:
+            a = attention(g, layer_norm(g, x, d, decomposed, opset), s, d, heads, mask)
+            x = g.op("Add", [x, a])
+            f = linear(g, gelu(g, linear(g, layer_norm(g, x, d, decomposed, opset), d, ffn), tanh), ffn, d)
+            x = g.op("Add", [x, f])
+        else:
+            x = layer_norm(g, g.op("Add", [x, attention(g, x, s, d, heads, mask)]), d, decomposed, opset)
+            f = linear(g, gelu(g, linear(g, x, d, ffn), tanh), ffn, d)
+            x = layer_norm(g, g.op("Add", [x, f]), d, decomposed, opset)
+    return x
+
+
+def bert(seed=11):
+    s, d = 128, 256
+    g = G(seed)
+    # padding mask: last 16 positions masked out, as a bool constant broadcast over heads/rows
+    m = np.ones((1, 1, 1, s), bool); m[..., -16:] = False
+    mask = g.const(m, "mask")
+    x = g.op("Add", ["x", g.w((1, s, d), 0.1, "pos")])
+    x = layer_norm(g, x, d, False, 17)
+    y = encoder(g, x, s, d, 4, 1024, 4, False, False, False, mask, 17)
+    ins = [h.make_tensor_value_info("x", TP.FLOAT, [1, s, d])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, s, d])]
+    return g, ins, outs, 17, {"x": g.rng.standard_normal((1, s, d)).astype(np.float32)}
+
+
+def gpt(seed=12):
+    s, d = 128, 256
+    g = G(seed)
+    mask = g.const(np.tril(np.ones((s, s), bool)).reshape(1, 1, s, s), "causal")
+    x = g.op("Add", ["x", g.w((1, s, d), 0.1, "pos")])
+    y = encoder(g, x, s, d, 4, 1024, 4, True, True, True, mask, 14)
+    y = layer_norm(g, y, d, True, 14)
+    ins = [h.make_tensor_value_info("x", TP.FLOAT, [1, s, d])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, s, d])]
+    return g, ins, outs, 14, {"x": g.rng.standard_normal((1, s, d)).astype(np.float32)}
+
+
+def vit(seed=13):
+    d, s = 192, 197
+    g = G(seed)
+    pe = g.op("Conv", ["img", g.w((d, 3, 16, 16), 1 / np.sqrt(768)), g.const(np.zeros(d, np.float32))],
+              kernel_shape=[16, 16], strides=[16, 16])
+    t = g.op("Transpose", [g.op("Reshape", [pe, g.const(np.array([1, d, 196], np.int64))])], perm=[0, 2, 1])
+    x = g.op("Concat", [g.w((1, 1, d), 0.1, "cls"), t], axis=1)
+    x = g.op("Add", [x, g.w((1, s, d), 0.1, "pos")])
+    y = encoder(g, x, s, d, 3, 768, 4, True, False, False, None, 17)
+    y = layer_norm(g, y, d, False, 17)
+    cls = g.op("Gather", [y, g.const(np.array(0, np.int64))], axis=1)
+    logits = g.op("Gemm", [cls, g.w((1000, d), 1 / np.sqrt(d)), g.const(np.zeros(1000, np.float32))], transB=1)
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 17, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def cnn(seed=0):
+    g = G(seed)
+
+    def conv(x, cin, cout, k, stride, groups=1, act=True):
+        fan = cin // groups * k * k
+        w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
+        y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
+                 pads=[k // 2] * 4, group=groups)
+        scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
+        bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
+        mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
+        var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
+        y = g.op("BatchNormalization", [y, scale, bias, mean, var])
+        return g.op("Relu", [y]) if act else y
+
+    y = conv("img", 3, 32, 3, 2)
+    c = 32
+    for cout, stride in [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)]:
+        y = conv(conv(y, c, c, 3, stride, groups=c), c, cout, 1, 1)
+        c = cout
+    r = y
+    y = conv(conv(y, c, c, 3, 1), c, c, 3, 1, act=False)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [g.op("Add", [y, r])])])
+    logits = g.op("Gemm", [y, g.w((c, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def save(root, name, built):
+    import onnxruntime as ort
+    g, ins, outs, opset, feeds = built
+    graph = h.make_graph(g.nodes, name, ins, outs, g.inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], producer_name="onnx-codegen tools/larger_models.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    d = os.path.join(root, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    ref = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
+    res = ref.run(None, feeds)
+    for i, (k, v) in enumerate(feeds.items()):
+        with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+            f.write(nh.from_array(v, k).SerializeToString())
+    for i, (o, v) in enumerate(zip(ref.get_outputs(), res)):
+        with open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb") as f:
+            f.write(nh.from_array(v, o.name).SerializeToString())
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    fast = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
+    for _ in range(10):
+        fast.run(None, feeds)
+    ts = []
+    for _ in range(100):
+        t0 = time.perf_counter(); fast.run(None, feeds); ts.append((time.perf_counter() - t0) * 1e3)
+    print(f"{name}: {len(g.nodes)} nodes, ort single-thread median {np.median(ts):.3f} ms, out {res[0].shape}")
+
+
+BUILDERS = {"cnn_224": cnn, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="/tmp/larger-models", help="where the model folders go")
+    ap.add_argument("names", nargs="*", help=f"models to build (default all: {', '.join(BUILDERS)})")
+    args = ap.parse_args()
+    for n in args.names or list(BUILDERS):
+        if n not in BUILDERS:
+            sys.exit(f"unknown model {n!r}; known: {', '.join(BUILDERS)}")
+        save(args.out, n, BUILDERS[n]())
