@@ -586,20 +586,7 @@ pub fn sconv(
     let win = &p.window;
     let bias_of = |oc: usize| bias.and_then(|b| b.get(oc)).copied().unwrap_or(0.0);
     // The 2-D geometry, as the vector kernels (depthwise, direct) take it.
-    let geom = simd::Geom2d {
-        h: win.in_dims[0],
-        w: win.in_dims[1],
-        oh: win.out_dims[0],
-        ow: win.out_dims[1],
-        kh: win.kernel[0],
-        kw: win.kernel[1],
-        sy: win.strides[0],
-        sx: win.strides[1],
-        dy: win.dilations[0],
-        dx: win.dilations[1],
-        pt: win.pads_begin[0],
-        pl: win.pads_begin[1],
-    };
+    let geom = simd::Geom2d::of(win).ok_or(Error::InvalidParams)?;
     if cg == 1 && mg == 1 {
         // The vector kernels read padding as zeros and multiply them in,
         // which only matches skipping those taps when the weights are finite.

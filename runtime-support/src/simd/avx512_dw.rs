@@ -206,6 +206,15 @@ fn weights3<const K3: bool>(wk: &[f32]) -> [__m512; 9] {
     w3
 }
 
+/// A 3x3 kernel's taps as broadcasts, by kernel row; `None` when `wk` does
+/// not hold nine.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn taps3x3(wk: &[f32]) -> Option<[[__m512; 3]; 3]> {
+    let taps = <&[f32; 9]>::try_from(wk).ok()?;
+    Some(core::array::from_fn(|ky| core::array::from_fn(|kx| _mm512_set1_ps(taps[ky * 3 + kx]))))
+}
+
 /// The flat loop (see the module docs): stride 1, `ow == w`. Lane `l` of
 /// the vector at `j0` is output `j = j0 + l`, at column `ox = j mod w`
 /// (kept in `col`), reading tap `(ky, kx)` at input `j + (ky*dy - pt)*w +
@@ -237,25 +246,7 @@ unsafe fn flat<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
         rhi[ky] = (h - shift) * w;
         roff[ky] = shift * w - g.pl as isize;
     }
-    let c = |l: usize| (l % g.w) as i32;
-    let col0 = _mm512_setr_epi32(
-        c(0),
-        c(1),
-        c(2),
-        c(3),
-        c(4),
-        c(5),
-        c(6),
-        c(7),
-        c(8),
-        c(9),
-        c(10),
-        c(11),
-        c(12),
-        c(13),
-        c(14),
-        c(15),
-    );
+    let col0 = columns_of_lanes(g.w);
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let wv = _mm512_set1_epi32(g.w as i32);
     for (p, (wk, bias)) in job.kernels().enumerate() {
@@ -324,37 +315,12 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let inner_lo = (-shift(0)).max(0) as usize * g.w;
     let inner_hi = (((g.h as i32 - shift(2)).max(0) as usize) * g.w).min(n);
     let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let c = |l: usize| (l % g.w) as i32;
-    let col0 = _mm512_setr_epi32(
-        c(0),
-        c(1),
-        c(2),
-        c(3),
-        c(4),
-        c(5),
-        c(6),
-        c(7),
-        c(8),
-        c(9),
-        c(10),
-        c(11),
-        c(12),
-        c(13),
-        c(14),
-        c(15),
-    );
+    let col0 = columns_of_lanes(g.w);
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let (wv, hwv) = (_mm512_set1_epi32(w), _mm512_set1_epi32(hw as i32));
     let sixteen = _mm512_set1_epi32(16);
     for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
-            return;
-        };
-        let wt = [
-            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
-            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
-            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
-        ];
+        let Some(wt) = taps3x3(wk) else { return };
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);
@@ -432,25 +398,7 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
         core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
     let hwi = hw as isize;
     let inside = |at: isize| lanes_between(-at, hwi - at);
-    let c = |l: usize| (l % g.w) as i32;
-    let mut col = _mm512_setr_epi32(
-        c(0),
-        c(1),
-        c(2),
-        c(3),
-        c(4),
-        c(5),
-        c(6),
-        c(7),
-        c(8),
-        c(9),
-        c(10),
-        c(11),
-        c(12),
-        c(13),
-        c(14),
-        c(15),
-    );
+    let mut col = columns_of_lanes(g.w);
     let step = _mm512_set1_epi32((16 % g.w) as i32);
     let wv = _mm512_set1_epi32(w);
     let nv = n.div_ceil(16);
@@ -472,14 +420,7 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
         let j0 = (v0 * 16) as isize;
         let first: [__mmask16; 3] = core::array::from_fn(|ky| inside(j0 + roff[ky]));
         for (p, (wk, bias)) in job.kernels().enumerate() {
-            let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
-                return;
-            };
-            let wt = [
-                [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
-                [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
-                [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
-            ];
+            let Some(wt) = taps3x3(wk) else { return };
             let bv = _mm512_set1_ps(bias);
             let xp = x.wrapping_add(p * hw);
             let yp = y.wrapping_add(p * n);
@@ -513,6 +454,14 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
     }
 }
 
+/// The plane column of each of the first sixteen outputs of a plane `w`
+/// wide (`lane % w`), which the flat loops advance by `16 % w` per vector.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn columns_of_lanes(w: usize) -> __m512i {
+    lanes_of(core::array::from_fn(|l| (l % w) as i32))
+}
+
 /// Sixteen `i32` lanes from an array.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -544,14 +493,7 @@ unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     });
     let zero = _mm512_setzero_ps();
     for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
-            return;
-        };
-        let wt = [
-            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
-            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
-            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
-        ];
+        let Some(wt) = taps3x3(wk) else { return };
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);
@@ -603,14 +545,7 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Ok(&[w0, w1, w2, w3, w4, w5, w6, w7, w8]) = <&[f32; 9]>::try_from(wk) else {
-            return;
-        };
-        let wt = [
-            [_mm512_set1_ps(w0), _mm512_set1_ps(w1), _mm512_set1_ps(w2)],
-            [_mm512_set1_ps(w3), _mm512_set1_ps(w4), _mm512_set1_ps(w5)],
-            [_mm512_set1_ps(w6), _mm512_set1_ps(w7), _mm512_set1_ps(w8)],
-        ];
+        let Some(wt) = taps3x3(wk) else { return };
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);

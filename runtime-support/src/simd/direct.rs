@@ -646,20 +646,7 @@ mod tests {
             pads_end: &pe,
         };
         let p = Conv { batch: 1, in_channels: cin, out_channels: m, groups: 1, window };
-        let g = Geom2d {
-            h,
-            w,
-            oh: out[0],
-            ow: out[1],
-            kh: k[0],
-            kw: k[1],
-            sy: s[0],
-            sx: s[1],
-            dy: d[0],
-            dx: d[1],
-            pt: pads[0],
-            pl: pads[1],
-        };
+        let g = Geom2d::of(&p.window).unwrap();
         let x = rng.values(cin * h * w);
         let wt = rng.values(m * cin * k[0] * k[1]);
         let bias = rng.values(m);

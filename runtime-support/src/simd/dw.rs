@@ -25,6 +25,18 @@ pub(crate) struct Geom2d {
     pub pl: usize,
 }
 
+impl Geom2d {
+    /// The geometry of a 2-D window; `None` for other ranks.
+    pub(crate) fn of(win: &crate::conv::Window<'_>) -> Option<Geom2d> {
+        let two = |v: &[usize]| <[usize; 2]>::try_from(v).ok();
+        let ([h, w], [oh, ow], [kh, kw]) =
+            (two(win.in_dims)?, two(win.out_dims)?, two(win.kernel)?);
+        let ([sy, sx], [dy, dx], [pt, pl]) =
+            (two(win.strides)?, two(win.dilations)?, two(win.pads_begin)?);
+        Some(Geom2d { h, w, oh, ow, kh, kw, sy, sx, dy, dx, pt, pl })
+    }
+}
+
 /// Computes every plane of a depthwise layer on the vector unit when there
 /// is one and the geometry suits it: plane `p` of `x` (planes of `h x w`
 /// back to back) with kernel `p % channels` of `w` and the same entry of
@@ -168,20 +180,7 @@ mod tests {
         let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
         conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
         act.apply_all(&mut want[..yl]);
-        let g = Geom2d {
-            h,
-            w,
-            oh: out[0],
-            ow: out[1],
-            kh: k[0],
-            kw: k[1],
-            sy: s[0],
-            sx: s[1],
-            dy: d[0],
-            dx: d[1],
-            pt,
-            pl,
-        };
+        let g = Geom2d::of(&p.window).unwrap();
         if !kernel(&g, channels, &x[..xl], &wt[..wl], bias, act, &mut got[..yl]) {
             assert!(got.iter().all(|&v| v == 7.0), "declined after writing");
             return Some(false);
