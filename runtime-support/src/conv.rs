@@ -7,7 +7,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, next_index, numel};
-use crate::simd::{self, DenseB, Epilogue, Out, PackB, ViewA};
+use crate::simd::{self, DenseB, Epilogue, Out, PackB, PanelA, ReadA, ViewA};
 use crate::{Error, Result, ensure};
 
 /// Geometry of a sliding window over the spatial axes; all slices have one
@@ -609,38 +609,136 @@ pub fn sconv(
         return Ok(());
     }
     let kdim = cg * k_size;
-    let pointwise = k_size == 1
-        && win.strides.iter().all(|&s| s == 1)
-        && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
     for n in 0..p.batch {
         for g in 0..p.groups {
             let xs = &x[(n * p.in_channels + g * cg) * in_size..][..cg * in_size];
             let ys = &mut y[(n * p.out_channels + g * mg) * out_size..][..mg * out_size];
             let group_bias = bias.and_then(|b| b.get(g * mg..(g + 1) * mg));
-            let wg = &w[g * mg * kdim..(g + 1) * mg * kdim];
-            if !pointwise && simd::conv2d_direct(&geom, cg, mg, xs, wg, group_bias, act, ys) {
-                continue;
-            }
             let a = ViewA { data: w, off: g * mg * kdim, rs: kdim, cs: 1 };
-            let out = Out { y: ys, ldy: out_size };
-            let epi = Epilogue::bias_act(bias.and_then(|b| b.get(g * mg..)), act);
-            if pointwise {
-                let b = DenseB { data: xs, rs: in_size, cs: 1 };
-                simd::product(mg, out_size, kdim, a, &b, out, &epi)?;
-            } else {
-                let b = Im2col {
-                    x: xs,
-                    h: win.in_dims[0],
-                    w: win.in_dims[1],
-                    ow: win.out_dims[1],
-                    k: [win.kernel[0], win.kernel[1]],
-                    s: [win.strides[0], win.strides[1]],
-                    d: [win.dilations[0], win.dilations[1]],
-                    pad: [win.pads_begin[0], win.pads_begin[1]],
-                };
-                simd::product(mg, out_size, kdim, a, &b, out, &epi)?;
+            conv2d_group(win, &geom, cg, mg, xs, a, group_bias, act, ys)?;
+        }
+    }
+    Ok(())
+}
+
+/// One group of a 2-D convolution (`cg` input planes `xs` into `mg`
+/// output planes `ys`, the weights the `mg x cg * kh * kw` operand `a`):
+/// the direct kernel where it applies and is expected to be faster, the
+/// implicit-GEMM product otherwise.
+#[allow(clippy::too_many_arguments)]
+fn conv2d_group<A: ReadA>(
+    win: &Window<'_>,
+    geom: &simd::Geom2d,
+    cg: usize,
+    mg: usize,
+    xs: &[f32],
+    a: A,
+    bias: Option<&[f32]>,
+    act: Activation,
+    ys: &mut [f32],
+) -> Result {
+    let (in_size, out_size) = (geom.h * geom.w, geom.oh * geom.ow);
+    let kdim = cg * geom.kh * geom.kw;
+    let pointwise = geom.kh * geom.kw == 1
+        && win.strides.iter().all(|&s| s == 1)
+        && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
+    if !pointwise && simd::conv2d_direct(geom, cg, mg, xs, a, bias, act, ys) {
+        return Ok(());
+    }
+    let out = Out { y: ys, ldy: out_size };
+    let epi = Epilogue::bias_act(bias, act);
+    if pointwise {
+        let b = DenseB { data: xs, rs: in_size, cs: 1 };
+        simd::product(mg, out_size, kdim, a, &b, out, &epi)
+    } else {
+        let b = Im2col {
+            x: xs,
+            h: win.in_dims[0],
+            w: win.in_dims[1],
+            ow: win.out_dims[1],
+            k: [win.kernel[0], win.kernel[1]],
+            s: [win.strides[0], win.strides[1]],
+            d: [win.dilations[0], win.dilations[1]],
+            pad: [win.pads_begin[0], win.pads_begin[1]],
+        };
+        simd::product(mg, out_size, kdim, a, &b, out, &epi)
+    }
+}
+
+/// Floats of the weights of `m` filters of `k` taps each once packed by
+/// [`pack_conv_weights`]: `m` rounded up to a multiple of 8, times `k`;
+/// `None` on overflow.
+pub fn packed_weights_len(m: usize, k: usize) -> Option<usize> {
+    m.div_ceil(simd::PANEL).checked_mul(simd::PANEL)?.checked_mul(k)
+}
+
+/// Lays out the weights `w` of a convolution of groups of one (`m` filters
+/// of `k = C * kernel size` taps, row-major `[m, k]`) for [`sconv_packed`]:
+/// in panels of 8 filters, tap by tap, so the filters one register tile
+/// reads at each step are adjacent. Element `(i, p)` goes to
+/// `out[(i / 8) * 8 * k + p * 8 + i % 8]`; the rows padding `m` to a
+/// multiple of 8 are zero. Done once, when the code is generated.
+pub fn pack_conv_weights(m: usize, k: usize, w: &[f32], out: &mut [f32]) -> Result {
+    let len = packed_weights_len(m, k).ok_or(Error::Overflow)?;
+    ensure(m.checked_mul(k) == Some(w.len()) && out.len() == len, Error::ShapeMismatch)?;
+    out.fill(0.0);
+    if k == 0 {
+        return Ok(());
+    }
+    for (i, row) in w.chunks_exact(k).enumerate() {
+        let base = (i / simd::PANEL) * simd::PANEL * k + i % simd::PANEL;
+        for (p, &v) in row.iter().enumerate() {
+            if let Some(o) = out.get_mut(base + p * simd::PANEL) {
+                *o = v;
             }
         }
+    }
+    Ok(())
+}
+
+/// [`sconv`] for a 2-D convolution of groups of one whose weights were
+/// laid out by [`pack_conv_weights`] when the code was generated (`w` has
+/// [`packed_weights_len`]`(M, C * kh * kw)` floats). Same checks and same
+/// results as [`sconv`] on the unpacked weights, up to float rounding; on
+/// every CPU (the portable kernel reads the same layout).
+pub fn sconv_packed(
+    p: &Conv<'_>,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    act: Activation,
+) -> Result {
+    ensure(p.window.in_dims.len() == 2 && p.groups == 1, Error::InvalidParams)?;
+    p.window.check(false)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    let kdim = p.in_channels.checked_mul(numel(p.window.kernel)?).ok_or(Error::Overflow)?;
+    let (c, m) = (p.in_channels, p.out_channels);
+    ensure(x.len() == len3(p.batch, c, in_size)?, Error::ShapeMismatch)?;
+    ensure(Some(w.len()) == packed_weights_len(m, kdim), Error::ShapeMismatch)?;
+    ensure(y.len() == len3(p.batch, m, out_size)?, Error::ShapeMismatch)?;
+    if let Some(b) = bias {
+        ensure(b.len() == m, Error::ShapeMismatch)?;
+    }
+    if out_size == 0 || m == 0 {
+        return Ok(());
+    }
+    let geom = simd::Geom2d::of(&p.window).ok_or(Error::InvalidParams)?;
+    if kdim == 0 {
+        // No taps: every output is its bias.
+        for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
+            let b = bias.and_then(|b| b.get(plane % m)).copied().unwrap_or(0.0);
+            yp.fill(act.apply(b));
+        }
+        return Ok(());
+    }
+    let a = PanelA { data: w, k: kdim };
+    let (xn, yn) = (c * in_size, m * out_size);
+    for n in 0..p.batch {
+        let xs = x.get(n * xn..(n + 1) * xn).ok_or(Error::ShapeMismatch)?;
+        let ys = y.get_mut(n * yn..(n + 1) * yn).ok_or(Error::ShapeMismatch)?;
+        conv2d_group(&p.window, &geom, c, m, xs, a, bias, act, ys)?;
     }
     Ok(())
 }
@@ -942,6 +1040,111 @@ mod tests {
                 Err(Error::ShapeMismatch)
             );
         }
+    }
+
+    #[test]
+    fn packed_weights_are_panels_of_eight_filters() {
+        // 10 filters of 3 taps: w(i, p) = 10 * i + p + 1.
+        let w: [f32; 30] = core::array::from_fn(|j| (10 * (j / 3) + j % 3 + 1) as f32);
+        assert_eq!(packed_weights_len(10, 3), Some(48));
+        let mut out = [f32::NAN; 48];
+        pack_conv_weights(10, 3, &w, &mut out).unwrap();
+        for i in 0..16 {
+            for p in 0..3 {
+                let want = if i < 10 { (10 * i + p + 1) as f32 } else { 0.0 };
+                assert_eq!(out[(i / 8) * 24 + p * 8 + i % 8], want, "({i}, {p})");
+            }
+        }
+        assert_eq!(pack_conv_weights(10, 3, &w[..29], &mut out), Err(Error::ShapeMismatch));
+        assert_eq!(pack_conv_weights(10, 3, &w, &mut out[..47]), Err(Error::ShapeMismatch));
+        assert_eq!(packed_weights_len(usize::MAX, 2), None);
+    }
+
+    #[test]
+    fn sconv_packed_matches_exact_conv() {
+        use std::vec::Vec;
+        // ([N, C, M], in HxW, kernel, stride, dilation, pads t/l/b/r)
+        type Case = ([usize; 3], [usize; 2], [usize; 2], [usize; 2], [usize; 2], [usize; 4]);
+        let cases: &[Case] = &[
+            // M not a multiple of 8 (and of 6 and 4), odd K, padding.
+            ([1, 3, 7], [9, 11], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([2, 4, 13], [6, 5], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([1, 5, 9], [10, 7], [3, 3], [2, 2], [2, 1], [0, 2, 1, 0]),
+            ([1, 1, 1], [5, 20], [2, 3], [1, 3], [1, 1], [0, 1, 0, 2]),
+            ([1, 1, 3], [7, 9], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            // K past one block of k (297 and 400), M past a panel boundary.
+            ([1, 33, 19], [6, 18], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 16, 40], [9, 9], [5, 5], [2, 2], [1, 1], [2, 2, 2, 2]),
+            ([2, 40, 17], [7, 7], [3, 3], [1, 1], [1, 1], [0, 1, 2, 1]),
+            // Pointwise with stride 2, and stride 1 over many columns.
+            ([1, 17, 20], [4, 4], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([1, 31, 11], [13, 37], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            // Wide rows with many channels (several bands of the direct path).
+            ([1, 24, 10], [20, 70], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 6, 16], [14, 14], [5, 5], [1, 1], [1, 1], [0, 0, 0, 0]),
+        ];
+        for (t, &([n, c, m], ind, k, s, d, pads)) in cases.iter().enumerate() {
+            let out: [usize; 2] = core::array::from_fn(|i| {
+                (ind[i] + pads[i] + pads[i + 2] - d[i] * (k[i] - 1) - 1) / s[i] + 1
+            });
+            let (pb, pe) = ([pads[0], pads[1]], [pads[2], pads[3]]);
+            let window = Window {
+                in_dims: &ind,
+                out_dims: &out,
+                kernel: &k,
+                strides: &s,
+                dilations: &d,
+                pads_begin: &pb,
+                pads_end: &pe,
+            };
+            let p = Conv { batch: n, in_channels: c, out_channels: m, groups: 1, window };
+            let kd = c * k[0] * k[1];
+            let (xl, wl, yl) = (n * c * ind[0] * ind[1], m * kd, n * m * out[0] * out[1]);
+            let values_of = |len: usize, seed: u32| -> Vec<f32> {
+                let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(7);
+                (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        (x % 2001) as f32 / 1000.0 - 1.0
+                    })
+                    .collect()
+            };
+            let (x, w, b) = (values_of(xl, 1 + t as u32), values_of(wl, 2), values_of(m, 3));
+            let mut packed = vec![f32::NAN; packed_weights_len(m, kd).unwrap()];
+            pack_conv_weights(m, kd, &w, &mut packed).unwrap();
+            let (mut want, mut got) = (vec![0.0f32; yl], vec![0.0f32; yl]);
+            let acts = [
+                Activation::None,
+                Activation::Relu,
+                Activation::LeakyRelu { alpha: 0.125 },
+                Activation::Clip { min: -0.5, max: 0.25 },
+            ];
+            for (i, act) in acts.into_iter().enumerate() {
+                let bias = (i % 2 == 1).then_some(&b[..]);
+                conv(&p, &x, &w, bias, &mut want).unwrap();
+                act.apply_all(&mut want);
+                got.fill(f32::NAN);
+                sconv_packed(&p, &x, &packed, bias, &mut got, act).unwrap();
+                let tol = 4.0 * kd as f32 * f32::EPSILON;
+                for (j, (g, e)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - e).abs() <= tol * (1.0 + e.abs()), "case {t} [{j}]: {g} vs {e}");
+                }
+            }
+            // The unpacked weights, or a short input: refused.
+            let none = Activation::None;
+            let short = sconv_packed(&p, &x, &w, None, &mut got, none);
+            assert!(m % 8 == 0 || short == Err(Error::ShapeMismatch), "case {t}");
+            let short = sconv_packed(&p, &x[..xl - 1], &packed, None, &mut got, none);
+            assert_eq!(short, Err(Error::ShapeMismatch));
+        }
+        // Grouped or not 2-D: not this kernel's.
+        let window = win(&[5], &[5], &[3], &[1], &[1], &[1]);
+        let p = Conv { batch: 1, in_channels: 1, out_channels: 1, groups: 1, window };
+        let mut y = [0.0f32; 5];
+        let r = sconv_packed(&p, &[0.0; 5], &[0.0; 24], None, &mut y, Activation::None);
+        assert_eq!(r, Err(Error::InvalidParams));
     }
 
     #[test]

@@ -155,7 +155,8 @@ impl BRows for Table {
 }
 
 impl Avx512 {
-    /// [`Micro::kernel`] without `load`, with B's row `p` at
+    /// [`Micro::kernel`] without `load` (A's row `r` at `a[rows[r] + p *
+    /// cs]`), with B's row `p` at
     /// `b[base + table.offs()[p]]` instead of `p * ldb` (the direct
     /// convolution's staged input, read in place). Returns `false`, doing
     /// nothing, when a bound does not hold (`kc` past the table, a B row,
@@ -167,6 +168,7 @@ impl Avx512 {
         kc: usize,
         a: &[f32],
         rows: &[usize; MR],
+        cs: usize,
         b: &[f32],
         table: &RowTable<'_>,
         base: usize,
@@ -190,7 +192,7 @@ impl Avx512 {
         // and its half `h` at `halves.b[h]` from there holds `halves.n[h]`
         // floats: `offs[p] <= table.max()` (the table's invariant) and
         // `table.max() + base + halves.b[h] + halves.n[h] <= b.len()`.
-        unsafe { self.run(kc, a, rows, 1, src, dst, ldd, nrows, halves, false, tail) }
+        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, halves, false, tail) }
     }
 
     /// Checks the destination and A bounds, then runs the tile through

@@ -29,7 +29,7 @@
 
 use super::avx512::{Avx512, Halves};
 use super::strip::Strip;
-use super::{Activation, Epilogue, Geom2d, Micro, Tail};
+use super::{Activation, Epilogue, Geom2d, Micro, ReadA, Tail};
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
 /// micro-kernel checks once per tile instead of once per row.
@@ -425,13 +425,13 @@ fn copy_short(dst: &mut [f32], src: &[f32]) {
 
 /// [`conv2d_with`] where it is expected to beat the im2col product.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d(
+pub(crate) fn conv2d<A: ReadA>(
     cpu: Avx512,
     g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],
-    w: &[f32],
+    w: A,
     bias: Option<&[f32]>,
     act: Activation,
     y: &mut [f32],
@@ -447,21 +447,24 @@ pub(crate) fn conv2d(
 /// is expected to be faster); `y` may then be partly written, and the
 /// caller computes it another way.
 #[allow(clippy::too_many_arguments)]
-fn conv2d_with(
+fn conv2d_with<A: ReadA>(
     cpu: Avx512,
     g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],
-    w: &[f32],
+    w: A,
     bias: Option<&[f32]>,
     act: Activation,
     y: &mut [f32],
     compare: bool,
 ) -> bool {
     let Some(k) = cin.checked_mul(g.kh).and_then(|v| v.checked_mul(g.kw)) else { return false };
-    let sizes = [(cin, g.h * g.w, x.len()), (m, k, w.len()), (m, g.oh * g.ow, y.len())];
+    let sizes = [(cin, g.h * g.w, x.len()), (m, g.oh * g.ow, y.len())];
     if k == 0 || k > MAX_K || m == 0 || sizes.iter().any(|&(a, b, l)| a.checked_mul(b) != Some(l)) {
+        return false;
+    }
+    if !w.fits(m, k) {
         return false;
     }
     let Some(plan) = Plan::new(g, cin, m, compare) else { return false };
@@ -477,7 +480,7 @@ fn conv2d_with(
 /// The bands of [`conv2d`], compiled for AVX-512.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn run(
+fn run<A: ReadA>(
     cpu: Avx512,
     g: &Geom2d,
     plan: &Plan,
@@ -485,7 +488,7 @@ fn run(
     m: usize,
     k: usize,
     x: &[f32],
-    w: &[f32],
+    w: A,
     table: &RowTable<'_>,
     epi: &Epilogue<'_>,
     y: &mut [f32],
@@ -502,9 +505,10 @@ fn run(
         let tile =
             |ir: usize, base: usize, dst: &mut [f32], ldd: usize, halves: Halves, j0: usize| {
                 let nrows = MR.min(m - ir);
-                let rows: [usize; MR] = core::array::from_fn(|r| (ir + r.min(nrows - 1)) * k);
+                let rows: [usize; MR] = core::array::from_fn(|r| w.row(ir + r.min(nrows - 1)));
                 let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
-                cpu.kernel_table(k, w, &rows, buf, table, base, dst, ldd, nrows, halves, tail)
+                let (a, cs) = (w.data(), w.cs());
+                cpu.kernel_table(k, a, &rows, cs, buf, table, base, dst, ldd, nrows, halves, tail)
             };
         let (tiling, _) = band_cost(rb, ow, lx);
         #[cfg(test)]
@@ -675,7 +679,24 @@ mod tests {
                 let mut got = vec![f32::NAN; yl];
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
                 FORCE_TILING.with(|f| f.set(tiling));
-                let took = conv2d_with(cpu, &g, cin, m, &x, &wt, b, act, &mut got, false);
+                let kd = cin * k[0] * k[1];
+                let view = super::super::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
+                let took = conv2d_with(cpu, &g, cin, m, &x, view, b, act, &mut got, false);
+                // The same weights packed in panels: the same sums.
+                let mut packed = vec![0.0f32; m.div_ceil(8) * 8 * kd];
+                crate::conv::pack_conv_weights(m, kd, &wt, &mut packed).unwrap();
+                let panels = super::super::PanelA { data: &packed, k: kd };
+                let mut again = vec![f32::NAN; yl];
+                FORCE_LAYOUT.with(|f| f.set(Some(expand)));
+                FORCE_TILING.with(|f| f.set(tiling));
+                let took2 = conv2d_with(cpu, &g, cin, m, &x, panels, b, act, &mut again, false);
+                assert_eq!(took, took2, "{case:?}");
+                if took {
+                    assert!(
+                        got.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{case:?} packed"
+                    );
+                }
                 FORCE_LAYOUT.with(|f| f.set(None));
                 FORCE_TILING.with(|f| f.set(None));
                 if !expand {

@@ -364,6 +364,86 @@ pub(crate) struct ViewA<'a> {
     pub cs: usize,
 }
 
+/// An A operand as the micro-kernels read it: element `(i, p)` at
+/// `data()[row(i) + p * cs()]`. Strided views ([`ViewA`]) and weights
+/// packed in row panels ([`PanelA`]) both have that form, so every kernel,
+/// whatever its tile height, reads either.
+pub(crate) trait ReadA: Copy {
+    /// The storage.
+    fn data(&self) -> &[f32];
+    /// The step between consecutive elements of a row.
+    fn cs(&self) -> usize;
+    /// Where row `i` starts; only called for rows [`ReadA::fits`] accepted.
+    fn row(&self, i: usize) -> usize;
+    /// Whether every element of the first `m` rows and `k` columns lies
+    /// within the storage (`m` and `k` at least 1).
+    fn fits(&self, m: usize, k: usize) -> bool;
+}
+
+impl ReadA for ViewA<'_> {
+    #[inline(always)]
+    fn data(&self) -> &[f32] {
+        self.data
+    }
+
+    #[inline(always)]
+    fn cs(&self) -> usize {
+        self.cs
+    }
+
+    #[inline(always)]
+    fn row(&self, i: usize) -> usize {
+        self.off + i * self.rs
+    }
+
+    fn fits(&self, m: usize, k: usize) -> bool {
+        let last = (m - 1)
+            .checked_mul(self.rs)
+            .and_then(|v| v.checked_add((k - 1).checked_mul(self.cs)?))
+            .and_then(|v| v.checked_add(self.off));
+        last.is_some_and(|v| v < self.data.len())
+    }
+}
+
+/// Rows per panel of [`PanelA`].
+pub(crate) const PANEL: usize = 8;
+
+/// A matrix of `k` columns stored in panels of [`PANEL`] rows: element
+/// `(i, p)` at `data[(i / PANEL) * PANEL * k + p * PANEL + i % PANEL]`, so
+/// the rows one tile reads at a step of `p` are adjacent (one cache line)
+/// instead of a row length apart, where long rows make them compete for the
+/// same L1 sets. Rows past the last real one are zero padding.
+#[derive(Clone, Copy)]
+pub(crate) struct PanelA<'a> {
+    pub data: &'a [f32],
+    pub k: usize,
+}
+
+impl ReadA for PanelA<'_> {
+    #[inline(always)]
+    fn data(&self) -> &[f32] {
+        self.data
+    }
+
+    #[inline(always)]
+    fn cs(&self) -> usize {
+        PANEL
+    }
+
+    #[inline(always)]
+    fn row(&self, i: usize) -> usize {
+        (i / PANEL) * PANEL * self.k + i % PANEL
+    }
+
+    fn fits(&self, m: usize, k: usize) -> bool {
+        k <= self.k
+            && m.div_ceil(PANEL)
+                .checked_mul(PANEL)
+                .and_then(|v| v.checked_mul(self.k))
+                .is_some_and(|v| v <= self.data.len())
+    }
+}
+
 /// Where the `m x n` result goes: row `i` of it starts at `y[i * ldy]`.
 pub(crate) struct Out<'a> {
     pub y: &'a mut [f32],
@@ -479,12 +559,12 @@ impl<'a> Epilogue<'a> {
 /// than panicking.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
+fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
     kern: K,
     m: usize,
     n: usize,
     k: usize,
-    a: ViewA<'_>,
+    a: A,
     b: &B,
     out: Out<'_>,
     epi: &'e Epilogue<'e>,
@@ -534,12 +614,23 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
                     let nrows = mr.min(ic + mc - ir);
                     for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
-                        *row = a.off + (ir + r.min(nrows - 1)) * a.rs + pc * a.cs;
+                        *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
                     kern.kernel(
-                        kc, a.data, rows, a.cs, buf, ldb, dst, ldy, nrows, ncols, !first, tail,
+                        kc,
+                        a.data(),
+                        rows,
+                        a.cs(),
+                        buf,
+                        ldb,
+                        dst,
+                        ldy,
+                        nrows,
+                        ncols,
+                        !first,
+                        tail,
                     );
                     ir += mr;
                 }
@@ -554,12 +645,12 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
 /// Checks the operands, then runs [`drive_buf`] with a strip buffer of
 /// 256 steps of `k` for the kernel's width, compiled for its instruction set.
 #[allow(clippy::too_many_arguments)]
-fn drive<K: Micro, B: PackB>(
+fn drive<K: Micro, A: ReadA, B: PackB>(
     kern: K,
     m: usize,
     n: usize,
     k: usize,
-    a: ViewA<'_>,
+    a: A,
     b: &B,
     out: Out<'_>,
     epi: &Epilogue<'_>,
@@ -578,21 +669,17 @@ fn drive<K: Micro, B: PackB>(
         }
         return Ok(());
     }
-    let a_last = (m - 1)
-        .checked_mul(a.rs)
-        .and_then(|v| v.checked_add((k - 1).checked_mul(a.cs)?))
-        .and_then(|v| v.checked_add(a.off));
-    ensure(a_last.is_some_and(|v| v < a.data.len()), Error::ShapeMismatch)?;
+    ensure(a.fits(m, k), Error::ShapeMismatch)?;
     ensure(K::MR <= MAX_MR && K::NR <= 32, Error::InvalidParams)?;
     kern.within(|| {
         if K::NR <= 4 {
-            drive_buf::<K, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
         } else if K::NR <= 8 {
-            drive_buf::<K, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
         } else if K::NR <= 16 {
-            drive_buf::<K, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
         } else {
-            drive_buf::<K, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
         }
     });
     Ok(())
@@ -601,11 +688,11 @@ fn drive<K: Micro, B: PackB>(
 /// `Y[i, j] = epi(i, j, sum_p A(i, p) B(p, j))` on the best kernel for this CPU.
 /// The B packer must cover `k x n`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn product<B: PackB>(
+pub(crate) fn product<A: ReadA, B: PackB>(
     m: usize,
     n: usize,
     k: usize,
-    a: ViewA<'_>,
+    a: A,
     b: &B,
     out: Out<'_>,
     epi: &Epilogue<'_>,
@@ -626,17 +713,18 @@ pub(crate) fn product<B: PackB>(
 }
 
 /// 2-D convolution of `cin` input planes into `m` output planes (groups of
-/// one, geometry `g`), adding `bias` and applying `act`, read in place from
+/// one, geometry `g`; the weights `w` an `m x cin * kh * kw` A operand),
+/// adding `bias` and applying `act`, read in place from
 /// a staged copy of the input instead of packed im2col strips. Returns
 /// `false` when this CPU or geometry has no such path (the output may then
 /// be partly written: the caller computes all of it another way).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d_direct(
+pub(crate) fn conv2d_direct<A: ReadA>(
     g: &Geom2d,
     cin: usize,
     m: usize,
     x: &[f32],
-    w: &[f32],
+    w: A,
     bias: Option<&[f32]>,
     act: Activation,
     y: &mut [f32],
@@ -778,11 +866,11 @@ pub fn uses_fma() -> bool {
 /// [`product`] with the portable kernel forced, for tests comparing paths.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn product_portable<B: PackB>(
+pub(crate) fn product_portable<A: ReadA, B: PackB>(
     m: usize,
     n: usize,
     k: usize,
-    a: ViewA<'_>,
+    a: A,
     b: &B,
     out: Out<'_>,
     epi: &Epilogue<'_>,
@@ -939,6 +1027,64 @@ mod tests {
         if let Some(kern) = neon::Neon::detect() {
             sweep(kern);
             check_special(kern);
+        }
+    }
+
+    /// `kern` on A packed in panels against the portable kernel on the
+    /// same A strided: equal within rounding (bit for bit when `kern` is
+    /// the portable kernel), whatever the kernel's tile height.
+    fn check_panels<K: Micro>(kern: K) {
+        for (m, n, k) in
+            [(1usize, 1, 1), (3, 7, 5), (8, 33, 17), (9, 40, 257), (13, 5, 300), (40, 9, 3)]
+        {
+            let mut a = [0.0f32; A_LEN];
+            fill(&mut a, (m * 7 + k) as u32);
+            let mut b = [0.0f32; A_LEN];
+            fill(&mut b, (n * 3 + k) as u32);
+            let mut bias = [0.0f32; 40];
+            fill(&mut bias, 4);
+            let mut packed = [f32::NAN; A_LEN];
+            let plen = m.div_ceil(PANEL) * PANEL * k;
+            crate::conv::pack_conv_weights(m, k, &a[..m * k], &mut packed[..plen]).unwrap();
+            let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
+            let pa = PanelA { data: &packed[..plen], k };
+            let vb = DenseB { data: &b[..k * n], rs: n, cs: 1 };
+            for epi in [Epilogue::NONE, Epilogue::bias_act(Some(&bias), Activation::Relu)] {
+                let (mut want, mut got) = ([9.0f32; Y_LEN], [9.0f32; Y_LEN]);
+                drive(Portable::<8>, m, n, k, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
+                drive(kern, m, n, k, pa, &vb, Out { y: &mut got, ldy: n }, &epi).unwrap();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let tol = 1e-5 * (k as f32 + 1.0) * 4.0;
+                    assert!(
+                        (g - w).abs() <= tol * (1.0 + w.abs()),
+                        "{m}x{n}x{k} [{i}]: {g} vs {w}"
+                    );
+                }
+            }
+            // Too few panels for `m` rows: refused, nothing read.
+            let short = PanelA { data: &packed[..plen - 1], k };
+            let r = drive(kern, m, n, k, short, &vb, Out { y: &mut [0.0; Y_LEN], ldy: n }, &{
+                Epilogue::NONE
+            });
+            assert_eq!(r, Err(crate::Error::ShapeMismatch));
+        }
+    }
+
+    #[test]
+    fn panel_operands_match_strided_ones_on_every_kernel() {
+        check_panels(Portable::<8>);
+        check_panels(Portable::<4>);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(kern) = avx2::Avx2::detect() {
+            check_panels(kern);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(kern) = avx512::Avx512::detect() {
+            check_panels(kern);
+        }
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        if let Some(kern) = neon::Neon::detect() {
+            check_panels(kern);
         }
     }
 
