@@ -348,6 +348,11 @@ struct ConvPlan {
     act: Option<Unary<f64>>,
     /// The output dims `[N, M, spatial...]`.
     out: Vec<usize>,
+    /// The f32 weights also come laid out in panels for
+    /// `conv::sconv_packed`, as the internal input
+    /// [`CONV_PACKED_INPUT`](crate::passes::optimize::CONV_PACKED_INPUT)
+    /// (`passes::optimize::pack_conv_weights`); the code reads that copy only.
+    packed: bool,
 }
 
 struct ConvRule;
@@ -380,6 +385,25 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     if act.is_some() && !matches!(x.elem, ElemType::Float | ElemType::Double) {
         return unsupported(format!("a Conv's activation on {} tensors", x.elem));
     }
+    let packed = match cx.opt_input(crate::passes::optimize::CONV_PACKED_INPUT) {
+        None => false,
+        Some(pw) => {
+            let taps = kernel.iter().try_fold(c, |a, &k| a.checked_mul(k));
+            let len = taps.and_then(|k| rt_conv::packed_weights_len(m, k));
+            let fits = x.elem == ElemType::Float
+                && groups == 1
+                && in_dims.len() == 2
+                && pw.elem == ElemType::Float
+                && len.is_some_and(|len| pw.dims == [len]);
+            if !fits {
+                return invalid(format!(
+                    "Conv's packed weights {pw} do not match a 2-D f32 convolution of group 1 \
+                     with W {w}"
+                ));
+            }
+            true
+        }
+    };
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
@@ -393,6 +417,7 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         has_bias,
         act,
         out,
+        packed,
     })
 }
 
@@ -544,6 +569,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         has_bias,
         act: None,
         out,
+        packed: false,
     })
 }
 
@@ -638,6 +664,19 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
+        if !self.transpose && p.elem == ElemType::Float && p.packed {
+            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+            let pw = io
+                .inputs
+                .get(crate::passes::optimize::CONV_PACKED_INPUT)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| quote!(&[]));
+            return quote! {
+                #rt::conv::sconv_packed(#params, #x, #pw, #b, #y, #act)?;
+                #after
+            };
+        }
         if !self.transpose && p.elem == ElemType::Float {
             // f32 Conv runs on the implicit-GEMM / depthwise fast path.
             let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
@@ -648,6 +687,12 @@ impl Kernel for ConvKernel {
         }
         let (_, after) = fused_epilogue(p.act, p.elem, y, rt);
         quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?; #after)
+    }
+
+    /// A Conv with packed weights reads that copy only: the original `W`
+    /// is neither stored nor bound (unless another node reads it).
+    fn reads_input(&self, i: usize) -> bool {
+        !(self.plan.packed && i == 1)
     }
 }
 

@@ -42,6 +42,12 @@
 //!   kernel's 8-lane products read, and stored with the weights (an internal
 //!   ninth input); the kernel then needs no scratch for them.
 //!
+//! * **Conv weights in panels** ([`pack_conv_weights`]): constant f32
+//!   weights of a 2-D Conv of group 1 are laid out once, here, in panels of
+//!   8 filters (an internal fourth input), so a register tile's rows are
+//!   adjacent in memory; long filters (`C * kh * kw` of thousands) otherwise
+//!   put them in the same L1 sets.
+//!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
@@ -801,6 +807,69 @@ pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     done
 }
 
+/// The internal input index of a Conv's weights packed in panels.
+pub const CONV_PACKED_INPUT: usize = 3;
+
+/// Lays out the constant f32 weights of each 2-D Conv of group 1 computed
+/// at run time (not a one-channel depthwise one) in panels of 8 filters for
+/// `conv::sconv_packed`, stored as an internal fourth input; the rows of a
+/// register tile are then adjacent in memory instead of `C * kh * kw`
+/// floats apart. Only weights that Conv alone reads: the original is then
+/// not stored (the copy is padded to a multiple of 8 filters). Returns how
+/// many Convs were given packed weights.
+pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
+    let uses = g.uses();
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        if !node.op.is("Conv") || node.inputs.len() > CONV_PACKED_INPUT {
+            continue;
+        }
+        let runs = node
+            .outputs
+            .iter()
+            .flatten()
+            .all(|v| inferred.constants.get(v.index()).is_some_and(Option::is_none));
+        let x_f32 = node
+            .input(0)
+            .and_then(|v| inferred.types.get(v.index()))
+            .and_then(Option::as_ref)
+            .is_some_and(|t| t.elem == ElemType::Float);
+        let Some(wid) = node.input(1) else { continue };
+        let Some(w) = constant(g, inferred, Some(wid)) else { continue };
+        let group = match node.attr("group") {
+            None => 1,
+            Some(AttrValue::Int(v)) => *v,
+            Some(_) => continue,
+        };
+        let sole = sole_reader(&uses, wid) == Some((id, 1));
+        if !runs || !x_f32 || !sole || group != 1 || w.elem != ElemType::Float {
+            continue;
+        }
+        let &[m, c, kh, kw] = w.dims.as_slice() else { continue };
+        let [m, c, kh, kw] = [m, c, kh, kw].map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+        if m == 1 && c == 1 {
+            continue;
+        }
+        let Some(k) = c.checked_mul(kh).and_then(|v| v.checked_mul(kw)) else { continue };
+        let Some(len) = onnx_codegen_runtime::conv::packed_weights_len(m, k) else { continue };
+        let Some(wv) = w.to_f64s() else { continue };
+        let wv: Vec<f32> = wv.iter().map(|&x| x as f32).collect();
+        let mut packed = vec![0.0f32; len];
+        if onnx_codegen_runtime::conv::pack_conv_weights(m, k, &wv, &mut packed).is_err() {
+            continue;
+        }
+        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
+        let base = format!("{}_packed_W", g.node(id).name);
+        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
+        let node = g.node_mut(id);
+        node.inputs.resize(CONV_PACKED_INPUT + 1, None);
+        node.inputs[CONV_PACKED_INPUT] = Some(pid);
+        done += 1;
+    }
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::run;
@@ -1036,5 +1105,56 @@ mod tests {
         let g = &a.model().graph;
         let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
         assert!(lstm.input(super::LSTM_PACKED_INPUT).is_none());
+    }
+
+    /// A Conv of `m` filters over `c` channels, 3x3 pad 1, on a 5x5 input,
+    /// its weights constant; `extra` adds nodes after it.
+    fn conv_graph(m: usize, c: usize, group: usize, extra: &str, outs: &str) -> String {
+        let w: Vec<String> = (0..m * (c / group) * 9).map(|i| format!("{}", i % 7)).collect();
+        format!(
+            "g (float[1, {c}, 5, 5] x) => (float[1, {m}, 5, 5] y{outs}) \
+             <float[{m}, {cg}, 3, 3] w = {{{w}}}>\n{{\n y = Conv <pads = [1, 1, 1, 1], group = {group}> (x, w)\n{extra}}}",
+            cg = c / group,
+            w = w.join(", ")
+        )
+    }
+
+    fn packed_convs(a: &crate::generate::Analysis) -> usize {
+        let g = &a.model().graph;
+        g.nodes()
+            .filter(|(_, n)| n.op.is("Conv") && n.input(super::CONV_PACKED_INPUT).is_some())
+            .count()
+    }
+
+    #[test]
+    fn constant_conv_weights_are_packed_into_panels() {
+        let a = run(14, &conv_graph(10, 3, 1, "", ""));
+        assert_eq!(packed_convs(&a), 1);
+        // Only the packed copy is stored: 16 filters (10 padded) of 27 taps.
+        let len = onnx_codegen_runtime::conv::packed_weights_len(10, 27).unwrap();
+        assert_eq!(len, 16 * 27);
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
+        // The generated call reads the packed copy.
+        let src =
+            format!("<ir_version: 8, opset_import: [\"\" : 14]>\n{}", conv_graph(10, 3, 1, "", ""));
+        let model = crate::text::parse_model(&src, "t.onnxtxt").expect("parses");
+        let opts = crate::generate::Options::default();
+        let code = crate::generate::generate(&model, &opts, "t").expect("generates");
+        assert!(code.tokens.to_string().contains("sconv_packed"));
+        // Grouped, or the one-channel depthwise case: left as they are.
+        assert_eq!(packed_convs(&run(14, &conv_graph(4, 4, 2, "", ""))), 0);
+        assert_eq!(packed_convs(&run(14, &conv_graph(1, 1, 1, "", ""))), 0);
+    }
+
+    #[test]
+    fn conv_weights_read_elsewhere_stay_unpacked() {
+        // The same W read by a second Conv and by a graph output: not packed,
+        // stored once.
+        let second = " z = Conv <pads = [1, 1, 1, 1]> (y2, w)\n y2 = Relu (x)\n";
+        let a = run(14, &conv_graph(10, 3, 1, second, ", float[1, 10, 5, 5] z"));
+        assert_eq!(packed_convs(&a), 0);
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * 10 * 27));
+        let a = run(14, &conv_graph(10, 3, 1, " v = Identity (w)\n", ", float[10, 3, 3, 3] v"));
+        assert_eq!(packed_convs(&a), 0);
     }
 }
