@@ -669,7 +669,7 @@ fn conv2d_group<A: ReadA>(
 /// [`pack_conv_weights`]: `m` rounded up to a multiple of 8, times `k`;
 /// `None` on overflow.
 pub fn packed_weights_len(m: usize, k: usize) -> Option<usize> {
-    m.div_ceil(simd::PANEL).checked_mul(simd::PANEL)?.checked_mul(k)
+    simd::panels_len(m, k)
 }
 
 /// Lays out the weights `w` of a convolution of groups of one (`m` filters
@@ -686,7 +686,7 @@ pub fn pack_conv_weights(m: usize, k: usize, w: &[f32], out: &mut [f32]) -> Resu
         return Ok(());
     }
     for (i, row) in w.chunks_exact(k).enumerate() {
-        let base = (i / simd::PANEL) * simd::PANEL * k + i % simd::PANEL;
+        let base = (i / simd::PANEL) * simd::panel_stride(k) + i % simd::PANEL;
         for (p, &v) in row.iter().enumerate() {
             if let Some(o) = out.get_mut(base + p * simd::PANEL) {
                 *o = v;

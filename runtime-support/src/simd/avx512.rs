@@ -14,9 +14,10 @@
 use super::direct::RowTable;
 use super::{Activation, Fused, FusedC, Micro, Tail, finish};
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_fmadd_ps,
-    _mm512_loadu_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
-    _mm512_mul_ps, _mm512_reduce_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
+    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_ps,
+    _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_blend_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_reduce_add_ps,
+    _mm512_set1_ps, _mm512_setzero_ps,
 };
 
 /// Proof that AVX-512F is available on this CPU.
@@ -49,6 +50,8 @@ impl Avx512 {
 
 const MR: usize = 8;
 const NR: usize = 32;
+/// Steps of `k` ahead of the sums that the kernel prefetches A.
+const PREFETCH: usize = 64;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
@@ -59,7 +62,7 @@ fn lanes(n: usize) -> __mmask16 {
 impl Micro for Avx512 {
     const MR: usize = MR;
     const NR: usize = NR;
-    const MC: usize = 256;
+    const MC: usize = 512;
     const KC: usize = 256;
     const DIRECT_B: bool = true;
 
@@ -331,7 +334,17 @@ unsafe fn kernel_r32<const R: usize, const H: usize, S: BRows>(
     unsafe {
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
         let mut off = 0usize;
+        // A is read from L2 or further: one row is prefetched per step,
+        // `PREFETCH` steps ahead, the rows in turn (a row needs a new line
+        // every 16 steps at `cs == 1`; with rows packed in panels, every
+        // row's line is the same). A hint only: it never faults, and
+        // addresses past A (the tile's last steps) are computed with
+        // wrapping arithmetic and not read.
+        let ahead = PREFETCH * cs;
         for p in 0..kc {
+            _mm_prefetch::<_MM_HINT_T0>(
+                ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
+            );
             let bp = src.row(p);
             let bv: [__m512; H] = core::array::from_fn(|h| {
                 _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(halves.b[h]))

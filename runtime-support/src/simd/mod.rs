@@ -408,6 +408,18 @@ impl ReadA for ViewA<'_> {
 /// Rows per panel of [`PanelA`].
 pub(crate) const PANEL: usize = 8;
 
+/// Floats from one panel of [`PanelA`] to the next for rows of `k`.
+#[inline(always)]
+pub(crate) fn panel_stride(k: usize) -> usize {
+    PANEL * k
+}
+
+/// Floats of `m` rows of `k` in panels (`m` rounded up to a multiple of
+/// [`PANEL`]); `None` on overflow.
+pub(crate) fn panels_len(m: usize, k: usize) -> Option<usize> {
+    m.div_ceil(PANEL).checked_mul(PANEL.checked_mul(k)?)
+}
+
 /// A matrix of `k` columns stored in panels of [`PANEL`] rows: element
 /// `(i, p)` at `data[(i / PANEL) * PANEL * k + p * PANEL + i % PANEL]`, so
 /// the rows one tile reads at a step of `p` are adjacent (one cache line)
@@ -432,15 +444,11 @@ impl ReadA for PanelA<'_> {
 
     #[inline(always)]
     fn row(&self, i: usize) -> usize {
-        (i / PANEL) * PANEL * self.k + i % PANEL
+        (i / PANEL) * panel_stride(self.k) + i % PANEL
     }
 
     fn fits(&self, m: usize, k: usize) -> bool {
-        k <= self.k
-            && m.div_ceil(PANEL)
-                .checked_mul(PANEL)
-                .and_then(|v| v.checked_mul(self.k))
-                .is_some_and(|v| v <= self.data.len())
+        k <= self.k && panels_len(m, self.k).is_some_and(|v| v <= self.data.len())
     }
 }
 
@@ -981,7 +989,7 @@ mod tests {
             }
         }
         // More rows than one block of A (`MC`).
-        for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40)] {
+        for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40), (520, 9, 20)] {
             for which in 0..6 {
                 check(kern, m, n, k, which % 2 == 0, which);
             }
@@ -1044,7 +1052,7 @@ mod tests {
             let mut bias = [0.0f32; 40];
             fill(&mut bias, 4);
             let mut packed = [f32::NAN; A_LEN];
-            let plen = m.div_ceil(PANEL) * PANEL * k;
+            let plen = panels_len(m, k).unwrap();
             crate::conv::pack_conv_weights(m, k, &a[..m * k], &mut packed[..plen]).unwrap();
             let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
             let pa = PanelA { data: &packed[..plen], k };
