@@ -145,10 +145,15 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     let mut rewrites = Vec::new();
     if inferred.is_complete() {
         rewrites = passes::optimize::optimize(&mut prepared.model.graph, &inferred);
-        let mut packed = passes::optimize::pack_lstm_weights(&mut prepared.model.graph, &inferred);
-        packed += passes::optimize::pack_conv_weights(&mut prepared.model.graph, &inferred);
+        let packed = passes::optimize::pack_lstm_weights(&mut prepared.model.graph, &inferred);
         if !rewrites.is_empty() || packed > 0 {
             fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
+            inferred = infer::infer(&prepared.model, &infer_opts);
+        }
+        // After the rewrites: the weights folded into a Conv are its final ones.
+        if inferred.is_complete()
+            && passes::optimize::pack_conv_weights(&mut prepared.model.graph, &inferred) > 0
+        {
             inferred = infer::infer(&prepared.model, &infer_opts);
         }
     }

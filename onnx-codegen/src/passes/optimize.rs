@@ -1141,6 +1141,21 @@ mod tests {
         let opts = crate::generate::Options::default();
         let code = crate::generate::generate(&model, &opts, "t").expect("generates");
         assert!(code.tokens.to_string().contains("sconv_packed"));
+        // Weights a BatchNormalization was folded into: the folded ones packed.
+        let a = run(
+            14,
+            "g (float[1, 3, 5, 5] x) => (float[1, 9, 5, 5] z) <float[9, 3, 1, 1] w = {1, 2, 3, 4, \
+             5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9}, float[9] s = \
+             {1, 2, 3, 4, 5, 6, 7, 8, 9}, float[9] b = {0, 0, 0, 0, 0, 0, 0, 0, 1}>\n\
+             {\n y = Conv (x, w)\n z = BatchNormalization (y, s, b, b, s)\n}",
+        );
+        assert_eq!(a.rewrites.len(), 1);
+        assert_eq!(packed_convs(&a), 1);
+        let len = onnx_codegen_runtime::conv::packed_weights_len(9, 3).unwrap();
+        // The packed weights and the folded bias (each aligned), not the
+        // folded W beside them.
+        let bytes = a.plan.as_ref().map_or(0, |p| p.weights.len());
+        assert!(bytes >= 4 * (len + 9) && bytes < 4 * (len + 9 + 27), "{bytes}");
         // Grouped, or the one-channel depthwise case: left as they are.
         assert_eq!(packed_convs(&run(14, &conv_graph(4, 4, 2, "", ""))), 0);
         assert_eq!(packed_convs(&run(14, &conv_graph(1, 1, 1, "", ""))), 0);
