@@ -52,6 +52,10 @@ const MR: usize = 8;
 const NR: usize = 32;
 /// Steps of `k` ahead of the sums that the kernel prefetches A.
 const PREFETCH: usize = 64;
+/// Floats of A (256 KiB) above which the kernel prefetches it: smaller
+/// operands stay in cache between tiles, and the hint would only cost an
+/// instruction per step.
+const PREFETCH_FROM: usize = 1 << 16;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
@@ -248,6 +252,7 @@ impl Avx512 {
             (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
             _ => (None, core::ptr::null()),
         };
+        let a_len = a.len();
         let (a, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
         // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
@@ -259,37 +264,43 @@ impl Avx512 {
         // halves only), at `base + r * rs + c`, within C by `Fused::new`.
         unsafe {
             macro_rules! rows {
-                ($h:literal) => {
+                ($h:literal, $pf:literal) => {
                     match nrows {
-                        1 => kernel_r32::<1, $h, S>(
+                        1 => kernel_r32::<1, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        2 => kernel_r32::<2, $h, S>(
+                        2 => kernel_r32::<2, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        3 => kernel_r32::<3, $h, S>(
+                        3 => kernel_r32::<3, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        4 => kernel_r32::<4, $h, S>(
+                        4 => kernel_r32::<4, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        5 => kernel_r32::<5, $h, S>(
+                        5 => kernel_r32::<5, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        6 => kernel_r32::<6, $h, S>(
+                        6 => kernel_r32::<6, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        7 => kernel_r32::<7, $h, S>(
+                        7 => kernel_r32::<7, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
-                        _ => kernel_r32::<8, $h, S>(
+                        _ => kernel_r32::<8, $h, $pf, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
                         ),
                     }
                 };
             }
-            // A strip of at most 16 columns skips the FMAs of the other half.
-            if n1 > 0 { rows!(2) } else { rows!(1) }
+            // A strip of at most 16 columns skips the FMAs of the other half;
+            // A small enough to stay in cache is not prefetched.
+            match (n1 > 0, a_len > PREFETCH_FROM) {
+                (true, true) => rows!(2, true),
+                (true, false) => rows!(2, false),
+                (false, true) => rows!(1, true),
+                (false, false) => rows!(1, false),
+            }
         }
         if fused.is_none() && contiguous {
             finish(dst, ldd, nrows, ncols, tail);
@@ -298,13 +309,14 @@ impl Avx512 {
     }
 }
 
-/// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`]; the caller
+/// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`], prefetching
+/// A with `PF`; the caller
 /// guarantees the bounds described there for `r < R` and each half `h < H`
 /// (`halves.n[h]` columns, the last half not empty), and for C at `cdata`
 /// when `epi` has a `FusedC::Rows` term.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize, const H: usize, S: BRows>(
+unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -342,9 +354,11 @@ unsafe fn kernel_r32<const R: usize, const H: usize, S: BRows>(
         // wrapping arithmetic and not read.
         let ahead = PREFETCH * cs;
         for p in 0..kc {
-            _mm_prefetch::<_MM_HINT_T0>(
-                ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
-            );
+            if PF {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
+                );
+            }
             let bp = src.row(p);
             let bv: [__m512; H] = core::array::from_fn(|h| {
                 _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(halves.b[h]))
