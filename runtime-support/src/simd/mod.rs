@@ -1078,6 +1078,39 @@ mod tests {
         }
     }
 
+    /// An A of more than 256 KiB (the AVX-512 kernel then prefetches it),
+    /// strided and in panels, against the portable kernel.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn large_a_operands_match_portable() {
+        let Some(kern) = avx512::Avx512::detect() else { return };
+        let (m, n, k) = (37, 45, 1800);
+        let mut a = std::vec![0.0f32; m * k + 5];
+        fill(&mut a, 21);
+        let mut b = std::vec![0.0f32; k * n];
+        fill(&mut b, 22);
+        let mut packed = std::vec![0.0f32; panels_len(m, k).unwrap()];
+        crate::conv::pack_conv_weights(m, k, &a[5..], &mut packed).unwrap();
+        let va = ViewA { data: &a, off: 5, rs: k, cs: 1 };
+        let pa = PanelA { data: &packed, k };
+        let vb = DenseB { data: &b, rs: n, cs: 1 };
+        let epi = Epilogue::bias_act(Some(&a[..m]), Activation::LeakyRelu { alpha: 0.5 });
+        let mut want = std::vec![0.0f32; m * n];
+        drive(Portable::<8>, m, n, k, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
+        for which in 0..2 {
+            let mut got = std::vec![f32::NAN; m * n];
+            let out = Out { y: &mut got, ldy: n };
+            if which == 0 {
+                drive(kern, m, n, k, va, &vb, out, &epi).unwrap();
+            } else {
+                drive(kern, m, n, k, pa, &vb, out, &epi).unwrap();
+            }
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{which} [{i}]: {g} vs {w}");
+            }
+        }
+    }
+
     #[test]
     fn panel_operands_match_strided_ones_on_every_kernel() {
         check_panels(Portable::<8>);
