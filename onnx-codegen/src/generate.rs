@@ -145,7 +145,8 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     let mut rewrites = Vec::new();
     if inferred.is_complete() {
         rewrites = passes::optimize::optimize(&mut prepared.model.graph, &inferred);
-        let packed = passes::optimize::pack_lstm_weights(&mut prepared.model.graph, &inferred);
+        let packed = passes::optimize::pack_lstm_weights(&mut prepared.model.graph, &inferred)
+            + passes::optimize::pack_matmul_weights(&mut prepared.model.graph, &inferred);
         if !rewrites.is_empty() || packed > 0 {
             fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
             inferred = infer::infer(&prepared.model, &infer_opts);
