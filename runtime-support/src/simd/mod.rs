@@ -367,7 +367,7 @@ impl PackB for StripsB<'_> {
     }
 
     fn strip(&self, pc: usize, jc: usize, nr: usize) -> Option<&[f32]> {
-        if nr != STRIP || jc % STRIP != 0 {
+        if nr != STRIP || !jc.is_multiple_of(STRIP) {
             return None;
         }
         let start = (jc / STRIP).checked_mul(STRIP)?.checked_mul(self.k)?;
