@@ -570,8 +570,15 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
             let mut jc = 0;
             while jc < n {
                 let ncols = nr.min(n - jc);
+                // A strip read in place: the next one is fetched while
+                // this one's tiles run, a part per tile.
+                let mut next: &[f32] = &[];
                 let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
-                    (Some(s), _) => (s, nr),
+                    (Some(s), _) => {
+                        let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
+                        next = after.map_or(&[], |t| t.get(..kc * nr).unwrap_or(t));
+                        (s, nr)
+                    }
                     (None, Some((data, rs))) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
                         None => return,
@@ -582,8 +589,12 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
                         (&*buf, nr)
                     }
                 };
+                let tiles = mc.div_ceil(mr);
                 let mut ir = ic;
                 while ir < ic + mc {
+                    let t = (ir - ic) / mr;
+                    let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
+                    strip::prefetch(part.unwrap_or(&[]));
                     let nrows = mr.min(ic + mc - ir);
                     for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
