@@ -389,6 +389,21 @@ impl PackB for DenseB<'_> {
 
     #[inline]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        if self.rs == 1 && self.cs != 1 && nr <= stride {
+            // A transposed B (attention's K): each column is contiguous,
+            // read once instead of one element per row.
+            for row in out.chunks_exact_mut(stride).take(kc) {
+                row[nr..].fill(0.0);
+            }
+            for c in 0..nr {
+                let base = (j0 + c) * self.cs + p0;
+                let col = self.data.get(base..base + kc);
+                for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+                    row[c] = col.map_or(0.0, |col| col[p]);
+                }
+            }
+            return;
+        }
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
             let base = (p0 + p) * self.rs + j0 * self.cs;
             let (head, tail) = row.split_at_mut(nr);
