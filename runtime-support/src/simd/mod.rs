@@ -586,14 +586,18 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
             while jc < n {
                 let ncols = nr.min(n - jc);
                 // A strip read in place: the next one is fetched while
-                // this one's tiles run, a part per tile.
+                // this one's tiles run, a part per tile, when there are
+                // enough tiles to hide the prefetches (a product of few rows
+                // spends as much issuing them as it saves).
                 let mut next: &[f32] = &[];
+                let tiles = mc.div_ceil(mr);
                 let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
-                    (Some(s), _) => {
+                    (Some(s), _) if tiles >= 8 => {
                         let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
                         next = after.map_or(&[], |t| t.get(..kc * nr).unwrap_or(t));
                         (s, nr)
                     }
+                    (Some(s), _) => (s, nr),
                     (None, Some((data, rs))) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
                         None => return,
@@ -604,7 +608,6 @@ fn drive_buf<'e, K: Micro, B: PackB, const BUF: usize>(
                         (&*buf, nr)
                     }
                 };
-                let tiles = mc.div_ceil(mr);
                 let mut ir = ic;
                 while ir < ic + mc {
                     let t = (ir - ic) / mr;
