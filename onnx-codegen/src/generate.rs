@@ -150,9 +150,12 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
             fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
             inferred = infer::infer(&prepared.model, &infer_opts);
         }
-        // After the rewrites: the weights folded into a Conv are its final ones.
+        // After the rewrites: weights folded into a Conv or Gemm are its final ones.
+        let g = &mut prepared.model.graph;
         if inferred.is_complete()
-            && passes::optimize::pack_conv_weights(&mut prepared.model.graph, &inferred) > 0
+            && passes::optimize::pack_conv_weights(g, &inferred)
+                + passes::optimize::pack_matmul_weights(g, &inferred)
+                > 0
         {
             inferred = infer::infer(&prepared.model, &infer_opts);
         }

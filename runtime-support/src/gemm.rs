@@ -6,7 +6,7 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
-use crate::simd::{self, Activation, CTerm, DenseB, Epilogue, Out, ViewA};
+use crate::simd::{self, Activation, CTerm, DenseB, Epilogue, Out, STRIP, StripsB, ViewA};
 use crate::{Error, Result, ensure};
 
 /// `Y = alpha * A' * B' + beta * C` with `A'` = `A` or `Aᵀ`, `B'` = `B` or `Bᵀ`.
@@ -183,6 +183,165 @@ pub fn smatmul_bias(
         let y = &mut y[iy..iy + at.ext_y];
         let r = if m == 1 && a_cs == 1 && (b_cs == 1 || b_rs == 1) {
             simd::vector_product(n, k, va, &vb, y, &epi)
+        } else {
+            simd::product(m, n, k, va, &vb, Out { y, ldy: at.y_row }, &epi)
+        };
+        if let Err(e) = r {
+            result = Err(e);
+        }
+    });
+    result
+}
+
+/// The length of a `k x n` B laid out by [`pack_b_strips`]: its columns
+/// padded with zeros to a multiple of 32, `None` when that overflows.
+pub const fn packed_b_len(k: usize, n: usize) -> Option<usize> {
+    match n.div_ceil(STRIP).checked_mul(STRIP) {
+        Some(cols) => cols.checked_mul(k),
+        None => None,
+    }
+}
+
+/// Lays out a constant B once (at generation time) for [`sgemm_packed`] and
+/// [`smatmul_packed`]: `b` is `[k, n]`, or `[n, k]` used transposed when
+/// `trans`; element `(p, j)` of the product's B goes to
+/// `out[(j / 32) * 32 * k + p * 32 + j % 32]`, columns past `n` are zero.
+/// Each 32-column strip is then what the AVX-512 kernel reads in place, and
+/// what the narrower kernels copy from contiguous runs.
+pub fn pack_b_strips(k: usize, n: usize, b: &[f32], trans: bool, out: &mut [f32]) -> Result {
+    let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
+    let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
+    ensure(b.len() == kn && out.len() == len, Error::ShapeMismatch)?;
+    out.fill(0.0);
+    if k == 0 {
+        return Ok(());
+    }
+    for (s, strip) in out.chunks_exact_mut(STRIP * k).enumerate() {
+        for (p, row) in strip.chunks_exact_mut(STRIP).enumerate() {
+            for (c, v) in row.iter_mut().enumerate() {
+                let j = s * STRIP + c;
+                if j < n {
+                    *v = if trans { b[j * k + p] } else { b[p * n + j] };
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`sgemm_act`] with B given as laid out by [`pack_b_strips`] (which took
+/// care of `transB`: `p.trans_b` is not read). No copy of B is made on
+/// CPUs whose kernel is 32 columns wide; the others copy from the strips.
+pub fn sgemm_packed(
+    p: &Gemm<f32>,
+    a: &[f32],
+    packed: &[f32],
+    c: Option<&[f32]>,
+    y: &mut [f32],
+    act: Activation,
+) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
+    let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
+    let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
+    ensure(a.len() == mk && packed.len() == len && y.len() == mn, Error::ShapeMismatch)?;
+    if let Some(c) = c {
+        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
+    }
+    let va = if p.trans_a {
+        ViewA { data: a, off: 0, rs: 1, cs: m }
+    } else {
+        ViewA { data: a, off: 0, rs: k, cs: 1 }
+    };
+    let stride = |s: isize, len: usize| if len > 1 { usize::try_from(s).ok() } else { Some(0) };
+    let c = match c {
+        Some(data) => {
+            let rs = stride(p.c_strides[0], m).ok_or(Error::InvalidParams)?;
+            let cs = stride(p.c_strides[1], n).ok_or(Error::InvalidParams)?;
+            Some(CTerm { data, rs, cs, beta: p.beta })
+        }
+        None => None,
+    };
+    let epi = Epilogue { alpha: p.alpha, row_bias: None, c, act };
+    let vb = StripsB { data: packed, k };
+    if m == 1 && !p.trans_a {
+        return simd::strips_vector_product(n, a, &vb, y, &epi);
+    }
+    simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &epi)
+}
+
+/// Whether the rows of every matrix of a batch, `m` rows per matrix, form
+/// one sequence `row` elements apart: per batch axis (innermost first, axes
+/// of length 1 skipped) the matrix stride is the number of rows inside it
+/// times `row`. Returns that row distance.
+fn uniform_rows(batch: &[usize], strides: &[isize], m: usize, row: usize) -> Option<usize> {
+    let row = if m > 1 {
+        row
+    } else {
+        let inner = batch.iter().zip(strides).rev().find(|(d, _)| **d > 1);
+        inner.map_or(Some(row), |(_, &s)| usize::try_from(s).ok())?
+    };
+    let mut expect = m.checked_mul(row)?;
+    for (&d, &s) in batch.iter().zip(strides).rev() {
+        if d == 1 {
+            continue;
+        }
+        if usize::try_from(s).ok()? != expect {
+            return None;
+        }
+        expect = expect.checked_mul(d)?;
+    }
+    Some(row)
+}
+
+/// [`smatmul_bias`] with a B shared by the whole batch (every B batch stride
+/// 0) given as laid out by [`pack_b_strips`] (`p.b_strides` is not read).
+/// When A's and Y's matrices follow one another row after row, the batch
+/// runs as one product of all their rows.
+pub fn smatmul_packed(
+    p: &MatMul<'_>,
+    a: &[f32],
+    packed: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    ensure(p.b_batch_strides.iter().all(|&s| s == 0), Error::InvalidParams)?;
+    let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
+    ensure(packed.len() == len, Error::ShapeMismatch)?;
+    let dense_b = MatMul { b_strides: [n, 1], ..*p };
+    if k == 0 {
+        return smatmul_bias(&dense_b, a, &[], bias, y);
+    }
+    if let Some(c) = bias {
+        ensure(c.len() == n, Error::ShapeMismatch)?;
+    }
+    let at = place(&dense_b, a.len(), k * n, y.len())?;
+    let total = numel(p.batch)?;
+    if m == 0 || n == 0 || total == 0 {
+        return Ok(());
+    }
+    let epi =
+        Epilogue { c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }), ..Epilogue::NONE };
+    let vb = StripsB { data: packed, k };
+    let [a_rs, a_cs] = p.a_strides;
+    let ys = &at.ys[..p.batch.len()];
+    let rows_a = uniform_rows(p.batch, p.a_batch_strides, m, a_rs);
+    let rows_y = uniform_rows(p.batch, ys, m, at.y_row).filter(|&r| r >= n);
+    if let (Some(rs), Some(ldy)) = (rows_a, rows_y) {
+        let rows = total.checked_mul(m).ok_or(Error::Overflow)?;
+        if rows == 1 && a_cs == 1 {
+            return simd::strips_vector_product(n, a.get(..k).unwrap_or(&[]), &vb, y, &epi);
+        }
+        let va = ViewA { data: a, off: 0, rs, cs: a_cs };
+        return simd::product(rows, n, k, va, &vb, Out { y, ldy }, &epi);
+    }
+    let mut result = Ok(());
+    walk(p.batch, [p.a_batch_strides, ys], [0; 2], |[ia, iy]| {
+        let va = ViewA { data: &a[ia..ia + at.ext_a], off: 0, rs: a_rs, cs: a_cs };
+        let y = &mut y[iy..iy + at.ext_y];
+        let r = if m == 1 && a_cs == 1 {
+            simd::strips_vector_product(n, va.data.get(..k).unwrap_or(&[]), &vb, y, &epi)
         } else {
             simd::product(m, n, k, va, &vb, Out { y, ldy: at.y_row }, &epi)
         };
@@ -627,5 +786,214 @@ mod tests {
         let bad = MatMul { y_layout: Some((&[5], 4)), ..strided };
         assert_eq!(smatmul(&bad, &q, &kk, &mut fast), Err(Error::InvalidParams));
         assert_eq!(smatmul(&strided, &q, &kk, &mut fast[..29]), Err(Error::ShapeMismatch));
+    }
+    /// Deterministic values in [-1, 1) with a few exact zeros, any length.
+    fn fill(out: &mut [f32], seed: u32) {
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        for v in out.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *v = (x % 2001) as f32 / 1000.0 - 1.0;
+        }
+    }
+
+    const BIG: usize = 8192;
+
+    #[test]
+    fn strips_hold_b_by_columns_of_32_padded_with_zeros() {
+        // B [2, 3] = [[1, 2, 3], [4, 5, 6]], and the same given transposed.
+        let b = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let bt = [1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0];
+        assert_eq!(packed_b_len(2, 3), Some(64));
+        for (src, trans) in [(&b, false), (&bt, true)] {
+            let mut out = [9.0f32; 64];
+            pack_b_strips(2, 3, src, trans, &mut out).unwrap();
+            assert_eq!(out[..3], [1.0, 2.0, 3.0]);
+            assert_eq!(out[32..35], [4.0, 5.0, 6.0]);
+            assert!(out[3..32].iter().chain(&out[35..]).all(|&v| v == 0.0));
+        }
+        // Column 33 of a [1, 40] B is in the second strip, at its column 1.
+        let mut wide = [0.0f32; 40];
+        wide[33] = 7.0;
+        let mut out = [0.0f32; 64];
+        pack_b_strips(1, 40, &wide, false, &mut out).unwrap();
+        assert_eq!(out[33], 7.0);
+        assert_eq!(out.iter().filter(|&&v| v != 0.0).count(), 1);
+        assert_eq!(pack_b_strips(2, 3, &b, false, &mut [0.0; 63]), Err(Error::ShapeMismatch));
+        assert_eq!(pack_b_strips(2, 3, &b[..5], false, &mut [0.0; 64]), Err(Error::ShapeMismatch));
+        assert_eq!(packed_b_len(usize::MAX, 2), None);
+    }
+
+    #[test]
+    fn strips_copied_for_narrower_kernels_equal_the_dense_b_bit_for_bit() {
+        // The portable kernel (the exact arithmetic) through the strips'
+        // `PackB`, at widths 4 and 8, and runs of 12 columns that cross a
+        // strip boundary (the NEON kernel's width).
+        use crate::simd::PackB;
+        let (mut b, mut packed) = ([0.0f32; BIG], [0.0f32; BIG]);
+        for (k, n) in [(5, 70), (17, 33), (1, 1), (40, 64)] {
+            fill(&mut b[..k * n], (k * 3 + n) as u32);
+            let len = packed_b_len(k, n).unwrap();
+            pack_b_strips(k, n, &b[..k * n], false, &mut packed[..len]).unwrap();
+            let strips = StripsB { data: &packed[..len], k };
+            let dense = DenseB { data: &b[..k * n], rs: n, cs: 1 };
+            for (p0, j0, nr) in [(0, 0, 12), (1, 24, 12), (0, 60, 12), (2, 0, 32)] {
+                if j0 >= n || p0 >= k {
+                    continue;
+                }
+                let (kc, nr) = ((k - p0).min(3), nr.min(n - j0));
+                let (mut want, mut got) = ([5.0f32; 3 * 40], [5.0f32; 3 * 40]);
+                dense.pack(p0, kc, j0, nr, 40, &mut want);
+                strips.pack(p0, kc, j0, nr, 40, &mut got);
+                assert_eq!(got, want, "{k}x{n} at ({p0}, {j0}) x {nr}");
+            }
+            let m = 7;
+            let mut a = [0.0f32; 7 * 40];
+            fill(&mut a, 3);
+            let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
+            let (mut want, mut got) = ([0.0f32; 7 * 70], [0.0f32; 7 * 70]);
+            let out = |y| Out { y, ldy: n };
+            let epi = Epilogue::NONE;
+            simd::product_portable(m, n, k, va, &dense, out(&mut want), &epi).unwrap();
+            simd::product_portable(m, n, k, va, &strips, out(&mut got), &epi).unwrap();
+            assert_eq!(got, want, "{k}x{n}");
+        }
+    }
+
+    /// `sgemm_packed` against the exact `gemm` on one shape, every
+    /// transposition, each kind of C and an activation.
+    fn check_gemm_packed(m: usize, n: usize, k: usize) {
+        let (mut a, mut b, mut c) = ([0.0f32; BIG], [0.0f32; BIG], [0.0f32; BIG]);
+        fill(&mut a[..m * k], (m * 7 + k) as u32);
+        fill(&mut b[..k * n], (k * 11 + n) as u32);
+        fill(&mut c[..m * n], 5);
+        let len = packed_b_len(k, n).unwrap();
+        let mut packed = [0.0f32; BIG];
+        let (a, b) = (&a[..m * k], &b[..k * n]);
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            pack_b_strips(k, n, b, tb, &mut packed[..len]).unwrap();
+            let cases: [(Option<&[f32]>, [isize; 2]); 4] = [
+                (None, [0, 0]),
+                (Some(&c[..n]), [0, 1]),
+                (Some(&c[..m]), [1, 0]),
+                (Some(&c[..m * n]), [n as isize, 1]),
+            ];
+            for (cc, cs) in cases {
+                let p = Gemm {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: tb,
+                    alpha: -0.5,
+                    beta: 2.0,
+                    c_strides: cs,
+                };
+                let (mut want, mut got) = ([0.0f32; BIG], [0.0f32; BIG]);
+                gemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
+                for act in [Activation::None, Activation::Relu] {
+                    sgemm_packed(&p, a, &packed[..len], cc, &mut got[..m * n], act).unwrap();
+                    let want_act = want.map(|v| act.apply(v));
+                    close(&got[..m * n], &want_act[..m * n], k);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_gemm_matches_exact_kernel_on_awkward_sizes() {
+        for m in [1, 2, 3, 5, 8, 9, 17, 33, 40] {
+            for n in [1, 5, 31, 32, 33, 47, 64, 70] {
+                for k in [1, 3, 17, 67] {
+                    check_gemm_packed(m, n, k);
+                }
+            }
+        }
+        for m in 1..=40 {
+            check_gemm_packed(m, 37, 9);
+        }
+        let p = g(2, 3, 4);
+        let len = packed_b_len(4, 3).unwrap();
+        let r = sgemm_packed(&p, &[0.0; 8], &[0.0; 8], None, &mut [0.0; 6], Activation::None);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+        let mut y = [1.0f32; 6];
+        sgemm_packed(&p, &[0.0; 8], &[0.0; BIG][..len], None, &mut y, Activation::None).unwrap();
+        assert_eq!(y, [0.0; 6]);
+    }
+
+    /// `smatmul_packed` against the exact `matmul` plus the bias, for one
+    /// placement of the batch.
+    fn check_matmul_packed(p: &MatMul<'_>, a_len: usize, y_len: usize, trans: bool) {
+        let (m, n, k) = (p.m, p.n, p.k);
+        let (mut a, mut b, mut bias) = ([0.0f32; BIG], [0.0f32; BIG], [0.0f32; 128]);
+        fill(&mut a[..a_len], (m + n * 3 + k * 5) as u32);
+        fill(&mut b[..k * n], (k + n) as u32);
+        fill(&mut bias[..n], 9);
+        let b = &b[..k * n];
+        let dense = MatMul { b_strides: if trans { [1, k] } else { [n, 1] }, ..*p };
+        let (mut want, mut got) = ([0.0f32; BIG], [0.0f32; BIG]);
+        matmul(&dense, &a[..a_len], b, &mut want[..y_len]).unwrap();
+        let len = packed_b_len(k, n).unwrap();
+        let mut packed = [0.0f32; BIG];
+        pack_b_strips(k, n, b, trans, &mut packed[..len]).unwrap();
+        let packed = &packed[..len];
+        for with_bias in [false, true] {
+            let bias = with_bias.then_some(&bias[..n]);
+            got[..y_len].fill(3.0);
+            smatmul_packed(p, &a[..a_len], packed, bias, &mut got[..y_len]).unwrap();
+            let mut w = want;
+            if let Some(c) = bias {
+                // Every layout tested fills Y with whole rows of `n`.
+                for (i, v) in w[..y_len].iter_mut().enumerate() {
+                    *v += c[i % n];
+                }
+            }
+            close(&got[..y_len], &w[..y_len], k);
+        }
+    }
+
+    #[test]
+    fn packed_matmul_matches_exact_kernel_merged_or_not() {
+        for &(m, n, k) in
+            &[(1, 1, 1), (1, 33, 17), (5, 70, 3), (13, 32, 67), (25, 47, 9), (2, 64, 40)]
+        {
+            for trans in [false, true] {
+                // A plain 2-D product.
+                let p = MatMul::dense(&[], &[], &[], m, k, n);
+                check_matmul_packed(&p, m * k, m * n, trans);
+                // A batch [2, 3] of contiguous matrices: one product of 6m rows.
+                let (sa, sy) = ([(3 * m * k) as isize, (m * k) as isize], [0isize, 0]);
+                let p = MatMul::dense(&[2, 3], &sa, &sy, m, k, n);
+                check_matmul_packed(&p, 6 * m * k, 6 * m * n, trans);
+                // A broadcast over axis 0 (rows repeat): batch by batch.
+                let sa = [0isize, (m * k) as isize];
+                let p = MatMul::dense(&[2, 3], &sa, &sy, m, k, n);
+                check_matmul_packed(&p, 3 * m * k, 6 * m * n, trans);
+                // Output heads interleaved ([batch, m, n] stored as [m, batch, n]).
+                let (ys, sa) = ([n as isize], [(m * k) as isize]);
+                let p = MatMul {
+                    y_layout: Some((&ys, 2 * n)),
+                    ..MatMul::dense(&[2], &sa, &[0], m, k, n)
+                };
+                check_matmul_packed(&p, 2 * m * k, 2 * m * n, trans);
+            }
+        }
+        // Refused: a B that changes along the batch, a packed B of the wrong length.
+        let p = MatMul::dense(&[2], &[6], &[6], 2, 3, 2);
+        let len = packed_b_len(3, 2).unwrap();
+        let packed = [0.0f32; 96];
+        let r = smatmul_packed(&p, &[0.0; 12], &packed[..len], None, &mut [0.0; 8]);
+        assert_eq!(r, Err(Error::InvalidParams));
+        let p = MatMul::dense(&[2], &[6], &[0], 2, 3, 2);
+        let r = smatmul_packed(&p, &[0.0; 12], &packed[..len - 1], None, &mut [0.0; 8]);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+        let r = smatmul_packed(&p, &[0.0; 11], &packed[..len], None, &mut [0.0; 8]);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+        // k = 0: the bias alone.
+        let p = MatMul::dense(&[], &[], &[], 2, 0, 2);
+        let mut y = [9.0f32; 4];
+        smatmul_packed(&p, &[], &[], Some(&[1.0, -1.0]), &mut y).unwrap();
+        assert_eq!(y, [1.0, -1.0, 1.0, -1.0]);
     }
 }

@@ -95,8 +95,10 @@ impl OpRule for GemmRule {
         if act.is_some() && !matches!(elem, ElemType::Float | ElemType::Double) {
             return unsupported(format!("a Gemm's activation on {elem} tensors"));
         }
+        let packed = packed_b(cx, elem, k, n)?;
         Ok(Lowered::Kernel(Box::new(GemmKernel {
             elem,
+            packed,
             act,
             m,
             n,
@@ -111,8 +113,24 @@ impl OpRule for GemmRule {
     }
 }
 
+/// Whether the product reads its B as laid out in strips by
+/// `passes::optimize::pack_matmul_weights` (f32 only), after checking its
+/// length.
+fn packed_b(cx: &NodeCx<'_>, elem: ElemType, k: usize, n: usize) -> OpResult<bool> {
+    let Some(t) = cx.opt_input(crate::passes::optimize::PACKED_B_INPUT) else {
+        return Ok(false);
+    };
+    let len = rt_gemm::packed_b_len(k, n);
+    if elem != ElemType::Float || t.elem != elem || len.is_none_or(|l| t.dims != [l]) {
+        return invalid(format!("a packed B {t} does not hold a float [{k}, {n}] in strips"));
+    }
+    Ok(true)
+}
+
 struct GemmKernel {
     elem: ElemType,
+    /// Input 3 is B laid out in strips, read instead of B.
+    packed: bool,
     m: usize,
     n: usize,
     k: usize,
@@ -190,6 +208,13 @@ impl Kernel for GemmKernel {
             }
         };
         let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
+        if self.packed {
+            let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+            return quote! {
+                #rt::gemm::sgemm_packed(#params, #a, #packed, #c, #y, #act)?;
+                #after
+            };
+        }
         if self.elem == ElemType::Float && self.act.is_some() {
             return quote! {
                 #rt::gemm::sgemm_act(#params, #a, #b, #c, #y, #act)?;
@@ -202,9 +227,18 @@ impl Kernel for GemmKernel {
             #after
         }
     }
+
+    fn reads_input(&self, i: usize) -> bool {
+        self.reads_b(i)
+    }
 }
 
 impl GemmKernel {
+    /// B's own storage is not read when the strips are.
+    fn reads_b(&self, i: usize) -> bool {
+        !(self.packed && i == 1)
+    }
+
     fn scale_tokens(&self, v: f64, rt: &TokenStream) -> TokenStream {
         match self.elem {
             // The 16-bit floats take the scale rounded to their type, as
@@ -485,10 +519,15 @@ impl OpRule for MatMulRule {
                 return invalid(format!("MatMul's folded bias {t} must be float[{}]", plan.n));
             }
         };
+        let packed = packed_b(cx, a.elem, plan.k, plan.n)?;
+        if packed && plan.b_strides.iter().any(|&s| s != 0) {
+            return invalid("a packed B must be shared by the whole batch");
+        }
         Ok(Lowered::Kernel(Box::new(MatMulKernel {
             elem: outputs.first().map_or(a.elem, |t| t.elem),
             plan,
             bias,
+            packed,
         })))
     }
 }
@@ -498,6 +537,8 @@ struct MatMulKernel {
     plan: MatMulPlan,
     /// Input 2 is a bias added to each column (folded from an `Add`).
     bias: bool,
+    /// Input 3 is B laid out in strips, read instead of B.
+    packed: bool,
 }
 
 fn run_matmul<T: Num + HostElem>(
@@ -530,12 +571,25 @@ impl Kernel for MatMulKernel {
         let rt = &io.rt;
         let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        if self.packed {
+            let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+            let c = match (self.bias, io.inputs.get(2)) {
+                (true, Some(Some(c))) => quote!(Some(#c)),
+                _ => quote!(None),
+            };
+            return quote!(#rt::gemm::smatmul_packed(&#p, #a, #packed, #c, #y)?;);
+        }
         if self.bias {
             let c = &io.inputs[2];
             return quote!(#rt::gemm::smatmul_bias(&#p, #a, #b, Some(#c), #y)?;);
         }
         let f = if self.elem == ElemType::Float { quote!(smatmul) } else { quote!(matmul) };
         quote!(#rt::gemm::#f(&#p, #a, #b, #y)?;)
+    }
+
+    /// B's own storage is not read when the strips are.
+    fn reads_input(&self, i: usize) -> bool {
+        !(self.packed && i == 1)
     }
 }
 

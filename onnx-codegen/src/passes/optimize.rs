@@ -870,6 +870,67 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     done
 }
 
+/// The internal input index of a `MatMul`'s or `Gemm`'s constant B laid out
+/// in strips ([`pack_matmul_weights`]).
+pub const PACKED_B_INPUT: usize = 3;
+
+/// Lays out, once, the constant f32 B of each `MatMul` (2-D B, any batch of
+/// A) and `Gemm` computed at run time in the 32-column strips
+/// `gemm::smatmul_packed` and `gemm::sgemm_packed` read (an internal fourth
+/// input), so no run copies B. Skipped when padding B's columns to a multiple
+/// of 32 would add more than an eighth to it. Returns how many products were
+/// given a packed B.
+pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
+    use onnx_codegen_runtime::gemm::{pack_b_strips, packed_b_len};
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        let (is_mm, is_gemm) = (node.op.is("MatMul"), node.op.is("Gemm"));
+        if !(is_mm || is_gemm) || node.inputs.len() > PACKED_B_INPUT {
+            continue;
+        }
+        let runs = node.output(0).is_some_and(|y| {
+            inferred.constants.get(y.index()).is_some_and(Option::is_none)
+                && inferred.types.get(y.index()).is_some_and(Option::is_some)
+        });
+        let Some(b) = constant(g, inferred, node.input(1)) else { continue };
+        let &[d0, d1] = b.dims.as_slice() else { continue };
+        if !runs || b.elem != ElemType::Float {
+            continue;
+        }
+        let trans = if is_gemm {
+            !matches!(node.attr("transB"), None | Some(AttrValue::Int(0)))
+        } else {
+            match node.attr(PERM_B) {
+                None => false,
+                Some(AttrValue::Ints(p)) if p.as_slice() == [1, 0] => true,
+                Some(_) => continue,
+            }
+        };
+        let (Ok(r), Ok(c)) = (usize::try_from(d0), usize::try_from(d1)) else { continue };
+        let (k, n) = if trans { (c, r) } else { (r, c) };
+        let Some(len) = packed_b_len(k, n) else { continue };
+        let padding = n.div_ceil(32) * 32 - n;
+        if k == 0 || n == 0 || padding > n / 8 {
+            continue;
+        }
+        let Some(values) = b.to_f64s() else { continue };
+        let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let mut packed = vec![0.0f32; len];
+        if pack_b_strips(k, n, &values, trans, &mut packed).is_err() {
+            continue;
+        }
+        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
+        let base = format!("{}_packed_B", g.node(id).name);
+        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
+        let node = g.node_mut(id);
+        node.inputs.resize(PACKED_B_INPUT + 1, None);
+        node.inputs[PACKED_B_INPUT] = Some(pid);
+        done += 1;
+    }
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::run;
@@ -1171,5 +1232,74 @@ mod tests {
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * 10 * 27));
         let a = run(14, &conv_graph(10, 3, 1, " v = Identity (w)\n", ", float[10, 3, 3, 3] v"));
         assert_eq!(packed_convs(&a), 0);
+    }
+
+    /// `count` values for a constant in the text syntax.
+    fn numbers(count: usize) -> String {
+        (0..count).map(|i| format!("{}", (i % 7) as f32 - 3.0)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn product_of(a: &crate::generate::Analysis, op: &str) -> crate::ir::Node {
+        let g = &a.model().graph;
+        g.nodes().map(|(_, n)| n).find(|n| n.op.is(op)).expect("the product stays").clone()
+    }
+
+    #[test]
+    fn constant_matmul_and_gemm_weights_are_laid_out_in_strips() {
+        use onnx_codegen_runtime::gemm::packed_b_len;
+        // MatMul over a batch of A, with a folded bias: only the strips and
+        // the bias are stored, not B beside them.
+        let a = run(
+            14,
+            &format!(
+                "g (float[2, 3, 2] x) => (float[2, 3, 32] y) <float[2, 32] w = {{{}}}, \
+                 float[32] b = {{{}}}>\n{{\n p = MatMul (x, w)\n y = Add (p, b)\n}}",
+                numbers(64),
+                numbers(32)
+            ),
+        );
+        let mm = product_of(&a, "MatMul");
+        assert!(mm.input(super::PACKED_B_INPUT).is_some());
+        let len = packed_b_len(2, 32).unwrap();
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * (len + 32)));
+        // Gemm with transB (torch's Linear): B [n, k] = [40, 3] is used
+        // transposed; 40 columns pad to 64, over an eighth: left alone, and
+        // 64 columns are packed.
+        let gemm = |n: usize| {
+            format!(
+                "g (float[4, 3] x) => (float[4, {n}] y) <float[{n}, 3] w = {{{}}}>\n\
+                 {{\n y = Gemm <transB = 1> (x, w)\n}}",
+                numbers(3 * n)
+            )
+        };
+        let a = run(14, &gemm(64));
+        assert!(product_of(&a, "Gemm").input(super::PACKED_B_INPUT).is_some());
+        let len = packed_b_len(3, 64).unwrap();
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
+        let a = run(14, &gemm(40));
+        assert!(product_of(&a, "Gemm").input(super::PACKED_B_INPUT).is_none());
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * 3 * 40));
+    }
+
+    #[test]
+    fn a_weight_another_node_reads_is_kept_beside_its_strips() {
+        use onnx_codegen_runtime::gemm::packed_b_len;
+        let a = run(
+            14,
+            &format!(
+                "g (float[3, 2] x, float[2, 32] u) => (float[3, 32] y, float[2, 32] z) \
+                 <float[2, 32] w = {{{}}}>\n{{\n y = MatMul (x, w)\n z = Add (u, w)\n}}",
+                numbers(64)
+            ),
+        );
+        assert!(product_of(&a, "MatMul").input(super::PACKED_B_INPUT).is_some());
+        let len = packed_b_len(2, 32).unwrap();
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * (len + 64)));
+        // B given at run time: nothing to pack.
+        let a = run(
+            14,
+            "g (float[3, 2] x, float[2, 32] w) => (float[3, 32] y) {\n y = MatMul (x, w)\n}",
+        );
+        assert!(product_of(&a, "MatMul").input(super::PACKED_B_INPUT).is_none());
     }
 }

@@ -321,6 +321,58 @@ pub(crate) trait PackB {
     fn rows(&self) -> Option<(&[f32], usize)> {
         None
     }
+
+    /// Steps `pc..` of the `nr`-column strip starting at column `jc`, when
+    /// B already holds it in the packed layout (`B(pc + p, jc + c)` at
+    /// `[p * nr + c]`, zero past B's columns): kernels read it in place.
+    fn strip(&self, pc: usize, jc: usize, nr: usize) -> Option<&[f32]> {
+        let _ = (pc, jc, nr);
+        None
+    }
+}
+
+/// The width of the strips a constant B is laid out in ahead of time
+/// ([`crate::gemm::pack_b_strips`]): the AVX-512 kernel's tile width.
+pub const STRIP: usize = 32;
+
+/// A B of `k` rows laid out in strips of [`STRIP`] columns: `B(p, j)` at
+/// `data[(j / STRIP) * STRIP * k + p * STRIP + j % STRIP]`, zero in the
+/// columns past B's own.
+pub(crate) struct StripsB<'a> {
+    pub data: &'a [f32],
+    pub k: usize,
+}
+
+impl PackB for StripsB<'_> {
+    #[inline]
+    fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+            let (head, tail) = row.split_at_mut(nr.min(stride));
+            let row_off = (p0 + p) * STRIP;
+            // Each run of columns inside one strip is contiguous.
+            let mut c = 0;
+            while c < head.len() {
+                let j = j0 + c;
+                let len = (STRIP - j % STRIP).min(head.len() - c);
+                let base = (j / STRIP) * STRIP * self.k + row_off + j % STRIP;
+                let dst = &mut head[c..c + len];
+                match self.data.get(base..base + len) {
+                    Some(src) => dst.copy_from_slice(src),
+                    None => dst.fill(0.0),
+                }
+                c += len;
+            }
+            tail.fill(0.0);
+        }
+    }
+
+    fn strip(&self, pc: usize, jc: usize, nr: usize) -> Option<&[f32]> {
+        if nr != STRIP || !jc.is_multiple_of(STRIP) {
+            return None;
+        }
+        let start = (jc / STRIP).checked_mul(STRIP)?.checked_mul(self.k)?;
+        self.data.get(start.checked_add(pc.checked_mul(STRIP)?)?..)
+    }
 }
 
 /// A dense B: element `(p, j)` at `data[p * rs + j * cs]`.
@@ -337,6 +389,21 @@ impl PackB for DenseB<'_> {
 
     #[inline]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        if self.rs == 1 && self.cs != 1 && nr <= stride {
+            // A transposed B (attention's K): each column is contiguous,
+            // read once instead of one element per row.
+            for row in out.chunks_exact_mut(stride).take(kc) {
+                row[nr..].fill(0.0);
+            }
+            for c in 0..nr {
+                let base = (j0 + c) * self.cs + p0;
+                let col = self.data.get(base..base + kc);
+                for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+                    row[c] = col.map_or(0.0, |col| col[p]);
+                }
+            }
+            return;
+        }
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
             let base = (p0 + p) * self.rs + j0 * self.cs;
             let (head, tail) = row.split_at_mut(nr);
@@ -606,12 +673,24 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
             let mut jc = 0;
             while jc < n {
                 let ncols = nr.min(n - jc);
-                let (buf, ldb) = match direct {
-                    Some((data, rs)) => match data.get(pc * rs + jc..) {
+                // A strip read in place: the next one is fetched while
+                // this one's tiles run, a part per tile, when there are
+                // enough tiles to hide the prefetches (a product of few rows
+                // spends as much issuing them as it saves).
+                let mut next: &[f32] = &[];
+                let tiles = mc.div_ceil(mr);
+                let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
+                    (Some(s), _) if tiles >= 8 => {
+                        let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
+                        next = after.map_or(&[], |t| t.get(..kc * nr).unwrap_or(t));
+                        (s, nr)
+                    }
+                    (Some(s), _) => (s, nr),
+                    (None, Some((data, rs))) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
                         None => return,
                     },
-                    None => {
+                    (None, None) => {
                         let buf = strip.get(kc * nr);
                         b.pack(pc, kc, jc, ncols, nr, buf);
                         (&*buf, nr)
@@ -619,6 +698,9 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 };
                 let mut ir = ic;
                 while ir < ic + mc {
+                    let t = (ir - ic) / mr;
+                    let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
+                    strip::prefetch(part.unwrap_or(&[]));
                     let nrows = mr.min(ic + mc - ir);
                     for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
@@ -819,6 +901,51 @@ pub(crate) fn vector_product(
     } else {
         return Err(Error::InvalidParams);
     }
+    if !epi.is_identity() {
+        vectorized(|| epi.row(0, 0, y));
+    }
+    Ok(())
+}
+
+/// A row times a B laid out in strips: `y[j] = epi(0, j, sum_p a[p] B(p, j))`
+/// for `j < n`, each output summing in ascending `p`. A strip's 32 sums stay
+/// in registers over all of `k`.
+pub(crate) fn strips_vector_product(
+    n: usize,
+    a: &[f32],
+    b: &StripsB<'_>,
+    y: &mut [f32],
+    epi: &Epilogue<'_>,
+) -> crate::Result {
+    use crate::{Error, ensure};
+    let k = b.k;
+    let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
+    let need = n.div_ceil(STRIP).checked_mul(STRIP).and_then(|v| v.checked_mul(k));
+    ensure(a.len() == k && need.is_some_and(|v| v <= b.data.len()), Error::ShapeMismatch)?;
+    y.fill(0.0);
+    struct Body<'a> {
+        a: &'a [f32],
+        strips: &'a [f32],
+        k: usize,
+        y: &'a mut [f32],
+    }
+    impl Vectorize for Body<'_> {
+        type Output = ();
+        #[inline(always)]
+        fn run(self) {
+            let len = (STRIP * self.k).max(1);
+            for (yc, strip) in self.y.chunks_mut(STRIP).zip(self.strips.chunks(len)) {
+                let mut acc = [0.0f32; STRIP];
+                for (x, row) in self.a.iter().zip(strip.chunks_exact(STRIP)) {
+                    for (s, w) in acc.iter_mut().zip(row) {
+                        *s += x * w;
+                    }
+                }
+                yc.copy_from_slice(&acc[..yc.len()]);
+            }
+        }
+    }
+    vectorize(Body { a, strips: b.data, k, y: &mut *y });
     if !epi.is_identity() {
         vectorized(|| epi.row(0, 0, y));
     }
