@@ -628,7 +628,7 @@ pub fn sarith(op: Arith, p: &Broadcast<'_, 2>, a: &[f32], b: &[f32], out: &mut [
         Access::Strided => None,
     };
     if let (Some(sa), Some(sb)) = (whole(p.strides[0], a.len()), whole(p.strides[1], b.len())) {
-        simd::vectorize(FRows { op: fop, a, b, out, sides: Plan::Whole(sa, sb, n) });
+        simd::vectorize_wide(FRows { op: fop, a, b, out, sides: Plan::Whole(sa, sb, n) });
         return Ok(());
     }
     let rank = p.shape.len();
@@ -646,7 +646,7 @@ pub fn sarith(op: Arith, p: &Broadcast<'_, 2>, a: &[f32], b: &[f32], out: &mut [
     let outer = &p.shape[..rank - 1];
     let strides = [&p.strides[0][..rank - 1], &p.strides[1][..rank - 1], &os[..rank - 1]];
     let plan = Plan::Rows { outer, strides, len, runs: [la == 1, lb == 1] };
-    simd::vectorize(FRows { op: fop, a, b, out, sides: plan });
+    simd::vectorize_wide(FRows { op: fop, a, b, out, sides: plan });
     Ok(())
 }
 
@@ -680,7 +680,7 @@ enum Plan<'a> {
     Rows { outer: &'a [usize], strides: [&'a [isize]; 3], len: usize, runs: [bool; 2] },
 }
 
-/// One [`sarith`] call, compiled inside [`simd::vectorize`].
+/// One [`sarith`] call, compiled inside [`simd::vectorize_wide`].
 struct FRows<'a> {
     op: FOp,
     a: &'a [f32],
@@ -943,7 +943,16 @@ pub fn where_<F: Flag, T: Copy>(
             &os[..rank - 1],
         ];
         let (sc, sx, sy) = (lc as usize, lx as usize, ly as usize);
-        simd::vectorize(WhereRows { outer, strides, len, steps: [sc, sx, sy], cond, x, y, out });
+        simd::vectorize_wide(WhereRows {
+            outer,
+            strides,
+            len,
+            steps: [sc, sx, sy],
+            cond,
+            x,
+            y,
+            out,
+        });
         return Ok(());
     }
     walk(p.shape, [p.strides[0], p.strides[1], p.strides[2], os], [0; 4], |[c, i, j, o]| {
@@ -954,7 +963,7 @@ pub fn where_<F: Flag, T: Copy>(
 
 /// The rows of one [`where_`] call whose operands all run along the last
 /// axis or repeat one element of it (`steps` 1 or 0, in the order cond, x,
-/// y); compiled inside [`simd::vectorize`].
+/// y); compiled inside [`simd::vectorize_wide`].
 struct WhereRows<'a, F, T> {
     outer: &'a [usize],
     strides: [&'a [isize]; 4],

@@ -39,7 +39,7 @@ pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
 }
 
 /// [`softmax`] on f32 for generated code: over the last axis (`inner == 1`)
-/// each row is a straight vectorised pass with [`vmath::exp`] and eight
+/// each row is a straight vectorised pass with [`vmath::exp`] and sixteen
 /// partial sums (a few ulp from [`softmax`]); any other axis runs
 /// [`softmax`] itself. Constant folding keeps [`softmax`].
 pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
@@ -47,7 +47,7 @@ pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
     if s.inner != 1 || s.axis == 0 {
         return softmax(s, x, y);
     }
-    simd::vectorize(SoftmaxRows { axis: s.axis, x, y });
+    simd::vectorize_wide(SoftmaxRows { axis: s.axis, x, y });
     Ok(())
 }
 
@@ -72,7 +72,7 @@ impl simd::Vectorize for SoftmaxRows<'_> {
 /// One row of [`ssoftmax`]; `y` has `x`'s length.
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32]) {
-    const L: usize = 8;
+    const L: usize = 16;
     // A NaN is skipped by the maximum but reaches every output through the sum.
     let mut mx = [f32::NEG_INFINITY; L];
     let mut chunks = x.chunks_exact(L);
@@ -97,7 +97,12 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
             *a += e;
         }
     }
-    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let mut half = [0.0f32; 8];
+    for (k, h) in half.iter_mut().enumerate() {
+        *h = acc[k] + acc[k + 8];
+    }
+    let mut sum =
+        ((half[0] + half[4]) + (half[1] + half[5])) + ((half[2] + half[6]) + (half[3] + half[7]));
     for &e in ys.remainder() {
         sum += e;
     }

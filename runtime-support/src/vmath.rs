@@ -4,7 +4,7 @@
 //!
 //! Every function is branch-free straight-line arithmetic (comparisons become
 //! selects), so the loops of [`map`] and of the f32 kernels using these
-//! functions compile to 8-lane vector code inside `simd::vectorize`. There are
+//! functions compile to 8- or 16-lane vector code inside `simd::vectorize_wide`. There are
 //! no fused multiply-adds and no reassociation: the results are the same bit
 //! for bit on every target, AVX2 or not. They are 1 to 3 ulp from `libm`
 //! (measured over a sweep of every 4099th bit pattern in the tests), which is
@@ -244,12 +244,12 @@ impl simd::Vectorize for MapLoop<'_> {
 
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
-    simd::vectorize(MapLoop { f, x: Some(x), y });
+    simd::vectorize_wide(MapLoop { f, x: Some(x), y });
 }
 
 /// `x[i] = f(x[i])`, vectorised.
 pub fn map_in_place(f: Func, x: &mut [f32]) {
-    simd::vectorize(MapLoop { f, x: None, y: x });
+    simd::vectorize_wide(MapLoop { f, x: None, y: x });
 }
 
 #[cfg(test)]
