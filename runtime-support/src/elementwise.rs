@@ -650,6 +650,36 @@ pub fn sarith(op: Arith, p: &Broadcast<'_, 2>, a: &[f32], b: &[f32], out: &mut [
     Ok(())
 }
 
+/// The element offsets, one per operand, where row `r` of a row-major walk
+/// over the `outer` axes starts (`None` past the end or for an offset below
+/// zero, which checked strides never give). Row loops call this instead of
+/// [`walk`] so that their bodies are compiled inside the vectorised function
+/// rather than in a closure of their own.
+#[inline(always)]
+fn row_start<const K: usize>(
+    outer: &[usize],
+    strides: [&[isize]; K],
+    mut r: usize,
+) -> Option<[usize; K]> {
+    let mut off = [0isize; K];
+    for (axis, &d) in outer.iter().enumerate().rev() {
+        let q = r.checked_div(d)?;
+        let i = (r - q * d) as isize;
+        r = q;
+        for (o, s) in off.iter_mut().zip(strides) {
+            *o = o.wrapping_add(i.wrapping_mul(*s.get(axis)?));
+        }
+    }
+    if r != 0 {
+        return None;
+    }
+    let mut out = [0usize; K];
+    for (o, &v) in out.iter_mut().zip(&off) {
+        *o = usize::try_from(v).ok()?;
+    }
+    Some(out)
+}
+
 /// The f32 operations [`sarith`] runs as vector loops.
 #[derive(Clone, Copy)]
 enum FOp {
@@ -699,11 +729,12 @@ impl simd::Vectorize for FRows<'_> {
             Plan::Whole(sa, sb, n) => frow(op, a, sa, b, sb, out.get_mut(..n).unwrap_or(&mut [])),
             Plan::Rows { outer, strides, len, runs } => {
                 let side = |run: bool, at: usize| if run { Side::Run(at) } else { Side::One(at) };
-                walk(outer, strides, [0, 0, 0], |[i, j, o]| {
+                for r in 0..out.len() / len {
+                    let Some([i, j, o]) = row_start(outer, strides, r) else { continue };
                     if let Some(dst) = out.get_mut(o..o + len) {
                         frow(op, a, side(runs[0], i), b, side(runs[1], j), dst);
                     }
-                });
+                }
             }
         }
     }
@@ -984,14 +1015,15 @@ impl<F: Flag, T: Copy> simd::Vectorize for WhereRows<'_, F, T> {
         // The end of each operand's read in a row, as `check_strided`
         // bounded it: `len` elements for a run, one for a repeat.
         let end = |at: usize, step: usize| at + if step == 1 { len } else { 1 };
-        walk(outer, strides, [0; 4], |[c, i, j, o]| {
+        for r in 0..out.len() / len {
+            let Some([c, i, j, o]) = row_start(outer, strides, r) else { continue };
             let (Some(cr), Some(xr), Some(yr), Some(dst)) = (
                 cond.get(c..end(c, steps[0])),
                 x.get(i..end(i, steps[1])),
                 y.get(j..end(j, steps[2])),
                 out.get_mut(o..o + len),
             ) else {
-                return;
+                continue;
             };
             match steps {
                 [1, 1, 1] => {
@@ -1025,7 +1057,7 @@ impl<F: Flag, T: Copy> simd::Vectorize for WhereRows<'_, F, T> {
                     }
                 }
             }
-        });
+        }
     }
 }
 

@@ -85,10 +85,8 @@ pub fn check_strided(shape: &[usize], strides: &[isize], base: usize, len: usize
 
 /// Calls `f` with the element offsets, one per operand, of every multi-index
 /// of `shape` in row-major order. The caller must have validated each
-/// operand's pattern with [`check_strided`]. Always inlined, so that `f`
-/// is compiled with its caller's target features (the vectorised kernels
-/// walk rows inside `simd::vectorize`).
-#[inline(always)]
+/// operand's pattern with [`check_strided`].
+#[inline]
 pub(crate) fn walk<const K: usize>(
     shape: &[usize],
     strides: [&[isize]; K],
