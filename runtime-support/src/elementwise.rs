@@ -1208,10 +1208,13 @@ mod tests {
         })
     }
 
-    /// Every plan kind [`sarith`] and [`where_`] take: whole operands,
+    /// A two-input plan: shape, strides, and the lengths of the operands.
+    type Plan2 = (&'static [usize], [&'static [isize]; 2], usize, usize);
+
+    /// Every plan kind [`sarith`] takes: whole operands,
     /// scalars, rows of a row vector or a column, and strided reads that fall
     /// back to the walk; shapes with odd widths and sizes 1 to 40.
-    fn plans() -> [(&'static [usize], [&'static [isize]; 2], usize, usize); 12] {
+    fn plans() -> [Plan2; 12] {
         [
             (&[37], [&[1], &[1]], 37, 37),
             (&[3, 13], [&[13, 1], &[0, 0]], 39, 1),

@@ -161,8 +161,8 @@ pub fn gelu(x: f32) -> f32 {
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     // -2 sqrt(2 / pi) and -2 sqrt(2 / pi) 0.044715.
-    const A: f32 = -1.595_769_1;
-    const B: f32 = -0.071_354_82;
+    const A: f32 = -1.595_769_2;
+    const B: f32 = -0.071_354_814;
     let x2 = x * x;
     x / (1.0 + exp(x * (A + B * x2)))
 }

@@ -1158,7 +1158,7 @@ mod tests {
             for (y, x) in y.iter().zip(xs) {
                 let c = (2.0 / core::f64::consts::PI).sqrt();
                 let want = 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh());
-                assert!((f64::from(*y) - want).abs() < 1e-6, "{chain}: {y} vs {want}");
+                assert!((*y - want).abs() < 1e-6, "{chain}: {y} vs {want}");
             }
         }
         // Another constant, an intermediate read elsewhere, a cube of
