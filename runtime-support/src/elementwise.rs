@@ -656,7 +656,7 @@ pub fn sarith(op: Arith, p: &Broadcast<'_, 2>, a: &[f32], b: &[f32], out: &mut [
 /// [`walk`] so that their bodies are compiled inside the vectorised function
 /// rather than in a closure of their own.
 #[inline(always)]
-fn row_start<const K: usize>(
+pub(crate) fn row_start<const K: usize>(
     outer: &[usize],
     strides: [&[isize]; K],
     mut r: usize,

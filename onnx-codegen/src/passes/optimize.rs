@@ -34,6 +34,10 @@
 //!   nodes of `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x³)))` on f32
 //!   become one `Gelu` (`approximate = "tanh"`), likewise.
 //!
+//! * **Scale and mask into Softmax** ([`fold_softmax_prologue`]): the `Div`
+//!   by a constant and the `Where` with a mask before an f32 `Softmax` over
+//!   the last axis (attention scores) are done by the Softmax on each row.
+//!
 //! * **Decomposed LayerNorm into one LayerNormalization**
 //!   ([`fold_layer_norms`]): the nine nodes older exporters write,
 //!   `ReduceMean`, `Sub`, `Pow 2`, `ReduceMean`, `Add eps`, `Sqrt`, `Div`,
@@ -52,6 +56,7 @@
 use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Tensor, Use, ValueId, ValueKind};
 use crate::ops::Lookup;
 use crate::ops::gemm::{PERM_A, PERM_B, PERM_Y};
+use crate::ops::softmax::{SOFTMAX_DIVISOR, SOFTMAX_MASK};
 use crate::passes::fuse::ACTIVATION;
 use crate::passes::infer::Inferred;
 
@@ -73,6 +78,7 @@ pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done.extend(fold_matmul_bias(g, inferred));
     done.extend(fold_erf_gelu(g, inferred));
     done.extend(fold_tanh_gelu(g, inferred));
+    done.extend(fold_softmax_prologue(g, inferred));
     done.extend(fold_layer_norms(g, inferred));
     let removed: Vec<NodeId> = done.iter().map(|r| r.removed).collect();
     g.retain_nodes(|id, _| !removed.contains(&id));
@@ -780,6 +786,95 @@ pub fn fold_tanh_gelu(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
+/// Folds the `Div` by a constant and the `Where` with a mask that attention
+/// scores go through before an f32 `Softmax` over the last axis,
+/// `Softmax(Where(mask, Div(s, c), fill))` (the `Where` in either branch
+/// order with a constant scalar `fill`; either step may be missing), into
+/// the Softmax: it reads `s` and the mask itself (internal attributes
+/// [`SOFTMAX_DIVISOR`] and [`SOFTMAX_MASK`], the mask as input 1) and does
+/// both steps on each row before normalising it. Two passes over the scores
+/// and two buffers less; the same operations, so the same results.
+pub fn fold_softmax_prologue(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let mut done = Vec::new();
+    let ty = |v: ValueId| inferred.types.get(v.index()).and_then(|t| t.as_ref());
+    for &id in g.order().to_vec().iter() {
+        let sm = g.node(id);
+        let (Some(mut v), Some(out)) = (sm.input(0), sm.output(0)) else { continue };
+        let Some(t) = ty(out) else { continue };
+        let rank = t.rank();
+        let last =
+            matches!(sm.attr("axis"), Some(AttrValue::Int(a)) if *a == -1 || *a == rank as i64 - 1);
+        let plain = sm.inputs.len() == 1 && sm.attributes.len() == 1;
+        if !sm.op.is("Softmax") || !last || !plain || t.elem != ElemType::Float || rank == 0 {
+            continue;
+        }
+        let mut removed = Vec::new();
+        let mut mask = None;
+        // Where(cond, d, fill) or Where(cond, fill, d), read by the Softmax alone.
+        if let Some((wid, 0)) = g.producer(v)
+            && g.node(wid).op.is("Where")
+            && sole_reader(&uses, v) == Some((id, 0))
+        {
+            let w = g.node(wid);
+            let (cond, a, b) = (w.input(0), w.input(1), w.input(2));
+            let fill_b = f32_scalar(g, inferred, b);
+            let fill_a = f32_scalar(g, inferred, a);
+            let (d, fill, keep) = match (a, b, fill_a, fill_b) {
+                (Some(d), _, _, Some(f)) => (d, f, true),
+                (_, Some(d), Some(f), _) => (d, f, false),
+                _ => continue,
+            };
+            let (Some(cond), Some(td)) = (cond, ty(d)) else { continue };
+            let Some(tc) = ty(cond) else { continue };
+            let fits = tc.elem == ElemType::Bool
+                && tc.rank() <= rank
+                && tc.dims.iter().rev().zip(td.dims.iter().rev()).all(|(&c, &d)| c == d || c == 1);
+            if !fits || td != t || sole_reader(&uses, d).map(|r| r.0) != Some(wid) {
+                continue;
+            }
+            mask = Some((cond, fill, keep));
+            removed.push((wid, "Where"));
+            v = d;
+        }
+        // Div(s, c), read by the Where or the Softmax alone.
+        let mut divisor = None;
+        if let Some((did, 0)) = g.producer(v)
+            && g.node(did).op.is("Div")
+            && g.node(did).inputs.len() == 2
+            && uses.get(v.index()).is_some_and(|u| u.len() == 1)
+            && matches!(g.node(did).input(0), Some(s) if ty(s) == Some(t))
+            && let Some(c) = f32_scalar(g, inferred, g.node(did).input(1))
+        {
+            divisor = Some(c as f32);
+            removed.push((did, "Div"));
+            v = g.node(did).input(0).unwrap_or(v);
+        }
+        if removed.is_empty() {
+            continue;
+        }
+        let node = g.node_mut(id);
+        node.inputs = vec![Some(v)];
+        if let Some(c) = divisor {
+            set_attr(node, SOFTMAX_DIVISOR, AttrValue::Float(c));
+        }
+        if let Some((cond, fill, keep)) = mask {
+            node.inputs.push(Some(cond));
+            let keep = if keep { 1.0 } else { 0.0 };
+            set_attr(node, SOFTMAX_MASK, AttrValue::Floats(vec![fill as f32, keep]));
+        }
+        for (r, op) in removed {
+            done.push(Rewrite {
+                name: "softmax-prologue",
+                removed: r,
+                removed_op: op.to_owned(),
+                into: id,
+            });
+        }
+    }
+    done
+}
+
 /// Whether `node` is a `ReduceMean` over only the last axis of a rank-`rank`
 /// input, keeping it (axes as an attribute, or as a constant input from
 /// opset 18).
@@ -1177,6 +1272,69 @@ mod tests {
         assert!(run(17, &graph("0.044715", ", float[2] th", "x")).rewrites.is_empty());
         assert!(run(17, &graph("0.044715", ", float[2] hx", "x")).rewrites.is_empty());
         assert!(run(17, &graph("0.044715", "", "z")).rewrites.is_empty());
+    }
+
+    #[test]
+    fn scale_and_mask_fold_into_the_softmax() {
+        // Causal attention scores: Div by 2, Where(mask, d, -inf) or the
+        // branches swapped with the mask inverted, then Softmax; the folded
+        // values are read back and checked against the formula.
+        let x = [1.0f64, -2.0, 3.0, 0.5, 4.0, -1.0, 2.0, 2.0, -3.0];
+        let keep = [true, false, false, true, true, false, true, true, true];
+        let body = [
+            ("m", "d = Div (x, c)\n w = Where (m, d, f)\n y = Softmax <axis = -1> (w)", true),
+            ("n", "d = Div (x, c)\n w = Where (n, f, d)\n y = Softmax <axis = 2> (w)", true),
+            ("m", "w = Where (m, x, f)\n y = Softmax <axis = -1> (w)", false),
+            ("m", "d = Div (x, c)\n y = Softmax <axis = -1> (d)", true),
+        ];
+        for (_, chain, scaled) in body {
+            let a = run(
+                17,
+                &format!(
+                    "g () => (float[1, 3, 3] y) <float[1, 3, 3] x = {{1, -2, 3, 0.5, 4, -1, 2, 2, -3}}, \
+                     bool[3, 3] m = {{1, 0, 0, 1, 1, 0, 1, 1, 1}}, \
+                     bool[3, 3] n = {{0, 1, 1, 0, 0, 1, 0, 0, 0}}, float c = {{2}}, \
+                     float f = {{-inf}}>\n{{\n {chain}\n}}"
+                ),
+            );
+            let masked = chain.contains("Where");
+            let want_n = usize::from(masked) + usize::from(scaled);
+            assert_eq!(names(&a), vec![("softmax-prologue", "Softmax".to_owned()); want_n]);
+            assert_eq!(a.model().graph.nodes().count(), 1, "{chain}");
+            let y = crate::ops::testing::value(&a, 0);
+            for r in 0..3 {
+                let row: Vec<f64> = (0..3)
+                    .map(|j| {
+                        let v = if scaled { x[r * 3 + j] / 2.0 } else { x[r * 3 + j] };
+                        if keep[r * 3 + j] || !masked { v } else { f64::NEG_INFINITY }
+                    })
+                    .collect();
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                for j in 0..3 {
+                    let want = (row[j] - m).exp() / sum;
+                    let got = y[r * 3 + j];
+                    assert!((got - want).abs() < 1e-6, "{chain}: {got} vs {want}");
+                }
+            }
+        }
+        // Not the last axis, a Div by a tensor, a Where output read elsewhere:
+        // nothing folds.
+        let graph = |chain: &str, extra: &str| {
+            format!(
+                "g (float[2, 3] x, float[3] v) => (float[2, 3] y{extra}) <bool[3] m = {{1, 0, 1}}, \
+                 float c = {{2}}, float f = {{-1e9}}>\n{{\n {chain}\n}}"
+            )
+        };
+        let swap = "d = Div (x, c)\n w = Where (m, d, f)\n y = Softmax <axis = 0> (w)";
+        assert!(run(17, &graph(swap, "")).rewrites.is_empty());
+        let by_tensor = "d = Div (x, v)\n y = Softmax <axis = -1> (d)";
+        assert!(run(17, &graph(by_tensor, "")).rewrites.is_empty());
+        let shared = "d = Div (x, c)\n w = Where (m, d, f)\n y = Softmax <axis = -1> (w)";
+        assert_eq!(run(17, &graph(shared, "")).rewrites.len(), 2);
+        let a = run(17, &graph(shared, ", float[2, 3] w"));
+        // The Where stays (its output is read); the Div before it too.
+        assert!(a.rewrites.is_empty());
     }
 
     #[test]
