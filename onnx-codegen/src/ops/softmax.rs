@@ -243,7 +243,10 @@ impl SoftmaxKernel {
                     input,
                 )
             }
-            _ => (quote!(None), quote!(&[] as &[bool])),
+            (None, _) => (quote!(None), quote!(&[] as &[bool])),
+            // `lower` required the mask input; without it the call would
+            // silently skip the mask, so the step fails instead.
+            (Some(_), None) => return quote!(return Err(#rt::Error::ShapeMismatch);),
         };
         quote! {
             #rt::softmax::ssoftmax_scaled(
