@@ -13,7 +13,7 @@
 use crate::cast::{CastElement, Wide};
 use crate::num::{Flag, Float, Int, Num};
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
-use crate::{Error, Result, ensure};
+use crate::{Error, Result, ensure, simd};
 
 /// A unary float op and its attributes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -285,8 +285,8 @@ pub fn unary_in_place<T: Float>(op: Unary<T>, x: &mut [T]) {
     }
 }
 
-/// [`unary`] on f32 for generated code: `Exp`, `Sigmoid`, `Tanh`, `Erf`
-/// and `Gelu` through the vectorised [`vmath`](crate::vmath) functions (a
+/// [`unary`] on f32 for generated code: `Exp`, `Sigmoid`, `Tanh`, `Erf`,
+/// `Gelu` and `GeluTanh` through the vectorised [`vmath`](crate::vmath) functions (a
 /// few ulp from the exact ones), every other op as [`unary`]. Constant
 /// folding keeps [`unary`].
 pub fn sunary(op: Unary<f32>, x: &[f32], y: &mut [f32]) -> Result {
@@ -315,6 +315,7 @@ fn vmath_func(op: Unary<f32>) -> Option<crate::vmath::Func> {
         Unary::Tanh => Func::Tanh,
         Unary::Erf => Func::Erf,
         Unary::Gelu => Func::Gelu,
+        Unary::GeluTanh => Func::GeluTanh,
         _ => return None,
     })
 }
@@ -598,6 +599,196 @@ pub fn arith<T: Num>(op: Arith, p: &Broadcast<'_, 2>, a: &[T], b: &[T], out: &mu
     if bad { Err(Error::DivisionByZero) } else { Ok(()) }
 }
 
+/// [`arith`] on f32 for generated code. `Add`, `Sub`, `Mul`, `Div` (and
+/// `Pow` by a scalar 2 or 3, as the products [`arith`] uses) run as straight
+/// loops compiled for the widest vector unit when every operand is read
+/// whole, as one element, or row by row (a row vector or a column broadcast
+/// over the last axis); the same IEEE operations in the same order, so the
+/// results equal [`arith`]'s bit for bit. Anything else runs [`arith`].
+pub fn sarith(op: Arith, p: &Broadcast<'_, 2>, a: &[f32], b: &[f32], out: &mut [f32]) -> Result {
+    let n = numel(p.shape)?;
+    ensure(out.len() == n, Error::ShapeMismatch)?;
+    check_strided(p.shape, p.strides[0], 0, a.len())?;
+    check_strided(p.shape, p.strides[1], 0, b.len())?;
+    let fop = match op {
+        Arith::Add => FOp::Add,
+        Arith::Sub => FOp::Sub,
+        Arith::Mul => FOp::Mul,
+        Arith::Div => FOp::Div,
+        Arith::Pow if b.len() == 1 && b.first() == Some(&2.0) => FOp::Square,
+        Arith::Pow if b.len() == 1 && b.first() == Some(&3.0) => FOp::Cube,
+        _ => return arith(op, p, a, b, out),
+    };
+    if n == 0 {
+        return Ok(());
+    }
+    let whole = |s: &[isize], len: usize| match access(p.shape, s, len, n) {
+        Access::Dense => Some(Side::Run(0)),
+        Access::Scalar => Some(Side::One(0)),
+        Access::Strided => None,
+    };
+    if let (Some(sa), Some(sb)) = (whole(p.strides[0], a.len()), whole(p.strides[1], b.len())) {
+        simd::vectorize_wide(FRows { op: fop, a, b, out, sides: Plan::Whole(sa, sb, n) });
+        return Ok(());
+    }
+    let rank = p.shape.len();
+    let (Some(&len), Some(&la), Some(&lb)) =
+        (p.shape.last(), p.strides[0].last(), p.strides[1].last())
+    else {
+        return arith(op, p, a, b, out);
+    };
+    if len < 2 || !matches!(la, 0 | 1) || !matches!(lb, 0 | 1) {
+        return arith(op, p, a, b, out);
+    }
+    let mut os = [0isize; MAX_RANK];
+    let os = &mut os[..rank];
+    contiguous_strides(p.shape, os)?;
+    let outer = &p.shape[..rank - 1];
+    let strides = [&p.strides[0][..rank - 1], &p.strides[1][..rank - 1], &os[..rank - 1]];
+    let plan = Plan::Rows { outer, strides, len, runs: [la == 1, lb == 1] };
+    simd::vectorize_wide(FRows { op: fop, a, b, out, sides: plan });
+    Ok(())
+}
+
+/// The element offsets, one per operand, where row `r` of a row-major walk
+/// over the `outer` axes starts (`None` past the end or for an offset below
+/// zero, which checked strides never give). Row loops call this instead of
+/// [`walk`] so that their bodies are compiled inside the vectorised function
+/// rather than in a closure of their own.
+#[inline(always)]
+pub(crate) fn row_start<const K: usize>(
+    outer: &[usize],
+    strides: [&[isize]; K],
+    mut r: usize,
+) -> Option<[usize; K]> {
+    let mut off = [0isize; K];
+    for (axis, &d) in outer.iter().enumerate().rev() {
+        let q = r.checked_div(d)?;
+        let i = (r - q * d) as isize;
+        r = q;
+        for (o, s) in off.iter_mut().zip(strides) {
+            *o = o.wrapping_add(i.wrapping_mul(*s.get(axis)?));
+        }
+    }
+    if r != 0 {
+        return None;
+    }
+    let mut out = [0usize; K];
+    for (o, &v) in out.iter_mut().zip(&off) {
+        *o = usize::try_from(v).ok()?;
+    }
+    Some(out)
+}
+
+/// The f32 operations [`sarith`] runs as vector loops.
+#[derive(Clone, Copy)]
+enum FOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `a * a` (`Pow` by 2; `b` is not read).
+    Square,
+    /// `a * a * a` (`Pow` by 3).
+    Cube,
+}
+
+/// Where one [`sarith`] operand's row starts: a run of the row's length or
+/// one element repeated along it.
+#[derive(Clone, Copy)]
+enum Side {
+    Run(usize),
+    One(usize),
+}
+
+/// How [`sarith`] cuts the output: one row of `n` elements, or rows of `len`
+/// along the last axis at the offsets a walk of the outer axes gives (an
+/// operand runs along the row when its flag in `runs` is set).
+#[derive(Clone, Copy)]
+enum Plan<'a> {
+    Whole(Side, Side, usize),
+    Rows { outer: &'a [usize], strides: [&'a [isize]; 3], len: usize, runs: [bool; 2] },
+}
+
+/// One [`sarith`] call, compiled inside [`simd::vectorize_wide`].
+struct FRows<'a> {
+    op: FOp,
+    a: &'a [f32],
+    b: &'a [f32],
+    out: &'a mut [f32],
+    sides: Plan<'a>,
+}
+
+impl simd::Vectorize for FRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let FRows { op, a, b, out, sides } = self;
+        match sides {
+            Plan::Whole(sa, sb, n) => frow(op, a, sa, b, sb, out.get_mut(..n).unwrap_or(&mut [])),
+            Plan::Rows { outer, strides, len, runs } => {
+                let side = |run: bool, at: usize| if run { Side::Run(at) } else { Side::One(at) };
+                for r in 0..out.len() / len {
+                    let Some([i, j, o]) = row_start(outer, strides, r) else { continue };
+                    if let Some(dst) = out.get_mut(o..o + len) {
+                        frow(op, a, side(runs[0], i), b, side(runs[1], j), dst);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `dst[k] = a(k) (op) b(k)` along one row. A run shorter than `dst` (not
+/// possible after [`check_strided`]) leaves the rest unwritten.
+#[inline(always)]
+fn frow(op: FOp, a: &[f32], sa: Side, b: &[f32], sb: Side, dst: &mut [f32]) {
+    macro_rules! row {
+        (|$x:ident, $y:ident| $e:expr) => {
+            match (sa, sb) {
+                (Side::Run(i), Side::Run(j)) => {
+                    let n = dst.len();
+                    if let (Some(xs), Some(ys)) = (a.get(i..i + n), b.get(j..j + n)) {
+                        for ((d, &$x), &$y) in dst.iter_mut().zip(xs).zip(ys) {
+                            *d = $e;
+                        }
+                    }
+                }
+                (Side::Run(i), Side::One(j)) => {
+                    let n = dst.len();
+                    if let (Some(xs), Some(&$y)) = (a.get(i..i + n), b.get(j)) {
+                        for (d, &$x) in dst.iter_mut().zip(xs) {
+                            *d = $e;
+                        }
+                    }
+                }
+                (Side::One(i), Side::Run(j)) => {
+                    let n = dst.len();
+                    if let (Some(&$x), Some(ys)) = (a.get(i), b.get(j..j + n)) {
+                        for (d, &$y) in dst.iter_mut().zip(ys) {
+                            *d = $e;
+                        }
+                    }
+                }
+                (Side::One(i), Side::One(j)) => {
+                    if let (Some(&$x), Some(&$y)) = (a.get(i), b.get(j)) {
+                        dst.fill($e);
+                    }
+                }
+            }
+        };
+    }
+    match op {
+        FOp::Add => row!(|x, y| x + y),
+        FOp::Sub => row!(|x, y| x - y),
+        FOp::Mul => row!(|x, y| x * y),
+        FOp::Div => row!(|x, y| x / y),
+        FOp::Square => row!(|x, _y| x * x),
+        FOp::Cube => row!(|x, _y| x * x * x),
+    }
+}
+
 /// Whether `T` is `f32` or `f64`, the types whose `Pow` by 2 or 3 may run as
 /// products (16-bit floats would round twice; integers are exact already).
 fn is_f32_or_f64<T: 'static>() -> bool {
@@ -768,10 +959,106 @@ pub fn where_<F: Flag, T: Copy>(
     let mut os = [0isize; MAX_RANK];
     let os = &mut os[..p.shape.len()];
     contiguous_strides(p.shape, os)?;
+    let rank = p.shape.len();
+    let last = |k: usize| p.strides[k].last().copied().filter(|s| matches!(s, 0 | 1));
+    if let (Some(&len), Some(lc), Some(lx), Some(ly)) = (p.shape.last(), last(0), last(1), last(2))
+        && len >= 2
+    {
+        // Row by row: one walk step per row of the last axis, each operand a
+        // run along the row (stride 1) or one element repeated (stride 0).
+        let outer = &p.shape[..rank - 1];
+        let strides = [
+            &p.strides[0][..rank - 1],
+            &p.strides[1][..rank - 1],
+            &p.strides[2][..rank - 1],
+            &os[..rank - 1],
+        ];
+        let (sc, sx, sy) = (lc as usize, lx as usize, ly as usize);
+        simd::vectorize_wide(WhereRows {
+            outer,
+            strides,
+            len,
+            steps: [sc, sx, sy],
+            cond,
+            x,
+            y,
+            out,
+        });
+        return Ok(());
+    }
     walk(p.shape, [p.strides[0], p.strides[1], p.strides[2], os], [0; 4], |[c, i, j, o]| {
         out[o] = if cond[c].get() { x[i] } else { y[j] };
     });
     Ok(())
+}
+
+/// The rows of one [`where_`] call whose operands all run along the last
+/// axis or repeat one element of it (`steps` 1 or 0, in the order cond, x,
+/// y); compiled inside [`simd::vectorize_wide`].
+struct WhereRows<'a, F, T> {
+    outer: &'a [usize],
+    strides: [&'a [isize]; 4],
+    len: usize,
+    steps: [usize; 3],
+    cond: &'a [F],
+    x: &'a [T],
+    y: &'a [T],
+    out: &'a mut [T],
+}
+
+impl<F: Flag, T: Copy> simd::Vectorize for WhereRows<'_, F, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let WhereRows { outer, strides, len, steps, cond, x, y, out } = self;
+        // The end of each operand's read in a row, as `check_strided`
+        // bounded it: `len` elements for a run, one for a repeat.
+        let end = |at: usize, step: usize| at + if step == 1 { len } else { 1 };
+        for r in 0..out.len() / len {
+            let Some([c, i, j, o]) = row_start(outer, strides, r) else { continue };
+            let (Some(cr), Some(xr), Some(yr), Some(dst)) = (
+                cond.get(c..end(c, steps[0])),
+                x.get(i..end(i, steps[1])),
+                y.get(j..end(j, steps[2])),
+                out.get_mut(o..o + len),
+            ) else {
+                continue;
+            };
+            match steps {
+                [1, 1, 1] => {
+                    for (((d, c), &a), &b) in dst.iter_mut().zip(cr).zip(xr).zip(yr) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                [1, 1, _] => {
+                    let b = yr[0];
+                    for ((d, c), &a) in dst.iter_mut().zip(cr).zip(xr) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                [1, _, 1] => {
+                    let a = xr[0];
+                    for ((d, c), &b) in dst.iter_mut().zip(cr).zip(yr) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                [1, _, _] => {
+                    let (a, b) = (xr[0], yr[0]);
+                    for (d, c) in dst.iter_mut().zip(cr) {
+                        *d = if c.get() { a } else { b };
+                    }
+                }
+                _ => {
+                    let (sx, sy) = (steps[1], steps[2]);
+                    let pick = cr[0].get();
+                    for (k, d) in dst.iter_mut().enumerate() {
+                        *d = if pick { xr[k * sx] } else { yr[k * sy] };
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// [`where_`] for boolean `x` and `y`, which may each be stored as `bool`
@@ -904,10 +1191,138 @@ mod tests {
         }
     }
 
+    /// Deterministic values of both signs, with exact zeros and a few NaNs
+    /// and infinities when `special`.
+    fn values(n: usize, seed: u32, special: bool) -> [f32; 64] {
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(7);
+        core::array::from_fn(|i| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let v = ((x >> 8) % 2001) as f32 / 250.0 - 4.0;
+            match (special, i % 17) {
+                _ if i >= n => 0.0,
+                (true, 3) => f32::NAN,
+                (true, 5) => f32::INFINITY,
+                (true, 11) => 0.0,
+                _ => v,
+            }
+        })
+    }
+
+    /// A two-input plan: shape, strides, and the lengths of the operands.
+    type Plan2 = (&'static [usize], [&'static [isize]; 2], usize, usize);
+
+    /// Every plan kind [`sarith`] takes: whole operands,
+    /// scalars, rows of a row vector or a column, and strided reads that fall
+    /// back to the walk; shapes with odd widths and sizes 1 to 40.
+    fn plans() -> [Plan2; 12] {
+        [
+            (&[37], [&[1], &[1]], 37, 37),
+            (&[3, 13], [&[13, 1], &[0, 0]], 39, 1),
+            (&[1], [&[0], &[1]], 1, 1),
+            (&[5, 7], [&[0, 0], &[7, 1]], 1, 35),
+            (&[6, 5], [&[5, 1], &[0, 1]], 30, 5),
+            (&[2, 3, 7], [&[21, 7, 1], &[7, 0, 1]], 42, 14),
+            (&[4, 9], [&[9, 1], &[1, 0]], 36, 4),
+            (&[4, 9], [&[0, 1], &[1, 0]], 9, 4),
+            (&[3, 1, 11], [&[11, 0, 1], &[1, 0, 0]], 33, 3),
+            (&[5, 8], [&[1, 5], &[8, 1]], 40, 40),
+            (&[2, 2, 10], [&[1, 2, 0], &[20, 10, 1]], 4, 40),
+            (&[40, 1], [&[1, 0], &[0, 0]], 40, 1),
+        ]
+    }
+
+    #[test]
+    fn fast_f32_arith_equals_the_exact_kernel_bit_for_bit() {
+        for (shape, strides, na, nb) in plans() {
+            let p = Broadcast { shape, strides };
+            let n: usize = shape.iter().product();
+            for special in [false, true] {
+                let a = values(na, 1, special);
+                let b = values(nb, 2, special);
+                for op in [Arith::Add, Arith::Sub, Arith::Mul, Arith::Div, Arith::Max, Arith::Pow] {
+                    let (mut want, mut got) = ([0.0f32; 64], [1.5f32; 64]);
+                    arith(op, &p, &a[..na], &b[..nb], &mut want[..n]).unwrap();
+                    sarith(op, &p, &a[..na], &b[..nb], &mut got[..n]).unwrap();
+                    for (w, g) in want[..n].iter().zip(&got[..n]) {
+                        assert_eq!(w.to_bits(), g.to_bits(), "{op:?} {shape:?} {strides:?}");
+                    }
+                }
+            }
+            // Pow by a scalar 2 or 3 (the products) and by another scalar.
+            if nb == 1 {
+                for e in [2.0f32, 3.0, 0.5] {
+                    let a = values(na, 3, true);
+                    let (mut want, mut got) = ([0.0f32; 64], [1.5f32; 64]);
+                    arith(Arith::Pow, &p, &a[..na], &[e], &mut want[..n]).unwrap();
+                    sarith(Arith::Pow, &p, &a[..na], &[e], &mut got[..n]).unwrap();
+                    for (w, g) in want[..n].iter().zip(&got[..n]) {
+                        assert_eq!(w.to_bits(), g.to_bits(), "^{e} {shape:?}");
+                    }
+                }
+            }
+        }
+        // Bad plans are refused as by `arith`, not read out of bounds.
+        let p = Broadcast { shape: &[2, 3], strides: [&[3, 1], &[0, 1]] };
+        let mut o = [0.0f32; 6];
+        assert_eq!(sarith(Arith::Add, &p, &[1.0; 5], &[1.0; 3], &mut o), Err(Error::ShapeMismatch));
+        assert_eq!(
+            sarith(Arith::Add, &p, &[1.0; 6], &[1.0; 3], &mut o[..5]),
+            Err(Error::ShapeMismatch)
+        );
+        let p = Broadcast { shape: &[0, 3], strides: [&[3, 1], &[0, 1]] };
+        assert_eq!(sarith(Arith::Mul, &p, &[], &[1.0; 3], &mut []), Ok(()));
+    }
+
+    #[test]
+    fn where_rows_match_the_element_walk() {
+        // (shape, strides of cond, x, y) with the lengths they read.
+        type Case = (&'static [usize], [&'static [isize]; 3], [usize; 3]);
+        let cases: [Case; 8] = [
+            (&[1, 4, 13, 13], [&[0, 0, 13, 1], &[0, 169, 13, 1], &[0, 0, 0, 0]], [169, 676, 1]),
+            (&[3, 7], [&[7, 1], &[7, 1], &[7, 1]], [21, 21, 21]),
+            (&[3, 7], [&[1, 0], &[0, 1], &[7, 1]], [3, 7, 21]),
+            (&[3, 7], [&[7, 1], &[0, 0], &[0, 0]], [21, 1, 1]),
+            (&[3, 7], [&[1, 0], &[0, 0], &[7, 1]], [3, 1, 21]),
+            (&[2, 5], [&[1, 0], &[5, 1], &[0, 0]], [2, 10, 1]),
+            (&[1], [&[0], &[0], &[0]], [1, 1, 1]),
+            (&[4, 6], [&[6, 1], &[1, 4], &[0, 1]], [24, 24, 6]),
+        ];
+        for (shape, strides, [nc, nx, ny]) in cases {
+            let p = Broadcast { shape, strides };
+            let n: usize = shape.iter().product();
+            let cond: [bool; 676] = core::array::from_fn(|i| (i * 7 + i / 3) % 5 < 2);
+            let x: [f32; 676] = core::array::from_fn(|i| i as f32 - 300.0);
+            let y: [f32; 676] = core::array::from_fn(|i| -(i as f32) * 0.5);
+            let mut got = [0.0f32; 676];
+            where_(&p, &cond[..nc], &x[..nx], &y[..ny], &mut got[..n]).unwrap();
+            let mut idx = [0usize; 4];
+            for g in got[..n].iter() {
+                let off = |s: &[isize]| {
+                    idx.iter().zip(s).map(|(&i, &s)| i as isize * s).sum::<isize>() as usize
+                };
+                let want =
+                    if cond[off(strides[0])] { x[off(strides[1])] } else { y[off(strides[2])] };
+                assert_eq!(g.to_bits(), want.to_bits(), "{shape:?} {strides:?}");
+                crate::shape::next_index(&mut idx[..shape.len()], shape);
+            }
+        }
+        let p = Broadcast { shape: &[2, 3], strides: [&[3, 1], &[3, 1], &[0, 1]] };
+        let mut o = [0.0f32; 6];
+        assert!(where_(&p, &[true; 6], &[1.0; 6], &[1.0; 2], &mut o).is_err());
+    }
+
     #[test]
     fn fast_unary_close_to_exact() {
         let x: [f32; 45] = core::array::from_fn(|i| (i as f32 - 22.0) * 0.41);
-        for op in [Unary::Exp, Unary::Sigmoid, Unary::Tanh, Unary::Erf, Unary::Gelu, Unary::Relu] {
+        for op in [
+            Unary::Exp,
+            Unary::Sigmoid,
+            Unary::Tanh,
+            Unary::Erf,
+            Unary::Gelu,
+            Unary::GeluTanh,
+            Unary::Relu,
+        ] {
             let (mut a, mut b) = ([0.0f32; 45], [0.0f32; 45]);
             unary(op, &x, &mut a).unwrap();
             sunary(op, &x, &mut b).unwrap();

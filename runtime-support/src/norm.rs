@@ -288,7 +288,7 @@ pub fn slayer_norm(
     if !check_layer_norm(p, x.len(), scale.len(), bias.map(<[f32]>::len), y.len(), stats)? {
         return Ok(());
     }
-    simd::vectorize(LayerNormRows { p: *p, x, scale, bias, y, mean, inv_std_dev });
+    simd::vectorize_wide(LayerNormRows { p: *p, x, scale, bias, y, mean, inv_std_dev });
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! [`Num::sum_step`], as the reference's numpy sums do.
 
 use crate::norm::AxisShape;
-use crate::num::{Float, Num};
+use crate::num::{Flag, Float, Num};
 use crate::{Error, Result, ensure, simd, vmath};
 
 fn check<T>(s: AxisShape, x: &[T], y: &[T]) -> Result {
@@ -39,7 +39,7 @@ pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
 }
 
 /// [`softmax`] on f32 for generated code: over the last axis (`inner == 1`)
-/// each row is a straight vectorised pass with [`vmath::exp`] and eight
+/// each row is a straight vectorised pass with [`vmath::exp`] and sixteen
 /// partial sums (a few ulp from [`softmax`]); any other axis runs
 /// [`softmax`] itself. Constant folding keeps [`softmax`].
 pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
@@ -47,7 +47,7 @@ pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
     if s.inner != 1 || s.axis == 0 {
         return softmax(s, x, y);
     }
-    simd::vectorize(SoftmaxRows { axis: s.axis, x, y });
+    simd::vectorize_wide(SoftmaxRows { axis: s.axis, x, y });
     Ok(())
 }
 
@@ -69,11 +69,35 @@ impl simd::Vectorize for SoftmaxRows<'_> {
     }
 }
 
+/// Lanes of the partial maxima and sums of one vectorised row.
+const L: usize = 16;
+
 /// One row of [`ssoftmax`]; `y` has `x`'s length.
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32]) {
-    const L: usize = 8;
-    // A NaN is skipped by the maximum but reaches every output through the sum.
+    let m = row_max(x);
+    // The exponentials in a loop of their own (it vectorises whole; with the
+    // sum in the same loop it stayed scalar), then summed in `L` lanes.
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = vmath::exp(v - m);
+    }
+    normalise(y);
+}
+
+/// [`softmax_row`] on a row already in `y`: the same operations.
+#[inline(always)]
+fn softmax_row_in_place(y: &mut [f32]) {
+    let m = row_max(y);
+    for o in y.iter_mut() {
+        *o = vmath::exp(*o - m);
+    }
+    normalise(y);
+}
+
+/// The row's maximum over `L` partial maxima. A NaN is skipped here but
+/// reaches every output through the sum.
+#[inline(always)]
+fn row_max(x: &[f32]) -> f32 {
     let mut mx = [f32::NEG_INFINITY; L];
     let mut chunks = x.chunks_exact(L);
     for c in &mut chunks {
@@ -85,11 +109,12 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
     for &v in mx.iter().chain(chunks.remainder()) {
         m = if v > m { v } else { m };
     }
-    // The exponentials in a loop of their own (it vectorises whole; with the
-    // sum in the same loop it stayed scalar), then summed in `L` lanes.
-    for (o, &v) in y.iter_mut().zip(x) {
-        *o = vmath::exp(v - m);
-    }
+    m
+}
+
+/// Divides the row of exponentials by their sum (`L` partial sums).
+#[inline(always)]
+fn normalise(y: &mut [f32]) {
     let mut acc = [0.0f32; L];
     let mut ys = y.chunks_exact(L);
     for c in &mut ys {
@@ -97,12 +122,117 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
             *a += e;
         }
     }
-    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let mut half = [0.0f32; 8];
+    for (k, h) in half.iter_mut().enumerate() {
+        *h = acc[k] + acc[k + 8];
+    }
+    let mut sum =
+        ((half[0] + half[4]) + (half[1] + half[5])) + ((half[2] + half[6]) + (half[3] + half[7]));
     for &e in ys.remainder() {
         sum += e;
     }
     for o in y.iter_mut() {
         *o /= sum;
+    }
+}
+
+/// What [`ssoftmax_scaled`] applies to its input before the Softmax: the
+/// `Div` by a constant and the `Where` with a mask that attention scores go
+/// through (the rewrite `fold_softmax_prologue` of the generator).
+#[derive(Clone, Copy, Debug)]
+pub struct Prologue<'a> {
+    /// `x / divisor` first, when set.
+    pub divisor: Option<f32>,
+    /// Then the mask, when set.
+    pub mask: Option<Mask<'a>>,
+}
+
+/// A boolean mask broadcast over the Softmax input: an element stays where
+/// the mask's value equals `keep` and becomes `fill` elsewhere (ONNX
+/// `Where(mask, v, fill)` has `keep = true`, `Where(mask, fill, v)` false).
+#[derive(Clone, Copy, Debug)]
+pub struct Mask<'a> {
+    /// The input's shape.
+    pub shape: &'a [usize],
+    /// The mask's strides over `shape` (0 on broadcast axes); the last is 0 or 1.
+    pub strides: &'a [isize],
+    /// The value of masked elements.
+    pub fill: f32,
+    /// The mask value that keeps an element.
+    pub keep: bool,
+}
+
+/// [`ssoftmax`] over the last axis of `prologue` applied to `x`: each row is
+/// scaled and masked into `y` and normalised there, in one vectorised pass
+/// per row instead of three over the whole tensor. The same operations as
+/// `sarith(Div)`, `where_` and [`ssoftmax`] in turn, so the same results bit
+/// for bit. `mask` is read only with [`Prologue::mask`].
+pub fn ssoftmax_scaled<F: Flag>(
+    s: AxisShape,
+    prologue: &Prologue<'_>,
+    x: &[f32],
+    mask: &[F],
+    y: &mut [f32],
+) -> Result {
+    check(s, x, y)?;
+    ensure(s.inner == 1, Error::ShapeMismatch)?;
+    if s.axis == 0 || s.outer == 0 {
+        return Ok(());
+    }
+    if let Some(m) = &prologue.mask {
+        let n = crate::shape::numel(m.shape)?;
+        crate::shape::check_strided(m.shape, m.strides, 0, mask.len())?;
+        let last = m.shape.last().copied().zip(m.strides.last().copied());
+        ensure(n == x.len() && m.shape.len() == m.strides.len(), Error::ShapeMismatch)?;
+        ensure(matches!(last, Some((d, 0 | 1)) if d == s.axis), Error::ShapeMismatch)?;
+    }
+    simd::vectorize_wide(ScaledRows { axis: s.axis, prologue: *prologue, x, mask, y });
+    Ok(())
+}
+
+/// The rows of one [`ssoftmax_scaled`] call (checked).
+struct ScaledRows<'a, F> {
+    axis: usize,
+    prologue: Prologue<'a>,
+    x: &'a [f32],
+    mask: &'a [F],
+    y: &'a mut [f32],
+}
+
+impl<F: Flag> simd::Vectorize for ScaledRows<'_, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let ScaledRows { axis, prologue, x, mask, y } = self;
+        let rows = x.chunks_exact(axis).zip(y.chunks_exact_mut(axis));
+        for (r, (xr, yr)) in rows.enumerate() {
+            match prologue.divisor {
+                Some(c) => {
+                    for (o, &v) in yr.iter_mut().zip(xr) {
+                        *o = v / c;
+                    }
+                }
+                None => yr.copy_from_slice(xr),
+            }
+            if let Some(m) = &prologue.mask {
+                let rank = m.shape.len();
+                let (outer, strides) = (&m.shape[..rank - 1], &m.strides[..rank - 1]);
+                let Some([at]) = crate::elementwise::row_start(outer, [strides], r) else {
+                    continue;
+                };
+                let (fill, keep) = (m.fill, m.keep);
+                if m.strides[rank - 1] == 1 {
+                    let Some(mr) = mask.get(at..at + axis) else { continue };
+                    for (o, f) in yr.iter_mut().zip(mr) {
+                        *o = if f.get() == keep { *o } else { fill };
+                    }
+                } else if mask.get(at).is_some_and(|f| f.get() != keep) {
+                    yr.fill(fill);
+                }
+            }
+            softmax_row_in_place(yr);
+        }
     }
 }
 
@@ -203,6 +333,84 @@ mod tests {
         ssoftmax(s, &x, &mut z).unwrap();
         assert!(y.iter().chain(&z).all(|v| v.is_nan()));
         assert_eq!(ssoftmax(s, &x[..8], &mut z), Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn scaled_masked_softmax_equals_the_three_kernels_in_turn() {
+        use crate::elementwise::{Arith, Broadcast, sarith, where_};
+        // (shape, mask dims as broadcast strides over it, mask length)
+        type Case = (&'static [usize], &'static [isize], usize);
+        let cases: [Case; 6] = [
+            (&[2, 3, 7, 7], &[0, 0, 7, 1], 49),
+            (&[1, 2, 17, 17], &[0, 0, 17, 1], 289),
+            (&[3, 33], &[0, 1], 33),
+            (&[4, 5], &[1, 0], 4),
+            (&[2, 2, 9], &[18, 9, 1], 36),
+            (&[1, 1], &[0, 0], 1),
+        ];
+        for (shape, ms, nm) in cases {
+            let n: usize = shape.iter().product();
+            let axis = shape[shape.len() - 1];
+            let s = AxisShape { outer: n / axis, axis, inner: 1 };
+            let x: [f32; 600] = core::array::from_fn(|i| ((i * 37 % 23) as f32 - 11.0) * 1.7);
+            let mask: [bool; 600] = core::array::from_fn(|i| (i * 5 + i / 7) % 4 != 0);
+            let x = &x[..n];
+            for (divisor, fill, keep, masked) in [
+                (Some(8.0f32), f32::NEG_INFINITY, true, true),
+                (Some(3.0), -1.0e9, false, true),
+                (None, f32::MIN, true, true),
+                (Some(0.7), 0.0, true, false),
+            ] {
+                // The three kernels in turn.
+                let rank = shape.len();
+                let mut contig = [0isize; 4];
+                crate::shape::contiguous_strides(shape, &mut contig[..rank]).unwrap();
+                let mut d = [0.0f32; 600];
+                match divisor {
+                    Some(c) => {
+                        let p = Broadcast { shape, strides: [&contig[..rank], &[0; 4][..rank]] };
+                        sarith(Arith::Div, &p, x, &[c], &mut d[..n]).unwrap();
+                    }
+                    None => d[..n].copy_from_slice(x),
+                }
+                let mut w = [0.0f32; 600];
+                if masked {
+                    let (a, b): (&[f32], &[f32]) =
+                        if keep { (&d[..n], &[fill]) } else { (&[fill], &d[..n]) };
+                    let (sa, sb) = if keep {
+                        (&contig[..rank], &[0; 4][..rank])
+                    } else {
+                        (&[0; 4][..rank], &contig[..rank])
+                    };
+                    let p = Broadcast { shape, strides: [ms, sa, sb] };
+                    where_(&p, &mask[..nm], a, b, &mut w[..n]).unwrap();
+                } else {
+                    w[..n].copy_from_slice(&d[..n]);
+                }
+                let mut want = [0.0f32; 600];
+                ssoftmax(s, &w[..n], &mut want[..n]).unwrap();
+                // Fused.
+                let m = Mask { shape, strides: ms, fill, keep };
+                let pro = Prologue { divisor, mask: masked.then_some(m) };
+                let mut got = [0.0f32; 600];
+                ssoftmax_scaled(s, &pro, x, &mask[..nm], &mut got[..n]).unwrap();
+                for (g, w) in got[..n].iter().zip(&want[..n]) {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{shape:?} {divisor:?} {fill} {keep}");
+                }
+            }
+        }
+        // Plans that do not fit are refused.
+        let s = AxisShape { outer: 2, axis: 3, inner: 1 };
+        let m = Mask { shape: &[2, 3], strides: &[3, 1], fill: 0.0, keep: true };
+        let pro = Prologue { divisor: None, mask: Some(m) };
+        let mut y = [0.0f32; 6];
+        assert!(ssoftmax_scaled(s, &pro, &[1.0; 6], &[true; 5], &mut y).is_err());
+        let m = Mask { shape: &[3, 2], strides: &[2, 1], fill: 0.0, keep: true };
+        let pro = Prologue { divisor: None, mask: Some(m) };
+        assert!(ssoftmax_scaled(s, &pro, &[1.0; 6], &[true; 6], &mut y).is_err());
+        let s = AxisShape { outer: 2, axis: 1, inner: 3 };
+        let pro = Prologue { divisor: Some(2.0), mask: None };
+        assert!(ssoftmax_scaled::<bool>(s, &pro, &[1.0; 6], &[], &mut y).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Every function is branch-free straight-line arithmetic (comparisons become
 //! selects), so the loops of [`map`] and of the f32 kernels using these
-//! functions compile to 8-lane vector code inside `simd::vectorize`. There are
+//! functions compile to 8- or 16-lane vector code inside `simd::vectorize_wide`. There are
 //! no fused multiply-adds and no reassociation: the results are the same bit
 //! for bit on every target, AVX2 or not. They are 1 to 3 ulp from `libm`
 //! (measured over a sweep of every 4099th bit pattern in the tests), which is
@@ -154,6 +154,19 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * core::f32::consts::FRAC_1_SQRT_2))
 }
 
+/// `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x³)))`, ONNX `Gelu` with
+/// `approximate = "tanh"`, computed as `x / (1 + e^-2u)` (the same value:
+/// `(1 + tanh u) / 2` is the logistic function of `2u`): one exponential and
+/// one division, and no cancellation in `1 + tanh u` for negative `x`.
+#[inline(always)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    // -2 sqrt(2 / pi) and -2 sqrt(2 / pi) 0.044715.
+    const A: f32 = -1.595_769_2;
+    const B: f32 = -0.071_354_814;
+    let x2 = x * x;
+    x / (1.0 + exp(x * (A + B * x2)))
+}
+
 /// The functions [`map`] and [`map_in_place`] apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
@@ -167,6 +180,8 @@ pub enum Func {
     Erf,
     /// [`gelu`].
     Gelu,
+    /// [`gelu_tanh`].
+    GeluTanh,
 }
 
 /// One [`map`] or [`map_in_place`] call (`x` is `None` in place).
@@ -222,18 +237,19 @@ impl simd::Vectorize for MapLoop<'_> {
             Func::Tanh => map_with!(x, y, tanh),
             Func::Erf => map_with!(x, y, erf),
             Func::Gelu => map_with!(x, y, gelu),
+            Func::GeluTanh => map_with!(x, y, gelu_tanh),
         }
     }
 }
 
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
-    simd::vectorize(MapLoop { f, x: Some(x), y });
+    simd::vectorize_wide(MapLoop { f, x: Some(x), y });
 }
 
 /// `x[i] = f(x[i])`, vectorised.
 pub fn map_in_place(f: Func, x: &mut [f32]) {
-    simd::vectorize(MapLoop { f, x: None, y: x });
+    simd::vectorize_wide(MapLoop { f, x: None, y: x });
 }
 
 #[cfg(test)]
@@ -349,6 +365,47 @@ mod tests {
         assert!(erf(-0.0) == 0.0 && erf(-0.0).is_sign_negative());
         assert_eq!(erf(f32::INFINITY), 1.0);
         assert_eq!(erf(-10.0), -1.0);
+    }
+
+    #[test]
+    fn gelu_tanh_close_to_the_formula() {
+        // The formula as written, in f64, where `1 + tanh u` keeps enough
+        // digits (moderate x); then its logistic form in f64 over the whole
+        // sweep, which stays exact where the first cancels.
+        let c = (2.0 / core::f64::consts::PI).sqrt();
+        let u = |x: f64| c * (x + 0.044715 * x * x * x);
+        for x in [-3.5f32, -1.0, -0.3, 0.0, 0.2, 1.7, 9.0, 1.0e4] {
+            let xd = f64::from(x);
+            let r = (0.5 * xd * (1.0 + libm::tanh(u(xd)))) as f32;
+            let g = gelu_tanh(x);
+            assert!((g - r).abs() <= 1.0e-6 * r.abs().max(1.0), "{x}: {g} vs {r}");
+        }
+        let reference = |x: f32| {
+            let x = f64::from(x);
+            (x / (1.0 + libm::exp(-2.0 * u(x)))) as f32
+        };
+        // The argument `t = -2u` of the exponential is rounded in f32 (as
+        // the exact kernel's is), which moves `e^t` by about `|t|` ulp: the
+        // bound scales with it.
+        sweep(|x| {
+            let (g, r) = (gelu_tanh(x), reference(x));
+            let t = (2.0 * u(f64::from(x))).abs().min(1.0e6) as f32;
+            if r.is_nan() {
+                assert!(g.is_nan(), "x = {x:e}: got {g:e}");
+            } else if r.is_finite() {
+                assert!(
+                    (g - r).abs() <= 4.0e-7 * (2.0 + t) * r.abs() + 1.0e-30,
+                    "x = {x:e}: {g:e} vs {r:e}"
+                );
+            } else {
+                assert_eq!(g, r, "x = {x:e}");
+            }
+        });
+        assert_eq!(gelu_tanh(f32::INFINITY), f32::INFINITY);
+        assert!(gelu_tanh(-40.0) <= 0.0 && gelu_tanh(-40.0) > -1.0e-30);
+        // As the formula: -inf * (1 + tanh(-inf)) = -inf * 0.
+        assert!(gelu_tanh(f32::NEG_INFINITY).is_nan());
+        assert!(gelu_tanh(f32::NAN).is_nan());
     }
 
     #[test]

@@ -322,8 +322,10 @@ impl Kernel for UnaryKernel {
         let y = &io.outputs[0];
         // f32 transcendentals take the vectorised entry points (a few ulp from
         // the exact ones); every other op stays on the exact kernel.
-        let fast =
-            matches!(self.op, Unary::Exp | Unary::Sigmoid | Unary::Tanh | Unary::Erf | Unary::Gelu);
+        let fast = matches!(
+            self.op,
+            Unary::Exp | Unary::Sigmoid | Unary::Tanh | Unary::Erf | Unary::Gelu | Unary::GeluTanh
+        );
         let (f, f_in_place) = if self.elem == ElemType::Float && fast {
             (quote!(sunary), quote!(sunary_in_place))
         } else {
@@ -521,8 +523,11 @@ impl Kernel for BinaryKernel {
                 )?;
             }};
         }
+        // f32 takes the vectorised entry point (the same operations, bit for
+        // bit); constant folding keeps the generic kernel.
+        let f = if self.elem == ElemType::Float { quote!(sarith) } else { quote!(arith) };
         quote! {
-            #rt::elementwise::arith(
+            #rt::elementwise::#f(
                 #rt::elementwise::Arith::#op,
                 &#rt::elementwise::Broadcast { shape: #shape, strides: [#sa, #sb] },
                 #a, #b, #y,

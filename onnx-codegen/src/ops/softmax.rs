@@ -10,7 +10,7 @@ use super::{
     unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{ElemType, TensorType};
+use crate::ir::{AttrValue, ElemType, TensorType};
 use onnx_codegen_runtime::norm::AxisShape;
 use onnx_codegen_runtime::num::Float;
 use onnx_codegen_runtime::softmax as rt_softmax;
@@ -59,10 +59,43 @@ impl OpRule for SoftmaxRule {
             "LogSoftmax" => Kind::LogSoftmax,
             _ => Kind::Hardmax,
         };
+        let divisor = match cx.node.attr(SOFTMAX_DIVISOR) {
+            Some(AttrValue::Float(c)) => Some(*c),
+            _ => None,
+        };
+        let mask = match cx.node.attr(SOFTMAX_MASK) {
+            Some(AttrValue::Floats(v)) => match v.as_slice() {
+                [fill, keep] => {
+                    let m = cx.input(1)?;
+                    if m.elem != ElemType::Bool || m.dims.len() > x.dims.len() {
+                        return unsupported(
+                            "a Softmax mask that is not a bool tensor of lower rank",
+                        );
+                    }
+                    Some(MaskPlan {
+                        fill: *fill,
+                        keep: *keep != 0.0,
+                        strides: super::broadcast_strides(&m.dims, &x.dims),
+                    })
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let shape = axis_shape(cx, &x.dims)?;
+        let fused = divisor.is_some() || mask.is_some();
+        if fused
+            && (x.elem != ElemType::Float || shape.inner != 1 || !matches!(kind, Kind::Softmax))
+        {
+            return unsupported("a scaled or masked Softmax other than f32 over the last axis");
+        }
         Ok(Lowered::Kernel(Box::new(SoftmaxKernel {
             kind,
             elem: outputs.first().map_or(x.elem, |t| t.elem),
-            shape: axis_shape(cx, &x.dims)?,
+            shape,
+            dims: x.dims.clone(),
+            divisor,
+            mask,
         })))
     }
 }
@@ -74,10 +107,68 @@ enum Kind {
     Hardmax,
 }
 
+/// The internal attribute of a Softmax whose input is first divided by a
+/// constant (a float), set by `passes::optimize::fold_softmax_prologue`.
+pub const SOFTMAX_DIVISOR: &str = "onnx_codegen.softmax_divisor";
+
+/// The internal attribute of a Softmax whose input then goes through a
+/// `Where` with a mask (input 1): `[fill, keep]` (floats; `keep` 1 when the
+/// mask's true elements keep their value).
+pub const SOFTMAX_MASK: &str = "onnx_codegen.softmax_mask";
+
+/// A mask read as the runtime's `softmax::Mask`.
+struct MaskPlan {
+    fill: f32,
+    keep: bool,
+    /// The mask's strides over the input's dims.
+    strides: Vec<isize>,
+}
+
 struct SoftmaxKernel {
     kind: Kind,
     elem: ElemType,
     shape: AxisShape,
+    /// The input's dims (a mask broadcasts over them).
+    dims: Vec<usize>,
+    divisor: Option<f32>,
+    mask: Option<MaskPlan>,
+}
+
+/// The exact kernels in turn for a scaled or masked Softmax (constant
+/// folding): `Div`, `Where`, then `softmax`.
+fn run_fused(
+    k: &SoftmaxKernel,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    use onnx_codegen_runtime::elementwise::{self as rt_ew, Arith, Broadcast};
+    let x = inputs.first().copied().flatten().and_then(|t| t.get::<f32>());
+    let y = outputs.first_mut().and_then(|t| t.get_mut::<f32>());
+    let (Some(x), Some(y)) = (x, y) else { return Err(EvalError::Type(k.elem)) };
+    let mut v = x.to_vec();
+    let rank = k.dims.len();
+    let mut contig = vec![0isize; rank];
+    onnx_codegen_runtime::shape::contiguous_strides(&k.dims, &mut contig)?;
+    let zeros = vec![0isize; rank];
+    if let Some(c) = k.divisor {
+        let p = Broadcast { shape: &k.dims, strides: [&contig, &zeros] };
+        rt_ew::arith(Arith::Div, &p, x, &[c], &mut v)?;
+    }
+    if let Some(m) = &k.mask {
+        let mask = match inputs.get(1).copied().flatten().map(|t| &t.data) {
+            Some(super::HostData::Bool(b)) => b.as_slice(),
+            _ => return Err(EvalError::Type(ElemType::Bool)),
+        };
+        let mut w = vec![0.0f32; v.len()];
+        let fill = [m.fill];
+        let (a, b, sa, sb): (&[f32], &[f32], &[isize], &[isize]) =
+            if m.keep { (&v, &fill, &contig, &zeros) } else { (&fill, &v, &zeros, &contig) };
+        let p = Broadcast { shape: &k.dims, strides: [&m.strides, sa, sb] };
+        rt_ew::where_(&p, mask, a, b, &mut w)?;
+        v = w;
+    }
+    rt_softmax::softmax(k.shape, &v, y)?;
+    Ok(())
 }
 
 fn run<T: Float + HostElem>(
@@ -98,11 +189,17 @@ fn run<T: Float + HostElem>(
 
 impl Kernel for SoftmaxKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if self.divisor.is_some() || self.mask.is_some() {
+            return run_fused(self, inputs, outputs);
+        }
         crate::by_float_type!(self.elem, run(self, inputs, outputs))
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
+        if self.divisor.is_some() || self.mask.is_some() {
+            return self.emit_fused(io);
+        }
         let f = match self.kind {
             // f32 takes the vectorised entry point (a few ulp from the exact one).
             Kind::Softmax if self.elem == ElemType::Float => quote!(ssoftmax),
@@ -115,6 +212,48 @@ impl Kernel for SoftmaxKernel {
         let (x, y) = (&io.inputs[0], &io.outputs[0]);
         quote! {
             #rt::softmax::#f(#rt::norm::AxisShape { outer: #o, axis: #a, inner: #i }, #x, #y)?;
+        }
+    }
+}
+
+impl SoftmaxKernel {
+    /// The call of `ssoftmax_scaled` (f32, last axis; checked by `lower`).
+    fn emit_fused(&self, io: &Io) -> TokenStream {
+        let rt = &io.rt;
+        let s = self.shape;
+        let (o, a, i) = (lit::usize_lit(s.outer), lit::usize_lit(s.axis), lit::usize_lit(s.inner));
+        let divisor = match self.divisor {
+            Some(c) => {
+                let c = lit::float_in(f64::from(c), ElemType::Float, rt);
+                quote!(Some(#c))
+            }
+            None => quote!(None),
+        };
+        let (x, y) = (&io.inputs[0], &io.outputs[0]);
+        let (mask, mask_in) = match (&self.mask, io.inputs.get(1).cloned().flatten()) {
+            (Some(m), Some(input)) => {
+                let shape = lit::usizes(&self.dims);
+                let strides = lit::isizes(&m.strides);
+                let fill = lit::float_in(f64::from(m.fill), ElemType::Float, rt);
+                let keep = m.keep;
+                (
+                    quote!(Some(#rt::softmax::Mask {
+                        shape: #shape, strides: #strides, fill: #fill, keep: #keep,
+                    })),
+                    input,
+                )
+            }
+            (None, _) => (quote!(None), quote!(&[] as &[bool])),
+            // `lower` required the mask input; without it the call would
+            // silently skip the mask, so the step fails instead.
+            (Some(_), None) => return quote!(return Err(#rt::Error::ShapeMismatch);),
+        };
+        quote! {
+            #rt::softmax::ssoftmax_scaled(
+                #rt::norm::AxisShape { outer: #o, axis: #a, inner: #i },
+                &#rt::softmax::Prologue { divisor: #divisor, mask: #mask },
+                #x, #mask_in, #y,
+            )?;
         }
     }
 }

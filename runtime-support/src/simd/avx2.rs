@@ -244,3 +244,24 @@ impl Avx2 {
 fn run_avx2<K: super::Vectorize>(k: K) -> K::Output {
     k.run()
 }
+
+/// Runs `k` compiled for AVX-512 (sixteen lanes) when the CPU has AVX-512F,
+/// else as [`super::vectorize`] does (AVX2 or the baseline); the element-wise
+/// kernels' loops (`vmath`, Softmax, LayerNorm) are compute-bound and gain
+/// the width. No fused multiply-adds appear (Rust does not contract `a * b +
+/// c`), so results are the same bit for bit at every width.
+#[inline]
+pub(crate) fn vectorize_wide<K: super::Vectorize>(k: K) -> K::Output {
+    if super::avx512::Avx512::detect().is_some() {
+        // SAFETY: AVX-512F was detected on this CPU (which implies the AVX2
+        // and FMA the function also enables); `k.run` is safe code.
+        return unsafe { run_avx512(k) };
+    }
+    super::vectorize(k)
+}
+
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+fn run_avx512<K: super::Vectorize>(k: K) -> K::Output {
+    k.run()
+}

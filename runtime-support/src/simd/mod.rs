@@ -984,6 +984,13 @@ pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
     k.run()
 }
 
+/// Runs `k` compiled for the widest vector unit including AVX-512 (the
+/// element-wise kernels' entry; see `avx2::vectorize_wide`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::vectorize_wide;
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) use vectorize as vectorize_wide;
+
 /// Whether the fused-multiply-add kernels run on this CPU (results then
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
