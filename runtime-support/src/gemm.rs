@@ -106,28 +106,9 @@ pub fn sgemm_act(
     let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
     let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
     ensure(a.len() == mk && b.len() == kn && y.len() == mn, Error::ShapeMismatch)?;
-    if let Some(c) = c {
-        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
-    }
-    let va = if p.trans_a {
-        ViewA { data: a, off: 0, rs: 1, cs: m }
-    } else {
-        ViewA { data: a, off: 0, rs: k, cs: 1 }
-    };
+    let (va, epi) = a_and_epilogue(p, a, c, act)?;
     let vb =
         if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
-    // Strides over an axis of length 1 are never used; others are checked
-    // non-negative (`check_strided` keeps every offset in range).
-    let stride = |s: isize, len: usize| if len > 1 { usize::try_from(s).ok() } else { Some(0) };
-    let c = match c {
-        Some(data) => {
-            let rs = stride(p.c_strides[0], m).ok_or(Error::InvalidParams)?;
-            let cs = stride(p.c_strides[1], n).ok_or(Error::InvalidParams)?;
-            Some(CTerm { data, rs, cs, beta: p.beta })
-        }
-        None => None,
-    };
-    let epi = Epilogue { alpha: p.alpha, row_bias: None, c, act };
     if m == 1 && !p.trans_a {
         return simd::vector_product(n, k, va, &vb, y, &epi);
     }
@@ -229,6 +210,37 @@ pub fn pack_b_strips(k: usize, n: usize, b: &[f32], trans: bool, out: &mut [f32]
     Ok(())
 }
 
+/// A's view (`transA` honoured) and the epilogue (`alpha`, `beta * C` with
+/// C checked against `p.c_strides`, then `act`) of the Gemm `p`.
+fn a_and_epilogue<'a>(
+    p: &Gemm<f32>,
+    a: &'a [f32],
+    c: Option<&'a [f32]>,
+    act: Activation,
+) -> Result<(ViewA<'a>, Epilogue<'a>)> {
+    let (m, n, k) = (p.m, p.n, p.k);
+    if let Some(c) = c {
+        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
+    }
+    let va = if p.trans_a {
+        ViewA { data: a, off: 0, rs: 1, cs: m }
+    } else {
+        ViewA { data: a, off: 0, rs: k, cs: 1 }
+    };
+    // Strides over an axis of length 1 are never used; others are checked
+    // non-negative (`check_strided` keeps every offset in range).
+    let stride = |s: isize, len: usize| if len > 1 { usize::try_from(s).ok() } else { Some(0) };
+    let c = match c {
+        Some(data) => {
+            let rs = stride(p.c_strides[0], m).ok_or(Error::InvalidParams)?;
+            let cs = stride(p.c_strides[1], n).ok_or(Error::InvalidParams)?;
+            Some(CTerm { data, rs, cs, beta: p.beta })
+        }
+        None => None,
+    };
+    Ok((va, Epilogue { alpha: p.alpha, row_bias: None, c, act }))
+}
+
 /// [`sgemm_act`] with B given as laid out by [`pack_b_strips`] (which took
 /// care of `transB`: `p.trans_b` is not read). No copy of B is made on
 /// CPUs whose kernel is 32 columns wide; the others copy from the strips.
@@ -245,24 +257,7 @@ pub fn sgemm_packed(
     let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
     let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
     ensure(a.len() == mk && packed.len() == len && y.len() == mn, Error::ShapeMismatch)?;
-    if let Some(c) = c {
-        check_strided(&[m, n], &p.c_strides, 0, c.len())?;
-    }
-    let va = if p.trans_a {
-        ViewA { data: a, off: 0, rs: 1, cs: m }
-    } else {
-        ViewA { data: a, off: 0, rs: k, cs: 1 }
-    };
-    let stride = |s: isize, len: usize| if len > 1 { usize::try_from(s).ok() } else { Some(0) };
-    let c = match c {
-        Some(data) => {
-            let rs = stride(p.c_strides[0], m).ok_or(Error::InvalidParams)?;
-            let cs = stride(p.c_strides[1], n).ok_or(Error::InvalidParams)?;
-            Some(CTerm { data, rs, cs, beta: p.beta })
-        }
-        None => None,
-    };
-    let epi = Epilogue { alpha: p.alpha, row_bias: None, c, act };
+    let (va, epi) = a_and_epilogue(p, a, c, act)?;
     let vb = StripsB { data: packed, k };
     if m == 1 && !p.trans_a {
         return simd::strips_vector_product(n, a, &vb, y, &epi);
@@ -787,16 +782,7 @@ mod tests {
         assert_eq!(smatmul(&bad, &q, &kk, &mut fast), Err(Error::InvalidParams));
         assert_eq!(smatmul(&strided, &q, &kk, &mut fast[..29]), Err(Error::ShapeMismatch));
     }
-    /// Deterministic values in [-1, 1) with a few exact zeros, any length.
-    fn fill(out: &mut [f32], seed: u32) {
-        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        for v in out.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            *v = (x % 2001) as f32 / 1000.0 - 1.0;
-        }
-    }
+    use crate::simd::tests::fill;
 
     const BIG: usize = 8192;
 

@@ -56,6 +56,10 @@
 //!   adjacent in memory; long filters (`C * kh * kw` of thousands) otherwise
 //!   put them in the same L1 sets.
 //!
+//! * **MatMul/Gemm B in strips** ([`pack_matmul_weights`]): the constant f32
+//!   B of a product is laid out once, here, in the 32-column strips the
+//!   micro-kernels read (an internal fourth input), so no run copies it.
+//!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
@@ -280,6 +284,24 @@ fn add_f32(g: &mut Graph, base: &str, dims: Vec<u64>, values: &[f64]) -> Option<
     let bytes: Vec<u8> = values.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
     let t = Tensor::from_bytes(name.clone(), ElemType::Float, dims, bytes.into()).ok()?;
     Some(g.add_initializer(name, t))
+}
+
+/// A constant's values as f32.
+fn f32s(t: &Tensor) -> Option<Vec<f32>> {
+    t.to_f64s().map(|v| v.iter().map(|&x| x as f32).collect())
+}
+
+/// Stores `packed` (weights laid out by one of the runtime's packing
+/// functions) as a new weight named after node `id` and wires it as the
+/// node's internal input `at`; `false` when it cannot be stored.
+fn attach_packed(g: &mut Graph, id: NodeId, at: usize, suffix: &str, packed: &[f32]) -> bool {
+    let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
+    let base = format!("{}_{suffix}", g.node(id).name);
+    let Some(pid) = add_f32(g, &base, vec![packed.len() as u64], &values) else { return false };
+    let node = g.node_mut(id);
+    node.inputs.resize(at + 1, None);
+    node.inputs[at] = Some(pid);
+    true
 }
 
 /// New weights and bias for a `Conv` followed by `y = x * s + t` per output
@@ -1037,23 +1059,15 @@ pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         else {
             continue;
         };
-        let to_f32 = |t: &Tensor| t.to_f64s().map(|v| v.iter().map(|&x| x as f32).collect());
-        let (Some(wv), Some(rv)): (Option<Vec<f32>>, Option<Vec<f32>>) = (to_f32(w), to_f32(r))
-        else {
-            continue;
-        };
+        let (Some(wv), Some(rv)) = (f32s(w), f32s(r)) else { continue };
         let mut packed = vec![0.0f32; len];
         let [nd, h, ni] = dims;
         if onnx_codegen_runtime::rnn::pack_lstm_weights(nd, h, ni, &wv, &rv, &mut packed).is_err() {
             continue;
         }
-        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
-        let base = format!("{}_packed_WR", g.node(id).name);
-        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
-        let node = g.node_mut(id);
-        node.inputs.resize(LSTM_PACKED_INPUT + 1, None);
-        node.inputs[LSTM_PACKED_INPUT] = Some(pid);
-        done += 1;
+        if attach_packed(g, id, LSTM_PACKED_INPUT, "packed_WR", &packed) {
+            done += 1;
+        }
     }
     done
 }
@@ -1104,19 +1118,14 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         }
         let Some(k) = c.checked_mul(kh).and_then(|v| v.checked_mul(kw)) else { continue };
         let Some(len) = onnx_codegen_runtime::conv::packed_weights_len(m, k) else { continue };
-        let Some(wv) = w.to_f64s() else { continue };
-        let wv: Vec<f32> = wv.iter().map(|&x| x as f32).collect();
+        let Some(wv) = f32s(w) else { continue };
         let mut packed = vec![0.0f32; len];
         if onnx_codegen_runtime::conv::pack_conv_weights(m, k, &wv, &mut packed).is_err() {
             continue;
         }
-        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
-        let base = format!("{}_packed_W", g.node(id).name);
-        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
-        let node = g.node_mut(id);
-        node.inputs.resize(CONV_PACKED_INPUT + 1, None);
-        node.inputs[CONV_PACKED_INPUT] = Some(pid);
-        done += 1;
+        if attach_packed(g, id, CONV_PACKED_INPUT, "packed_W", &packed) {
+            done += 1;
+        }
     }
     done
 }
@@ -1165,19 +1174,14 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if k == 0 || n == 0 || padding > n / 8 {
             continue;
         }
-        let Some(values) = b.to_f64s() else { continue };
-        let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let Some(values) = f32s(b) else { continue };
         let mut packed = vec![0.0f32; len];
         if pack_b_strips(k, n, &values, trans, &mut packed).is_err() {
             continue;
         }
-        let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
-        let base = format!("{}_packed_B", g.node(id).name);
-        let Some(pid) = add_f32(g, &base, vec![len as u64], &values) else { continue };
-        let node = g.node_mut(id);
-        node.inputs.resize(PACKED_B_INPUT + 1, None);
-        node.inputs[PACKED_B_INPUT] = Some(pid);
-        done += 1;
+        if attach_packed(g, id, PACKED_B_INPUT, "packed_B", &packed) {
+            done += 1;
+        }
     }
     done
 }

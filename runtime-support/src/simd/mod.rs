@@ -1021,11 +1021,11 @@ pub(crate) fn product_portable<A: ReadA, B: PackB>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// Deterministic values in [-1, 1) with a few exact zeros.
-    fn fill(out: &mut [f32], seed: u32) {
+    /// Deterministic values in [-1, 1) with a few exact zeros, any length.
+    pub(crate) fn fill(out: &mut [f32], seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
         for v in out.iter_mut() {
             x ^= x << 13;
