@@ -22,24 +22,7 @@ impl Avx2 {
     /// `Some` when the CPU supports AVX2 and FMA.
     #[inline]
     pub(crate) fn detect() -> Option<Avx2> {
-        #[cfg(feature = "std")]
-        {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                return Some(Avx2 { _private: () });
-            }
-            None
-        }
-        #[cfg(all(not(feature = "std"), target_feature = "avx2", target_feature = "fma"))]
-        {
-            Some(Avx2 { _private: () })
-        }
-        #[cfg(all(
-            not(feature = "std"),
-            not(all(target_feature = "avx2", target_feature = "fma"))
-        ))]
-        {
-            None
-        }
+        (super::cpu::features() & super::cpu::AVX2_FMA != 0).then_some(Avx2 { _private: () })
     }
 }
 

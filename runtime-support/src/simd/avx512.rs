@@ -30,21 +30,7 @@ impl Avx512 {
     /// `Some` when the CPU supports AVX-512F.
     #[inline]
     pub(crate) fn detect() -> Option<Avx512> {
-        #[cfg(feature = "std")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                return Some(Avx512 { _private: () });
-            }
-            None
-        }
-        #[cfg(all(not(feature = "std"), target_feature = "avx512f"))]
-        {
-            Some(Avx512 { _private: () })
-        }
-        #[cfg(all(not(feature = "std"), not(target_feature = "avx512f")))]
-        {
-            None
-        }
+        (super::cpu::features() & super::cpu::AVX512F != 0).then_some(Avx512 { _private: () })
     }
 }
 

@@ -11,11 +11,11 @@
 //! generated code opts into these paths explicitly while constant folding
 //! keeps the exact kernels.
 //!
-//! On x86-64 the AVX2+FMA kernel is chosen at run time when the `std` feature
-//! is on (`is_x86_feature_detected!`), and at compile time from
-//! `target_feature` otherwise. On aarch64 with NEON (a compile-time target
-//! feature, present on every aarch64 Linux and macOS target) the NEON kernel
-//! runs; every other target uses the portable kernel.
+//! On x86-64 the AVX-512 or AVX2+FMA kernels are chosen at run time
+//! (`cpu.rs`: `cpuid` and `xgetbv`, probed once; no `std` needed). On
+//! aarch64 with NEON (a compile-time target feature, present on every
+//! aarch64 Linux and macOS target) the NEON kernel runs; every other target
+//! uses the portable kernel.
 
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
@@ -29,6 +29,9 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod avx512_dw;
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod cpu;
 #[cfg(target_arch = "x86_64")]
 mod direct;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]

@@ -1,0 +1,93 @@
+//! Run-time detection of the x86-64 vector extensions the kernels use, from
+//! `cpuid` and `xgetbv` in `core`: it works in `no_std` builds too, so a
+//! plain `cargo build --release` of any crate gets the AVX2 or AVX-512
+//! kernels on a CPU that has them, with or without the `std` feature.
+//!
+//! An extension counts only when the CPU reports it and the operating
+//! system saves its registers (XCR0): the vector state of a kernel that
+//! never enabled AVX would not survive a context switch.
+
+use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// AVX2 and FMA, with the `ymm` state saved by the OS.
+pub(crate) const AVX2_FMA: u8 = 1;
+/// AVX-512F (and AVX2 and FMA), with the `zmm` and mask state saved.
+pub(crate) const AVX512F: u8 = 2;
+/// Set once the probe has run.
+const PROBED: u8 = 0x80;
+
+static FEATURES: AtomicU8 = AtomicU8::new(0);
+
+/// The extensions this CPU and OS support, probed once and then cached.
+#[inline]
+pub(crate) fn features() -> u8 {
+    let f = FEATURES.load(Ordering::Relaxed);
+    if f & PROBED != 0 {
+        return f;
+    }
+    let f = probe() | PROBED;
+    FEATURES.store(f, Ordering::Relaxed);
+    f
+}
+
+#[cold]
+// `cpuid` is an unsafe intrinsic on older toolchains (MSRV 1.89), safe on
+// newer ones.
+#[allow(unused_unsafe)]
+fn probe() -> u8 {
+    // SAFETY: `cpuid` exists on every x86-64 CPU; leaf 0 gives the highest
+    // leaf, checked before leaf 7 is read.
+    let max_leaf = unsafe { __cpuid(0) }.eax;
+    if max_leaf < 7 {
+        return 0;
+    }
+    // SAFETY: as above, leaves 1 and 7 are within `max_leaf`.
+    let (l1, l7) = unsafe { (__cpuid(1), __cpuid_count(7, 0)) };
+    let bit = |reg: u32, b: u32| reg & (1 << b) != 0;
+    // OSXSAVE: the OS enabled XSAVE, so `xgetbv` may run.
+    if !bit(l1.ecx, 27) {
+        return 0;
+    }
+    // SAFETY: OSXSAVE is set (checked above), so `xgetbv` is available.
+    let xcr0 = unsafe { xcr0() };
+    let ymm_saved = xcr0 & 0b110 == 0b110;
+    // Opmask, upper halves of zmm0-15, and zmm16-31.
+    let zmm_saved = ymm_saved && xcr0 & 0b1110_0000 == 0b1110_0000;
+    let avx2_fma = ymm_saved && bit(l1.ecx, 28) && bit(l1.ecx, 12) && bit(l7.ebx, 5);
+    let mut f = 0;
+    if avx2_fma {
+        f |= AVX2_FMA;
+        if zmm_saved && bit(l7.ebx, 16) {
+            f |= AVX512F;
+        }
+    }
+    f
+}
+
+/// XCR0, the state components the OS saves.
+///
+/// # Safety
+/// CPUID reported OSXSAVE.
+#[target_feature(enable = "xsave")]
+unsafe fn xcr0() -> u64 {
+    // SAFETY: the caller checked OSXSAVE, which `xgetbv` needs.
+    unsafe { _xgetbv(0) }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agrees_with_std_detection() {
+        let std_avx2 =
+            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        let std_avx512 = std_avx2 && std::is_x86_feature_detected!("avx512f");
+        let f = features();
+        assert_eq!(f & AVX2_FMA != 0, std_avx2);
+        assert_eq!(f & AVX512F != 0, std_avx512);
+        // Cached: the same answer again.
+        assert_eq!(features(), f);
+    }
+}
