@@ -6,7 +6,10 @@ use super::Activation;
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
 /// vector kernels read it (depthwise here, direct in `direct.rs`).
 #[cfg_attr(
-    not(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon"))),
+    not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        all(target_arch = "aarch64", target_feature = "neon")
+    )),
     allow(dead_code)
 )]
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +56,7 @@ pub(crate) fn depthwise(
     act: Activation,
     y: &mut [f32],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         if let Some(cpu) = super::avx512::Avx512::detect()
             && super::avx512_dw::depthwise(cpu, g, channels, x, w, bias, act, y)
@@ -80,7 +83,10 @@ pub(crate) fn depthwise(
 /// the slices do not hold whole planes or a plane is not handled (the
 /// geometry is the same for all, so that is the first one, before any
 /// output was written).
-#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
 #[allow(clippy::too_many_arguments)]
 fn plane_by_plane(
     g: &Geom2d,
@@ -119,7 +125,7 @@ fn plane_by_plane(
     true
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, all(target_arch = "x86_64", target_feature = "sse2")))]
 mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};

@@ -12,27 +12,30 @@
 //! keeps the exact kernels.
 //!
 //! On x86-64 the AVX-512 or AVX2+FMA kernels are chosen at run time
-//! (`cpu.rs`: `cpuid` and `xgetbv`, probed once; no `std` needed). On
+//! (`cpu.rs`: `cpuid` and `xgetbv`, probed once; no `std` needed). They
+//! are compiled only where SSE2 is on (every x86-64 target but the
+//! soft-float `x86_64-unknown-none`, whose code generator cannot lower
+//! vector functions: there the portable kernel runs). On
 //! aarch64 with NEON (a compile-time target feature, present on every
 //! aarch64 Linux and macOS target) the NEON kernel runs; every other target
 //! uses the portable kernel.
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod avx2;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod avx2_dw;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod avx512;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod avx512_dw;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod cpu;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod direct;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
@@ -177,7 +180,10 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 }
 
 /// Whether `dst` holds an `nrows x ncols` block with row stride `ldd`.
-#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
 #[inline(always)]
 fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
     nrows == 0
@@ -189,7 +195,10 @@ fn block_fits(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> bool {
 }
 
 /// The `C` term of an epilogue fused into a register tile.
-#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
 #[derive(Clone, Copy)]
 pub(crate) enum FusedC {
     None,
@@ -206,7 +215,10 @@ pub(crate) enum FusedC {
 /// An [`Epilogue`] resolved for one tile of at most [`MAX_MR`] rows, for
 /// kernels that apply it in registers before the store (the same operations
 /// in the same order as [`Epilogue::one`]).
-#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
 #[derive(Clone, Copy)]
 pub(crate) struct Fused {
     pub alpha: f32,
@@ -215,7 +227,10 @@ pub(crate) struct Fused {
     pub act: Activation,
 }
 
-#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
 impl Fused {
     /// The tile's epilogue in registers, or `None` when C has a layout the
     /// registers do not take (then the rows are finished in memory) or a
@@ -307,9 +322,17 @@ impl<const NR: usize> Micro for Portable<NR> {
 
 /// The portable strip width: 8 columns where there are vector registers
 /// to spare, 4 on small FPUs (Cortex-M4F has 32 single registers).
-#[cfg(any(target_arch = "x86_64", target_arch = "x86", target_arch = "aarch64"))]
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "x86",
+    target_arch = "aarch64"
+))]
 pub(crate) type PortableKernel = Portable<8>;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "x86", target_arch = "aarch64")))]
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "x86",
+    target_arch = "aarch64"
+)))]
 pub(crate) type PortableKernel = Portable<4>;
 
 /// The B operand of a product, packed strip by strip.
@@ -790,11 +813,11 @@ pub(crate) fn product<A: ReadA, B: PackB>(
     out: Out<'_>,
     epi: &Epilogue<'_>,
 ) -> crate::Result {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(kern) = avx512::Avx512::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
     }
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(kern) = avx2::Avx2::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
     }
@@ -822,7 +845,7 @@ pub(crate) fn conv2d_direct<A: ReadA>(
     act: Activation,
     y: &mut [f32],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
         return direct::conv2d(cpu, g, cin, m, x, w, bias, act, y);
     }
@@ -855,13 +878,13 @@ pub(crate) fn vector_product(
     let b_last = (k - 1).checked_mul(b.rs).and_then(|v| v.checked_add((n - 1).checked_mul(b.cs)?));
     ensure(b_last.is_some_and(|v| v < b.data.len()), Error::ShapeMismatch)?;
     if b.cs == 1 {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         let fast = avx2::Avx2::detect();
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(f) = fast {
             f.axpy_rows(av, b.data, b.rs, y);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         let fast: Option<()> = None;
         if fast.is_none() {
             for (p, &x) in av.iter().enumerate() {
@@ -872,9 +895,9 @@ pub(crate) fn vector_product(
             }
         }
     } else if b.rs == 1 {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         let fast = avx2::Avx2::detect();
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(f) = avx512::Avx512::detect() {
             f.dots(av, b.data, b.cs, y);
         } else if let Some(f) = fast {
@@ -887,7 +910,7 @@ pub(crate) fn vector_product(
             f.dots(av, b.data, b.cs, y);
         }
         #[cfg(not(any(
-            target_arch = "x86_64",
+            all(target_arch = "x86_64", target_feature = "sse2"),
             all(target_arch = "aarch64", target_feature = "neon")
         )))]
         let fast: Option<()> = None;
@@ -959,7 +982,7 @@ pub(crate) fn strips_vector_product(
 /// when `f`'s loops are inlined into it; the arithmetic does not change.
 #[inline]
 pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(v) = avx2::Avx2::detect() {
         return v.vectorized(f);
     }
@@ -980,7 +1003,7 @@ pub(crate) trait Vectorize {
 /// the arithmetic does not change.
 #[inline]
 pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(v) = avx2::Avx2::detect() {
         return v.vectorize(k);
     }
@@ -989,15 +1012,15 @@ pub(crate) fn vectorize<K: Vectorize>(k: K) -> K::Output {
 
 /// Runs `k` compiled for the widest vector unit including AVX-512 (the
 /// element-wise kernels' entry; see `avx2::vectorize_wide`).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) use avx2::vectorize_wide;
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 pub(crate) use vectorize as vectorize_wide;
 
 /// Whether the fused-multiply-add kernels run on this CPU (results then
 /// differ from the exact kernels by rounding).
 pub fn uses_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if avx2::Avx2::detect().is_some() || avx512::Avx512::detect().is_some() {
         return true;
     }
@@ -1150,7 +1173,7 @@ pub(crate) mod tests {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx2_kernel_matches_portable_on_awkward_sizes() {
         if let Some(kern) = avx2::Avx2::detect() {
@@ -1158,7 +1181,7 @@ pub(crate) mod tests {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_kernel_matches_portable_on_awkward_sizes() {
         if let Some(kern) = avx512::Avx512::detect() {
@@ -1217,7 +1240,7 @@ pub(crate) mod tests {
 
     /// An A of more than 256 KiB (the AVX-512 kernel then prefetches it),
     /// strided and in panels, against the portable kernel.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn large_a_operands_match_portable() {
         let Some(kern) = avx512::Avx512::detect() else { return };
@@ -1252,11 +1275,11 @@ pub(crate) mod tests {
     fn panel_operands_match_strided_ones_on_every_kernel() {
         check_panels(Portable::<8>);
         check_panels(Portable::<4>);
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(kern) = avx2::Avx2::detect() {
             check_panels(kern);
         }
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(kern) = avx512::Avx512::detect() {
             check_panels(kern);
         }
@@ -1336,7 +1359,7 @@ pub(crate) mod tests {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn fast_kernels_keep_special_values_through_activations() {
         if let Some(kern) = avx2::Avx2::detect() {

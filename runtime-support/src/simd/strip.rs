@@ -41,7 +41,7 @@ impl<const BUF: usize> Strip<BUF> {
 /// as the first tile over it runs). A hint only: nothing is read or changed.
 #[inline(always)]
 pub(crate) fn prefetch(data: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     for line in data.chunks(16) {
         // SAFETY: a prefetch never faults and has no effect but on the
         // caches; the address is inside `data` anyway. SSE, which has the
@@ -52,7 +52,7 @@ pub(crate) fn prefetch(data: &[f32]) {
             );
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     let _ = data;
 }
 
