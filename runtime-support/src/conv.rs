@@ -1101,15 +1101,9 @@ mod tests {
             let kd = c * k[0] * k[1];
             let (xl, wl, yl) = (n * c * ind[0] * ind[1], m * kd, n * m * out[0] * out[1]);
             let values_of = |len: usize, seed: u32| -> Vec<f32> {
-                let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(7);
-                (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 17;
-                        x ^= x << 5;
-                        (x % 2001) as f32 / 1000.0 - 1.0
-                    })
-                    .collect()
+                let mut v = vec![0.0f32; len];
+                crate::simd::tests::fill(&mut v, seed);
+                v
             };
             let (x, w, b) = (values_of(xl, 1 + t as u32), values_of(wl, 2), values_of(m, 3));
             let mut packed = vec![f32::NAN; packed_weights_len(m, kd).unwrap()];

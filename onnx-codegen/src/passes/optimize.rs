@@ -286,6 +286,15 @@ fn add_f32(g: &mut Graph, base: &str, dims: Vec<u64>, values: &[f64]) -> Option<
     Some(g.add_initializer(name, t))
 }
 
+/// Whether none of `node`'s outputs was folded to a constant: the node
+/// runs in the generated code, so laying out its weights pays.
+fn computed_at_run_time(node: &crate::ir::Node, inferred: &Inferred) -> bool {
+    node.outputs
+        .iter()
+        .flatten()
+        .all(|v| inferred.constants.get(v.index()).is_some_and(Option::is_none))
+}
+
 /// A constant's values as f32.
 fn f32s(t: &Tensor) -> Option<Vec<f32>> {
     t.to_f64s().map(|v| v.iter().map(|&x| x as f32).collect())
@@ -1035,11 +1044,7 @@ pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if !node.op.is("LSTM") || node.inputs.len() > LSTM_PACKED_INPUT {
             continue;
         }
-        let runs = node
-            .outputs
-            .iter()
-            .flatten()
-            .all(|v| inferred.constants.get(v.index()).is_some_and(Option::is_none));
+        let runs = computed_at_run_time(node, inferred);
         let (Some(w), Some(r)) =
             (constant(g, inferred, node.input(1)), constant(g, inferred, node.input(2)))
         else {
@@ -1090,11 +1095,7 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if !node.op.is("Conv") || node.inputs.len() > CONV_PACKED_INPUT {
             continue;
         }
-        let runs = node
-            .outputs
-            .iter()
-            .flatten()
-            .all(|v| inferred.constants.get(v.index()).is_some_and(Option::is_none));
+        let runs = computed_at_run_time(node, inferred);
         let x_f32 = node
             .input(0)
             .and_then(|v| inferred.types.get(v.index()))
@@ -1149,10 +1150,10 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if !(is_mm || is_gemm) || node.inputs.len() > PACKED_B_INPUT {
             continue;
         }
-        let runs = node.output(0).is_some_and(|y| {
-            inferred.constants.get(y.index()).is_some_and(Option::is_none)
-                && inferred.types.get(y.index()).is_some_and(Option::is_some)
-        });
+        let runs = computed_at_run_time(node, inferred)
+            && node
+                .output(0)
+                .is_some_and(|y| inferred.types.get(y.index()).is_some_and(Option::is_some));
         let Some(b) = constant(g, inferred, node.input(1)) else { continue };
         let &[d0, d1] = b.dims.as_slice() else { continue };
         if !runs || b.elem != ElemType::Float {
