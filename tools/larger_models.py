@@ -13,6 +13,11 @@ cnn_224:    opset 13, image [1,3,224,224]: a stride-2 3x3 stem, six depthwise-se
             convolution), a residual block of two 3x3 512 -> 512 convolutions on 14x14, global
             average pooling and a 1000-way Gemm.
 
+mobilenet_v2: opset 13, image [1,3,224,224]: MobileNet-V2 (width 1.0): a stride-2 3x3 stem, 17
+            inverted-residual blocks (1x1 expand x6, 3x3 depthwise, 1x1 project, residual Add
+            where shapes allow), BatchNormalization + ReLU6 (Clip 0..6) as exported, a 1x1 conv to
+            1280, global average pooling and a 1000-way Gemm.
+
 bert_small: opset 17, seq 128, d 256, 4 heads, ffn 1024, 4 layers, LayerNormalization, Erf GELU,
             padding mask (Where), input float embeddings [1,128,256].
 gpt_small:  opset 14, seq 128, d 256, 4 heads, ffn 1024, 4 layers, decomposed LayerNorm
@@ -191,6 +196,42 @@ def cnn(seed=0):
     return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
+def mobilenet_v2(seed=14):
+    g = G(seed)
+    lo, hi = g.const(np.float32(0.0), "lo"), g.const(np.float32(6.0), "hi")
+
+    def conv(x, cin, cout, k, stride, groups=1, act=True):
+        fan = cin // groups * k * k
+        w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
+        y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
+                 pads=[k // 2] * 4, group=groups)
+        scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
+        bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
+        mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
+        var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
+        y = g.op("BatchNormalization", [y, scale, bias, mean, var])
+        return g.op("Clip", [y, lo, hi]) if act else y
+
+    y = conv("img", 3, 32, 3, 2)
+    c = 32
+    for t, cout, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                          (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = c * t
+            z = conv(y, c, hidden, 1, 1) if t != 1 else y
+            z = conv(z, hidden, hidden, 3, stride, groups=hidden)
+            z = conv(z, hidden, cout, 1, 1, act=False)
+            y = g.op("Add", [y, z]) if stride == 1 and c == cout else z
+            c = cout
+    y = conv(y, c, 1280, 1, 1)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    logits = g.op("Gemm", [y, g.w((1280, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
 def save(root, name, built):
     import onnxruntime as ort
     g, ins, outs, opset, feeds = built
@@ -226,7 +267,7 @@ def save(root, name, built):
     print(f"{name}: {len(g.nodes)} nodes, ort single-thread median {np.median(ts):.3f} ms, out {res[0].shape}")
 
 
-BUILDERS = {"cnn_224": cnn, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
+BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

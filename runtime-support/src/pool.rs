@@ -160,7 +160,11 @@ pub fn max_pool<T: Num>(
     }
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
-            max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
+            if indices.is_none() && g.d == [1, 1] && in_size > 0 {
+                max_pool_2d_separable(&g, in_size, out_size, x, y);
+            } else {
+                max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
+            }
         }
         return Ok(());
     }
@@ -284,6 +288,90 @@ fn max_pool_2d<T: Num>(
                     if let Some(ix) = indices.as_deref_mut() {
                         ix[yo] = if any { at[l] as i64 } else { -1 };
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The larger of `best` and `v` as [`max_pool`] ranks them: NaN wins over
+/// a number, and of two equal values the first stays.
+#[inline(always)]
+fn max_nan<T: Num>(best: T, v: T) -> T {
+    if v > best || (v.is_nan() && !best.is_nan()) { v } else { best }
+}
+
+/// Input columns one pass of [`max_pool_2d_separable`] reduces at a time
+/// (a stack buffer: 2 KiB for f64).
+const SEPARABLE_COLS: usize = 256;
+
+/// [`max_pool`] on an undilated 2-D window without `Indices`, plane by
+/// plane and output row by output row, in two contiguous passes: the
+/// maximum down the window's rows for a run of input columns (a loop over
+/// whole rows, which vectorises), then across each window's columns. The
+/// maximum is the same value as the tap-by-tap scan's (NaN still wins);
+/// only which of two equal values it keeps may differ, which shows only as
+/// the sign of a zero.
+fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: &[T], y: &mut [T]) {
+    // Output columns per pass, so their input columns fit the buffer.
+    let step = if g.k[1] > SEPARABLE_COLS {
+        0
+    } else {
+        ((SEPARABLE_COLS - g.k[1]) / g.s[1].max(1) + 1).max(1)
+    };
+    let mut buf = [T::LOWEST; SEPARABLE_COLS];
+    for (xp, yp) in x.chunks_exact(in_size).zip(y.chunks_exact_mut(out_size)) {
+        for (oy, yrow) in yp.chunks_exact_mut(g.ow).enumerate() {
+            let rows = g.rows(oy);
+            let nrows = rows.hi - rows.lo;
+            if nrows == 0 || step == 0 {
+                if step == 0 {
+                    // A window wider than the buffer: the tap-by-tap scan.
+                    for (ox, out) in yrow.iter_mut().enumerate() {
+                        let mut best = T::LOWEST;
+                        let mut any = false;
+                        g.each_tap(rows, g.cols(ox), |off| {
+                            if let Some(&v) = xp.get(off) {
+                                best = if any { max_nan(best, v) } else { v };
+                                any = true;
+                            }
+                        });
+                        *out = best;
+                    }
+                } else {
+                    yrow.fill(T::LOWEST);
+                }
+                continue;
+            }
+            for (block, yblock) in yrow.chunks_mut(step).enumerate() {
+                let first = block * step;
+                let last = first + yblock.len() - 1;
+                // Input columns the block's windows read: [c0, c1).
+                let c0 = g.cols(first).start;
+                let lc = g.cols(last);
+                let c1 = (lc.start + (lc.hi - lc.lo)).max(c0);
+                let width = c1 - c0;
+                let Some(acc) = buf.get_mut(..width) else { return };
+                let row_at =
+                    |r: usize| xp.get((rows.start + r) * g.w + c0..).and_then(|v| v.get(..width));
+                let Some(top) = row_at(0) else { return };
+                acc.copy_from_slice(top);
+                for r in 1..nrows {
+                    let Some(src) = row_at(r) else { return };
+                    for (a, &v) in acc.iter_mut().zip(src) {
+                        *a = max_nan(*a, v);
+                    }
+                }
+                for (i, out) in yblock.iter_mut().enumerate() {
+                    let cols = g.cols(first + i);
+                    let taps = cols
+                        .start
+                        .checked_sub(c0)
+                        .and_then(|a| acc.get(a..a + (cols.hi - cols.lo)));
+                    *out = match taps {
+                        Some([head, rest @ ..]) => rest.iter().fold(*head, |b, &v| max_nan(b, v)),
+                        _ => T::LOWEST,
+                    };
                 }
             }
         }
@@ -456,6 +544,69 @@ mod tests {
         max_pool(&p, &x, &mut y, Some(&mut ix)).unwrap();
         assert_eq!(y, [5.0, 7.0, 13.0, 15.0]);
         assert_eq!(ix, [5, 7, 13, 15]);
+    }
+
+    #[test]
+    fn separable_max_pool_matches_the_tap_by_tap_scan() {
+        // Pseudo-random values with NaN and -inf mixed in.
+        let mut seed = 0x2545_f491_u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let mut x = [0.0f32; 2 * 3 * 300];
+        let mut y = [0.0f32; 2 * 8 * 310];
+        let mut y_ref = [0.0f32; 2 * 8 * 310];
+        let mut ix = [0i64; 2 * 8 * 310];
+        let mut cases = 0;
+        for (h, w) in [(1, 1), (3, 5), (7, 7), (2, 9), (3, 300), (1, 300)] {
+            for k in [1, 2, 3, 4, 300] {
+                for s in 1..=3 {
+                    for (pb, pe) in [(0, 0), (1, 1), (0, 2), (2, 1)] {
+                        let (kh, kw) = (k.min(3), k);
+                        if pb.max(pe) >= kh.min(kw) || h + pb + pe < kh || w + pb + pe < kw {
+                            continue;
+                        }
+                        let (oh, ow) = ((h + pb + pe - kh) / s + 1, (w + pb + pe - kw) / s + 1);
+                        let (n_in, n_out) = (2 * h * w, 2 * oh * ow);
+                        for v in x[..n_in].iter_mut() {
+                            let r = next();
+                            *v = match r % 23 {
+                                0 => f32::NAN,
+                                1 => f32::NEG_INFINITY,
+                                2 => -0.0,
+                                _ => (r % 1000) as f32 / 100.0 - 5.0,
+                            };
+                        }
+                        let p = Pool {
+                            planes: 2,
+                            window: Window {
+                                in_dims: &[h, w],
+                                out_dims: &[oh, ow],
+                                kernel: &[kh, kw],
+                                strides: &[s, s],
+                                dilations: &[1, 1],
+                                pads_begin: &[pb, pb],
+                                pads_end: &[pe, pe],
+                            },
+                        };
+                        max_pool(&p, &x[..n_in], &mut y[..n_out], None).unwrap();
+                        max_pool(&p, &x[..n_in], &mut y_ref[..n_out], Some(&mut ix[..n_out]))
+                            .unwrap();
+                        for (i, (a, b)) in y[..n_out].iter().zip(&y_ref[..n_out]).enumerate() {
+                            assert!(
+                                a == b || (a.is_nan() && b.is_nan()),
+                                "h {h} w {w} k {kh}x{kw} s {s} pads {pb},{pe} at {i}: {a} vs {b}"
+                            );
+                        }
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 100, "{cases}");
     }
 
     #[test]
