@@ -384,6 +384,10 @@ fn run_convs(reps: usize) -> bool {
         ("pw 16->32 24 (vww)", [16, 24, 24, 32, 1, 1, 0, 1]),
         ("pw 64->64 25x5 (kws)", [64, 25, 5, 64, 1, 1, 0, 1]),
         ("c3 16->16 32 (resnet8)", [16, 32, 32, 16, 3, 1, 1, 1]),
+        ("c3 16->32 s2 32 (resnet8)", [16, 32, 32, 32, 3, 2, 1, 1]),
+        ("c3 32->64 s2 16 (resnet8)", [32, 16, 16, 64, 3, 2, 1, 1]),
+        ("stem 3->16 k3 32 (resnet8)", [3, 32, 32, 16, 3, 1, 1, 1]),
+        ("stem 3->8 k3 s2 96 (vww)", [3, 96, 96, 8, 3, 2, 1, 1]),
     ];
     let only = std::env::var("CONV_ONLY").unwrap_or_default();
     let mut ok = true;
@@ -397,7 +401,7 @@ fn run_convs(reps: usize) -> bool {
         match conv_shape(&s, reps) {
             Some((g, ms)) => {
                 total += ms;
-                println!("CONV {label}: {g:.1} GFLOP/s, {ms:.3} ms");
+                println!("CONV {label}: {g:.1} GFLOP/s, {ms:.4} ms");
             }
             None => {
                 ok = false;
