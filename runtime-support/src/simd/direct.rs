@@ -278,11 +278,9 @@ impl Plan {
         Some(())
     }
 
-    /// Stages the input rows of the band of `rb` output rows from `oy0`.
-    /// Inlined into [`run`], so its copies and shuffles are compiled for
-    /// AVX-512 too (on its own it would get baseline SSE2 and copy the
-    /// stride-2 phases one float at a time).
-    #[inline(always)]
+    /// Stages the input rows of the band of `rb` output rows from `oy0`
+    /// (compiled on its own: inlined into the AVX-512 body, its stride-1
+    /// copies ran slower in ic_resnet8).
     fn stage(
         &self,
         cpu: Avx512,
