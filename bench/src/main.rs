@@ -4,7 +4,7 @@
 //! and SGEMM throughput against the core's FMA peak.
 //!
 //! `cargo run --release -p onnx-codegen-bench` runs everything;
-//! `... -- models` or `... -- sgemm` one part; `--runs N` sets the timed runs
+//! `... -- models`, `... -- sgemm` or `... -- conv` (layer shapes) one part; `--runs N` sets the timed runs
 //! per model (default 200); `BENCH_ONLY=name` keeps the models whose name
 //! contains it; `BENCH_JSON=file` writes the figures for
 //! `tools/bench_table.py`, which adds onnxruntime measured on this machine.
@@ -291,6 +291,128 @@ fn sgemm_mnk(m: usize, n: usize, k: usize, reps: usize) -> f64 {
     2.0 * (m * n * k) as f64 / med / 1e9
 }
 
+/// One convolution shape for the `conv` part: `[cin, h, w] -> cout` with a
+/// square kernel, stride, symmetric padding and groups.
+struct ConvShape {
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    groups: usize,
+}
+
+/// GFLOP/s and median milliseconds of one convolution through the kernel the
+/// generated code calls (`sconv_packed` for groups of one, `sconv` for
+/// depthwise), with bias and Relu; `None` when the kernel rejects the shape or
+/// its result differs from the exact `conv`.
+fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64)> {
+    use onnx_codegen_runtime::conv::{self, Activation, Conv, Window};
+    let oh = (s.h + 2 * s.pad - s.k) / s.stride + 1;
+    let ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+    let cg = s.cin / s.groups;
+    let kdim = cg * s.k * s.k;
+    let x: Vec<f32> = (0..s.cin * s.h * s.w).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
+    let w: Vec<f32> = (0..s.cout * kdim).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let bias: Vec<f32> = (0..s.cout).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+    let mut y = vec![0.0f32; s.cout * oh * ow];
+    let (ind, outd, kern) = ([s.h, s.w], [oh, ow], [s.k, s.k]);
+    let (st, dil, pads) = ([s.stride; 2], [1usize; 2], [s.pad; 2]);
+    let window = Window {
+        in_dims: &ind,
+        out_dims: &outd,
+        kernel: &kern,
+        strides: &st,
+        dilations: &dil,
+        pads_begin: &pads,
+        pads_end: &pads,
+    };
+    let p = Conv { batch: 1, in_channels: s.cin, out_channels: s.cout, groups: s.groups, window };
+    let packed = if s.groups == 1 {
+        let mut out = vec![0.0f32; conv::packed_weights_len(s.cout, kdim)?];
+        conv::pack_conv_weights(s.cout, kdim, &w, &mut out).ok()?;
+        Some(out)
+    } else {
+        None
+    };
+    let run = |y: &mut [f32]| match &packed {
+        Some(pw) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
+        None => conv::sconv(&p, &x, &w, Some(&bias), y, Activation::Relu),
+    };
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        run(&mut y).ok()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    let (med, _, _) = stats(&mut times);
+    let mut want = vec![0.0f32; y.len()];
+    conv::conv(&p, &x, &w, Some(&bias), &mut want).ok()?;
+    if want.iter().zip(&y).any(|(w, g)| (w.max(0.0) - g).abs() > 1e-3 * (1.0 + w.abs())) {
+        return None;
+    }
+    let flops = 2.0 * (s.cout * oh * ow * kdim) as f64;
+    Some((flops / med / 1e9, med * 1e3))
+}
+
+/// The convolutions of the MobileNet-like `cnn_224` stand-in (stem,
+/// depthwise, pointwise, the two 3x3 512 convs), of vww_mobilenet's widths
+/// and of ic_resnet8, one line each; `CONV_ONLY=text` keeps the lines whose
+/// label contains it.
+fn run_convs(reps: usize) -> bool {
+    #[rustfmt::skip]
+    let shapes: &[(&str, [usize; 8])] = &[
+        ("stem 3->32 k3 s2 224", [3, 224, 224, 32, 3, 2, 1, 1]),
+        ("dw 32 k3 s1 112", [32, 112, 112, 32, 3, 1, 1, 32]),
+        ("pw 32->64 112", [32, 112, 112, 64, 1, 1, 0, 1]),
+        ("dw 64 k3 s2 112", [64, 112, 112, 64, 3, 2, 1, 64]),
+        ("pw 64->128 56", [64, 56, 56, 128, 1, 1, 0, 1]),
+        ("dw 128 k3 s1 56", [128, 56, 56, 128, 3, 1, 1, 128]),
+        ("pw 128->128 56", [128, 56, 56, 128, 1, 1, 0, 1]),
+        ("dw 128 k3 s2 56", [128, 56, 56, 128, 3, 2, 1, 128]),
+        ("pw 128->256 28", [128, 28, 28, 256, 1, 1, 0, 1]),
+        ("dw 256 k3 s1 28", [256, 28, 28, 256, 3, 1, 1, 256]),
+        ("pw 256->256 28", [256, 28, 28, 256, 1, 1, 0, 1]),
+        ("dw 256 k3 s2 28", [256, 28, 28, 256, 3, 2, 1, 256]),
+        ("pw 256->512 14", [256, 14, 14, 512, 1, 1, 0, 1]),
+        ("c3 512->512 14", [512, 14, 14, 512, 3, 1, 1, 1]),
+        ("dw 512 k3 s1 7", [512, 7, 7, 512, 3, 1, 1, 512]),
+        ("pw 512->1024 7", [512, 7, 7, 1024, 1, 1, 0, 1]),
+        ("pw 8->16 48 (vww)", [8, 48, 48, 16, 1, 1, 0, 1]),
+        ("pw 16->32 24 (vww)", [16, 24, 24, 32, 1, 1, 0, 1]),
+        ("pw 64->64 25x5 (kws)", [64, 25, 5, 64, 1, 1, 0, 1]),
+        ("c3 16->16 32 (resnet8)", [16, 32, 32, 16, 3, 1, 1, 1]),
+        ("c3 16->32 s2 32 (resnet8)", [16, 32, 32, 32, 3, 2, 1, 1]),
+        ("c3 32->64 s2 16 (resnet8)", [32, 16, 16, 64, 3, 2, 1, 1]),
+        ("stem 3->16 k3 32 (resnet8)", [3, 32, 32, 16, 3, 1, 1, 1]),
+        ("stem 3->8 k3 s2 96 (vww)", [3, 96, 96, 8, 3, 2, 1, 1]),
+    ];
+    let only = std::env::var("CONV_ONLY").unwrap_or_default();
+    let mut ok = true;
+    let mut total = 0.0;
+    for (label, d) in shapes {
+        if !label.contains(&only) {
+            continue;
+        }
+        let [cin, h, w, cout, k, stride, pad, groups] = *d;
+        let s = ConvShape { cin, h, w, cout, k, stride, pad, groups };
+        match conv_shape(&s, reps) {
+            Some((g, ms)) => {
+                total += ms;
+                println!("CONV {label}: {g:.1} GFLOP/s, {ms:.4} ms");
+            }
+            None => {
+                ok = false;
+                println!("FAIL CONV {label}: rejected or differs from the exact conv");
+            }
+        }
+    }
+    println!("CONV total: {total:.3} ms");
+    ok
+}
+
 #[cfg(target_arch = "x86_64")]
 mod peak {
     use core::arch::x86_64::*;
@@ -395,7 +517,8 @@ fn main() -> ExitCode {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let want = |what: &str| {
-        !args.iter().any(|a| a == "models" || a == "sgemm") || args.iter().any(|a| a == what)
+        !args.iter().any(|a| a == "models" || a == "sgemm" || a == "conv")
+            || args.iter().any(|a| a == what)
     };
     let mut ok = true;
     if want("sgemm") {
@@ -428,6 +551,9 @@ fn main() -> ExitCode {
                 None => println!("SGEMM {n}^3: {g:.1} GFLOP/s"),
             }
         }
+    }
+    if want("conv") {
+        ok &= run_convs(runs);
     }
     if want("models") {
         ok &= run_models(runs);

@@ -205,6 +205,7 @@ struct Im2col<'a> {
     s: [usize; 2],
     d: [usize; 2],
     pad: [usize; 2],
+    evens: simd::Evens,
 }
 
 impl PackB for Im2col<'_> {
@@ -262,7 +263,7 @@ impl PackB for Im2col<'_> {
                     continue;
                 };
                 let first = (ox * sx) as isize - pl;
-                let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w };
+                let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w, evens: self.evens };
                 // Fixed shapes for the usual strips (32, 16 or 8 columns, stride
                 // 1 or 2), so the copies below compile to vector moves.
                 match (len, sx) {
@@ -297,6 +298,7 @@ struct Run {
     kx0: usize,
     dx: usize,
     w: isize,
+    evens: simd::Evens,
 }
 
 impl Run {
@@ -311,10 +313,12 @@ impl Run {
             let ix0 = self.first + ((self.kx0 + i) * self.dx) as isize;
             // Inside the row: a plain (or every-other) copy.
             let last = ix0 + ((len - 1) * sx) as isize;
+            // (The rest of the row from the run's first input: a stride-2
+            // copy may read one float past its last input.)
             if ix0 >= 0
                 && last < w
-                && let Some(src) = xrow.get(ix0 as usize..=last as usize)
-                && copy_run(dst, src, sx)
+                && let Some(src) = xrow.get(ix0 as usize..)
+                && copy_run(dst, src, sx, self.evens)
             {
                 continue;
             }
@@ -383,10 +387,31 @@ fn copy_short(dst: &mut [f32], src: &[f32]) {
 
 /// `dst[t] = src[t * step]` for a run of the usual lengths (32, 16 or 8) and
 /// steps (1 or 2), as fixed-size copies the compiler turns into vector
-/// moves and shuffles. `src` holds `(dst.len() - 1) * step + 1` values.
+/// moves and shuffles (and at a step of 2, where a 32nd float follows,
+/// [`simd::Evens`] permutes). `src` holds at least
+/// `(dst.len() - 1) * step + 1` values.
 /// Returns `false`, copying nothing, for other shapes.
 #[inline(always)]
-fn copy_run(dst: &mut [f32], src: &[f32], step: usize) -> bool {
+fn copy_run(dst: &mut [f32], src: &[f32], step: usize, evens: simd::Evens) -> bool {
+    // Runs of 16 or 32 at a step of 2: the even floats of each 32.
+    if step == 2 && (dst.len() == 32 || dst.len() == 16) && src.len() > 2 * (dst.len() - 1) {
+        for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks(32)) {
+            let (Ok(d), Some(Ok(s))) =
+                (<&mut [f32; 16]>::try_from(d), s.get(..32).map(<&[f32; 32]>::try_from))
+            else {
+                // The last 32 would read one float past the run's last input.
+                return copy_run_fixed(dst, src, step);
+            };
+            evens.copy(d, s);
+        }
+        return true;
+    }
+    copy_run_fixed(dst, src, step)
+}
+
+/// [`copy_run`] with plain copies.
+#[inline(always)]
+fn copy_run_fixed(dst: &mut [f32], src: &[f32], step: usize) -> bool {
     fn fixed<const N: usize, const S: usize>(dst: &mut [f32], src: &[f32]) -> bool {
         let (Ok(d), Some(s)) = (<&mut [f32; N]>::try_from(dst), src.get(..(N - 1) * S + 1)) else {
             return false;
@@ -660,6 +685,7 @@ fn conv2d_group<A: ReadA>(
             s: [win.strides[0], win.strides[1]],
             d: [win.dilations[0], win.dilations[1]],
             pad: [win.pads_begin[0], win.pads_begin[1]],
+            evens: simd::Evens::detect(),
         };
         simd::product(mg, out_size, kdim, a, &b, out, &epi)
     }
@@ -960,6 +986,57 @@ mod tests {
             *v = (x % 2001) as f32 / 1000.0 - 1.0;
         }
         out
+    }
+
+    /// The im2col strips (stride-2 runs of 32 and 16 through the vector
+    /// permute, runs across borders and rows, blocks of `k` starting inside
+    /// a kernel row) hold exactly the im2col matrix, zero in the padding and
+    /// past the last column.
+    #[test]
+    fn im2col_strips_match_the_im2col_matrix() {
+        // (C, H, W, kernel, stride, pads top/left)
+        let cases = [
+            (2, 5, 70, [3, 3], [2, 2], [1, 1]),
+            (3, 4, 64, [3, 3], [2, 2], [1, 1]),
+            (2, 3, 67, [3, 3], [2, 2], [0, 0]),
+            (1, 6, 35, [3, 3], [2, 2], [1, 1]),
+            (2, 7, 33, [2, 5], [1, 2], [0, 2]),
+            (3, 9, 40, [3, 3], [1, 1], [1, 1]),
+        ];
+        for (t, &(c, h, w, k, s, pad)) in cases.iter().enumerate() {
+            let oh = (h + 2 * pad[0] - k[0]) / s[0] + 1;
+            let ow = (w + 2 * pad[1] - k[1]) / s[1] + 1;
+            let x: Vec<f32> = (0..c * h * w).map(|i| i as f32 + 1.0).collect();
+            let b = Im2col { x: &x, h, w, ow, k, s, d: [1, 1], pad, evens: simd::Evens::detect() };
+            let (kdim, n) = (c * k[0] * k[1], oh * ow);
+            let want = |p: usize, j: usize| {
+                let (ci, ky, kx) = (p / (k[0] * k[1]), p / k[1] % k[0], p % k[1]);
+                let (oy, ox) = (j / ow, j % ow);
+                let iy = (oy * s[0] + ky).checked_sub(pad[0]).filter(|&v| v < h);
+                let ix = (ox * s[1] + kx).checked_sub(pad[1]).filter(|&v| v < w);
+                match (iy, ix) {
+                    (Some(iy), Some(ix)) => x[(ci * h + iy) * w + ix],
+                    _ => 0.0,
+                }
+            };
+            for nr in [32, 16, 8] {
+                for p0 in [0, 1, 4] {
+                    let kc = kdim - p0;
+                    let mut out = vec![f32::NAN; kc * nr];
+                    for j0 in (0..n).step_by(nr) {
+                        let cols = nr.min(n - j0);
+                        b.pack(p0, kc, j0, cols, nr, &mut out);
+                        for p in 0..kc {
+                            for col in 0..nr {
+                                let e = if col < cols { want(p0 + p, j0 + col) } else { 0.0 };
+                                let g = out[p * nr + col];
+                                assert_eq!(g, e, "case {t} nr {nr} p {} j {}", p0 + p, j0 + col);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -278,8 +278,19 @@ impl Plan {
         Some(())
     }
 
-    /// Stages the input rows of the band of `rb` output rows from `oy0`.
-    fn stage(&self, g: &Geom2d, x: &[f32], cin: usize, oy0: usize, rb: usize, buf: &mut [f32]) {
+    /// Stages the input rows of the band of `rb` output rows from `oy0`
+    /// (compiled on its own: inlined into the AVX-512 body, its stride-1
+    /// copies ran slower in ic_resnet8).
+    fn stage(
+        &self,
+        cpu: Avx512,
+        g: &Geom2d,
+        x: &[f32],
+        cin: usize,
+        oy0: usize,
+        rb: usize,
+        buf: &mut [f32],
+    ) {
         let (h, w, lx) = (g.h, g.w, self.lx);
         let block = self.ry * lx;
         for c in 0..cin {
@@ -295,7 +306,7 @@ impl Plan {
                         let at = c * self.cs + (by * self.nqx + bx) * block + i * lx;
                         let Some(dst) = buf.get_mut(at..at + lx) else { return };
                         match xrow {
-                            Some(row) => stage_row(dst, row, qx, g.sx, g.pl),
+                            Some(row) => stage_row(cpu, dst, row, qx, g.sx, g.pl),
                             None => zero(dst),
                         }
                     }
@@ -308,7 +319,7 @@ impl Plan {
 /// `dst[j]` = padded column `j * sx + qx` of `row` (input column minus
 /// `pl`), zero in the padding.
 #[inline(always)]
-fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
+fn stage_row(cpu: Avx512, dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
     let lx = dst.len();
     let lo = pl.saturating_sub(qx).div_ceil(sx).min(lx);
     let hi = (row.len() + pl).saturating_sub(qx).div_ceil(sx).clamp(lo, lx);
@@ -327,16 +338,14 @@ fn stage_row(dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl: usize) {
             }
         }
         2 => {
-            // Blocks of 16 outputs from 32 inputs (vector shuffles), then
-            // the rest one by one.
+            // Blocks of 16 outputs from 32 inputs (a two-register
+            // permute), then the rest one by one.
             let src = row.get(start..).unwrap_or(&[]);
             let full = (mid.len() / 16).min(src.len() / 32);
             let (blocks, rest) = mid.split_at_mut(full * 16);
             for (d, s) in blocks.chunks_exact_mut(16).zip(src.chunks_exact(32)) {
                 if let (Ok(d), Ok(s)) = (<&mut [f32; 16]>::try_from(d), <&[f32; 32]>::try_from(s)) {
-                    for i in 0..16 {
-                        d[i] = s[2 * i];
-                    }
+                    super::avx512_dw::evens(cpu, d, s);
                 }
             }
             for (d, s) in rest.iter_mut().zip(src.iter().skip(full * 32).step_by(2)) {
@@ -500,7 +509,7 @@ fn run<A: ReadA>(
     while oy0 < g.oh {
         let rb = plan.rb.min(g.oh - oy0);
         let buf = strip.get(cin * plan.cs);
-        plan.stage(g, x, cin, oy0, rb, buf);
+        plan.stage(cpu, g, x, cin, oy0, rb, buf);
         let buf: &[f32] = buf;
         let tile =
             |ir: usize, base: usize, dst: &mut [f32], ldd: usize, halves: Halves, j0: usize| {

@@ -430,20 +430,98 @@ impl PackB for DenseB<'_> {
             }
             return;
         }
+        if self.cs == 1 {
+            self.pack_rows(p0, kc, j0, nr, stride, out);
+            return;
+        }
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
             let base = (p0 + p) * self.rs + j0 * self.cs;
             let (head, tail) = row.split_at_mut(nr);
-            if self.cs == 1 {
-                match self.data.get(base..base + nr) {
-                    Some(src) => head.copy_from_slice(src),
-                    None => head.fill(0.0),
-                }
-            } else {
-                for (c, v) in head.iter_mut().enumerate() {
-                    *v = self.data.get(base + c * self.cs).copied().unwrap_or(0.0);
-                }
+            for (c, v) in head.iter_mut().enumerate() {
+                *v = self.data.get(base + c * self.cs).copied().unwrap_or(0.0);
             }
             tail.fill(0.0);
+        }
+    }
+}
+
+impl DenseB<'_> {
+    /// [`PackB::pack`] for contiguous rows (`cs == 1`), a strip of rows
+    /// from as many places in memory (a pointwise convolution's input planes,
+    /// `rs` apart). Full strips of the usual widths copy as fixed-size
+    /// vector moves rather than a call per row, and each row's next strip
+    /// (the columns the following call packs) is prefetched: with a hundred
+    /// rows or more, too many streams for the hardware prefetcher to follow,
+    /// every row would otherwise wait on memory in turn.
+    #[inline(always)]
+    fn pack_rows(
+        &self,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        nr: usize,
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        #[inline(always)]
+        fn rows<const N: usize>(b: &DenseB<'_>, p0: usize, kc: usize, j0: usize, out: &mut [f32]) {
+            for (p, row) in out.chunks_exact_mut(N).take(kc).enumerate() {
+                let base = (p0 + p) * b.rs + j0;
+                let Ok(dst) = <&mut [f32; N]>::try_from(row) else { return };
+                match b.data.get(base..base + N).map(<&[f32; N]>::try_from) {
+                    Some(Ok(src)) => *dst = *src,
+                    _ => *dst = [0.0; N],
+                }
+                strip::prefetch(b.data.get(base + N..base + 2 * N).unwrap_or(&[]));
+            }
+        }
+        match (nr, stride) {
+            (32, 32) => return rows::<32>(self, p0, kc, j0, out),
+            (16, 16) => return rows::<16>(self, p0, kc, j0, out),
+            (8, 8) => return rows::<8>(self, p0, kc, j0, out),
+            _ => {}
+        }
+        for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+            let base = (p0 + p) * self.rs + j0;
+            let Some((head, tail)) = row.split_at_mut_checked(nr) else { return };
+            match self.data.get(base..base + nr) {
+                Some(src) => head.copy_from_slice(src),
+                None => head.fill(0.0),
+            }
+            tail.fill(0.0);
+        }
+    }
+}
+
+/// Copies the even floats of 32 (`d[i] = s[2 * i]`, stride-2 convolution
+/// inputs) with one vector permute where the CPU has AVX-512, one by one
+/// elsewhere; detected once, when made, so packing loops carry it along.
+#[derive(Clone, Copy)]
+pub(crate) struct Evens {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    cpu: Option<avx512::Avx512>,
+}
+
+impl Evens {
+    /// The copier for this CPU.
+    #[inline]
+    pub(crate) fn detect() -> Evens {
+        Evens {
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            cpu: avx512::Avx512::detect(),
+        }
+    }
+
+    /// `d[i] = s[2 * i]` for `i < 16`.
+    #[inline(always)]
+    pub(crate) fn copy(self, d: &mut [f32; 16], s: &[f32; 32]) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        if let Some(cpu) = self.cpu {
+            avx512_dw::evens(cpu, d, s);
+            return;
+        }
+        for (i, v) in d.iter_mut().enumerate() {
+            *v = s[2 * i];
         }
     }
 }
@@ -1368,6 +1446,49 @@ pub(crate) mod tests {
         if let Some(kern) = avx512::Avx512::detect() {
             check_special(kern);
         }
+    }
+
+    #[test]
+    fn dense_strips_match_the_matrix() {
+        // B of 7 rows of 70 (rows 75 apart): full strips of 32, 16 and 8, the
+        // last partial one, and rows past the data reading as zero.
+        let data: Vec<f32> = (0..7 * 75).map(|i| i as f32 - 200.0).collect();
+        let b = DenseB { data: &data[..6 * 75 + 70], rs: 75, cs: 1 };
+        for (nr, stride) in [(32, 32), (16, 16), (8, 8), (5, 8), (17, 32), (32, 32)] {
+            for p0 in [0, 2] {
+                let kc = 7 - p0;
+                let mut out = vec![f32::NAN; kc * stride];
+                for j0 in [0, 1, 38] {
+                    let cols = nr.min(70 - j0);
+                    b.pack(p0, kc, j0, cols, stride, &mut out);
+                    for p in 0..kc {
+                        for c in 0..stride {
+                            let e = if c < cols { data[(p0 + p) * 75 + j0 + c] } else { 0.0 };
+                            assert_eq!(out[p * stride + c], e, "nr {nr} p {} j {}", p0 + p, j0 + c);
+                        }
+                    }
+                }
+            }
+        }
+        // A strip that would run past the data is zero rather than a panic.
+        let mut out = [f32::NAN; 32];
+        b.pack(6, 1, 60, 32, 32, &mut out);
+        assert!(out.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn evens_are_every_other_float() {
+        let s: [f32; 32] = core::array::from_fn(|i| (i as f32 - 10.5) * 0.25);
+        let mut d = [f32::NAN; 16];
+        Evens::detect().copy(&mut d, &s);
+        assert_eq!(d, core::array::from_fn(|i| s[2 * i]));
+        let mut d = [f32::NAN; 16];
+        Evens {
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            cpu: None,
+        }
+        .copy(&mut d, &s);
+        assert_eq!(d, core::array::from_fn(|i| s[2 * i]));
     }
 
     #[test]
