@@ -446,8 +446,8 @@ mod tests {
 
     #[test]
     fn bad_geometry_and_buffers_are_refused() {
-        let mk = |kernel: &'static [usize], strides: &'static [usize], outd: &'static [usize]| {
-            Conv {
+        let mk =
+            |kernel: &'static [usize], strides: &'static [usize], outd: &'static [usize]| Conv {
                 batch: 1,
                 in_channels: 1,
                 out_channels: 1,
@@ -461,8 +461,7 @@ mod tests {
                     pads_begin: &[0, 0],
                     pads_end: &[0, 0],
                 },
-            }
-        };
+            };
         let x = [1.0f32; 16];
         let u: Vec<f32> = vec![0.0; weights_len(1, 1).unwrap()];
         let mut s = vec![0.0f32; scratch_len(1, 1, 4).unwrap()];

@@ -56,6 +56,11 @@
 //!   adjacent in memory; long filters (`C * kh * kw` of thousands) otherwise
 //!   put them in the same L1 sets.
 //!
+//! * **Winograd 3x3 convolutions** ([`winograd_convs`]): the constant f32
+//!   weights of a 3x3 stride-1 Conv of group 1 with enough channels are
+//!   transformed once, here, for F(2x2, 3x3) (an internal sixth input): the
+//!   kernel then does 16 products per tile where the direct sum does 36.
+//!
 //! * **MatMul/Gemm B in strips** ([`pack_matmul_weights`]): the constant f32
 //!   B of a product is laid out once, here, in the 32-column strips the
 //!   micro-kernels read (an internal fourth input), so no run copies it.
@@ -1125,6 +1130,134 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
             continue;
         }
         if attach_packed(g, id, CONV_PACKED_INPUT, "packed_W", &packed) {
+            done += 1;
+        }
+    }
+    done
+}
+
+/// The internal input index of a Conv's weights transformed for Winograd's
+/// F(2x2, 3x3) ([`winograd_convs`]). Index 4 is left to a residual input.
+pub const CONV_WINOGRAD_INPUT: usize = 5;
+
+/// Fewest input and output channels a 3x3 Conv needs before
+/// [`winograd_convs`] claims it: below, the 16 small products and the
+/// transforms cost more than the implicit GEMM saves.
+pub const WINOGRAD_MIN_CHANNELS: usize = 32;
+
+/// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
+/// claims it (fewer than two full tiles a side waste most of each tile).
+pub const WINOGRAD_MIN_OUT: usize = 4;
+
+/// The internal attribute of a Conv claimed by [`winograd_convs`]: how many
+/// tiles its kernel handles at a time, which sizes its scratch.
+pub const WINOGRAD_BLOCK: &str = "onnx_codegen.winograd_block";
+
+/// Fewest tiles per block [`winograd_convs`] accepts: fewer leave the
+/// micro-kernel's 8-row tiles mostly empty.
+const WINOGRAD_MIN_BLOCK: usize = 8;
+
+/// Bytes of the run-time values one node of the main graph reads and writes,
+/// at most: a lower bound of the arena (all of them are live during that
+/// step), which the scratch of a Winograd Conv may use without growing it.
+fn largest_step_bytes(g: &Graph, inferred: &Inferred) -> usize {
+    let bytes = |v: &Option<ValueId>| {
+        let v = (*v)?;
+        if inferred.constants.get(v.index()).is_some_and(Option::is_some) {
+            return None;
+        }
+        inferred.types.get(v.index())?.as_ref()?.byte_size()
+    };
+    g.order()
+        .iter()
+        .map(|&id| {
+            let node = g.node(id);
+            node.inputs
+                .iter()
+                .chain(&node.outputs)
+                .filter_map(bytes)
+                .fold(0usize, usize::saturating_add)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Claims each 3x3 Conv of stride and dilation 1, group 1, on f32 computed
+/// at run time, whose constant weights only it reads and are all finite,
+/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out and
+/// [`WINOGRAD_MIN_OUT`] outputs a side, for `winograd::sconv3x3`: its
+/// weights are transformed once, here, into the 16 strip-packed matrices that
+/// kernel reads (an internal input, [`CONV_WINOGRAD_INPUT`]; the original
+/// is then not stored: 16/9 the floats, plus the columns padded to a
+/// multiple of 32). Runs before [`pack_conv_weights`], which leaves the
+/// Convs claimed here alone. Returns how many Convs were claimed.
+pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
+    use onnx_codegen_runtime::winograd::{
+        MAX_BLOCK, scratch_len, tiles_of, transform_weights, weights_len,
+    };
+    let uses = g.uses();
+    let budget = largest_step_bytes(g, inferred);
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        if !node.op.is("Conv")
+            || node.inputs.len() > CONV_WINOGRAD_INPUT
+            || node.input(CONV_PACKED_INPUT).is_some()
+        {
+            continue;
+        }
+        let runs = computed_at_run_time(node, inferred);
+        let x_f32 = node
+            .input(0)
+            .and_then(|v| inferred.types.get(v.index()))
+            .and_then(Option::as_ref)
+            .is_some_and(|t| t.elem == ElemType::Float);
+        let Some(y) = node.output(0).and_then(|v| inferred.types.get(v.index())).cloned().flatten()
+        else {
+            continue;
+        };
+        let Some(wid) = node.input(1) else { continue };
+        let Some(w) = constant(g, inferred, Some(wid)) else { continue };
+        let ones = |name: &str| match node.attr(name) {
+            None => true,
+            Some(AttrValue::Ints(v)) => v.iter().all(|&s| s == 1),
+            Some(_) => false,
+        };
+        let group_1 = matches!(node.attr("group"), None | Some(AttrValue::Int(1)));
+        let sole = sole_reader(&uses, wid) == Some((id, 1));
+        if !runs || !x_f32 || !sole || !group_1 || !ones("strides") || !ones("dilations") {
+            continue;
+        }
+        let (&[m, c, 3, 3], &[_, ym, oh, ow]) = (w.dims.as_slice(), y.dims.as_slice()) else {
+            continue;
+        };
+        let (Ok(m), Ok(c)) = (usize::try_from(m), usize::try_from(c)) else { continue };
+        let wide = m.min(c) >= WINOGRAD_MIN_CHANNELS && oh.min(ow) >= WINOGRAD_MIN_OUT;
+        if w.elem != ElemType::Float || ym != m || !wide {
+            continue;
+        }
+        // The scratch goes where the largest step's values lie, beside this
+        // Conv's own input and output (both as large as its output: pads
+        // aside, stride 1 keeps the size) and a residual branch kept for an
+        // Add after it, as large again.
+        let own = y.byte_size().unwrap_or(usize::MAX).saturating_mul(3);
+        let per_tile = scratch_len(c, m, 1).and_then(|v| v.checked_mul(4)).unwrap_or(usize::MAX);
+        let Some(tiles) = tiles_of(oh, ow) else { continue };
+        let fit = budget.saturating_sub(own) / per_tile.max(1);
+        let most = fit.min(MAX_BLOCK).min(tiles);
+        if most < WINOGRAD_MIN_BLOCK.min(tiles) || most == 0 {
+            continue;
+        }
+        // Blocks of even size: 49 tiles as 25 + 24 rather than 32 + 17.
+        let block = tiles.div_ceil(tiles.div_ceil(most));
+        let (Some(len), Some(wv)) = (weights_len(c, m), f32s(w)) else { continue };
+        let mut u = vec![0.0f32; len];
+        // Refuses weights that are not all finite.
+        if transform_weights(c, m, &wv, &mut u).is_err() {
+            continue;
+        }
+        if attach_packed(g, id, CONV_WINOGRAD_INPUT, "winograd_U", &u) {
+            set_attr(g.node_mut(id), WINOGRAD_BLOCK, AttrValue::Int(block as i64));
             done += 1;
         }
     }
