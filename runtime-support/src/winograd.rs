@@ -138,6 +138,100 @@ fn output_transform(m: &[f32; 16]) -> [f32; 4] {
     y
 }
 
+/// Output channels the output transform handles at once.
+const LANES: usize = 16;
+
+/// [`output_transform`] of `LANES` tiles at once, `s[xi][lane]`: the four
+/// outputs, each a vector of lanes.
+#[inline(always)]
+fn output_lanes(s: &[[f32; LANES]; 16]) -> [[f32; LANES]; 4] {
+    let mut t = [[0.0f32; LANES]; 8];
+    for j in 0..4 {
+        for l in 0..LANES {
+            let (m0, m1, m2, m3) = (s[j][l], s[4 + j][l], s[8 + j][l], s[12 + j][l]);
+            t[j][l] = m0 + m1 + m2;
+            t[4 + j][l] = m1 - m2 - m3;
+        }
+    }
+    let mut y = [[0.0f32; LANES]; 4];
+    for i in 0..2 {
+        for l in 0..LANES {
+            let (t0, t1, t2, t3) = (t[i * 4][l], t[i * 4 + 1][l], t[i * 4 + 2][l], t[i * 4 + 3][l]);
+            y[i * 2][l] = t0 + t1 + t2;
+            y[i * 2 + 1][l] = t1 - t2 - t3;
+        }
+    }
+    y
+}
+
+/// Widest padded row [`input_rows`] handles (on the stack).
+const ROW: usize = 256;
+
+/// The input transform of tiles `t0..t0 + tb` of one channel plane `x`, a
+/// row of tiles at a time: the four input rows a tile row covers are copied
+/// (zero outside the plane) into one padded row each, combined row-wise
+/// (`Bᵀ d`) over the whole width in vector loops, then column-wise per tile;
+/// `V_xi` of tile `t` goes to `v[vc(xi) + t]`. The same sums in the same
+/// order as [`input_transform`]. `false` (nothing written) when the padded
+/// row is wider than [`ROW`].
+#[inline(always)]
+fn input_rows(
+    plane: &Plane,
+    x: &[f32],
+    t0: usize,
+    tb: usize,
+    tiles_w: usize,
+    v: &mut [f32],
+    vc: impl Fn(usize) -> usize,
+) -> bool {
+    let width = 2 * tiles_w + 2;
+    if width > ROW {
+        return false;
+    }
+    let mut rows = [[0.0f32; ROW]; 4];
+    let mut comb = [[0.0f32; ROW]; 4];
+    let mut t = t0;
+    while t < t0 + tb {
+        let (ty, tx0) = (t / tiles_w, t % tiles_w);
+        let tx1 = tiles_w.min(tx0 + (t0 + tb - t));
+        for (r, row) in rows.iter_mut().enumerate() {
+            row[..width].fill(0.0);
+            let Some(iy) = (2 * ty + r).checked_sub(plane.top).filter(|&v| v < plane.h) else {
+                continue;
+            };
+            // Input column ix sits at padded column ix + left.
+            let n = plane.w.min(width.saturating_sub(plane.left));
+            if let (Some(dst), Some(src)) =
+                (row.get_mut(plane.left..plane.left + n), x.get(iy * plane.w..iy * plane.w + n))
+            {
+                dst.copy_from_slice(src);
+            }
+        }
+        let [r0, r1, r2, r3] = &rows;
+        let [c0, c1, c2, c3] = &mut comb;
+        for i in 0..width {
+            c0[i] = r0[i] - r2[i];
+            c1[i] = r1[i] + r2[i];
+            c2[i] = r2[i] - r1[i];
+            c3[i] = r1[i] - r3[i];
+        }
+        for (i, ci) in comb.iter().enumerate() {
+            let [o0, o1, o2, o3] = [vc(i * 4), vc(i * 4 + 1), vc(i * 4 + 2), vc(i * 4 + 3)];
+            for tx in tx0..tx1 {
+                let at = t - t0 + tx - tx0;
+                let (a0, a1, a2, a3) = (ci[2 * tx], ci[2 * tx + 1], ci[2 * tx + 2], ci[2 * tx + 3]);
+                for (o, val) in [(o0, a0 - a2), (o1, a1 + a2), (o2, a2 - a1), (o3, a1 - a3)] {
+                    if let Some(s) = v.get_mut(o + at) {
+                        *s = val;
+                    }
+                }
+            }
+        }
+        t += tx1 - tx0;
+    }
+    true
+}
+
 /// The 2-D geometry of a convolution [`sconv3x3`] accepts.
 #[derive(Clone, Copy)]
 struct Plane {
@@ -240,13 +334,15 @@ pub fn sconv3x3(
             // the product reads at a step of the depth are adjacent.
             let v = v_all.get_mut(..16 * cin * tb).ok_or(Error::ShapeMismatch)?;
             for (c, xp) in xs.chunks_exact(in_size).enumerate() {
-                for t in 0..tb {
-                    let (ty, tx) = ((t0 + t) / tiles_w, (t0 + t) % tiles_w);
-                    let d = plane.tile(xp, ty, tx);
-                    let vt = input_transform(&d);
-                    for (xi, val) in vt.iter().enumerate() {
-                        if let Some(s) = v.get_mut((xi * cin + c) * tb + t) {
-                            *s = *val;
+                let vc = |xi: usize| (xi * cin + c) * tb;
+                if !input_rows(&plane, xp, t0, tb, tiles_w, v, vc) {
+                    for t in 0..tb {
+                        let (ty, tx) = ((t0 + t) / tiles_w, (t0 + t) % tiles_w);
+                        let vt = input_transform(&plane.tile(xp, ty, tx));
+                        for (xi, val) in vt.iter().enumerate() {
+                            if let Some(s) = v.get_mut(vc(xi) + t) {
+                                *s = *val;
+                            }
                         }
                     }
                 }
@@ -264,20 +360,29 @@ pub fn sconv3x3(
                 let (oy, ox) = (2 * ty, 2 * tx);
                 let rows = if oy + 1 < oh { 2 } else { 1 };
                 let cols = if ox + 1 < ow { 2 } else { 1 };
-                for o in 0..cout {
-                    let mut s = [0.0f32; 16];
-                    for (xi, v) in s.iter_mut().enumerate() {
-                        *v = m.get((xi * tb + t) * cout + o).copied().unwrap_or(0.0);
+                // Output channels LANES at a time: the 16 sums of each are
+                // rows of M, so the transform runs as vector loops.
+                let mut o0 = 0;
+                while o0 < cout {
+                    let lanes = LANES.min(cout - o0);
+                    let mut s = [[0.0f32; LANES]; 16];
+                    for (xi, sx) in s.iter_mut().enumerate() {
+                        let at = (xi * tb + t) * cout + o0;
+                        let src = m.get(at..at + lanes).ok_or(Error::ShapeMismatch)?;
+                        sx[..lanes].copy_from_slice(src);
                     }
-                    let out = output_transform(&s);
-                    for r in 0..rows {
-                        for q in 0..cols {
-                            let at = (oy + r) * ow + ox + q;
-                            if let Some(dst) = ys.get_mut(o * out_size + at) {
-                                *dst = epi.one(o, at, out[r * 2 + q]);
+                    let out = output_lanes(&s);
+                    for (l, o) in (o0..o0 + lanes).enumerate() {
+                        for r in 0..rows {
+                            for q in 0..cols {
+                                let at = (oy + r) * ow + ox + q;
+                                if let Some(dst) = ys.get_mut(o * out_size + at) {
+                                    *dst = epi.one(o, at, out[r * 2 + q][l]);
+                                }
                             }
                         }
                     }
+                    o0 += lanes;
                 }
             }
             t0 += tb;
@@ -367,6 +472,9 @@ mod tests {
         check(2, 9, 33, 7, 8, [1; 4], true, Activation::Clip { min: -0.25, max: 0.5 }, 3);
         check(2, 16, 64, 14, 14, [1; 4], false, Activation::LeakyRelu { alpha: 0.1 }, 64);
         check(1, 40, 40, 13, 15, [1; 4], true, none, 16);
+        // Rows wider than the row buffer: tile by tile.
+        check(1, 2, 3, 3, 300, [1, 0, 1, 2], true, none, 64);
+        check(1, 2, 3, 5, 257, [2; 4], false, none, 7);
     }
 
     #[test]
