@@ -73,15 +73,14 @@ pub fn transform_weights(cin: usize, cout: usize, w: &[f32], out: &mut [f32]) ->
     for (f, g) in w.chunks_exact(9).enumerate() {
         let (o, c) = (f / cin, f % cin);
         let g = |r: usize, s: usize| f64::from(g[r * 3 + s]);
-        // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2.
-        let mut t = [[0.0f64; 3]; 4];
-        for s in 0..3 {
+        // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2, built
+        // a column of g at a time.
+        let col = |s: usize| {
             let (a, b, d) = (g(0, s), g(1, s), g(2, s));
-            t[0][s] = a;
-            t[1][s] = (a + b + d) * 0.5;
-            t[2][s] = (a - b + d) * 0.5;
-            t[3][s] = d;
-        }
+            [a, (a + b + d) * 0.5, (a - b + d) * 0.5, d]
+        };
+        let cols = [col(0), col(1), col(2)];
+        let t: [[f64; 3]; 4] = core::array::from_fn(|r| [cols[0][r], cols[1][r], cols[2][r]]);
         // (G g) Gᵀ: the same on each row.
         let at = (o / STRIP) * STRIP * cin + c * STRIP + o % STRIP;
         for (r, row) in t.iter().enumerate() {
@@ -119,30 +118,12 @@ fn input_transform(d: &[f32; 16]) -> [f32; 16] {
     v
 }
 
-/// `Aᵀ m A` of one tile's 16 sums (row-major): its 2x2 outputs.
-#[inline(always)]
-fn output_transform(m: &[f32; 16]) -> [f32; 4] {
-    // Aᵀ rows: [1, 1, 1, 0], [0, 1, -1, -1].
-    let mut t = [0.0f32; 8];
-    for j in 0..4 {
-        let (m0, m1, m2, m3) = (m[j], m[4 + j], m[8 + j], m[12 + j]);
-        t[j] = m0 + m1 + m2;
-        t[4 + j] = m1 - m2 - m3;
-    }
-    let mut y = [0.0f32; 4];
-    for i in 0..2 {
-        let (t0, t1, t2, t3) = (t[i * 4], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3]);
-        y[i * 2] = t0 + t1 + t2;
-        y[i * 2 + 1] = t1 - t2 - t3;
-    }
-    y
-}
-
 /// Output channels the output transform handles at once.
 const LANES: usize = 16;
 
-/// [`output_transform`] of `LANES` tiles at once, `s[xi][lane]`: the four
-/// outputs, each a vector of lanes.
+/// `Aᵀ m A` (`Aᵀ` rows `[1, 1, 1, 0]`, `[0, 1, -1, -1]`) of `LANES` sets of
+/// 16 sums at once, `s[xi][lane]` with `xi` row-major: the 2x2 outputs
+/// (row-major), each a vector of lanes.
 #[inline(always)]
 fn output_lanes(s: &[[f32; LANES]; 16]) -> [[f32; LANES]; 4] {
     let mut t = [[0.0f32; LANES]; 8];
