@@ -39,6 +39,10 @@ pub struct Options {
     /// them and returns [`Error::InputValue`](onnx_codegen_runtime::Error)
     /// when the caller passes other values.
     pub fixed_inputs: BTreeMap<String, Vec<i64>>,
+    /// Whether 3x3 stride-1 convolutions may run by Winograd's F(2x2, 3x3)
+    /// (on by default): faster, but their weights take 16/9 the space, which
+    /// flash-constrained targets may not afford (`--no-winograd`).
+    pub winograd: bool,
 }
 
 impl Default for Options {
@@ -53,6 +57,7 @@ impl Default for Options {
             alloc: false,
             image: false,
             fixed_inputs: BTreeMap::new(),
+            winograd: true,
         }
     }
 }
@@ -152,8 +157,14 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         }
         // After the rewrites: weights folded into a Conv or Gemm are its final ones.
         let g = &mut prepared.model.graph;
+        let winograd = if opts.winograd && inferred.is_complete() {
+            passes::optimize::winograd_convs(g, &inferred)
+        } else {
+            0
+        };
         if inferred.is_complete()
-            && passes::optimize::pack_conv_weights(g, &inferred)
+            && winograd
+                + passes::optimize::pack_conv_weights(g, &inferred)
                 + passes::optimize::pack_matmul_weights(g, &inferred)
                 > 0
         {

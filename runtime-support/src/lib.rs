@@ -110,6 +110,7 @@ pub mod softmax;
 pub mod strings;
 pub mod text;
 pub mod vmath;
+pub mod winograd;
 
 pub use half::{bf16, f16};
 pub use model::{Aligned, DataSized, Elem, Model, TensorInfo};

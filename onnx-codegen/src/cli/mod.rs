@@ -102,6 +102,10 @@ pub struct FeatureArgs {
     /// feature (which needs std).
     #[arg(long)]
     image: bool,
+    /// Keep 3x3 stride-1 convolutions on the direct kernels instead of
+    /// Winograd's F(2x2, 3x3), whose weights take 16/9 the space.
+    #[arg(long)]
+    no_winograd: bool,
 }
 
 impl FeatureArgs {
@@ -109,6 +113,7 @@ impl FeatureArgs {
     fn apply(&self, opts: &mut onnx_codegen::generate::Options) {
         opts.alloc |= self.alloc;
         opts.image |= self.image;
+        opts.winograd &= !self.no_winograd;
     }
 }
 

@@ -353,6 +353,12 @@ struct ConvPlan {
     /// [`CONV_PACKED_INPUT`](crate::passes::optimize::CONV_PACKED_INPUT)
     /// (`passes::optimize::pack_conv_weights`); the code reads that copy only.
     packed: bool,
+    /// The f32 weights also come transformed for Winograd's F(2x2, 3x3)
+    /// (`winograd::sconv3x3`), as the internal input
+    /// [`CONV_WINOGRAD_INPUT`](crate::passes::optimize::CONV_WINOGRAD_INPUT)
+    /// (`passes::optimize::winograd_convs`); the code reads that copy only,
+    /// with a scratch buffer of this many floats.
+    winograd: Option<usize>,
 }
 
 struct ConvRule;
@@ -405,6 +411,15 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         }
     };
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
+    let winograd = match cx.opt_input(crate::passes::optimize::CONV_WINOGRAD_INPUT) {
+        None => None,
+        Some(u) => Some(winograd_scratch(cx, x, u, groups, c, m, &geom).ok_or_else(|| {
+            crate::ops::OpError::Invalid(format!(
+                "Conv's Winograd weights {u} do not match a 2-D f32 3x3 convolution of \
+                 stride 1, dilation 1 and group 1 with W {w}"
+            ))
+        })?),
+    };
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
     Ok(ConvPlan {
@@ -418,7 +433,42 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         act,
         out,
         packed,
+        winograd,
     })
+}
+
+/// The scratch floats of a Conv whose weights `u` were transformed for
+/// `winograd::sconv3x3`: for the tiles per block the pass chose
+/// ([`WINOGRAD_BLOCK`](crate::passes::optimize::WINOGRAD_BLOCK)), else up to
+/// `MAX_BLOCK` tiles of one image. `None` when the Conv or `u` does not fit
+/// that kernel.
+fn winograd_scratch(
+    cx: &NodeCx<'_>,
+    x: &TensorType,
+    u: &TensorType,
+    groups: usize,
+    c: usize,
+    m: usize,
+    geom: &Geometry,
+) -> Option<usize> {
+    use onnx_codegen_runtime::winograd::{MAX_BLOCK, scratch_len, tiles_of, weights_len};
+    let fits = x.elem == ElemType::Float
+        && u.elem == ElemType::Float
+        && groups == 1
+        && geom.kernel == [3, 3]
+        && geom.strides == [1, 1]
+        && geom.dilations == [1, 1]
+        && weights_len(c, m).is_some_and(|len| u.dims == [len]);
+    let &[oh, ow] = geom.out_dims.as_slice() else { return None };
+    if !fits {
+        return None;
+    }
+    let block = match cx.node.attr(crate::passes::optimize::WINOGRAD_BLOCK) {
+        Some(crate::ir::AttrValue::Int(b)) => usize::try_from(*b).ok()?,
+        _ => MAX_BLOCK,
+    };
+    let tiles = tiles_of(oh, ow)?.min(block).clamp(1, MAX_BLOCK);
+    scratch_len(c, m, tiles)
 }
 
 impl OpRule for ConvRule {
@@ -570,6 +620,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         act: None,
         out,
         packed: false,
+        winograd: None,
     })
 }
 
@@ -664,6 +715,20 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
+        if let (false, ElemType::Float, Some(_)) = (self.transpose, p.elem, p.winograd) {
+            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+            let u = io
+                .inputs
+                .get(crate::passes::optimize::CONV_WINOGRAD_INPUT)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| quote!(&[]));
+            let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+            return quote! {
+                #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
+                #after
+            };
+        }
         if !self.transpose && p.elem == ElemType::Float && p.packed {
             let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
             let pw = io
@@ -692,7 +757,12 @@ impl Kernel for ConvKernel {
     /// A Conv with packed weights reads that copy only: the original `W`
     /// is neither stored nor bound (unless another node reads it).
     fn reads_input(&self, i: usize) -> bool {
-        !(self.plan.packed && i == 1)
+        !((self.plan.packed || self.plan.winograd.is_some()) && i == 1)
+    }
+
+    /// A Winograd Conv's transformed tiles and their sums.
+    fn scratch(&self) -> Option<TensorType> {
+        self.plan.winograd.map(|n| TensorType::new(ElemType::Float, vec![n]))
     }
 }
 

@@ -56,6 +56,11 @@
 //!   adjacent in memory; long filters (`C * kh * kw` of thousands) otherwise
 //!   put them in the same L1 sets.
 //!
+//! * **Winograd 3x3 convolutions** ([`winograd_convs`]): the constant f32
+//!   weights of a 3x3 stride-1 Conv of group 1 with enough channels are
+//!   transformed once, here, for F(2x2, 3x3) (an internal sixth input): the
+//!   kernel then does 16 products per tile where the direct sum does 36.
+//!
 //! * **MatMul/Gemm B in strips** ([`pack_matmul_weights`]): the constant f32
 //!   B of a product is laid out once, here, in the 32-column strips the
 //!   micro-kernels read (an internal fourth input), so no run copies it.
@@ -1131,6 +1136,129 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     done
 }
 
+/// The internal input index of a Conv's weights transformed for Winograd's
+/// F(2x2, 3x3) ([`winograd_convs`]). Index 4 is left to a residual input.
+pub const CONV_WINOGRAD_INPUT: usize = 5;
+
+/// Fewest input and output channels a 3x3 Conv needs before
+/// [`winograd_convs`] claims it: below, the 16 small products and the
+/// transforms cost more than the implicit GEMM saves.
+pub const WINOGRAD_MIN_CHANNELS: usize = 96;
+
+/// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
+/// claims it (fewer than two full tiles a side waste most of each tile).
+pub const WINOGRAD_MIN_OUT: usize = 4;
+
+/// The internal attribute of a Conv claimed by [`winograd_convs`]: how many
+/// tiles its kernel handles at a time, which sizes its scratch.
+pub const WINOGRAD_BLOCK: &str = "onnx_codegen.winograd_block";
+
+/// Fewest tiles per block [`winograd_convs`] accepts: fewer leave the
+/// micro-kernel's 8-row tiles mostly empty.
+const WINOGRAD_MIN_BLOCK: usize = 8;
+
+/// Per node of the main graph that runs, the arena bytes not in use while
+/// it runs under the plan made without Winograd: room for a scratch buffer
+/// that leaves the arena's size as it is (unless the free bytes are split
+/// in pieces, which the caller's margin absorbs).
+fn free_arena_bytes(g: &Graph, inferred: &Inferred) -> Vec<(NodeId, usize)> {
+    let plan = crate::passes::plan::plan(g, inferred);
+    inferred
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(s, step)| {
+            let live: usize = plan
+                .buffers
+                .iter()
+                .filter(|b| b.first_step <= s && s <= b.last_step)
+                .fold(0, |a, b| a.saturating_add(b.bytes));
+            (step.node, plan.arena_bytes.saturating_sub(live))
+        })
+        .collect()
+}
+
+/// Claims each 3x3 Conv of stride and dilation 1, group 1, on f32 computed
+/// at run time, whose constant weights only it reads and are all finite,
+/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out and
+/// [`WINOGRAD_MIN_OUT`] outputs a side, for `winograd::sconv3x3`: its
+/// weights are transformed once, here, into the 16 strip-packed matrices that
+/// kernel reads (an internal input, [`CONV_WINOGRAD_INPUT`]; the original
+/// is then not stored: 16/9 the floats, plus the columns padded to a
+/// multiple of 32). Runs before [`pack_conv_weights`], which leaves the
+/// Convs claimed here alone. Returns how many Convs were claimed.
+pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
+    use onnx_codegen_runtime::winograd::{
+        MAX_BLOCK, scratch_len, tiles_of, transform_weights, weights_len,
+    };
+    let uses = g.uses();
+    let free = free_arena_bytes(g, inferred);
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        if !node.op.is("Conv")
+            || node.inputs.len() > CONV_WINOGRAD_INPUT
+            || node.input(CONV_PACKED_INPUT).is_some()
+        {
+            continue;
+        }
+        let runs = computed_at_run_time(node, inferred);
+        let x_f32 = node
+            .input(0)
+            .and_then(|v| inferred.types.get(v.index()))
+            .and_then(Option::as_ref)
+            .is_some_and(|t| t.elem == ElemType::Float);
+        let Some(y) = node.output(0).and_then(|v| inferred.types.get(v.index())).cloned().flatten()
+        else {
+            continue;
+        };
+        let Some(wid) = node.input(1) else { continue };
+        let Some(w) = constant(g, inferred, Some(wid)) else { continue };
+        let ones = |name: &str| match node.attr(name) {
+            None => true,
+            Some(AttrValue::Ints(v)) => v.iter().all(|&s| s == 1),
+            Some(_) => false,
+        };
+        let group_1 = matches!(node.attr("group"), None | Some(AttrValue::Int(1)));
+        let sole = sole_reader(&uses, wid) == Some((id, 1));
+        if !runs || !x_f32 || !sole || !group_1 || !ones("strides") || !ones("dilations") {
+            continue;
+        }
+        let (&[m, c, 3, 3], &[_, ym, oh, ow]) = (w.dims.as_slice(), y.dims.as_slice()) else {
+            continue;
+        };
+        let (Ok(m), Ok(c)) = (usize::try_from(m), usize::try_from(c)) else { continue };
+        let wide = m.min(c) >= WINOGRAD_MIN_CHANNELS && oh.min(ow) >= WINOGRAD_MIN_OUT;
+        if w.elem != ElemType::Float || ym != m || !wide {
+            continue;
+        }
+        // The scratch goes in the arena bytes free during this step, less an
+        // alignment's slack.
+        let room = free.iter().find(|(n, _)| *n == id).map_or(0, |(_, b)| *b);
+        let room = room.saturating_sub(crate::passes::plan::ALIGN);
+        let per_tile = scratch_len(c, m, 1).and_then(|v| v.checked_mul(4)).unwrap_or(usize::MAX);
+        let Some(tiles) = tiles_of(oh, ow) else { continue };
+        let fit = room / per_tile.max(1);
+        let most = fit.min(MAX_BLOCK).min(tiles);
+        if most < WINOGRAD_MIN_BLOCK.min(tiles) || most == 0 {
+            continue;
+        }
+        // Blocks of even size: 49 tiles as 25 + 24 rather than 32 + 17.
+        let block = tiles.div_ceil(tiles.div_ceil(most));
+        let (Some(len), Some(wv)) = (weights_len(c, m), f32s(w)) else { continue };
+        let mut u = vec![0.0f32; len];
+        // Refuses weights that are not all finite.
+        if transform_weights(c, m, &wv, &mut u).is_err() {
+            continue;
+        }
+        if attach_packed(g, id, CONV_WINOGRAD_INPUT, "winograd_U", &u) {
+            set_attr(g.node_mut(id), WINOGRAD_BLOCK, AttrValue::Int(block as i64));
+            done += 1;
+        }
+    }
+    done
+}
+
 /// The internal input index of a `MatMul`'s or `Gemm`'s constant B laid out
 /// in strips ([`pack_matmul_weights`]).
 pub const PACKED_B_INPUT: usize = 3;
@@ -1673,5 +1801,101 @@ mod tests {
             "g (float[3, 2] x, float[2, 32] w) => (float[3, 32] y) {\n y = MatMul (x, w)\n}",
         );
         assert!(product_of(&a, "MatMul").input(super::PACKED_B_INPUT).is_none());
+    }
+
+    /// A 3x3 Conv of `m` filters over `c` channels (`group`, `attrs` added)
+    /// on an 8x8 map pooled from a 32x32 map in the arena (the pool's step
+    /// leaves room for the Winograd scratch), its weights `w` given in the text
+    /// syntax or, when `w` is empty, a graph input.
+    fn winograd_graph(c: usize, m: usize, group: usize, attrs: &str, w: &str) -> String {
+        let (init, input) = if w.is_empty() {
+            (String::new(), format!(", float[{m}, {}, 3, 3] w", c / group))
+        } else {
+            (format!("<float[{m}, {}, 3, 3] w = {{{w}}}>", c / group), String::new())
+        };
+        format!(
+            "g (float[1, {c}, 32, 32] x{input}) => (float[1, {m}, 8, 8] y) {init}\n{{\n \
+             r = Relu (x)\n p = MaxPool <kernel_shape = [4, 4], strides = [4, 4]> (r)\n \
+             y = Conv <pads = [1, 1, 1, 1], group = {group}{attrs}> (p, w)\n}}"
+        )
+    }
+
+    /// Weights of both signs, none zero everywhere.
+    fn weights(count: usize) -> String {
+        let v: Vec<String> = (0..count).map(|i| format!("{}", (i * 7 % 13) as f32 - 6.5)).collect();
+        v.join(", ")
+    }
+
+    fn winograd_convs(a: &crate::generate::Analysis) -> usize {
+        let g = &a.model().graph;
+        g.nodes()
+            .filter(|(_, n)| n.op.is("Conv") && n.input(super::CONV_WINOGRAD_INPUT).is_some())
+            .count()
+    }
+
+    #[test]
+    fn eligible_3x3_convs_run_by_winograd_and_drop_their_weights() {
+        use onnx_codegen_runtime::winograd::weights_len;
+        let src = winograd_graph(96, 100, 1, "", &weights(100 * 96 * 9));
+        let a = run(14, &src);
+        assert_eq!(winograd_convs(&a), 1);
+        // Only the transformed weights are stored: 16 matrices of 96 x 128
+        // (100 columns padded), not the 100 x 96 x 9 original.
+        let len = weights_len(96, 100).unwrap();
+        assert_eq!(len, 16 * 96 * 128);
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
+        let model = |src: &str| {
+            let src = format!("<ir_version: 8, opset_import: [\"\" : 14]>\n{src}");
+            crate::text::parse_model(&src, "t.onnxtxt").expect("parses")
+        };
+        let opts = crate::generate::Options::default();
+        let plain = crate::generate::Options { winograd: false, ..opts.clone() };
+        let arena = |o: &crate::generate::Options| {
+            let a = crate::generate::analyze(&model(&src), o).expect("valid");
+            a.summary().arena_bytes
+        };
+        // The scratch (16 tiles of 196 channels) fits beside the pool's
+        // input: the arena is the pool's step, as without Winograd.
+        assert_eq!(arena(&opts), arena(&plain));
+        let code = crate::generate::generate(&model(&src), &opts, "t").expect("generates");
+        assert!(code.tokens.to_string().contains("sconv3x3"));
+        // Turned off: the panel-packed implicit GEMM instead.
+        let code = crate::generate::generate(&model(&src), &plain, "t").expect("generates");
+        let code = code.tokens.to_string();
+        assert!(!code.contains("sconv3x3") && code.contains("sconv_packed"));
+    }
+
+    #[test]
+    fn convs_winograd_does_not_pay_for_or_cannot_do_stay() {
+        let w = |m: usize, c: usize| weights(m * c * 9);
+        // Stride 2 (a 4x4 output), dilation 2, group 2, too few channels.
+        let cases = [
+            winograd_graph(96, 96, 1, ", strides = [2, 2]", &w(96, 96))
+                .replace("8, 8] y", "4, 4] y"),
+            winograd_graph(96, 96, 1, ", dilations = [2, 2]", &w(96, 96))
+                .replace("8, 8] y", "6, 6] y"),
+            winograd_graph(192, 192, 2, "", &w(192, 96)),
+            winograd_graph(64, 96, 1, "", &w(96, 64)),
+        ];
+        for src in &cases {
+            let a = run(14, src);
+            assert!(a.summary().errors.is_empty(), "{src}");
+            assert_eq!(winograd_convs(&a), 0);
+        }
+        // Weights known only at run time.
+        assert_eq!(winograd_convs(&run(14, &winograd_graph(96, 96, 1, "", ""))), 0);
+        // An infinite weight: the transforms would turn the direct sum's
+        // infinities into NaN; the panel path takes it.
+        let inf = format!("inf, {}", weights(96 * 96 * 9 - 1));
+        let a = run(14, &winograd_graph(96, 96, 1, "", &inf));
+        assert_eq!(winograd_convs(&a), 0);
+        assert_eq!(packed_convs(&a), 1);
+        // A map too small for the scratch beside it: no pool before the Conv.
+        let small = winograd_graph(96, 96, 1, "", &w(96, 96))
+            .replace("96, 32, 32] x", "96, 8, 8] x")
+            .replace("kernel_shape = [4, 4], strides = [4, 4]", "kernel_shape = [1, 1]");
+        let a = run(14, &small);
+        assert!(a.summary().errors.is_empty());
+        assert_eq!(winograd_convs(&a), 0);
     }
 }

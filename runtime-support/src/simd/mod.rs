@@ -784,7 +784,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 let mut next: &[f32] = &[];
                 let tiles = mc.div_ceil(mr);
                 let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
-                    (Some(s), _) if tiles >= 8 => {
+                    (Some(s), _) if tiles >= 4 => {
                         let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
                         next = after.map_or(&[], |t| t.get(..kc * nr).unwrap_or(t));
                         (s, nr)
