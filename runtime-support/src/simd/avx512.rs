@@ -226,7 +226,7 @@ impl Avx512 {
         // The epilogue's C term and `finish` know contiguous rows only.
         let contiguous = halves.b == [0, 16] && halves.d == [0, 16];
         let ncols = n0 + n1;
-        if !d_fits || (!contiguous && tail.is_some_and(|t| t.epi.c.is_some())) {
+        if !d_fits || (!contiguous && tail.is_some_and(|t| !t.epi.in_registers_only())) {
             return false;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return false };

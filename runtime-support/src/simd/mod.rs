@@ -107,6 +107,43 @@ impl Activation {
     }
 }
 
+/// A smooth activation fused into a product, after every other step of the
+/// epilogue: the [`vmath`](crate::vmath) routine the standalone f32 op runs in
+/// generated code, on the same value, so fusing does not change any result.
+/// Applied to each tile's rows while they are in L1 (never in registers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Smooth {
+    /// ONNX `Gelu` (`approximate = "none"`): [`vmath::gelu`](crate::vmath::gelu).
+    Gelu,
+    /// ONNX `Gelu` with `approximate = "tanh"`: [`vmath::gelu_tanh`](crate::vmath::gelu_tanh).
+    GeluTanh,
+    /// SiLU, `Mul(x, Sigmoid(x))`: `x * vmath::sigmoid(x)`.
+    Silu,
+}
+
+impl Smooth {
+    /// The activation of one value.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Smooth::Gelu => crate::vmath::gelu(x),
+            Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
+            Smooth::Silu => x * crate::vmath::sigmoid(x),
+        }
+    }
+
+    /// Applies the activation to every element of `y`, one loop per
+    /// function so each compiles to straight vector code.
+    #[inline(always)]
+    pub fn apply_all(self, y: &mut [f32]) {
+        match self {
+            Smooth::Gelu => y.iter_mut().for_each(|v| *v = crate::vmath::gelu(*v)),
+            Smooth::GeluTanh => y.iter_mut().for_each(|v| *v = crate::vmath::gelu_tanh(*v)),
+            Smooth::Silu => y.iter_mut().for_each(|v| *v = *v * crate::vmath::sigmoid(*v)),
+        }
+    }
+}
+
 /// The most rows any micro-kernel's tile has.
 const MAX_MR: usize = 8;
 
@@ -237,6 +274,9 @@ impl Fused {
     /// read would fall outside C.
     pub(crate) fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
         let e = tail.epi;
+        if e.res.is_some() || e.smooth.is_some() {
+            return None;
+        }
         let (i0, j0) = (tail.i0, tail.j0);
         let bias =
             e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
@@ -561,7 +601,16 @@ pub(crate) struct CTerm<'a> {
     pub beta: f32,
 }
 
-/// What a product's sums become: `act(alpha * acc + bias[i] + beta * C(i, j))`,
+/// A residual term of an epilogue: `R(i, j)` at `data[i * rs + j]`, added
+/// as it is (a following `Add` of a tensor of the output's shape, fused).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Residual<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+}
+
+/// What a product's sums become:
+/// `smooth(act(alpha * acc + bias[i] + beta * C(i, j) + R(i, j)))`,
 /// evaluated in that order, each step skipped when absent (`alpha` 1 is
 /// skipped too: the product by 1 is exact). Applied a row of a tile at a
 /// time with vector loops while the tile is in L1, instead of a call per
@@ -574,14 +623,24 @@ pub(crate) struct Epilogue<'a> {
     pub row_bias: Option<&'a [f32]>,
     /// Gemm's `beta * C`.
     pub c: Option<CTerm<'a>>,
-    /// Applied last.
+    /// A residual added after C (a fused `Add`).
+    pub res: Option<Residual<'a>>,
+    /// Applied after the residual.
     pub act: Activation,
+    /// Applied last (set without `act` by the generator).
+    pub smooth: Option<Smooth>,
 }
 
 impl<'a> Epilogue<'a> {
     /// The sums as they are.
-    pub(crate) const NONE: Epilogue<'static> =
-        Epilogue { alpha: 1.0, row_bias: None, c: None, act: Activation::None };
+    pub(crate) const NONE: Epilogue<'static> = Epilogue {
+        alpha: 1.0,
+        row_bias: None,
+        c: None,
+        res: None,
+        act: Activation::None,
+        smooth: None,
+    };
 
     /// Only `act`, after an optional per-row bias.
     pub(crate) fn bias_act(row_bias: Option<&'a [f32]>, act: Activation) -> Self {
@@ -594,7 +653,18 @@ impl<'a> Epilogue<'a> {
         self.alpha == 1.0
             && self.row_bias.is_none()
             && self.c.is_none()
+            && self.res.is_none()
             && self.act == Activation::None
+            && self.smooth.is_none()
+    }
+
+    /// Whether nothing but `alpha`, the row bias and `act` is applied: the
+    /// steps a register tile of any column layout takes (C, the residual and
+    /// the smooth activation are finished on contiguous rows).
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn in_registers_only(&self) -> bool {
+        self.c.is_none() && self.res.is_none() && self.smooth.is_none()
     }
 
     /// The output `(i, j)` for the sum `acc`.
@@ -610,7 +680,14 @@ impl<'a> Epilogue<'a> {
         if let Some(c) = self.c {
             v += c.beta * c.data.get(i * c.rs + j * c.cs).copied().unwrap_or(0.0);
         }
-        self.act.apply(v)
+        if let Some(r) = self.res {
+            v += r.data.get(i * r.rs + j).copied().unwrap_or(0.0);
+        }
+        let v = self.act.apply(v);
+        match self.smooth {
+            Some(s) => s.apply(v),
+            None => v,
+        }
     }
 
     /// Replaces the sums `row[t]` of outputs `(i, j0 + t)` by the outputs,
@@ -650,7 +727,25 @@ impl<'a> Epilogue<'a> {
                 }
             }
         }
+        if let Some(r) = self.res {
+            let base = i * r.rs + j0;
+            match r.data.get(base..base + row.len()) {
+                Some(src) => {
+                    for (v, x) in row.iter_mut().zip(src) {
+                        *v += *x;
+                    }
+                }
+                None => {
+                    for (t, v) in row.iter_mut().enumerate() {
+                        *v += r.data.get(base + t).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+        }
         self.act.apply_all(row);
+        if let Some(s) = self.smooth {
+            s.apply_all(row);
+        }
     }
 }
 
@@ -1066,7 +1161,7 @@ pub(crate) mod tests {
 
     /// The epilogues the fast paths must reproduce, by index.
     fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epilogue<'a> {
-        match which % 6 {
+        match which % 8 {
             0 => Epilogue::NONE,
             1 => Epilogue::bias_act(Some(bias), Activation::Relu),
             2 => Epilogue {
@@ -1074,24 +1169,42 @@ pub(crate) mod tests {
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: 0, cs: 1, beta: 2.0 }),
                 act: Activation::Clip { min: -0.5, max: 0.75 },
+                ..Epilogue::NONE
             },
             3 => Epilogue {
                 alpha: -1.5,
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: ldc, cs: 1, beta: 0.25 }),
                 act: Activation::LeakyRelu { alpha: 0.1 },
+                ..Epilogue::NONE
             },
             4 => Epilogue {
                 alpha: 1.0,
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: 1, cs: 0, beta: -1.0 }),
                 act: Activation::None,
+                ..Epilogue::NONE
             },
-            _ => Epilogue {
+            5 => Epilogue {
                 alpha: 2.0,
                 row_bias: Some(bias),
                 c: Some(CTerm { data: c, rs: ldc, cs: 2, beta: 1.0 }),
                 act: Activation::Relu,
+                ..Epilogue::NONE
+            },
+            // A residual of the output's layout, after a bias row, then GELU.
+            6 => Epilogue {
+                c: Some(CTerm { data: c, rs: 0, cs: 1, beta: 1.0 }),
+                res: Some(Residual { data: &c[7..], rs: ldc }),
+                smooth: Some(Smooth::Gelu),
+                ..Epilogue::NONE
+            },
+            // A residual alone, with a per-row bias and Relu after it.
+            _ => Epilogue {
+                alpha: -0.5,
+                res: Some(Residual { data: c, rs: ldc }),
+                smooth: Some(if ldc % 2 == 0 { Smooth::GeluTanh } else { Smooth::Silu }),
+                ..Epilogue::bias_act(Some(bias), Activation::Relu)
             },
         }
     }
@@ -1150,7 +1263,7 @@ pub(crate) mod tests {
         }
         // More rows than one block of A (`MC`).
         for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40), (520, 9, 20)] {
-            for which in 0..6 {
+            for which in 0..8 {
                 check(kern, m, n, k, which % 2 == 0, which);
             }
         }
@@ -1343,6 +1456,7 @@ pub(crate) mod tests {
                     row_bias: None,
                     c: with_c.then_some(CTerm { data: &c, rs: 0, cs: 1, beta: 1.0 }),
                     act,
+                    ..Epilogue::NONE
                 };
                 let va = ViewA { data: &vals, off: 0, rs: 1, cs: 1 };
                 let vb = DenseB { data: &b, rs: n, cs: 1 };
