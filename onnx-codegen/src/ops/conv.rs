@@ -353,6 +353,9 @@ struct ConvPlan {
     /// [`CONV_PACKED_INPUT`](crate::passes::optimize::CONV_PACKED_INPUT)
     /// (`passes::optimize::pack_conv_weights`); the code reads that copy only.
     packed: bool,
+    /// Input [`RESIDUAL_INPUT`](crate::passes::fuse::RESIDUAL_INPUT) is a
+    /// residual of the output's dims added after the bias (f32 only).
+    residual: bool,
 }
 
 struct ConvRule;
@@ -407,7 +410,15 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
+    let residual = match cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) {
+        None => false,
+        Some(r) if x.elem == ElemType::Float && r.elem == x.elem && r.dims == out => true,
+        Some(r) => {
+            return invalid(format!("Conv's fused residual {r} must be float{out:?}"));
+        }
+    };
     Ok(ConvPlan {
+        residual,
         elem: x.elem,
         batch,
         in_channels: c,
@@ -570,6 +581,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         act: None,
         out,
         packed: false,
+        residual: false,
     })
 }
 
@@ -628,6 +640,12 @@ fn run_conv<T: Float + HostElem>(
     } else {
         rt_conv::conv(&params, x, w, b, y)?;
     }
+    let r = inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten();
+    if let Some(r) = r.filter(|_| p.residual) {
+        for (v, q) in y.iter_mut().zip(host::<T>(Some(r), p.elem)?) {
+            *v = v.add(*q);
+        }
+    }
     if let Some(op) = p.act {
         let op = op.map(T::from_f64);
         for v in y.iter_mut() {
@@ -664,6 +682,22 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
+        let smooth = matches!(p.act, Some(Unary::Gelu | Unary::GeluTanh));
+        if !self.transpose && p.elem == ElemType::Float && (p.residual || smooth) {
+            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
+            let (post, after) = super::gemm::post_tokens(p.act, r.filter(|_| p.residual), y, rt);
+            let packed = io.inputs.get(crate::passes::optimize::CONV_PACKED_INPUT);
+            return match packed.and_then(Option::as_ref).filter(|_| p.packed) {
+                Some(pw) => quote! {
+                    #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
+                    #after
+                },
+                None => quote! {
+                    #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
+                    #after
+                },
+            };
+        }
         if !self.transpose && p.elem == ElemType::Float && p.packed {
             let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
             let pw = io

@@ -8,8 +8,8 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
-use onnx_codegen_runtime::gemm as rt_gemm;
 use onnx_codegen_runtime::elementwise::Unary;
+use onnx_codegen_runtime::gemm as rt_gemm;
 use onnx_codegen_runtime::num::Num;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -147,7 +147,7 @@ fn residual(cx: &NodeCx<'_>, elem: ElemType, dims: &[usize]) -> OpResult<bool> {
 /// The `gemm::Post` of a fused f32 product in generated code: the residual
 /// `r`, then `act` (a smooth one, GELU, through the same `vmath` routine
 /// as the standalone op).
-fn post_tokens(
+pub(super) fn post_tokens(
     act: Option<Unary<f64>>,
     r: Option<&TokenStream>,
     y: &impl quote::ToTokens,

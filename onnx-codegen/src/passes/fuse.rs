@@ -206,13 +206,16 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
     let mut removed: Vec<NodeId> = Vec::new();
     for (at, &id) in order.iter().enumerate() {
         let node = g.node(id);
-        let product = node.op.is("Gemm") || node.op.is("MatMul");
+        // Convolutions: 2-D of groups of one (the implicit GEMM's tiles).
+        let conv = node.op.is("Conv")
+            && matches!(node.attr("group"), None | Some(AttrValue::Int(1)))
+            && node.input(0).and_then(ty).is_some_and(|t| t.rank() == 4);
+        let product = node.op.is("Gemm") || node.op.is("MatMul") || conv;
         if !product || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
             continue;
         }
         let Some(mid) = node.output(0) else { continue };
-        let Some(pty) = ty(mid).filter(|t| t.elem == ElemType::Float && runs(mid)).cloned()
-        else {
+        let Some(pty) = ty(mid).filter(|t| t.elem == ElemType::Float && runs(mid)).cloned() else {
             continue;
         };
         // A transposed output is not in the residual's layout.
@@ -479,10 +482,8 @@ mod tests {
         );
         assert_eq!(ops(&a), ["MatMul", "Add", "Mul"]);
         // The product already has an activation: Add(Relu(Gemm), R).
-        let a = mm(
-            "float[2, 2] x, float[2, 2] r",
-            " m = Gemm (x, w)\n t = Relu (m)\n y = Add (t, r)",
-        );
+        let a =
+            mm("float[2, 2] x, float[2, 2] r", " m = Gemm (x, w)\n t = Relu (m)\n y = Add (t, r)");
         assert_eq!(ops(&a), ["Gemm", "Add"]);
         // Not f32.
         let a = run(
@@ -494,5 +495,31 @@ mod tests {
         // R computed after the product, from it: the sum reads the product twice.
         let a = mm("float[2, 2] x, float[2, 2] r", " m = MatMul (x, w)\n y = Add (m, m)");
         assert_eq!(ops(&a), ["MatMul", "Add"]);
+    }
+
+    #[test]
+    fn conv_add_relu_becomes_one_conv() {
+        // ResNet's tail: Relu(Add(Conv, skip)), the skip a graph input.
+        let a = run(
+            13,
+            "g (float[1, 1, 2, 2] x, float[1, 2, 2, 2] s) => (float[1, 2, 2, 2] y) \
+             <float[2, 1, 1, 1] w = {2, -1}, float[2] b = {0.5, 1}>\n\
+             {\n c = Conv (x, w, b)\n t = Add (s, c)\n y = Relu (t)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv"]);
+        assert_eq!(a.fused.len(), 2);
+        let x = [1.0, -2.0, 0.25, 3.0];
+        let s = [-3.0, 1.0, 0.0, -7.0, 0.5, 0.5, -2.0, 2.0];
+        // Channel 0: 2x + 0.5 + s; channel 1: -x + 1 + s; then Relu.
+        let want = [0.0, 0.0, 1.0, 0.0, 0.5, 3.5, 0.0, 0.0];
+        assert_eq!(eval_single(&a, &[&x, &s]), want);
+        // Grouped (depthwise): left alone.
+        let a = run(
+            13,
+            "g (float[1, 2, 2, 2] x, float[1, 2, 2, 2] s) => (float[1, 2, 2, 2] y) \
+             <float[2, 1, 1, 1] w = {2, -1}>\n\
+             {\n c = Conv <group = 2> (x, w)\n y = Add (c, s)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv", "Add"]);
     }
 }
