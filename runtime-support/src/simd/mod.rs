@@ -136,10 +136,25 @@ impl Smooth {
     /// function so each compiles to straight vector code.
     #[inline(always)]
     pub fn apply_all(self, y: &mut [f32]) {
+        /// Plain loops (inlined into the caller's instruction set), blocks
+        /// of 16 so the polynomial chains of a block overlap.
+        macro_rules! each {
+            ($g:expr) => {{
+                let (blocks, rest) = y.as_chunks_mut::<16>();
+                for b in blocks {
+                    for v in b.iter_mut() {
+                        *v = $g(*v);
+                    }
+                }
+                for v in rest {
+                    *v = $g(*v);
+                }
+            }};
+        }
         match self {
-            Smooth::Gelu => y.iter_mut().for_each(|v| *v = crate::vmath::gelu(*v)),
-            Smooth::GeluTanh => y.iter_mut().for_each(|v| *v = crate::vmath::gelu_tanh(*v)),
-            Smooth::Silu => y.iter_mut().for_each(|v| *v = *v * crate::vmath::sigmoid(*v)),
+            Smooth::Gelu => each!(crate::vmath::gelu),
+            Smooth::GeluTanh => each!(crate::vmath::gelu_tanh),
+            Smooth::Silu => each!(|x: f32| x * crate::vmath::sigmoid(x)),
         }
     }
 }
@@ -211,6 +226,33 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
         for r in 0..nrows {
             if let Some(row) = dst.get_mut(r * ldd..r * ldd + ncols) {
                 t.epi.row(t.i0 + r, t.j0, row);
+            }
+        }
+        if let Some(s) = t.epi.smooth {
+            vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
+        }
+    }
+}
+
+/// A smooth activation over an `nrows x ncols` block (rows `ldd` apart),
+/// as a [`Vectorize`] body: compiled for the widest vector unit, as the
+/// standalone op's loop is (the arithmetic is the same at every width).
+struct SmoothRows<'a> {
+    s: Smooth,
+    dst: &'a mut [f32],
+    ldd: usize,
+    nrows: usize,
+    ncols: usize,
+}
+
+impl Vectorize for SmoothRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        for r in 0..self.nrows {
+            if let Some(row) = self.dst.get_mut(r * self.ldd..r * self.ldd + self.ncols) {
+                self.s.apply_all(row);
             }
         }
     }
@@ -691,7 +733,8 @@ impl<'a> Epilogue<'a> {
     }
 
     /// Replaces the sums `row[t]` of outputs `(i, j0 + t)` by the outputs,
-    /// with the arithmetic of [`Epilogue::one`] in simple vector loops.
+    /// with the arithmetic of [`Epilogue::one`] in simple vector loops,
+    /// all but the smooth activation (applied to whole tiles by `finish`).
     #[inline(always)]
     fn row(&self, i: usize, j0: usize, row: &mut [f32]) {
         let alpha = self.alpha;
@@ -743,8 +786,15 @@ impl<'a> Epilogue<'a> {
             }
         }
         self.act.apply_all(row);
+    }
+
+    /// [`Epilogue::row`] on the single row of a matrix-vector product, then
+    /// the smooth activation (which `row` leaves to its caller).
+    fn vector_row(&self, y: &mut [f32]) {
+        vectorized(|| self.row(0, 0, y));
         if let Some(s) = self.smooth {
-            s.apply_all(row);
+            let ncols = y.len();
+            vectorize_wide(SmoothRows { s, dst: y, ldd: ncols, nrows: 1, ncols });
         }
     }
 }
@@ -964,7 +1014,7 @@ pub(crate) fn vector_product(
     let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
     y.fill(0.0);
     if k == 0 || n == 0 {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
         return Ok(());
     }
     // A's row, contiguous: `ViewA` with `cs == 1`.
@@ -1023,7 +1073,7 @@ pub(crate) fn vector_product(
         return Err(Error::InvalidParams);
     }
     if !epi.is_identity() {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
     }
     Ok(())
 }
@@ -1068,7 +1118,7 @@ pub(crate) fn strips_vector_product(
     }
     vectorize(Body { a, strips: b.data, k, y: &mut *y });
     if !epi.is_identity() {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
     }
     Ok(())
 }
