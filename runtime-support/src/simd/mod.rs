@@ -234,6 +234,14 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
     }
 }
 
+/// Applies `s` to the `nrows x ncols` block of `dst` (rows `ldd` apart),
+/// compiled for the widest vector unit.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize) {
+    vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
+}
+
 /// A smooth activation over an `nrows x ncols` block (rows `ldd` apart),
 /// as a [`Vectorize`] body: compiled for the widest vector unit, as the
 /// standalone op's loop is (the arithmetic is the same at every width).
@@ -303,6 +311,10 @@ pub(crate) struct Fused {
     pub alpha: f32,
     pub bias: Option<[f32; MAX_MR]>,
     pub c: FusedC,
+    /// The residual `r[base + r * rs + col]`, added after C (checked to lie
+    /// within the residual by [`Fused::new`]). The smooth activation, if
+    /// any, is not part of this: the kernel applies it to the stored tile.
+    pub res: Option<(usize, usize)>,
     pub act: Activation,
 }
 
@@ -316,10 +328,18 @@ impl Fused {
     /// read would fall outside C.
     pub(crate) fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
         let e = tail.epi;
-        if e.res.is_some() || e.smooth.is_some() {
-            return None;
-        }
         let (i0, j0) = (tail.i0, tail.j0);
+        let res = match e.res {
+            None => None,
+            Some(r) => {
+                let base = i0.checked_mul(r.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(r.rs)?.checked_add(base)?.checked_add(ncols)?;
+                if last > r.data.len() {
+                    return None;
+                }
+                Some((base, r.rs))
+            }
+        };
         let bias =
             e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
         let c = match e.c {
@@ -338,7 +358,7 @@ impl Fused {
             })),
             Some(_) => return None,
         };
-        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+        Some(Fused { alpha: e.alpha, bias, c, res, act: e.act })
     }
 }
 
