@@ -1273,7 +1273,7 @@ pub(crate) mod tests {
             _ => Epilogue {
                 alpha: -0.5,
                 res: Some(Residual { data: c, rs: ldc }),
-                smooth: Some(if ldc % 2 == 0 { Smooth::GeluTanh } else { Smooth::Silu }),
+                smooth: Some(if ldc.is_multiple_of(2) { Smooth::GeluTanh } else { Smooth::Silu }),
                 ..Epilogue::bias_act(Some(bias), Activation::Relu)
             },
         }
