@@ -688,10 +688,15 @@ fn conv2d_group<A: ReadA>(
         && win.strides.iter().all(|&s| s == 1)
         && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
     let act = post.act;
-    // The direct kernel's epilogue is the bias and `act` only.
+    // The direct kernel's epilogue is the bias and `act` only: with a
+    // residual, it runs without `act`, and the rest follows on the output
+    // (the unfused nodes' arithmetic; the implicit GEMM is slower there).
     let plain = post.residual.is_none() && post.smooth.is_none();
-    if plain && !pointwise && simd::conv2d_direct(geom, cg, mg, xs, a, bias, act, ys) {
-        return Ok(());
+    if !pointwise {
+        let direct_act = if plain { act } else { Activation::None };
+        if simd::conv2d_direct(geom, cg, mg, xs, a, bias, direct_act, ys) {
+            return if plain { Ok(()) } else { post_pass(post, ys) };
+        }
     }
     let out = Out { y: ys, ldy: out_size };
     let epi = Epilogue {

@@ -952,19 +952,32 @@ fn drive<K: Micro, A: ReadA, B: PackB>(
     }
     ensure(a.fits(m, k), Error::ShapeMismatch)?;
     ensure(K::MR <= MAX_MR && K::NR <= 32, Error::InvalidParams)?;
+    // A small output (in L1 or close) takes its smooth activation in one
+    // pass at the end rather than one call per tile.
+    let whole = epi.smooth.filter(|_| m.saturating_mul(n) <= SMOOTH_WHOLE);
+    let tiles = Epilogue { smooth: epi.smooth.filter(|_| whole.is_none()), ..*epi };
+    let epi = &tiles;
+    let Out { y, ldy } = out;
     kern.within(|| {
         if K::NR <= 4 {
-            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else if K::NR <= 8 {
-            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else if K::NR <= 16 {
-            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else {
-            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         }
     });
+    if let Some(s) = whole {
+        vectorize_wide(SmoothRows { s, dst: y, ldd: ldy, nrows: m, ncols: n });
+    }
     Ok(())
 }
+
+/// Outputs up to which a product's smooth activation runs once over the
+/// whole output (16 KiB of f32) instead of tile by tile.
+const SMOOTH_WHOLE: usize = 4096;
 
 /// `Y[i, j] = epi(i, j, sum_p A(i, p) B(p, j))` on the best kernel for this CPU.
 /// The B packer must cover `k x n`.
