@@ -695,7 +695,13 @@ fn conv2d_group<A: ReadA>(
     if !pointwise {
         let direct_act = if plain { act } else { Activation::None };
         if simd::conv2d_direct(geom, cg, mg, xs, a, bias, direct_act, ys) {
-            return if plain { Ok(()) } else { post_pass(post, ys) };
+            if plain {
+                return Ok(());
+            }
+            // The residual from this group's first output on (checked long
+            // enough by the callers).
+            let res = post.residual.map(|r| r.get(..ys.len()).ok_or(Error::ShapeMismatch));
+            return post_pass(&Post { residual: res.transpose()?, ..*post }, ys);
         }
     }
     let out = Out { y: ys, ldy: out_size };
