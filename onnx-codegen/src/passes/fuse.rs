@@ -10,15 +10,18 @@
 //!   bit-identical.
 //!
 //! * **Residual and smooth epilogues** ([`fuse_epilogues`]): an f32 `Add`
-//!   of a `Gemm` or `MatMul` output (read by nothing else) and another value
-//!   of exactly the same shape becomes part of the product: the other value
-//!   is an internal input ([`RESIDUAL_INPUT`]) added to each output after the
-//!   product's own bias, while the tile is in L1. An activation reading the
-//!   sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`) then fuses too, applied after
-//!   the residual, as is a `Gelu` reading the product directly. The fused
-//!   kernel performs the same float operations in the same order as the
-//!   nodes it replaces, so results are bit-identical to the unfused
-//!   generated code.
+//!   of a `Gemm`, `MatMul` or 2-D group-1 `Conv` output (read by nothing
+//!   else) and another value of exactly the same shape, computed before the
+//!   product, becomes part of the product: the other value is an internal
+//!   input ([`RESIDUAL_INPUT`]) added to each output after the product's own
+//!   bias, while the tile is in L1 (in registers on AVX-512). An activation
+//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`) then fuses too,
+//!   applied after the residual, as does a `Gelu` reading the product
+//!   directly; a product that already has an activation is left alone (the
+//!   order would differ). The fused kernel performs the same float
+//!   operations in the same order as the nodes it replaces, on the same sums
+//!   (a convolution the direct kernel takes adds the residual after it), so
+//!   results are bit-identical to the unfused generated code.
 //!
 //! The rewrite runs after validation and before inference; the activation
 //! travels to the producer's rule as the internal attribute [`ACTIVATION`],
