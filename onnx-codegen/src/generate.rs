@@ -170,6 +170,13 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         {
             inferred = infer::infer(&prepared.model, &infer_opts);
         }
+        if inferred.is_complete() {
+            let more = passes::fuse::fuse_epilogues(&mut prepared.model.graph, &inferred);
+            if !more.is_empty() {
+                fused.extend(more);
+                inferred = infer::infer(&prepared.model, &infer_opts);
+            }
+        }
     }
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));

@@ -5,9 +5,10 @@
 //! `auto_pad` into explicit begin/end pads and computes the output dims; the
 //! kernel checks they agree with the formula.
 
+use crate::gemm::Post;
 use crate::num::Num;
 use crate::shape::{MAX_RANK, next_index, numel};
-use crate::simd::{self, DenseB, Epilogue, Out, PackB, PanelA, ReadA, ViewA};
+use crate::simd::{self, DenseB, Epilogue, Out, PackB, PanelA, ReadA, Residual, ViewA};
 use crate::{Error, Result, ensure};
 
 /// Geometry of a sliding window over the spatial axes; all slices have one
@@ -587,6 +588,48 @@ pub fn sconv(
     y: &mut [f32],
     act: Activation,
 ) -> Result {
+    sconv_fused(p, x, w, bias, y, &Post::act(act))
+}
+
+/// `post`'s residual, then its activations, on every output of `y` (the
+/// paths whose kernels do not take them in their epilogue).
+pub(crate) fn post_pass(post: &Post<'_>, y: &mut [f32]) -> Result {
+    if let Some(r) = post.residual {
+        ensure(r.len() == y.len(), Error::ShapeMismatch)?;
+        for (v, x) in y.iter_mut().zip(r) {
+            *v += *x;
+        }
+    }
+    post.act.apply_all(y);
+    if let Some(s) = post.smooth {
+        s.apply_all(y);
+    }
+    Ok(())
+}
+
+/// [`sconv`] followed by `post`: a residual of the output's shape added
+/// after the bias, then the activations. 2-D convolutions of groups of one
+/// apply it per tile of the implicit GEMM, while the tile is in L1; other
+/// convolutions in a pass after the kernel.
+pub fn sconv_fused(
+    p: &Conv<'_>,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
+    let tiled = p.window.in_dims.len() == 2
+        && p.groups == 1
+        && !(p.in_channels == 1 && p.out_channels == 1);
+    if !tiled && (post.residual.is_some() || post.smooth.is_some()) {
+        sconv_fused(p, x, w, bias, y, &Post::NONE)?;
+        return post_pass(post, y);
+    }
+    if let Some(r) = post.residual {
+        ensure(r.len() == y.len(), Error::ShapeMismatch)?;
+    }
+    let act = post.act;
     if p.window.in_dims.len() != 2 {
         conv(p, x, w, bias, y)?;
         act.apply_all(y);
@@ -640,7 +683,9 @@ pub fn sconv(
             let ys = &mut y[(n * p.out_channels + g * mg) * out_size..][..mg * out_size];
             let group_bias = bias.and_then(|b| b.get(g * mg..(g + 1) * mg));
             let a = ViewA { data: w, off: g * mg * kdim, rs: kdim, cs: 1 };
-            conv2d_group(win, &geom, cg, mg, xs, a, group_bias, act, ys)?;
+            let res = post.residual.and_then(|r| r.get((n * p.out_channels + g * mg) * out_size..));
+            let post = Post { residual: res, ..*post };
+            conv2d_group(win, &geom, cg, mg, xs, a, group_bias, &post, ys)?;
         }
     }
     Ok(())
@@ -659,7 +704,7 @@ fn conv2d_group<A: ReadA>(
     xs: &[f32],
     a: A,
     bias: Option<&[f32]>,
-    act: Activation,
+    post: &Post<'_>,
     ys: &mut [f32],
 ) -> Result {
     let (in_size, out_size) = (geom.h * geom.w, geom.oh * geom.ow);
@@ -667,11 +712,29 @@ fn conv2d_group<A: ReadA>(
     let pointwise = geom.kh * geom.kw == 1
         && win.strides.iter().all(|&s| s == 1)
         && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
-    if !pointwise && simd::conv2d_direct(geom, cg, mg, xs, a, bias, act, ys) {
-        return Ok(());
+    let act = post.act;
+    // The direct kernel's epilogue is the bias and `act` only: with a
+    // residual, it runs without `act`, and the rest follows on the output
+    // (the unfused nodes' arithmetic; the implicit GEMM is slower there).
+    let plain = post.residual.is_none() && post.smooth.is_none();
+    if !pointwise {
+        let direct_act = if plain { act } else { Activation::None };
+        if simd::conv2d_direct(geom, cg, mg, xs, a, bias, direct_act, ys) {
+            if plain {
+                return Ok(());
+            }
+            // The residual from this group's first output on (checked long
+            // enough by the callers).
+            let res = post.residual.map(|r| r.get(..ys.len()).ok_or(Error::ShapeMismatch));
+            return post_pass(&Post { residual: res.transpose()?, ..*post }, ys);
+        }
     }
     let out = Out { y: ys, ldy: out_size };
-    let epi = Epilogue::bias_act(bias, act);
+    let epi = Epilogue {
+        res: post.residual.map(|data| Residual { data, rs: out_size }),
+        smooth: post.smooth,
+        ..Epilogue::bias_act(bias, act)
+    };
     if pointwise {
         let b = DenseB { data: xs, rs: in_size, cs: 1 };
         simd::product(mg, out_size, kdim, a, &b, out, &epi)
@@ -735,7 +798,22 @@ pub fn sconv_packed(
     y: &mut [f32],
     act: Activation,
 ) -> Result {
+    sconv_packed_fused(p, x, w, bias, y, &Post::act(act))
+}
+
+/// [`sconv_packed`] followed by `post` (see [`sconv_fused`]), per tile.
+pub fn sconv_packed_fused(
+    p: &Conv<'_>,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
     ensure(p.window.in_dims.len() == 2 && p.groups == 1, Error::InvalidParams)?;
+    if let Some(r) = post.residual {
+        ensure(r.len() == y.len(), Error::ShapeMismatch)?;
+    }
     p.window.check(false)?;
     let in_size = numel(p.window.in_dims)?;
     let out_size = numel(p.window.out_dims)?;
@@ -755,16 +833,17 @@ pub fn sconv_packed(
         // No taps: every output is its bias.
         for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
             let b = bias.and_then(|b| b.get(plane % m)).copied().unwrap_or(0.0);
-            yp.fill(act.apply(b));
+            yp.fill(b);
         }
-        return Ok(());
+        return post_pass(post, y);
     }
     let a = PanelA { data: w, k: kdim };
     let (xn, yn) = (c * in_size, m * out_size);
     for n in 0..p.batch {
         let xs = x.get(n * xn..(n + 1) * xn).ok_or(Error::ShapeMismatch)?;
         let ys = y.get_mut(n * yn..(n + 1) * yn).ok_or(Error::ShapeMismatch)?;
-        conv2d_group(&p.window, &geom, c, m, xs, a, bias, act, ys)?;
+        let post = Post { residual: post.residual.and_then(|r| r.get(n * yn..)), ..*post };
+        conv2d_group(&p.window, &geom, c, m, xs, a, bias, &post, ys)?;
     }
     Ok(())
 }
@@ -1111,6 +1190,20 @@ mod tests {
                 for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
                     assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "case {t} [{i}]: {g} vs {e}");
                 }
+                // With a residual (grouped and depthwise: after the kernel).
+                let r = values(yl, 7);
+                conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
+                for (v, q) in want[..yl].iter_mut().zip(&r[..yl]) {
+                    *v = act.apply(*v + q);
+                }
+                let post = Post { residual: Some(&r[..yl]), ..Post::act(act) };
+                sconv_fused(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], &post).unwrap();
+                for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
+                    assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "case {t} [{i}]: {g} vs {e}");
+                }
+                let short = Post { residual: Some(&r[..yl - 1]), ..post };
+                let e = sconv_fused(&p, &x[..xl], &w[..wl], None, &mut got[..yl], &short);
+                assert_eq!(e, Err(Error::ShapeMismatch));
             }
             assert_eq!(
                 sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
@@ -1201,6 +1294,36 @@ mod tests {
                 let tol = 4.0 * kd as f32 * f32::EPSILON;
                 for (j, (g, e)) in got.iter().zip(&want).enumerate() {
                     assert!((g - e).abs() <= tol * (1.0 + e.abs()), "case {t} [{j}]: {g} vs {e}");
+                }
+                // A residual added after the bias, before the activation
+                // (then GELU on one case): packed, unpacked, and against the
+                // exact conv followed by the separate steps.
+                let r = values_of(yl, 4 + i as u32);
+                let smooth = (i == 2).then_some(crate::gemm::Smooth::Gelu);
+                let post = Post { residual: Some(&r), act, smooth };
+                conv(&p, &x, &w, bias, &mut want).unwrap();
+                for (v, q) in want.iter_mut().zip(&r) {
+                    *v = act.apply(*v + q);
+                    *v = smooth.map_or(*v, |s| s.apply(*v));
+                }
+                let mut again = vec![0.0f32; yl];
+                sconv_packed_fused(&p, &x, &packed, bias, &mut got, &post).unwrap();
+                sconv_fused(&p, &x, &w, bias, &mut again, &post).unwrap();
+                for (j, (g, e)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - e).abs() <= tol * (1.0 + e.abs()), "case {t} [{j}]: {g} vs {e}");
+                    assert!((again[j] - e).abs() <= tol * (1.0 + e.abs()), "case {t} [{j}]");
+                }
+                // The fused residual is the tile's epilogue on the same sums
+                // as the unfused implicit GEMM: bit-identical where both take
+                // that path (pointwise; the direct kernel is not fused).
+                if k == [1, 1] && s == [1, 1] {
+                    let mut plain = vec![0.0f32; yl];
+                    sconv_packed(&p, &x, &packed, bias, &mut plain, Activation::None).unwrap();
+                    for (v, q) in plain.iter_mut().zip(&r) {
+                        *v = act.apply(*v + q);
+                        *v = smooth.map_or(*v, |s| s.apply(*v));
+                    }
+                    assert_eq!(got, plain, "case {t}");
                 }
             }
             // The unpacked weights, or a short input: refused.

@@ -6,7 +6,33 @@
 
 use crate::num::Num;
 use crate::shape::{MAX_RANK, check_strided, contiguous_strides, numel, walk};
-use crate::simd::{self, Activation, CTerm, DenseB, Epilogue, Out, STRIP, StripsB, ViewA};
+use crate::simd::{self, CTerm, DenseB, Epilogue, Out, Residual, STRIP, StripsB, ViewA};
+pub use crate::simd::{Activation, Smooth};
+
+/// What a fused f32 product does after its own terms (Gemm's `alpha`, `C`;
+/// MatMul's folded bias): add `residual` (a following `Add` of a tensor of
+/// the output's shape and layout), then apply `act`, then `smooth`, each on a
+/// tile while it is in L1. The same operations in the same order as the
+/// unfused nodes, so results do not change.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Post<'a> {
+    /// Added to every output, element by element; as long as the output.
+    pub residual: Option<&'a [f32]>,
+    /// Applied after the residual.
+    pub act: Activation,
+    /// Applied last.
+    pub smooth: Option<Smooth>,
+}
+
+impl Post<'_> {
+    /// Nothing after the product's own terms.
+    pub const NONE: Post<'static> = Post { residual: None, act: Activation::None, smooth: None };
+
+    /// Only an activation.
+    pub const fn act(act: Activation) -> Post<'static> {
+        Post { residual: None, act, smooth: None }
+    }
+}
 use crate::{Error, Result, ensure};
 
 /// `Y = alpha * A' * B' + beta * C` with `A'` = `A` or `Aᵀ`, `B'` = `B` or `Bᵀ`.
@@ -101,12 +127,24 @@ pub fn sgemm_act(
     y: &mut [f32],
     act: Activation,
 ) -> Result {
+    sgemm_fused(p, a, b, c, y, &Post::act(act))
+}
+
+/// [`sgemm`] followed by `post` (a residual, activations) in the same pass.
+pub fn sgemm_fused(
+    p: &Gemm<f32>,
+    a: &[f32],
+    b: &[f32],
+    c: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
     let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
     let kn = k.checked_mul(n).ok_or(Error::Overflow)?;
     let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
     ensure(a.len() == mk && b.len() == kn && y.len() == mn, Error::ShapeMismatch)?;
-    let (va, epi) = a_and_epilogue(p, a, c, act)?;
+    let (va, epi) = a_and_epilogue(p, a, c, post)?;
     let vb =
         if p.trans_b { DenseB { data: b, rs: 1, cs: k } } else { DenseB { data: b, rs: n, cs: 1 } };
     if m == 1 && !p.trans_a {
@@ -129,31 +167,80 @@ pub fn smatmul_bias(
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) -> Result {
-    let (m, n, k) = (p.m, p.n, p.k);
+    smatmul_fused(p, a, b, bias, y, &Post::NONE)
+}
+
+/// The epilogue of a MatMul with a folded `bias` and `post`, checked against
+/// the product's sizes: a residual needs the plain stacked output layout
+/// (it is read at the outputs' own offsets) and the output's length.
+fn matmul_epilogue<'a>(
+    p: &MatMul<'_>,
+    bias: Option<&'a [f32]>,
+    y_len: usize,
+    post: &Post<'a>,
+) -> Result<Epilogue<'a>> {
     if let Some(c) = bias {
-        ensure(c.len() == n, Error::ShapeMismatch)?;
+        ensure(c.len() == p.n, Error::ShapeMismatch)?;
+    }
+    if let Some(r) = post.residual {
+        ensure(p.y_layout.is_none(), Error::InvalidParams)?;
+        ensure(r.len() == y_len, Error::ShapeMismatch)?;
     }
     // The bias as a C term of one row repeated over all rows: `acc + 1 * bias[j]`.
-    let epi =
-        Epilogue { c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }), ..Epilogue::NONE };
+    Ok(Epilogue {
+        c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }),
+        res: post.residual.map(|data| Residual { data, rs: p.n }),
+        act: post.act,
+        smooth: post.smooth,
+        ..Epilogue::NONE
+    })
+}
+
+/// `epi` with its residual starting at output offset `at` (one matrix of a
+/// batch), rows `rs` apart.
+fn shifted<'a>(epi: &Epilogue<'a>, at: usize, rs: usize) -> Epilogue<'a> {
+    Epilogue {
+        res: epi.res.map(|r| Residual { data: r.data.get(at..).unwrap_or(&[]), rs }),
+        ..*epi
+    }
+}
+
+/// The outputs of a product whose sums are all zero (`k == 0`): the
+/// epilogue of 0 on every output of every matrix of the batch.
+fn empty_product(p: &MatMul<'_>, at: &Placed, epi: &Epilogue<'_>, y: &mut [f32]) -> Result {
+    empty_sums(p, at, y)?;
+    let (m, n) = (p.m, p.n);
+    walk(p.batch, [&at.ys[..p.batch.len()]], [0], |[iy]| {
+        let e = shifted(epi, iy, at.y_row);
+        for i in 0..m {
+            let row = iy + i * at.y_row;
+            for (j, v) in y[row..row + n].iter_mut().enumerate() {
+                *v = e.one(i, j, *v);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// [`smatmul_bias`] followed by `post` (a residual, activations) in the
+/// same pass. A residual needs `p.y_layout` to be `None`.
+pub fn smatmul_fused(
+    p: &MatMul<'_>,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let epi = matmul_epilogue(p, bias, y.len(), post)?;
     let at = place(p, a.len(), b.len(), y.len())?;
     if m == 0 || n == 0 || numel(p.batch)? == 0 {
         return Ok(());
     }
     let ys = &at.ys[..p.batch.len()];
     if k == 0 {
-        empty_sums(p, &at, y)?;
-        if let Some(c) = bias {
-            walk(p.batch, [ys], [0], |[iy]| {
-                for i in 0..m {
-                    let row = iy + i * at.y_row;
-                    for (v, b) in y[row..row + n].iter_mut().zip(c) {
-                        *v += b;
-                    }
-                }
-            });
-        }
-        return Ok(());
+        return empty_product(p, &at, &epi, y);
     }
     let [a_rs, a_cs] = p.a_strides;
     let [b_rs, b_cs] = p.b_strides;
@@ -162,6 +249,7 @@ pub fn smatmul_bias(
         let va = ViewA { data: &a[ia..ia + at.ext_a], off: 0, rs: a_rs, cs: a_cs };
         let vb = DenseB { data: &b[ib..ib + at.ext_b], rs: b_rs, cs: b_cs };
         let y = &mut y[iy..iy + at.ext_y];
+        let epi = shifted(&epi, iy, at.y_row);
         let r = if m == 1 && a_cs == 1 && (b_cs == 1 || b_rs == 1) {
             simd::vector_product(n, k, va, &vb, y, &epi)
         } else {
@@ -216,11 +304,14 @@ fn a_and_epilogue<'a>(
     p: &Gemm<f32>,
     a: &'a [f32],
     c: Option<&'a [f32]>,
-    act: Activation,
+    post: &Post<'a>,
 ) -> Result<(ViewA<'a>, Epilogue<'a>)> {
     let (m, n, k) = (p.m, p.n, p.k);
     if let Some(c) = c {
         check_strided(&[m, n], &p.c_strides, 0, c.len())?;
+    }
+    if let Some(r) = post.residual {
+        ensure(Some(r.len()) == m.checked_mul(n), Error::ShapeMismatch)?;
     }
     let va = if p.trans_a {
         ViewA { data: a, off: 0, rs: 1, cs: m }
@@ -238,7 +329,9 @@ fn a_and_epilogue<'a>(
         }
         None => None,
     };
-    Ok((va, Epilogue { alpha: p.alpha, row_bias: None, c, act }))
+    let res = post.residual.map(|data| Residual { data, rs: n });
+    let (act, smooth) = (post.act, post.smooth);
+    Ok((va, Epilogue { alpha: p.alpha, row_bias: None, c, res, act, smooth }))
 }
 
 /// [`sgemm_act`] with B given as laid out by [`pack_b_strips`] (which took
@@ -252,12 +345,25 @@ pub fn sgemm_packed(
     y: &mut [f32],
     act: Activation,
 ) -> Result {
+    sgemm_packed_fused(p, a, packed, c, y, &Post::act(act))
+}
+
+/// [`sgemm_packed`] followed by `post` (a residual, activations) in the
+/// same pass.
+pub fn sgemm_packed_fused(
+    p: &Gemm<f32>,
+    a: &[f32],
+    packed: &[f32],
+    c: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
     let mk = m.checked_mul(k).ok_or(Error::Overflow)?;
     let mn = m.checked_mul(n).ok_or(Error::Overflow)?;
     let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
     ensure(a.len() == mk && packed.len() == len && y.len() == mn, Error::ShapeMismatch)?;
-    let (va, epi) = a_and_epilogue(p, a, c, act)?;
+    let (va, epi) = a_and_epilogue(p, a, c, post)?;
     let vb = StripsB { data: packed, k };
     if m == 1 && !p.trans_a {
         return simd::strips_vector_product(n, a, &vb, y, &epi);
@@ -300,24 +406,33 @@ pub fn smatmul_packed(
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) -> Result {
+    smatmul_packed_fused(p, a, packed, bias, y, &Post::NONE)
+}
+
+/// [`smatmul_packed`] followed by `post` (a residual, activations) in the
+/// same pass. A residual needs `p.y_layout` to be `None`.
+pub fn smatmul_packed_fused(
+    p: &MatMul<'_>,
+    a: &[f32],
+    packed: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
     let (m, n, k) = (p.m, p.n, p.k);
     ensure(p.b_batch_strides.iter().all(|&s| s == 0), Error::InvalidParams)?;
     let len = packed_b_len(k, n).ok_or(Error::Overflow)?;
     ensure(packed.len() == len, Error::ShapeMismatch)?;
     let dense_b = MatMul { b_strides: [n, 1], ..*p };
     if k == 0 {
-        return smatmul_bias(&dense_b, a, &[], bias, y);
+        return smatmul_fused(&dense_b, a, &[], bias, y, post);
     }
-    if let Some(c) = bias {
-        ensure(c.len() == n, Error::ShapeMismatch)?;
-    }
+    let epi = matmul_epilogue(p, bias, y.len(), post)?;
     let at = place(&dense_b, a.len(), k * n, y.len())?;
     let total = numel(p.batch)?;
     if m == 0 || n == 0 || total == 0 {
         return Ok(());
     }
-    let epi =
-        Epilogue { c: bias.map(|data| CTerm { data, rs: 0, cs: 1, beta: 1.0 }), ..Epilogue::NONE };
     let vb = StripsB { data: packed, k };
     let [a_rs, a_cs] = p.a_strides;
     let ys = &at.ys[..p.batch.len()];
@@ -329,12 +444,14 @@ pub fn smatmul_packed(
             return simd::strips_vector_product(n, a.get(..k).unwrap_or(&[]), &vb, y, &epi);
         }
         let va = ViewA { data: a, off: 0, rs, cs: a_cs };
+        let epi = shifted(&epi, 0, ldy);
         return simd::product(rows, n, k, va, &vb, Out { y, ldy }, &epi);
     }
     let mut result = Ok(());
     walk(p.batch, [p.a_batch_strides, ys], [0; 2], |[ia, iy]| {
         let va = ViewA { data: &a[ia..ia + at.ext_a], off: 0, rs: a_rs, cs: a_cs };
         let y = &mut y[iy..iy + at.ext_y];
+        let epi = shifted(&epi, iy, at.y_row);
         let r = if m == 1 && a_cs == 1 {
             simd::strips_vector_product(n, va.data.get(..k).unwrap_or(&[]), &vb, y, &epi)
         } else {
@@ -651,7 +768,7 @@ mod tests {
                     };
                     let out = Out { y: &mut got[..m * n], ldy: n };
                     let c = cc.map(|data| CTerm { data, rs: 0, cs: 1, beta: 2.0 });
-                    let epi = Epilogue { alpha: 0.5, row_bias: None, c, act: Activation::None };
+                    let epi = Epilogue { alpha: 0.5, c, ..Epilogue::NONE };
                     simd::product_portable(m, n, k, va, &vb, out, &epi).unwrap();
                     assert_eq!(got[..m * n], want[..m * n], "{m}x{n}x{k} {ta} {tb}");
                 }
@@ -981,5 +1098,161 @@ mod tests {
         let mut y = [9.0f32; 4];
         smatmul_packed(&p, &[], &[], Some(&[1.0, -1.0]), &mut y).unwrap();
         assert_eq!(y, [1.0, -1.0, 1.0, -1.0]);
+    }
+
+    /// The unfused reference of a [`Post`]: the residual added, then the
+    /// activations, one element at a time, as the separate nodes do.
+    fn apply_post(post: &Post<'_>, y: &mut [f32]) {
+        for (i, v) in y.iter_mut().enumerate() {
+            let mut x = *v;
+            if let Some(r) = post.residual {
+                x += r[i];
+            }
+            x = post.act.apply(x);
+            *v = post.smooth.map_or(x, |s| s.apply(x));
+        }
+    }
+
+    /// The posts tested, over a residual `r`.
+    fn posts(r: &[f32]) -> [Post<'_>; 5] {
+        [
+            Post { residual: Some(r), ..Post::NONE },
+            Post { residual: Some(r), act: Activation::Relu, smooth: None },
+            Post { smooth: Some(Smooth::Gelu), ..Post::NONE },
+            Post { residual: Some(r), act: Activation::None, smooth: Some(Smooth::GeluTanh) },
+            Post {
+                smooth: Some(Smooth::Silu),
+                ..Post::act(Activation::Clip { min: -0.5, max: 0.5 })
+            },
+        ]
+    }
+
+    #[test]
+    fn fused_gemm_equals_the_unfused_nodes_bit_for_bit() {
+        let (mut a, mut b, mut c, mut r) =
+            ([0.0f32; BIG], [0.0f32; BIG], [0.0f32; 64], [0.0f32; BIG]);
+        let mut packed = [0.0f32; BIG];
+        let sizes = [
+            (1, 1, 1),
+            (1, 37, 9),
+            (5, 33, 17),
+            (9, 40, 3),
+            (17, 7, 40),
+            (40, 31, 2),
+            (33, 64, 29),
+        ];
+        for (m, n, k) in sizes {
+            fill(&mut a[..m * k], (m + 3 * k) as u32);
+            fill(&mut b[..k * n], (n + 5 * k) as u32);
+            fill(&mut c[..n], 7);
+            fill(&mut r[..m * n], (m * n) as u32);
+            let (a, b, r) = (&a[..m * k], &b[..k * n], &r[..m * n]);
+            let len = packed_b_len(k, n).unwrap();
+            for (ta, tb) in [(false, false), (true, true), (false, true)] {
+                pack_b_strips(k, n, b, tb, &mut packed[..len]).unwrap();
+                for (alpha, cc) in [(1.0, None), (-0.75, Some(&c[..n]))] {
+                    let p = Gemm {
+                        m,
+                        n,
+                        k,
+                        trans_a: ta,
+                        trans_b: tb,
+                        alpha,
+                        beta: 2.0,
+                        c_strides: [0, 1],
+                    };
+                    let (mut want, mut exact) = ([0.0f32; BIG], [0.0f32; BIG]);
+                    sgemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
+                    gemm(&p, a, b, cc, &mut exact[..m * n]).unwrap();
+                    for post in posts(r) {
+                        let mut w = want;
+                        apply_post(&post, &mut w[..m * n]);
+                        let mut e = exact;
+                        apply_post(&post, &mut e[..m * n]);
+                        let mut got = [0.0f32; BIG];
+                        sgemm_fused(&p, a, b, cc, &mut got[..m * n], &post).unwrap();
+                        assert_eq!(got[..m * n], w[..m * n], "{m}x{n}x{k} {ta} {tb} {post:?}");
+                        close(&got[..m * n], &e[..m * n], k);
+                        let mut got = [0.0f32; BIG];
+                        sgemm_packed_fused(&p, a, &packed[..len], cc, &mut got[..m * n], &post)
+                            .unwrap();
+                        let mut w = [0.0f32; BIG];
+                        sgemm_packed(&p, a, &packed[..len], cc, &mut w[..m * n], Activation::None)
+                            .unwrap();
+                        apply_post(&post, &mut w[..m * n]);
+                        assert_eq!(got[..m * n], w[..m * n], "packed {m}x{n}x{k} {ta} {tb}");
+                    }
+                }
+            }
+        }
+        // A residual of the wrong length is refused.
+        let p = g(2, 3, 4);
+        let post = Post { residual: Some(&[0.0; 5]), ..Post::NONE };
+        let r = sgemm_fused(&p, &[0.0; 8], &[0.0; 12], None, &mut [0.0; 6], &post);
+        assert_eq!(r, Err(Error::ShapeMismatch));
+    }
+
+    #[test]
+    fn fused_matmul_equals_the_unfused_nodes_bit_for_bit() {
+        let (mut a, mut b, mut bias, mut r) =
+            ([0.0f32; BIG], [0.0f32; BIG], [0.0f32; 64], [0.0f32; BIG]);
+        let mut packed = [0.0f32; BIG];
+        for (m, n, k) in
+            [(1, 5, 3), (3, 33, 17), (7, 40, 1), (13, 9, 40), (2, 64, 11), (1, 1, 0), (4, 3, 0)]
+        {
+            fill(&mut a[..6 * m * k], (m + k) as u32);
+            fill(&mut b[..k * n], (3 * n + k) as u32);
+            fill(&mut bias[..n], 4);
+            fill(&mut r[..6 * m * n], 11);
+            let len = packed_b_len(k, n).unwrap();
+            pack_b_strips(k, n, &b[..k * n], false, &mut packed[..len]).unwrap();
+            // A batch [2, 3] of matrices (merged into one product when packed),
+            // and one broadcast over axis 0 (batch by batch).
+            let mk = (m * k) as isize;
+            for sa in [[3 * mk, mk], [0, mk]] {
+                let p = MatMul::dense(&[2, 3], &sa, &[0, 0], m, k, n);
+                let a_len = if sa[0] == 0 { 3 * m * k } else { 6 * m * k };
+                let (a, b, r) = (&a[..a_len], &b[..k * n], &r[..6 * m * n]);
+                for bb in [None, Some(&bias[..n])] {
+                    for post in posts(r) {
+                        let mut want = [0.0f32; BIG];
+                        smatmul_bias(&p, a, b, bb, &mut want[..6 * m * n]).unwrap();
+                        apply_post(&post, &mut want[..6 * m * n]);
+                        let mut got = [0.0f32; BIG];
+                        smatmul_fused(&p, a, b, bb, &mut got[..6 * m * n], &post).unwrap();
+                        assert_eq!(got[..6 * m * n], want[..6 * m * n], "{m}x{n}x{k} {post:?}");
+                        let mut want = [0.0f32; BIG];
+                        smatmul_packed(&p, a, &packed[..len], bb, &mut want[..6 * m * n]).unwrap();
+                        apply_post(&post, &mut want[..6 * m * n]);
+                        let mut got = [0.0f32; BIG];
+                        smatmul_packed_fused(
+                            &p,
+                            a,
+                            &packed[..len],
+                            bb,
+                            &mut got[..6 * m * n],
+                            &post,
+                        )
+                        .unwrap();
+                        assert_eq!(got[..6 * m * n], want[..6 * m * n], "packed {m}x{n}x{k}");
+                        // Against the exact kernel, within rounding.
+                        let mut exact = [0.0f32; BIG];
+                        matmul(&p, a, b, &mut exact[..6 * m * n]).unwrap();
+                        if let Some(c) = bb {
+                            for (i, v) in exact[..6 * m * n].iter_mut().enumerate() {
+                                *v += c[i % n];
+                            }
+                        }
+                        apply_post(&post, &mut exact[..6 * m * n]);
+                        close(&got[..6 * m * n], &exact[..6 * m * n], k);
+                    }
+                }
+            }
+        }
+        // A residual with a transposed output layout is refused.
+        let p = MatMul { y_layout: Some((&[2], 4)), ..MatMul::dense(&[2], &[2], &[0], 1, 2, 2) };
+        let post = Post { residual: Some(&[0.0; 8]), ..Post::NONE };
+        let r = smatmul_fused(&p, &[0.0; 4], &[0.0; 4], None, &mut [0.0; 8], &post);
+        assert_eq!(r, Err(Error::InvalidParams));
     }
 }

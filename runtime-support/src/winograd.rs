@@ -259,6 +259,26 @@ impl Plane {
     }
 }
 
+/// [`sconv3x3`] followed by `post` (a fused residual `Add`, then its
+/// activations), in a pass over the output after the transforms: the
+/// same operations in the same order as the unfused nodes.
+#[allow(clippy::too_many_arguments)]
+pub fn sconv3x3_fused(
+    p: &Conv<'_>,
+    x: &[f32],
+    u: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &crate::gemm::Post<'_>,
+    scratch: &mut [f32],
+) -> Result {
+    if post.residual.is_none() && post.smooth.is_none() {
+        return sconv3x3(p, x, u, bias, y, post.act, scratch);
+    }
+    sconv3x3(p, x, u, bias, y, Activation::None, scratch)?;
+    crate::conv::post_pass(post, y)
+}
+
 /// ONNX `Conv` on f32 with a 3x3 kernel, strides and dilations 1, group 1,
 /// any padding, by F(2x2, 3x3): `u` holds the weights laid out by
 /// [`transform_weights`], `bias` (if any) is added and `act` applied to
@@ -456,6 +476,66 @@ mod tests {
         // Rows wider than the row buffer: tile by tile.
         check(1, 2, 3, 3, 300, [1, 0, 1, 2], true, none, 64);
         check(1, 2, 3, 5, 257, [2; 4], false, none, 7);
+    }
+
+    #[test]
+    fn fused_residual_and_activations_follow_the_unfused_steps() {
+        let (cin, cout, h, w) = (6, 10, 5, 7);
+        let (ind, outd) = ([h, w], [h, w]);
+        let p = Conv {
+            batch: 2,
+            in_channels: cin,
+            out_channels: cout,
+            groups: 1,
+            window: Window {
+                in_dims: &ind,
+                out_dims: &outd,
+                kernel: &[3, 3],
+                strides: &[1, 1],
+                dilations: &[1, 1],
+                pads_begin: &[1, 1],
+                pads_end: &[1, 1],
+            },
+        };
+        let (mut x, mut wt, mut b) =
+            (vec![0.0f32; 2 * cin * h * w], vec![0.0f32; cout * cin * 9], vec![0.0f32; cout]);
+        fill(&mut x, 21);
+        fill(&mut wt, 22);
+        fill(&mut b, 23);
+        let mut u = vec![0.0f32; weights_len(cin, cout).unwrap()];
+        transform_weights(cin, cout, &wt, &mut u).unwrap();
+        let mut scratch = vec![0.0f32; scratch_len(cin, cout, 8).unwrap()];
+        let yl = 2 * cout * h * w;
+        let mut r = vec![0.0f32; yl];
+        fill(&mut r, 24);
+        let mut plain = vec![0.0f32; yl];
+        sconv3x3(&p, &x, &u, Some(&b), &mut plain, Activation::None, &mut scratch).unwrap();
+        let cases = [
+            (Some(&r[..]), Activation::Relu, None),
+            (Some(&r[..]), Activation::None, Some(crate::gemm::Smooth::Gelu)),
+            (None, Activation::Clip { min: -0.5, max: 0.5 }, None),
+            (None, Activation::None, Some(crate::gemm::Smooth::GeluTanh)),
+        ];
+        for (residual, act, smooth) in cases {
+            let mut want = plain.clone();
+            if let Some(r) = residual {
+                want.iter_mut().zip(r).for_each(|(v, r)| *v += *r);
+            }
+            act.apply_all(&mut want);
+            if let Some(s) = smooth {
+                s.apply_all(&mut want);
+            }
+            let post = crate::gemm::Post { residual, act, smooth };
+            let mut got = vec![f32::NAN; yl];
+            sconv3x3_fused(&p, &x, &u, Some(&b), &mut got, &post, &mut scratch).unwrap();
+            assert_eq!(got, want, "{act:?} {smooth:?}");
+        }
+        let short = crate::gemm::Post { residual: Some(&r[1..]), ..crate::gemm::Post::NONE };
+        let mut got = vec![0.0f32; yl];
+        assert_eq!(
+            sconv3x3_fused(&p, &x, &u, Some(&b), &mut got, &short, &mut scratch),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]

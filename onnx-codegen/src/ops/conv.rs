@@ -359,6 +359,9 @@ struct ConvPlan {
     /// (`passes::optimize::winograd_convs`); the code reads that copy only,
     /// with a scratch buffer of this many floats.
     winograd: Option<usize>,
+    /// Input [`RESIDUAL_INPUT`](crate::passes::fuse::RESIDUAL_INPUT) is a
+    /// residual of the output's dims added after the bias (f32 only).
+    residual: bool,
 }
 
 struct ConvRule;
@@ -422,7 +425,15 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     };
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
+    let residual = match cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) {
+        None => false,
+        Some(r) if x.elem == ElemType::Float && r.elem == x.elem && r.dims == out => true,
+        Some(r) => {
+            return invalid(format!("Conv's fused residual {r} must be float{out:?}"));
+        }
+    };
     Ok(ConvPlan {
+        residual,
         elem: x.elem,
         batch,
         in_channels: c,
@@ -621,6 +632,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         out,
         packed: false,
         winograd: None,
+        residual: false,
     })
 }
 
@@ -679,6 +691,12 @@ fn run_conv<T: Float + HostElem>(
     } else {
         rt_conv::conv(&params, x, w, b, y)?;
     }
+    let r = inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten();
+    if let Some(r) = r.filter(|_| p.residual) {
+        for (v, q) in y.iter_mut().zip(host::<T>(Some(r), p.elem)?) {
+            *v = v.add(*q);
+        }
+    }
     if let Some(op) = p.act {
         let op = op.map(T::from_f64);
         for v in y.iter_mut() {
@@ -715,8 +733,8 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
+        let smooth = matches!(p.act, Some(Unary::Gelu | Unary::GeluTanh));
         if let (false, ElemType::Float, Some(_)) = (self.transpose, p.elem, p.winograd) {
-            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
             let u = io
                 .inputs
                 .get(crate::passes::optimize::CONV_WINOGRAD_INPUT)
@@ -724,9 +742,34 @@ impl Kernel for ConvKernel {
                 .flatten()
                 .unwrap_or_else(|| quote!(&[]));
             let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+            if p.residual || smooth {
+                let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
+                let (post, after) =
+                    super::gemm::post_tokens(p.act, r.filter(|_| p.residual), y, rt);
+                return quote! {
+                    #rt::winograd::sconv3x3_fused(#params, #x, #u, #b, #y, #post, #scratch)?;
+                    #after
+                };
+            }
+            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
             return quote! {
                 #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
                 #after
+            };
+        }
+        if !self.transpose && p.elem == ElemType::Float && (p.residual || smooth) {
+            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
+            let (post, after) = super::gemm::post_tokens(p.act, r.filter(|_| p.residual), y, rt);
+            let packed = io.inputs.get(crate::passes::optimize::CONV_PACKED_INPUT);
+            return match packed.and_then(Option::as_ref).filter(|_| p.packed) {
+                Some(pw) => quote! {
+                    #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
+                    #after
+                },
+                None => quote! {
+                    #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
+                    #after
+                },
             };
         }
         if !self.transpose && p.elem == ElemType::Float && p.packed {

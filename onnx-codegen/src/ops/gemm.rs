@@ -8,6 +8,7 @@ use super::{
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
+use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::gemm as rt_gemm;
 use onnx_codegen_runtime::num::Num;
 use proc_macro2::TokenStream;
@@ -96,9 +97,11 @@ impl OpRule for GemmRule {
             return unsupported(format!("a Gemm's activation on {elem} tensors"));
         }
         let packed = packed_b(cx, elem, k, n)?;
+        let residual = residual(cx, elem, &[m, n])?;
         Ok(Lowered::Kernel(Box::new(GemmKernel {
             elem,
             packed,
+            residual,
             act,
             m,
             n,
@@ -127,10 +130,78 @@ fn packed_b(cx: &NodeCx<'_>, elem: ElemType, k: usize, n: usize) -> OpResult<boo
     Ok(true)
 }
 
+/// Whether the product has a residual fused by `passes::fuse` (f32 only, of
+/// the output's dims), after checking it.
+fn residual(cx: &NodeCx<'_>, elem: ElemType, dims: &[usize]) -> OpResult<bool> {
+    let Some(t) = cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) else {
+        return Ok(false);
+    };
+    if elem != ElemType::Float || t.elem != elem || t.dims != dims {
+        return invalid(format!(
+            "a fused residual {t} must be a float tensor of the product's dims {dims:?}"
+        ));
+    }
+    Ok(true)
+}
+
+/// The `gemm::Post` of a fused f32 product in generated code: the residual
+/// `r`, then `act` (a smooth one, GELU, through the same `vmath` routine
+/// as the standalone op).
+pub(super) fn post_tokens(
+    act: Option<Unary<f64>>,
+    r: Option<&TokenStream>,
+    y: &impl quote::ToTokens,
+    rt: &TokenStream,
+) -> (TokenStream, TokenStream) {
+    let none = quote!(#rt::gemm::Activation::None);
+    let (act, smooth, after) = match act {
+        Some(Unary::Gelu) => (none, quote!(Some(#rt::gemm::Smooth::Gelu)), TokenStream::new()),
+        Some(Unary::GeluTanh) => {
+            (none, quote!(Some(#rt::gemm::Smooth::GeluTanh)), TokenStream::new())
+        }
+        other => {
+            let (a, after) = super::conv::fused_epilogue(other, ElemType::Float, y, rt);
+            (a, quote!(None), after)
+        }
+    };
+    let r = match r {
+        Some(r) => quote!(Some(#r)),
+        None => quote!(None),
+    };
+    (quote!(&#rt::gemm::Post { residual: #r, act: #act, smooth: #smooth }), after)
+}
+
+/// Whether an f32 product's fused activation is applied as a smooth one.
+fn smooth(act: Option<Unary<f64>>) -> bool {
+    matches!(act, Some(Unary::Gelu | Unary::GeluTanh))
+}
+
+/// `y[i] += r[i]`, then the activation: what a fused residual and
+/// activation do, on the exact kernels' result (constant folding).
+fn finish_host<T: onnx_codegen_runtime::num::Float + HostElem>(
+    y: &mut [T],
+    r: Option<&[T]>,
+    act: Option<Unary<f64>>,
+) {
+    if let Some(r) = r {
+        for (v, x) in y.iter_mut().zip(r) {
+            *v = v.add(*x);
+        }
+    }
+    if let Some(op) = act {
+        let op = op.map(T::from_f64);
+        for v in y.iter_mut() {
+            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
+        }
+    }
+}
+
 struct GemmKernel {
     elem: ElemType,
     /// Input 3 is B laid out in strips, read instead of B.
     packed: bool,
+    /// Input 4 is a residual added before the activation.
+    residual: bool,
     m: usize,
     n: usize,
     k: usize,
@@ -207,6 +278,21 @@ impl Kernel for GemmKernel {
                 alpha: #alpha, beta: #beta, c_strides: #cs,
             }
         };
+        if self.elem == ElemType::Float && (self.residual || smooth(self.act)) {
+            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
+            let (post, after) = post_tokens(self.act, r.filter(|_| self.residual), y, rt);
+            if self.packed {
+                let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+                return quote! {
+                    #rt::gemm::sgemm_packed_fused(#params, #a, #packed, #c, #y, #post)?;
+                    #after
+                };
+            }
+            return quote! {
+                #rt::gemm::sgemm_fused(#params, #a, #b, #c, #y, #post)?;
+                #after
+            };
+        }
         let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
         if self.packed {
             let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
@@ -275,12 +361,11 @@ fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
     };
     let y = host_mut::<T>(outputs.first_mut())?;
     rt_gemm::gemm(&p, a, b, c, y)?;
-    if let Some(op) = k.act {
-        let op = op.map(T::from_f64);
-        for v in y.iter_mut() {
-            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
-        }
-    }
+    let r = match inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten() {
+        Some(r) if k.residual => Some(host::<T>(Some(r))?),
+        _ => None,
+    };
+    finish_host(y, r, k.act);
     Ok(())
 }
 
@@ -523,11 +608,21 @@ impl OpRule for MatMulRule {
         if packed && plan.b_strides.iter().any(|&s| s != 0) {
             return invalid("a packed B must be shared by the whole batch");
         }
+        let residual = residual(cx, a.elem, outputs.first().map_or(&[][..], |t| &t.dims))?;
+        if residual && plan.y_layout.is_some() {
+            return invalid("a fused residual needs the product's output in its own layout");
+        }
+        let act = crate::passes::fuse::activation_of(cx.node);
+        if act.is_some() && a.elem != ElemType::Float {
+            return unsupported(format!("a MatMul's activation on {} tensors", a.elem));
+        }
         Ok(Lowered::Kernel(Box::new(MatMulKernel {
             elem: outputs.first().map_or(a.elem, |t| t.elem),
             plan,
             bias,
             packed,
+            residual,
+            act,
         })))
     }
 }
@@ -539,6 +634,10 @@ struct MatMulKernel {
     bias: bool,
     /// Input 3 is B laid out in strips, read instead of B.
     packed: bool,
+    /// Input 4 is a residual added after the bias (f32 only).
+    residual: bool,
+    /// An activation fused by `passes::fuse`, applied last (f32 only).
+    act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>,
 }
 
 fn run_matmul<T: Num + HostElem>(
@@ -564,13 +663,40 @@ fn run_matmul<T: Num + HostElem>(
 
 impl Kernel for MatMulKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
-        crate::by_num_type!(self.elem, run_matmul(self, inputs, outputs))
+        crate::by_num_type!(self.elem, run_matmul(self, inputs, outputs))?;
+        if self.residual || self.act.is_some() {
+            let r = match inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten() {
+                Some(r) if self.residual => Some(host::<f32>(Some(r))?),
+                _ => None,
+            };
+            finish_host(host_mut::<f32>(outputs.first_mut())?, r, self.act);
+        }
+        Ok(())
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
+        if self.residual || self.act.is_some() {
+            let c = match (self.bias, io.inputs.get(2)) {
+                (true, Some(Some(c))) => quote!(Some(#c)),
+                _ => quote!(None),
+            };
+            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
+            let (post, after) = post_tokens(self.act, r.filter(|_| self.residual), y, rt);
+            if self.packed {
+                let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+                return quote! {
+                    #rt::gemm::smatmul_packed_fused(&#p, #a, #packed, #c, #y, #post)?;
+                    #after
+                };
+            }
+            return quote! {
+                #rt::gemm::smatmul_fused(&#p, #a, #b, #c, #y, #post)?;
+                #after
+            };
+        }
         if self.packed {
             let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
             let c = match (self.bias, io.inputs.get(2)) {

@@ -9,16 +9,37 @@
 //!   applies the same comparisons as the standalone op, so results are
 //!   bit-identical.
 //!
+//! * **Residual and smooth epilogues** ([`fuse_epilogues`]): an f32 `Add`
+//!   of a `Gemm`, `MatMul` or 2-D group-1 `Conv` output (read by nothing
+//!   else) and another value of exactly the same shape, computed before the
+//!   product, becomes part of the product: the other value is an internal
+//!   input ([`RESIDUAL_INPUT`]) added to each output after the product's own
+//!   bias, while the tile is in L1 (in registers on AVX-512). An activation
+//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`) then fuses too,
+//!   applied after the residual, as does a `Gelu` reading the product
+//!   directly; a product that already has an activation is left alone (the
+//!   order would differ). The fused kernel performs the same float
+//!   operations in the same order as the nodes it replaces, on the same sums
+//!   (a convolution the direct kernel takes adds the residual after it), so
+//!   results are bit-identical to the unfused generated code.
+//!
 //! The rewrite runs after validation and before inference; the activation
 //! travels to the producer's rule as the internal attribute [`ACTIVATION`],
 //! which this pass first removes from every node so a model cannot set it.
 
 use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Use, ValueId, ValueKind};
+use crate::passes::infer::Inferred;
 
-/// The internal attribute carrying a fused activation on a `Conv` or `Gemm`:
-/// `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
-/// `Floats([2, min, max])` Clip. Read by [`activation_of`].
+/// The internal attribute carrying a fused activation on a `Conv`, `Gemm`
+/// or `MatMul`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
+/// `Floats([2, min, max])` Clip, `Floats([3])` Gelu, `Floats([4])` Gelu with
+/// the tanh approximation. Read by [`activation_of`].
 pub const ACTIVATION: &str = "onnx_codegen.fused_activation";
+
+/// The internal input of a `Conv`, `Gemm` or `MatMul` holding a residual
+/// fused by [`fuse_epilogues`]: a tensor of the output's shape added to it
+/// before the activation.
+pub const RESIDUAL_INPUT: usize = 4;
 
 /// One fusion done: `consumer` (an activation node, now removed) was folded
 /// into `producer`, which now writes `output` directly; `intermediate` (the
@@ -45,6 +66,8 @@ pub fn activation_of(
         [k, min, max] if *k == 2.0 => {
             Some(Unary::Clip { min: f64::from(*min), max: f64::from(*max) })
         }
+        [k] if *k == 3.0 => Some(Unary::Gelu),
+        [k] if *k == 4.0 => Some(Unary::GeluTanh),
         _ => None,
     }
 }
@@ -145,6 +168,127 @@ pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
     done
 }
 
+/// The encoded activation of `consumer` for [`fuse_epilogues`]: those of
+/// [`encode`] and `Gelu`.
+fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
+    if consumer.op.is("Gelu") {
+        return match consumer.attr("approximate") {
+            None => Some(vec![3.0]),
+            Some(AttrValue::String(s)) if s == b"none" => Some(vec![3.0]),
+            Some(AttrValue::String(s)) if s == b"tanh" => Some(vec![4.0]),
+            _ => None,
+        };
+    }
+    encode(g, consumer)
+}
+
+/// Folds residual `Add`s and the activations after them into the f32
+/// `Gemm`/`MatMul` producing their input (see the module documentation).
+/// Needs the inferred types; the caller infers again after a fusion.
+/// Returns what was fused, one entry per node removed.
+pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
+    let order: Vec<NodeId> = g.order().to_vec();
+    let position: Vec<Option<usize>> = {
+        let len = order.iter().map(|id| id.index() + 1).max().unwrap_or(0);
+        let mut p = vec![None; len];
+        for (i, id) in order.iter().enumerate() {
+            if let Some(slot) = p.get_mut(id.index()) {
+                *slot = Some(i);
+            }
+        }
+        p
+    };
+    let uses = g.uses();
+    let ty = |v: ValueId| inferred.types.get(v.index()).and_then(|t| t.as_ref());
+    let runs = |v: ValueId| inferred.constants.get(v.index()).is_some_and(Option::is_none);
+    let sole = |v: ValueId| match uses.get(v.index()).map(Vec::as_slice) {
+        Some([Use::Input { node, index }]) => Some((*node, *index)),
+        _ => None,
+    };
+    let mut done = Vec::new();
+    let mut removed: Vec<NodeId> = Vec::new();
+    for (at, &id) in order.iter().enumerate() {
+        let node = g.node(id);
+        // Convolutions: 2-D of groups of one (the implicit GEMM's tiles).
+        let conv = node.op.is("Conv")
+            && matches!(node.attr("group"), None | Some(AttrValue::Int(1)))
+            && node.input(0).and_then(ty).is_some_and(|t| t.rank() == 4);
+        let product = node.op.is("Gemm") || node.op.is("MatMul") || conv;
+        if !product || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
+            continue;
+        }
+        let Some(mid) = node.output(0) else { continue };
+        let Some(pty) = ty(mid).filter(|t| t.elem == ElemType::Float && runs(mid)).cloned() else {
+            continue;
+        };
+        // A transposed output is not in the residual's layout.
+        if node.attr(crate::ops::gemm::PERM_Y).is_some() || node.input(RESIDUAL_INPUT).is_some() {
+            continue;
+        }
+        let mut out = mid;
+        // The residual: `Add(P, R)` with R of P's very type, available before P.
+        if let Some((aid, index)) = sole(mid)
+            && !removed.contains(&aid)
+        {
+            let add = g.node(aid);
+            let other = add.input(1 - index.min(1));
+            let sum = add.output(0);
+            if let (true, 2, 1, Some(r), Some(sum)) =
+                (add.op.is("Add"), add.inputs.len(), add.outputs.len(), other, sum)
+            {
+                let before = match g.value(r).kind {
+                    ValueKind::NodeOutput { node, .. } => {
+                        position.get(node.index()).copied().flatten().is_some_and(|p| p < at)
+                    }
+                    _ => true,
+                };
+                if before && r != mid && ty(r) == Some(&pty) && ty(sum) == Some(&pty) {
+                    let p = g.node_mut(id);
+                    p.inputs.resize(RESIDUAL_INPUT, None);
+                    p.inputs.push(Some(r));
+                    p.outputs[0] = Some(sum);
+                    g.value_mut(sum).kind = ValueKind::NodeOutput { node: id, index: 0 };
+                    done.push(Fused {
+                        producer: id,
+                        consumer: aid,
+                        consumer_op: "Add".to_owned(),
+                        intermediate: mid,
+                        output: sum,
+                    });
+                    removed.push(aid);
+                    out = sum;
+                }
+            }
+        }
+        // The activation reading the product (or the sum).
+        let Some((cid, 0)) = sole(out) else { continue };
+        if removed.contains(&cid) {
+            continue;
+        }
+        let consumer = g.node(cid);
+        let Some(y) = consumer.output(0).filter(|_| consumer.outputs.len() == 1) else {
+            continue;
+        };
+        if ty(y) != Some(&pty) {
+            continue;
+        }
+        let Some(code) = encode_epilogue(g, consumer) else { continue };
+        let consumer_op = consumer.op.op_type.clone();
+        let p = g.node_mut(id);
+        p.outputs[0] = Some(y);
+        p.attributes.push(Attribute {
+            name: ACTIVATION.to_owned(),
+            value: AttrValue::Floats(code),
+            doc_string: String::new(),
+        });
+        g.value_mut(y).kind = ValueKind::NodeOutput { node: id, index: 0 };
+        done.push(Fused { producer: id, consumer: cid, consumer_op, intermediate: out, output: y });
+        removed.push(cid);
+    }
+    g.retain_nodes(|id, _| !removed.contains(&id));
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::testing::{run, value};
@@ -229,5 +373,156 @@ mod tests {
         );
         assert_eq!(a.fused.len(), 1);
         assert_eq!(value(&a, 0), [1.0, 0.0]);
+    }
+
+    /// Runs the one kernel of `a`'s graph on the host (the exact kernels,
+    /// constant folding's path) with `inputs` for the graph's run-time inputs
+    /// in order; returns output 0.
+    fn eval_single(a: &crate::generate::Analysis, inputs: &[&[f32]]) -> Vec<f32> {
+        use crate::ops::{HostData, HostTensor, Lowered};
+        let g = &a.model().graph;
+        let [step] = a.inferred.steps.as_slice() else { panic!("one step expected") };
+        let Lowered::Kernel(k) = &step.lowered else { panic!("a kernel expected") };
+        let node = g.node(step.node);
+        let host: Vec<Option<HostTensor>> = node
+            .inputs
+            .iter()
+            .map(|v| {
+                let v = (*v)?;
+                let ty = a.inferred.types[v.index()].clone()?;
+                match &a.inferred.constants[v.index()] {
+                    Some(t) => HostTensor::from_tensor(t),
+                    None => {
+                        let i = g.inputs.iter().position(|&x| x == v)?;
+                        Some(HostTensor { ty, data: HostData::F32(inputs[i].to_vec()) })
+                    }
+                }
+            })
+            .collect();
+        let refs: Vec<Option<&HostTensor>> = host.iter().map(Option::as_ref).collect();
+        let out = node.output(0).unwrap();
+        let ty = a.inferred.types[out.index()].clone().unwrap();
+        let mut outs = vec![HostTensor::zeros(&ty).unwrap()];
+        k.eval(&refs, &mut outs).unwrap();
+        match &outs[0].data {
+            HostData::F32(v) => v.clone(),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn ops(a: &crate::generate::Analysis) -> Vec<String> {
+        a.model().graph.nodes().map(|(_, n)| n.op.op_type.clone()).collect()
+    }
+
+    #[test]
+    fn matmul_bias_and_residual_add_fuse_into_one_node() {
+        let a = run(
+            13,
+            "g (float[2, 3] x, float[2, 2] r) => (float[2, 2] y) \
+             <float[3, 2] w = {1, -1, 0.5, 2, -2, 0.25}, float[2] b = {0.5, -1}>\n\
+             {\n m = MatMul (x, w)\n t = Add (m, b)\n y = Add (r, t)\n}",
+        );
+        assert_eq!(ops(&a), ["MatMul"]);
+        let fused: Vec<&str> = a.fused.iter().map(|f| f.consumer_op.as_str()).collect();
+        assert_eq!(fused, ["Add"]);
+        let x = [1.0, 2.0, -1.0, 0.5, -3.0, 4.0];
+        let r = [10.0, -10.0, 0.125, 3.0];
+        // Row 0: x w = [1 + 1 + 2, -1 + 4 - 0.25] = [4, 2.75]; + b; + r.
+        // Row 1: [0.5 - 1.5 - 8, -0.5 - 6 + 1] = [-9, -5.5].
+        let want = [4.0 + 0.5 + 10.0, 2.75 - 1.0 - 10.0, -9.0 + 0.5 + 0.125, -5.5 - 1.0 + 3.0];
+        assert_eq!(eval_single(&a, &[&x, &r]), want);
+    }
+
+    #[test]
+    fn matmul_then_gelu_and_gemm_residual_relu_fuse() {
+        let a = run(
+            20,
+            "g (float[1, 2] x) => (float[1, 3] y) <float[2, 3] w = {1, 0, -1, 0, 1, 2}>\n\
+             {\n m = MatMul (x, w)\n y = Gelu (m)\n}",
+        );
+        assert_eq!(ops(&a), ["MatMul"]);
+        let got = eval_single(&a, &[&[1.0, -0.5]]);
+        // x Phi(x) at 1, -0.5 and -2.
+        let want = [0.841_344_746_068_542_9, -0.154_268_769_362_993_5, -0.045_500_263_896_358_4];
+        for (g, w) in got.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{g} vs {w}");
+        }
+        let tanh = run(
+            20,
+            "g (float[1, 2] x) => (float[1, 3] y) <float[2, 3] w = {1, 0, -1, 0, 1, 2}>\n\
+             {\n m = MatMul (x, w)\n y = Gelu <approximate = \"tanh\"> (m)\n}",
+        );
+        assert_eq!(ops(&tanh), ["MatMul"]);
+        // Gemm + residual + Relu: one node, the Relu after the residual.
+        let a = run(
+            13,
+            "g (float[1, 2] x, float[1, 2] r) => (float[1, 2] y) <float[2, 2] w = {1, 0, 0, 1}>\n\
+             {\n m = Gemm (x, w)\n s = Add (m, r)\n y = Relu (s)\n}",
+        );
+        assert_eq!(ops(&a), ["Gemm"]);
+        assert_eq!(a.fused.len(), 2);
+        assert_eq!(eval_single(&a, &[&[1.0, -3.0], &[-2.0, 1.0]]), [0.0, 0.0]);
+        assert_eq!(eval_single(&a, &[&[1.0, 3.0], &[2.0, -1.0]]), [3.0, 2.0]);
+    }
+
+    #[test]
+    fn residuals_that_broadcast_or_share_or_follow_an_activation_stay() {
+        let mm = |sig: &str, body: &str| {
+            run(
+                20,
+                &format!(
+                    "g ({sig}) => (float[2, 2] y) <float[2, 2] w = {{1, 0, 0, 1}}>\n{{\n{body}\n}}"
+                ),
+            )
+        };
+        // R broadcasts (a row).
+        let a = mm("float[2, 2] x, float[1, 2] r", " m = MatMul (x, w)\n y = Add (m, r)");
+        assert_eq!(ops(&a), ["MatMul", "Add"]);
+        // The product's output has another reader.
+        let a = mm(
+            "float[2, 2] x, float[2, 2] r",
+            " m = MatMul (x, w)\n s = Add (m, r)\n y = Mul (s, m)",
+        );
+        assert_eq!(ops(&a), ["MatMul", "Add", "Mul"]);
+        // The product already has an activation: Add(Relu(Gemm), R).
+        let a =
+            mm("float[2, 2] x, float[2, 2] r", " m = Gemm (x, w)\n t = Relu (m)\n y = Add (t, r)");
+        assert_eq!(ops(&a), ["Gemm", "Add"]);
+        // Not f32.
+        let a = run(
+            13,
+            "g (double[2, 2] x, double[2, 2] r) => (double[2, 2] y) <double[2, 2] w = {1, 0, 0, 1}>\n\
+             {\n m = MatMul (x, w)\n y = Add (m, r)\n}",
+        );
+        assert_eq!(ops(&a), ["MatMul", "Add"]);
+        // R computed after the product, from it: the sum reads the product twice.
+        let a = mm("float[2, 2] x, float[2, 2] r", " m = MatMul (x, w)\n y = Add (m, m)");
+        assert_eq!(ops(&a), ["MatMul", "Add"]);
+    }
+
+    #[test]
+    fn conv_add_relu_becomes_one_conv() {
+        // ResNet's tail: Relu(Add(Conv, skip)), the skip a graph input.
+        let a = run(
+            13,
+            "g (float[1, 1, 2, 2] x, float[1, 2, 2, 2] s) => (float[1, 2, 2, 2] y) \
+             <float[2, 1, 1, 1] w = {2, -1}, float[2] b = {0.5, 1}>\n\
+             {\n c = Conv (x, w, b)\n t = Add (s, c)\n y = Relu (t)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv"]);
+        assert_eq!(a.fused.len(), 2);
+        let x = [1.0, -2.0, 0.25, 3.0];
+        let s = [-3.0, 1.0, 0.0, -7.0, 0.5, 0.5, -2.0, 2.0];
+        // Channel 0: 2x + 0.5 + s; channel 1: -x + 1 + s; then Relu.
+        let want = [0.0, 0.0, 1.0, 0.0, 0.5, 3.5, 0.0, 0.0];
+        assert_eq!(eval_single(&a, &[&x, &s]), want);
+        // Grouped (depthwise): left alone.
+        let a = run(
+            13,
+            "g (float[1, 2, 2, 2] x, float[1, 2, 2, 2] s) => (float[1, 2, 2, 2] y) \
+             <float[2, 1, 1, 1] w = {2, -1}>\n\
+             {\n c = Conv <group = 2> (x, w)\n y = Add (c, s)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv", "Add"]);
     }
 }

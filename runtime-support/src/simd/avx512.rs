@@ -12,7 +12,7 @@
 //! index the loop will read or write before entering it.
 
 use super::direct::RowTable;
-use super::{Activation, Fused, FusedC, Micro, Tail, finish};
+use super::{Activation, Fused, FusedC, Micro, Tail, finish, smooth_block};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_ps,
     _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_blend_ps,
@@ -226,7 +226,7 @@ impl Avx512 {
         // The epilogue's C term and `finish` know contiguous rows only.
         let contiguous = halves.b == [0, 16] && halves.d == [0, 16];
         let ncols = n0 + n1;
-        if !d_fits || (!contiguous && tail.is_some_and(|t| t.epi.c.is_some())) {
+        if !d_fits || (!contiguous && tail.is_some_and(|t| !t.epi.in_registers_only())) {
             return false;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return false };
@@ -234,9 +234,13 @@ impl Avx512 {
             return false;
         }
         let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
-        let (epi, cdata) = match (&fused, &tail) {
-            (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
-            _ => (None, core::ptr::null()),
+        let (epi, cdata, rdata) = match (&fused, &tail) {
+            (Some(f), Some(t)) => (
+                Some(f),
+                t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr()),
+                t.epi.res.map_or(core::ptr::null(), |r| r.data.as_ptr()),
+            ),
+            _ => (None, core::ptr::null(), core::ptr::null()),
         };
         let a_len = a.len();
         let (a, d) = (a.as_ptr(), dst.as_mut_ptr());
@@ -247,34 +251,36 @@ impl Avx512 {
         // destination at `r * ldd + halves.d[h] + c` for `c < halves.n[h]`,
         // within `dst` by `d_fits` (other lanes masked off, and the second
         // half touched only when `n1 > 0`); C, for `FusedC::Rows` (contiguous
-        // halves only), at `base + r * rs + c`, within C by `Fused::new`.
+        // halves only), at `base + r * rs + c`, within C by `Fused::new`;
+        // the residual likewise (contiguous halves only), within it by
+        // `Fused::new`.
         unsafe {
             macro_rules! rows {
                 ($h:literal, $pf:literal) => {
                     match nrows {
                         1 => kernel_r32::<1, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         2 => kernel_r32::<2, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         3 => kernel_r32::<3, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         4 => kernel_r32::<4, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         5 => kernel_r32::<5, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         6 => kernel_r32::<6, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         7 => kernel_r32::<7, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                         _ => kernel_r32::<8, $h, $pf, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata,
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                     }
                 };
@@ -290,6 +296,8 @@ impl Avx512 {
         }
         if fused.is_none() && contiguous {
             finish(dst, ldd, nrows, ncols, tail);
+        } else if let Some(s) = tail.and_then(|t| t.epi.smooth).filter(|_| contiguous) {
+            smooth_block(s, dst, ldd, nrows, ncols);
         }
         true
     }
@@ -299,7 +307,8 @@ impl Avx512 {
 /// A with `PF`; the caller
 /// guarantees the bounds described there for `r < R` and each half `h < H`
 /// (`halves.n[h]` columns, the last half not empty), and for C at `cdata`
-/// when `epi` has a `FusedC::Rows` term.
+/// when `epi` has a `FusedC::Rows` term, and for the residual at `rdata`
+/// when it has one.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
@@ -314,6 +323,7 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
     load: bool,
     epi: Option<&Fused>,
     cdata: *const f32,
+    rdata: *const f32,
 ) {
     let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(halves.n[h]));
     let mut c: [[__m512; H]; R] = [[_mm512_setzero_ps(); H]; R];
@@ -378,6 +388,12 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
                         x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
                     }
                     FusedC::PerRow(t) => x = _mm512_add_ps(x, _mm512_set1_ps(t[r])),
+                }
+                if let Some((base, rs)) = f.res {
+                    // SAFETY: lanes below `ncols` of row `r` of the residual,
+                    // checked by `Fused::new`; the rest are masked.
+                    let rv = unsafe { _mm512_maskz_loadu_ps(m, rdata.add(base + r * rs + h * 16)) };
+                    x = _mm512_add_ps(x, rv);
                 }
                 *v = activate(x, f.act);
             }

@@ -281,6 +281,7 @@ impl Plan {
     /// Stages the input rows of the band of `rb` output rows from `oy0`
     /// (compiled on its own: inlined into the AVX-512 body, its stride-1
     /// copies ran slower in ic_resnet8).
+    #[allow(clippy::too_many_arguments)]
     fn stage(
         &self,
         cpu: Avx512,

@@ -107,6 +107,58 @@ impl Activation {
     }
 }
 
+/// A smooth activation fused into a product, after every other step of the
+/// epilogue: the [`vmath`](crate::vmath) routine the standalone f32 op runs in
+/// generated code, on the same value, so fusing does not change any result.
+/// Applied to each tile's rows while they are in L1 (never in registers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Smooth {
+    /// ONNX `Gelu` (`approximate = "none"`): [`vmath::gelu`](crate::vmath::gelu).
+    Gelu,
+    /// ONNX `Gelu` with `approximate = "tanh"`: [`vmath::gelu_tanh`](crate::vmath::gelu_tanh).
+    GeluTanh,
+    /// SiLU, `Mul(x, Sigmoid(x))`: `x * vmath::sigmoid(x)`.
+    Silu,
+}
+
+impl Smooth {
+    /// The activation of one value.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Smooth::Gelu => crate::vmath::gelu(x),
+            Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
+            Smooth::Silu => x * crate::vmath::sigmoid(x),
+        }
+    }
+
+    /// Applies the activation to every element of `y`, one loop per
+    /// function so each compiles to straight vector code.
+    #[inline(always)]
+    pub fn apply_all(self, y: &mut [f32]) {
+        /// Plain loops (inlined into the caller's instruction set), blocks
+        /// of 16 so the polynomial chains of a block overlap.
+        macro_rules! each {
+            ($g:expr) => {{
+                let (blocks, rest) = y.as_chunks_mut::<16>();
+                for b in blocks {
+                    for v in b.iter_mut() {
+                        *v = $g(*v);
+                    }
+                }
+                for v in rest {
+                    *v = $g(*v);
+                }
+            }};
+        }
+        match self {
+            Smooth::Gelu => each!(crate::vmath::gelu),
+            Smooth::GeluTanh => each!(crate::vmath::gelu_tanh),
+            Smooth::Silu => each!(|x: f32| x * crate::vmath::sigmoid(x)),
+        }
+    }
+}
+
 /// The most rows any micro-kernel's tile has.
 const MAX_MR: usize = 8;
 
@@ -176,6 +228,41 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
                 t.epi.row(t.i0 + r, t.j0, row);
             }
         }
+        if let Some(s) = t.epi.smooth {
+            vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
+        }
+    }
+}
+
+/// Applies `s` to the `nrows x ncols` block of `dst` (rows `ldd` apart),
+/// compiled for the widest vector unit.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize) {
+    vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
+}
+
+/// A smooth activation over an `nrows x ncols` block (rows `ldd` apart),
+/// as a [`Vectorize`] body: compiled for the widest vector unit, as the
+/// standalone op's loop is (the arithmetic is the same at every width).
+struct SmoothRows<'a> {
+    s: Smooth,
+    dst: &'a mut [f32],
+    ldd: usize,
+    nrows: usize,
+    ncols: usize,
+}
+
+impl Vectorize for SmoothRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        for r in 0..self.nrows {
+            if let Some(row) = self.dst.get_mut(r * self.ldd..r * self.ldd + self.ncols) {
+                self.s.apply_all(row);
+            }
+        }
     }
 }
 
@@ -224,6 +311,10 @@ pub(crate) struct Fused {
     pub alpha: f32,
     pub bias: Option<[f32; MAX_MR]>,
     pub c: FusedC,
+    /// The residual `r[base + r * rs + col]`, added after C (checked to lie
+    /// within the residual by [`Fused::new`]). The smooth activation, if
+    /// any, is not part of this: the kernel applies it to the stored tile.
+    pub res: Option<(usize, usize)>,
     pub act: Activation,
 }
 
@@ -238,6 +329,17 @@ impl Fused {
     pub(crate) fn new(tail: &Tail<'_>, nrows: usize, ncols: usize) -> Option<Fused> {
         let e = tail.epi;
         let (i0, j0) = (tail.i0, tail.j0);
+        let res = match e.res {
+            None => None,
+            Some(r) => {
+                let base = i0.checked_mul(r.rs)?.checked_add(j0)?;
+                let last = (nrows - 1).checked_mul(r.rs)?.checked_add(base)?.checked_add(ncols)?;
+                if last > r.data.len() {
+                    return None;
+                }
+                Some((base, r.rs))
+            }
+        };
         let bias =
             e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
         let c = match e.c {
@@ -256,7 +358,7 @@ impl Fused {
             })),
             Some(_) => return None,
         };
-        Some(Fused { alpha: e.alpha, bias, c, act: e.act })
+        Some(Fused { alpha: e.alpha, bias, c, res, act: e.act })
     }
 }
 
@@ -639,7 +741,16 @@ pub(crate) struct CTerm<'a> {
     pub beta: f32,
 }
 
-/// What a product's sums become: `act(alpha * acc + bias[i] + beta * C(i, j))`,
+/// A residual term of an epilogue: `R(i, j)` at `data[i * rs + j]`, added
+/// as it is (a following `Add` of a tensor of the output's shape, fused).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Residual<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+}
+
+/// What a product's sums become:
+/// `smooth(act(alpha * acc + bias[i] + beta * C(i, j) + R(i, j)))`,
 /// evaluated in that order, each step skipped when absent (`alpha` 1 is
 /// skipped too: the product by 1 is exact). Applied a row of a tile at a
 /// time with vector loops while the tile is in L1, instead of a call per
@@ -652,14 +763,24 @@ pub(crate) struct Epilogue<'a> {
     pub row_bias: Option<&'a [f32]>,
     /// Gemm's `beta * C`.
     pub c: Option<CTerm<'a>>,
-    /// Applied last.
+    /// A residual added after C (a fused `Add`).
+    pub res: Option<Residual<'a>>,
+    /// Applied after the residual.
     pub act: Activation,
+    /// Applied last (set without `act` by the generator).
+    pub smooth: Option<Smooth>,
 }
 
 impl<'a> Epilogue<'a> {
     /// The sums as they are.
-    pub(crate) const NONE: Epilogue<'static> =
-        Epilogue { alpha: 1.0, row_bias: None, c: None, act: Activation::None };
+    pub(crate) const NONE: Epilogue<'static> = Epilogue {
+        alpha: 1.0,
+        row_bias: None,
+        c: None,
+        res: None,
+        act: Activation::None,
+        smooth: None,
+    };
 
     /// Only `act`, after an optional per-row bias.
     pub(crate) fn bias_act(row_bias: Option<&'a [f32]>, act: Activation) -> Self {
@@ -672,7 +793,18 @@ impl<'a> Epilogue<'a> {
         self.alpha == 1.0
             && self.row_bias.is_none()
             && self.c.is_none()
+            && self.res.is_none()
             && self.act == Activation::None
+            && self.smooth.is_none()
+    }
+
+    /// Whether nothing but `alpha`, the row bias and `act` is applied: the
+    /// steps a register tile of any column layout takes (C, the residual and
+    /// the smooth activation are finished on contiguous rows).
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn in_registers_only(&self) -> bool {
+        self.c.is_none() && self.res.is_none() && self.smooth.is_none()
     }
 
     /// The output `(i, j)` for the sum `acc`.
@@ -688,11 +820,19 @@ impl<'a> Epilogue<'a> {
         if let Some(c) = self.c {
             v += c.beta * c.data.get(i * c.rs + j * c.cs).copied().unwrap_or(0.0);
         }
-        self.act.apply(v)
+        if let Some(r) = self.res {
+            v += r.data.get(i * r.rs + j).copied().unwrap_or(0.0);
+        }
+        let v = self.act.apply(v);
+        match self.smooth {
+            Some(s) => s.apply(v),
+            None => v,
+        }
     }
 
     /// Replaces the sums `row[t]` of outputs `(i, j0 + t)` by the outputs,
-    /// with the arithmetic of [`Epilogue::one`] in simple vector loops.
+    /// with the arithmetic of [`Epilogue::one`] in simple vector loops,
+    /// all but the smooth activation (applied to whole tiles by `finish`).
     #[inline(always)]
     fn row(&self, i: usize, j0: usize, row: &mut [f32]) {
         let alpha = self.alpha;
@@ -728,7 +868,32 @@ impl<'a> Epilogue<'a> {
                 }
             }
         }
+        if let Some(r) = self.res {
+            let base = i * r.rs + j0;
+            match r.data.get(base..base + row.len()) {
+                Some(src) => {
+                    for (v, x) in row.iter_mut().zip(src) {
+                        *v += *x;
+                    }
+                }
+                None => {
+                    for (t, v) in row.iter_mut().enumerate() {
+                        *v += r.data.get(base + t).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+        }
         self.act.apply_all(row);
+    }
+
+    /// [`Epilogue::row`] on the single row of a matrix-vector product, then
+    /// the smooth activation (which `row` leaves to its caller).
+    fn vector_row(&self, y: &mut [f32]) {
+        vectorized(|| self.row(0, 0, y));
+        if let Some(s) = self.smooth {
+            let ncols = y.len();
+            vectorize_wide(SmoothRows { s, dst: y, ldd: ncols, nrows: 1, ncols });
+        }
     }
 }
 
@@ -865,19 +1030,32 @@ fn drive<K: Micro, A: ReadA, B: PackB>(
     }
     ensure(a.fits(m, k), Error::ShapeMismatch)?;
     ensure(K::MR <= MAX_MR && K::NR <= 32, Error::InvalidParams)?;
+    // A small output (in L1 or close) takes its smooth activation in one
+    // pass at the end rather than one call per tile.
+    let whole = epi.smooth.filter(|_| m.saturating_mul(n) <= SMOOTH_WHOLE);
+    let tiles = Epilogue { smooth: epi.smooth.filter(|_| whole.is_none()), ..*epi };
+    let epi = &tiles;
+    let Out { y, ldy } = out;
     kern.within(|| {
         if K::NR <= 4 {
-            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else if K::NR <= 8 {
-            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else if K::NR <= 16 {
-            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         } else {
-            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
+            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
         }
     });
+    if let Some(s) = whole {
+        vectorize_wide(SmoothRows { s, dst: y, ldd: ldy, nrows: m, ncols: n });
+    }
     Ok(())
 }
+
+/// Outputs up to which a product's smooth activation runs once over the
+/// whole output (16 KiB of f32) instead of tile by tile.
+const SMOOTH_WHOLE: usize = 4096;
 
 /// `Y[i, j] = epi(i, j, sum_p A(i, p) B(p, j))` on the best kernel for this CPU.
 /// The B packer must cover `k x n`.
@@ -947,7 +1125,7 @@ pub(crate) fn vector_product(
     let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
     y.fill(0.0);
     if k == 0 || n == 0 {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
         return Ok(());
     }
     // A's row, contiguous: `ViewA` with `cs == 1`.
@@ -1006,7 +1184,7 @@ pub(crate) fn vector_product(
         return Err(Error::InvalidParams);
     }
     if !epi.is_identity() {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
     }
     Ok(())
 }
@@ -1051,7 +1229,7 @@ pub(crate) fn strips_vector_product(
     }
     vectorize(Body { a, strips: b.data, k, y: &mut *y });
     if !epi.is_identity() {
-        vectorized(|| epi.row(0, 0, y));
+        epi.vector_row(y);
     }
     Ok(())
 }
@@ -1144,7 +1322,7 @@ pub(crate) mod tests {
 
     /// The epilogues the fast paths must reproduce, by index.
     fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epilogue<'a> {
-        match which % 6 {
+        match which % 8 {
             0 => Epilogue::NONE,
             1 => Epilogue::bias_act(Some(bias), Activation::Relu),
             2 => Epilogue {
@@ -1152,24 +1330,42 @@ pub(crate) mod tests {
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: 0, cs: 1, beta: 2.0 }),
                 act: Activation::Clip { min: -0.5, max: 0.75 },
+                ..Epilogue::NONE
             },
             3 => Epilogue {
                 alpha: -1.5,
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: ldc, cs: 1, beta: 0.25 }),
                 act: Activation::LeakyRelu { alpha: 0.1 },
+                ..Epilogue::NONE
             },
             4 => Epilogue {
                 alpha: 1.0,
                 row_bias: None,
                 c: Some(CTerm { data: c, rs: 1, cs: 0, beta: -1.0 }),
                 act: Activation::None,
+                ..Epilogue::NONE
             },
-            _ => Epilogue {
+            5 => Epilogue {
                 alpha: 2.0,
                 row_bias: Some(bias),
                 c: Some(CTerm { data: c, rs: ldc, cs: 2, beta: 1.0 }),
                 act: Activation::Relu,
+                ..Epilogue::NONE
+            },
+            // A residual of the output's layout, after a bias row, then GELU.
+            6 => Epilogue {
+                c: Some(CTerm { data: c, rs: 0, cs: 1, beta: 1.0 }),
+                res: Some(Residual { data: &c[7..], rs: ldc }),
+                smooth: Some(Smooth::Gelu),
+                ..Epilogue::NONE
+            },
+            // A residual alone, with a per-row bias and Relu after it.
+            _ => Epilogue {
+                alpha: -0.5,
+                res: Some(Residual { data: c, rs: ldc }),
+                smooth: Some(if ldc.is_multiple_of(2) { Smooth::GeluTanh } else { Smooth::Silu }),
+                ..Epilogue::bias_act(Some(bias), Activation::Relu)
             },
         }
     }
@@ -1228,7 +1424,7 @@ pub(crate) mod tests {
         }
         // More rows than one block of A (`MC`).
         for (m, n, k) in [(260, 5, 3), (130, 33, 2), (299, 17, 40), (520, 9, 20)] {
-            for which in 0..6 {
+            for which in 0..8 {
                 check(kern, m, n, k, which % 2 == 0, which);
             }
         }
@@ -1421,6 +1617,7 @@ pub(crate) mod tests {
                     row_bias: None,
                     c: with_c.then_some(CTerm { data: &c, rs: 0, cs: 1, beta: 1.0 }),
                     act,
+                    ..Epilogue::NONE
                 };
                 let va = ViewA { data: &vals, off: 0, rs: 1, cs: 1 };
                 let vb = DenseB { data: &b, rs: n, cs: 1 };

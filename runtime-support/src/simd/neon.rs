@@ -82,7 +82,10 @@ impl Micro for Neon {
         if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
             return;
         }
-        let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
+        // A residual or a smooth activation: finished in memory.
+        let fused = tail.as_ref().and_then(|t| {
+            Fused::new(t, nrows, ncols).filter(|f| f.res.is_none() && t.epi.smooth.is_none())
+        });
         let (epi, cdata) = match (&fused, &tail) {
             (Some(f), Some(t)) => (Some(f), t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr())),
             _ => (None, core::ptr::null()),
