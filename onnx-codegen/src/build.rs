@@ -111,6 +111,15 @@ impl Build {
         self
     }
 
+    /// Runs 3x3 stride-1 convolutions with at least 96 channels by
+    /// Winograd's F(2x2, 3x3) (on by default); off keeps their weights at
+    /// their size (the transformed ones are 16/9 as large), for
+    /// flash-constrained targets.
+    pub fn winograd(mut self, on: bool) -> Build {
+        self.options.winograd = on;
+        self
+    }
+
     /// Generates the code, writes it, and prints `cargo:rerun-if-changed`.
     pub fn generate(self) -> Result<Built> {
         let shown = self.model.display().to_string();

@@ -17,7 +17,9 @@
 //!   `::onnx_codegen_runtime`).
 //! - `alloc`: allow string tensors (the code allocates; enable the
 //!   runtime's `alloc` feature); `image`: allow ImageDecoder (enable the
-//!   runtime's `image` feature).
+//!   runtime's `image` feature);
+//! - `no_winograd`: keep 3x3 convolutions off Winograd's F(2x2, 3x3), whose
+//!   transformed weights are 16/9 as large (for flash-constrained targets).
 //!
 //! The expansion is the same code `onnx-codegen generate` writes. The crate
 //! is rebuilt when the model file changes. Every problem with the model
@@ -50,13 +52,21 @@ struct Args {
     runtime: Option<syn::Path>,
     alloc: bool,
     image: bool,
+    no_winograd: bool,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Args> {
         let path: LitStr = input.parse()?;
-        let mut args =
-            Args { path, name: None, dims: Vec::new(), runtime: None, alloc: false, image: false };
+        let mut args = Args {
+            path,
+            name: None,
+            dims: Vec::new(),
+            runtime: None,
+            alloc: false,
+            image: false,
+            no_winograd: false,
+        };
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -70,6 +80,7 @@ impl Parse for Args {
                 }
                 "alloc" => args.alloc = true,
                 "image" => args.image = true,
+                "no_winograd" => args.no_winograd = true,
                 "runtime" => {
                     input.parse::<Token![=]>()?;
                     args.runtime = Some(input.parse()?);
@@ -91,7 +102,7 @@ impl Parse for Args {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc` or `image`"
+                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc`, `image` or `no_winograd`"
                         ),
                     ));
                 }
@@ -116,6 +127,7 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
     }
     opts.alloc = args.alloc;
     opts.image = args.image;
+    opts.winograd = !args.no_winograd;
     if let Some(runtime) = &args.runtime {
         opts.runtime_path = quote::quote!(#runtime).to_string();
     }

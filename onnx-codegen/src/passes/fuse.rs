@@ -244,8 +244,13 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
                 };
                 if before && r != mid && ty(r) == Some(&pty) && ty(sum) == Some(&pty) {
                     let p = g.node_mut(id);
-                    p.inputs.resize(RESIDUAL_INPUT, None);
-                    p.inputs.push(Some(r));
+                    // Inputs past the residual's slot (a Winograd weight) stay.
+                    if p.inputs.len() <= RESIDUAL_INPUT {
+                        p.inputs.resize(RESIDUAL_INPUT + 1, None);
+                    }
+                    if let Some(slot) = p.inputs.get_mut(RESIDUAL_INPUT) {
+                        *slot = Some(r);
+                    }
                     p.outputs[0] = Some(sum);
                     g.value_mut(sum).kind = ValueKind::NodeOutput { node: id, index: 0 };
                     done.push(Fused {

@@ -1866,6 +1866,23 @@ mod tests {
     }
 
     #[test]
+    fn a_residual_fused_into_a_winograd_conv_keeps_its_transformed_weights() {
+        let src = winograd_graph(96, 96, 1, "", &weights(96 * 96 * 9))
+            .replace("y = Conv", "c = Conv")
+            .replace("(p, w)\n}", "(p, w)\n y = Add (c, p)\n}");
+        let a = run(14, &src);
+        assert_eq!(winograd_convs(&a), 1);
+        let conv = product_of(&a, "Conv");
+        assert!(conv.input(crate::passes::fuse::RESIDUAL_INPUT).is_some());
+        assert!(a.model().graph.nodes().all(|(_, n)| !n.op.is("Add")));
+        let model = format!("<ir_version: 8, opset_import: [\"\" : 14]>\n{src}");
+        let model = crate::text::parse_model(&model, "t.onnxtxt").expect("parses");
+        let opts = crate::generate::Options::default();
+        let code = crate::generate::generate(&model, &opts, "t").expect("generates");
+        assert!(code.tokens.to_string().contains("sconv3x3_fused"));
+    }
+
+    #[test]
     fn convs_winograd_does_not_pay_for_or_cannot_do_stay() {
         let w = |m: usize, c: usize| weights(m * c * 9);
         // Stride 2 (a 4x4 output), dilation 2, group 2, too few channels.
