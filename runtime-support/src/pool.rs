@@ -161,7 +161,7 @@ pub fn max_pool<T: Num>(
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
             if indices.is_none() && g.d == [1, 1] && in_size > 0 {
-                max_pool_2d_separable(&g, in_size, out_size, x, y);
+                crate::simd::vectorized(|| max_pool_2d_separable(&g, in_size, out_size, x, y));
             } else {
                 max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
             }
@@ -295,10 +295,14 @@ fn max_pool_2d<T: Num>(
 }
 
 /// The larger of `best` and `v` as [`max_pool`] ranks them: NaN wins over
-/// a number, and of two equal values the first stays.
+/// a number, and of two equal values the first stays. Non-short-circuit
+/// `|` and `&`, so the choice compiles to a select (a vector blend in the
+/// row loops) rather than a branch that random data mispredicts.
 #[inline(always)]
 fn max_nan<T: Num>(best: T, v: T) -> T {
-    if v > best || (v.is_nan() && !best.is_nan()) { v } else { best }
+    // `v > best` is false when either is NaN, so a NaN `best` stays.
+    let larger = if v > best { v } else { best };
+    if v.is_nan() { v } else { larger }
 }
 
 /// Input columns one pass of [`max_pool_2d_separable`] reduces at a time
@@ -320,6 +324,14 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
         ((SEPARABLE_COLS - g.k[1]) / g.s[1].max(1) + 1).max(1)
     };
     let mut buf = [T::LOWEST; SEPARABLE_COLS];
+    // The input columns `[lo, hi)` of output column `ox`'s window that lie
+    // inside the input (undilated: no division, unlike `Span`).
+    let (k, s, pb, w) = (g.k[1], g.s[1], g.pb[1], g.w);
+    let in_cols = |ox: usize| {
+        let top = ox * s;
+        let lo = top.saturating_sub(pb).min(w);
+        (lo, (top + k).saturating_sub(pb).min(w).max(lo))
+    };
     for (xp, yp) in x.chunks_exact(in_size).zip(y.chunks_exact_mut(out_size)) {
         for (oy, yrow) in yp.chunks_exact_mut(g.ow).enumerate() {
             let rows = g.rows(oy);
@@ -347,9 +359,8 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                 let first = block * step;
                 let last = first + yblock.len() - 1;
                 // Input columns the block's windows read: [c0, c1).
-                let c0 = g.cols(first).start;
-                let lc = g.cols(last);
-                let c1 = (lc.start + (lc.hi - lc.lo)).max(c0);
+                let (c0, _) = in_cols(first);
+                let c1 = in_cols(last).1.max(c0);
                 let width = c1 - c0;
                 let Some(acc) = buf.get_mut(..width) else { return };
                 let row_at =
@@ -362,13 +373,9 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                         *a = max_nan(*a, v);
                     }
                 }
-                for (i, out) in yblock.iter_mut().enumerate() {
-                    let cols = g.cols(first + i);
-                    let taps = cols
-                        .start
-                        .checked_sub(c0)
-                        .and_then(|a| acc.get(a..a + (cols.hi - cols.lo)));
-                    *out = match taps {
+                for (ox, out) in (first..).zip(yblock.iter_mut()) {
+                    let (lo, hi) = in_cols(ox);
+                    *out = match acc.get(lo.saturating_sub(c0)..hi.saturating_sub(c0)) {
                         Some([head, rest @ ..]) => rest.iter().fold(*head, |b, &v| max_nan(b, v)),
                         _ => T::LOWEST,
                     };
