@@ -161,7 +161,7 @@ pub fn max_pool<T: Num>(
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
             if indices.is_none() && g.d == [1, 1] && in_size > 0 {
-                crate::simd::vectorized(|| max_pool_2d_separable(&g, in_size, out_size, x, y));
+                crate::simd::vectorize(SeparableMaxPool { g: &g, in_size, out_size, x, y });
             } else {
                 max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
             }
@@ -309,6 +309,24 @@ fn max_nan<T: Num>(best: T, v: T) -> T {
 /// (a stack buffer: 2 KiB for f64).
 const SEPARABLE_COLS: usize = 256;
 
+/// [`max_pool_2d_separable`]'s arguments, run by [`crate::simd::vectorize`]
+/// so its loops are compiled for the vector unit.
+struct SeparableMaxPool<'a, T> {
+    g: &'a Geom2,
+    in_size: usize,
+    out_size: usize,
+    x: &'a [T],
+    y: &'a mut [T],
+}
+
+impl<T: Num> crate::simd::Vectorize for SeparableMaxPool<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        max_pool_2d_separable(self.g, self.in_size, self.out_size, self.x, self.y);
+    }
+}
+
 /// [`max_pool`] on an undilated 2-D window without `Indices`, plane by
 /// plane and output row by output row, in two contiguous passes: the
 /// maximum down the window's rows for a run of input columns (a loop over
@@ -316,6 +334,7 @@ const SEPARABLE_COLS: usize = 256;
 /// maximum is the same value as the tap-by-tap scan's (NaN still wins);
 /// only which of two equal values it keeps may differ, which shows only as
 /// the sign of a zero.
+#[inline(always)]
 fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: &[T], y: &mut [T]) {
     // Output columns per pass, so their input columns fit the buffer.
     let step = if g.k[1] > SEPARABLE_COLS {
@@ -369,7 +388,15 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                 acc.copy_from_slice(top);
                 for r in 1..nrows {
                     let Some(src) = row_at(r) else { return };
-                    for (a, &v) in acc.iter_mut().zip(src) {
+                    // Fixed-width chunks: the compiler turns each into vector selects.
+                    let mut pairs = acc.chunks_exact_mut(16).zip(src.chunks_exact(16));
+                    for (a, v) in &mut pairs {
+                        for (a, &v) in a.iter_mut().zip(v) {
+                            *a = max_nan(*a, v);
+                        }
+                    }
+                    let done = width - width % 16;
+                    for (a, &v) in acc.iter_mut().zip(src).skip(done) {
                         *a = max_nan(*a, v);
                     }
                 }
