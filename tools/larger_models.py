@@ -167,20 +167,26 @@ def vit(seed=13):
     return g, ins, outs, 17, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
+def conv_bn(g, x, cin, cout, k, stride, groups, act):
+    """A Conv (He-scaled random weights, same padding) and an inference
+    BatchNormalization, then `act(y)` when given."""
+    fan = cin // groups * k * k
+    w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
+    y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
+             pads=[k // 2] * 4, group=groups)
+    scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
+    bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
+    mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
+    var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
+    y = g.op("BatchNormalization", [y, scale, bias, mean, var])
+    return act(y) if act else y
+
+
 def cnn(seed=0):
     g = G(seed)
 
     def conv(x, cin, cout, k, stride, groups=1, act=True):
-        fan = cin // groups * k * k
-        w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
-        y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
-                 pads=[k // 2] * 4, group=groups)
-        scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
-        bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
-        mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
-        var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
-        y = g.op("BatchNormalization", [y, scale, bias, mean, var])
-        return g.op("Relu", [y]) if act else y
+        return conv_bn(g, x, cin, cout, k, stride, groups, act and (lambda y: g.op("Relu", [y])))
 
     y = conv("img", 3, 32, 3, 2)
     c = 32
@@ -201,16 +207,8 @@ def mobilenet_v2(seed=14):
     lo, hi = g.const(np.float32(0.0), "lo"), g.const(np.float32(6.0), "hi")
 
     def conv(x, cin, cout, k, stride, groups=1, act=True):
-        fan = cin // groups * k * k
-        w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
-        y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
-                 pads=[k // 2] * 4, group=groups)
-        scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
-        bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
-        mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
-        var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
-        y = g.op("BatchNormalization", [y, scale, bias, mean, var])
-        return g.op("Clip", [y, lo, hi]) if act else y
+        relu6 = lambda y: g.op("Clip", [y, lo, hi])
+        return conv_bn(g, x, cin, cout, k, stride, groups, act and relu6)
 
     y = conv("img", 3, 32, 3, 2)
     c = 32

@@ -398,6 +398,25 @@ mod tests {
     use crate::conv::{Window, conv};
     use crate::simd::tests::fill;
 
+    /// A 3x3 convolution with padding 1 (output dims = input dims).
+    fn same_3x3(batch: usize, cin: usize, cout: usize, dims: &[usize; 2]) -> Conv<'_> {
+        Conv {
+            batch,
+            in_channels: cin,
+            out_channels: cout,
+            groups: 1,
+            window: Window {
+                in_dims: dims,
+                out_dims: dims,
+                kernel: &[3, 3],
+                strides: &[1, 1],
+                dilations: &[1, 1],
+                pads_begin: &[1, 1],
+                pads_end: &[1, 1],
+            },
+        }
+    }
+
     /// One case: batch, channels, input size, pads `[top, left, bottom, right]`.
     #[allow(clippy::too_many_arguments)]
     fn check(
@@ -481,22 +500,8 @@ mod tests {
     #[test]
     fn fused_residual_and_activations_follow_the_unfused_steps() {
         let (cin, cout, h, w) = (6, 10, 5, 7);
-        let (ind, outd) = ([h, w], [h, w]);
-        let p = Conv {
-            batch: 2,
-            in_channels: cin,
-            out_channels: cout,
-            groups: 1,
-            window: Window {
-                in_dims: &ind,
-                out_dims: &outd,
-                kernel: &[3, 3],
-                strides: &[1, 1],
-                dilations: &[1, 1],
-                pads_begin: &[1, 1],
-                pads_end: &[1, 1],
-            },
-        };
+        let dims = [h, w];
+        let p = same_3x3(2, cin, cout, &dims);
         let (mut x, mut wt, mut b) =
             (vec![0.0f32; 2 * cin * h * w], vec![0.0f32; cout * cin * 9], vec![0.0f32; cout]);
         fill(&mut x, 21);
@@ -541,22 +546,8 @@ mod tests {
     #[test]
     fn non_finite_inputs_land_where_the_direct_sum_puts_them() {
         let (cin, cout, h, w) = (3, 5, 7, 6);
-        let (ind, outd) = ([h, w], [h, w]);
-        let p = Conv {
-            batch: 1,
-            in_channels: cin,
-            out_channels: cout,
-            groups: 1,
-            window: Window {
-                in_dims: &ind,
-                out_dims: &outd,
-                kernel: &[3, 3],
-                strides: &[1, 1],
-                dilations: &[1, 1],
-                pads_begin: &[1, 1],
-                pads_end: &[1, 1],
-            },
-        };
+        let dims = [h, w];
+        let p = same_3x3(1, cin, cout, &dims);
         let mut wt = vec![0.0f32; cout * cin * 9];
         fill(&mut wt, 4);
         let mut u = vec![0.0f32; weights_len(cin, cout).unwrap()];

@@ -1680,11 +1680,14 @@ mod tests {
         )
     }
 
-    fn packed_convs(a: &crate::generate::Analysis) -> usize {
+    /// Convs given internal input `index` (a weight layout).
+    fn convs_with(a: &crate::generate::Analysis, index: usize) -> usize {
         let g = &a.model().graph;
-        g.nodes()
-            .filter(|(_, n)| n.op.is("Conv") && n.input(super::CONV_PACKED_INPUT).is_some())
-            .count()
+        g.nodes().filter(|(_, n)| n.op.is("Conv") && n.input(index).is_some()).count()
+    }
+
+    fn packed_convs(a: &crate::generate::Analysis) -> usize {
+        convs_with(a, super::CONV_PACKED_INPUT)
     }
 
     #[test]
@@ -1827,10 +1830,7 @@ mod tests {
     }
 
     fn winograd_convs(a: &crate::generate::Analysis) -> usize {
-        let g = &a.model().graph;
-        g.nodes()
-            .filter(|(_, n)| n.op.is("Conv") && n.input(super::CONV_WINOGRAD_INPUT).is_some())
-            .count()
+        convs_with(a, super::CONV_WINOGRAD_INPUT)
     }
 
     #[test]
