@@ -402,7 +402,11 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                 }
                 for (ox, out) in (first..).zip(yblock.iter_mut()) {
                     let (lo, hi) = in_cols(ox);
-                    *out = match acc.get(lo.saturating_sub(c0)..hi.saturating_sub(c0)) {
+                    let taps = acc.get(lo.saturating_sub(c0)..hi.saturating_sub(c0));
+                    // The common 2- and 3-wide windows without a loop.
+                    *out = match taps {
+                        Some(&[a, b, c]) => max_nan(max_nan(a, b), c),
+                        Some(&[a, b]) => max_nan(a, b),
                         Some([head, rest @ ..]) => rest.iter().fold(*head, |b, &v| max_nan(b, v)),
                         _ => T::LOWEST,
                     };
