@@ -160,7 +160,8 @@ pub fn max_pool<T: Num>(
     }
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
-            if indices.is_none() && g.d == [1, 1] && in_size > 0 {
+            // Windows wider than the row buffer take the 8-plane scan.
+            if indices.is_none() && g.d == [1, 1] && in_size > 0 && g.k[1] <= SEPARABLE_COLS {
                 crate::simd::vectorize(SeparableMaxPool { g: &g, in_size, out_size, x, y });
             } else {
                 max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
@@ -295,9 +296,9 @@ fn max_pool_2d<T: Num>(
 }
 
 /// The larger of `best` and `v` as [`max_pool`] ranks them: NaN wins over
-/// a number, and of two equal values the first stays. Non-short-circuit
-/// `|` and `&`, so the choice compiles to a select (a vector blend in the
-/// row loops) rather than a branch that random data mispredicts.
+/// a number, and of two equal values the first stays. Two selects, which
+/// compile to vector blends in the row loops rather than a branch that
+/// random data mispredicts.
 #[inline(always)]
 fn max_nan<T: Num>(best: T, v: T) -> T {
     // `v > best` is false when either is NaN, so a NaN `best` stays.
@@ -336,12 +337,9 @@ impl<T: Num> crate::simd::Vectorize for SeparableMaxPool<'_, T> {
 /// the sign of a zero.
 #[inline(always)]
 fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: &[T], y: &mut [T]) {
-    // Output columns per pass, so their input columns fit the buffer.
-    let step = if g.k[1] > SEPARABLE_COLS {
-        0
-    } else {
-        ((SEPARABLE_COLS - g.k[1]) / g.s[1].max(1) + 1).max(1)
-    };
+    // Output columns per pass, so their input columns fit the buffer (the
+    // caller checked the window is no wider than it).
+    let step = (SEPARABLE_COLS.saturating_sub(g.k[1]) / g.s[1].max(1) + 1).max(1);
     let mut buf = [T::LOWEST; SEPARABLE_COLS];
     // The input columns `[lo, hi)` of output column `ox`'s window that lie
     // inside the input (undilated: no division, unlike `Span`).
@@ -355,23 +353,8 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
         for (oy, yrow) in yp.chunks_exact_mut(g.ow).enumerate() {
             let rows = g.rows(oy);
             let nrows = rows.hi - rows.lo;
-            if nrows == 0 || step == 0 {
-                if step == 0 {
-                    // A window wider than the buffer: the tap-by-tap scan.
-                    for (ox, out) in yrow.iter_mut().enumerate() {
-                        let mut best = T::LOWEST;
-                        let mut any = false;
-                        g.each_tap(rows, g.cols(ox), |off| {
-                            if let Some(&v) = xp.get(off) {
-                                best = if any { max_nan(best, v) } else { v };
-                                any = true;
-                            }
-                        });
-                        *out = best;
-                    }
-                } else {
-                    yrow.fill(T::LOWEST);
-                }
+            if nrows == 0 {
+                yrow.fill(T::LOWEST);
                 continue;
             }
             for (block, yblock) in yrow.chunks_mut(step).enumerate() {
@@ -587,13 +570,6 @@ mod tests {
     #[test]
     fn separable_max_pool_matches_the_tap_by_tap_scan() {
         // Pseudo-random values with NaN and -inf mixed in.
-        let mut seed = 0x2545_f491_u32;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed
-        };
         let mut x = [0.0f32; 2 * 3 * 300];
         let mut y = [0.0f32; 2 * 8 * 310];
         let mut y_ref = [0.0f32; 2 * 8 * 310];
@@ -609,14 +585,10 @@ mod tests {
                         }
                         let (oh, ow) = ((h + pb + pe - kh) / s + 1, (w + pb + pe - kw) / s + 1);
                         let (n_in, n_out) = (2 * h * w, 2 * oh * ow);
-                        for v in x[..n_in].iter_mut() {
-                            let r = next();
-                            *v = match r % 23 {
-                                0 => f32::NAN,
-                                1 => f32::NEG_INFINITY,
-                                2 => -0.0,
-                                _ => (r % 1000) as f32 / 100.0 - 5.0,
-                            };
+                        crate::simd::tests::fill(&mut x[..n_in], cases);
+                        // Specials mixed in at a stride prime to the row widths.
+                        for (i, v) in x[..n_in].iter_mut().enumerate().step_by(7) {
+                            *v = [f32::NAN, f32::NEG_INFINITY, -0.0][i % 3];
                         }
                         let p = Pool {
                             planes: 2,
