@@ -308,7 +308,7 @@ struct ConvShape {
 /// generated code calls (`sconv_packed` for groups of one, `sconv` for
 /// depthwise), with bias and Relu; `None` when the kernel rejects the shape or
 /// its result differs from the exact `conv`.
-fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64)> {
+fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     use onnx_codegen_runtime::conv::{self, Activation, Conv, Window};
     let oh = (s.h + 2 * s.pad - s.k) / s.stride + 1;
     let ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
@@ -350,11 +350,33 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64)> {
     let (med, _, _) = stats(&mut times);
     let mut want = vec![0.0f32; y.len()];
     conv::conv(&p, &x, &w, Some(&bias), &mut want).ok()?;
-    if want.iter().zip(&y).any(|(w, g)| (w.max(0.0) - g).abs() > 1e-3 * (1.0 + w.abs())) {
+    let close = |y: &[f32]| {
+        want.iter().zip(y).all(|(w, g)| (w.max(0.0) - g).abs() <= 1e-3 * (1.0 + w.abs()))
+    };
+    if !close(&y) {
         return None;
     }
     let flops = 2.0 * (s.cout * oh * ow * kdim) as f64;
-    Some((flops / med / 1e9, med * 1e3))
+    let mut wino = None;
+    if s.k == 3 && s.stride == 1 && s.groups == 1 {
+        use onnx_codegen_runtime::winograd;
+        let mut u = vec![0.0f32; winograd::weights_len(s.cin, s.cout)?];
+        winograd::transform_weights(s.cin, s.cout, &w, &mut u).ok()?;
+        let block = winograd::tiles_of(oh, ow)?.min(winograd::MAX_BLOCK);
+        let mut scratch = vec![0.0f32; winograd::scratch_len(s.cin, s.cout, block)?];
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            winograd::sconv3x3(&p, &x, &u, Some(&bias), &mut y, Activation::Relu, &mut scratch)
+                .ok()?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        if !close(&y) {
+            return None;
+        }
+        wino = Some(stats(&mut times).0 * 1e3);
+    }
+    Some((flops / med / 1e9, med * 1e3, wino))
 }
 
 /// The convolutions of the MobileNet-like `cnn_224` stand-in (stem,
@@ -388,20 +410,47 @@ fn run_convs(reps: usize) -> bool {
         ("c3 32->64 s2 16 (resnet8)", [32, 16, 16, 64, 3, 2, 1, 1]),
         ("stem 3->16 k3 32 (resnet8)", [3, 32, 32, 16, 3, 1, 1, 1]),
         ("stem 3->8 k3 s2 96 (vww)", [3, 96, 96, 8, 3, 2, 1, 1]),
+        ("r18 stem 3->64 k7 s2 224", [3, 224, 224, 64, 7, 2, 3, 1]),
+        ("r18 c3 64->64 56", [64, 56, 56, 64, 3, 1, 1, 1]),
+        ("r18 c3 64->128 s2 56", [64, 56, 56, 128, 3, 2, 1, 1]),
+        ("r18 pw 64->128 s2 56", [64, 56, 56, 128, 1, 2, 0, 1]),
+        ("r18 c3 128->128 28", [128, 28, 28, 128, 3, 1, 1, 1]),
+        ("r18 c3 128->256 s2 28", [128, 28, 28, 256, 3, 2, 1, 1]),
+        ("r18 c3 256->256 14", [256, 14, 14, 256, 3, 1, 1, 1]),
+        ("r18 c3 256->512 s2 14", [256, 14, 14, 512, 3, 2, 1, 1]),
+        ("r18 c3 512->512 7", [512, 7, 7, 512, 3, 1, 1, 1]),
     ];
     let only = std::env::var("CONV_ONLY").unwrap_or_default();
+    // `CONV_SHAPE=cin,h,w,cout,k,stride,pad,groups` times that one shape.
+    let adhoc: Option<(String, [usize; 8])> = std::env::var("CONV_SHAPE").ok().map(|v| {
+        let mut d = [0usize; 8];
+        for (slot, part) in d.iter_mut().zip(v.split(',')) {
+            *slot = part.trim().parse().unwrap_or(0);
+        }
+        (format!("shape {v}"), d)
+    });
+    let listed: Vec<(String, [usize; 8])> = match adhoc {
+        Some(one) => vec![one],
+        None => shapes.iter().map(|(l, d)| (l.to_string(), *d)).collect(),
+    };
     let mut ok = true;
     let mut total = 0.0;
-    for (label, d) in shapes {
+    for (label, d) in &listed {
         if !label.contains(&only) {
             continue;
         }
         let [cin, h, w, cout, k, stride, pad, groups] = *d;
         let s = ConvShape { cin, h, w, cout, k, stride, pad, groups };
         match conv_shape(&s, reps) {
-            Some((g, ms)) => {
+            Some((g, ms, wino)) => {
                 total += ms;
-                println!("CONV {label}: {g:.1} GFLOP/s, {ms:.4} ms");
+                match wino {
+                    Some(wms) => println!(
+                        "CONV {label}: {g:.1} GFLOP/s, {ms:.4} ms; Winograd {wms:.4} ms ({:.1} effective GFLOP/s)",
+                        g * ms / wms
+                    ),
+                    None => println!("CONV {label}: {g:.1} GFLOP/s, {ms:.4} ms"),
+                }
             }
             None => {
                 ok = false;
