@@ -18,6 +18,13 @@ mobilenet_v2: opset 13, image [1,3,224,224]: MobileNet-V2 (width 1.0): a stride-
             where shapes allow), BatchNormalization + ReLU6 (Clip 0..6) as exported, a 1x1 conv to
             1280, global average pooling and a 1000-way Gemm.
 
+efficientnet_b0: opset 13, image [1,3,224,224]: EfficientNet-B0's layout: 16 MBConv blocks (1x1
+            expand, 3x3 or 5x5 depthwise, squeeze-and-excitation through GlobalAveragePool, two 1x1
+            convs and a Sigmoid gate, 1x1 project, residual Add), SiLU as exported (x * Sigmoid(x)).
+
+resnet50:   opset 13, image [1,3,224,224]: ResNet-50 v1.5 (7x7 stem, max pool, 16 bottleneck blocks
+            1x1 -> 3x3 (stride here) -> 1x1 x4, projection shortcuts), BatchNormalization + Relu.
+
 bert_small: opset 17, seq 128, d 256, 4 heads, ffn 1024, 4 layers, LayerNormalization, Erf GELU,
             padding mask (Where), input float embeddings [1,128,256].
 gpt_small:  opset 14, seq 128, d 256, 4 heads, ffn 1024, 4 layers, decomposed LayerNorm
@@ -167,14 +174,16 @@ def vit(seed=13):
     return g, ins, outs, 17, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
-def conv_bn(g, x, cin, cout, k, stride, groups, act):
+def conv_bn(g, x, cin, cout, k, stride, groups, act, gamma=(0.5, 1.5)):
     """A Conv (He-scaled random weights, same padding) and an inference
-    BatchNormalization, then `act(y)` when given."""
+    BatchNormalization (scales drawn from `gamma`: a residual branch's last
+    one small, as trained deep nets have it, so activations stay bounded),
+    then `act(y)` when given."""
     fan = cin // groups * k * k
     w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))
     y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
              pads=[k // 2] * 4, group=groups)
-    scale = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "scale")
+    scale = g.const(g.rng.uniform(*gamma, cout).astype(np.float32), "scale")
     bias = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "bias")
     mean = g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32), "mean")
     var = g.const(g.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var")
@@ -230,6 +239,70 @@ def mobilenet_v2(seed=14):
     return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
+def efficientnet_b0(seed=15):
+    g = G(seed)
+
+    def silu(y):
+        return g.op("Mul", [y, g.op("Sigmoid", [y])])
+
+    def conv(x, cin, cout, k, stride, groups=1, act=True, gamma=(0.5, 1.5)):
+        return conv_bn(g, x, cin, cout, k, stride, groups, act and silu, gamma)
+
+    def se(x, c, squeeze):
+        s = g.op("GlobalAveragePool", [x])
+        s = g.op("Conv", [s, g.w((squeeze, c, 1, 1), np.sqrt(2.0 / c)),
+                          g.const(np.zeros(squeeze, np.float32))])
+        s = g.op("Conv", [silu(s), g.w((c, squeeze, 1, 1), np.sqrt(1.0 / squeeze)),
+                          g.const(np.full(c, 1.0, np.float32))])
+        return g.op("Mul", [x, g.op("Sigmoid", [s])])
+
+    y = conv("img", 3, 32, 3, 2)
+    c = 32
+    for t, k, s, cout, n in [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                             (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = c * t
+            z = conv(y, c, hidden, 1, 1) if t != 1 else y
+            z = conv(z, hidden, hidden, k, stride, groups=hidden)
+            z = se(z, hidden, max(1, c // 4))
+            z = conv(z, hidden, cout, 1, 1, act=False, gamma=(0.1, 0.3))
+            y = g.op("Add", [y, z]) if stride == 1 and c == cout else z
+            c = cout
+    y = conv(y, c, 1280, 1, 1)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    logits = g.op("Gemm", [y, g.w((1280, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def resnet50(seed=16):
+    g = G(seed)
+
+    def conv(x, cin, cout, k, stride, act=True, gamma=(0.5, 1.5)):
+        relu = lambda y: g.op("Relu", [y])
+        return conv_bn(g, x, cin, cout, k, stride, 1, act and relu, gamma)
+
+    y = conv("img", 3, 64, 7, 2)
+    y = g.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = 64
+    for width, n, s in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            z = conv(y, c, width, 1, 1)
+            z = conv(z, width, width, 3, stride)
+            z = conv(z, width, 4 * width, 1, 1, act=False, gamma=(0.1, 0.3))
+            skip = y if stride == 1 and c == 4 * width else conv(y, c, 4 * width, 1, stride, act=False)
+            y = g.op("Relu", [g.op("Add", [z, skip])])
+            c = 4 * width
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    logits = g.op("Gemm", [y, g.w((c, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
 def save(root, name, built):
     import onnxruntime as ort
     g, ins, outs, opset, feeds = built
@@ -265,7 +338,8 @@ def save(root, name, built):
     print(f"{name}: {len(g.nodes)} nodes, ort single-thread median {np.median(ts):.3f} ms, out {res[0].shape}")
 
 
-BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
+BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0,
+            "resnet50": resnet50, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -85,6 +85,9 @@ pub enum Unary<T> {
     Gelu,
     /// Gelu with the tanh approximation (`approximate = "tanh"`).
     GeluTanh,
+    /// `x * sigmoid(x)` (SiLU, or Swish with alpha 1): exporters write it as
+    /// a `Sigmoid` and a `Mul`, which the generator fuses into a product.
+    Silu,
     /// `x` if `x > 0`, else `alpha * (e^x - 1)`.
     Elu { alpha: T },
     /// `gamma * (x if x > 0 else alpha * (e^x - 1))`.
@@ -137,6 +140,7 @@ impl<T> Unary<T> {
             Unary::Softsign => Unary::Softsign,
             Unary::Gelu => Unary::Gelu,
             Unary::GeluTanh => Unary::GeluTanh,
+            Unary::Silu => Unary::Silu,
             Unary::Elu { alpha } => Unary::Elu { alpha: f(alpha) },
             Unary::Selu { alpha, gamma } => Unary::Selu { alpha: f(alpha), gamma: f(gamma) },
             Unary::ThresholdedRelu { alpha } => Unary::ThresholdedRelu { alpha: f(alpha) },
@@ -173,6 +177,7 @@ pub fn eval<T: Float>(op: Unary<T>, x: T) -> T {
             if v > max { max } else { v }
         }
         Unary::Sigmoid => sigmoid(x),
+        Unary::Silu => x.mul(sigmoid(x)),
         Unary::HardSigmoid { alpha, beta } => clamp01(alpha.mul(x).add(beta)),
         Unary::HardSwish => x.mul(clamp01(x.mul(T::from_f64(1.0 / 6.0)).add(half))),
         Unary::Tanh => x.tanh(),

@@ -159,6 +159,7 @@ pub(super) fn post_tokens(
         Some(Unary::GeluTanh) => {
             (none, quote!(Some(#rt::gemm::Smooth::GeluTanh)), TokenStream::new())
         }
+        Some(Unary::Silu) => (none, quote!(Some(#rt::gemm::Smooth::Silu)), TokenStream::new()),
         other => {
             let (a, after) = super::conv::fused_epilogue(other, ElemType::Float, y, rt);
             (a, quote!(None), after)
@@ -173,7 +174,7 @@ pub(super) fn post_tokens(
 
 /// Whether an f32 product's fused activation is applied as a smooth one.
 fn smooth(act: Option<Unary<f64>>) -> bool {
-    matches!(act, Some(Unary::Gelu | Unary::GeluTanh))
+    matches!(act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu))
 }
 
 /// `y[i] += r[i]`, then the activation: what a fused residual and

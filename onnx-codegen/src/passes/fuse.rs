@@ -33,7 +33,8 @@ use crate::passes::infer::Inferred;
 /// The internal attribute carrying a fused activation on a `Conv`, `Gemm`
 /// or `MatMul`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
 /// `Floats([2, min, max])` Clip, `Floats([3])` Gelu, `Floats([4])` Gelu with
-/// the tanh approximation. Read by [`activation_of`].
+/// the tanh approximation, `Floats([5])` SiLU (`x * Sigmoid(x)`). Read by
+/// [`activation_of`].
 pub const ACTIVATION: &str = "onnx_codegen.fused_activation";
 
 /// The internal input of a `Conv`, `Gemm` or `MatMul` holding a residual
@@ -68,6 +69,7 @@ pub fn activation_of(
         }
         [k] if *k == 3.0 => Some(Unary::Gelu),
         [k] if *k == 4.0 => Some(Unary::GeluTanh),
+        [k] if *k == 5.0 => Some(Unary::Silu),
         _ => None,
     }
 }
@@ -182,6 +184,28 @@ fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
     encode(g, consumer)
 }
 
+/// The `Sigmoid` and `Mul` nodes and the `Mul`'s output when `v` is read by
+/// exactly a `Sigmoid` and a two-input `Mul` of `v` and that `Sigmoid`'s
+/// output, which nothing else reads: `v * sigmoid(v)`.
+fn silu_of(g: &Graph, uses: &[Vec<Use>], v: ValueId) -> Option<(NodeId, NodeId, ValueId)> {
+    let [a, b] = uses.get(v.index())?.as_slice() else { return None };
+    let (&Use::Input { node: na, index: ia }, &Use::Input { node: nb, index: ib }) = (a, b) else {
+        return None;
+    };
+    let pair = |sig: NodeId, at: usize, mul: NodeId| -> Option<(NodeId, NodeId, ValueId)> {
+        let (s, m) = (g.node(sig), g.node(mul));
+        if at != 0 || !s.op.is("Sigmoid") || !m.op.is("Mul") || s.outputs.len() != 1 {
+            return None;
+        }
+        let gate = s.output(0)?;
+        let [Use::Input { node, .. }] = uses.get(gate.index())?.as_slice() else { return None };
+        let ins = (m.inputs.len(), m.input(0), m.input(1), m.outputs.len());
+        let reads = ins == (2, Some(v), Some(gate), 1) || ins == (2, Some(gate), Some(v), 1);
+        (*node == mul && reads).then_some((sig, mul, m.output(0)?))
+    };
+    pair(na, ia, nb).or_else(|| pair(nb, ib, na))
+}
+
 /// Folds residual `Add`s and the activations after them into the f32
 /// `Gemm`/`MatMul` producing their input (see the module documentation).
 /// Needs the inferred types; the caller infers again after a fusion.
@@ -264,6 +288,33 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
                     out = sum;
                 }
             }
+        }
+        // SiLU as exporters write it: `Mul(v, Sigmoid(v))`, the two nodes
+        // being all that read `v`.
+        if let Some((sig, mul, y)) = silu_of(g, &uses, out)
+            && !removed.contains(&sig)
+            && !removed.contains(&mul)
+            && ty(y) == Some(&pty)
+        {
+            let p = g.node_mut(id);
+            p.outputs[0] = Some(y);
+            p.attributes.push(Attribute {
+                name: ACTIVATION.to_owned(),
+                value: AttrValue::Floats(vec![5.0]),
+                doc_string: String::new(),
+            });
+            g.value_mut(y).kind = ValueKind::NodeOutput { node: id, index: 0 };
+            for (consumer, op) in [(sig, "Sigmoid"), (mul, "Mul")] {
+                done.push(Fused {
+                    producer: id,
+                    consumer,
+                    consumer_op: op.to_owned(),
+                    intermediate: out,
+                    output: y,
+                });
+                removed.push(consumer);
+            }
+            continue;
         }
         // The activation reading the product (or the sum).
         let Some((cid, 0)) = sole(out) else { continue };
@@ -468,6 +519,76 @@ mod tests {
         assert_eq!(a.fused.len(), 2);
         assert_eq!(eval_single(&a, &[&[1.0, -3.0], &[-2.0, 1.0]]), [0.0, 0.0]);
         assert_eq!(eval_single(&a, &[&[1.0, 3.0], &[2.0, -1.0]]), [3.0, 2.0]);
+    }
+
+    /// `x * sigmoid(x)` in f64.
+    fn silu(x: f64) -> f64 {
+        x / (1.0 + (-x).exp())
+    }
+
+    #[test]
+    fn silu_written_as_sigmoid_and_mul_fuses_into_the_product() {
+        // Both operand orders of the Mul, after a 2-D Conv.
+        for mul in ["Mul (c, s)", "Mul (s, c)"] {
+            let a = run(
+                13,
+                &format!(
+                    "g (float[1, 1, 1, 4] x) => (float[1, 2, 1, 4] y) \
+                     <float[2, 1, 1, 1] w = {{1, -2}}, float[2] b = {{0.5, 0}}>\n\
+                     {{\n c = Conv (x, w, b)\n s = Sigmoid (c)\n y = {mul}\n}}"
+                ),
+            );
+            assert_eq!(ops(&a), ["Conv"], "{mul}");
+            let fused: Vec<&str> = a.fused.iter().map(|f| f.consumer_op.as_str()).collect();
+            assert_eq!(fused, ["Sigmoid", "Mul"]);
+            let x = [-3.0f32, -0.5, 0.25, 4.0];
+            let got = eval_single(&a, &[&x]);
+            let want: Vec<f64> = (x.iter().map(|&v| f64::from(v) + 0.5))
+                .chain(x.iter().map(|&v| -2.0 * f64::from(v)))
+                .map(silu)
+                .collect();
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert!((f64::from(*g) - w).abs() < 1e-6, "{mul}: {g} vs {w}");
+            }
+        }
+        // After a residual Add: (x w + r) * sigmoid(x w + r).
+        let a = run(
+            13,
+            "g (float[1, 2] x, float[1, 2] r) => (float[1, 2] y) <float[2, 2] w = {1, 0, 0, 1}>\n\
+             {\n m = Gemm (x, w)\n t = Add (m, r)\n s = Sigmoid (t)\n y = Mul (t, s)\n}",
+        );
+        assert_eq!(ops(&a), ["Gemm"]);
+        let got = eval_single(&a, &[&[1.5, -2.0], &[-0.25, 0.5]]);
+        assert_eq!(got.len(), 2);
+        for (g, w) in got.iter().zip([silu(1.25), silu(-1.5)]) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn silu_shapes_that_are_not_exactly_x_times_its_sigmoid_stay() {
+        let mm = |outs: &str, body: &str| {
+            run(
+                13,
+                &format!(
+                    "g (float[2, 2] x, float[2, 2] z) => ({outs}) \
+                     <float[2, 2] w = {{1, 0, 0, 1}}>\n{{\n m = MatMul (x, w)\n{body}\n}}"
+                ),
+            )
+        };
+        // The gate is read by something else too (a graph output).
+        let a = mm("float[2, 2] y, float[2, 2] s", " s = Sigmoid (m)\n y = Mul (m, s)");
+        assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul"]);
+        // The Mul multiplies the gate by another value.
+        let a = mm("float[2, 2] y", " s = Sigmoid (m)\n y = Mul (z, s)");
+        assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul"]);
+        // The product has a third reader.
+        let a = mm(
+            "float[2, 2] y, float[2, 2] q",
+            " s = Sigmoid (m)\n y = Mul (m, s)\n q = Relu (m)",
+        );
+        assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul", "Relu"]);
     }
 
     #[test]
