@@ -234,6 +234,7 @@ impl PackB for Im2col<'_> {
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx0) = (rem / kw, rem % kw);
         let mut p = 0;
+        let mut halves = SplitSeg::new();
         // Rows go by groups of one (channel, kernel row): kernel columns
         // kx0 .. kx0 + rows read the same input row of each run.
         while p < kc {
@@ -274,6 +275,11 @@ impl PackB for Im2col<'_> {
                     (8, 1) => run.pack::<8, 1>(group, stride, xrow),
                     (16, 2) => run.pack::<16, 2>(group, stride, xrow),
                     (8, 2) => run.pack::<8, 2>(group, stride, xrow),
+                    (_, 2) => {
+                        if !run.pack_deinterleaved(group, stride, xrow, &mut halves) {
+                            run.pack::<0, 0>(group, stride, xrow);
+                        }
+                    }
                     _ => run.pack::<0, 0>(group, stride, xrow),
                 }
             }
@@ -308,9 +314,6 @@ impl Run {
     #[inline(always)]
     fn pack<const N: usize, const S: usize>(&self, group: &mut [f32], stride: usize, xrow: &[f32]) {
         let (len, sx) = if N > 0 { (N, S) } else { (self.len, self.sx) };
-        if N == 0 && sx == 2 && self.pack_deinterleaved(group, stride, xrow) {
-            return;
-        }
         let (c0, w) = (self.c0, self.w);
         for (i, row) in group.chunks_exact_mut(stride).enumerate() {
             let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
@@ -356,16 +359,37 @@ impl Run {
 /// [`Run::pack_deinterleaved`].
 const SEG_SPAN: usize = 128;
 
+/// Scratch of [`Run::pack_deinterleaved`], made once per packed strip: a
+/// zero-padded input segment and its even and odd columns.
+struct SplitSeg {
+    seg: [f32; SEG_SPAN + 48],
+    ev: [f32; SEG_SPAN / 2],
+    od: [f32; SEG_SPAN / 2],
+}
+
+impl SplitSeg {
+    fn new() -> Self {
+        SplitSeg { seg: [0.0; SEG_SPAN + 48], ev: [0.0; SEG_SPAN / 2], od: [0.0; SEG_SPAN / 2] }
+    }
+}
+
 impl Run {
     /// A run at a column stride of 2 whose length the packer has no
     /// fixed-size copy for (an output row shorter than a strip, or a strip
     /// crossing rows): the input segment every row of `group` reads is
-    /// copied once, zero-padded, split into its even and odd columns, and
-    /// each row becomes one contiguous copy from the half its first input
-    /// falls in, instead of a strided gather per row. `false`, writing
-    /// nothing, when the segment is longer than [`SEG_SPAN`].
+    /// split once into its even and odd columns (staged with its zero
+    /// padding first when it crosses a border of the row), and each row
+    /// becomes one contiguous copy from the half its first input falls in,
+    /// instead of a strided gather per row. `false`, writing nothing, when
+    /// the segment is longer than [`SEG_SPAN`].
     #[inline(always)]
-    fn pack_deinterleaved(&self, group: &mut [f32], stride: usize, xrow: &[f32]) -> bool {
+    fn pack_deinterleaved(
+        &self,
+        group: &mut [f32],
+        stride: usize,
+        xrow: &[f32],
+        h: &mut SplitSeg,
+    ) -> bool {
         let (len, c0, dx) = (self.len, self.c0, self.dx);
         let rows = group.len() / stride.max(1);
         if rows == 0 || len == 0 {
@@ -379,33 +403,44 @@ impl Run {
         else {
             return false;
         };
+        let blocks = span.div_ceil(2).div_ceil(16);
+        // Each half reads whole blocks of 32 floats (the odd one from the
+        // second float): floats past `span` land past what any row copies.
+        let reach = 32 * blocks + 1;
         let start = self.first + (self.kx0 * dx) as isize;
-        // The segment, zero outside the row; floats past `span` are read by
-        // the last block of each half but land past what any row copies.
-        let mut seg = [0.0f32; SEG_SPAN + 48];
-        let w = self.w.max(0) as usize;
-        let row = xrow.get(..w).unwrap_or(xrow);
-        let lo = ((-start).max(0) as usize).min(span);
-        let hi = ((self.w - start).max(0) as usize).clamp(lo, span);
-        if hi > lo {
-            let from = (start + lo as isize) as usize;
-            if let (Some(d), Some(s)) = (seg.get_mut(lo..hi), row.get(from..from + (hi - lo))) {
-                copy_any(d, s);
+        let inside = start >= 0 && start + span as isize <= self.w;
+        let seg: &[f32] = match xrow.get(start.max(0) as usize..) {
+            Some(s) if inside && s.len() >= reach => s,
+            _ => {
+                // The segment, zero outside the row (`xrow` runs on past it).
+                let w = self.w.max(0) as usize;
+                let row = xrow.get(..w).unwrap_or(xrow);
+                let lo = ((-start).max(0) as usize).min(span);
+                let hi = ((self.w - start).max(0) as usize).clamp(lo, span);
+                if let Some(z) = h.seg.get_mut(..lo) {
+                    z.fill(0.0);
+                }
+                if let Some(z) = h.seg.get_mut(hi..span) {
+                    z.fill(0.0);
+                }
+                let from = (start + lo as isize).max(0) as usize;
+                if let (Some(d), Some(s)) = (h.seg.get_mut(lo..hi), row.get(from..from + (hi - lo)))
+                {
+                    copy_any(d, s);
+                }
+                &h.seg
             }
-        }
-        let halves = span.div_ceil(2);
-        let blocks = halves.div_ceil(16);
+        };
         let odd = dx % 2 == 1 && rows > 1;
-        let (mut ev, mut od) = ([0.0f32; SEG_SPAN / 2], [0.0f32; SEG_SPAN / 2]);
         for b in 0..blocks {
-            let (e, s) = (ev.get_mut(16 * b..16 * b + 16), seg.get(32 * b..32 * b + 32));
+            let (e, s) = (h.ev.get_mut(16 * b..16 * b + 16), seg.get(32 * b..32 * b + 32));
             if let (Some(Ok(e)), Some(Ok(s))) =
                 (e.map(<&mut [f32; 16]>::try_from), s.map(<&[f32; 32]>::try_from))
             {
                 self.evens.copy(e, s);
             }
             if odd {
-                let (o, s) = (od.get_mut(16 * b..16 * b + 16), seg.get(32 * b + 1..32 * b + 33));
+                let (o, s) = (h.od.get_mut(16 * b..16 * b + 16), seg.get(32 * b + 1..32 * b + 33));
                 if let (Some(Ok(o)), Some(Ok(s))) =
                     (o.map(<&mut [f32; 16]>::try_from), s.map(<&[f32; 32]>::try_from))
                 {
@@ -415,7 +450,7 @@ impl Run {
         }
         for (i, r) in group.chunks_exact_mut(stride).enumerate() {
             let o = i * dx;
-            let half: &[f32] = if o % 2 == 0 { &ev } else { &od };
+            let half: &[f32] = if o % 2 == 0 { &h.ev } else { &h.od };
             if let (Some(d), Some(s)) = (r.get_mut(c0..c0 + len), half.get(o / 2..o / 2 + len)) {
                 copy_short(d, s);
             }
