@@ -266,6 +266,14 @@ impl PackB for Im2col<'_> {
                 };
                 let first = (ox * sx) as isize - pl;
                 let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w, evens: self.evens };
+                // At a stride of 2, runs of other lengths than the fixed
+                // copies' go through the even and odd halves.
+                if sx == 2
+                    && !matches!(len, 32 | 16 | 8)
+                    && run.pack_deinterleaved(group, stride, xrow, &mut halves)
+                {
+                    continue;
+                }
                 // Fixed shapes for the usual strips (32, 16 or 8 columns, stride
                 // 1 or 2), so the copies below compile to vector moves.
                 match (len, sx) {
@@ -275,11 +283,6 @@ impl PackB for Im2col<'_> {
                     (8, 1) => run.pack::<8, 1>(group, stride, xrow),
                     (16, 2) => run.pack::<16, 2>(group, stride, xrow),
                     (8, 2) => run.pack::<8, 2>(group, stride, xrow),
-                    (_, 2) => {
-                        if !run.pack_deinterleaved(group, stride, xrow, &mut halves) {
-                            run.pack::<0, 0>(group, stride, xrow);
-                        }
-                    }
                     _ => run.pack::<0, 0>(group, stride, xrow),
                 }
             }
@@ -1224,6 +1227,10 @@ mod tests {
             (2, 3, 13, [1, 1], [2, 2], [1, 1], [0, 0]),
             (3, 9, 45, [7, 7], [2, 2], [1, 1], [3, 3]),
             (2, 8, 29, [7, 7], [2, 2], [1, 1], [3, 2]),
+            // Runs of 32 and 16 crossing the row's borders (a 7x7 stem).
+            (2, 5, 64, [7, 7], [2, 2], [1, 1], [3, 3]),
+            (1, 4, 32, [7, 7], [2, 2], [1, 1], [3, 3]),
+            (2, 3, 40, [3, 3], [2, 2], [1, 1], [1, 1]),
             (2, 6, 37, [3, 3], [2, 2], [2, 2], [2, 1]),
             (1, 7, 41, [3, 5], [2, 2], [1, 3], [1, 0]),
             (1, 5, 160, [2, 3], [2, 2], [1, 40], [0, 1]),
