@@ -234,6 +234,7 @@ impl PackB for Im2col<'_> {
         let (mut ci, rem) = (p0 / taps, p0 % taps);
         let (mut ky, mut kx0) = (rem / kw, rem % kw);
         let mut p = 0;
+        let mut halves = SplitSeg::new();
         // Rows go by groups of one (channel, kernel row): kernel columns
         // kx0 .. kx0 + rows read the same input row of each run.
         while p < kc {
@@ -265,6 +266,14 @@ impl PackB for Im2col<'_> {
                 };
                 let first = (ox * sx) as isize - pl;
                 let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w, evens: self.evens };
+                // At a stride of 2, runs of other lengths than the fixed
+                // copies' go through the even and odd halves.
+                if sx == 2
+                    && !matches!(len, 32 | 16 | 8)
+                    && run.pack_deinterleaved(group, stride, xrow, &mut halves)
+                {
+                    continue;
+                }
                 // Fixed shapes for the usual strips (32, 16 or 8 columns, stride
                 // 1 or 2), so the copies below compile to vector moves.
                 match (len, sx) {
@@ -349,6 +358,132 @@ impl Run {
     }
 }
 
+/// Longest input segment (in floats) one group of a stride-2 run spans for
+/// [`Run::pack_deinterleaved`].
+const SEG_SPAN: usize = 128;
+
+/// Scratch of [`Run::pack_deinterleaved`], made once per packed strip: a
+/// zero-padded input segment and its even and odd columns.
+struct SplitSeg {
+    seg: [f32; SEG_SPAN + 48],
+    ev: [f32; SEG_SPAN / 2],
+    od: [f32; SEG_SPAN / 2],
+}
+
+impl SplitSeg {
+    fn new() -> Self {
+        SplitSeg { seg: [0.0; SEG_SPAN + 48], ev: [0.0; SEG_SPAN / 2], od: [0.0; SEG_SPAN / 2] }
+    }
+}
+
+impl Run {
+    /// A run at a column stride of 2 whose length the packer has no
+    /// fixed-size copy for (an output row shorter than a strip, or a strip
+    /// crossing rows): the input segment every row of `group` reads is
+    /// split once into its even and odd columns (staged with its zero
+    /// padding first when it crosses a border of the row), and each row
+    /// becomes one contiguous copy from the half its first input falls in,
+    /// instead of a strided gather per row. `false`, writing nothing, when
+    /// the segment is longer than [`SEG_SPAN`].
+    #[inline(always)]
+    fn pack_deinterleaved(
+        &self,
+        group: &mut [f32],
+        stride: usize,
+        xrow: &[f32],
+        h: &mut SplitSeg,
+    ) -> bool {
+        let (len, c0, dx) = (self.len, self.c0, self.dx);
+        let rows = group.len() / stride.max(1);
+        if rows == 0 || len == 0 {
+            return false;
+        }
+        // Row `i` reads segment floats `i * dx + 2 * t` for `t < len`.
+        let Some(span) = (rows - 1)
+            .checked_mul(dx)
+            .and_then(|v| v.checked_add(2 * (len - 1) + 1))
+            .filter(|&v| v <= SEG_SPAN)
+        else {
+            return false;
+        };
+        let blocks = span.div_ceil(2).div_ceil(16);
+        // Each half reads whole blocks of 32 floats (the odd one from the
+        // second float): floats past `span` land past what any row copies.
+        let reach = 32 * blocks + 1;
+        let start = self.first + (self.kx0 * dx) as isize;
+        let inside = start >= 0 && start + span as isize <= self.w;
+        let seg: &[f32] = match xrow.get(start.max(0) as usize..) {
+            Some(s) if inside && s.len() >= reach => s,
+            _ => {
+                // The segment, zero outside the row (`xrow` runs on past it).
+                let w = self.w.max(0) as usize;
+                let row = xrow.get(..w).unwrap_or(xrow);
+                let lo = ((-start).max(0) as usize).min(span);
+                let hi = ((self.w - start).max(0) as usize).clamp(lo, span);
+                if let Some(z) = h.seg.get_mut(..lo) {
+                    z.fill(0.0);
+                }
+                if let Some(z) = h.seg.get_mut(hi..span) {
+                    z.fill(0.0);
+                }
+                let from = (start + lo as isize).max(0) as usize;
+                if let (Some(d), Some(s)) = (h.seg.get_mut(lo..hi), row.get(from..from + (hi - lo)))
+                {
+                    copy_any(d, s);
+                }
+                &h.seg
+            }
+        };
+        let odd = dx % 2 == 1 && rows > 1;
+        for b in 0..blocks {
+            let (e, s) = (h.ev.get_mut(16 * b..16 * b + 16), seg.get(32 * b..32 * b + 32));
+            if let (Some(Ok(e)), Some(Ok(s))) =
+                (e.map(<&mut [f32; 16]>::try_from), s.map(<&[f32; 32]>::try_from))
+            {
+                self.evens.copy(e, s);
+            }
+            if odd {
+                let (o, s) = (h.od.get_mut(16 * b..16 * b + 16), seg.get(32 * b + 1..32 * b + 33));
+                if let (Some(Ok(o)), Some(Ok(s))) =
+                    (o.map(<&mut [f32; 16]>::try_from), s.map(<&[f32; 32]>::try_from))
+                {
+                    self.evens.copy(o, s);
+                }
+            }
+        }
+        for (i, r) in group.chunks_exact_mut(stride).enumerate() {
+            let o = i * dx;
+            let half: &[f32] = if o % 2 == 0 { &h.ev } else { &h.od };
+            if let (Some(d), Some(s)) = (r.get_mut(c0..c0 + len), half.get(o / 2..o / 2 + len)) {
+                copy_short(d, s);
+            }
+        }
+        true
+    }
+}
+
+/// `dst = src` (of equal lengths) as 16-float moves, the last one
+/// overlapping, rather than a call.
+#[inline(always)]
+fn copy_any(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    if n < 16 || n != src.len() {
+        copy_short(dst, src);
+        return;
+    }
+    let mut at = 0;
+    while at < n {
+        let from = at.min(n - 16);
+        if let (Some(Ok(d)), Some(Ok(s))) = (
+            dst.get_mut(from..from + 16).map(<&mut [f32; 16]>::try_from),
+            src.get(from..from + 16).map(<&[f32; 16]>::try_from),
+        ) {
+            *d = *s;
+        }
+        at += 16;
+    }
+}
+
 /// Zeroes one run of a packed row; the usual run lengths (the strip widths 32,
 /// 16 and 8) as fixed-size stores rather than a call.
 #[inline(always)]
@@ -364,15 +499,15 @@ fn zero_run(dst: &mut [f32]) {
     }
 }
 
-/// Copies `src` (as long as `dst`, at most 16 in packing) with two
+/// Copies `src` (as long as `dst`, at most 32 in packing) with two
 /// overlapping fixed-size moves instead of a call.
 #[inline(always)]
 fn copy_short(dst: &mut [f32], src: &[f32]) {
     fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
         let n = dst.len();
         for at in [0, n - N] {
-            if let (Ok(d), Some(s)) =
-                (<&mut [f32; N]>::try_from(&mut dst[at..at + N]), src.get(at..at + N))
+            if let (Some(Ok(d)), Some(s)) =
+                (dst.get_mut(at..at + N).map(<&mut [f32; N]>::try_from), src.get(at..at + N))
             {
                 d.copy_from_slice(s);
             }
@@ -380,6 +515,7 @@ fn copy_short(dst: &mut [f32], src: &[f32]) {
     }
     match dst.len() {
         n if n != src.len() => {}
+        17..=32 => two::<16>(dst, src),
         8..=16 => two::<8>(dst, src),
         4..=7 => two::<4>(dst, src),
         _ => dst.copy_from_slice(src),
@@ -1073,33 +1209,51 @@ mod tests {
     /// past the last column.
     #[test]
     fn im2col_strips_match_the_im2col_matrix() {
-        // (C, H, W, kernel, stride, pads top/left)
+        // (C, H, W, kernel, stride, dilation, pads top/left)
         let cases = [
-            (2, 5, 70, [3, 3], [2, 2], [1, 1]),
-            (3, 4, 64, [3, 3], [2, 2], [1, 1]),
-            (2, 3, 67, [3, 3], [2, 2], [0, 0]),
-            (1, 6, 35, [3, 3], [2, 2], [1, 1]),
-            (2, 7, 33, [2, 5], [1, 2], [0, 2]),
-            (3, 9, 40, [3, 3], [1, 1], [1, 1]),
+            (2, 5, 70, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (3, 4, 64, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (2, 3, 67, [3, 3], [2, 2], [1, 1], [0, 0]),
+            (1, 6, 35, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (2, 7, 33, [2, 5], [1, 2], [1, 1], [0, 2]),
+            (3, 9, 40, [3, 3], [1, 1], [1, 1], [1, 1]),
+            // Stride-2 runs of lengths without a fixed copy (output rows of
+            // 7, 14, 28 and odd ones), 1x1 and 7x7 kernels, dilations 2
+            // and 3, and a dilation whose segment is too long to stage.
+            (3, 5, 14, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (2, 4, 28, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (2, 3, 56, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (3, 4, 56, [1, 1], [2, 2], [1, 1], [0, 0]),
+            (2, 3, 13, [1, 1], [2, 2], [1, 1], [0, 0]),
+            (3, 9, 45, [7, 7], [2, 2], [1, 1], [3, 3]),
+            (2, 8, 29, [7, 7], [2, 2], [1, 1], [3, 2]),
+            // Runs of 32 and 16 crossing the row's borders (a 7x7 stem).
+            (2, 5, 64, [7, 7], [2, 2], [1, 1], [3, 3]),
+            (1, 4, 32, [7, 7], [2, 2], [1, 1], [3, 3]),
+            (2, 3, 40, [3, 3], [2, 2], [1, 1], [1, 1]),
+            (2, 6, 37, [3, 3], [2, 2], [2, 2], [2, 1]),
+            (1, 7, 41, [3, 5], [2, 2], [1, 3], [1, 0]),
+            (1, 5, 160, [2, 3], [2, 2], [1, 40], [0, 1]),
+            (2, 5, 23, [3, 3], [3, 2], [1, 1], [1, 1]),
         ];
-        for (t, &(c, h, w, k, s, pad)) in cases.iter().enumerate() {
-            let oh = (h + 2 * pad[0] - k[0]) / s[0] + 1;
-            let ow = (w + 2 * pad[1] - k[1]) / s[1] + 1;
-            let x: Vec<f32> = (0..c * h * w).map(|i| i as f32 + 1.0).collect();
-            let b = Im2col { x: &x, h, w, ow, k, s, d: [1, 1], pad, evens: simd::Evens::detect() };
+        for (t, &(c, h, w, k, s, d, pad)) in cases.iter().enumerate() {
+            let oh = (h + 2 * pad[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+            let ow = (w + 2 * pad[1] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+            let x: Vec<f32> = (0..c * h * w).map(|i| i as f32 - 60.5).collect();
+            let b = Im2col { x: &x, h, w, ow, k, s, d, pad, evens: simd::Evens::detect() };
             let (kdim, n) = (c * k[0] * k[1], oh * ow);
             let want = |p: usize, j: usize| {
                 let (ci, ky, kx) = (p / (k[0] * k[1]), p / k[1] % k[0], p % k[1]);
                 let (oy, ox) = (j / ow, j % ow);
-                let iy = (oy * s[0] + ky).checked_sub(pad[0]).filter(|&v| v < h);
-                let ix = (ox * s[1] + kx).checked_sub(pad[1]).filter(|&v| v < w);
+                let iy = (oy * s[0] + ky * d[0]).checked_sub(pad[0]).filter(|&v| v < h);
+                let ix = (ox * s[1] + kx * d[1]).checked_sub(pad[1]).filter(|&v| v < w);
                 match (iy, ix) {
                     (Some(iy), Some(ix)) => x[(ci * h + iy) * w + ix],
                     _ => 0.0,
                 }
             };
             for nr in [32, 16, 8] {
-                for p0 in [0, 1, 4] {
+                for p0 in [0, 1, 4].into_iter().filter(|&p0| p0 < kdim) {
                     let kc = kdim - p0;
                     let mut out = vec![f32::NAN; kc * nr];
                     for j0 in (0..n).step_by(nr) {
@@ -1157,6 +1311,13 @@ mod tests {
             ([1, 2, 2, 2], [4, 17], [2, 2], [1, 3], [2, 1], [1, 1, 0, 2]),
             ([1, 4, 4, 4], [16, 16], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
             ([1, 3, 3, 3], [1, 9], [1, 9], [1, 1], [1, 1], [0, 4, 0, 4]),
+            // Strided convolutions of more channels (odd sizes, 7x7 and 5x5
+            // kernels, stride 3, dilation 2, asymmetric pads, batch 2).
+            ([2, 24, 9, 1], [7, 9], [3, 3], [2, 2], [1, 1], [1, 0, 2, 1]),
+            ([1, 3, 10, 1], [21, 29], [7, 7], [2, 2], [1, 1], [3, 3, 3, 2]),
+            ([2, 30, 8, 1], [7, 9], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([1, 20, 6, 1], [11, 13], [3, 3], [2, 2], [2, 2], [2, 1, 2, 2]),
+            ([1, 16, 5, 1], [13, 14], [5, 5], [3, 3], [1, 1], [2, 2, 1, 0]),
         ];
         for (t, &([n, c, m, g], ind, k, s, d, pads)) in cases.iter().enumerate() {
             let out: [usize; 2] = core::array::from_fn(|i| {
