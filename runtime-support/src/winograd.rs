@@ -175,14 +175,15 @@ impl Plane {
     /// `V = Bᵀ d B` of the tiles of piece `p` of the channel plane `x`
     /// (zero outside it: padding, and past the end for partial tiles):
     /// `V_xi` of the piece's tile `j` goes to `v[vc(xi) + p.at + j]`. The
-    /// four input rows are split into even and odd padded columns once,
-    /// combined row-wise (`Bᵀ d`), then column-wise, every step a vector
-    /// loop over the piece's tiles writing runs of `V`.
+    /// four input rows are split into even and odd padded columns once;
+    /// then, [`W`] tiles at a time in fixed-size arrays (vector registers),
+    /// combined row-wise (`Bᵀ d`), then column-wise, each of the 16
+    /// results stored as a run of `V`.
     #[inline(always)]
     fn input_piece(&self, x: &[f32], p: Piece, v: &mut [f32], vc: impl Fn(usize) -> usize) {
         let n = p.n.min(PIECE);
-        let mut e = [[0.0f32; PIECE + 1]; 4];
-        let mut o = [[0.0f32; PIECE + 1]; 4];
+        let mut e = [[0.0f32; SPLIT]; 4];
+        let mut o = [[0.0f32; SPLIT]; 4];
         for (r, (er, or)) in e.iter_mut().zip(o.iter_mut()).enumerate() {
             let Some(iy) = (2 * p.ty + r).checked_sub(self.top).filter(|&v| v < self.h) else {
                 continue;
@@ -192,48 +193,75 @@ impl Plane {
             }
         }
         // Bᵀ rows: [1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1].
-        let rows = |d: &[[f32; PIECE + 1]; 4]| {
-            let mut c = [[0.0f32; PIECE + 1]; 4];
-            let [d0, d1, d2, d3] = d;
-            let [c0, c1, c2, c3] = &mut c;
-            for i in 0..=n {
-                c0[i] = d0[i] - d2[i];
-                c1[i] = d1[i] + d2[i];
-                c2[i] = d2[i] - d1[i];
-                c3[i] = d1[i] - d3[i];
-            }
-            c
+        let rows = |d: &[[f32; SPLIT]; 4], j: usize| {
+            let [d0, d1, d2, d3] = d.each_ref().map(|r| lanes(r, j));
+            [sub(d0, d2), add(d1, d2), sub(d2, d1), sub(d1, d3)]
         };
-        let (ce, co) = (rows(&e), rows(&o));
-        // Then B on each row: a0 - a2, a1 + a2, a2 - a1, a1 - a3 of the
-        // columns (a0, a1, a2, a3) = (e[j], o[j], e[j + 1], o[j + 1]).
-        for (i, (ei, oi)) in ce.iter().zip(&co).enumerate() {
-            let (e0, e1, o0, o1) = (&ei[..n], &ei[1..=n], &oi[..n], &oi[1..=n]);
-            // One run of V per position: `$f` of the piece's columns.
-            macro_rules! put {
-                ($xi:expr, |$a:ident, $b:ident, $c:ident, $d:ident| $f:expr) => {
-                    let at = vc($xi) + p.at;
-                    if let Some(dst) = v.get_mut(at..at + n) {
-                        let cols = e0.iter().zip(e1).zip(o0).zip(o1);
-                        for (s, (((&$a, &$b), &$c), &$d)) in dst.iter_mut().zip(cols) {
-                            *s = $f;
-                        }
-                    }
-                };
+        let mut j0 = 0;
+        while j0 < n {
+            let len = W.min(n - j0);
+            let (e0, e1, o0, o1) = (rows(&e, j0), rows(&e, j0 + 1), rows(&o, j0), rows(&o, j0 + 1));
+            // Then B on each row: a0 - a2, a1 + a2, a2 - a1, a1 - a3 of the
+            // columns (a0, a1, a2, a3) = (e[j], o[j], e[j + 1], o[j + 1]).
+            for i in 0..4 {
+                let (a0, a1, a2, a3) = (e0[i], o0[i], e1[i], o1[i]);
+                let vals = [sub(a0, a2), add(a1, a2), sub(a2, a1), sub(a1, a3)];
+                for (q, val) in vals.iter().enumerate() {
+                    let at = vc(4 * i + q) + p.at + j0;
+                    store(v.get_mut(at..at + len), val);
+                }
             }
-            put!(4 * i, |a0, a2, _a1, _a3| a0 - a2);
-            put!(4 * i + 1, |_a0, a2, a1, _a3| a1 + a2);
-            put!(4 * i + 2, |_a0, a2, a1, _a3| a2 - a1);
-            put!(4 * i + 3, |_a0, _a2, a1, a3| a1 - a3);
+            j0 += W;
         }
+    }
+}
+
+/// Tiles the transforms combine at once, in fixed-size arrays.
+const W: usize = 16;
+
+/// Entries of the split rows: a piece's tiles and one more column, plus the
+/// slack the last fixed-size window reads.
+const SPLIT: usize = PIECE + W + 1;
+
+/// `W` consecutive floats of `a` from `at` (zero where `a` ends).
+#[inline(always)]
+fn lanes(a: &[f32], at: usize) -> [f32; W] {
+    match a.get(at..at + W).map(<[f32; W]>::try_from) {
+        Some(Ok(v)) => v,
+        _ => core::array::from_fn(|i| a.get(at + i).copied().unwrap_or(0.0)),
+    }
+}
+
+#[inline(always)]
+fn add(a: [f32; W], b: [f32; W]) -> [f32; W] {
+    core::array::from_fn(|i| a[i] + b[i])
+}
+
+#[inline(always)]
+fn sub(a: [f32; W], b: [f32; W]) -> [f32; W] {
+    core::array::from_fn(|i| a[i] - b[i])
+}
+
+/// Copies the first `dst.len()` (at most `W`) floats of `val` to `dst`.
+#[inline(always)]
+fn store(dst: Option<&mut [f32]>, val: &[f32; W]) {
+    match dst {
+        Some(d) if d.len() == W => d.copy_from_slice(val),
+        Some(d) => {
+            for (s, v) in d.iter_mut().zip(val) {
+                *s = *v;
+            }
+        }
+        None => {}
     }
 }
 
 /// `Aᵀ M A` (`Aᵀ` rows `[1, 1, 1, 0]`, `[0, 1, -1, -1]`) of the tiles of
 /// piece `p` for one output channel, `M_xi` of the piece's tile `j` at
 /// `m[mc(xi) + p.at + j]`, then `act(out + bias)`, written to the
-/// channel's output plane `y` (`oh x ow`) as whole output rows, the two
-/// columns of each tile interleaved.
+/// channel's output plane `y` (`oh x ow`) as runs of output rows, the two
+/// columns of each tile interleaved; [`W`] tiles at a time in fixed-size
+/// arrays.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn output_piece(
@@ -247,58 +275,55 @@ fn output_piece(
     y: &mut [f32],
 ) {
     let n = p.n.min(PIECE);
-    let mut s: [&[f32]; 16] = [&[]; 16];
-    for (xi, sx) in s.iter_mut().enumerate() {
-        let at = mc(xi) + p.at;
-        match m.get(at..at + n) {
-            Some(src) => *sx = src,
-            None => return,
-        }
-    }
-    // Row-wise first: t0[k] = s0k + s1k + s2k, t1[k] = s1k - s2k - s3k.
-    let mut t = [[[0.0f32; PIECE]; 4]; 2];
-    for k in 0..4 {
-        let (s0, s1, s2, s3) = (s[k], s[4 + k], s[8 + k], s[12 + k]);
-        let [ta, tb] = &mut t;
-        for j in 0..n {
-            ta[k][j] = s0[j] + s1[j] + s2[j];
-            tb[k][j] = s1[j] - s2[j] - s3[j];
-        }
-    }
     let (oy, ox) = (2 * p.ty, 2 * p.tx0);
-    let cols = (2 * n).min(ow.saturating_sub(ox));
-    for (r, tr) in t.iter().enumerate() {
-        if oy + r >= oh {
-            break;
-        }
-        let (mut y0, mut y1) = ([0.0f32; PIECE], [0.0f32; PIECE]);
-        let [t0, t1, t2, t3] = tr;
-        for j in 0..n {
-            y0[j] = t0[j] + t1[j] + t2[j];
-            y1[j] = t1[j] - t2[j] - t3[j];
-        }
-        for yv in [&mut y0, &mut y1] {
-            if let Some(b) = bias {
-                for v in yv[..n].iter_mut() {
-                    *v += b;
-                }
+    let mut j0 = 0;
+    while j0 < n {
+        let len = W.min(n - j0);
+        let s: [[f32; W]; 16] = core::array::from_fn(|xi| lanes(m, mc(xi) + p.at + j0));
+        // Row-wise first: t0[k] = s0k + s1k + s2k, t1[k] = s1k - s2k - s3k.
+        let t: [[[f32; W]; 4]; 2] = [
+            core::array::from_fn(|k| add(add(s[k], s[4 + k]), s[8 + k])),
+            core::array::from_fn(|k| sub(sub(s[4 + k], s[8 + k]), s[12 + k])),
+        ];
+        let x0 = ox + 2 * j0;
+        let cols = (2 * len).min(ow.saturating_sub(x0));
+        for (r, [t0, t1, t2, t3]) in t.iter().enumerate() {
+            if oy + r >= oh {
+                break;
             }
-            if act != Activation::None {
-                for v in yv[..n].iter_mut() {
-                    *v = act.apply(*v);
+            let mut y0 = add(add(*t0, *t1), *t2);
+            let mut y1 = sub(sub(*t1, *t2), *t3);
+            for yv in [&mut y0, &mut y1] {
+                if let Some(b) = bias {
+                    *yv = add(*yv, [b; W]);
                 }
+                finish(act, yv);
+            }
+            let z: [f32; 2 * W] =
+                core::array::from_fn(|i| if i % 2 == 0 { y0[i / 2] } else { y1[i / 2] });
+            let at = (oy + r) * ow + x0;
+            match y.get_mut(at..at + cols) {
+                Some(d) if d.len() == 2 * W => d.copy_from_slice(&z),
+                Some(d) => {
+                    for (s, v) in d.iter_mut().zip(&z) {
+                        *s = *v;
+                    }
+                }
+                None => return,
             }
         }
-        let at = (oy + r) * ow + ox;
-        let Some(dst) = y.get_mut(at..at + cols) else { return };
-        let mut pairs = dst.chunks_exact_mut(2);
-        for ((pair, a), b) in (&mut pairs).zip(&y0).zip(&y1) {
-            pair[0] = *a;
-            pair[1] = *b;
-        }
-        if let ([last], Some(a)) = (pairs.into_remainder(), y0.get(cols / 2)) {
-            *last = *a;
-        }
+        j0 += W;
+    }
+}
+
+/// `act` on each of `v`, the match outside the loops.
+#[inline(always)]
+fn finish(act: Activation, v: &mut [f32; W]) {
+    match act {
+        Activation::None => {}
+        Activation::Relu => v.iter_mut().for_each(|x| *x = Activation::Relu.apply(*x)),
+        a @ Activation::LeakyRelu { .. } => v.iter_mut().for_each(|x| *x = a.apply(*x)),
+        a @ Activation::Clip { .. } => v.iter_mut().for_each(|x| *x = a.apply(*x)),
     }
 }
 
