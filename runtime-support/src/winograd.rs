@@ -180,21 +180,34 @@ impl Plane {
     /// combined row-wise (`Bᵀ d`), then column-wise, each of the 16
     /// results stored as a run of `V`.
     #[inline(always)]
-    fn input_piece(&self, x: &[f32], p: Piece, v: &mut [f32], vc: impl Fn(usize) -> usize) {
+    fn input_piece(
+        &self,
+        x: &[f32],
+        p: Piece,
+        split: &mut Split,
+        v: &mut [f32],
+        vc: impl Fn(usize) -> usize,
+    ) {
         let n = p.n.min(PIECE);
-        let mut e = [[0.0f32; SPLIT]; 4];
-        let mut o = [[0.0f32; SPLIT]; 4];
+        let [e, o] = split;
         for (r, (er, or)) in e.iter_mut().zip(o.iter_mut()).enumerate() {
-            let Some(iy) = (2 * p.ty + r).checked_sub(self.top).filter(|&v| v < self.h) else {
-                continue;
-            };
-            if let Some(row) = x.get(iy * self.w..(iy + 1) * self.w) {
-                self.split_row(row, p.tx0, n + 1, er, or);
+            let row = (2 * p.ty + r)
+                .checked_sub(self.top)
+                .filter(|&v| v < self.h)
+                .and_then(|iy| x.get(iy * self.w..(iy + 1) * self.w));
+            match row {
+                Some(row) => self.split_row(row, p.tx0, n + 1, er, or),
+                None => {
+                    er[..=n].fill(0.0);
+                    or[..=n].fill(0.0);
+                }
             }
         }
+        let (e, o) = (&*e, &*o);
         // Bᵀ rows: [1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1].
         let rows = |d: &[[f32; SPLIT]; 4], j: usize| {
-            let [d0, d1, d2, d3] = d.each_ref().map(|r| lanes(r, j));
+            let [r0, r1, r2, r3] = d;
+            let (d0, d1, d2, d3) = (lanes(r0, j), lanes(r1, j), lanes(r2, j), lanes(r3, j));
             [sub(d0, d2), add(d1, d2), sub(d2, d1), sub(d1, d3)]
         };
         let mut j0 = 0;
@@ -216,6 +229,10 @@ impl Plane {
     }
 }
 
+/// The even and odd padded columns of the four input rows of a piece
+/// ([`Plane::input_piece`]); entries past the piece's are never used.
+type Split = [[[f32; SPLIT]; 4]; 2];
+
 /// Tiles the transforms combine at once, in fixed-size arrays.
 const W: usize = 16;
 
@@ -226,20 +243,34 @@ const SPLIT: usize = PIECE + W + 1;
 /// `W` consecutive floats of `a` from `at` (zero where `a` ends).
 #[inline(always)]
 fn lanes(a: &[f32], at: usize) -> [f32; W] {
-    match a.get(at..at + W).map(<[f32; W]>::try_from) {
-        Some(Ok(v)) => v,
-        _ => core::array::from_fn(|i| a.get(at + i).copied().unwrap_or(0.0)),
+    let mut v = [0.0f32; W];
+    match a.get(at..at + W) {
+        Some(src) => v.copy_from_slice(src),
+        None => {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = a.get(at + i).copied().unwrap_or(0.0);
+            }
+        }
     }
+    v
+}
+
+// Element-wise on fixed-size arrays, plain loops (no closures) so they
+// compile to vector instructions.
+#[inline(always)]
+fn add(mut a: [f32; W], b: [f32; W]) -> [f32; W] {
+    for i in 0..W {
+        a[i] += b[i];
+    }
+    a
 }
 
 #[inline(always)]
-fn add(a: [f32; W], b: [f32; W]) -> [f32; W] {
-    core::array::from_fn(|i| a[i] + b[i])
-}
-
-#[inline(always)]
-fn sub(a: [f32; W], b: [f32; W]) -> [f32; W] {
-    core::array::from_fn(|i| a[i] - b[i])
+fn sub(mut a: [f32; W], b: [f32; W]) -> [f32; W] {
+    for i in 0..W {
+        a[i] -= b[i];
+    }
+    a
 }
 
 /// Copies the first `dst.len()` (at most `W`) floats of `val` to `dst`.
@@ -279,12 +310,16 @@ fn output_piece(
     let mut j0 = 0;
     while j0 < n {
         let len = W.min(n - j0);
-        let s: [[f32; W]; 16] = core::array::from_fn(|xi| lanes(m, mc(xi) + p.at + j0));
+        let mut s = [[0.0f32; W]; 16];
+        for (xi, sx) in s.iter_mut().enumerate() {
+            *sx = lanes(m, mc(xi) + p.at + j0);
+        }
         // Row-wise first: t0[k] = s0k + s1k + s2k, t1[k] = s1k - s2k - s3k.
-        let t: [[[f32; W]; 4]; 2] = [
-            core::array::from_fn(|k| add(add(s[k], s[4 + k]), s[8 + k])),
-            core::array::from_fn(|k| sub(sub(s[4 + k], s[8 + k]), s[12 + k])),
-        ];
+        let mut t = [[[0.0f32; W]; 4]; 2];
+        for k in 0..4 {
+            t[0][k] = add(add(s[k], s[4 + k]), s[8 + k]);
+            t[1][k] = sub(sub(s[4 + k], s[8 + k]), s[12 + k]);
+        }
         let x0 = ox + 2 * j0;
         let cols = (2 * len).min(ow.saturating_sub(x0));
         for (r, [t0, t1, t2, t3]) in t.iter().enumerate() {
@@ -299,8 +334,11 @@ fn output_piece(
                 }
                 finish(act, yv);
             }
-            let z: [f32; 2 * W] =
-                core::array::from_fn(|i| if i % 2 == 0 { y0[i / 2] } else { y1[i / 2] });
+            let mut z = [0.0f32; 2 * W];
+            for i in 0..W {
+                z[2 * i] = y0[i];
+                z[2 * i + 1] = y1[i];
+            }
             let at = (oy + r) * ow + x0;
             match y.get_mut(at..at + cols) {
                 Some(d) if d.len() == 2 * W => d.copy_from_slice(&z),
@@ -448,10 +486,11 @@ impl simd::Vectorize for Inputs<'_> {
     #[inline(always)]
     fn run(self) {
         let Block { t0, tb, tiles_w } = self.geo;
+        let mut split: Split = [[[0.0f32; SPLIT]; 4]; 2];
         for (c, xp) in self.x.chunks_exact(self.in_size.max(1)).take(self.cin).enumerate() {
             let vc = |xi: usize| (xi * self.cin + c) * tb;
             for p in pieces(t0, tb, tiles_w) {
-                self.plane.input_piece(xp, p, self.v, vc);
+                self.plane.input_piece(xp, p, &mut split, self.v, vc);
             }
         }
     }
