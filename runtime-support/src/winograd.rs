@@ -624,7 +624,12 @@ mod tests {
         check(2, 9, 33, 7, 8, [1; 4], true, Activation::Clip { min: -0.25, max: 0.5 }, 3);
         check(2, 16, 64, 14, 14, [1; 4], false, Activation::LeakyRelu { alpha: 0.1 }, 64);
         check(1, 40, 40, 13, 15, [1; 4], true, none, 16);
-        // Rows wider than the row buffer: tile by tile.
+        // Pieces of a tile row cut at 64 tiles and at blocks of odd sizes;
+        // channels across panels of 8; odd output widths (a half last tile).
+        check(1, 3, 5, 11, 150, [1, 2, 1, 0], true, Activation::Relu, 37);
+        check(1, 3, 2, 6, 131, [0, 1, 0, 1], false, none, 65);
+        check(2, 11, 17, 9, 37, [1; 4], true, Activation::LeakyRelu { alpha: 0.3 }, 23);
+        // Rows wider than a piece.
         check(1, 2, 3, 3, 300, [1, 0, 1, 2], true, none, 64);
         check(1, 2, 3, 5, 257, [2; 4], false, none, 7);
     }
