@@ -213,7 +213,7 @@ impl Plane {
         let mut j0 = 0;
         while j0 < n {
             let len = W.min(n - j0);
-            let (e0, e1, o0, o1) = (rows(&e, j0), rows(&e, j0 + 1), rows(&o, j0), rows(&o, j0 + 1));
+            let (e0, e1, o0, o1) = (rows(e, j0), rows(e, j0 + 1), rows(o, j0), rows(o, j0 + 1));
             // Then B on each row: a0 - a2, a1 + a2, a2 - a1, a1 - a3 of the
             // columns (a0, a1, a2, a3) = (e[j], o[j], e[j + 1], o[j + 1]).
             for i in 0..4 {
