@@ -20,9 +20,10 @@
 //! finite exactly when the direct one is.
 //!
 //! The 16 products run on the crate's blocked SIMD product with the
-//! transformed weights laid out once in the 32-column strips of
-//! [`crate::gemm::pack_b_strips`]: tiles are the product's rows, input
-//! channels its depth, output channels its columns.
+//! transformed weights laid out once as its A operand, in panels of 8
+//! output channels: output channels are the product's rows, input channels
+//! its depth, tiles its columns. Each channel's sums for a run of tiles are
+//! then contiguous, so the output transform writes whole output rows.
 
 use crate::conv::{Activation, Conv};
 use crate::shape::numel;
