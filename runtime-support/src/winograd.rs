@@ -20,14 +20,14 @@
 //! finite exactly when the direct one is.
 //!
 //! The 16 products run on the crate's blocked SIMD product with the
-//! transformed weights laid out once in the 32-column strips of
-//! [`crate::gemm::pack_b_strips`]: tiles are the product's rows, input
-//! channels its depth, output channels its columns.
+//! transformed weights laid out once as its A operand, in panels of 8
+//! output channels: output channels are the product's rows, input channels
+//! its depth, tiles its columns. Each channel's sums for a run of tiles are
+//! then contiguous, so the output transform writes whole output rows.
 
 use crate::conv::{Activation, Conv};
-use crate::gemm::packed_b_len;
 use crate::shape::numel;
-use crate::simd::{self, Epilogue, Out, STRIP, StripsB, ViewA};
+use crate::simd::{self, DenseB, Epilogue, Out, PANEL, PanelA, panels_len};
 use crate::{Error, Result, ensure};
 
 /// Tiles one block of [`sconv3x3`] handles at most; the generator sizes the
@@ -35,10 +35,10 @@ use crate::{Error, Result, ensure};
 pub const MAX_BLOCK: usize = 64;
 
 /// Floats of the transformed weights of a convolution of `cin` input and
-/// `cout` output channels: 16 `cin x cout` matrices in strips (the columns
-/// padded to a multiple of 32); `None` on overflow.
+/// `cout` output channels: 16 `cout x cin` matrices in panels of 8 rows (the
+/// rows padded to a multiple of 8); `None` on overflow.
 pub fn weights_len(cin: usize, cout: usize) -> Option<usize> {
-    packed_b_len(cin, cout)?.checked_mul(16)
+    panels_len(cout, cin)?.checked_mul(16)
 }
 
 /// Floats of scratch memory [`sconv3x3`] needs to handle `tiles` tiles at a
@@ -56,13 +56,15 @@ pub fn tiles_of(oh: usize, ow: usize) -> Option<usize> {
 
 /// Lays out the filters `w` (`[cout, cin, 3, 3]`, row-major) for
 /// [`sconv3x3`]: for each of the 16 positions `xi` of `U = G g Gᵀ`, the
-/// `cin x cout` matrix `U_xi[c, o]` laid out as
-/// [`crate::gemm::pack_b_strips`] lays out a B, the 16 one after another
-/// ([`weights_len`] floats). Computed in f64, rounded once. Refuses weights
-/// that are not all finite (see the module's notes).
+/// `cout x cin` matrix `U_xi[o, c]` in panels of [`PANEL`] output channels
+/// (`U_xi[o, c]` at `(o / PANEL) * PANEL * cin + c * PANEL + o % PANEL`,
+/// zero in the rows past `cout`), the A operand of the product as the
+/// micro-kernels read it, the 16 one after another ([`weights_len`]
+/// floats). Computed in f64, rounded once. Refuses weights that are not
+/// all finite (see the module's notes).
 pub fn transform_weights(cin: usize, cout: usize, w: &[f32], out: &mut [f32]) -> Result {
     let taps = cin.checked_mul(cout).and_then(|v| v.checked_mul(9)).ok_or(Error::Overflow)?;
-    let one = packed_b_len(cin, cout).ok_or(Error::Overflow)?;
+    let one = panels_len(cout, cin).ok_or(Error::Overflow)?;
     let len = weights_len(cin, cout).ok_or(Error::Overflow)?;
     ensure(w.len() == taps && out.len() == len, Error::ShapeMismatch)?;
     ensure(w.iter().all(|v| v.is_finite()), Error::InvalidParams)?;
@@ -82,7 +84,7 @@ pub fn transform_weights(cin: usize, cout: usize, w: &[f32], out: &mut [f32]) ->
         let cols = [col(0), col(1), col(2)];
         let t: [[f64; 3]; 4] = core::array::from_fn(|r| [cols[0][r], cols[1][r], cols[2][r]]);
         // (G g) Gᵀ: the same on each row.
-        let at = (o / STRIP) * STRIP * cin + c * STRIP + o % STRIP;
+        let at = (o / PANEL) * PANEL * cin + c * PANEL + o % PANEL;
         for (r, row) in t.iter().enumerate() {
             let [a, b, d] = *row;
             let u = [a, (a + b + d) * 0.5, (a - b + d) * 0.5, d];
@@ -95,122 +97,34 @@ pub fn transform_weights(cin: usize, cout: usize, w: &[f32], out: &mut [f32]) ->
     Ok(())
 }
 
-/// `Bᵀ d B` of one 4x4 input tile `d` (row-major), row-major.
-#[inline(always)]
-fn input_transform(d: &[f32; 16]) -> [f32; 16] {
-    // Bᵀ rows: [1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1].
-    let mut t = [0.0f32; 16];
-    for j in 0..4 {
-        let (d0, d1, d2, d3) = (d[j], d[4 + j], d[8 + j], d[12 + j]);
-        t[j] = d0 - d2;
-        t[4 + j] = d1 + d2;
-        t[8 + j] = d2 - d1;
-        t[12 + j] = d1 - d3;
-    }
-    let mut v = [0.0f32; 16];
-    for i in 0..4 {
-        let (t0, t1, t2, t3) = (t[i * 4], t[i * 4 + 1], t[i * 4 + 2], t[i * 4 + 3]);
-        v[i * 4] = t0 - t2;
-        v[i * 4 + 1] = t1 + t2;
-        v[i * 4 + 2] = t2 - t1;
-        v[i * 4 + 3] = t1 - t3;
-    }
-    v
+/// Most tiles of one tile row the transforms handle at once (their stack
+/// buffers); longer runs are cut in pieces.
+const PIECE: usize = 64;
+
+/// A run of tiles of one tile row: row `ty`, columns `tx0..tx0 + n`,
+/// tiles `at..at + n` of the block.
+#[derive(Clone, Copy)]
+struct Piece {
+    ty: usize,
+    tx0: usize,
+    n: usize,
+    at: usize,
 }
 
-/// Output channels the output transform handles at once.
-const LANES: usize = 16;
-
-/// `Aᵀ m A` (`Aᵀ` rows `[1, 1, 1, 0]`, `[0, 1, -1, -1]`) of `LANES` sets of
-/// 16 sums at once, `s[xi][lane]` with `xi` row-major: the 2x2 outputs
-/// (row-major), each a vector of lanes.
-#[inline(always)]
-fn output_lanes(s: &[[f32; LANES]; 16]) -> [[f32; LANES]; 4] {
-    let mut t = [[0.0f32; LANES]; 8];
-    for j in 0..4 {
-        for l in 0..LANES {
-            let (m0, m1, m2, m3) = (s[j][l], s[4 + j][l], s[8 + j][l], s[12 + j][l]);
-            t[j][l] = m0 + m1 + m2;
-            t[4 + j][l] = m1 - m2 - m3;
+/// The pieces tiles `t0..t0 + tb` of an image `tiles_w` tiles wide fall
+/// into, in order.
+fn pieces(t0: usize, tb: usize, tiles_w: usize) -> impl Iterator<Item = Piece> {
+    let (mut t, end) = (t0, t0.saturating_add(tb));
+    core::iter::from_fn(move || {
+        if t >= end || tiles_w == 0 {
+            return None;
         }
-    }
-    let mut y = [[0.0f32; LANES]; 4];
-    for i in 0..2 {
-        for l in 0..LANES {
-            let (t0, t1, t2, t3) = (t[i * 4][l], t[i * 4 + 1][l], t[i * 4 + 2][l], t[i * 4 + 3][l]);
-            y[i * 2][l] = t0 + t1 + t2;
-            y[i * 2 + 1][l] = t1 - t2 - t3;
-        }
-    }
-    y
-}
-
-/// Widest padded row [`input_rows`] handles (on the stack).
-const ROW: usize = 256;
-
-/// The input transform of tiles `t0..t0 + tb` of one channel plane `x`, a
-/// row of tiles at a time: the four input rows a tile row covers are copied
-/// (zero outside the plane) into one padded row each, combined row-wise
-/// (`Bᵀ d`) over the whole width in vector loops, then column-wise per tile;
-/// `V_xi` of tile `t` goes to `v[vc(xi) + t]`. The same sums in the same
-/// order as [`input_transform`]. `false` (nothing written) when the padded
-/// row is wider than [`ROW`].
-#[inline(always)]
-fn input_rows(
-    plane: &Plane,
-    x: &[f32],
-    t0: usize,
-    tb: usize,
-    tiles_w: usize,
-    v: &mut [f32],
-    vc: impl Fn(usize) -> usize,
-) -> bool {
-    let width = 2 * tiles_w + 2;
-    if width > ROW {
-        return false;
-    }
-    let mut rows = [[0.0f32; ROW]; 4];
-    let mut comb = [[0.0f32; ROW]; 4];
-    let mut t = t0;
-    while t < t0 + tb {
         let (ty, tx0) = (t / tiles_w, t % tiles_w);
-        let tx1 = tiles_w.min(tx0 + (t0 + tb - t));
-        for (r, row) in rows.iter_mut().enumerate() {
-            row[..width].fill(0.0);
-            let Some(iy) = (2 * ty + r).checked_sub(plane.top).filter(|&v| v < plane.h) else {
-                continue;
-            };
-            // Input column ix sits at padded column ix + left.
-            let n = plane.w.min(width.saturating_sub(plane.left));
-            if let (Some(dst), Some(src)) =
-                (row.get_mut(plane.left..plane.left + n), x.get(iy * plane.w..iy * plane.w + n))
-            {
-                dst.copy_from_slice(src);
-            }
-        }
-        let [r0, r1, r2, r3] = &rows;
-        let [c0, c1, c2, c3] = &mut comb;
-        for i in 0..width {
-            c0[i] = r0[i] - r2[i];
-            c1[i] = r1[i] + r2[i];
-            c2[i] = r2[i] - r1[i];
-            c3[i] = r1[i] - r3[i];
-        }
-        for (i, ci) in comb.iter().enumerate() {
-            let [o0, o1, o2, o3] = [vc(i * 4), vc(i * 4 + 1), vc(i * 4 + 2), vc(i * 4 + 3)];
-            for tx in tx0..tx1 {
-                let at = t - t0 + tx - tx0;
-                let (a0, a1, a2, a3) = (ci[2 * tx], ci[2 * tx + 1], ci[2 * tx + 2], ci[2 * tx + 3]);
-                for (o, val) in [(o0, a0 - a2), (o1, a1 + a2), (o2, a2 - a1), (o3, a1 - a3)] {
-                    if let Some(s) = v.get_mut(o + at) {
-                        *s = val;
-                    }
-                }
-            }
-        }
-        t += tx1 - tx0;
-    }
-    true
+        let n = (tiles_w - tx0).min(end - t).min(PIECE);
+        let p = Piece { ty, tx0, n, at: t - t0 };
+        t += n;
+        Some(p)
+    })
 }
 
 /// The 2-D geometry of a convolution [`sconv3x3`] accepts.
@@ -224,38 +138,231 @@ struct Plane {
 }
 
 impl Plane {
-    /// The 4x4 input tile of tile `(ty, tx)` from the plane `x`, zero
-    /// outside it (padding, and past the end for partial tiles).
+    /// Splits the padded columns `2 * (tx0 + j)` (into `e[j]`) and
+    /// `2 * (tx0 + j) + 1` (into `o[j]`), `j < len`, of the input row `row`;
+    /// columns outside the row are left as they are (zero).
     #[inline(always)]
-    fn tile(&self, x: &[f32], ty: usize, tx: usize) -> [f32; 16] {
-        let mut d = [0.0f32; 16];
-        // Input row of the tile's first row: 2 * ty - top, maybe negative.
-        let (y0, x0) = (2 * ty, 2 * tx);
-        let inside = y0 >= self.top
-            && x0 >= self.left
-            && y0 + 4 <= self.top + self.h
-            && x0 + 4 <= self.left + self.w;
-        if inside {
-            let base = (y0 - self.top) * self.w + (x0 - self.left);
-            for r in 0..4 {
-                if let Some(src) = x.get(base + r * self.w..base + r * self.w + 4) {
-                    d[r * 4..r * 4 + 4].copy_from_slice(src);
+    fn split_row(&self, row: &[f32], tx0: usize, len: usize, e: &mut [f32], o: &mut [f32]) {
+        let first = 2 * tx0;
+        let (w, left) = (row.len(), self.left);
+        // Columns j whose pair lies inside the row: first + 2j >= left and
+        // first + 2j + 1 - left < w.
+        let lo = left.saturating_sub(first).div_ceil(2).min(len);
+        let hi = match (w + left).checked_sub(first + 2) {
+            Some(v) => (v / 2 + 1).min(len).max(lo),
+            None => lo,
+        };
+        let one = |pc: usize| pc.checked_sub(left).and_then(|ix| row.get(ix)).copied();
+        for j in (0..lo).chain(hi..len) {
+            if let (Some(ev), Some(ov)) = (e.get_mut(j), o.get_mut(j)) {
+                *ev = one(first + 2 * j).unwrap_or(0.0);
+                *ov = one(first + 2 * j + 1).unwrap_or(0.0);
+            }
+        }
+        if lo < hi {
+            let start = first + 2 * lo - left;
+            let (Some(src), Some(ed), Some(od)) =
+                (row.get(start..start + 2 * (hi - lo)), e.get_mut(lo..hi), o.get_mut(lo..hi))
+            else {
+                return;
+            };
+            for ((pair, ev), ov) in src.chunks_exact(2).zip(ed).zip(od) {
+                *ev = pair[0];
+                *ov = pair[1];
+            }
+        }
+    }
+
+    /// `V = Bᵀ d B` of the tiles of piece `p` of the channel plane `x`
+    /// (zero outside it: padding, and past the end for partial tiles):
+    /// `V_xi` of the piece's tile `j` goes to `v[vc(xi) + p.at + j]`. The
+    /// four input rows are split into even and odd padded columns once;
+    /// then, [`W`] tiles at a time in fixed-size arrays (vector registers),
+    /// combined row-wise (`Bᵀ d`), then column-wise, each of the 16
+    /// results stored as a run of `V`.
+    #[inline(always)]
+    fn input_piece(
+        &self,
+        x: &[f32],
+        p: Piece,
+        split: &mut Split,
+        v: &mut [f32],
+        vc: impl Fn(usize) -> usize,
+    ) {
+        let n = p.n.min(PIECE);
+        let [e, o] = split;
+        for (r, (er, or)) in e.iter_mut().zip(o.iter_mut()).enumerate() {
+            let row = (2 * p.ty + r)
+                .checked_sub(self.top)
+                .filter(|&v| v < self.h)
+                .and_then(|iy| x.get(iy * self.w..(iy + 1) * self.w));
+            match row {
+                Some(row) => self.split_row(row, p.tx0, n + 1, er, or),
+                None => {
+                    er[..=n].fill(0.0);
+                    or[..=n].fill(0.0);
                 }
             }
-            return d;
         }
-        for r in 0..4 {
-            let Some(iy) = (y0 + r).checked_sub(self.top).filter(|&v| v < self.h) else {
-                continue;
-            };
-            for c in 0..4 {
-                let Some(ix) = (x0 + c).checked_sub(self.left).filter(|&v| v < self.w) else {
-                    continue;
-                };
-                d[r * 4 + c] = x.get(iy * self.w + ix).copied().unwrap_or(0.0);
+        let (e, o) = (&*e, &*o);
+        // Bᵀ rows: [1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1].
+        let rows = |d: &[[f32; SPLIT]; 4], j: usize| {
+            let [r0, r1, r2, r3] = d;
+            let (d0, d1, d2, d3) = (lanes(r0, j), lanes(r1, j), lanes(r2, j), lanes(r3, j));
+            [sub(d0, d2), add(d1, d2), sub(d2, d1), sub(d1, d3)]
+        };
+        let mut j0 = 0;
+        while j0 < n {
+            let len = W.min(n - j0);
+            let (e0, e1, o0, o1) = (rows(e, j0), rows(e, j0 + 1), rows(o, j0), rows(o, j0 + 1));
+            // Then B on each row: a0 - a2, a1 + a2, a2 - a1, a1 - a3 of the
+            // columns (a0, a1, a2, a3) = (e[j], o[j], e[j + 1], o[j + 1]).
+            for i in 0..4 {
+                let (a0, a1, a2, a3) = (e0[i], o0[i], e1[i], o1[i]);
+                let vals = [sub(a0, a2), add(a1, a2), sub(a2, a1), sub(a1, a3)];
+                for (q, val) in vals.iter().enumerate() {
+                    let at = vc(4 * i + q) + p.at + j0;
+                    store(v.get_mut(at..at + len), val);
+                }
+            }
+            j0 += W;
+        }
+    }
+}
+
+/// The even and odd padded columns of the four input rows of a piece
+/// ([`Plane::input_piece`]); entries past the piece's are never used.
+type Split = [[[f32; SPLIT]; 4]; 2];
+
+/// Tiles the transforms combine at once, in fixed-size arrays.
+const W: usize = 16;
+
+/// Entries of the split rows: a piece's tiles and one more column, plus the
+/// slack the last fixed-size window reads.
+const SPLIT: usize = PIECE + W + 1;
+
+/// `W` consecutive floats of `a` from `at` (zero where `a` ends).
+#[inline(always)]
+fn lanes(a: &[f32], at: usize) -> [f32; W] {
+    let mut v = [0.0f32; W];
+    match a.get(at..at + W) {
+        Some(src) => v.copy_from_slice(src),
+        None => {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = a.get(at + i).copied().unwrap_or(0.0);
             }
         }
-        d
+    }
+    v
+}
+
+// Element-wise on fixed-size arrays, plain loops (no closures) so they
+// compile to vector instructions.
+#[inline(always)]
+fn add(mut a: [f32; W], b: [f32; W]) -> [f32; W] {
+    for i in 0..W {
+        a[i] += b[i];
+    }
+    a
+}
+
+#[inline(always)]
+fn sub(mut a: [f32; W], b: [f32; W]) -> [f32; W] {
+    for i in 0..W {
+        a[i] -= b[i];
+    }
+    a
+}
+
+/// Copies the first `dst.len()` (at most `W`) floats of `val` to `dst`.
+#[inline(always)]
+fn store(dst: Option<&mut [f32]>, val: &[f32; W]) {
+    match dst {
+        Some(d) if d.len() == W => d.copy_from_slice(val),
+        Some(d) => {
+            for (s, v) in d.iter_mut().zip(val) {
+                *s = *v;
+            }
+        }
+        None => {}
+    }
+}
+
+/// `Aᵀ M A` (`Aᵀ` rows `[1, 1, 1, 0]`, `[0, 1, -1, -1]`) of the tiles of
+/// piece `p` for one output channel, `M_xi` of the piece's tile `j` at
+/// `m[mc(xi) + p.at + j]`, then `act(out + bias)`, written to the
+/// channel's output plane `y` (`oh x ow`) as runs of output rows, the two
+/// columns of each tile interleaved; [`W`] tiles at a time in fixed-size
+/// arrays.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn output_piece(
+    m: &[f32],
+    mc: impl Fn(usize) -> usize,
+    p: Piece,
+    bias: Option<f32>,
+    act: Activation,
+    oh: usize,
+    ow: usize,
+    y: &mut [f32],
+) {
+    let n = p.n.min(PIECE);
+    let (oy, ox) = (2 * p.ty, 2 * p.tx0);
+    let mut j0 = 0;
+    while j0 < n {
+        let len = W.min(n - j0);
+        let mut s = [[0.0f32; W]; 16];
+        for (xi, sx) in s.iter_mut().enumerate() {
+            *sx = lanes(m, mc(xi) + p.at + j0);
+        }
+        // Row-wise first: t0[k] = s0k + s1k + s2k, t1[k] = s1k - s2k - s3k.
+        let mut t = [[[0.0f32; W]; 4]; 2];
+        for k in 0..4 {
+            t[0][k] = add(add(s[k], s[4 + k]), s[8 + k]);
+            t[1][k] = sub(sub(s[4 + k], s[8 + k]), s[12 + k]);
+        }
+        let x0 = ox + 2 * j0;
+        let cols = (2 * len).min(ow.saturating_sub(x0));
+        for (r, [t0, t1, t2, t3]) in t.iter().enumerate() {
+            if oy + r >= oh {
+                break;
+            }
+            let mut y0 = add(add(*t0, *t1), *t2);
+            let mut y1 = sub(sub(*t1, *t2), *t3);
+            for yv in [&mut y0, &mut y1] {
+                if let Some(b) = bias {
+                    *yv = add(*yv, [b; W]);
+                }
+                finish(act, yv);
+            }
+            let mut z = [0.0f32; 2 * W];
+            for i in 0..W {
+                z[2 * i] = y0[i];
+                z[2 * i + 1] = y1[i];
+            }
+            let at = (oy + r) * ow + x0;
+            match y.get_mut(at..at + cols) {
+                Some(d) if d.len() == 2 * W => d.copy_from_slice(&z),
+                Some(d) => {
+                    for (s, v) in d.iter_mut().zip(&z) {
+                        *s = *v;
+                    }
+                }
+                None => return,
+            }
+        }
+        j0 += W;
+    }
+}
+
+/// `act` on each of `v`, the match outside the loops.
+#[inline(always)]
+fn finish(act: Activation, v: &mut [f32; W]) {
+    match act {
+        Activation::None => {}
+        Activation::Relu => v.iter_mut().for_each(|x| *x = Activation::Relu.apply(*x)),
+        a @ Activation::LeakyRelu { .. } => v.iter_mut().for_each(|x| *x = a.apply(*x)),
+        a @ Activation::Clip { .. } => v.iter_mut().for_each(|x| *x = a.apply(*x)),
     }
 }
 
@@ -286,6 +393,12 @@ pub fn sconv3x3_fused(
 /// floats; it decides how many tiles run at a time (up to [`MAX_BLOCK`]).
 /// Same checks as [`crate::conv::conv`]; results equal it up to float
 /// rounding (and the infinities noted in the module's description).
+///
+/// A block of tiles runs in three steps: the input transform writes
+/// `V[xi][c][t]` (tiles innermost, a run per tile row), the 16 products
+/// `M_xi = U_xi V_xi` (`cout x tiles`) read it in place as their B, and the
+/// output transform reads each channel's runs of `M` and writes whole output
+/// rows.
 #[allow(clippy::too_many_arguments)]
 pub fn sconv3x3(
     p: &Conv<'_>,
@@ -321,8 +434,7 @@ pub fn sconv3x3(
     let block = (scratch.len() / per_tile).min(MAX_BLOCK).min(tiles);
     ensure(block > 0, Error::ShapeMismatch)?;
     let plane = Plane { h, w, top: win.pads_begin[0], left: win.pads_begin[1] };
-    let one = packed_b_len(cin, cout).ok_or(Error::Overflow)?;
-    let epi = Epilogue::bias_act(bias, act);
+    let one = panels_len(cout, cin).ok_or(Error::Overflow)?;
     let (v_all, m_all) = scratch.split_at_mut(16 * cin * block);
     let tiles_w = ow.div_ceil(2);
     for n in 0..p.batch {
@@ -331,65 +443,86 @@ pub fn sconv3x3(
         let mut t0 = 0;
         while t0 < tiles {
             let tb = block.min(tiles - t0);
-            // V laid out [16][cin][tb]: the rows (tiles) one register tile of
-            // the product reads at a step of the depth are adjacent.
             let v = v_all.get_mut(..16 * cin * tb).ok_or(Error::ShapeMismatch)?;
-            for (c, xp) in xs.chunks_exact(in_size).enumerate() {
-                let vc = |xi: usize| (xi * cin + c) * tb;
-                if !input_rows(&plane, xp, t0, tb, tiles_w, v, vc) {
-                    for t in 0..tb {
-                        let (ty, tx) = ((t0 + t) / tiles_w, (t0 + t) % tiles_w);
-                        let vt = input_transform(&plane.tile(xp, ty, tx));
-                        for (xi, val) in vt.iter().enumerate() {
-                            if let Some(s) = v.get_mut(vc(xi) + t) {
-                                *s = *val;
-                            }
-                        }
-                    }
-                }
-            }
+            let geo = Block { t0, tb, tiles_w };
+            simd::vectorize_wide(Inputs { plane, x: xs, in_size, cin, geo, v: &mut *v });
             let m = m_all.get_mut(..16 * cout * tb).ok_or(Error::ShapeMismatch)?;
-            for (xi, mx) in m.chunks_exact_mut(cout * tb).enumerate() {
-                let a = ViewA { data: v, off: xi * cin * tb, rs: 1, cs: tb };
-                let ux = u.get(xi * one..(xi + 1) * one).ok_or(Error::ShapeMismatch)?;
-                let b = StripsB { data: ux, k: cin };
-                simd::product(tb, cout, cin, a, &b, Out { y: mx, ldy: cout }, &Epilogue::NONE)?;
-            }
-            let m = &*m;
-            for t in 0..tb {
-                let (ty, tx) = ((t0 + t) / tiles_w, (t0 + t) % tiles_w);
-                let (oy, ox) = (2 * ty, 2 * tx);
-                let rows = if oy + 1 < oh { 2 } else { 1 };
-                let cols = if ox + 1 < ow { 2 } else { 1 };
-                // Output channels LANES at a time: the 16 sums of each are
-                // rows of M, so the transform runs as vector loops.
-                let mut o0 = 0;
-                while o0 < cout {
-                    let lanes = LANES.min(cout - o0);
-                    let mut s = [[0.0f32; LANES]; 16];
-                    for (xi, sx) in s.iter_mut().enumerate() {
-                        let at = (xi * tb + t) * cout + o0;
-                        let src = m.get(at..at + lanes).ok_or(Error::ShapeMismatch)?;
-                        sx[..lanes].copy_from_slice(src);
-                    }
-                    let out = output_lanes(&s);
-                    for (l, o) in (o0..o0 + lanes).enumerate() {
-                        for r in 0..rows {
-                            for q in 0..cols {
-                                let at = (oy + r) * ow + ox + q;
-                                if let Some(dst) = ys.get_mut(o * out_size + at) {
-                                    *dst = epi.one(o, at, out[r * 2 + q][l]);
-                                }
-                            }
-                        }
-                    }
-                    o0 += lanes;
+            if cin > 0 {
+                for (xi, mx) in m.chunks_exact_mut(cout * tb).enumerate() {
+                    let a = PanelA { data: u.get(xi * one..(xi + 1) * one).unwrap_or(&[]), k: cin };
+                    let vx = v.get(xi * cin * tb..(xi + 1) * cin * tb).unwrap_or(&[]);
+                    let b = DenseB { data: vx, rs: tb, cs: 1 };
+                    simd::product(cout, tb, cin, a, &b, Out { y: mx, ldy: tb }, &Epilogue::NONE)?;
                 }
+            } else {
+                m.fill(0.0);
             }
+            simd::vectorize_wide(Outputs { m, cout, bias, act, oh, ow, geo, y: &mut *ys });
             t0 += tb;
         }
     }
     Ok(())
+}
+
+/// Tiles `t0..t0 + tb` of an image `tiles_w` tiles wide.
+#[derive(Clone, Copy)]
+struct Block {
+    t0: usize,
+    tb: usize,
+    tiles_w: usize,
+}
+
+/// The input transform of one block, every channel (`V[xi][c][t]`).
+struct Inputs<'a> {
+    plane: Plane,
+    x: &'a [f32],
+    in_size: usize,
+    cin: usize,
+    geo: Block,
+    v: &'a mut [f32],
+}
+
+impl simd::Vectorize for Inputs<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Block { t0, tb, tiles_w } = self.geo;
+        let mut split: Split = [[[0.0f32; SPLIT]; 4]; 2];
+        for (c, xp) in self.x.chunks_exact(self.in_size.max(1)).take(self.cin).enumerate() {
+            let vc = |xi: usize| (xi * self.cin + c) * tb;
+            for p in pieces(t0, tb, tiles_w) {
+                self.plane.input_piece(xp, p, &mut split, self.v, vc);
+            }
+        }
+    }
+}
+
+/// The output transform of one block, every output channel.
+struct Outputs<'a> {
+    m: &'a [f32],
+    cout: usize,
+    bias: Option<&'a [f32]>,
+    act: Activation,
+    oh: usize,
+    ow: usize,
+    geo: Block,
+    y: &'a mut [f32],
+}
+
+impl simd::Vectorize for Outputs<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Block { t0, tb, tiles_w } = self.geo;
+        let out_size = self.oh * self.ow;
+        for (o, yp) in self.y.chunks_exact_mut(out_size.max(1)).take(self.cout).enumerate() {
+            let b = self.bias.and_then(|b| b.get(o).copied());
+            let mc = |xi: usize| (xi * self.cout + o) * tb;
+            for p in pieces(t0, tb, tiles_w) {
+                output_piece(self.m, mc, p, b, self.act, self.oh, self.ow, yp);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -492,7 +625,12 @@ mod tests {
         check(2, 9, 33, 7, 8, [1; 4], true, Activation::Clip { min: -0.25, max: 0.5 }, 3);
         check(2, 16, 64, 14, 14, [1; 4], false, Activation::LeakyRelu { alpha: 0.1 }, 64);
         check(1, 40, 40, 13, 15, [1; 4], true, none, 16);
-        // Rows wider than the row buffer: tile by tile.
+        // Pieces of a tile row cut at 64 tiles and at blocks of odd sizes;
+        // channels across panels of 8; odd output widths (a half last tile).
+        check(1, 3, 5, 11, 150, [1, 2, 1, 0], true, Activation::Relu, 37);
+        check(1, 3, 2, 6, 131, [0, 1, 0, 1], false, none, 65);
+        check(2, 11, 17, 9, 37, [1; 4], true, Activation::LeakyRelu { alpha: 0.3 }, 23);
+        // Rows wider than a piece.
         check(1, 2, 3, 3, 300, [1, 0, 1, 2], true, none, 64);
         check(1, 2, 3, 5, 257, [2; 4], false, none, 7);
     }
@@ -574,26 +712,28 @@ mod tests {
     }
 
     #[test]
-    fn weights_are_16_strip_matrices_of_g_g_gt() {
+    fn weights_are_16_panel_matrices_of_g_g_gt() {
         // One filter, one channel: g = all ones gives U rows
         // [1, 1.5, 0.5, 1], [1.5, 2.25, 0.75, 1.5], [0.5, 0.75, 0.25, 0.5], [1, 1.5, 0.5, 1].
         let mut u = vec![9.0f32; weights_len(1, 1).unwrap()];
-        assert_eq!(u.len(), 16 * 32);
+        assert_eq!(u.len(), 16 * 8);
         transform_weights(1, 1, &[1.0; 9], &mut u).unwrap();
         let want = [1.0, 1.5, 0.5, 1.0, 1.5, 2.25, 0.75, 1.5, 0.5, 0.75, 0.25, 0.5, 1.0, 1.5, 0.5];
         for (xi, w) in want.iter().enumerate() {
-            assert_eq!(u[xi * 32], *w);
-            assert!(u[xi * 32 + 1..(xi + 1) * 32].iter().all(|&v| v == 0.0));
+            assert_eq!(u[xi * 8], *w);
+            assert!(u[xi * 8 + 1..(xi + 1) * 8].iter().all(|&v| v == 0.0));
         }
-        // Filter (o = 33, c = 1) of 34 x 2 lands in the second strip, row 1, column 1.
+        // Filter (o = 33, c = 1) of 34 x 2 lands in the fifth panel of 8
+        // rows (16 floats each), column 1, row 1 of the panel.
         let (cin, cout) = (2, 34);
         let mut w = vec![0.0f32; cout * cin * 9];
         w[(33 * cin + 1) * 9 + 4] = 4.0;
-        let one = packed_b_len(cin, cout).unwrap();
+        let one = 5 * 8 * cin;
         let mut u = vec![0.0f32; weights_len(cin, cout).unwrap()];
+        assert_eq!(u.len(), 16 * one);
         transform_weights(cin, cout, &w, &mut u).unwrap();
         // The centre tap reaches U[1..3][1..3] as 4 * (±0.5)^2 = ±1.
-        let at = 32 * cin + 32 + 1;
+        let at = 4 * 8 * cin + 8 + 1;
         assert_eq!(u[5 * one + at], 1.0);
         assert_eq!(u[6 * one + at], -1.0);
         assert_eq!(u[10 * one + at], 1.0);

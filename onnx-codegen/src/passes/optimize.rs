@@ -1142,8 +1142,20 @@ pub const CONV_WINOGRAD_INPUT: usize = 5;
 
 /// Fewest input and output channels a 3x3 Conv needs before
 /// [`winograd_convs`] claims it: below, the 16 small products and the
-/// transforms cost more than the implicit GEMM saves.
-pub const WINOGRAD_MIN_CHANNELS: usize = 96;
+/// transforms cost more than the implicit GEMM saves. Measured (one core,
+/// AVX-512, against the direct path): 64->64 at 56x56 1.25-1.30 ms against
+/// 1.50-1.60, at 32x32 0.33 against 0.40; 48 channels at 32x32 and 56x56
+/// even; 32 channels 20% slower.
+pub const WINOGRAD_MIN_CHANNELS: usize = 64;
+
+/// Below this many channels (and from [`WINOGRAD_MIN_CHANNELS`]),
+/// [`winograd_convs`] only claims a Conv of at least
+/// [`WINOGRAD_NARROW_MIN_TILES`] tiles: 64 channels at 28x28 (196 tiles) and
+/// 14x14 ran even with the direct path, at 16x16 and 8x8 15% slower.
+pub const WINOGRAD_NARROW_CHANNELS: usize = 96;
+
+/// See [`WINOGRAD_NARROW_CHANNELS`].
+pub const WINOGRAD_NARROW_MIN_TILES: usize = 256;
 
 /// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
 /// claims it (fewer than two full tiles a side waste most of each tile).
@@ -1247,6 +1259,9 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         let Some(tiles) = tiles_of(oh, ow) else { continue };
         let u_bytes = weights_len(c, m).and_then(|v| v.checked_mul(4)).unwrap_or(usize::MAX);
         if tiles < WINOGRAD_FEW_TILES && u_bytes > WINOGRAD_FEW_TILES_MAX_BYTES {
+            continue;
+        }
+        if m.min(c) < WINOGRAD_NARROW_CHANNELS && tiles < WINOGRAD_NARROW_MIN_TILES {
             continue;
         }
         // The scratch goes in the arena bytes free during this step, less an
@@ -1855,10 +1870,10 @@ mod tests {
         let src = winograd_graph(96, 100, 1, "", &weights(100 * 96 * 9));
         let a = run(14, &src);
         assert_eq!(winograd_convs(&a), 1);
-        // Only the transformed weights are stored: 16 matrices of 96 x 128
-        // (100 columns padded), not the 100 x 96 x 9 original.
+        // Only the transformed weights are stored: 16 matrices of 104 x 96
+        // (100 rows padded to panels of 8), not the 100 x 96 x 9 original.
         let len = weights_len(96, 100).unwrap();
-        assert_eq!(len, 16 * 96 * 128);
+        assert_eq!(len, 16 * 104 * 96);
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
         let model = |src: &str| {
             let src = format!("<ir_version: 8, opset_import: [\"\" : 14]>\n{src}");
@@ -1901,7 +1916,8 @@ mod tests {
     #[test]
     fn convs_winograd_does_not_pay_for_or_cannot_do_stay() {
         let w = |m: usize, c: usize| weights(m * c * 9);
-        // Stride 2 (a 4x4 output), dilation 2, group 2, too few channels.
+        // Stride 2 (a 4x4 output), dilation 2, group 2, 64 channels on a
+        // small map (16 tiles), too few channels.
         let cases = [
             winograd_graph(96, 96, 1, ", strides = [2, 2]", &w(96, 96))
                 .replace("8, 8] y", "4, 4] y"),
@@ -1909,12 +1925,20 @@ mod tests {
                 .replace("8, 8] y", "6, 6] y"),
             winograd_graph(192, 192, 2, "", &w(192, 96)),
             winograd_graph(64, 96, 1, "", &w(96, 64)),
+            winograd_graph(48, 48, 1, "", &w(48, 48))
+                .replace("32, 32] x", "128, 128] x")
+                .replace("8, 8] y", "32, 32] y"),
         ];
         for src in &cases {
             let a = run(14, src);
             assert!(a.summary().errors.is_empty(), "{src}");
             assert_eq!(winograd_convs(&a), 0);
         }
+        // 64 channels on a 32x32 output (256 tiles) pay.
+        let wide = winograd_graph(64, 64, 1, "", &w(64, 64))
+            .replace("32, 32] x", "128, 128] x")
+            .replace("8, 8] y", "32, 32] y");
+        assert_eq!(winograd_convs(&run(14, &wide)), 1);
         // Weights known only at run time.
         assert_eq!(winograd_convs(&run(14, &winograd_graph(96, 96, 1, "", ""))), 0);
         // An infinite weight: the transforms would turn the direct sum's
