@@ -201,6 +201,36 @@ pub(crate) trait Micro: Copy {
         tail: Option<Tail<'_>>,
     );
 
+    /// Columns past the last multiple of 16 that [`Micro::columns`] takes
+    /// (0: the kernel has no such path).
+    const COLS: usize = 0;
+
+    /// The sums of `ncols` (at most [`Micro::COLS`]) columns of a tile
+    /// whose rows of A are adjacent (row `r` at `a[row0 + r + p * cs]`):
+    /// one vector over the rows per step instead of a mostly empty vector
+    /// over the columns per row. B's `(p, c)` is `b[p * ldb + c]`; `dst`,
+    /// `load` and `tail` as for [`Micro::kernel`]. Returns `false`, doing
+    /// nothing, when the kernel has no such path or a bound does not hold.
+    #[allow(clippy::too_many_arguments)]
+    fn columns(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let _ = (kc, a, row0, cs, b, ldb, dst, ldd, nrows, ncols, load, tail);
+        false
+    }
+
     /// Runs `f` compiled for this kernel's instruction set, so the loops
     /// inlined into it (packing, epilogue) use the same vector width.
     #[inline(always)]
@@ -1036,6 +1066,39 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
+                    // A strip of 16q + t columns (t small, a 7x7 output's
+                    // 49 = 32 + 16 + 1): the last t run one vector over the
+                    // tile's rows when those are adjacent in A.
+                    let t = ncols % 16;
+                    let adjacent =
+                        rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
+                    let split = ncols > 16 && t > 0 && t <= K::COLS && adjacent;
+                    let mut main = ncols;
+                    if split {
+                        let j = ncols - t;
+                        let tail_t =
+                            (last && !identity).then_some(Tail { epi, i0: ir, j0: jc + j });
+                        let done = match (buf.get(j..), dst.get_mut(j..)) {
+                            (Some(bt), Some(dt)) => kern.columns(
+                                kc,
+                                a.data(),
+                                rows[0],
+                                a.cs(),
+                                bt,
+                                ldb,
+                                dt,
+                                ldy,
+                                nrows,
+                                t,
+                                !first,
+                                tail_t,
+                            ),
+                            _ => false,
+                        };
+                        if done {
+                            main = j;
+                        }
+                    }
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
                     kern.kernel(
                         kc,
@@ -1047,7 +1110,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         dst,
                         ldy,
                         nrows,
-                        ncols,
+                        main,
                         !first,
                         tail,
                     );
@@ -1624,6 +1687,15 @@ pub(crate) mod tests {
             (9, 129, 64),
             (100, 97, 130),
             (27, 49, 32),
+            (160, 49, 600),
+            (20, 196, 300),
+            (13, 33, 5),
+            (9, 18, 70),
+            (17, 81, 7),
+            (8, 20, 1),
+            (19, 49, 131),
+            (40, 50, 259),
+            (70, 84, 150),
         ];
         for (t, &(m, n, k)) in shapes.iter().enumerate() {
             let ldy = n + 5;
