@@ -17,7 +17,7 @@ use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_ps,
     _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_blend_ps,
     _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_reduce_add_ps,
-    _mm512_set1_ps, _mm512_setzero_ps,
+    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 /// Proof that AVX-512F is available on this CPU.
@@ -82,6 +82,67 @@ impl Micro for Avx512 {
         // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
         // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
         unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, Halves::cols(ncols), load, tail) };
+    }
+
+    const COLS: usize = 4;
+
+    #[inline]
+    fn columns(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        if kc == 0 || !(1..=MR).contains(&nrows) || !(1..=4).contains(&ncols) {
+            return false;
+        }
+        let a_end = (kc - 1).checked_mul(cs).and_then(|v| v.checked_add(row0)?.checked_add(nrows));
+        let b_end = (kc - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
+        let d_end = (nrows - 1).checked_mul(ldd).and_then(|v| v.checked_add(ncols));
+        if a_end.is_none_or(|v| v > a.len())
+            || b_end.is_none_or(|v| v > b.len())
+            || d_end.is_none_or(|v| v > dst.len())
+        {
+            return false;
+        }
+        // Column `c`'s sums, lane `r` for row `r`.
+        let mut acc = [[0.0f32; 16]; 4];
+        if load {
+            for (c, col) in acc.iter_mut().enumerate().take(ncols) {
+                for (r, v) in col.iter_mut().enumerate().take(nrows) {
+                    *v = dst[r * ldd + c];
+                }
+            }
+        }
+        let (ap, bp, m) = (a.as_ptr().wrapping_add(row0), b.as_ptr(), lanes(nrows));
+        // SAFETY: `self` proves AVX-512F is present. A is read at `row0 +
+        // p * cs + r` for `p < kc`, `r < nrows` (other lanes masked off),
+        // below `a_end <= a.len()`; B at `p * ldb + c` for `c < ncols`,
+        // below `b_end <= b.len()`.
+        unsafe {
+            match ncols {
+                1 => columns512::<1>(kc, ap, cs, bp, ldb, m, &mut acc),
+                2 => columns512::<2>(kc, ap, cs, bp, ldb, m, &mut acc),
+                3 => columns512::<3>(kc, ap, cs, bp, ldb, m, &mut acc),
+                _ => columns512::<4>(kc, ap, cs, bp, ldb, m, &mut acc),
+            }
+        }
+        for (c, col) in acc.iter().enumerate().take(ncols) {
+            for (r, v) in col.iter().enumerate().take(nrows) {
+                dst[r * ldd + c] = *v;
+            }
+        }
+        finish(dst, ldd, nrows, ncols, tail);
+        true
     }
 
     #[inline(always)]
@@ -404,6 +465,55 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
             // SAFETY: as for the loads above.
             unsafe { _mm512_mask_storeu_ps(d.wrapping_add(r * ldd + halves.d[h]), m, *v) };
         }
+    }
+}
+
+/// `C` columns of [`Avx512::columns`]: `acc[c][r] += sum_p a[p * cs + r] *
+/// b[p * ldb + c]` for the lanes `r` in `m`, the steps of `p` spread over
+/// four sums (added at the end) so consecutive FMAs do not wait on each
+/// other. The caller guarantees A's and B's bounds for `p < kc`.
+#[target_feature(enable = "avx512f")]
+unsafe fn columns512<const C: usize>(
+    kc: usize,
+    a: *const f32,
+    cs: usize,
+    b: *const f32,
+    ldb: usize,
+    m: __mmask16,
+    acc: &mut [[f32; 16]; 4],
+) {
+    let mut s = [[_mm512_setzero_ps(); C]; 4];
+    for (c, v) in s[0].iter_mut().enumerate() {
+        // SAFETY: `acc[c]` holds 16 floats.
+        *v = unsafe { _mm512_loadu_ps(acc[c].as_ptr()) };
+    }
+    // SAFETY: every `p` below is below `kc`; the caller's bounds.
+    unsafe {
+        macro_rules! step {
+            ($s:expr, $p:expr) => {{
+                let av = _mm512_maskz_loadu_ps(m, a.add($p * cs));
+                let bp = b.add($p * ldb);
+                for (c, v) in $s.iter_mut().enumerate() {
+                    *v = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.add(c)), *v);
+                }
+            }};
+        }
+        let mut p = 0;
+        while p + 4 <= kc {
+            for (u, su) in s.iter_mut().enumerate() {
+                step!(su, p + u);
+            }
+            p += 4;
+        }
+        while p < kc {
+            step!(s[0], p);
+            p += 1;
+        }
+    }
+    for c in 0..C {
+        let v = _mm512_add_ps(_mm512_add_ps(s[0][c], s[1][c]), _mm512_add_ps(s[2][c], s[3][c]));
+        // SAFETY: `acc[c]` holds 16 floats.
+        unsafe { _mm512_storeu_ps(acc[c].as_mut_ptr(), v) };
     }
 }
 

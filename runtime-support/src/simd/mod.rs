@@ -201,6 +201,36 @@ pub(crate) trait Micro: Copy {
         tail: Option<Tail<'_>>,
     );
 
+    /// Columns past the last multiple of 16 that [`Micro::columns`] takes
+    /// (0: the kernel has no such path).
+    const COLS: usize = 0;
+
+    /// The sums of `ncols` (at most [`Micro::COLS`]) columns of a tile
+    /// whose rows of A are adjacent (row `r` at `a[row0 + r + p * cs]`):
+    /// one vector over the rows per step instead of a mostly empty vector
+    /// over the columns per row. B's `(p, c)` is `b[p * ldb + c]`; `dst`,
+    /// `load` and `tail` as for [`Micro::kernel`]. Returns `false`, doing
+    /// nothing, when the kernel has no such path or a bound does not hold.
+    #[allow(clippy::too_many_arguments)]
+    fn columns(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let _ = (kc, a, row0, cs, b, ldb, dst, ldd, nrows, ncols, load, tail);
+        false
+    }
+
     /// Runs `f` compiled for this kernel's instruction set, so the loops
     /// inlined into it (packing, epilogue) use the same vector width.
     #[inline(always)]
@@ -931,6 +961,17 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         Some((_, rs)) if K::DIRECT_B && (m <= 32 || (m <= 64 && rs % 1024 != 0)) => b.rows(),
         _ => None,
     };
+    // With a short `k`, each strip serves its tiles for a few steps only and
+    // the product is bound by its stores: a block of strips that fills the
+    // buffer is packed at once and each tile's rows run across all of it,
+    // so the output is written in runs of many lines per row instead of two
+    // lines in each of all the rows in turn (too many streams for the
+    // caches to fetch ahead). B already laid out in strips keeps one strip
+    // at a time (with its prefetches).
+    let group = match b.strip(0, 0, nr) {
+        Some(_) => 1,
+        None => (BUF / kc_max.saturating_mul(nr).max(1)).clamp(1, MAX_GROUP),
+    };
     let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
@@ -940,6 +981,55 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         while ic < m {
             let mc = K::MC.min(m - ic);
             let mut jc = 0;
+            while group > 1 && jc < n {
+                let bcols = (group * nr).min(n - jc);
+                let nstrips = bcols.div_ceil(nr);
+                // Strip `s` of the block at `blk[s * step..]`, rows `ldb` apart.
+                let (blk, ldb, step) = match direct {
+                    Some((data, rs)) => match data.get(pc * rs + jc..) {
+                        Some(d) => (d, rs, nr),
+                        None => return,
+                    },
+                    None => {
+                        let buf = strip.get(nstrips * kc * nr);
+                        for (s, part) in buf.chunks_exact_mut(kc * nr).enumerate() {
+                            let j = jc + s * nr;
+                            b.pack(pc, kc, j, nr.min(n - j), nr, part);
+                        }
+                        (&*buf, nr, kc * nr)
+                    }
+                };
+                let mut ir = ic;
+                while ir < ic + mc {
+                    let nrows = mr.min(ic + mc - ir);
+                    for (r, row) in rows.iter_mut().enumerate() {
+                        *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
+                    }
+                    for s in 0..nstrips {
+                        let j = jc + s * nr;
+                        let Some(bs) = blk.get(s * step..) else { return };
+                        let Some(dst) = y.get_mut(ir * ldy + j..) else { return };
+                        let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: j });
+                        let ncols = nr.min(n - j);
+                        kern.kernel(
+                            kc,
+                            a.data(),
+                            rows,
+                            a.cs(),
+                            bs,
+                            ldb,
+                            dst,
+                            ldy,
+                            nrows,
+                            ncols,
+                            !first,
+                            tail,
+                        );
+                    }
+                    ir += mr;
+                }
+                jc += bcols;
+            }
             while jc < n {
                 let ncols = nr.min(n - jc);
                 // A strip read in place: the next one is fetched while
@@ -976,6 +1066,39 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
+                    // A strip of 16q + t columns (t small, a 7x7 output's
+                    // 49 = 32 + 16 + 1): the last t run one vector over the
+                    // tile's rows when those are adjacent in A.
+                    let t = ncols % 16;
+                    let adjacent =
+                        rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
+                    let split = ncols > 16 && t > 0 && t <= K::COLS && adjacent;
+                    let mut main = ncols;
+                    if split {
+                        let j = ncols - t;
+                        let tail_t =
+                            (last && !identity).then_some(Tail { epi, i0: ir, j0: jc + j });
+                        let done = match (buf.get(j..), dst.get_mut(j..)) {
+                            (Some(bt), Some(dt)) => kern.columns(
+                                kc,
+                                a.data(),
+                                rows[0],
+                                a.cs(),
+                                bt,
+                                ldb,
+                                dt,
+                                ldy,
+                                nrows,
+                                t,
+                                !first,
+                                tail_t,
+                            ),
+                            _ => false,
+                        };
+                        if done {
+                            main = j;
+                        }
+                    }
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
                     kern.kernel(
                         kc,
@@ -987,7 +1110,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         dst,
                         ldy,
                         nrows,
-                        ncols,
+                        main,
                         !first,
                         tail,
                     );
@@ -1000,6 +1123,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         pc += kc;
     }
 }
+
+/// The most strips [`drive_buf`] packs as one block (a product with `k` of
+/// 16 or less fills its buffer with this many 32-wide strips).
+const MAX_GROUP: usize = 16;
 
 /// Checks the operands, then runs [`drive_buf`] with a strip buffer of
 /// 256 steps of `k` for the kernel's width, compiled for its instruction set.
@@ -1542,6 +1669,96 @@ pub(crate) mod tests {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{which} [{i}]: {g} vs {w}");
             }
+        }
+    }
+
+    /// Products of a short `k` over many columns (B packed, or read in
+    /// place when there are few rows, in blocks of strips) on `kern`,
+    /// strided and panel A, against plain sums through [`Epilogue::one`].
+    fn check_blocks<K: Micro>(kern: K) {
+        let shapes = [
+            (1usize, 600usize, 1usize),
+            (8, 517, 16),
+            (13, 700, 3),
+            (40, 1030, 17),
+            (70, 333, 24),
+            (96, 1100, 16),
+            (33, 250, 40),
+            (9, 129, 64),
+            (100, 97, 130),
+            (27, 49, 32),
+            (160, 49, 600),
+            (20, 196, 300),
+            (13, 33, 5),
+            (9, 18, 70),
+            (17, 81, 7),
+            (8, 20, 1),
+            (19, 49, 131),
+            (40, 50, 259),
+            (70, 84, 150),
+        ];
+        for (t, &(m, n, k)) in shapes.iter().enumerate() {
+            let ldy = n + 5;
+            let mut a = std::vec![0.0f32; m * k];
+            fill(&mut a, (m * 3 + k) as u32);
+            let mut b = std::vec![0.0f32; k * n];
+            fill(&mut b, (n + k * 5) as u32);
+            let mut bias = [0.0f32; 300];
+            fill(&mut bias, 8);
+            let mut c = std::vec![0.0f32; 2 * m * ldy + 16];
+            fill(&mut c, 9);
+            let mut packed = std::vec![f32::NAN; panels_len(m, k).unwrap()];
+            crate::conv::pack_conv_weights(m, k, &a, &mut packed).unwrap();
+            let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
+            let pa = PanelA { data: &packed, k };
+            let vb = DenseB { data: &b, rs: n, cs: 1 };
+            for which in [0, 1, 3, 6, 7, t] {
+                let epi = epilogue(which, &bias, &c, ldy);
+                let mut want = std::vec![9.0f32; m * ldy];
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut acc = 0.0f32;
+                        for p in 0..k {
+                            acc += a[i * k + p] * b[p * n + j];
+                        }
+                        want[i * ldy + j] = epi.one(i, j, acc);
+                    }
+                }
+                for panel in [false, true] {
+                    let mut got = std::vec![9.0f32; m * ldy];
+                    let out = Out { y: &mut got, ldy };
+                    if panel {
+                        drive(kern, m, n, k, pa, &vb, out, &epi).unwrap();
+                    } else {
+                        drive(kern, m, n, k, va, &vb, out, &epi).unwrap();
+                    }
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let tol = 1e-5 * (k as f32 + 1.0) * 4.0;
+                        assert!(
+                            (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan()),
+                            "{m}x{n}x{k} epi {which} panel {panel} [{i}]: {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_of_strips_match_plain_sums_on_every_kernel() {
+        check_blocks(Portable::<8>);
+        check_blocks(Portable::<4>);
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        if let Some(kern) = avx2::Avx2::detect() {
+            check_blocks(kern);
+        }
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        if let Some(kern) = avx512::Avx512::detect() {
+            check_blocks(kern);
+        }
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        if let Some(kern) = neon::Neon::detect() {
+            check_blocks(kern);
         }
     }
 
