@@ -584,10 +584,8 @@ mod tests {
         let a = mm("float[2, 2] y", " s = Sigmoid (m)\n y = Mul (z, s)");
         assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul"]);
         // The product has a third reader.
-        let a = mm(
-            "float[2, 2] y, float[2, 2] q",
-            " s = Sigmoid (m)\n y = Mul (m, s)\n q = Relu (m)",
-        );
+        let a =
+            mm("float[2, 2] y, float[2, 2] q", " s = Sigmoid (m)\n y = Mul (m, s)\n q = Relu (m)");
         assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul", "Relu"]);
     }
 
