@@ -321,6 +321,7 @@ fn vmath_func(op: Unary<f32>) -> Option<crate::vmath::Func> {
         Unary::Erf => Func::Erf,
         Unary::Gelu => Func::Gelu,
         Unary::GeluTanh => Func::GeluTanh,
+        Unary::Silu => Func::Silu,
         _ => return None,
     })
 }

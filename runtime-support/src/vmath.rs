@@ -69,6 +69,13 @@ pub fn exp(x: f32) -> f32 {
     p * s1 * s2
 }
 
+/// SiLU, `x * sigmoid(x)`: the product of `x` and [`sigmoid`], the same
+/// operations as a `Sigmoid` then a `Mul`.
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    x * sigmoid(x)
+}
+
 /// `1 / (1 + e^-x)`.
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
@@ -182,6 +189,8 @@ pub enum Func {
     Gelu,
     /// [`gelu_tanh`].
     GeluTanh,
+    /// [`silu`].
+    Silu,
 }
 
 /// One [`map`] or [`map_in_place`] call (`x` is `None` in place).
@@ -238,6 +247,7 @@ impl simd::Vectorize for MapLoop<'_> {
             Func::Erf => map_with!(x, y, erf),
             Func::Gelu => map_with!(x, y, gelu),
             Func::GeluTanh => map_with!(x, y, gelu_tanh),
+            Func::Silu => map_with!(x, y, silu),
         }
     }
 }

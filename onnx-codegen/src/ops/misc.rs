@@ -234,8 +234,13 @@ impl OpRule for ActRule {
             eval: Box::new(move |i, o| crate::by_float_type!(elem, run_act(op, i, o))),
             emit: Box::new(move |io| {
                 let rt = &io.rt;
-                let a = act_tokens(op, rt);
                 let (x, y) = (&io.inputs[0], &io.outputs[0]);
+                // f32 SiLU through the vectorised `vmath` routine, as a
+                // `Sigmoid` then a `Mul` would compute it.
+                if let (ElemType::Float, Act::Swish { alpha: 1.0 }) = (elem, op) {
+                    return quote!(#rt::elementwise::sunary(#rt::elementwise::Unary::Silu, #x, #y)?;);
+                }
+                let a = act_tokens(op, rt);
                 quote!(#rt::misc::activation(#a, #x, #y)?;)
             }),
             reads: vec![true],

@@ -15,9 +15,9 @@
 //!   product, becomes part of the product: the other value is an internal
 //!   input ([`RESIDUAL_INPUT`]) added to each output after the product's own
 //!   bias, while the tile is in L1 (in registers on AVX-512). An activation
-//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`) then fuses too,
-//!   applied after the residual, as does a `Gelu` reading the product
-//!   directly; a product that already has an activation is left alone (the
+//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `Swish` of alpha
+//!   1, i.e. SiLU) then fuses too, applied after the residual, as does a
+//!   `Gelu` or SiLU reading the product directly; a product that already has an activation is left alone (the
 //!   order would differ). The fused kernel performs the same float
 //!   operations in the same order as the nodes it replaces, on the same sums
 //!   (a convolution the direct kernel takes adds the residual after it), so
@@ -171,8 +171,16 @@ pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
 }
 
 /// The encoded activation of `consumer` for [`fuse_epilogues`]: those of
-/// [`encode`] and `Gelu`.
+/// [`encode`], `Gelu`, and `Swish` of alpha 1 (SiLU; exporters' `Mul(x,
+/// Sigmoid(x))` has become one by then, `optimize::fold_silu`).
 fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
+    if consumer.op.is("Swish") {
+        return match consumer.attr("alpha") {
+            None => Some(vec![5.0]),
+            Some(AttrValue::Float(a)) if *a == 1.0 => Some(vec![5.0]),
+            _ => None,
+        };
+    }
     if consumer.op.is("Gelu") {
         return match consumer.attr("approximate") {
             None => Some(vec![3.0]),
@@ -182,28 +190,6 @@ fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
         };
     }
     encode(g, consumer)
-}
-
-/// The `Sigmoid` and `Mul` nodes and the `Mul`'s output when `v` is read by
-/// exactly a `Sigmoid` and a two-input `Mul` of `v` and that `Sigmoid`'s
-/// output, which nothing else reads: `v * sigmoid(v)`.
-fn silu_of(g: &Graph, uses: &[Vec<Use>], v: ValueId) -> Option<(NodeId, NodeId, ValueId)> {
-    let [a, b] = uses.get(v.index())?.as_slice() else { return None };
-    let (&Use::Input { node: na, index: ia }, &Use::Input { node: nb, index: ib }) = (a, b) else {
-        return None;
-    };
-    let pair = |sig: NodeId, at: usize, mul: NodeId| -> Option<(NodeId, NodeId, ValueId)> {
-        let (s, m) = (g.node(sig), g.node(mul));
-        if at != 0 || !s.op.is("Sigmoid") || !m.op.is("Mul") || s.outputs.len() != 1 {
-            return None;
-        }
-        let gate = s.output(0)?;
-        let [Use::Input { node, .. }] = uses.get(gate.index())?.as_slice() else { return None };
-        let ins = (m.inputs.len(), m.input(0), m.input(1), m.outputs.len());
-        let reads = ins == (2, Some(v), Some(gate), 1) || ins == (2, Some(gate), Some(v), 1);
-        (*node == mul && reads).then_some((sig, mul, m.output(0)?))
-    };
-    pair(na, ia, nb).or_else(|| pair(nb, ib, na))
 }
 
 /// Folds residual `Add`s and the activations after them into the f32
@@ -288,33 +274,6 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
                     out = sum;
                 }
             }
-        }
-        // SiLU as exporters write it: `Mul(v, Sigmoid(v))`, the two nodes
-        // being all that read `v`.
-        if let Some((sig, mul, y)) = silu_of(g, &uses, out)
-            && !removed.contains(&sig)
-            && !removed.contains(&mul)
-            && ty(y) == Some(&pty)
-        {
-            let p = g.node_mut(id);
-            p.outputs[0] = Some(y);
-            p.attributes.push(Attribute {
-                name: ACTIVATION.to_owned(),
-                value: AttrValue::Floats(vec![5.0]),
-                doc_string: String::new(),
-            });
-            g.value_mut(y).kind = ValueKind::NodeOutput { node: id, index: 0 };
-            for (consumer, op) in [(sig, "Sigmoid"), (mul, "Mul")] {
-                done.push(Fused {
-                    producer: id,
-                    consumer,
-                    consumer_op: op.to_owned(),
-                    intermediate: out,
-                    output: y,
-                });
-                removed.push(consumer);
-            }
-            continue;
         }
         // The activation reading the product (or the sum).
         let Some((cid, 0)) = sole(out) else { continue };
@@ -527,7 +486,7 @@ mod tests {
     }
 
     #[test]
-    fn silu_written_as_sigmoid_and_mul_fuses_into_the_product() {
+    fn silu_written_as_sigmoid_and_mul_folds_then_fuses_into_the_product() {
         // Both operand orders of the Mul, after a 2-D Conv.
         for mul in ["Mul (c, s)", "Mul (s, c)"] {
             let a = run(
@@ -540,7 +499,9 @@ mod tests {
             );
             assert_eq!(ops(&a), ["Conv"], "{mul}");
             let fused: Vec<&str> = a.fused.iter().map(|f| f.consumer_op.as_str()).collect();
-            assert_eq!(fused, ["Sigmoid", "Mul"]);
+            assert_eq!(fused, ["Swish"]);
+            let rewrites: Vec<&str> = a.rewrites.iter().map(|r| r.name).collect();
+            assert_eq!(rewrites, ["silu"]);
             let x = [-3.0f32, -0.5, 0.25, 4.0];
             let got = eval_single(&a, &[&x]);
             let want: Vec<f64> = (x.iter().map(|&v| f64::from(v) + 0.5))
@@ -567,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn silu_shapes_that_are_not_exactly_x_times_its_sigmoid_stay() {
+    fn silu_shapes_that_are_not_exactly_x_times_its_sigmoid_stay_or_only_fold() {
         let mm = |outs: &str, body: &str| {
             run(
                 13,
@@ -583,10 +544,10 @@ mod tests {
         // The Mul multiplies the gate by another value.
         let a = mm("float[2, 2] y", " s = Sigmoid (m)\n y = Mul (z, s)");
         assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul"]);
-        // The product has a third reader.
+        // The product has a third reader: one Swish, not fused.
         let a =
             mm("float[2, 2] y, float[2, 2] q", " s = Sigmoid (m)\n y = Mul (m, s)\n q = Relu (m)");
-        assert_eq!(ops(&a), ["MatMul", "Sigmoid", "Mul", "Relu"]);
+        assert_eq!(ops(&a), ["MatMul", "Swish", "Relu"]);
     }
 
     #[test]

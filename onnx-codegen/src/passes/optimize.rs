@@ -30,6 +30,11 @@
 //!   (`approximate = "none"`): one vectorised pass over the tensor instead of
 //!   five, and four buffers less. Results differ by float rounding only.
 //!
+//! * **SiLU into one Swish** ([`fold_silu`]): `Mul(x, Sigmoid(x))` on f32
+//!   becomes one `Swish` (alpha 1), computed by the same vectorised routine
+//!   as a `Sigmoid` then a `Mul`, in one pass and without the gate's buffer;
+//!   after a product it then fuses into the product's epilogue.
+//!
 //! * **Tanh GELU into one Gelu** ([`fold_tanh_gelu`]): the eight or nine
 //!   nodes of `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x³)))` on f32
 //!   become one `Gelu` (`approximate = "tanh"`), likewise.
@@ -92,6 +97,7 @@ pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done.extend(fold_transposes(g, inferred));
     done.extend(fold_matmul_bias(g, inferred));
     done.extend(fold_erf_gelu(g, inferred));
+    done.extend(fold_silu(g, inferred));
     done.extend(fold_tanh_gelu(g, inferred));
     done.extend(fold_softmax_prologue(g, inferred));
     done.extend(fold_layer_norms(g, inferred));
@@ -616,6 +622,43 @@ fn sole_binary(
         return None;
     }
     Some((id, n.input(1 - index)?))
+}
+
+/// Turns each f32 `Mul(x, Sigmoid(x))` (either operand order), the SiLU
+/// exporters write, into one `Swish` (alpha 1): one pass over the tensor
+/// instead of two and no gate buffer. The `Sigmoid` node becomes the
+/// `Swish`, the `Mul` goes; `x` may have other readers.
+pub fn fold_silu(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let Lookup::Found(swish) = crate::ops::lookup("", "Swish", 24) else {
+        return Vec::new();
+    };
+    let uses = g.uses();
+    let mut done = Vec::new();
+    let ty = |v: ValueId| inferred.types.get(v.index()).and_then(|t| t.as_ref());
+    for &id in g.order().to_vec().iter() {
+        let sig = g.node(id);
+        let (Some(x), Some(s)) = (sig.input(0), sig.output(0)) else { continue };
+        if !sig.op.is("Sigmoid") || sig.outputs.len() != 1 {
+            continue;
+        }
+        let Some((mid, y)) = sole_binary(g, &uses, s, "Mul")
+            .filter(|&(_, other)| other == x)
+            .and_then(|(mid, _)| Some((mid, g.node(mid).output(0)?)))
+        else {
+            continue;
+        };
+        if ty(x).is_none_or(|t| t.elem != ElemType::Float) || ty(y) != ty(x) {
+            continue;
+        }
+        let node = g.node_mut(id);
+        node.op.op_type = "Swish".to_owned();
+        node.op.schema = Some(swish);
+        node.outputs = vec![Some(y)];
+        node.attributes.clear();
+        g.value_mut(y).kind = ValueKind::NodeOutput { node: id, index: 0 };
+        done.push(Rewrite { name: "silu", removed: mid, removed_op: "Mul".into(), into: id });
+    }
+    done
 }
 
 /// Turns each f32 exact-GELU chain `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)`

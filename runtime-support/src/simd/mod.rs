@@ -128,7 +128,7 @@ impl Smooth {
         match self {
             Smooth::Gelu => crate::vmath::gelu(x),
             Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
-            Smooth::Silu => x * crate::vmath::sigmoid(x),
+            Smooth::Silu => crate::vmath::silu(x),
         }
     }
 
@@ -154,7 +154,7 @@ impl Smooth {
         match self {
             Smooth::Gelu => each!(crate::vmath::gelu),
             Smooth::GeluTanh => each!(crate::vmath::gelu_tanh),
-            Smooth::Silu => each!(|x: f32| x * crate::vmath::sigmoid(x)),
+            Smooth::Silu => each!(crate::vmath::silu),
         }
     }
 }
