@@ -191,6 +191,16 @@ def conv_bn(g, x, cin, cout, k, stride, groups, act, gamma=(0.5, 1.5)):
     return act(y) if act else y
 
 
+def classifier(g, y, c):
+    """Global average pooling and a 1000-way Gemm on the `c` channels of `y`;
+    the builders' return value for a 224x224 image model at opset 13."""
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    logits = g.op("Gemm", [y, g.w((c, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
 def cnn(seed=0):
     g = G(seed)
 
@@ -231,12 +241,7 @@ def mobilenet_v2(seed=14):
             z = conv(z, hidden, cout, 1, 1, act=False)
             y = g.op("Add", [y, z]) if stride == 1 and c == cout else z
             c = cout
-    y = conv(y, c, 1280, 1, 1)
-    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
-    logits = g.op("Gemm", [y, g.w((1280, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
-    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
-    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
-    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    return classifier(g, conv(y, c, 1280, 1, 1), 1280)
 
 
 def efficientnet_b0(seed=15):
@@ -269,12 +274,7 @@ def efficientnet_b0(seed=15):
             z = conv(z, hidden, cout, 1, 1, act=False, gamma=(0.1, 0.3))
             y = g.op("Add", [y, z]) if stride == 1 and c == cout else z
             c = cout
-    y = conv(y, c, 1280, 1, 1)
-    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
-    logits = g.op("Gemm", [y, g.w((1280, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
-    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
-    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
-    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    return classifier(g, conv(y, c, 1280, 1, 1), 1280)
 
 
 def resnet50(seed=16):
@@ -296,11 +296,7 @@ def resnet50(seed=16):
             skip = y if stride == 1 and c == 4 * width else conv(y, c, 4 * width, 1, stride, act=False)
             y = g.op("Relu", [g.op("Add", [z, skip])])
             c = 4 * width
-    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
-    logits = g.op("Gemm", [y, g.w((c, 1000), 0.05), g.const(np.zeros(1000, np.float32))])
-    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
-    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
-    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    return classifier(g, y, c)
 
 
 def save(root, name, built):

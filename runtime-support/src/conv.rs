@@ -463,9 +463,9 @@ impl Run {
 }
 
 /// `dst = src` (of equal lengths) as 16-float moves, the last one
-/// overlapping, rather than a call.
+/// overlapping, rather than a call (also the direct kernel's).
 #[inline(always)]
-fn copy_any(dst: &mut [f32], src: &[f32]) {
+pub(crate) fn copy_any(dst: &mut [f32], src: &[f32]) {
     let n = dst.len();
     if n < 16 || n != src.len() {
         copy_short(dst, src);
@@ -502,7 +502,7 @@ fn zero_run(dst: &mut [f32]) {
 /// Copies `src` (as long as `dst`, at most 32 in packing) with two
 /// overlapping fixed-size moves instead of a call.
 #[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
+pub(crate) fn copy_short(dst: &mut [f32], src: &[f32]) {
     fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
         let n = dst.len();
         for at in [0, n - N] {

@@ -30,6 +30,7 @@
 use super::avx512::{Avx512, Halves};
 use super::strip::Strip;
 use super::{Activation, Epilogue, Geom2d, Micro, ReadA, Tail};
+use crate::conv::{copy_any, copy_short};
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
 /// micro-kernel checks once per tile instead of once per row.
@@ -335,7 +336,7 @@ fn stage_row(cpu: Avx512, dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl
     match sx {
         1 => {
             if let Some(src) = row.get(start..start + mid.len()) {
-                copy(mid, src);
+                copy_any(mid, src);
             }
         }
         2 => {
@@ -385,51 +386,6 @@ fn zero(dst: &mut [f32]) {
                 *v = 0.0;
             }
         }
-    }
-}
-
-/// `dst = src` (of equal lengths) as fixed-size vector moves (the last one
-/// overlapping), not a call.
-#[inline(always)]
-fn copy(dst: &mut [f32], src: &[f32]) {
-    let n = dst.len();
-    if n < 16 || n != src.len() {
-        copy_short(dst, src);
-        return;
-    }
-    let mut at = 0;
-    while at < n {
-        let from = at.min(n - 16);
-        if let (Some(Ok(d)), Some(Ok(s))) = (
-            dst.get_mut(from..from + 16).map(<&mut [f32; 16]>::try_from),
-            src.get(from..from + 16).map(<&[f32; 16]>::try_from),
-        ) {
-            *d = *s;
-        }
-        at += 16;
-    }
-}
-
-/// `dst = src` (of equal lengths, at most 32) as at most two overlapping
-/// fixed-size moves rather than a call.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    fn two<const N: usize>(dst: &mut [f32], src: &[f32]) {
-        let n = dst.len();
-        for at in [0, n - N] {
-            if let (Some(d), Some(s)) = (dst.get_mut(at..at + N), src.get(at..at + N))
-                && let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(d), <&[f32; N]>::try_from(s))
-            {
-                *d = *s;
-            }
-        }
-    }
-    match dst.len() {
-        n if n != src.len() => {}
-        16..=32 => two::<16>(dst, src),
-        8..=15 => two::<8>(dst, src),
-        4..=7 => two::<4>(dst, src),
-        _ => dst.copy_from_slice(src),
     }
 }
 

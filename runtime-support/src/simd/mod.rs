@@ -1744,40 +1744,35 @@ pub(crate) mod tests {
         }
     }
 
+    /// Runs `$check` on the portable kernels and on every SIMD kernel this
+    /// CPU has.
+    macro_rules! on_every_kernel {
+        ($check:ident) => {
+            $check(Portable::<8>);
+            $check(Portable::<4>);
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            if let Some(kern) = avx2::Avx2::detect() {
+                $check(kern);
+            }
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            if let Some(kern) = avx512::Avx512::detect() {
+                $check(kern);
+            }
+            #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+            if let Some(kern) = neon::Neon::detect() {
+                $check(kern);
+            }
+        };
+    }
+
     #[test]
     fn blocks_of_strips_match_plain_sums_on_every_kernel() {
-        check_blocks(Portable::<8>);
-        check_blocks(Portable::<4>);
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if let Some(kern) = avx2::Avx2::detect() {
-            check_blocks(kern);
-        }
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if let Some(kern) = avx512::Avx512::detect() {
-            check_blocks(kern);
-        }
-        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-        if let Some(kern) = neon::Neon::detect() {
-            check_blocks(kern);
-        }
+        on_every_kernel!(check_blocks);
     }
 
     #[test]
     fn panel_operands_match_strided_ones_on_every_kernel() {
-        check_panels(Portable::<8>);
-        check_panels(Portable::<4>);
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if let Some(kern) = avx2::Avx2::detect() {
-            check_panels(kern);
-        }
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if let Some(kern) = avx512::Avx512::detect() {
-            check_panels(kern);
-        }
-        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-        if let Some(kern) = neon::Neon::detect() {
-            check_panels(kern);
-        }
+        on_every_kernel!(check_panels);
     }
 
     #[test]
