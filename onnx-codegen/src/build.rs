@@ -111,10 +111,10 @@ impl Build {
         self
     }
 
-    /// Runs 3x3 stride-1 convolutions with at least 96 channels by
-    /// Winograd's F(2x2, 3x3) (on by default); off keeps their weights at
-    /// their size (the transformed ones are 16/9 as large), for
-    /// flash-constrained targets.
+    /// Runs the 3x3 stride-1 convolutions where it pays (see
+    /// `passes::optimize::winograd_convs`) by Winograd's F(2x2, 3x3) (on by
+    /// default); off keeps their weights at their size (the transformed
+    /// ones are 16/9 as large), for flash-constrained targets.
     pub fn winograd(mut self, on: bool) -> Build {
         self.options.winograd = on;
         self

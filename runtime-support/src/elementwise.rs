@@ -86,7 +86,8 @@ pub enum Unary<T> {
     /// Gelu with the tanh approximation (`approximate = "tanh"`).
     GeluTanh,
     /// `x * sigmoid(x)` (SiLU, or Swish with alpha 1): exporters write it as
-    /// a `Sigmoid` and a `Mul`, which the generator fuses into a product.
+    /// a `Sigmoid` and a `Mul`, which the generator folds into one `Swish`
+    /// and, after a product, into the product's epilogue.
     Silu,
     /// `x` if `x > 0`, else `alpha * (e^x - 1)`.
     Elu { alpha: T },

@@ -162,7 +162,7 @@ pub fn max_pool<T: Num>(
         if out_size > 0 && p.planes > 0 {
             // Windows wider than the row buffer take the 8-plane scan.
             if indices.is_none() && g.d == [1, 1] && in_size > 0 && g.k[1] <= SEPARABLE_COLS {
-                crate::simd::vectorize(SeparableMaxPool { g: &g, in_size, out_size, x, y });
+                max_pool_2d_separable(&g, in_size, out_size, x, y);
             } else {
                 max_pool_2d(&g, p.planes, in_size, out_size, x, y, indices);
             }
@@ -310,24 +310,6 @@ fn max_nan<T: Num>(best: T, v: T) -> T {
 /// (a stack buffer: 2 KiB for f64).
 const SEPARABLE_COLS: usize = 256;
 
-/// [`max_pool_2d_separable`]'s arguments, run by [`crate::simd::vectorize`]
-/// so its loops are compiled for the vector unit.
-struct SeparableMaxPool<'a, T> {
-    g: &'a Geom2,
-    in_size: usize,
-    out_size: usize,
-    x: &'a [T],
-    y: &'a mut [T],
-}
-
-impl<T: Num> crate::simd::Vectorize for SeparableMaxPool<'_, T> {
-    type Output = ();
-    #[inline(always)]
-    fn run(self) {
-        max_pool_2d_separable(self.g, self.in_size, self.out_size, self.x, self.y);
-    }
-}
-
 /// [`max_pool`] on an undilated 2-D window without `Indices`, plane by
 /// plane and output row by output row, in two contiguous passes: the
 /// maximum down the window's rows for a run of input columns (a loop over
@@ -335,7 +317,6 @@ impl<T: Num> crate::simd::Vectorize for SeparableMaxPool<'_, T> {
 /// maximum is the same value as the tap-by-tap scan's (NaN still wins);
 /// only which of two equal values it keeps may differ, which shows only as
 /// the sign of a zero.
-#[inline(always)]
 fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: &[T], y: &mut [T]) {
     // Output columns per pass, so their input columns fit the buffer (the
     // caller checked the window is no wider than it).

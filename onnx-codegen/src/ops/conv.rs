@@ -733,7 +733,7 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
-        let smooth = matches!(p.act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu));
+        let smooth = super::gemm::smooth(p.act);
         if let (false, ElemType::Float, Some(_)) = (self.transpose, p.elem, p.winograd) {
             let u = io
                 .inputs

@@ -172,8 +172,9 @@ pub(super) fn post_tokens(
     (quote!(&#rt::gemm::Post { residual: #r, act: #act, smooth: #smooth }), after)
 }
 
-/// Whether an f32 product's fused activation is applied as a smooth one.
-fn smooth(act: Option<Unary<f64>>) -> bool {
+/// Whether an f32 product's fused activation is applied as a smooth one
+/// (through `gemm::Post`, not the kernels' `Activation`).
+pub(super) fn smooth(act: Option<Unary<f64>>) -> bool {
     matches!(act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu))
 }
 

@@ -17,8 +17,8 @@
 //!   bias, while the tile is in L1 (in registers on AVX-512). An activation
 //!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `Swish` of alpha
 //!   1, i.e. SiLU) then fuses too, applied after the residual, as does a
-//!   `Gelu` or SiLU reading the product directly; a product that already has an activation is left alone (the
-//!   order would differ). The fused kernel performs the same float
+//!   `Gelu` or SiLU reading the product directly; a product that already
+//!   has an activation is left alone (the order would differ). The fused kernel performs the same float
 //!   operations in the same order as the nodes it replaces, on the same sums
 //!   (a convolution the direct kernel takes adds the residual after it), so
 //!   results are bit-identical to the unfused generated code.

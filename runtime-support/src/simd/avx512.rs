@@ -102,7 +102,7 @@ impl Micro for Avx512 {
         load: bool,
         tail: Option<Tail<'_>>,
     ) -> bool {
-        if kc == 0 || !(1..=MR).contains(&nrows) || !(1..=4).contains(&ncols) {
+        if kc == 0 || !(1..=MR).contains(&nrows) || !(1..=Self::COLS).contains(&ncols) {
             return false;
         }
         let a_end = (kc - 1).checked_mul(cs).and_then(|v| v.checked_add(row0)?.checked_add(nrows));

@@ -1070,9 +1070,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     // 49 = 32 + 16 + 1): the last t run one vector over the
                     // tile's rows when those are adjacent in A.
                     let t = ncols % 16;
-                    let adjacent =
-                        rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
-                    let split = ncols > 16 && t > 0 && t <= K::COLS && adjacent;
+                    let split = ncols > 16
+                        && t > 0
+                        && t <= K::COLS
+                        && rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
                     let mut main = ncols;
                     if split {
                         let j = ncols - t;
