@@ -337,9 +337,17 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     } else {
         None
     };
-    let run = |y: &mut [f32]| match &packed {
-        Some(pw) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
-        None => conv::sconv(&p, &x, &w, Some(&bias), y, Activation::Relu),
+    // `CONV_SILU=1`: SiLU through the fused epilogue instead of Relu.
+    let silu = std::env::var_os("CONV_SILU").is_some();
+    let post = onnx_codegen_runtime::gemm::Post {
+        smooth: Some(onnx_codegen_runtime::gemm::Smooth::Silu),
+        ..onnx_codegen_runtime::gemm::Post::NONE
+    };
+    let run = |y: &mut [f32]| match (&packed, silu) {
+        (Some(pw), true) => conv::sconv_packed_fused(&p, &x, pw, Some(&bias), y, &post),
+        (None, true) => conv::sconv_fused(&p, &x, &w, Some(&bias), y, &post),
+        (Some(pw), false) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
+        (None, false) => conv::sconv(&p, &x, &w, Some(&bias), y, Activation::Relu),
     };
     let mut times = Vec::new();
     for _ in 0..reps {
@@ -351,7 +359,8 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     let mut want = vec![0.0f32; y.len()];
     conv::conv(&p, &x, &w, Some(&bias), &mut want).ok()?;
     let close = |y: &[f32]| {
-        want.iter().zip(y).all(|(w, g)| (w.max(0.0) - g).abs() <= 1e-3 * (1.0 + w.abs()))
+        let act = |w: f32| if silu { w / (1.0 + (-w).exp()) } else { w.max(0.0) };
+        want.iter().zip(y).all(|(w, g)| (act(*w) - g).abs() <= 1e-3 * (1.0 + w.abs()))
     };
     if !close(&y) {
         return None;
