@@ -507,6 +507,55 @@ pub fn global_average_pool<T: Float>(planes: usize, size: usize, x: &[T], y: &mu
     global_reduce(planes, size, x, y, T::ZERO, T::add, |s| s.div(count).unwrap_or(T::NAN))
 }
 
+/// [`global_average_pool`] on f32 for generated code: each plane summed in
+/// sixteen partial sums (a vector register's worth, compiled for the widest
+/// unit), so the result can differ from the sequential sum by rounding.
+/// Planes shorter than a vector take [`global_average_pool`].
+pub fn sglobal_average_pool(planes: usize, size: usize, x: &[f32], y: &mut [f32]) -> Result {
+    if size < 16 {
+        return global_average_pool(planes, size, x, y);
+    }
+    global_check(planes, size, x.len(), y.len())?;
+    crate::simd::vectorize_wide(PlaneMeans { size, x, y });
+    Ok(())
+}
+
+/// The body of [`sglobal_average_pool`].
+struct PlaneMeans<'a> {
+    size: usize,
+    x: &'a [f32],
+    y: &'a mut [f32],
+}
+
+impl crate::simd::Vectorize for PlaneMeans<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let count = self.size as f32;
+        for (plane, o) in self.x.chunks_exact(self.size).zip(self.y.iter_mut()) {
+            *o = lane_sum(plane) / count;
+        }
+    }
+}
+
+/// The sum of `v` in sixteen interleaved partial sums, then those in order.
+#[inline(always)]
+fn lane_sum(v: &[f32]) -> f32 {
+    let (blocks, rest) = v.as_chunks::<16>();
+    let mut acc = [0.0f32; 16];
+    for b in blocks {
+        for (a, x) in acc.iter_mut().zip(b) {
+            *a += *x;
+        }
+    }
+    let mut s = acc.iter().sum::<f32>();
+    for x in rest {
+        s += *x;
+    }
+    s
+}
+
 /// Folds each of `planes` contiguous planes of `size` elements, `LANES`
 /// planes at a time, from `init` with `step`, and writes `finish` of each.
 fn global_reduce<T: Num>(
@@ -562,6 +611,23 @@ pub fn global_lp_pool<T: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vector_global_average_matches_the_sequential_mean() {
+        for (planes, size) in [(3, 1), (5, 15), (4, 16), (3, 17), (7, 49), (2, 200), (0, 20)] {
+            let x: Vec<f32> =
+                (0..planes * size).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013).collect();
+            let (mut want, mut got) = (vec![0.0f32; planes], vec![9.0f32; planes]);
+            global_average_pool(planes, size, &x, &mut want).unwrap();
+            sglobal_average_pool(planes, size, &x, &mut got).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-5, "{planes}x{size}: {g} vs {w}");
+            }
+        }
+        let mut y = [0.0f32; 2];
+        assert!(sglobal_average_pool(2, 20, &[0.0; 39], &mut y).is_err());
+        assert!(sglobal_average_pool(3, 20, &[0.0; 60], &mut y).is_err());
+    }
 
     fn pool1<'a>(
         in_dims: &'a [usize],

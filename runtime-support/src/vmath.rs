@@ -254,11 +254,20 @@ impl simd::Vectorize for MapLoop<'_> {
 
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    if matches!(f, Func::Sigmoid | Func::Silu)
+        && simd::exp_family(f == Func::Silu, Some(&x[..n]), &mut y[..n])
+    {
+        return;
+    }
     simd::vectorize_wide(MapLoop { f, x: Some(x), y });
 }
 
 /// `x[i] = f(x[i])`, vectorised.
 pub fn map_in_place(f: Func, x: &mut [f32]) {
+    if matches!(f, Func::Sigmoid | Func::Silu) && simd::exp_family(f == Func::Silu, None, x) {
+        return;
+    }
     simd::vectorize_wide(MapLoop { f, x: None, y: x });
 }
 

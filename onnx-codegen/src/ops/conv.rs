@@ -1122,6 +1122,11 @@ impl Kernel for GlobalKernel {
         let (planes, size) = (lit::usize_lit(p.planes), lit::usize_lit(p.size));
         let (x, y) = (&io.inputs[0], &io.outputs[0]);
         match p.kind {
+            // f32 takes the vectorised entry point (partial sums: the same
+            // mean up to rounding); constant folding keeps the generic kernel.
+            GlobalKind::Average if p.elem == ElemType::Float => {
+                quote!(#rt::pool::sglobal_average_pool(#planes, #size, #x, #y)?;)
+            }
             GlobalKind::Average => {
                 quote!(#rt::pool::global_average_pool(#planes, #size, #x, #y)?;)
             }

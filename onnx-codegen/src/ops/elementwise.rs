@@ -399,13 +399,16 @@ impl OpRule for BinaryRule {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
         let int_float = pow_int_float(cx, a.elem, b.elem);
         let cast_b = (a.elem != b.elem && !int_float).then(|| (b.elem, b.numel().unwrap_or(0)));
+        let (sa, sb) =
+            (broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b.dims, &out.dims));
+        let (shape, strides) = super::coalesce_broadcast(&out.dims, [&sa, &sb]);
         Ok(Lowered::Kernel(Box::new(BinaryKernel {
             op: arith(cx)?,
             elem: out.elem,
             cast_b,
             float_exp: int_float.then_some(b.elem),
-            strides: [broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b.dims, &out.dims)],
-            shape: out.dims.clone(),
+            strides,
+            shape,
         })))
     }
 }

@@ -405,6 +405,59 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<isize> {
     strides
 }
 
+/// The fewest axes that walk the same elements as `shape` with each
+/// operand's `strides` (row-major output): size-1 axes dropped, and each
+/// axis merged into the one before it where every operand steps across the
+/// pair as one axis (`stride[i] == stride[i + 1] * shape[i + 1]`, which
+/// holds for contiguous runs and for broadcast zeros alike). A `[1, C, H, W]`
+/// by `[1, C, 1, 1]` product becomes `[C, H * W]`, rows of `H * W` instead of
+/// `W`, so the element-wise kernels run long inner loops.
+pub fn coalesce_broadcast<const K: usize>(
+    shape: &[usize],
+    strides: [&[isize]; K],
+) -> (Vec<usize>, [Vec<isize>; K]) {
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut out: [Vec<isize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
+    if shape.contains(&0) {
+        return (shape.to_vec(), std::array::from_fn(|k| strides[k].to_vec()));
+    }
+    for (axis, &d) in shape.iter().enumerate() {
+        if d == 1 {
+            continue;
+        }
+        let step: [isize; K] = std::array::from_fn(|k| strides[k].get(axis).copied().unwrap_or(0));
+        let merge = dims.last().is_some_and(|_| {
+            (0..K).all(|k| {
+                let prev = out[k].last().copied().unwrap_or(0);
+                isize::try_from(d).ok().and_then(|d| step[k].checked_mul(d)) == Some(prev)
+            })
+        });
+        if merge {
+            if let Some(last) = dims.last_mut() {
+                *last *= d;
+            }
+            for (o, &s) in out.iter_mut().zip(&step) {
+                if let Some(last) = o.last_mut() {
+                    *last = s;
+                }
+            }
+        } else {
+            dims.push(d);
+            for (o, &s) in out.iter_mut().zip(&step) {
+                o.push(s);
+            }
+        }
+    }
+    if dims.is_empty() {
+        // A single element: one axis of one, so ranks stay at least 1.
+        dims.push(1);
+        for o in &mut out {
+            o.push(0);
+        }
+    }
+    (dims, out)
+}
+
 /// Integer element types (the runtime's `Int` kernels).
 pub fn is_int(elem: ElemType) -> bool {
     matches!(
@@ -555,6 +608,30 @@ mod tests {
         assert!(broadcast_shapes(&[&[2, 3], &[3, 2]]).is_err());
         assert_eq!(broadcast_strides(&[4, 1], &[2, 4, 3]), [0, 1, 0]);
         assert_eq!(broadcast_strides(&[2, 1, 3], &[2, 4, 3]), [3, 0, 1]);
+    }
+
+    #[test]
+    fn broadcasts_coalesce_to_the_fewest_axes() {
+        let co = |shape: &[usize], a: &[isize], b: &[isize]| {
+            let (d, [a, b]) = coalesce_broadcast(shape, [a, b]);
+            (d, a, b)
+        };
+        // A per-channel scale of an NCHW tensor: channels x pixels.
+        assert_eq!(
+            co(&[1, 32, 7, 7], &[0, 49, 7, 1], &[0, 1, 0, 0]),
+            (vec![32, 49], vec![49, 1], vec![1, 0])
+        );
+        // Same shapes: one run.
+        assert_eq!(co(&[2, 3, 4], &[12, 4, 1], &[12, 4, 1]), (vec![24], vec![1], vec![1]));
+        // A row vector over a matrix: nothing to merge.
+        assert_eq!(co(&[5, 6], &[6, 1], &[0, 1]), (vec![5, 6], vec![6, 1], vec![0, 1]));
+        // Broadcast on both sides ([3, 1] + [1, 4]) keeps both axes.
+        assert_eq!(co(&[3, 4], &[1, 0], &[0, 1]), (vec![3, 4], vec![1, 0], vec![0, 1]));
+        // One element, and an empty tensor left as it is.
+        assert_eq!(co(&[1, 1], &[0, 0], &[0, 0]), (vec![1], vec![0], vec![0]));
+        assert_eq!(co(&[2, 0], &[0, 1], &[0, 1]), (vec![2, 0], vec![0, 1], vec![0, 1]));
+        // Leading broadcast axes merge with each other: [2, 3, 4] * [4].
+        assert_eq!(co(&[2, 3, 4], &[12, 4, 1], &[0, 0, 1]), (vec![6, 4], vec![4, 1], vec![0, 1]));
     }
 
     #[test]

@@ -42,6 +42,9 @@ mod direct;
 mod neon;
 #[allow(unsafe_code)]
 mod strip;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+mod vexp;
 
 pub(crate) use dw::{Geom2d, depthwise};
 mod dw;
@@ -108,8 +111,10 @@ impl Activation {
 }
 
 /// A smooth activation fused into a product, after every other step of the
-/// epilogue: the [`vmath`](crate::vmath) routine the standalone f32 op runs in
-/// generated code, on the same value, so fusing does not change any result.
+/// epilogue: the routine the standalone f32 op runs in generated code
+/// ([`vmath::map`](crate::vmath::map)'s: for SiLU the explicit AVX code of
+/// `vexp` where the CPU has it), on the same value, so fusing does not change
+/// any result.
 /// Applied to each tile's rows while they are in L1 (never in registers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Smooth {
@@ -128,7 +133,13 @@ impl Smooth {
         match self {
             Smooth::Gelu => crate::vmath::gelu(x),
             Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
-            Smooth::Silu => crate::vmath::silu(x),
+            // One lane of the vector routine `apply_all` runs, so an
+            // element finished alone equals its neighbours' arithmetic.
+            Smooth::Silu => {
+                let mut v = [x];
+                self.apply_all(&mut v);
+                v[0]
+            }
         }
     }
 
@@ -136,6 +147,10 @@ impl Smooth {
     /// function so each compiles to straight vector code.
     #[inline(always)]
     pub fn apply_all(self, y: &mut [f32]) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        if self == Smooth::Silu && vexp::apply_in_place(vexp::VFunc::Silu, y) {
+            return;
+        }
         /// Plain loops (inlined into the caller's instruction set), blocks
         /// of 16 so the polynomial chains of a block overlap.
         macro_rules! each {
@@ -259,16 +274,20 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
             }
         }
         if let Some(s) = t.epi.smooth {
-            vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
+            smooth_block(s, dst, ldd, nrows, ncols);
         }
     }
 }
 
-/// Applies `s` to the `nrows x ncols` block of `dst` (rows `ldd` apart),
+/// Applies `s` to the `nrows x ncols` block of `dst` (rows `ldd` apart):
+/// SiLU in `vexp`'s explicit vector code where the CPU has it, the rest
 /// compiled for the widest vector unit.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if s == Smooth::Silu && vexp::apply_rows(vexp::VFunc::Silu, dst, ldd, nrows, ncols) {
+        return;
+    }
     vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
 }
 
@@ -922,7 +941,7 @@ impl<'a> Epilogue<'a> {
         vectorized(|| self.row(0, 0, y));
         if let Some(s) = self.smooth {
             let ncols = y.len();
-            vectorize_wide(SmoothRows { s, dst: y, ldd: ncols, nrows: 1, ncols });
+            smooth_block(s, y, ncols, 1, ncols);
         }
     }
 }
@@ -1176,7 +1195,7 @@ fn drive<K: Micro, A: ReadA, B: PackB>(
         }
     });
     if let Some(s) = whole {
-        vectorize_wide(SmoothRows { s, dst: y, ldd: ldy, nrows: m, ncols: n });
+        smooth_block(s, y, ldy, m, n);
     }
     Ok(())
 }
@@ -1428,6 +1447,23 @@ pub(crate) fn product_portable<A: ReadA, B: PackB>(
     epi: &Epilogue<'_>,
 ) -> crate::Result {
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
+}
+
+/// `y[i] = sigmoid(x[i])` (or SiLU) in explicit vector code where the CPU
+/// has AVX2+FMA; `false` (nothing done) elsewhere, for the portable loop.
+#[allow(unused_variables)]
+#[inline]
+pub(crate) fn exp_family(silu: bool, x: Option<&[f32]>, y: &mut [f32]) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        let f = if silu { vexp::VFunc::Silu } else { vexp::VFunc::Sigmoid };
+        return match x {
+            Some(x) => vexp::apply(f, x, y),
+            None => vexp::apply_in_place(f, y),
+        };
+    }
+    #[allow(unreachable_code)]
+    false
 }
 
 #[cfg(test)]
