@@ -39,8 +39,9 @@ pub fn softmax<T: Float>(s: AxisShape, x: &[T], y: &mut [T]) -> Result {
 }
 
 /// [`softmax`] on f32 for generated code: over the last axis (`inner == 1`)
-/// each row is a straight vectorised pass with [`vmath::exp`] and sixteen
-/// partial sums (a few ulp from [`softmax`]); any other axis runs
+/// each row is a straight vectorised pass with the vector exponential (explicit
+/// AVX code, else [`vmath::exp`]) and sixteen partial sums (a few ulp from
+/// [`softmax`]); any other axis runs
 /// [`softmax`] itself. Constant folding keeps [`softmax`].
 pub fn ssoftmax(s: AxisShape, x: &[f32], y: &mut [f32]) -> Result {
     check(s, x, y)?;
@@ -76,11 +77,10 @@ const L: usize = 16;
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32]) {
     let m = row_max(x);
-    // The exponentials in a loop of their own (it vectorises whole; with the
-    // sum in the same loop it stayed scalar), then summed in `L` lanes.
     for (o, &v) in y.iter_mut().zip(x) {
-        *o = vmath::exp(v - m);
+        *o = v - m;
     }
+    exp_row(y);
     normalise(y);
 }
 
@@ -89,9 +89,23 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
 fn softmax_row_in_place(y: &mut [f32]) {
     let m = row_max(y);
     for o in y.iter_mut() {
-        *o = vmath::exp(*o - m);
+        *o -= m;
     }
+    exp_row(y);
     normalise(y);
+}
+
+/// `y[i] = e^y[i]`: the explicit vector routine where the CPU has one, else
+/// [`vmath::exp`] in a loop of its own (it vectorises whole; with the sum in
+/// the same loop it stayed scalar).
+#[inline(always)]
+fn exp_row(y: &mut [f32]) {
+    if simd::exp_family(simd::VFunc::Exp, None, y) {
+        return;
+    }
+    for o in y.iter_mut() {
+        *o = vmath::exp(*o);
+    }
 }
 
 /// The row's maximum over `L` partial maxima. A NaN is skipped here but
@@ -131,8 +145,10 @@ fn normalise(y: &mut [f32]) {
     for &e in ys.remainder() {
         sum += e;
     }
+    // One division, then products: within an ulp of dividing each.
+    let r = 1.0 / sum;
     for o in y.iter_mut() {
-        *o /= sum;
+        *o *= r;
     }
 }
 

@@ -193,6 +193,18 @@ pub enum Func {
     Silu,
 }
 
+impl Func {
+    /// The explicit vector routine computing this function, if any.
+    fn vector(self) -> Option<simd::VFunc> {
+        match self {
+            Func::Exp => Some(simd::VFunc::Exp),
+            Func::Sigmoid => Some(simd::VFunc::Sigmoid),
+            Func::Silu => Some(simd::VFunc::Silu),
+            _ => None,
+        }
+    }
+}
+
 /// One [`map`] or [`map_in_place`] call (`x` is `None` in place).
 struct MapLoop<'a> {
     f: Func,
@@ -255,17 +267,17 @@ impl simd::Vectorize for MapLoop<'_> {
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
     let n = x.len().min(y.len());
-    if matches!(f, Func::Sigmoid | Func::Silu)
-        && simd::exp_family(f == Func::Silu, Some(&x[..n]), &mut y[..n])
-    {
-        return;
+    if let Some(v) = f.vector() {
+        if simd::exp_family(v, Some(&x[..n]), &mut y[..n]) {
+            return;
+        }
     }
     simd::vectorize_wide(MapLoop { f, x: Some(x), y });
 }
 
 /// `x[i] = f(x[i])`, vectorised.
 pub fn map_in_place(f: Func, x: &mut [f32]) {
-    if matches!(f, Func::Sigmoid | Func::Silu) && simd::exp_family(f == Func::Silu, None, x) {
+    if f.vector().is_some_and(|v| simd::exp_family(v, None, x)) {
         return;
     }
     simd::vectorize_wide(MapLoop { f, x: None, y: x });

@@ -148,7 +148,7 @@ impl Smooth {
     #[inline(always)]
     pub fn apply_all(self, y: &mut [f32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if self == Smooth::Silu && vexp::apply_in_place(vexp::VFunc::Silu, y) {
+        if self == Smooth::Silu && vexp::apply_in_place(VFunc::Silu, y) {
             return;
         }
         /// Plain loops (inlined into the caller's instruction set), blocks
@@ -285,7 +285,7 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 #[inline(always)]
 fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if s == Smooth::Silu && vexp::apply_rows(vexp::VFunc::Silu, dst, ldd, nrows, ncols) {
+    if s == Smooth::Silu && vexp::apply_rows(VFunc::Silu, dst, ldd, nrows, ncols) {
         return;
     }
     vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
@@ -1449,14 +1449,25 @@ pub(crate) fn product_portable<A: ReadA, B: PackB>(
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
-/// `y[i] = sigmoid(x[i])` (or SiLU) in explicit vector code where the CPU
-/// has AVX2+FMA; `false` (nothing done) elsewhere, for the portable loop.
+/// The functions [`exp_family`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VFunc {
+    /// `e^x`.
+    Exp,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `x / (1 + e^-x)`.
+    Silu,
+}
+
+/// `y[i] = f(x[i])` (or in place, `x` `None`) in explicit vector code where
+/// the CPU has AVX2+FMA; `false` (nothing done) elsewhere, for the
+/// caller's portable loop.
 #[allow(unused_variables)]
 #[inline]
-pub(crate) fn exp_family(silu: bool, x: Option<&[f32]>, y: &mut [f32]) -> bool {
+pub(crate) fn exp_family(f: VFunc, x: Option<&[f32]>, y: &mut [f32]) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        let f = if silu { vexp::VFunc::Silu } else { vexp::VFunc::Sigmoid };
         return match x {
             Some(x) => vexp::apply(f, x, y),
             None => vexp::apply_in_place(f, y),

@@ -1,4 +1,4 @@
-//! Sigmoid and SiLU over slices in explicit AVX-512 and AVX2+FMA code.
+//! Exp, sigmoid and SiLU over slices in explicit AVX-512 and AVX2+FMA code.
 //!
 //! The portable [`vmath`](crate::vmath) functions vectorise, but Rust never
 //! contracts `a * b + c` into a fused multiply-add, so their exponential
@@ -7,7 +7,8 @@
 //! fused steps of range reduction, a degree-6 polynomial of fused steps and
 //! (on AVX-512) one `vscalefps`: about half the instructions. SiLU is the
 //! activation of EfficientNet-style networks, applied to every output of
-//! most of their layers, so this is worth its own code.
+//! most of their layers, and Softmax's exponentials are a transformer's
+//! largest element-wise cost, so this is worth its own code.
 //!
 //! Accuracy: the polynomial's relative error is below 1e-8 on the reduced
 //! range, so results are within a few units in the last place of the exact
@@ -23,14 +24,7 @@ use super::avx2::Avx2;
 use super::avx512::Avx512;
 use core::arch::x86_64::*;
 
-/// The functions this module computes.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum VFunc {
-    /// `1 / (1 + e^-x)`.
-    Sigmoid,
-    /// `x / (1 + e^-x)`.
-    Silu,
-}
+pub(crate) use super::VFunc;
 
 /// `y[i] = f(y[i])` on the widest unit present; `false` (nothing done)
 /// without AVX2+FMA, for the caller's portable loop.
@@ -110,15 +104,19 @@ const C3: f32 = 0.166_664_8;
 const C4: f32 = 0.041_673_567;
 const C5: f32 = 0.008_372_688;
 const C6: f32 = 0.001_357_120_8;
+/// Above where `e^x` overflows (88.8), so clamped lanes give infinity; low
+/// enough that `n` stays within what the scalings take.
+const EXP_MAX: f32 = 100.0;
 /// Far below where `e^x` rounds to zero (-104), so clamped lanes give
 /// exactly zero; high enough that `n` stays within what the scalings take
 /// (two normal factors on AVX2) and `-inf` never reaches the arithmetic.
 const EXP_MIN: f32 = -150.0;
 
-/// `e^a` for `a <= 0` (NaN stays NaN), sixteen lanes.
+/// `e^a` (NaN stays NaN), sixteen lanes.
 #[target_feature(enable = "avx512f")]
-fn exp_neg512(a: __m512) -> __m512 {
-    // `max(EXP_MIN, a)` keeps a NaN `a` (the second operand wins on NaN).
+fn exp512(a: __m512) -> __m512 {
+    // The clamps keep a NaN `a` (the second operand wins on NaN).
+    let a = _mm512_min_ps(_mm512_set1_ps(EXP_MAX), a);
     let a = _mm512_max_ps(_mm512_set1_ps(EXP_MIN), a);
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
         _mm512_mul_ps(a, _mm512_set1_ps(LOG2E)),
@@ -137,10 +135,13 @@ fn exp_neg512(a: __m512) -> __m512 {
 /// `f` on sixteen lanes.
 #[target_feature(enable = "avx512f")]
 fn eval512(f: VFunc, x: __m512) -> __m512 {
+    if f == VFunc::Exp {
+        return exp512(x);
+    }
     let sign = _mm512_set1_epi32(i32::MIN);
     // -|x|: the exponential never overflows and 1 + e stays in [1, 2].
     let neg = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));
-    let e = exp_neg512(neg);
+    let e = exp512(neg);
     // 1 / d for d in [1, 2]: the 14-bit estimate and one Newton step
     // (relative error near 2^-28), cheaper than a division.
     let d = _mm512_add_ps(_mm512_set1_ps(1.0), e);
@@ -151,8 +152,8 @@ fn eval512(f: VFunc, x: __m512) -> __m512 {
     let pos = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, _mm512_setzero_ps());
     let s = _mm512_mask_blend_ps(pos, _mm512_mul_ps(e, q), q);
     match f {
-        VFunc::Sigmoid => s,
         VFunc::Silu => _mm512_mul_ps(x, s),
+        VFunc::Sigmoid | VFunc::Exp => s,
     }
 }
 
@@ -187,9 +188,10 @@ fn map512(_cpu: Avx512, f: VFunc, rows: Rows<'_>) {
     }
 }
 
-/// `e^a` for `a <= 0` (NaN stays NaN), eight lanes.
+/// `e^a` (NaN stays NaN), eight lanes.
 #[target_feature(enable = "avx2,fma")]
-fn exp_neg256(a: __m256) -> __m256 {
+fn exp256(a: __m256) -> __m256 {
+    let a = _mm256_min_ps(_mm256_set1_ps(EXP_MAX), a);
     let a = _mm256_max_ps(_mm256_set1_ps(EXP_MIN), a);
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         a,
@@ -203,7 +205,7 @@ fn exp_neg256(a: __m256) -> __m256 {
     }
     let r2 = _mm256_mul_ps(r, r);
     let p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0)));
-    // 2^n as two normal factors: n is in [-217, 0], below the normal range
+    // 2^n as two normal factors: n is in [-217, 145], beyond the normal range
     // for one factor. A NaN lane's `n` converts to i32::MIN, whose factors
     // are garbage, but `p` is NaN there and stays NaN.
     let ni = _mm256_cvtps_epi32(n);
@@ -218,14 +220,17 @@ fn exp_neg256(a: __m256) -> __m256 {
 /// `f` on eight lanes.
 #[target_feature(enable = "avx2,fma")]
 fn eval256(f: VFunc, x: __m256) -> __m256 {
+    if f == VFunc::Exp {
+        return exp256(x);
+    }
     let sign = _mm256_set1_ps(-0.0);
-    let e = exp_neg256(_mm256_or_ps(x, sign));
+    let e = exp256(_mm256_or_ps(x, sign));
     let q = _mm256_div_ps(_mm256_set1_ps(1.0), _mm256_add_ps(_mm256_set1_ps(1.0), e));
     let pos = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_setzero_ps());
     let s = _mm256_blendv_ps(_mm256_mul_ps(e, q), q, pos);
     match f {
-        VFunc::Sigmoid => s,
         VFunc::Silu => _mm256_mul_ps(x, s),
+        VFunc::Sigmoid | VFunc::Exp => s,
     }
 }
 
@@ -267,6 +272,7 @@ mod tests {
         let x = f64::from(x);
         let s = 1.0 / (1.0 + (-x).exp());
         match f {
+            VFunc::Exp => x.exp(),
             VFunc::Sigmoid => s,
             VFunc::Silu => x * s,
         }
@@ -359,7 +365,7 @@ mod tests {
     #[test]
     fn avx512_matches_the_exact_functions() {
         let Some(cpu) = Avx512::detect() else { return };
-        for f in [VFunc::Sigmoid, VFunc::Silu] {
+        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu] {
             // SAFETY (all three): `cpu` proves AVX-512F.
             check(f, |x, y| unsafe { map512(cpu, f, flat(Some(x), y)) });
             check(f, |x, y| {
@@ -375,7 +381,7 @@ mod tests {
     #[test]
     fn avx2_matches_the_exact_functions() {
         let Some(cpu) = Avx2::detect() else { return };
-        for f in [VFunc::Sigmoid, VFunc::Silu] {
+        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu] {
             // SAFETY (all three): `cpu` proves AVX2 and FMA.
             check(f, |x, y| unsafe { map256(cpu, f, flat(Some(x), y)) });
             check(f, |x, y| {
