@@ -267,10 +267,8 @@ impl simd::Vectorize for MapLoop<'_> {
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
     let n = x.len().min(y.len());
-    if let Some(v) = f.vector() {
-        if simd::exp_family(v, Some(&x[..n]), &mut y[..n]) {
-            return;
-        }
+    if f.vector().is_some_and(|v| simd::exp_family(v, Some(&x[..n]), &mut y[..n])) {
+        return;
     }
     simd::vectorize_wide(MapLoop { f, x: Some(x), y });
 }
