@@ -358,16 +358,23 @@ mod tests {
         }
     }
 
-    /// Planes of more than 1024 outputs: the flat 3x3 loop computes its
-    /// masks in blocks of 64 vectors, so these cross block boundaries.
+    /// Planes of more than 1024 outputs: the flat loops compute their
+    /// masks in blocks of 64 vectors, so these cross block boundaries; and
+    /// stride 2 on them (several blocks of sixteen per output row).
     fn large(kernel: Kernel<'_>) -> usize {
         let mut taken = 0;
         for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
             for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
                 for d in [[1, 1], [2, 1]] {
-                    let act = (Activation::LeakyRelu { alpha: 0.25 }, None);
-                    if check(kernel, [h, w], [3, 3], [1, 1], d, pads, act, true) == Some(true) {
-                        taken += 1;
+                    for (k, s) in [(3, 1), (5, 1), (3, 2), (5, 2)] {
+                        let act = if s == 2 {
+                            (Activation::Relu, Some(Smooth::Silu))
+                        } else {
+                            (Activation::LeakyRelu { alpha: 0.25 }, None)
+                        };
+                        if check(kernel, [h, w], [k, k], [s, s], d, pads, act, true) == Some(true) {
+                            taken += 1;
+                        }
                     }
                 }
             }
@@ -379,9 +386,11 @@ mod tests {
     fn avx512_depthwise_on_large_planes() {
         if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
             let taken = large(&|g, c, x, w, b, a, y| {
-                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                by_blocks(g, c, x, w, b, a.1, BLOCK, y, |c, x, w, b, y| {
+                    crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                })
             });
-            assert_eq!(taken, 24);
+            assert_eq!(taken, 96);
         }
     }
 
