@@ -30,11 +30,12 @@ use super::Activation;
 use super::avx512::Avx512;
 use super::dw::Geom2d;
 use core::arch::x86_64::{
-    __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
-    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
-    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
-    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps,
-    _mm512_maskz_mul_ps, _mm512_maskz_permutex2var_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
+    __m512, __m512i, __mmask16, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_epi32,
+    _mm512_add_ps, _mm512_alignr_epi32, _mm512_castps_si512, _mm512_castsi512_ps,
+    _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask, _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask,
+    _mm512_fmadd_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32,
+    _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps, _mm512_maskz_mul_ps,
+    _mm512_maskz_permutex2var_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
     _mm512_permutex2var_ps, _mm512_permutexvar_ps, _mm512_set1_epi32, _mm512_set1_ps,
     _mm512_setr_epi32, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_sub_epi32,
 };
@@ -451,11 +452,11 @@ unsafe fn flat_slide<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32
         let tab = &mut tab[..count];
         for (t, m) in tab.iter_mut().enumerate() {
             let j = ((v0 + t) * 16) as isize;
-            for kx in 0..K {
-                m.cm[kx] = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv);
+            for (cm, lo) in m.cm.iter_mut().zip(&clo) {
+                *cm = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, *lo), wv);
             }
-            for ky in 0..K {
-                m.ld[ky] = inside(j + 16 + roff[ky]);
+            for (ld, off) in m.ld.iter_mut().zip(&roff) {
+                *ld = inside(j + 16 + off);
             }
             m.keep = lanes_between(0, n as isize - j);
             col = _mm512_add_epi32(col, step);
@@ -481,9 +482,9 @@ unsafe fn flat_slide<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32
                 for ky in 0..K {
                     let (a, b) = (cur[ky], next[ky]);
                     acc[ky] = _mm512_maskz_mul_ps(m.cm[0], a, wt[ky][0]);
-                    for kx in 1..K {
+                    for (kx, (&tap, &cm)) in wt[ky].iter().zip(&m.cm).enumerate().skip(1) {
                         let t = shifted(kx, a, b);
-                        acc[ky] = _mm512_mask3_fmadd_ps(t, wt[ky][kx], acc[ky], m.cm[kx]);
+                        acc[ky] = _mm512_mask3_fmadd_ps(t, tap, acc[ky], cm);
                     }
                 }
                 cur = next;
@@ -595,6 +596,9 @@ unsafe fn rows2_s2<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32, 
     }
 }
 
+/// Output rows ahead whose input rows [`rows_s2`] prefetches.
+const PREFETCH_ROWS: usize = 4;
+
 /// The row loop for a `K x K` kernel (3 or 5) with horizontal stride 2 and
 /// dilation 1, unrolled. The block of sixteen outputs from `ox0` reads
 /// input columns `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen
@@ -650,6 +654,14 @@ unsafe fn rows_s2<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32, y
                             },
                         )
                     };
+                    if ky + 1 == K {
+                        // The input rows a few output rows down: going down a
+                        // strip of columns, each row is a new cache line.
+                        let ahead = row.wrapping_add(PREFETCH_ROWS * g.sy * g.w);
+                        // A hint: it never faults, whatever the address.
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+                    }
                     let ev = _mm512_permutex2var_ps(l0, even, l1);
                     let od = _mm512_permutex2var_ps(l0, odd, l1);
                     // The even and odd columns from b + 32 (lane 0: b + 32).
