@@ -745,8 +745,10 @@ pub(crate) fn post_pass(post: &Post<'_>, y: &mut [f32]) -> Result {
 
 /// [`sconv`] followed by `post`: a residual of the output's shape added
 /// after the bias, then the activations. 2-D convolutions of groups of one
-/// apply it per tile of the implicit GEMM, while the tile is in L1; other
-/// convolutions in a pass after the kernel.
+/// apply it per tile of the implicit GEMM, while the tile is in L1;
+/// depthwise ones without a residual apply the smooth activation to each
+/// block of planes right after the kernel wrote it; other convolutions in
+/// a pass after the kernel.
 pub fn sconv_fused(
     p: &Conv<'_>,
     x: &[f32],
@@ -758,7 +760,11 @@ pub fn sconv_fused(
     let tiled = p.window.in_dims.len() == 2
         && p.groups == 1
         && !(p.in_channels == 1 && p.out_channels == 1);
-    if !tiled && (post.residual.is_some() || post.smooth.is_some()) {
+    let depthwise = p.window.in_dims.len() == 2
+        && p.groups == p.in_channels
+        && p.groups == p.out_channels
+        && post.residual.is_none();
+    if !tiled && !depthwise && (post.residual.is_some() || post.smooth.is_some()) {
         sconv_fused(p, x, w, bias, y, &Post::NONE)?;
         return post_pass(post, y);
     }
@@ -797,7 +803,8 @@ pub fn sconv_fused(
         // Blocks of sixteen without an early exit inside: vector compares
         // instead of a branch per weight.
         let finite = w.chunks(16).all(|c| c.iter().fold(true, |a, v| a & v.is_finite()));
-        if finite && simd::depthwise(&geom, p.out_channels, x, w, bias, act, y) {
+        let smooth = post.smooth;
+        if finite && simd::depthwise(&geom, p.out_channels, x, w, bias, act, smooth, y) {
             return Ok(());
         }
         for (plane, yp) in y.chunks_exact_mut(out_size).enumerate() {
@@ -807,6 +814,9 @@ pub fn sconv_fused(
             simd::vectorized(|| {
                 if !depthwise_plane_staged(win, xp, wk, bias_of(c), yp, act) {
                     depthwise_plane(win, xp, wk, bias_of(c), yp, act);
+                }
+                if let Some(s) = smooth {
+                    s.apply_all(yp);
                 }
             });
         }
@@ -1365,6 +1375,16 @@ mod tests {
                 let short = Post { residual: Some(&r[..yl - 1]), ..post };
                 let e = sconv_fused(&p, &x[..xl], &w[..wl], None, &mut got[..yl], &short);
                 assert_eq!(e, Err(Error::ShapeMismatch));
+                // With SiLU after the activation (depthwise: per block of planes).
+                conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
+                for v in &mut want[..yl] {
+                    *v = crate::gemm::Smooth::Silu.apply(act.apply(*v));
+                }
+                let post = Post { smooth: Some(crate::gemm::Smooth::Silu), ..Post::act(act) };
+                sconv_fused(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], &post).unwrap();
+                for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
+                    assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "case {t} [{i}]: {g} vs {e}");
+                }
             }
             assert_eq!(
                 sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
@@ -1521,6 +1541,17 @@ mod tests {
                 let same =
                     g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
                 assert!(same, "[{i}]: {g} vs {e}");
+            }
+            // SiLU after it, on the portable path too.
+            let post =
+                Post { smooth: Some(crate::gemm::Smooth::Silu), ..Post::act(Activation::Relu) };
+            sconv_fused(&p, &x, &w, None, &mut got, &post).unwrap();
+            for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                let e = crate::gemm::Smooth::Silu.apply(*e);
+                let same = *g == e
+                    || (g.is_nan() && e.is_nan())
+                    || (g - e).abs() <= 1e-5 * (1.0 + e.abs());
+                assert!(same, "silu [{i}]: {g} vs {e}");
             }
             w[0] = 0.5;
             x[17] = f32::NAN;

@@ -17,7 +17,9 @@
 //!   bias, while the tile is in L1 (in registers on AVX-512). An activation
 //!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `Swish` of alpha
 //!   1, i.e. SiLU) then fuses too, applied after the residual, as does a
-//!   `Gelu` or SiLU reading the product directly; a product that already
+//!   `Gelu` or SiLU reading the product directly (also a 2-D depthwise
+//!   `Conv`'s, applied to each block of planes right after the kernel wrote
+//!   it; such a convolution takes no residual); a product that already
 //!   has an activation is left alone (the order would differ). The fused kernel performs the same float
 //!   operations in the same order as the nodes it replaces, on the same sums
 //!   (a convolution the direct kernel takes adds the residual after it), so
@@ -219,11 +221,24 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
     let mut removed: Vec<NodeId> = Vec::new();
     for (at, &id) in order.iter().enumerate() {
         let node = g.node(id);
-        // Convolutions: 2-D of groups of one (the implicit GEMM's tiles).
-        let conv = node.op.is("Conv")
-            && matches!(node.attr("group"), None | Some(AttrValue::Int(1)))
-            && node.input(0).and_then(ty).is_some_and(|t| t.rank() == 4);
-        let product = node.op.is("Gemm") || node.op.is("MatMul") || conv;
+        // Convolutions: 2-D of groups of one (the implicit GEMM's tiles),
+        // and 2-D depthwise ones (one input and one output channel per
+        // group) for the activation only: their kernel applies it to each
+        // block of planes it writes, but would add a residual in a pass.
+        let conv2d =
+            node.op.is("Conv") && node.input(0).and_then(ty).is_some_and(|t| t.rank() == 4);
+        let group = match node.attr("group") {
+            None => Some(1),
+            Some(AttrValue::Int(g)) => usize::try_from(*g).ok(),
+            _ => None,
+        };
+        let conv = conv2d && group == Some(1);
+        let channels = |v: Option<ValueId>| v.and_then(ty).and_then(|t| t.dims.get(1).copied());
+        let depthwise = conv2d
+            && group.is_some_and(|g| {
+                g > 1 && channels(node.input(0)) == Some(g) && channels(node.output(0)) == Some(g)
+            });
+        let product = node.op.is("Gemm") || node.op.is("MatMul") || conv || depthwise;
         if !product || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
             continue;
         }
@@ -239,6 +254,7 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
         // The residual: `Add(P, R)` with R of P's very type, available before P.
         if let Some((aid, index)) = sole(mid)
             && !removed.contains(&aid)
+            && !depthwise
         {
             let add = g.node(aid);
             let other = add.input(1 - index.min(1));
@@ -609,5 +625,37 @@ mod tests {
              {\n c = Conv <group = 2> (x, w)\n y = Add (c, s)\n}",
         );
         assert_eq!(ops(&a), ["Conv", "Add"]);
+    }
+
+    #[test]
+    fn depthwise_conv_then_silu_is_one_conv() {
+        // EfficientNet's depthwise block: Mul(c, Sigmoid(c)) after a Conv of
+        // one channel per group.
+        let a = run(
+            13,
+            "g (float[1, 2, 1, 3] x) => (float[1, 2, 1, 2] y) \
+             <float[2, 1, 1, 2] w = {1, -1, 0.5, 2}, float[2] b = {0.25, -1}>\n\
+             {\n c = Conv <group = 2> (x, w, b)\n s = Sigmoid (c)\n y = Mul (c, s)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv"]);
+        let fused: Vec<&str> = a.fused.iter().map(|f| f.consumer_op.as_str()).collect();
+        assert_eq!(fused, ["Swish"]);
+        let x = [1.0f32, -2.0, 0.5, 3.0, -1.0, 0.25];
+        // Channel 0: x[j] - x[j + 1] + 0.25; channel 1: 0.5 x[j] + 2 x[j + 1] - 1.
+        let c = [3.25f32, -2.25, -1.5, -1.0];
+        let got = eval_single(&a, &[&x]);
+        assert_eq!(got.len(), 4);
+        for (g, c) in got.iter().zip(c) {
+            let want = f64::from(c) / (1.0 + (-f64::from(c)).exp());
+            assert!((f64::from(*g) - want).abs() < 1e-6, "{g} vs {want}");
+        }
+        // Grouped but not depthwise (two input channels per group): left alone.
+        let a = run(
+            13,
+            "g (float[1, 4, 1, 1] x) => (float[1, 2, 1, 1] y) \
+             <float[2, 2, 1, 1] w = {1, -1, 0.5, 2}>\n\
+             {\n c = Conv <group = 2> (x, w)\n s = Sigmoid (c)\n y = Mul (c, s)\n}",
+        );
+        assert_eq!(ops(&a), ["Conv", "Swish"]);
     }
 }

@@ -30,7 +30,7 @@ const MAX_KW: usize = 16;
 
 /// `y[oy, ox] = act(bias + sum_{ky, kx} wk[ky, kx] * x[oy*sy + ky*dy - pt, ox*sx + kx*dx - pl])`
 /// over the taps inside the input, with fused multiply-adds in row-major
-/// tap order. Returns `false`, writing nothing, when the geometry is not
+/// tap order (kernel row `ky` into sum `ky % 4`). Returns `false`, writing nothing, when the geometry is not
 /// handled here (a horizontal stride other than 1 or 2, sizes that do not
 /// fit the slices or an `i32`).
 pub(crate) fn depthwise_plane(
@@ -174,7 +174,9 @@ unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
             ($load:expr) => {
                 for oy in 0..g.oh {
                     let top = oy * g.sy;
-                    let mut acc = _mm256_setzero_ps();
+                    // Kernel rows in turn into four sums: four independent
+                    // chains of multiply-adds instead of one.
+                    let mut acc = [_mm256_setzero_ps(); 4];
                     for ky in 0..kh {
                         let iy = (top + ky * g.dy).wrapping_sub(g.pt);
                         if iy >= g.h {
@@ -189,10 +191,14 @@ unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
                             } else {
                                 _mm256_broadcast_ss(&wk[ky * kw + kx])
                             };
-                            acc = _mm256_fmadd_ps(v, wt, acc);
+                            acc[ky % 4] = _mm256_fmadd_ps(v, wt, acc[ky % 4]);
                         }
                     }
-                    let out = activate::<ACT>(_mm256_add_ps(acc, bv), a, b);
+                    let sum = _mm256_add_ps(
+                        _mm256_add_ps(acc[0], acc[1]),
+                        _mm256_add_ps(acc[2], _mm256_add_ps(acc[3], bv)),
+                    );
+                    let out = activate::<ACT>(sum, a, b);
                     // SAFETY: output row oy < oh; the mask keeps columns below ow.
                     unsafe { _mm256_maskstore_ps(y.add(oy * g.ow + ox0), keep, out) };
                 }

@@ -11,12 +11,13 @@
 //!   regard to row ends, and a narrow plane (25 x 5, 6 x 6, 3 x 3) fills
 //!   every lane. A lane's tap is kept when its column and its row are
 //!   inside the input (one mask per kernel column, one per kernel row).
-//!   [`flat3_slide`] (3x3, no dilation across) loads each input vector
-//!   once and shifts lanes for the kernel columns.
+//!   [`flat_slide`] (3x3 and 5x5, no dilation across) loads each input
+//!   vector once and shifts lanes for the kernel columns.
 //! - *rows*: everything else with a horizontal stride of 1 or 2, sixteen
 //!   outputs of one row per vector; stride 2 loads 32 inputs and keeps the
-//!   even ones. [`rows2_s2k3`] puts two output rows of at most 7 in a
-//!   vector.
+//!   even ones; [`rows_s2`] (3x3 and 5x5) takes the kernel columns from
+//!   two loads by permutes and lane shifts, and [`rows2_s2`] puts two
+//!   narrow output rows in a vector.
 //!
 //! Soundness rests on two things: an [`Avx512`] value exists only on a CPU
 //! with AVX-512F, and [`depthwise`] checks the lengths of every slice and
@@ -29,12 +30,14 @@ use super::Activation;
 use super::avx512::Avx512;
 use super::dw::Geom2d;
 use core::arch::x86_64::{
-    __m512, __m512i, __mmask16, _CMP_LT_OQ, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
-    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
-    _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask, _mm512_fmadd_ps, _mm512_mask_blend_ps,
-    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps,
-    _mm512_maskz_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps, _mm512_permutex2var_ps,
-    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_sub_epi32,
+    __m512, __m512i, __mmask16, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_epi32,
+    _mm512_add_ps, _mm512_alignr_epi32, _mm512_castps_si512, _mm512_castsi512_ps,
+    _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask, _mm512_cmplt_epi32_mask, _mm512_cmplt_epu32_mask,
+    _mm512_fmadd_ps, _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32,
+    _mm512_mask3_fmadd_ps, _mm512_maskz_loadu_ps, _mm512_maskz_mul_ps,
+    _mm512_maskz_permutex2var_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
+    _mm512_permutex2var_ps, _mm512_permutexvar_ps, _mm512_set1_epi32, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_sub_epi32,
 };
 
 /// The widest kernel row handled (one column mask per kernel column).
@@ -108,6 +111,9 @@ pub(crate) fn depthwise(
         && g.ow == g.w
         && (g.h + g.pt + g.kh * g.dy) * g.w < i32::MAX as usize;
     let k3 = g.kh == 3 && g.kw == 3;
+    let k5 = g.kh == 5 && g.kw == 5;
+    // Two output rows of a stride-2 layer fit a vector ([`rows2_s2`]).
+    let narrow = |k: usize| g.ow <= 8 && (g.w + g.pl).min(2 * g.ow.saturating_sub(1) + k) <= 16;
     let job = Job { g, channels, planes, w, bias, a: 0.0, b: 0.0 };
     let (x, y) = (x.as_ptr(), y.as_mut_ptr());
     macro_rules! run {
@@ -129,13 +135,16 @@ pub(crate) fn depthwise(
         };
     }
     match (is_flat, g.sx, k3) {
-        (true, _, true) if g.dx == 1 => run!(flat3_slide,),
+        (true, _, true) if g.dx == 1 => run!(flat_slide, 3),
+        (true, _, false) if k5 && g.dx == 1 => run!(flat_slide, 5),
         (true, _, true) => run!(flat3,),
         (true, _, false) => run!(flat,),
         (false, 1, true) => run!(rows, 1, true),
         (false, 1, false) => run!(rows, 1, false),
-        (false, _, true) if g.dx == 1 && g.ow <= 7 => run!(rows2_s2k3,),
-        (false, _, true) if g.dx == 1 => run!(rows_s2k3,),
+        (false, 2, true) if g.dx == 1 && narrow(3) => run!(rows2_s2, 3),
+        (false, 2, true) if g.dx == 1 => run!(rows_s2, 3),
+        (false, 2, false) if k5 && g.dx == 1 && narrow(5) => run!(rows2_s2, 5),
+        (false, 2, false) if k5 && g.dx == 1 => run!(rows_s2, 5),
         (false, _, true) => run!(rows, 2, true),
         (false, _, false) => run!(rows, 2, false),
     }
@@ -362,39 +371,73 @@ unsafe fn flat3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     }
 }
 
-/// The masks of one vector of [`flat3_slide`], the same for every plane.
+/// The widest kernel the sliding loops unroll ([`flat_slide`], [`rows_s2`],
+/// [`rows2_s2`]): 3x3 and 5x5.
+const SLIDE: usize = 5;
+
+/// The masks of one vector of [`flat_slide`], the same for every plane.
 #[derive(Clone, Copy)]
 struct Masks {
     /// Per kernel column: the lanes whose tap column is inside the row.
-    cm: [__mmask16; 3],
+    cm: [__mmask16; SLIDE],
     /// Per kernel row: the lanes of the next vector's load inside the plane.
-    ld: [__mmask16; 3],
+    ld: [__mmask16; SLIDE],
     /// The lanes that are outputs.
     keep: __mmask16,
 }
 
-/// Vectors whose masks [`flat3_slide`] computes at a time (on the stack).
+/// Vectors whose masks [`flat_slide`] computes at a time (on the stack).
 const TAB: usize = 64;
 
-/// [`flat3`] with dilation 1 across: instead of nine unaligned loads per
-/// vector (each split over two cache lines), one load per kernel row, the
-/// other two kernel columns taken from it and the next vector of the same
-/// row by lane shifts. The loads keep the lanes whose input index lies in
-/// `0..h*w`, so a lane with its column inside the row reads the right value
-/// exactly when its row is inside the plane too, and reads zero otherwise;
-/// the column mask of each kernel column then picks the lanes that take
-/// the tap. The masks depend on the vector's place in the plane only, so
-/// they are computed once for all planes, [`TAB`] vectors at a time.
+/// A `K x K` kernel's taps as broadcasts, by kernel row; `None` when `wk`
+/// does not hold `K * K`.
+#[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+fn taps<const K: usize>(wk: &[f32]) -> Option<[[__m512; K]; K]> {
+    if wk.len() != K * K {
+        return None;
+    }
+    Some(core::array::from_fn(|ky| {
+        core::array::from_fn(|kx| _mm512_set1_ps(wk.get(ky * K + kx).copied().unwrap_or(0.0)))
+    }))
+}
+
+/// Lanes `S..16` of `a` followed by lanes `0..S` of `b` (`S = by`, 0 to
+/// 4): what a kernel column `by` places to the right reads.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn shifted(by: usize, a: __m512, b: __m512) -> __m512 {
+    let (a, b) = (_mm512_castps_si512(a), _mm512_castps_si512(b));
+    _mm512_castsi512_ps(match by {
+        0 => a,
+        1 => _mm512_alignr_epi32::<1>(b, a),
+        2 => _mm512_alignr_epi32::<2>(b, a),
+        3 => _mm512_alignr_epi32::<3>(b, a),
+        _ => _mm512_alignr_epi32::<4>(b, a),
+    })
+}
+
+/// [`flat`] for a `K x K` kernel (3 or 5) with dilation 1 across: instead
+/// of `K * K` unaligned loads per vector (each split over two cache
+/// lines), one load per kernel row, the other kernel columns taken from it
+/// and the next vector of the same row by lane shifts. The loads keep the
+/// lanes whose input index lies in `0..h*w`, so a lane with its column
+/// inside the row reads the right value exactly when its row is inside the
+/// plane too, and reads zero otherwise; the column mask of each kernel
+/// column then picks the lanes that take the tap. Each kernel row sums
+/// into its own register (`K` independent chains). The masks depend on
+/// the vector's place in the plane only, so they are computed once for
+/// all planes, [`TAB`] vectors at a time.
+#[target_feature(enable = "avx512f")]
+unsafe fn flat_slide<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let g = job.g;
     let (hw, n) = (g.h * g.w, g.oh * g.ow);
     let w = g.w as i32;
-    let clo: [__m512i; 3] = core::array::from_fn(|kx| _mm512_set1_epi32(g.pl as i32 - kx as i32));
-    // In i32: depthwise checked (h + pt + 3*dy) * w fits.
+    let clo: [__m512i; K] = core::array::from_fn(|kx| _mm512_set1_epi32(g.pl as i32 - kx as i32));
+    // In i32: depthwise checked (h + pt + K*dy) * w fits.
     let shift = |ky: usize| (ky * g.dy) as i32 - g.pt as i32;
     // Input index of kernel column 0 for output j: j + roff[ky].
-    let roff: [isize; 3] =
+    let roff: [isize; K] =
         core::array::from_fn(|ky| shift(ky) as isize * w as isize - g.pl as isize);
     let hwi = hw as isize;
     let inside = |at: isize| lanes_between(-at, hwi - at);
@@ -405,53 +448,69 @@ unsafe fn flat3_slide<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) 
     let mut v0 = 0;
     while v0 < nv {
         let count = (nv - v0).min(TAB);
-        let mut tab = [Masks { cm: [0; 3], ld: [0; 3], keep: 0 }; TAB];
+        let mut tab = [Masks { cm: [0; SLIDE], ld: [0; SLIDE], keep: 0 }; TAB];
         let tab = &mut tab[..count];
         for (t, m) in tab.iter_mut().enumerate() {
             let j = ((v0 + t) * 16) as isize;
-            m.cm = core::array::from_fn(|kx| {
-                _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, clo[kx]), wv)
-            });
-            m.ld = core::array::from_fn(|ky| inside(j + 16 + roff[ky]));
+            for (cm, lo) in m.cm.iter_mut().zip(&clo) {
+                *cm = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(col, *lo), wv);
+            }
+            for (ld, off) in m.ld.iter_mut().zip(&roff) {
+                *ld = inside(j + 16 + off);
+            }
             m.keep = lanes_between(0, n as isize - j);
             col = _mm512_add_epi32(col, step);
             col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, wv), col, wv);
         }
         let j0 = (v0 * 16) as isize;
-        let first: [__mmask16; 3] = core::array::from_fn(|ky| inside(j0 + roff[ky]));
+        let first: [__mmask16; K] = core::array::from_fn(|ky| inside(j0 + roff[ky]));
         for (p, (wk, bias)) in job.kernels().enumerate() {
-            let Some(wt) = taps3x3(wk) else { return };
+            let Some(wt) = taps::<K>(wk) else { return };
             let bv = _mm512_set1_ps(bias);
             let xp = x.wrapping_add(p * hw);
             let yp = y.wrapping_add(p * n);
             // SAFETY (both loads): the masks keep the lanes inside the plane.
-            let mut cur: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+            let mut cur: [__m512; K] = core::array::from_fn(|ky| unsafe {
                 _mm512_maskz_loadu_ps(first[ky], xp.wrapping_offset(j0 + roff[ky]))
             });
             for (t, m) in tab.iter().enumerate() {
                 let j = j0 + 16 * t as isize;
-                let next: [__m512; 3] = core::array::from_fn(|ky| unsafe {
+                let next: [__m512; K] = core::array::from_fn(|ky| unsafe {
                     _mm512_maskz_loadu_ps(m.ld[ky], xp.wrapping_offset(j + 16 + roff[ky]))
                 });
-                let mut acc = [_mm512_setzero_ps(); 3];
-                for ky in 0..3 {
-                    let (a, b) = (_mm512_castps_si512(cur[ky]), _mm512_castps_si512(next[ky]));
-                    let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a));
-                    let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(b, a));
-                    let [k0, k1, k2] = wt[ky];
-                    acc[ky] = _mm512_maskz_mul_ps(m.cm[0], cur[ky], k0);
-                    acc[ky] = _mm512_mask3_fmadd_ps(t1, k1, acc[ky], m.cm[1]);
-                    acc[ky] = _mm512_mask3_fmadd_ps(t2, k2, acc[ky], m.cm[2]);
+                let mut acc = [_mm512_setzero_ps(); K];
+                for ky in 0..K {
+                    let (a, b) = (cur[ky], next[ky]);
+                    acc[ky] = _mm512_maskz_mul_ps(m.cm[0], a, wt[ky][0]);
+                    for (kx, (&tap, &cm)) in wt[ky].iter().zip(&m.cm).enumerate().skip(1) {
+                        let t = shifted(kx, a, b);
+                        acc[ky] = _mm512_mask3_fmadd_ps(t, tap, acc[ky], cm);
+                    }
                 }
                 cur = next;
-                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
-                let out = activate::<ACT>(sum, job.a, job.b);
+                let out = activate::<ACT>(sum_rows(acc, bv), job.a, job.b);
                 // SAFETY: the mask keeps outputs j + l < n of plane p.
                 unsafe { _mm512_mask_storeu_ps(yp.wrapping_offset(j), m.keep, out) };
             }
         }
         v0 += count;
     }
+}
+
+/// `bias + acc[0] + ... + acc[K - 1]` in two chains: the odd rows onto
+/// `acc[0]`, the even ones onto the bias.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum_rows<const K: usize>(acc: [__m512; K], bias: __m512) -> __m512 {
+    let (mut odd, mut even) = (acc[0], bias);
+    for (i, a) in acc.iter().enumerate().skip(1) {
+        if i % 2 == 1 {
+            odd = _mm512_add_ps(odd, *a);
+        } else {
+            even = _mm512_add_ps(even, *a);
+        }
+    }
+    _mm512_add_ps(odd, even)
 }
 
 /// The plane column of each of the first sixteen outputs of a plane `w`
@@ -472,28 +531,36 @@ fn lanes_of(v: [i32; 16]) -> __m512i {
     )
 }
 
-/// [`rows_s2k3`] for output rows of at most 7: two output rows per vector
-/// (lanes `0..ow` and `ow..2*ow`, the order of the outputs in memory).
-/// Each row reads at most 15 input columns from `-pl`, so one load of
-/// sixteen per input row (keeping the columns inside it) serves the three
-/// kernel columns, picked for both rows at once by one two-source permute.
+/// [`rows_s2`] for narrow outputs: two output rows per vector (lanes
+/// `0..ow` and `ow..2*ow`, the order of the outputs in memory), for
+/// `ow <= 8` where the input columns inside the row that any output reads
+/// lie among the sixteen from `-pl` (`min(w + pl, 2*(ow - 1) + K) <= 16`).
+/// One load of those sixteen per input row (keeping the columns inside
+/// it) serves every kernel column, picked for both rows at once by one
+/// two-source permute; a lane whose column would lie past the sixteen
+/// (then past the row, so its tap is zero) is zeroed by the permute's mask.
 #[target_feature(enable = "avx512f")]
-unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+unsafe fn rows2_s2<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let g = job.g;
     let (hw, n, ow) = (g.h * g.w, g.oh * g.ow, g.ow);
     let b = -(g.pl as isize);
     let m = lanes_between(-b, g.w as isize - b);
-    let idx: [__m512i; 3] = core::array::from_fn(|kx| {
+    let mut idx = [_mm512_setzero_si512(); K];
+    let mut take = [0 as __mmask16; K];
+    for kx in 0..K {
         let mut ix = [0i32; 16];
         for (l, v) in ix.iter_mut().enumerate().take(2 * ow) {
             let (base, o) = if l < ow { (0, l) } else { (16, l - ow) };
-            *v = (base + 2 * o + kx) as i32;
+            if 2 * o + kx < 16 {
+                *v = (base + 2 * o + kx) as i32;
+                take[kx] |= 1 << l;
+            }
         }
-        lanes_of(ix)
-    });
+        idx[kx] = lanes_of(ix);
+    }
     let zero = _mm512_setzero_ps();
     for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Some(wt) = taps3x3(wk) else { return };
+        let Some(wt) = taps::<K>(wk) else { return };
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);
@@ -509,18 +576,17 @@ unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
         let mut oy = 0;
         while oy < g.oh {
             let two = oy + 1 < g.oh;
-            let mut acc = [zero; 3];
-            for ky in 0..3 {
+            let mut acc = [zero; K];
+            for ky in 0..K {
                 let la = load((oy * g.sy + ky * g.dy).wrapping_sub(g.pt));
                 let lb =
                     if two { load(((oy + 1) * g.sy + ky * g.dy).wrapping_sub(g.pt)) } else { zero };
-                let [k0, k1, k2] = wt[ky];
-                acc[ky] = _mm512_mul_ps(_mm512_permutex2var_ps(la, idx[0], lb), k0);
-                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[1], lb), k1, acc[ky]);
-                acc[ky] = _mm512_fmadd_ps(_mm512_permutex2var_ps(la, idx[2], lb), k2, acc[ky]);
+                for kx in 0..K {
+                    let v = _mm512_maskz_permutex2var_ps(take[kx], la, idx[kx], lb);
+                    acc[ky] = _mm512_fmadd_ps(v, wt[ky][kx], acc[ky]);
+                }
             }
-            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
-            let out = activate::<ACT>(sum, job.a, job.b);
+            let out = activate::<ACT>(sum_rows(acc, bv), job.a, job.b);
             let keep = lanes_between(0, if two { 2 * ow } else { ow } as isize);
             // SAFETY: outputs oy * ow + l of plane p, below (oy + 2) * ow
             // when row oy + 1 exists and below (oy + 1) * ow otherwise.
@@ -530,22 +596,27 @@ unsafe fn rows2_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     }
 }
 
-/// The row loop for a 3x3 kernel with horizontal stride 2 and dilation 1,
-/// unrolled. The block of sixteen outputs from `ox0` reads input columns
-/// `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen from `b` give the
-/// even columns (kernel column 0) and the odd ones (kernel column 1); kernel
-/// column 2 is the even ones moved down a lane, with column `b + 32` (a
-/// third load of one lane) in the last. Each load keeps the lanes whose
-/// column is inside the row; rows outside the input are skipped.
+/// Output rows ahead whose input rows [`rows_s2`] prefetches.
+const PREFETCH_ROWS: usize = 4;
+
+/// The row loop for a `K x K` kernel (3 or 5) with horizontal stride 2 and
+/// dilation 1, unrolled. The block of sixteen outputs from `ox0` reads
+/// input columns `b + 2l + kx` (`b = 2*ox0 - pl`): two loads of sixteen
+/// from `b` give the even columns (kernel column 0) and the odd ones
+/// (kernel column 1); kernel columns `2c` and `2c + 1` are those moved down
+/// `c` lanes, with columns `b + 32..b + 32 + K - 2` (a third load) in the
+/// last lanes. Each load keeps the lanes whose column is inside the row;
+/// rows outside the input are skipped.
 #[target_feature(enable = "avx512f")]
-unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
+unsafe fn rows_s2<const K: usize, const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
     let g = job.g;
     let (hw, n) = (g.h * g.w, g.oh * g.ow);
     let w = g.w as isize;
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let zero = _mm512_setzero_ps();
     for (p, (wk, bias)) in job.kernels().enumerate() {
-        let Some(wt) = taps3x3(wk) else { return };
+        let Some(wt) = taps::<K>(wk) else { return };
         let bv = _mm512_set1_ps(bias);
         let xp = x.wrapping_add(p * hw);
         let yp = y.wrapping_add(p * n);
@@ -554,21 +625,20 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
             let b = (2 * ox0) as isize - g.pl as isize;
             let m0 = lanes_between(-b, w - b);
             let m1 = lanes_between(-b - 16, w - b - 16);
-            // Column b + 32 serves lane 15 only.
-            let m2 = if g.ow - ox0 >= 16 { lanes_between(-b - 32, w - b - 32) & 1 } else { 0 };
+            // Columns b + 32.. serve the last lanes only.
+            let m2 = lanes_between(-b - 32, w - b - 32) & ((1 << (K - 2)) - 1);
             let keep = lanes_between(0, (g.ow - ox0) as isize);
             for oy in 0..g.oh {
-                let mut acc = [_mm512_setzero_ps(); 3];
-                for ky in 0..3 {
+                let mut acc = [zero; K];
+                for (ky, acc) in acc.iter_mut().enumerate() {
                     let iy = (oy * g.sy + ky * g.dy).wrapping_sub(g.pt);
                     if iy >= g.h {
                         continue;
                     }
                     let row = xp.wrapping_add(iy * g.w).wrapping_offset(b);
                     // SAFETY: input row iy < h; each mask keeps the lanes
-                    // whose column is inside it.
-                    // (Narrow rows need no second or third load.)
-                    let zero = _mm512_setzero_ps();
+                    // whose column is inside it (narrow rows need no second
+                    // or third load).
                     let (l0, l1, l2) = unsafe {
                         (
                             _mm512_maskz_loadu_ps(m0, row),
@@ -584,18 +654,35 @@ unsafe fn rows_s2k3<const ACT: u8>(job: &Job<'_>, x: *const f32, y: *mut f32) {
                             },
                         )
                     };
+                    if ky + 1 == K {
+                        // The input rows a few output rows down: going down a
+                        // strip of columns, each row is a new cache line.
+                        let ahead = row.wrapping_add(PREFETCH_ROWS * g.sy * g.w);
+                        // A hint: it never faults, whatever the address.
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+                    }
                     let ev = _mm512_permutex2var_ps(l0, even, l1);
                     let od = _mm512_permutex2var_ps(l0, odd, l1);
-                    let next = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
-                        _mm512_castps_si512(l2),
-                        _mm512_castps_si512(ev),
-                    ));
-                    let [k0, k1, k2] = wt[ky];
-                    acc[ky] =
-                        _mm512_fmadd_ps(next, k2, _mm512_fmadd_ps(od, k1, _mm512_mul_ps(ev, k0)));
+                    // The even and odd columns from b + 32 (lane 0: b + 32).
+                    let (ev2, od2) = if K > 3 {
+                        (_mm512_permutexvar_ps(even, l2), _mm512_permutexvar_ps(odd, l2))
+                    } else {
+                        (l2, zero)
+                    };
+                    let row_taps = &wt[ky];
+                    let mut a = _mm512_mul_ps(ev, row_taps[0]);
+                    for (kx, &tap) in row_taps.iter().enumerate().skip(1) {
+                        let v = if kx % 2 == 0 {
+                            shifted(kx / 2, ev, ev2)
+                        } else {
+                            shifted(kx / 2, od, od2)
+                        };
+                        a = _mm512_fmadd_ps(v, tap, a);
+                    }
+                    *acc = a;
                 }
-                let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], bv));
-                let out = activate::<ACT>(sum, job.a, job.b);
+                let out = activate::<ACT>(sum_rows(acc, bv), job.a, job.b);
                 // SAFETY: output row oy < oh; the mask keeps columns below ow.
                 unsafe { _mm512_mask_storeu_ps(yp.wrapping_add(oy * g.ow + ox0), keep, out) };
             }

@@ -1,6 +1,6 @@
 //! Dispatch for the vectorised depthwise convolution.
 
-use super::Activation;
+use super::{Activation, Smooth};
 
 /// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
@@ -43,8 +43,10 @@ impl Geom2d {
 /// Computes every plane of a depthwise layer on the vector unit when there
 /// is one and the geometry suits it: plane `p` of `x` (planes of `h x w`
 /// back to back) with kernel `p % channels` of `w` and the same entry of
-/// `bias` gives plane `p` of `y`, through `act`. Returns `false`, writing
-/// nothing, otherwise (the caller then runs its portable loops).
+/// `bias` gives plane `p` of `y`, through `act`, then `smooth` (applied to
+/// a block of planes right after the kernel wrote it, while it is in cache).
+/// Returns `false`, writing nothing, otherwise (the caller then runs its
+/// portable loops).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn depthwise(
@@ -54,35 +56,123 @@ pub(crate) fn depthwise(
     w: &[f32],
     bias: Option<&[f32]>,
     act: Activation,
+    smooth: Option<Smooth>,
     y: &mut [f32],
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        if let Some(cpu) = super::avx512::Avx512::detect()
-            && super::avx512_dw::depthwise(cpu, g, channels, x, w, bias, act, y)
-        {
-            return true;
+        if let Some(cpu) = super::avx512::Avx512::detect() {
+            let kernel = |c: usize, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]| {
+                super::avx512_dw::depthwise(cpu, g, c, x, w, b, act, y)
+            };
+            if by_blocks(g, channels, x, w, bias, smooth, BLOCK, y, kernel) {
+                return true;
+            }
         }
         if let Some(cpu) = super::avx2::Avx2::detect() {
-            return plane_by_plane(g, channels, x, w, bias, act, y, |g, xp, wk, b, act, yp| {
-                super::avx2_dw::depthwise_plane(cpu, g, xp, wk, b, act, yp)
-            });
+            return plane_by_plane(
+                g,
+                channels,
+                x,
+                w,
+                bias,
+                act,
+                smooth,
+                y,
+                |g, xp, wk, b, act, yp| super::avx2_dw::depthwise_plane(cpu, g, xp, wk, b, act, yp),
+            );
         }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     if let Some(cpu) = super::neon::Neon::detect() {
-        return plane_by_plane(g, channels, x, w, bias, act, y, |g, xp, wk, b, act, yp| {
+        return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
             super::neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
     }
-    let _ = (g, channels, x, w, bias, act, y);
+    let _ = (g, channels, x, w, bias, act, smooth, y);
     false
 }
 
-/// [`depthwise`] on a kernel that takes one plane at a time; `false` when
-/// the slices do not hold whole planes or a plane is not handled (the
-/// geometry is the same for all, so that is the first one, before any
-/// output was written).
+/// Floats of output a block of planes holds before its smooth activation
+/// runs (32 KiB: an L1 data cache).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const BLOCK: usize = 8192;
+
+/// `smooth` on every value of `y`, compiled for the widest vector unit
+/// (the same arithmetic as the standalone op).
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
+fn smooth_all(s: Smooth, y: &mut [f32]) {
+    let n = y.len();
+    super::vectorize_wide(super::SmoothRows { s, dst: y, ldd: n, nrows: 1, ncols: n });
+}
+
+/// [`depthwise`] on a kernel that takes every plane of a layer at once
+/// (`kernel(channels, x, w, bias, y)`): without `smooth`, one call; with
+/// it, one call per block of channels of one image (about `block`
+/// outputs, [`BLOCK`] in [`depthwise`]), each followed by `smooth` on what it wrote. `false` when the
+/// slices do not hold whole images or the kernel declines the first block
+/// (the geometry is the same for all, so before any output was written).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(clippy::too_many_arguments)]
+fn by_blocks(
+    g: &Geom2d,
+    channels: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    smooth: Option<Smooth>,
+    block: usize,
+    y: &mut [f32],
+    mut kernel: impl FnMut(usize, &[f32], &[f32], Option<&[f32]>, &mut [f32]) -> bool,
+) -> bool {
+    let Some(s) = smooth else { return kernel(channels, x, w, bias, y) };
+    let (Some(hw), Some(n), Some(ks)) =
+        (g.h.checked_mul(g.w), g.oh.checked_mul(g.ow), g.kh.checked_mul(g.kw))
+    else {
+        return false;
+    };
+    let (Some(xi), Some(yi)) = (channels.checked_mul(hw), channels.checked_mul(n)) else {
+        return false;
+    };
+    if n == 0 || hw == 0 || channels == 0 || ks == 0 {
+        return false;
+    }
+    let images = y.len() / yi;
+    if y.len() != images * yi
+        || Some(x.len()) != images.checked_mul(xi)
+        || Some(w.len()) != channels.checked_mul(ks)
+        || bias.is_some_and(|b| b.len() != channels)
+    {
+        return false;
+    }
+    let per = (block / n).clamp(1, channels);
+    for (yb, xb) in y.chunks_exact_mut(yi).zip(x.chunks_exact(xi)) {
+        let mut c0 = 0;
+        while c0 < channels {
+            let c1 = (c0 + per).min(channels);
+            let (Some(xs), Some(ws), Some(ys)) =
+                (xb.get(c0 * hw..c1 * hw), w.get(c0 * ks..c1 * ks), yb.get_mut(c0 * n..c1 * n))
+            else {
+                return false;
+            };
+            let bs = bias.and_then(|b| b.get(c0..c1));
+            if !kernel(c1 - c0, xs, ws, bs, ys) {
+                return false;
+            }
+            smooth_all(s, ys);
+            c0 = c1;
+        }
+    }
+    true
+}
+
+/// [`depthwise`] on a kernel that takes one plane at a time, `smooth`
+/// following on each plane; `false` when the slices do not hold whole
+/// planes or a plane is not handled (the geometry is the same for all, so
+/// that is the first one, before any output was written).
 #[cfg(any(
     all(target_arch = "x86_64", target_feature = "sse2"),
     all(target_arch = "aarch64", target_feature = "neon")
@@ -95,6 +185,7 @@ fn plane_by_plane(
     w: &[f32],
     bias: Option<&[f32]>,
     act: Activation,
+    smooth: Option<Smooth>,
     y: &mut [f32],
     mut plane: impl FnMut(&Geom2d, &[f32], &[f32], f32, Activation, &mut [f32]) -> bool,
 ) -> bool {
@@ -121,6 +212,9 @@ fn plane_by_plane(
         if !plane(g, xp, wk, b, act, yp) {
             return false;
         }
+        if let Some(s) = smooth {
+            smooth_all(s, yp);
+        }
     }
     true
 }
@@ -130,9 +224,12 @@ mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};
 
+    /// The activations of a test: the piecewise one, then the smooth one.
+    type Act = (Activation, Option<Smooth>);
+
     /// A depthwise kernel under test, with [`depthwise`]'s arguments.
     type Kernel<'a> =
-        &'a dyn Fn(&Geom2d, usize, &[f32], &[f32], Option<&[f32]>, Activation, &mut [f32]) -> bool;
+        &'a dyn Fn(&Geom2d, usize, &[f32], &[f32], Option<&[f32]>, Act, &mut [f32]) -> bool;
 
     fn values(out: &mut [f32], seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(3);
@@ -145,7 +242,7 @@ mod tests {
     }
 
     /// Runs `kernel` on one geometry (3 planes of 2 channels) and compares
-    /// it with the exact [`conv`] followed by the activation; `false` when
+    /// it with the exact [`conv`] followed by the activations; `false` when
     /// the kernel declined the geometry.
     #[allow(clippy::too_many_arguments)]
     fn check(
@@ -155,7 +252,7 @@ mod tests {
         s: [usize; 2],
         d: [usize; 2],
         [pt, pl, pb, pr]: [usize; 4],
-        act: Activation,
+        act: Act,
         with_bias: bool,
     ) -> Option<bool> {
         let span = |i: usize| d[i] * (k[i] - 1) + 1;
@@ -185,7 +282,12 @@ mod tests {
         let bias = with_bias.then_some(&b[..]);
         let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
         conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
-        act.apply_all(&mut want[..yl]);
+        act.0.apply_all(&mut want[..yl]);
+        if let Some(s) = act.1 {
+            for v in &mut want[..yl] {
+                *v = s.apply(*v);
+            }
+        }
         let g = Geom2d::of(&p.window).unwrap();
         if !kernel(&g, channels, &x[..xl], &wt[..wl], bias, act, &mut got[..yl]) {
             assert!(got.iter().all(|&v| v == 7.0), "declined after writing");
@@ -207,11 +309,13 @@ mod tests {
     /// kernels, with and without bias, through each activation. Returns
     /// how many geometries the kernel took.
     fn sweep(kernel: Kernel<'_>) -> usize {
-        let acts = [
-            Activation::None,
-            Activation::Relu,
-            Activation::LeakyRelu { alpha: 0.125 },
-            Activation::Clip { min: -0.5, max: 0.25 },
+        let acts: [Act; 6] = [
+            (Activation::None, None),
+            (Activation::Relu, None),
+            (Activation::LeakyRelu { alpha: 0.125 }, None),
+            (Activation::Clip { min: -0.5, max: 0.25 }, None),
+            (Activation::None, Some(Smooth::Silu)),
+            (Activation::Relu, Some(Smooth::Gelu)),
         ];
         let mut taken = 0;
         let mut t = 0usize;
@@ -224,7 +328,7 @@ mod tests {
                         for h in [1, 2, 3, 5, 12] {
                             for w in 1..=40 {
                                 t += 1;
-                                let act = acts[t % 4];
+                                let act = acts[t % 6];
                                 if check(kernel, [h, w], k, s, d, pads, act, !t.is_multiple_of(3))
                                     == Some(true)
                                 {
@@ -242,24 +346,35 @@ mod tests {
     #[test]
     fn avx512_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+            // Blocks of 30 outputs: a block of one channel when planes are
+            // larger, so every block boundary is crossed.
             let taken = sweep(&|g, c, x, w, b, a, y| {
-                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a, y)
+                by_blocks(g, c, x, w, b, a.1, 30, y, |c, x, w, b, y| {
+                    crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                })
             });
             // Every geometry has a horizontal stride of 1 or 2: all are taken.
             assert!(taken > 10_000, "{taken}");
         }
     }
 
-    /// Planes of more than 1024 outputs: the flat 3x3 loop computes its
-    /// masks in blocks of 64 vectors, so these cross block boundaries.
+    /// Planes of more than 1024 outputs: the flat loops compute their
+    /// masks in blocks of 64 vectors, so these cross block boundaries; and
+    /// stride 2 on them (several blocks of sixteen per output row).
     fn large(kernel: Kernel<'_>) -> usize {
         let mut taken = 0;
         for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
             for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
                 for d in [[1, 1], [2, 1]] {
-                    let act = Activation::LeakyRelu { alpha: 0.25 };
-                    if check(kernel, [h, w], [3, 3], [1, 1], d, pads, act, true) == Some(true) {
-                        taken += 1;
+                    for (k, s) in [(3, 1), (5, 1), (3, 2), (5, 2)] {
+                        let act = if s == 2 {
+                            (Activation::Relu, Some(Smooth::Silu))
+                        } else {
+                            (Activation::LeakyRelu { alpha: 0.25 }, None)
+                        };
+                        if check(kernel, [h, w], [k, k], [s, s], d, pads, act, true) == Some(true) {
+                            taken += 1;
+                        }
                     }
                 }
             }
@@ -271,9 +386,11 @@ mod tests {
     fn avx512_depthwise_on_large_planes() {
         if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
             let taken = large(&|g, c, x, w, b, a, y| {
-                crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a, y)
+                by_blocks(g, c, x, w, b, a.1, BLOCK, y, |c, x, w, b, y| {
+                    crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                })
             });
-            assert_eq!(taken, 24);
+            assert_eq!(taken, 96);
         }
     }
 
@@ -281,7 +398,7 @@ mod tests {
     fn avx2_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::avx2::Avx2::detect() {
             let taken = sweep(&|g, c, x, w, b, a, y| {
-                plane_by_plane(g, c, x, w, b, a, y, |g, xp, wk, bv, act, yp| {
+                plane_by_plane(g, c, x, w, b, a.0, a.1, y, |g, xp, wk, bv, act, yp| {
                     crate::simd::avx2_dw::depthwise_plane(cpu, g, xp, wk, bv, act, yp)
                 })
             });
@@ -292,13 +409,14 @@ mod tests {
     #[test]
     fn dispatch_declines_unhandled_geometry() {
         // Horizontal stride 3: neither kernel takes it, nothing is written.
-        let r =
-            check(&depthwise, [5, 9], [3, 3], [1, 3], [1, 1], [1, 1, 1, 1], Activation::Relu, true);
+        let dispatch: Kernel<'_> = &|g, c, x, w, b, a, y| depthwise(g, c, x, w, b, a.0, a.1, y);
+        let relu = (Activation::Relu, None);
+        let r = check(dispatch, [5, 9], [3, 3], [1, 3], [1, 1], [1, 1, 1, 1], relu, true);
         assert_eq!(r, Some(false));
         // A flat plane (stride 1, same width) and a stride-2 one are taken.
         for s in [[1, 1], [2, 2]] {
-            let r =
-                check(&depthwise, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], Activation::None, true);
+            let silu = (Activation::None, Some(Smooth::Silu));
+            let r = check(dispatch, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], silu, true);
             assert_eq!(r, Some(crate::simd::avx2::Avx2::detect().is_some()));
         }
     }
