@@ -98,15 +98,15 @@ pub(crate) fn depthwise(
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 const BLOCK: usize = 8192;
 
-/// `smooth` on every value of `y`, compiled for the widest vector unit
-/// (the same arithmetic as the standalone op).
+/// `smooth` on every value of `y`, as the products finish their tiles (the
+/// same arithmetic as the standalone op).
 #[cfg(any(
     all(target_arch = "x86_64", target_feature = "sse2"),
     all(target_arch = "aarch64", target_feature = "neon")
 ))]
 fn smooth_all(s: Smooth, y: &mut [f32]) {
     let n = y.len();
-    super::vectorize_wide(super::SmoothRows { s, dst: y, ldd: n, nrows: 1, ncols: n });
+    super::smooth_block(s, y, n, 1, n);
 }
 
 /// [`depthwise`] on a kernel that takes every plane of a layer at once
