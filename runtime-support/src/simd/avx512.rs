@@ -36,12 +36,13 @@ impl Avx512 {
 
 const MR: usize = 8;
 const NR: usize = 32;
-/// Steps of `k` ahead of the sums that the kernel prefetches A.
-const PREFETCH: usize = 64;
+/// Steps of `k` ahead of the sums that the kernel prefetches A (the
+/// driver fetches the first steps of the next tile, [`super::A_AHEAD`]).
+const PREFETCH: usize = super::A_AHEAD;
 /// Floats of A (256 KiB) above which the kernel prefetches it: smaller
 /// operands stay in cache between tiles, and the hint would only cost an
 /// instruction per step.
-const PREFETCH_FROM: usize = 1 << 16;
+const PREFETCH_FROM: usize = super::A_PREFETCH_FROM;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
@@ -406,12 +407,12 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
         // A is read from L2 or further: one row is prefetched per step,
         // `PREFETCH` steps ahead, the rows in turn (a row needs a new line
         // every 16 steps at `cs == 1`; with rows packed in panels, every
-        // row's line is the same). A hint only: it never faults, and
-        // addresses past A (the tile's last steps) are computed with
-        // wrapping arithmetic and not read.
+        // row's line is the same), up to the tile's last step (the driver
+        // fetches the next tile's first ones). A hint only: it never
+        // faults, and its address is computed with wrapping arithmetic.
         let ahead = PREFETCH * cs;
         for p in 0..kc {
-            if PF {
+            if PF && p + PREFETCH < kc {
                 _mm_prefetch::<_MM_HINT_T0>(
                     ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
                 );
