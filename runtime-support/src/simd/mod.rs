@@ -1157,7 +1157,9 @@ fn tile<K: Micro, A: ReadA>(
 ) {
     let TileB { b, ldb } = t;
     let rest = ncols % 16;
-    let split = (ncols > 16 || ncols == rest)
+    // A whole tile of a few columns, when its sums are long enough to repay
+    // the column kernel's epilogue in memory.
+    let split = (ncols > 16 || (ncols == rest && kc >= COLUMNS_ALONE_FROM))
         && rest > 0
         && rest <= K::COLS
         && rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
@@ -1190,6 +1192,11 @@ fn tile<K: Micro, A: ReadA>(
         kern.kernel(kc, a.data(), rows, a.cs(), b, ldb, dst, ldd, nrows, main, load, tail);
     }
 }
+
+/// Steps of `k` from which a tile of at most [`Micro::COLS`] columns runs
+/// on the column kernel alone (a 14x14 output's last 4 columns; a 1x1
+/// output's single column with a short `k` is faster on the row kernel).
+const COLUMNS_ALONE_FROM: usize = 64;
 
 /// The most strips that cover every column of a product for [`drive_buf`]
 /// to shorten its blocks of `k` so they are packed at once (4: blocks of at
