@@ -1348,14 +1348,8 @@ mod tests {
         for (t, &(c, h, w, sy, sx)) in shapes.iter().enumerate() {
             let (oh, ow) = ((h - 1) / sy + 1, (w - 1) / sx + 1);
             let x: Vec<f32> = (0..c * h * w).map(|i| i as f32 * 0.5 - 7.0).collect();
-            let b = Subsample {
-                x: &x,
-                plane: h * w,
-                w,
-                ow,
-                s: [sy, sx],
-                evens: simd::Evens::detect(),
-            };
+            let b =
+                Subsample { x: &x, plane: h * w, w, ow, s: [sy, sx], evens: simd::Evens::detect() };
             let n = oh * ow;
             // Strip widths of the kernels, one past the runs a strip tracks.
             for (nr, stride) in [(32, 32), (16, 16), (8, 8), (5, 8), (40, 40)] {
@@ -1417,14 +1411,8 @@ mod tests {
             );
             let mut packed = vec![f32::NAN; packed_weights_len(m, c).unwrap()];
             pack_conv_weights(m, c, &wt, &mut packed).unwrap();
-            let b = Subsample {
-                x: &x,
-                plane: h * w,
-                w,
-                ow,
-                s: [sy, sx],
-                evens: simd::Evens::detect(),
-            };
+            let b =
+                Subsample { x: &x, plane: h * w, w, ow, s: [sy, sx], evens: simd::Evens::detect() };
             let epi = Epilogue {
                 res: Some(Residual { data: &r, rs: n }),
                 ..Epilogue::bias_act(Some(&bias), Activation::LeakyRelu { alpha: 0.25 })
