@@ -464,11 +464,11 @@ impl Run {
 
 /// Packs strips of the input of a 1x1 convolution with strides `s` and no
 /// padding: row `p` of B is input plane `p` taken every `s[0]`-th row and
-/// `s[1]`-th column, `B(p, j) = x[p * plane + (j / ow) * s[0] * w + (j % ow)
-/// * s[1]]` (the im2col matrix of a single tap, without its per-tap
-/// bookkeeping). While packing a strip it asks the caches for the inputs of
-/// the next one: each row of B is a different plane, too many streams for
-/// the hardware prefetcher to follow.
+/// `s[1]`-th column, so column `j` is output pixel `(j / ow, j % ow)` (the
+/// im2col matrix of a single tap, without its per-tap bookkeeping). While
+/// packing a strip it asks the caches for the inputs of the next one: each
+/// row of B is a different plane, too many streams for the hardware
+/// prefetcher to follow.
 struct Subsample<'a> {
     x: &'a [f32],
     plane: usize,
@@ -483,12 +483,15 @@ struct Subsample<'a> {
 /// element.
 const SUB_RUNS: usize = 32;
 
+/// The runs of one strip of [`Subsample`] and how many there are.
+type Runs = ([(usize, usize, usize); SUB_RUNS], usize);
+
 impl Subsample<'_> {
     /// The columns `j0..j0 + nr` as runs on one output row each: (first
     /// column in the strip, length, offset of the first input in a plane).
     /// `None` when there are more than [`SUB_RUNS`].
     #[inline(always)]
-    fn runs(&self, j0: usize, nr: usize) -> Option<([(usize, usize, usize); SUB_RUNS], usize)> {
+    fn runs(&self, j0: usize, nr: usize) -> Option<Runs> {
         let mut runs = [(0usize, 0usize, 0usize); SUB_RUNS];
         let (mut c, mut count) = (0, 0);
         while c < nr {
