@@ -36,8 +36,8 @@ impl Avx512 {
 
 const MR: usize = 8;
 const NR: usize = 32;
-/// Steps of `k` ahead of the sums that the kernel prefetches A (the
-/// driver fetches the first steps of the next tile, [`super::A_AHEAD`]).
+/// Steps of `k` ahead of the sums that the kernel prefetches A (as many as
+/// the product driver fetches of the next tile, [`super::A_AHEAD`]).
 const PREFETCH: usize = super::A_AHEAD;
 /// Floats of A (256 KiB) above which the kernel prefetches it: smaller
 /// operands stay in cache between tiles, and the hint would only cost an
@@ -407,12 +407,13 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
         // A is read from L2 or further: one row is prefetched per step,
         // `PREFETCH` steps ahead, the rows in turn (a row needs a new line
         // every 16 steps at `cs == 1`; with rows packed in panels, every
-        // row's line is the same), up to the tile's last step (the driver
-        // fetches the next tile's first ones). A hint only: it never
-        // faults, and its address is computed with wrapping arithmetic.
+        // row's line is the same); past the tile's last step, in panels,
+        // that is the next panel's start (the direct convolution's next
+        // tile). A hint only: it never faults, and addresses past A are
+        // computed with wrapping arithmetic and not read.
         let ahead = PREFETCH * cs;
         for p in 0..kc {
-            if PF && p + PREFETCH < kc {
+            if PF {
                 _mm_prefetch::<_MM_HINT_T0>(
                     ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
                 );

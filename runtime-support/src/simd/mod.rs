@@ -981,13 +981,18 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
 ) {
     let (mr, nr) = (K::MR, K::NR);
     let packed_b = b.strip(0, 0, nr).is_some();
-    // A few strips cover every column (a 7x7 output's 49): blocks of `k`
-    // shallow enough that all of them fit the buffer at once, so each tile
-    // of A, read once per block (from memory: the large weights of late
-    // layers are used by few columns), runs across every column.
+    // A large A comes from memory: the start of each tile is fetched while
+    // the one before it runs.
+    let stream_a = a.data().len() > A_PREFETCH_FROM;
+    // A few strips cover every column of a product with a large A (a 7x7
+    // output's 49 by the weights of a late layer): blocks of `k` shallow
+    // enough that all of them fit the buffer at once, so each tile of A,
+    // read from memory once per block, runs across every column. (A small
+    // A, such as one of Winograd's products, stays in L2 between strips and
+    // is faster in deeper blocks.)
     let all = n.div_ceil(nr);
     let kc_cap = match (BUF / nr).min(K::KC).max(1) {
-        cap if !packed_b && (2..=WHOLE_STRIPS).contains(&all) && k > cap / all => {
+        cap if stream_a && !packed_b && (2..=WHOLE_STRIPS).contains(&all) && k > cap / all => {
             (cap / all).max(1)
         }
         cap => cap,
@@ -1024,9 +1029,6 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
     // and the strips are packed once per block of `k` instead of once per
     // block of rows.
     let mc_max = if n <= group * nr { m } else { K::MC };
-    // A large A comes from memory: the start of each tile is fetched while
-    // the one before it runs.
-    let stream_a = a.data().len() > A_PREFETCH_FROM;
     let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
@@ -1775,13 +1777,15 @@ pub(crate) mod tests {
             (19, 49, 131),
             (40, 50, 259),
             (70, 84, 150),
-            // Every column in a few strips, packed at once (a column tail of
-            // the whole tile, of 4 past 32), A large enough to be prefetched.
+            // Column tails of a whole tile (4, 3, and 4 past 32); every
+            // column in a few strips packed at once, with an A large enough
+            // to be prefetched (2 and 4 strips).
             (33, 4, 70),
             (9, 3, 200),
             (70, 36, 100),
             (90, 125, 90),
             (130, 49, 1030),
+            (75, 100, 1000),
         ];
         for (t, &(m, n, k)) in shapes.iter().enumerate() {
             let ldy = n + 5;
