@@ -462,6 +462,120 @@ impl Run {
     }
 }
 
+/// Packs strips of the input of a 1x1 convolution with strides `s` and no
+/// padding: row `p` of B is input plane `p` taken every `s[0]`-th row and
+/// `s[1]`-th column, so column `j` is output pixel `(j / ow, j % ow)` (the
+/// im2col matrix of a single tap, without its per-tap bookkeeping). While
+/// packing a strip it asks the caches for the inputs of the next one: each
+/// row of B is a different plane, too many streams for the hardware
+/// prefetcher to follow.
+struct Subsample<'a> {
+    x: &'a [f32],
+    plane: usize,
+    w: usize,
+    ow: usize,
+    s: [usize; 2],
+    evens: simd::Evens,
+}
+
+/// Most runs (output rows) one strip of [`Subsample`] keeps track of; a
+/// strip of more (outputs narrower than 2 columns) is packed element by
+/// element.
+const SUB_RUNS: usize = 32;
+
+/// The runs of one strip of [`Subsample`] and how many there are.
+type Runs = ([(usize, usize, usize); SUB_RUNS], usize);
+
+impl Subsample<'_> {
+    /// The columns `j0..j0 + nr` as runs on one output row each: (first
+    /// column in the strip, length, offset of the first input in a plane).
+    /// `None` when there are more than [`SUB_RUNS`].
+    #[inline(always)]
+    fn runs(&self, j0: usize, nr: usize) -> Option<Runs> {
+        let mut runs = [(0usize, 0usize, 0usize); SUB_RUNS];
+        let (mut c, mut count) = (0, 0);
+        while c < nr {
+            let j = j0 + c;
+            let (oy, ox) = (j / self.ow, j % self.ow);
+            let len = (self.ow - ox).min(nr - c);
+            let off = oy.checked_mul(self.s[0] * self.w)?.checked_add(ox * self.s[1])?;
+            *runs.get_mut(count)? = (c, len, off);
+            count += 1;
+            c += len;
+        }
+        Some((runs, count))
+    }
+
+    /// `dst[t] = src[t * sx]`, zero where `src` ends.
+    #[inline(always)]
+    fn gather(&self, dst: &mut [f32], src: &[f32]) {
+        let sx = self.s[1];
+        let len = dst.len();
+        let mut t = 0;
+        if sx == 2 && len >= 16 {
+            // Blocks of 16 from 32 inputs, the last one overlapping.
+            while t < len {
+                let at = t.min(len - 16);
+                let (Some(Ok(d)), Some(Ok(s))) = (
+                    dst.get_mut(at..at + 16).map(<&mut [f32; 16]>::try_from),
+                    src.get(2 * at..2 * at + 32).map(<&[f32; 32]>::try_from),
+                ) else {
+                    break;
+                };
+                self.evens.copy(d, s);
+                t = at + 16;
+            }
+        }
+        for (i, v) in dst.iter_mut().enumerate().skip(t) {
+            *v = src.get(i * sx).copied().unwrap_or(0.0);
+        }
+    }
+}
+
+impl PackB for Subsample<'_> {
+    #[inline(always)]
+    fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        let nr = nr.min(stride);
+        if self.ow == 0 {
+            out.fill(0.0);
+            return;
+        }
+        let Some((runs, count)) = self.runs(j0, nr) else {
+            for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+                let base = (p0 + p) * self.plane;
+                for (c, v) in row.iter_mut().enumerate() {
+                    let j = j0 + c;
+                    let at = (j / self.ow) * self.s[0] * self.w + (j % self.ow) * self.s[1];
+                    *v = if c < nr { self.x.get(base + at).copied().unwrap_or(0.0) } else { 0.0 };
+                }
+            }
+            return;
+        };
+        let next = self.runs(j0 + nr, nr);
+        let sx = self.s[1];
+        for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
+            let base = (p0 + p) * self.plane;
+            if let Some(tail) = row.get_mut(nr..) {
+                tail.fill(0.0);
+            }
+            for &(c0, len, off) in &runs[..count] {
+                let Some(dst) = row.get_mut(c0..c0 + len) else { continue };
+                match self.x.get(base + off..) {
+                    Some(src) => self.gather(dst, src),
+                    None => dst.fill(0.0),
+                }
+            }
+            if let Some((nruns, ncount)) = &next {
+                for &(_, len, off) in &nruns[..*ncount] {
+                    let start = base + off;
+                    let end = (start + (len - 1) * sx + 1).min(self.x.len());
+                    simd::prefetch(self.x.get(start..end).unwrap_or(&[]));
+                }
+            }
+        }
+    }
+}
+
 /// `dst = src` (of equal lengths) as 16-float moves, the last one
 /// overlapping, rather than a call (also the direct kernel's).
 #[inline(always)]
@@ -855,9 +969,9 @@ fn conv2d_group<A: ReadA>(
 ) -> Result {
     let (in_size, out_size) = (geom.h * geom.w, geom.oh * geom.ow);
     let kdim = cg * geom.kh * geom.kw;
-    let pointwise = geom.kh * geom.kw == 1
-        && win.strides.iter().all(|&s| s == 1)
-        && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
+    let single_tap =
+        geom.kh * geom.kw == 1 && win.pads_begin.iter().chain(win.pads_end).all(|&v| v == 0);
+    let pointwise = single_tap && win.strides.iter().all(|&s| s == 1);
     let act = post.act;
     // The direct kernel's epilogue is the bias and `act` only: with a
     // residual, it runs without `act`, and the rest follows on the output
@@ -883,6 +997,16 @@ fn conv2d_group<A: ReadA>(
     };
     if pointwise {
         let b = DenseB { data: xs, rs: in_size, cs: 1 };
+        simd::product(mg, out_size, kdim, a, &b, out, &epi)
+    } else if single_tap {
+        let b = Subsample {
+            x: xs,
+            plane: in_size,
+            w: geom.w,
+            ow: geom.ow,
+            s: [win.strides[0], win.strides[1]],
+            evens: simd::Evens::detect(),
+        };
         simd::product(mg, out_size, kdim, a, &b, out, &epi)
     } else {
         let b = Im2col {
@@ -1217,6 +1341,116 @@ mod tests {
     /// permute, runs across borders and rows, blocks of `k` starting inside
     /// a kernel row) hold exactly the im2col matrix, zero in the padding and
     /// past the last column.
+    /// The strips of a strided single-tap input hold exactly every
+    /// `sy`-th row and `sx`-th column of each plane, zero past the strip's
+    /// columns; the next strip's inputs are only prefetched.
+    #[test]
+    fn subsample_strips_match_the_subsampled_planes() {
+        use std::vec::Vec;
+        // (C, H, W, sy, sx)
+        let shapes = [
+            (3, 14, 14, 2, 2),
+            (2, 56, 56, 2, 2),
+            (4, 9, 70, 2, 2),
+            (2, 7, 40, 3, 2),
+            (3, 11, 5, 2, 3),
+            (2, 13, 1, 2, 2),
+            (5, 8, 33, 1, 2),
+            (2, 6, 9, 3, 1),
+        ];
+        for (t, &(c, h, w, sy, sx)) in shapes.iter().enumerate() {
+            let (oh, ow) = ((h - 1) / sy + 1, (w - 1) / sx + 1);
+            let x: Vec<f32> = (0..c * h * w).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let b =
+                Subsample { x: &x, plane: h * w, w, ow, s: [sy, sx], evens: simd::Evens::detect() };
+            let n = oh * ow;
+            // Strip widths of the kernels, one past the runs a strip tracks.
+            for (nr, stride) in [(32, 32), (16, 16), (8, 8), (5, 8), (40, 40)] {
+                for p0 in 0..c {
+                    let kc = c - p0;
+                    let mut j0 = 0;
+                    while j0 < n {
+                        let cols = nr.min(n - j0);
+                        let mut out = vec![f32::NAN; kc * stride];
+                        b.pack(p0, kc, j0, cols, stride, &mut out);
+                        for p in 0..kc {
+                            for col in 0..stride {
+                                let j = j0 + col;
+                                let e = if col < cols {
+                                    x[(p0 + p) * h * w + (j / ow) * sy * w + (j % ow) * sx]
+                                } else {
+                                    0.0
+                                };
+                                let g = out[p * stride + col];
+                                assert_eq!(g, e, "shape {t} nr {nr} p {} j {j}", p0 + p);
+                            }
+                        }
+                        j0 += nr - 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The product over strided single-tap inputs (every kernel this CPU
+    /// has, through `simd::product`, weights in panels) against plain sums
+    /// with the residual and activation epilogue.
+    #[test]
+    fn subsampled_products_match_plain_sums() {
+        use std::vec::Vec;
+        // (C, M, H, W, sy, sx)
+        let shapes = [
+            (16, 24, 14, 14, 2, 2),
+            (40, 9, 56, 9, 2, 2),
+            (33, 70, 14, 14, 2, 2),
+            (7, 13, 25, 41, 3, 2),
+            (1, 5, 9, 9, 2, 3),
+            (130, 17, 13, 1, 2, 2),
+            (300, 250, 8, 8, 2, 2),
+        ];
+        for (t, &(c, m, h, w, sy, sx)) in shapes.iter().enumerate() {
+            let (oh, ow) = ((h - 1) / sy + 1, (w - 1) / sx + 1);
+            let n = oh * ow;
+            let values_of = |len: usize, seed: u32| -> Vec<f32> {
+                let mut v = vec![0.0f32; len];
+                crate::simd::tests::fill(&mut v, seed);
+                v
+            };
+            let (x, wt, bias, r) = (
+                values_of(c * h * w, 1 + t as u32),
+                values_of(m * c, 2),
+                values_of(m, 3),
+                values_of(m * n, 4),
+            );
+            let mut packed = vec![f32::NAN; packed_weights_len(m, c).unwrap()];
+            pack_conv_weights(m, c, &wt, &mut packed).unwrap();
+            let b =
+                Subsample { x: &x, plane: h * w, w, ow, s: [sy, sx], evens: simd::Evens::detect() };
+            let epi = Epilogue {
+                res: Some(Residual { data: &r, rs: n }),
+                ..Epilogue::bias_act(Some(&bias), Activation::LeakyRelu { alpha: 0.25 })
+            };
+            let mut got = vec![f32::NAN; m * n];
+            let a = PanelA { data: &packed, k: c };
+            simd::product(m, n, c, a, &b, Out { y: &mut got, ldy: n }, &epi).unwrap();
+            let mut exact = vec![f32::NAN; m * n];
+            simd::product_portable(m, n, c, a, &b, Out { y: &mut exact, ldy: n }, &epi).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0.0f32;
+                    for p in 0..c {
+                        acc += wt[i * c + p] * x[p * h * w + (j / ow) * sy * w + (j % ow) * sx];
+                    }
+                    let e = epi.one(i, j, acc);
+                    let tol = 4.0 * c as f32 * f32::EPSILON;
+                    let g = got[i * n + j];
+                    assert!((g - e).abs() <= tol * (1.0 + e.abs()), "{t} ({i}, {j}): {g} vs {e}");
+                    assert_eq!(exact[i * n + j], e, "{t} ({i}, {j}) portable");
+                }
+            }
+        }
+    }
+
     #[test]
     fn im2col_strips_match_the_im2col_matrix() {
         // (C, H, W, kernel, stride, dilation, pads top/left)
@@ -1430,6 +1664,8 @@ mod tests {
             // Pointwise with stride 2, and stride 1 over many columns.
             ([1, 17, 20], [4, 4], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
             ([1, 31, 11], [13, 37], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([2, 24, 70], [15, 41], [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([1, 9, 5], [7, 20], [1, 1], [3, 2], [2, 1], [0, 0, 0, 0]),
             // Wide rows with many channels (several bands of the direct path).
             ([1, 24, 10], [20, 70], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             ([1, 6, 16], [14, 14], [5, 5], [1, 1], [1, 1], [0, 0, 0, 0]),

@@ -36,12 +36,13 @@ impl Avx512 {
 
 const MR: usize = 8;
 const NR: usize = 32;
-/// Steps of `k` ahead of the sums that the kernel prefetches A.
-const PREFETCH: usize = 64;
+/// Steps of `k` ahead of the sums that the kernel prefetches A (as many as
+/// the product driver fetches of the next tile, [`super::A_AHEAD`]).
+const PREFETCH: usize = super::A_AHEAD;
 /// Floats of A (256 KiB) above which the kernel prefetches it: smaller
 /// operands stay in cache between tiles, and the hint would only cost an
 /// instruction per step.
-const PREFETCH_FROM: usize = 1 << 16;
+const PREFETCH_FROM: usize = super::A_PREFETCH_FROM;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
@@ -406,9 +407,10 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
         // A is read from L2 or further: one row is prefetched per step,
         // `PREFETCH` steps ahead, the rows in turn (a row needs a new line
         // every 16 steps at `cs == 1`; with rows packed in panels, every
-        // row's line is the same). A hint only: it never faults, and
-        // addresses past A (the tile's last steps) are computed with
-        // wrapping arithmetic and not read.
+        // row's line is the same); past the tile's last step, in panels,
+        // that is the next panel's start (the direct convolution's next
+        // tile). A hint only: it never faults, and addresses past A are
+        // computed with wrapping arithmetic and not read.
         let ahead = PREFETCH * cs;
         for p in 0..kc {
             if PF {

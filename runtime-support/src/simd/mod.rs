@@ -45,6 +45,7 @@ mod strip;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 mod vexp;
+pub(crate) use strip::prefetch;
 
 pub(crate) use dw::{Geom2d, depthwise};
 mod dw;
@@ -700,7 +701,21 @@ pub(crate) trait ReadA: Copy {
     /// Whether every element of the first `m` rows and `k` columns lies
     /// within the storage (`m` and `k` at least 1).
     fn fits(&self, m: usize, k: usize) -> bool;
+
+    /// Asks the caches for steps `p0..p0 + steps` of rows `i..i + rows`
+    /// (those within the storage): the start of a tile the kernel reads
+    /// next. A hint only.
+    fn prefetch(&self, i: usize, rows: usize, p0: usize, steps: usize);
 }
+
+/// Steps of `k` of the next tile of a large A that [`drive_buf`] asks the
+/// caches for while the current tile runs (the AVX-512 kernel fetches the
+/// rest of each tile as it goes, this many steps ahead).
+const A_AHEAD: usize = 64;
+
+/// Floats of A (256 KiB) from which [`drive_buf`] prefetches the tiles of A:
+/// smaller operands stay in cache from one strip to the next.
+const A_PREFETCH_FROM: usize = 1 << 16;
 
 impl ReadA for ViewA<'_> {
     #[inline(always)]
@@ -724,6 +739,17 @@ impl ReadA for ViewA<'_> {
             .and_then(|v| v.checked_add((k - 1).checked_mul(self.cs)?))
             .and_then(|v| v.checked_add(self.off));
         last.is_some_and(|v| v < self.data.len())
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, i: usize, rows: usize, p0: usize, steps: usize) {
+        if self.cs == 1 {
+            for r in i..i + rows {
+                let start = self.off.saturating_add(r.saturating_mul(self.rs)).saturating_add(p0);
+                let end = start.saturating_add(steps).min(self.data.len());
+                strip::prefetch(self.data.get(start..end).unwrap_or(&[]));
+            }
+        }
     }
 }
 
@@ -771,6 +797,16 @@ impl ReadA for PanelA<'_> {
 
     fn fits(&self, m: usize, k: usize) -> bool {
         k <= self.k && panels_len(m, self.k).is_some_and(|v| v <= self.data.len())
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, i: usize, rows: usize, p0: usize, steps: usize) {
+        // A tile of whole panels is one run per panel.
+        for panel in i / PANEL..(i + rows).div_ceil(PANEL) {
+            let start = panel.saturating_mul(panel_stride(self.k)).saturating_add(p0 * PANEL);
+            let end = start.saturating_add(steps.saturating_mul(PANEL)).min(self.data.len());
+            strip::prefetch(self.data.get(start..end).unwrap_or(&[]));
+        }
     }
 }
 
@@ -963,9 +999,25 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
     epi: &'e Epilogue<'e>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
+    let packed_b = b.strip(0, 0, nr).is_some();
+    // A large A comes from memory: the start of each tile is fetched while
+    // the one before it runs.
+    let stream_a = a.data().len() > A_PREFETCH_FROM;
+    // A few strips cover every column of a product with a large A (a 7x7
+    // output's 49 by the weights of a late layer): blocks of `k` shallow
+    // enough that all of them fit the buffer at once, so each tile of A,
+    // read from memory once per block, runs across every column. (A small
+    // A, such as one of Winograd's products, stays in L2 between strips and
+    // is faster in deeper blocks.)
+    let all = n.div_ceil(nr);
+    let kc_cap = match (BUF / nr).min(K::KC).max(1) {
+        cap if stream_a && !packed_b && (2..=WHOLE_STRIPS).contains(&all) && k > cap / all => {
+            (cap / all).max(1)
+        }
+        cap => cap,
+    };
     // Blocks of `k` of even depth (288 = 144 + 144, not 256 + 32): the
     // partial sums make one round trip through Y per block.
-    let kc_cap = (BUF / nr).min(K::KC).max(1);
     let kc_max = k.div_ceil(k.div_ceil(kc_cap));
     let mut strip = Strip::<BUF>::new();
     let mut rows = [0usize; MAX_MR];
@@ -987,10 +1039,15 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
     // lines in each of all the rows in turn (too many streams for the
     // caches to fetch ahead). B already laid out in strips keeps one strip
     // at a time (with its prefetches).
-    let group = match b.strip(0, 0, nr) {
-        Some(_) => 1,
-        None => (BUF / kc_max.saturating_mul(nr).max(1)).clamp(1, MAX_GROUP),
+    let group = match packed_b {
+        true => 1,
+        false => (BUF / kc_max.saturating_mul(nr).max(1)).clamp(1, MAX_GROUP),
     };
+    // When one block of strips holds every column, each tile of A is done
+    // with once it has run across them: A needs no blocking for the caches,
+    // and the strips are packed once per block of `k` instead of once per
+    // block of rows.
+    let mc_max = if n <= group * nr { m } else { K::MC };
     let (y, ldy) = (out.y, out.ldy);
     let mut pc = 0;
     while pc < k {
@@ -998,7 +1055,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         let (first, last) = (pc == 0, pc + kc == k);
         let mut ic = 0;
         while ic < m {
-            let mc = K::MC.min(m - ic);
+            let mc = mc_max.min(m - ic);
             let mut jc = 0;
             while group > 1 && jc < n {
                 let bcols = (group * nr).min(n - jc);
@@ -1021,6 +1078,9 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 let mut ir = ic;
                 while ir < ic + mc {
                     let nrows = mr.min(ic + mc - ir);
+                    if stream_a && ir + mr < ic + mc {
+                        a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
+                    }
                     for (r, row) in rows.iter_mut().enumerate() {
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
@@ -1030,20 +1090,8 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         let Some(dst) = y.get_mut(ir * ldy + j..) else { return };
                         let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: j });
                         let ncols = nr.min(n - j);
-                        kern.kernel(
-                            kc,
-                            a.data(),
-                            rows,
-                            a.cs(),
-                            bs,
-                            ldb,
-                            dst,
-                            ldy,
-                            nrows,
-                            ncols,
-                            !first,
-                            tail,
-                        );
+                        let t = TileB { b: bs, ldb };
+                        tile(kern, kc, a, rows, t, dst, ldy, nrows, ncols, !first, tail);
                     }
                     ir += mr;
                 }
@@ -1080,60 +1128,18 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
                     strip::prefetch(part.unwrap_or(&[]));
                     let nrows = mr.min(ic + mc - ir);
+                    // The first strip reads A from memory.
+                    if stream_a && jc == 0 && ir + mr < ic + mc {
+                        a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
+                    }
                     for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
                     let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
-                    // A strip of 16q + t columns (t small, a 7x7 output's
-                    // 49 = 32 + 16 + 1): the last t run one vector over the
-                    // tile's rows when those are adjacent in A.
-                    let t = ncols % 16;
-                    let split = ncols > 16
-                        && t > 0
-                        && t <= K::COLS
-                        && rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
-                    let mut main = ncols;
-                    if split {
-                        let j = ncols - t;
-                        let tail_t =
-                            (last && !identity).then_some(Tail { epi, i0: ir, j0: jc + j });
-                        let done = match (buf.get(j..), dst.get_mut(j..)) {
-                            (Some(bt), Some(dt)) => kern.columns(
-                                kc,
-                                a.data(),
-                                rows[0],
-                                a.cs(),
-                                bt,
-                                ldb,
-                                dt,
-                                ldy,
-                                nrows,
-                                t,
-                                !first,
-                                tail_t,
-                            ),
-                            _ => false,
-                        };
-                        if done {
-                            main = j;
-                        }
-                    }
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
-                    kern.kernel(
-                        kc,
-                        a.data(),
-                        rows,
-                        a.cs(),
-                        buf,
-                        ldb,
-                        dst,
-                        ldy,
-                        nrows,
-                        main,
-                        !first,
-                        tail,
-                    );
+                    let t = TileB { b: buf, ldb };
+                    tile(kern, kc, a, rows, t, dst, ldy, nrows, ncols, !first, tail);
                     ir += mr;
                 }
                 jc += nr;
@@ -1143,6 +1149,80 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         pc += kc;
     }
 }
+
+/// A tile's B operand for [`tile`]: `(p, c)` at `b[p * ldb + c]`.
+#[derive(Clone, Copy)]
+struct TileB<'b> {
+    b: &'b [f32],
+    ldb: usize,
+}
+
+/// One tile of [`drive_buf`]: rows `rows` of A (the first `nrows` real)
+/// times `ncols` columns of `t` into `dst`. A tile of `16q + t` columns (`t`
+/// small: a 7x7 output's 49 = 32 + 16 + 1, a 14x14 one's last 4) runs its
+/// last `t` as one vector over the rows when those are adjacent in A.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn tile<K: Micro, A: ReadA>(
+    kern: K,
+    kc: usize,
+    a: A,
+    rows: &[usize],
+    t: TileB<'_>,
+    dst: &mut [f32],
+    ldd: usize,
+    nrows: usize,
+    ncols: usize,
+    load: bool,
+    tail: Option<Tail<'_>>,
+) {
+    let TileB { b, ldb } = t;
+    let rest = ncols % 16;
+    // A whole tile of a few columns, when its sums are long enough to repay
+    // the column kernel's epilogue in memory.
+    let split = (ncols > 16 || (ncols == rest && kc >= COLUMNS_ALONE_FROM))
+        && rest > 0
+        && rest <= K::COLS
+        && rows.iter().take(nrows).enumerate().all(|(r, &v)| v == rows[0] + r);
+    let mut main = ncols;
+    if split {
+        let j = ncols - rest;
+        let tail_t = tail.map(|t| Tail { j0: t.j0 + j, ..t });
+        let done = match (b.get(j..), dst.get_mut(j..)) {
+            (Some(bt), Some(dt)) => kern.columns(
+                kc,
+                a.data(),
+                rows[0],
+                a.cs(),
+                bt,
+                ldb,
+                dt,
+                ldd,
+                nrows,
+                rest,
+                load,
+                tail_t,
+            ),
+            _ => false,
+        };
+        if done {
+            main = j;
+        }
+    }
+    if main > 0 {
+        kern.kernel(kc, a.data(), rows, a.cs(), b, ldb, dst, ldd, nrows, main, load, tail);
+    }
+}
+
+/// Steps of `k` from which a tile of at most [`Micro::COLS`] columns runs
+/// on the column kernel alone (a 14x14 output's last 4 columns; a 1x1
+/// output's single column with a short `k` is faster on the row kernel).
+const COLUMNS_ALONE_FROM: usize = 64;
+
+/// The most strips that cover every column of a product for [`drive_buf`]
+/// to shorten its blocks of `k` so they are packed at once (4: blocks of at
+/// least 64 steps).
+const WHOLE_STRIPS: usize = 4;
 
 /// The most strips [`drive_buf`] packs as one block (a product with `k` of
 /// 16 or less fills its buffer with this many 32-wide strips).
@@ -1744,6 +1824,15 @@ pub(crate) mod tests {
             (19, 49, 131),
             (40, 50, 259),
             (70, 84, 150),
+            // Column tails of a whole tile (4, 3, and 4 past 32); every
+            // column in a few strips packed at once, with an A large enough
+            // to be prefetched (2 and 4 strips).
+            (33, 4, 70),
+            (9, 3, 200),
+            (70, 36, 100),
+            (90, 125, 90),
+            (130, 49, 1030),
+            (75, 100, 1000),
         ];
         for (t, &(m, n, k)) in shapes.iter().enumerate() {
             let ldy = n + 5;
