@@ -157,36 +157,45 @@ fn eval512(f: VFunc, x: __m512) -> __m512 {
     }
 }
 
-/// The AVX-512 loop (`_cpu` proves AVX-512F is present).
-#[target_feature(enable = "avx512f")]
-fn map512(_cpu: Avx512, f: VFunc, rows: Rows<'_>) {
-    for r in 0..rows.nrows {
-        let Some(range) = rows.range(r) else { return };
-        let (yp, xp) = (rows.y.as_mut_ptr(), rows.x.map_or(rows.y.as_ptr(), |x| x.as_ptr()));
-        let mut i = range.start;
-        while i + 16 <= range.end {
-            // SAFETY: `i + 16 <= range.end`, within both operands (`xp` is
-            // `y`'s own pointer in place: each vector is loaded before it is
-            // stored).
-            unsafe {
-                let v = _mm512_loadu_ps(xp.add(i));
-                _mm512_storeu_ps(yp.add(i), eval512(f, v));
+/// The loop over [`Rows`] for one vector width: whole vectors loaded,
+/// evaluated and stored, each row's tail through a stack buffer. One body
+/// for both widths; each expansion is its own `target_feature` function.
+macro_rules! map_rows {
+    ($(#[$doc:meta])* $name:ident, $cpu:ty, $features:literal, $lanes:literal,
+     $load:ident, $store:ident, $eval:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name(_cpu: $cpu, f: VFunc, rows: Rows<'_>) {
+            for r in 0..rows.nrows {
+                let Some(range) = rows.range(r) else { return };
+                let yp = rows.y.as_mut_ptr();
+                let xp = rows.x.map_or(rows.y.as_ptr(), |x| x.as_ptr());
+                let mut i = range.start;
+                while i + $lanes <= range.end {
+                    // SAFETY: `i + lanes <= range.end`, within both operands
+                    // (`xp` is `y`'s own pointer in place: each vector is
+                    // loaded before it is stored).
+                    unsafe { $store(yp.add(i), $eval(f, $load(xp.add(i)))) };
+                    i += $lanes;
+                }
+                if i < range.end {
+                    let mut buf = [0.0f32; $lanes];
+                    let n = range.end - i;
+                    let src = rows.x.map_or(&rows.y[i..range.end], |x| &x[i..range.end]);
+                    buf[..n].copy_from_slice(src);
+                    // SAFETY: `buf` holds one vector of floats.
+                    unsafe { $store(buf.as_mut_ptr(), $eval(f, $load(buf.as_ptr()))) };
+                    rows.y[i..range.end].copy_from_slice(&buf[..n]);
+                }
             }
-            i += 16;
         }
-        if i < range.end {
-            let mut buf = [0.0f32; 16];
-            let n = range.end - i;
-            buf[..n].copy_from_slice(rows.x.map_or(&rows.y[i..range.end], |x| &x[i..range.end]));
-            // SAFETY: `buf` holds 16 floats.
-            unsafe {
-                let v = _mm512_loadu_ps(buf.as_ptr());
-                _mm512_storeu_ps(buf.as_mut_ptr(), eval512(f, v));
-            }
-            rows.y[i..range.end].copy_from_slice(&buf[..n]);
-        }
-    }
+    };
 }
+
+map_rows!(
+    /// The AVX-512 loop (`_cpu` proves AVX-512F is present).
+    map512, Avx512, "avx512f", 16, _mm512_loadu_ps, _mm512_storeu_ps, eval512
+);
 
 /// `e^a` (NaN stays NaN), eight lanes.
 #[target_feature(enable = "avx2,fma")]
@@ -234,35 +243,10 @@ fn eval256(f: VFunc, x: __m256) -> __m256 {
     }
 }
 
-/// The AVX2 loop (`_cpu` proves AVX2 and FMA are present).
-#[target_feature(enable = "avx2,fma")]
-fn map256(_cpu: Avx2, f: VFunc, rows: Rows<'_>) {
-    for r in 0..rows.nrows {
-        let Some(range) = rows.range(r) else { return };
-        let (yp, xp) = (rows.y.as_mut_ptr(), rows.x.map_or(rows.y.as_ptr(), |x| x.as_ptr()));
-        let mut i = range.start;
-        while i + 8 <= range.end {
-            // SAFETY: `i + 8 <= range.end`, within both operands (in place,
-            // each vector is loaded before it is stored).
-            unsafe {
-                let v = _mm256_loadu_ps(xp.add(i));
-                _mm256_storeu_ps(yp.add(i), eval256(f, v));
-            }
-            i += 8;
-        }
-        if i < range.end {
-            let mut buf = [0.0f32; 8];
-            let n = range.end - i;
-            buf[..n].copy_from_slice(rows.x.map_or(&rows.y[i..range.end], |x| &x[i..range.end]));
-            // SAFETY: `buf` holds 8 floats.
-            unsafe {
-                let v = _mm256_loadu_ps(buf.as_ptr());
-                _mm256_storeu_ps(buf.as_mut_ptr(), eval256(f, v));
-            }
-            rows.y[i..range.end].copy_from_slice(&buf[..n]);
-        }
-    }
-}
+map_rows!(
+    /// The AVX2 loop (`_cpu` proves AVX2 and FMA are present).
+    map256, Avx2, "avx2,fma", 8, _mm256_loadu_ps, _mm256_storeu_ps, eval256
+);
 
 #[cfg(test)]
 mod tests {
