@@ -1337,10 +1337,6 @@ mod tests {
         out
     }
 
-    /// The im2col strips (stride-2 runs of 32 and 16 through the vector
-    /// permute, runs across borders and rows, blocks of `k` starting inside
-    /// a kernel row) hold exactly the im2col matrix, zero in the padding and
-    /// past the last column.
     /// The strips of a strided single-tap input hold exactly every
     /// `sy`-th row and `sx`-th column of each plane, zero past the strip's
     /// columns; the next strip's inputs are only prefetched.
@@ -1451,6 +1447,10 @@ mod tests {
         }
     }
 
+    /// The im2col strips (stride-2 runs of 32 and 16 through the vector
+    /// permute, runs across borders and rows, blocks of `k` starting inside
+    /// a kernel row) hold exactly the im2col matrix, zero in the padding and
+    /// past the last column.
     #[test]
     fn im2col_strips_match_the_im2col_matrix() {
         // (C, H, W, kernel, stride, dilation, pads top/left)

@@ -534,26 +534,9 @@ impl crate::simd::Vectorize for PlaneMeans<'_> {
     fn run(self) {
         let count = self.size as f32;
         for (plane, o) in self.x.chunks_exact(self.size).zip(self.y.iter_mut()) {
-            *o = lane_sum(plane) / count;
+            *o = crate::vmath::lane_sum(plane) / count;
         }
     }
-}
-
-/// The sum of `v` in sixteen interleaved partial sums, then those in order.
-#[inline(always)]
-fn lane_sum(v: &[f32]) -> f32 {
-    let (blocks, rest) = v.as_chunks::<16>();
-    let mut acc = [0.0f32; 16];
-    for b in blocks {
-        for (a, x) in acc.iter_mut().zip(b) {
-            *a += *x;
-        }
-    }
-    let mut s = acc.iter().sum::<f32>();
-    for x in rest {
-        s += *x;
-    }
-    s
 }
 
 /// Folds each of `planes` contiguous planes of `size` elements, `LANES`

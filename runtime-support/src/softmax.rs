@@ -126,25 +126,10 @@ fn row_max(x: &[f32]) -> f32 {
     m
 }
 
-/// Divides the row of exponentials by their sum (`L` partial sums).
+/// Divides the row of exponentials by their sum (sixteen partial sums).
 #[inline(always)]
 fn normalise(y: &mut [f32]) {
-    let mut acc = [0.0f32; L];
-    let mut ys = y.chunks_exact(L);
-    for c in &mut ys {
-        for (a, &e) in acc.iter_mut().zip(c) {
-            *a += e;
-        }
-    }
-    let mut half = [0.0f32; 8];
-    for (k, h) in half.iter_mut().enumerate() {
-        *h = acc[k] + acc[k + 8];
-    }
-    let mut sum =
-        ((half[0] + half[4]) + (half[1] + half[5])) + ((half[2] + half[6]) + (half[3] + half[7]));
-    for &e in ys.remainder() {
-        sum += e;
-    }
+    let sum = vmath::lane_sum(y);
     // One division, then products: within an ulp of dividing each.
     let r = 1.0 / sum;
     for o in y.iter_mut() {

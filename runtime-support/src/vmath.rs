@@ -174,6 +174,30 @@ pub fn gelu_tanh(x: f32) -> f32 {
     x / (1.0 + exp(x * (A + B * x2)))
 }
 
+/// The sum of `v` in sixteen interleaved partial sums (one vector
+/// register's worth, so the loop vectorises without reassociation), added
+/// pairwise, then the elements past the last sixteen in order.
+#[inline(always)]
+pub(crate) fn lane_sum(v: &[f32]) -> f32 {
+    let (blocks, rest) = v.as_chunks::<16>();
+    let mut acc = [0.0f32; 16];
+    for b in blocks {
+        for (a, &x) in acc.iter_mut().zip(b) {
+            *a += x;
+        }
+    }
+    let mut half = [0.0f32; 8];
+    for (k, h) in half.iter_mut().enumerate() {
+        *h = acc[k] + acc[k + 8];
+    }
+    let mut sum =
+        ((half[0] + half[4]) + (half[1] + half[5])) + ((half[2] + half[6]) + (half[3] + half[7]));
+    for &x in rest {
+        sum += x;
+    }
+    sum
+}
+
 /// The functions [`map`] and [`map_in_place`] apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
@@ -266,8 +290,7 @@ impl simd::Vectorize for MapLoop<'_> {
 
 /// `y[i] = f(x[i])` over the common length, vectorised.
 pub fn map(f: Func, x: &[f32], y: &mut [f32]) {
-    let n = x.len().min(y.len());
-    if f.vector().is_some_and(|v| simd::exp_family(v, Some(&x[..n]), &mut y[..n])) {
+    if f.vector().is_some_and(|v| simd::exp_family(v, Some(x), y)) {
         return;
     }
     simd::vectorize_wide(MapLoop { f, x: Some(x), y });

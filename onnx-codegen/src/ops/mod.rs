@@ -416,22 +416,21 @@ pub fn coalesce_broadcast<const K: usize>(
     shape: &[usize],
     strides: [&[isize]; K],
 ) -> (Vec<usize>, [Vec<isize>; K]) {
-    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
-    let mut out: [Vec<isize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
     if shape.contains(&0) {
         return (shape.to_vec(), std::array::from_fn(|k| strides[k].to_vec()));
     }
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut out: [Vec<isize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
     for (axis, &d) in shape.iter().enumerate() {
         if d == 1 {
             continue;
         }
         let step: [isize; K] = std::array::from_fn(|k| strides[k].get(axis).copied().unwrap_or(0));
-        let merge = dims.last().is_some_and(|_| {
-            (0..K).all(|k| {
-                let prev = out[k].last().copied().unwrap_or(0);
-                isize::try_from(d).ok().and_then(|d| step[k].checked_mul(d)) == Some(prev)
-            })
-        });
+        let merge = !dims.is_empty()
+            && (0..K).all(|k| {
+                let across = isize::try_from(d).ok().and_then(|d| step[k].checked_mul(d));
+                across == out[k].last().copied()
+            });
         if merge {
             if let Some(last) = dims.last_mut() {
                 *last *= d;

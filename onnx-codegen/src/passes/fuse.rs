@@ -20,7 +20,8 @@
 //!   `Gelu` or SiLU reading the product directly (also a 2-D depthwise
 //!   `Conv`'s, applied to each block of planes right after the kernel wrote
 //!   it; such a convolution takes no residual); a product that already
-//!   has an activation is left alone (the order would differ). The fused kernel performs the same float
+//!   has an activation is left alone (the order would differ). The fused
+//!   kernel performs the same float
 //!   operations in the same order as the nodes it replaces, on the same sums
 //!   (a convolution the direct kernel takes adds the residual after it), so
 //!   results are bit-identical to the unfused generated code.

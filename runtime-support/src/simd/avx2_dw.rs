@@ -30,9 +30,9 @@ const MAX_KW: usize = 16;
 
 /// `y[oy, ox] = act(bias + sum_{ky, kx} wk[ky, kx] * x[oy*sy + ky*dy - pt, ox*sx + kx*dx - pl])`
 /// over the taps inside the input, with fused multiply-adds in row-major
-/// tap order (kernel row `ky` into sum `ky % 4`). Returns `false`, writing nothing, when the geometry is not
-/// handled here (a horizontal stride other than 1 or 2, sizes that do not
-/// fit the slices or an `i32`).
+/// tap order (kernel row `ky` into sum `ky % 4`). Returns `false`, writing
+/// nothing, when the geometry is not handled here (a horizontal stride
+/// other than 1 or 2, sizes that do not fit the slices or an `i32`).
 pub(crate) fn depthwise_plane(
     _cpu: Avx2,
     g: &Geom2d,

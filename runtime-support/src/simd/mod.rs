@@ -149,7 +149,7 @@ impl Smooth {
     #[inline(always)]
     pub fn apply_all(self, y: &mut [f32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if self == Smooth::Silu && vexp::apply_in_place(VFunc::Silu, y) {
+        if self == Smooth::Silu && vexp::apply(VFunc::Silu, None, y) {
             return;
         }
         /// Plain loops (inlined into the caller's instruction set), blocks
@@ -1056,6 +1056,13 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         let mut ic = 0;
         while ic < m {
             let mc = mc_max.min(m - ic);
+            // With a large A, the start of the tile after the one at row
+            // `ir` is fetched while that one runs.
+            let fetch_next = |ir: usize| {
+                if stream_a && ir + mr < ic + mc {
+                    a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
+                }
+            };
             let mut jc = 0;
             while group > 1 && jc < n {
                 let bcols = (group * nr).min(n - jc);
@@ -1078,9 +1085,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 let mut ir = ic;
                 while ir < ic + mc {
                     let nrows = mr.min(ic + mc - ir);
-                    if stream_a && ir + mr < ic + mc {
-                        a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
-                    }
+                    fetch_next(ir);
                     for (r, row) in rows.iter_mut().enumerate() {
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
@@ -1129,8 +1134,8 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     strip::prefetch(part.unwrap_or(&[]));
                     let nrows = mr.min(ic + mc - ir);
                     // The first strip reads A from memory.
-                    if stream_a && jc == 0 && ir + mr < ic + mc {
-                        a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
+                    if jc == 0 {
+                        fetch_next(ir);
                     }
                     for (r, row) in rows.iter_mut().enumerate() {
                         // Rows past the end repeat the last one; their sums are dropped.
@@ -1543,17 +1548,16 @@ pub(crate) enum VFunc {
 /// `y[i] = f(x[i])` (or in place, `x` `None`) in explicit vector code where
 /// the CPU has AVX2+FMA; `false` (nothing done) elsewhere, for the
 /// caller's portable loop.
-#[allow(unused_variables)]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
 pub(crate) fn exp_family(f: VFunc, x: Option<&[f32]>, y: &mut [f32]) -> bool {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        return match x {
-            Some(x) => vexp::apply(f, x, y),
-            None => vexp::apply_in_place(f, y),
-        };
-    }
-    #[allow(unreachable_code)]
+    vexp::apply(f, x, y)
+}
+
+/// No explicit vector code on this target: the portable loops run.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+pub(crate) fn exp_family(_: VFunc, _: Option<&[f32]>, _: &mut [f32]) -> bool {
     false
 }
 

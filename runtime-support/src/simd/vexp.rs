@@ -26,37 +26,25 @@ use core::arch::x86_64::*;
 
 pub(crate) use super::VFunc;
 
-/// `y[i] = f(y[i])` on the widest unit present; `false` (nothing done)
-/// without AVX2+FMA, for the caller's portable loop.
+/// `y[i] = f(x[i])` for `i < min(x.len(), y.len())`, or in place when `x`
+/// is `None`, on the widest unit present; `false` (nothing done) without
+/// AVX2+FMA, for the caller's portable loop.
 #[inline]
-pub(crate) fn apply_in_place(f: VFunc, y: &mut [f32]) -> bool {
-    let n = y.len();
-    apply_rows(f, y, n, 1, n)
+pub(crate) fn apply(f: VFunc, x: Option<&[f32]>, y: &mut [f32]) -> bool {
+    let n = x.map_or(y.len(), |x| x.len().min(y.len()));
+    run(f, Rows { x, y, ld: n, nrows: 1, ncols: n })
 }
 
 /// `f` on the `nrows x ncols` block of `y` whose rows start `ldy` apart,
-/// in place, as [`apply_in_place`]; rows past `y`'s end are left alone.
+/// in place, as [`apply`]; rows past `y`'s end are left alone.
 #[inline]
 pub(crate) fn apply_rows(f: VFunc, y: &mut [f32], ldy: usize, nrows: usize, ncols: usize) -> bool {
-    let rows = Rows { x: None, y, ld: ldy, nrows, ncols };
-    if let Some(cpu) = Avx512::detect() {
-        // SAFETY: `cpu` proves AVX-512F is present.
-        unsafe { map512(cpu, f, rows) };
-        return true;
-    }
-    if let Some(cpu) = Avx2::detect() {
-        // SAFETY: `cpu` proves AVX2 and FMA are present.
-        unsafe { map256(cpu, f, rows) };
-        return true;
-    }
-    false
+    run(f, Rows { x: None, y, ld: ldy, nrows, ncols })
 }
 
-/// `y[i] = f(x[i])` for `i < min(x.len(), y.len())`, as [`apply_in_place`].
+/// `rows` through the widest loop this CPU has.
 #[inline]
-pub(crate) fn apply(f: VFunc, x: &[f32], y: &mut [f32]) -> bool {
-    let n = x.len().min(y.len());
-    let rows = Rows { x: Some(x), y, ld: n, nrows: 1, ncols: n };
+fn run(f: VFunc, rows: Rows<'_>) -> bool {
     if let Some(cpu) = Avx512::detect() {
         // SAFETY: `cpu` proves AVX-512F is present.
         unsafe { map512(cpu, f, rows) };
@@ -346,35 +334,29 @@ mod tests {
         assert!(short[8..].iter().all(|&v| v == 1.0));
     }
 
+    /// Every check, for every function, on one width's loop.
+    fn check_loop(map: impl Fn(VFunc, Rows<'_>)) {
+        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu] {
+            check(f, |x, y| map(f, flat(Some(x), y)));
+            check(f, |x, y| {
+                y.copy_from_slice(x);
+                map(f, flat(None, y))
+            });
+            rows_check(f, |y, ld, nrows, ncols| map(f, Rows { x: None, y, ld, nrows, ncols }));
+        }
+    }
+
     #[test]
     fn avx512_matches_the_exact_functions() {
         let Some(cpu) = Avx512::detect() else { return };
-        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu] {
-            // SAFETY (all three): `cpu` proves AVX-512F.
-            check(f, |x, y| unsafe { map512(cpu, f, flat(Some(x), y)) });
-            check(f, |x, y| {
-                y.copy_from_slice(x);
-                unsafe { map512(cpu, f, flat(None, y)) }
-            });
-            rows_check(f, |y, ld, nrows, ncols| unsafe {
-                map512(cpu, f, Rows { x: None, y, ld, nrows, ncols })
-            });
-        }
+        // SAFETY: `cpu` proves AVX-512F.
+        check_loop(|f, rows| unsafe { map512(cpu, f, rows) });
     }
 
     #[test]
     fn avx2_matches_the_exact_functions() {
         let Some(cpu) = Avx2::detect() else { return };
-        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu] {
-            // SAFETY (all three): `cpu` proves AVX2 and FMA.
-            check(f, |x, y| unsafe { map256(cpu, f, flat(Some(x), y)) });
-            check(f, |x, y| {
-                y.copy_from_slice(x);
-                unsafe { map256(cpu, f, flat(None, y)) }
-            });
-            rows_check(f, |y, ld, nrows, ncols| unsafe {
-                map256(cpu, f, Rows { x: None, y, ld, nrows, ncols })
-            });
-        }
+        // SAFETY: `cpu` proves AVX2 and FMA.
+        check_loop(|f, rows| unsafe { map256(cpu, f, rows) });
     }
 }
