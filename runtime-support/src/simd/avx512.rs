@@ -295,6 +295,13 @@ impl Avx512 {
         if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
             return false;
         }
+        // A whole tile of rows laid out one after another (a panel).
+        let adjacent = nrows == MR && (1..MR).all(|r| rows[r] == rows[0] + r);
+        // A whole tile of rows the same distance apart (A read in place).
+        let step = rows[1].wrapping_sub(rows[0]);
+        let stepped = nrows == MR
+            && step.checked_mul(MR - 1).and_then(|v| rows[0].checked_add(v)).is_some()
+            && (1..MR).all(|r| rows[r] == rows[0] + r * step);
         let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
         let (epi, cdata, rdata) = match (&fused, &tail) {
             (Some(f), Some(t)) => (
@@ -320,28 +327,34 @@ impl Avx512 {
             macro_rules! rows {
                 ($h:literal, $pf:literal) => {
                     match nrows {
-                        1 => kernel_r32::<1, $h, $pf, S>(
+                        1 => kernel_r32::<1, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        2 => kernel_r32::<2, $h, $pf, S>(
+                        2 => kernel_r32::<2, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        3 => kernel_r32::<3, $h, $pf, S>(
+                        3 => kernel_r32::<3, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        4 => kernel_r32::<4, $h, $pf, S>(
+                        4 => kernel_r32::<4, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        5 => kernel_r32::<5, $h, $pf, S>(
+                        5 => kernel_r32::<5, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        6 => kernel_r32::<6, $h, $pf, S>(
+                        6 => kernel_r32::<6, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        7 => kernel_r32::<7, $h, $pf, S>(
+                        7 => kernel_r32::<7, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
-                        _ => kernel_r32::<8, $h, $pf, S>(
+                        _ if adjacent => kernel_r32::<8, $h, $pf, ADJACENT, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        ),
+                        _ if stepped => kernel_r32::<8, $h, $pf, STEPPED, S>(
+                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        ),
+                        _ => kernel_r32::<8, $h, $pf, APART, S>(
                             kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
                         ),
                     }
@@ -365,15 +378,22 @@ impl Avx512 {
     }
 }
 
+/// [`kernel_r32`]'s rows of A: at `rows[r]`, each its own pointer.
+const APART: u8 = 0;
+/// [`kernel_r32`]'s rows of A: at `rows[0] + r`.
+const ADJACENT: u8 = 1;
+/// [`kernel_r32`]'s rows of A: at `rows[0] + r * step` (`R == 8`).
+const STEPPED: u8 = 2;
+
 /// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`], prefetching
-/// A with `PF`; the caller
+/// A with `PF`, its rows laid out as `ROWS` says; the caller
 /// guarantees the bounds described there for `r < R` and each half `h < H`
 /// (`halves.n[h]` columns, the last half not empty), and for C at `cdata`
 /// when `epi` has a `FusedC::Rows` term, and for the residual at `rdata`
 /// when it has one.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
+unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, const ROWS: u8, S: BRows>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -401,8 +421,20 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
     }
     // SAFETY (whole loop): see the caller's bounds; `off` stays below
     // `kc * cs`, `bp` is B's row `p < kc`, lanes past `halves.n[h]` masked.
+    // The caller passes `ADJACENT` only when `rows[r] == rows[0] + r`, and
+    // `STEPPED` only with `R == 8` and `rows[r] == rows[0] + r * ls`, so
+    // the addresses formed from `a0` and `a4` are the rows' own.
     unsafe {
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
+        // Row pointers kept apart spill on x86-64 (eight of them beside
+        // the loop's own registers). With `ROWS == ADJACENT`, row `r`
+        // starts at `rows[0] + r` (a panel): one base pointer and constant
+        // displacements. With `ROWS == STEPPED` (`R == 8`), at `rows[0] + r
+        // * ls` (a matrix read in place): two base pointers, four rows
+        // apart, and the step.
+        let a0 = a.add(rows[0]);
+        let ls = rows[R - 1].wrapping_sub(rows[0]) / (R - 1).max(1);
+        let a4 = a0.wrapping_add(4 * ls);
         let mut off = 0usize;
         // A is read from L2 or further: one row is prefetched per step,
         // `PREFETCH` steps ahead, the rows in turn (a row needs a new line
@@ -414,16 +446,23 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, S: BRows>(
         let ahead = PREFETCH * cs;
         for p in 0..kc {
             if PF {
-                _mm_prefetch::<_MM_HINT_T0>(
-                    ap[p % R].wrapping_add(off).wrapping_add(ahead).cast::<i8>(),
-                );
+                // Adjacent rows share their lines: one address serves all.
+                let at = match ROWS {
+                    ADJACENT => a0.wrapping_add(off),
+                    _ => ap[p % R].wrapping_add(off),
+                };
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(ahead).cast::<i8>());
             }
             let bp = src.row(p);
             let bv: [__m512; H] = core::array::from_fn(|h| {
                 _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(halves.b[h]))
             });
             for r in 0..R {
-                let x = _mm512_set1_ps(*ap[r].add(off));
+                let x = _mm512_set1_ps(match ROWS {
+                    ADJACENT => *a0.add(off + r),
+                    STEPPED => *(if r < 4 { a0 } else { a4 }).add(off + (r % 4) * ls),
+                    _ => *ap[r].add(off),
+                });
                 for h in 0..H {
                     c[r][h] = _mm512_fmadd_ps(x, bv[h], c[r][h]);
                 }

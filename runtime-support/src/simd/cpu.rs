@@ -14,6 +14,11 @@ use core::sync::atomic::{AtomicU8, Ordering};
 pub(crate) const AVX2_FMA: u8 = 1;
 /// AVX-512F (and AVX2 and FMA), with the `zmm` and mask state saved.
 pub(crate) const AVX512F: u8 = 2;
+/// AVX-512F on a core that runs 512-bit operations as two 256-bit halves
+/// (AMD family 19h, Zen 4): the FMAs keep half of Zen 5's width, and moving
+/// whole vectors (packing, staging) costs more still. A tuning hint for
+/// cost models, never a correctness matter.
+pub(crate) const SPLIT512: u8 = 4;
 /// Set once the probe has run.
 const PROBED: u8 = 0x80;
 
@@ -38,7 +43,8 @@ pub(crate) fn features() -> u8 {
 fn probe() -> u8 {
     // SAFETY: `cpuid` exists on every x86-64 CPU; leaf 0 gives the highest
     // leaf, checked before leaf 7 is read.
-    let max_leaf = unsafe { __cpuid(0) }.eax;
+    let l0 = unsafe { __cpuid(0) };
+    let max_leaf = l0.eax;
     if max_leaf < 7 {
         return 0;
     }
@@ -60,6 +66,14 @@ fn probe() -> u8 {
         f |= AVX2_FMA;
         if zmm_saved && bit(l7.ebx, 16) {
             f |= AVX512F;
+            // The vendor string "AuthenticAMD", in EBX, EDX, ECX order.
+            let amd = (l0.ebx, l0.edx, l0.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
+            // Family: the base field, plus the extended one when the base is 0xF.
+            let base = (l1.eax >> 8) & 0xf;
+            let family = if base == 0xf { base + ((l1.eax >> 20) & 0xff) } else { base };
+            if amd && family == 0x19 {
+                f |= SPLIT512;
+            }
         }
     }
     f

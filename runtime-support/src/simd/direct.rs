@@ -151,10 +151,22 @@ fn band_cost(rb: usize, ow: usize, lx: usize) -> (Tiling, usize) {
     if ow <= 16 && pairs.1 < best.1 { pairs } else { best }
 }
 
+/// How many times dearer, against the FMAs, moving data (packing im2col
+/// strips, staging rows) is on this core than on Zen 5, where the costs
+/// below were measured: 3 on cores that run 512-bit operations as two
+/// halves (Zen 4). Measured there: ResNet's 3 -> 64 7x7 stride-2 stem ran
+/// at 88 GFLOP/s staged against 57-66 on im2col, while MobileNet's 3 -> 32
+/// 3x3 stride-2 stem stayed faster on im2col (47 against 37), which the
+/// costs with 3 both predict (with 1, both stay on im2col).
+fn move_scale() -> usize {
+    if super::cpu::features() & super::cpu::SPLIT512 != 0 { 3 } else { 1 }
+}
+
 /// What packing the im2col strips of `g` costs, in tenths of a cycle per
-/// step of `k` (measured on Zen 5): about 4 cycles per strip of 32 columns
-/// and 4 per run of columns on one output row (8 when the runs are not of
-/// the lengths the packer copies as fixed-size vectors, 8, 16 or 32).
+/// step of `k` (measured on Zen 5; see [`move_scale`] for other cores):
+/// about 4 cycles per strip of 32 columns and 4 per run of columns on one
+/// output row (8 when the runs are not of the lengths the packer copies as
+/// fixed-size vectors, 8, 16 or 32).
 fn pack_cost(g: &Geom2d) -> usize {
     let n = g.oh * g.ow;
     // Every strip starts a run, and so does every row start inside a strip.
@@ -177,22 +189,27 @@ impl Plan {
         if let Some(expand) = FORCE_LAYOUT.with(|f| f.get()) {
             return Plan::layout(g, cin, m, expand).map(|p| p.0);
         }
-        let (plan, direct) = match (Plan::layout(g, cin, m, false), Plan::layout(g, cin, m, true)) {
-            (Some(a), Some(b)) => {
-                if b.1 < a.1 {
-                    b
-                } else {
-                    a
+        let (plan, direct, staged) =
+            match (Plan::layout(g, cin, m, false), Plan::layout(g, cin, m, true)) {
+                (Some(a), Some(b)) => {
+                    if b.1 < a.1 {
+                        b
+                    } else {
+                        a
+                    }
                 }
-            }
-            (a, b) => a.or(b)?,
-        };
+                (a, b) => a.or(b)?,
+            };
         // Against im2col (in tenths of a cycle): the same FMAs over
         // `oh * ow` columns, plus packing; 1x1 kernels pack as cheaply as
-        // they stage.
+        // they stage. The moves are scaled for this core here only: the
+        // plan itself is the one measured best on Zen 5.
         let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
         let n = g.oh.checked_mul(g.ow)?;
-        let im2col = (cols_cost(n) * m.div_ceil(MR) * 10 + pack_cost(g)).checked_mul(k)?;
+        let scale = move_scale();
+        let direct = direct.saturating_add(staged.saturating_mul(scale - 1));
+        let pack = pack_cost(g).checked_mul(scale)?;
+        let im2col = (cols_cost(n) * m.div_ceil(MR) * 10 + pack).checked_mul(k)?;
         if compare && (g.kh * g.kw == 1 || direct >= im2col) {
             return None;
         }
@@ -203,12 +220,12 @@ impl Plan {
     /// staged columns, and that cost in tenths of a cycle: the tiles' FMAs
     /// (a fifth more with column phases, whose rows are read at odd
     /// offsets), and for the staging about a third of a cycle per float and
-    /// 8 per row.
+    /// 8 per row; with that cost's staging part.
     /// Without `expand`, a slot per column phase `(kx * dx) % sx`, rows
     /// `lx = ow + (kw - 1) * dx / sx` long (junk columns in the grid);
     /// with it, a slot per kernel column, `ow` long: `kw` shifted copies,
     /// but the grid is the output plane (no junk, tiles written in place).
-    fn layout(g: &Geom2d, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize)> {
+    fn layout(g: &Geom2d, cin: usize, m: usize, expand: bool) -> Option<(Plan, usize, usize)> {
         let (nqy, qy, _) = phases(g.kh, g.dy, g.sy)?;
         let (nqx, qx, lx) = if expand {
             if g.kw > MAX_PHASES || g.kw == 1 {
@@ -233,7 +250,7 @@ impl Plan {
         let k = cin.checked_mul(g.kh)?.checked_mul(g.kw)?;
         let fma = k.checked_mul(m.div_ceil(MR))?.checked_mul(if g.sx == 1 { 10 } else { 12 })?;
         // Bands as even as possible; the tallest on ties, for less staging.
-        let (mut best, mut best_cost) = (0, usize::MAX);
+        let (mut best, mut best_cost, mut best_staged) = (0, usize::MAX, 0);
         for rb in (1..=(max_ry - ey).min(g.oh)).rev() {
             let bands = g.oh.div_ceil(rb);
             let rb = g.oh.div_ceil(bands);
@@ -246,12 +263,13 @@ impl Plan {
             let staged = rows * lx * 3 + rows * 80;
             let cost = tiles.saturating_mul(fma).saturating_add(staged);
             if cost < best_cost {
-                (best, best_cost) = (rb, cost);
+                (best, best_cost, best_staged) = (rb, cost, staged);
             }
         }
         let ry = best + ey;
         let cs = nqy * nqx * ry * lx;
-        Some((Plan { lx, ey, rb: best, ry, nqy, qy, nqx, qx, cs, expand }, best_cost))
+        let plan = Plan { lx, ey, rb: best, ry, nqy, qy, nqx, qx, cs, expand };
+        Some((plan, best_cost, best_staged))
     }
 
     /// Fills `offs[p]` for `p = (c, ky, kx)`: where B's row `p` starts in
@@ -740,20 +758,27 @@ mod tests {
 
     #[test]
     fn direct_path_taken_where_packing_dominates() {
-        // `[cin, m, h, w, k, s, pad]` and whether the direct path is chosen.
+        // `[cin, m, h, w, k, s, pad]` and whether the direct path is chosen,
+        // on Zen 5 and on cores where moves cost more (`move_scale` 3).
         let shapes = [
-            ([3, 16, 32, 32, 3, 1, 1], true),
-            ([16, 16, 32, 32, 3, 1, 1], true),
-            ([1, 6, 28, 28, 5, 1, 2], true),
-            ([3, 8, 96, 96, 3, 2, 1], true),
-            ([32, 32, 16, 16, 3, 1, 1], true),
-            ([6, 16, 14, 14, 5, 1, 0], true),
-            ([16, 32, 32, 32, 3, 2, 1], false),
-            ([32, 64, 16, 16, 3, 2, 1], false),
-            ([64, 64, 8, 8, 3, 1, 1], false),
-            ([16, 32, 32, 32, 1, 2, 0], false),
+            ([3, 16, 32, 32, 3, 1, 1], [true, true]),
+            ([16, 16, 32, 32, 3, 1, 1], [true, true]),
+            ([1, 6, 28, 28, 5, 1, 2], [true, true]),
+            ([3, 8, 96, 96, 3, 2, 1], [true, true]),
+            ([32, 32, 16, 16, 3, 1, 1], [true, true]),
+            ([6, 16, 14, 14, 5, 1, 0], [true, true]),
+            ([16, 32, 32, 32, 3, 2, 1], [false, false]),
+            ([32, 64, 16, 16, 3, 2, 1], [false, false]),
+            // Zen 4: 75.9 GFLOP/s staged against 72.7 on im2col.
+            ([64, 64, 8, 8, 3, 1, 1], [false, true]),
+            ([16, 32, 32, 32, 1, 2, 0], [false, false]),
+            // ResNet's stem; MobileNet's stays on im2col everywhere.
+            ([3, 64, 224, 224, 7, 2, 3], [false, true]),
+            ([3, 32, 224, 224, 3, 2, 1], [false, false]),
         ];
+        let core = usize::from(move_scale() != 1);
         for ([cin, m, h, w, k, s, pad], want) in shapes {
+            let want = want[core];
             let o = |n: usize| (n + 2 * pad - k) / s + 1;
             let g = Geom2d {
                 h,
