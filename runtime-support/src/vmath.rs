@@ -102,7 +102,7 @@ pub fn tanh(x: f32) -> f32 {
 }
 
 /// `2 / sqrt(pi) * (-1)^n / (n! (2n + 1))`: the Taylor coefficients of `erf`.
-const ERF_TAYLOR: [f32; 11] = [
+pub(crate) const ERF_TAYLOR: [f32; 11] = [
     core::f32::consts::FRAC_2_SQRT_PI,
     -0.376_126_38,
     0.112_837_92,
@@ -118,7 +118,7 @@ const ERF_TAYLOR: [f32; 11] = [
 
 /// `erfc(x) e^x²` on `[0.75, 4]` as a polynomial in `t = (2x - 4.75) / 3.25`,
 /// lowest degree first (least-squares Chebyshev fit, converted to powers).
-const ERFC_SCALED: [f32; 14] = [
+pub(crate) const ERFC_SCALED: [f32; 14] = [
     0.220_505_7,
     -0.131_587_83,
     0.074_425_966,
@@ -224,6 +224,7 @@ impl Func {
             Func::Exp => Some(simd::VFunc::Exp),
             Func::Sigmoid => Some(simd::VFunc::Sigmoid),
             Func::Silu => Some(simd::VFunc::Silu),
+            Func::Gelu => Some(simd::VFunc::Gelu),
             _ => None,
         }
     }

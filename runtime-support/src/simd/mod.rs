@@ -113,9 +113,9 @@ impl Activation {
 
 /// A smooth activation fused into a product, after every other step of the
 /// epilogue: the routine the standalone f32 op runs in generated code
-/// ([`vmath::map`](crate::vmath::map)'s: for SiLU the explicit AVX code of
-/// `vexp` where the CPU has it), on the same value, so fusing does not change
-/// any result.
+/// ([`vmath::map`](crate::vmath::map)'s: for SiLU and exact Gelu the
+/// explicit AVX code of `vexp` where the CPU has it), on the same value, so
+/// fusing does not change any result.
 /// Applied to each tile's rows while they are in L1 (never in registers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Smooth {
@@ -128,15 +128,27 @@ pub enum Smooth {
 }
 
 impl Smooth {
+    /// The explicit vector routine of `vexp` computing this activation, if
+    /// any (the standalone op's [`vmath::map`](crate::vmath::map) runs the
+    /// same one).
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(self) -> Option<VFunc> {
+        match self {
+            Smooth::Gelu => Some(VFunc::Gelu),
+            Smooth::Silu => Some(VFunc::Silu),
+            Smooth::GeluTanh => None,
+        }
+    }
+
     /// The activation of one value.
     #[inline(always)]
     pub fn apply(self, x: f32) -> f32 {
         match self {
-            Smooth::Gelu => crate::vmath::gelu(x),
             Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
             // One lane of the vector routine `apply_all` runs, so an
             // element finished alone equals its neighbours' arithmetic.
-            Smooth::Silu => {
+            Smooth::Gelu | Smooth::Silu => {
                 let mut v = [x];
                 self.apply_all(&mut v);
                 v[0]
@@ -149,7 +161,9 @@ impl Smooth {
     #[inline(always)]
     pub fn apply_all(self, y: &mut [f32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        if self == Smooth::Silu && vexp::apply(VFunc::Silu, None, y) {
+        if let Some(f) = self.vector()
+            && vexp::apply(f, None, y)
+        {
             return;
         }
         /// Plain loops (inlined into the caller's instruction set), blocks
@@ -281,12 +295,14 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 }
 
 /// Applies `s` to the `nrows x ncols` block of `dst` (rows `ldd` apart):
-/// SiLU in `vexp`'s explicit vector code where the CPU has it, the rest
-/// compiled for the widest vector unit.
+/// SiLU and exact Gelu in `vexp`'s explicit vector code where the CPU has
+/// it, the rest compiled for the widest vector unit.
 #[inline(always)]
 fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if s == Smooth::Silu && vexp::apply_rows(VFunc::Silu, dst, ldd, nrows, ncols) {
+    if let Some(f) = s.vector()
+        && vexp::apply_rows(f, dst, ldd, nrows, ncols)
+    {
         return;
     }
     vectorize_wide(SmoothRows { s, dst, ldd, nrows, ncols });
@@ -1543,6 +1559,9 @@ pub(crate) enum VFunc {
     Sigmoid,
     /// `x / (1 + e^-x)`.
     Silu,
+    /// ONNX `Gelu` without approximation, [`vmath::gelu`](crate::vmath::gelu)'s
+    /// polynomials with fused steps.
+    Gelu,
 }
 
 /// `y[i] = f(x[i])` (or in place, `x` `None`) in explicit vector code where
