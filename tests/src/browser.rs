@@ -140,12 +140,23 @@ mod tests {
         exe
     }
 
+    /// Held by each test for its whole run: a test writing its script
+    /// while another forks to start one would leave a copy of the write
+    /// descriptor in that child until it execs, and starting the script
+    /// then fails with "Text file busy" (ETXTBSY).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn scratch(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("onnx-codegen-browser-{}-{name}", std::process::id()))
     }
 
     #[test]
     fn a_crashing_browser_is_tried_again() {
+        let _serial = serial();
         let dir = scratch("retry");
         let exe = fake(&dir, ATTEMPTS - 1);
         let out = run(&exe, &dir.join("profile"), &["--dump-dom".into()]).unwrap();
@@ -155,6 +166,7 @@ mod tests {
 
     #[test]
     fn a_browser_that_always_crashes_fails_with_its_stderr() {
+        let _serial = serial();
         let dir = scratch("always");
         let exe = fake(&dir, ATTEMPTS);
         let e = run(&exe, &dir.join("profile"), &[]).unwrap_err();
@@ -164,6 +176,7 @@ mod tests {
 
     #[test]
     fn an_error_exit_is_not_retried() {
+        let _serial = serial();
         let dir = scratch("exit");
         let exe = dir.join("fake-chromium");
         let _ = std::fs::remove_dir_all(&dir);
