@@ -14,7 +14,8 @@
 use super::direct::RowTable;
 use super::{Activation, Fused, FusedC, Micro, Tail, finish, smooth_block};
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_ps,
+    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps,
+    _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_add_ps,
     _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_blend_ps,
     _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_reduce_add_ps,
     _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
@@ -82,7 +83,43 @@ impl Micro for Avx512 {
         let src = Strided { b: b.as_ptr(), ldb };
         // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
         // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
-        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, Halves::cols(ncols), load, tail) };
+        unsafe {
+            self.run(kc, a, rows, cs, src, dst, ldd, nrows, Runs::cols(ncols), false, load, tail)
+        };
+    }
+
+    const WIDE: usize = WIDE;
+
+    #[inline]
+    fn wide(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        if !(2 * 16 + 1..=WIDE).contains(&ncols) {
+            return false;
+        }
+        let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
+        if kc == 0 || b_need.is_none_or(|v| v > b.len()) {
+            return false;
+        }
+        let rows: [usize; MR] = core::array::from_fn(|r| row0.saturating_add(r));
+        let extra = ncols == WIDE;
+        let runs = Runs::cols(ncols - usize::from(extra));
+        let src = Strided { b: b.as_ptr(), ldb };
+        // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
+        // floats (the runs' 48 and the extra column): `(kc - 1) * ldb +
+        // ncols <= b.len()` was checked above.
+        unsafe { self.run(kc, a, &rows, cs, src, dst, ldd, MR, runs, extra, load, tail) }
     }
 
     const COLS: usize = 4;
@@ -153,23 +190,28 @@ impl Micro for Avx512 {
     }
 }
 
-/// A tile's columns: two runs (halves) of at most 16, the second possibly
-/// empty; half `h` reads B's rows from offset `b[h]` and writes the
-/// destination's rows from offset `d[h]`, `n[h]` columns.
+/// A tile's columns: up to three runs of at most 16, the later ones
+/// possibly empty (the third is used by wide tiles only); run `h` reads B's
+/// rows from offset `b[h]` and writes the destination's rows from offset
+/// `d[h]`, `n[h]` columns.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Halves {
-    pub b: [usize; 2],
-    pub d: [usize; 2],
-    pub n: [usize; 2],
+pub(crate) struct Runs {
+    pub b: [usize; 3],
+    pub d: [usize; 3],
+    pub n: [usize; 3],
 }
 
-impl Halves {
-    /// The first `ncols` (at most 32) contiguous columns.
-    pub(crate) fn cols(ncols: usize) -> Halves {
-        let ncols = ncols.min(NR);
-        Halves { b: [0, 16], d: [0, 16], n: [ncols.min(16), ncols.saturating_sub(16)] }
+impl Runs {
+    /// The first `ncols` (at most 48) contiguous columns.
+    pub(crate) fn cols(ncols: usize) -> Runs {
+        let n = |h: usize| ncols.saturating_sub(16 * h).min(16);
+        Runs { b: [0, 16, 32], d: [0, 16, 32], n: [n(0), n(1), n(2)] }
     }
 }
+
+/// Columns of a wide tile ([`Micro::wide`]): three runs of 16 and one
+/// more column (a 7x7 output's 49).
+const WIDE: usize = 49;
 
 /// Where row `p` of a tile's B operand starts.
 trait BRows: Copy {
@@ -230,33 +272,36 @@ impl Avx512 {
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
-        halves: Halves,
+        runs: Runs,
         tail: Option<Tail<'_>>,
     ) -> bool {
         let offs = table.offs();
         let b_fits = (0..2).all(|h| {
-            let end = table.max().checked_add(base).and_then(|v| v.checked_add(halves.b[h]));
-            halves.n[h] == 0
-                || end.and_then(|v| v.checked_add(halves.n[h])).is_some_and(|v| v <= b.len())
+            let end = table.max().checked_add(base).and_then(|v| v.checked_add(runs.b[h]));
+            runs.n[h] == 0
+                || end.and_then(|v| v.checked_add(runs.n[h])).is_some_and(|v| v <= b.len())
         });
         if kc == 0 || kc > offs.len() || !b_fits {
             return false;
         }
         let src = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
         // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
-        // and its half `h` at `halves.b[h]` from there holds `halves.n[h]`
+        // and its half `h` at `runs.b[h]` from there holds `runs.n[h]`
         // floats: `offs[p] <= table.max()` (the table's invariant) and
-        // `table.max() + base + halves.b[h] + halves.n[h] <= b.len()`.
-        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, halves, false, tail) }
+        // `table.max() + base + runs.b[h] + runs.n[h] <= b.len()`.
+        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, runs, false, false, tail) }
     }
 
     /// Checks the destination and A bounds, then runs the tile through
     /// [`kernel_r32`] and its epilogue; `false`, doing nothing, when they
-    /// do not hold.
+    /// do not hold. Three runs (48 columns) and the `extra` column after
+    /// them take eight adjacent rows of A (a panel); other tiles return
+    /// `false`.
     ///
     /// # Safety
-    /// For `p < kc` and each half `h` with `halves.n[h] > 0`,
-    /// `src.row(p) + halves.b[h]` points at `halves.n[h]` readable floats.
+    /// For `p < kc` and each run `h` with `runs.n[h] > 0`,
+    /// `src.row(p) + runs.b[h]` points at `runs.n[h]` readable floats, and
+    /// with `extra`, `src.row(p) + 48` at one more.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     unsafe fn run<S: BRows>(
@@ -269,26 +314,32 @@ impl Avx512 {
         dst: &mut [f32],
         ldd: usize,
         nrows: usize,
-        halves: Halves,
+        runs: Runs,
+        extra: bool,
         load: bool,
         tail: Option<Tail<'_>>,
     ) -> bool {
         let nrows = nrows.min(MR);
-        let [n0, n1] = halves.n;
-        if kc == 0 || nrows == 0 || !(1..=16).contains(&n0) || n1 > 16 {
+        let [n0, n1, n2] = runs.n;
+        if kc == 0 || nrows == 0 || !(1..=16).contains(&n0) || n1 > 16 || n2 > 16 {
             return false;
         }
-        let d_fits = (0..2).all(|h| {
-            halves.n[h] == 0
+        let d_fits = (0..3).all(|h| {
+            runs.n[h] == 0
                 || (nrows - 1)
                     .checked_mul(ldd)
-                    .and_then(|v| v.checked_add(halves.d[h])?.checked_add(halves.n[h]))
+                    .and_then(|v| v.checked_add(runs.d[h])?.checked_add(runs.n[h]))
                     .is_some_and(|v| v <= dst.len())
         });
         // The epilogue's C term and `finish` know contiguous rows only.
-        let contiguous = halves.b == [0, 16] && halves.d == [0, 16];
-        let ncols = n0 + n1;
+        let contiguous = runs.b == [0, 16, 32] && runs.d == [0, 16, 32];
+        let ncols = n0 + n1 + n2;
         if !d_fits || (!contiguous && tail.is_some_and(|t| !t.epi.in_registers_only())) {
+            return false;
+        }
+        // The extra column follows three full runs, over eight rows.
+        let x_fits = (nrows - 1).checked_mul(ldd).and_then(|v| v.checked_add(3 * 16 + 1));
+        if extra && (ncols != 3 * 16 || !contiguous || x_fits.is_none_or(|v| v > dst.len())) {
             return false;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return false };
@@ -302,6 +353,10 @@ impl Avx512 {
         let stepped = nrows == MR
             && step.checked_mul(MR - 1).and_then(|v| rows[0].checked_add(v)).is_some()
             && (1..MR).all(|r| rows[r] == rows[0] + r * step);
+        // Three runs take a whole panel tile, the only one they are built for.
+        if n2 > 0 && !adjacent {
+            return false;
+        }
         let fused = tail.as_ref().and_then(|t| Fused::new(t, nrows, ncols));
         let (epi, cdata, rdata) = match (&fused, &tail) {
             (Some(f), Some(t)) => (
@@ -315,47 +370,56 @@ impl Avx512 {
         let (a, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX-512F is present. For `r < nrows` and
         // `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
-        // a.len()`; B at `src.row(p) + halves.b[h] + c` for `c <
-        // halves.n[h]` (the caller's contract; other lanes masked off); the
-        // destination at `r * ldd + halves.d[h] + c` for `c < halves.n[h]`,
+        // a.len()`; B at `src.row(p) + runs.b[h] + c` for `c <
+        // runs.n[h]` (the caller's contract; other lanes masked off); the
+        // destination at `r * ldd + runs.d[h] + c` for `c < runs.n[h]`,
         // within `dst` by `d_fits` (other lanes masked off, and the second
         // half touched only when `n1 > 0`); C, for `FusedC::Rows` (contiguous
-        // halves only), at `base + r * rs + c`, within C by `Fused::new`;
-        // the residual likewise (contiguous halves only), within it by
-        // `Fused::new`.
+        // runs only), at `base + r * rs + c`, within C by `Fused::new`;
+        // the residual likewise (contiguous runs only), within it by
+        // `Fused::new`. Three runs and the extra column come with eight
+        // adjacent rows (checked above), the extra column's destination
+        // within `dst` by `x_fits` and its B by the caller's contract.
         unsafe {
+            macro_rules! wide {
+                ($x:literal, $pf:literal) => {
+                    kernel_r32::<8, 3, $pf, ADJACENT, $x, S>(
+                        kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
+                    )
+                };
+            }
             macro_rules! rows {
                 ($h:literal, $pf:literal) => {
                     match nrows {
-                        1 => kernel_r32::<1, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        1 => kernel_r32::<1, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        2 => kernel_r32::<2, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        2 => kernel_r32::<2, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        3 => kernel_r32::<3, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        3 => kernel_r32::<3, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        4 => kernel_r32::<4, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        4 => kernel_r32::<4, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        5 => kernel_r32::<5, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        5 => kernel_r32::<5, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        6 => kernel_r32::<6, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        6 => kernel_r32::<6, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        7 => kernel_r32::<7, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        7 => kernel_r32::<7, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        _ if adjacent => kernel_r32::<8, $h, $pf, ADJACENT, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        _ if adjacent => kernel_r32::<8, $h, $pf, ADJACENT, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        _ if stepped => kernel_r32::<8, $h, $pf, STEPPED, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        _ if stepped => kernel_r32::<8, $h, $pf, STEPPED, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
-                        _ => kernel_r32::<8, $h, $pf, APART, S>(
-                            kc, a, rows, cs, src, d, ldd, halves, load, epi, cdata, rdata,
+                        _ => kernel_r32::<8, $h, $pf, APART, false, S>(
+                            kc, a, rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
                         ),
                     }
                 };
@@ -363,16 +427,30 @@ impl Avx512 {
             // A strip of at most 16 columns skips the FMAs of the other half;
             // A small enough to stay in cache is not prefetched.
             match (n1 > 0, a_len > PREFETCH_FROM) {
+                _ if n2 > 0 => match (extra, a_len > PREFETCH_FROM) {
+                    (true, true) => wide!(true, true),
+                    (true, false) => wide!(true, false),
+                    (false, true) => wide!(false, true),
+                    (false, false) => wide!(false, false),
+                },
                 (true, true) => rows!(2, true),
                 (true, false) => rows!(2, false),
                 (false, true) => rows!(1, true),
                 (false, false) => rows!(1, false),
             }
         }
+        // The extra column's sums were stored as they are: its epilogue runs
+        // here, with the whole tile's when that is not fused.
+        let xcols = usize::from(extra);
         if fused.is_none() && contiguous {
-            finish(dst, ldd, nrows, ncols, tail);
-        } else if let Some(s) = tail.and_then(|t| t.epi.smooth).filter(|_| contiguous) {
-            smooth_block(s, dst, ldd, nrows, ncols);
+            finish(dst, ldd, nrows, ncols + xcols, tail);
+        } else {
+            if let (true, Some(t), Some(col)) = (extra, tail, dst.get_mut(ncols..)) {
+                finish(col, ldd, nrows, 1, Some(Tail { j0: t.j0 + ncols, ..t }));
+            }
+            if let Some(s) = tail.and_then(|t| t.epi.smooth).filter(|_| contiguous) {
+                smooth_block(s, dst, ldd, nrows, ncols);
+            }
         }
         true
     }
@@ -385,15 +463,25 @@ const ADJACENT: u8 = 1;
 /// [`kernel_r32`]'s rows of A: at `rows[0] + r * step` (`R == 8`).
 const STEPPED: u8 = 2;
 
-/// `R` rows and `H` halves of 16 columns of [`Avx512::kernel`], prefetching
-/// A with `PF`, its rows laid out as `ROWS` says; the caller
+/// `R` rows and `H` runs of 16 columns of [`Avx512::kernel`], prefetching
+/// A with `PF`, its rows laid out as `ROWS` says, and with `X` (eight
+/// adjacent rows, three runs) one more column, B's and the destination's
+/// column 48, summed in an eight-lane vector over the rows and stored
+/// without the epilogue; the caller
 /// guarantees the bounds described there for `r < R` and each half `h < H`
-/// (`halves.n[h]` columns, the last half not empty), and for C at `cdata`
+/// (`runs.n[h]` columns, the last half not empty), and for C at `cdata`
 /// when `epi` has a `FusedC::Rows` term, and for the residual at `rdata`
 /// when it has one.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, const ROWS: u8, S: BRows>(
+unsafe fn kernel_r32<
+    const R: usize,
+    const H: usize,
+    const PF: bool,
+    const ROWS: u8,
+    const X: bool,
+    S: BRows,
+>(
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -401,26 +489,35 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, const ROWS:
     src: S,
     d: *mut f32,
     ldd: usize,
-    halves: Halves,
+    runs: Runs,
     load: bool,
     epi: Option<&Fused>,
     cdata: *const f32,
     rdata: *const f32,
 ) {
-    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(halves.n[h]));
+    let masks: [__mmask16; H] = core::array::from_fn(|h| lanes(runs.n[h]));
     let mut c: [[__m512; H]; R] = [[_mm512_setzero_ps(); H]; R];
+    // The extra column's sums, lane `r` for row `r`.
+    let mut cx = _mm256_setzero_ps();
     if load {
+        if X {
+            // SAFETY: with `X`, column 48 of the destination's eight rows
+            // is within it (the caller's bounds).
+            let col: [f32; 8] = core::array::from_fn(|r| unsafe { *d.add(r * ldd + 3 * 16) });
+            // SAFETY: `col` holds eight floats.
+            cx = unsafe { _mm256_loadu_ps(col.as_ptr()) };
+        }
         for (r, row) in c.iter_mut().enumerate() {
             for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
                 // SAFETY: row `r < R`, half `h` of the destination holds
-                // `halves.n[h]` floats from `d + r * ldd + halves.d[h]`;
+                // `runs.n[h]` floats from `d + r * ldd + runs.d[h]`;
                 // masked lanes are not read.
-                *v = unsafe { _mm512_maskz_loadu_ps(m, d.wrapping_add(r * ldd + halves.d[h])) };
+                *v = unsafe { _mm512_maskz_loadu_ps(m, d.wrapping_add(r * ldd + runs.d[h])) };
             }
         }
     }
     // SAFETY (whole loop): see the caller's bounds; `off` stays below
-    // `kc * cs`, `bp` is B's row `p < kc`, lanes past `halves.n[h]` masked.
+    // `kc * cs`, `bp` is B's row `p < kc`, lanes past `runs.n[h]` masked.
     // The caller passes `ADJACENT` only when `rows[r] == rows[0] + r`, and
     // `STEPPED` only with `R == 8` and `rows[r] == rows[0] + r * ls`, so
     // the addresses formed from `a0` and `a4` are the rows' own.
@@ -455,8 +552,13 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, const ROWS:
             }
             let bp = src.row(p);
             let bv: [__m512; H] = core::array::from_fn(|h| {
-                _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(halves.b[h]))
+                _mm512_maskz_loadu_ps(masks[h], bp.wrapping_add(runs.b[h]))
             });
+            if X {
+                // The eight rows of the panel at this step, times column 48.
+                let av = _mm256_loadu_ps(a0.add(off));
+                cx = _mm256_fmadd_ps(av, _mm256_set1_ps(*bp.add(3 * 16)), cx);
+            }
             for r in 0..R {
                 let x = _mm512_set1_ps(match ROWS {
                     ADJACENT => *a0.add(off + r),
@@ -504,7 +606,16 @@ unsafe fn kernel_r32<const R: usize, const H: usize, const PF: bool, const ROWS:
     for (r, row) in c.iter().enumerate() {
         for (h, (v, &m)) in row.iter().zip(&masks).enumerate() {
             // SAFETY: as for the loads above.
-            unsafe { _mm512_mask_storeu_ps(d.wrapping_add(r * ldd + halves.d[h]), m, *v) };
+            unsafe { _mm512_mask_storeu_ps(d.wrapping_add(r * ldd + runs.d[h]), m, *v) };
+        }
+    }
+    if X {
+        let mut col = [0.0f32; 8];
+        // SAFETY: `col` holds eight floats.
+        unsafe { _mm256_storeu_ps(col.as_mut_ptr(), cx) };
+        for (r, v) in col.iter().enumerate() {
+            // SAFETY: as for the extra column's loads above.
+            unsafe { *d.add(r * ldd + 3 * 16) = *v };
         }
     }
 }

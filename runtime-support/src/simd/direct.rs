@@ -27,7 +27,7 @@
 //! multiply-adds, as the AVX-512 GEMM path does; taps in the padding add
 //! `w * 0.0`, as the im2col strips do.
 
-use super::avx512::{Avx512, Halves};
+use super::avx512::{Avx512, Runs};
 use super::strip::Strip;
 use super::{Activation, Epilogue, Geom2d, Micro, ReadA, Tail};
 use crate::conv::{copy_any, copy_short};
@@ -486,14 +486,13 @@ fn run<A: ReadA>(
         let buf = strip.get(cin * plan.cs);
         plan.stage(cpu, g, x, cin, oy0, rb, buf);
         let buf: &[f32] = buf;
-        let tile =
-            |ir: usize, base: usize, dst: &mut [f32], ldd: usize, halves: Halves, j0: usize| {
-                let nrows = MR.min(m - ir);
-                let rows: [usize; MR] = core::array::from_fn(|r| w.row(ir + r.min(nrows - 1)));
-                let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
-                let (a, cs) = (w.data(), w.cs());
-                cpu.kernel_table(k, a, &rows, cs, buf, table, base, dst, ldd, nrows, halves, tail)
-            };
+        let tile = |ir: usize, base: usize, dst: &mut [f32], ldd: usize, runs: Runs, j0: usize| {
+            let nrows = MR.min(m - ir);
+            let rows: [usize; MR] = core::array::from_fn(|r| w.row(ir + r.min(nrows - 1)));
+            let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
+            let (a, cs) = (w.data(), w.cs());
+            cpu.kernel_table(k, a, &rows, cs, buf, table, base, dst, ldd, nrows, runs, tail)
+        };
         let (tiling, _) = band_cost(rb, ow, lx);
         #[cfg(test)]
         let tiling = match FORCE_TILING.with(|f| f.get()) {
@@ -506,10 +505,10 @@ fn run<A: ReadA>(
             for oy in (0..rb).step_by(2) {
                 let second = if oy + 1 < rb { ow } else { 0 };
                 let at = (oy0 + oy) * ow;
-                let halves = Halves { b: [0, lx], d: [0, ow], n: [ow, second] };
+                let runs = Runs { b: [0, lx, 0], d: [0, ow, 0], n: [ow, second, 0] };
                 for ir in (0..m).step_by(MR) {
                     let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
-                    if !tile(ir, oy * lx, dst, ohw, halves, at) {
+                    if !tile(ir, oy * lx, dst, ohw, runs, at) {
                         return false;
                     }
                 }
@@ -521,7 +520,7 @@ fn run<A: ReadA>(
                 let ncols = NR.min(rb * ow - jt);
                 for ir in (0..m).step_by(MR) {
                     let Some(dst) = y.get_mut(ir * ohw + at + jt..) else { return false };
-                    if !tile(ir, jt, dst, ohw, Halves::cols(ncols), at + jt) {
+                    if !tile(ir, jt, dst, ohw, Runs::cols(ncols), at + jt) {
                         return false;
                     }
                 }
@@ -552,7 +551,7 @@ fn run<A: ReadA>(
                     }
                 }
                 for ir in (0..m).step_by(MR) {
-                    if !tile(ir, jt, &mut tmp, NR, Halves::cols(ncols), 0) {
+                    if !tile(ir, jt, &mut tmp, NR, Runs::cols(ncols), 0) {
                         return false;
                     }
                     for &(c, at, n) in &runs[..count] {
@@ -572,7 +571,7 @@ fn run<A: ReadA>(
                     let at = (oy0 + oy) * ow + x0;
                     for ir in (0..m).step_by(MR) {
                         let Some(dst) = y.get_mut(ir * ohw + at..) else { return false };
-                        if !tile(ir, oy * lx + x0, dst, ohw, Halves::cols(ncols), at) {
+                        if !tile(ir, oy * lx + x0, dst, ohw, Runs::cols(ncols), at) {
                             return false;
                         }
                     }

@@ -261,6 +261,37 @@ pub(crate) trait Micro: Copy {
         false
     }
 
+    /// The most columns [`Micro::wide`] takes (0: the kernel has no such
+    /// path); it takes more than [`Micro::NR`].
+    const WIDE: usize = 0;
+
+    /// A tile of [`Micro::MR`] adjacent rows of A (row `r` at `a[row0 + r +
+    /// p * cs]`, a panel) and `ncols` columns, more than [`Micro::NR`] and
+    /// at most [`Micro::WIDE`], in one pass: a product whose every column
+    /// fits one such tile (a 7x7 output's 49) then reads each step of A
+    /// once, with no strip left over. B's `(p, c)` is `b[p * ldb + c]`;
+    /// `dst`, `load` and `tail` as for [`Micro::kernel`]. Returns `false`,
+    /// doing nothing, when the kernel has no such path or a bound does not
+    /// hold.
+    #[allow(clippy::too_many_arguments)]
+    fn wide(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> bool {
+        let _ = (kc, a, row0, cs, b, ldb, dst, ldd, ncols, load, tail);
+        false
+    }
+
     /// Runs `f` compiled for this kernel's instruction set, so the loops
     /// inlined into it (packing, epilogue) use the same vector width.
     #[inline(always)]
@@ -523,6 +554,13 @@ pub(crate) trait PackB {
         let _ = (pc, jc, nr);
         None
     }
+
+    /// Asks the caches for what [`PackB::pack`] of the same arguments will
+    /// read (a hint: nothing is read), so the packing of a strip does not
+    /// wait on memory row after row.
+    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize) {
+        let _ = (p0, kc, j0, nr);
+    }
 }
 
 /// The width of the strips a constant B is laid out in ahead of time
@@ -579,6 +617,17 @@ pub(crate) struct DenseB<'a> {
 impl PackB for DenseB<'_> {
     fn rows(&self) -> Option<(&[f32], usize)> {
         (self.cs == 1).then_some((self.data, self.rs))
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize) {
+        if self.cs != 1 {
+            return;
+        }
+        for p in p0..p0 + kc {
+            let base = p * self.rs + j0;
+            strip::prefetch(self.data.get(base..base + nr).unwrap_or(&[]));
+        }
     }
 
     #[inline]
@@ -1019,6 +1068,23 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
     // A large A comes from memory: the start of each tile is fetched while
     // the one before it runs.
     let stream_a = a.data().len() > A_PREFETCH_FROM;
+    if K::DIRECT_B && !packed_b {
+        let w = match n {
+            _ if n > nr && n <= K::WIDE => Some(n),
+            _ if K::WIDE > 0
+                && n.is_multiple_of(K::WIDE)
+                && n <= WIDE_UP_TO * K::WIDE
+                && m >= WIDE_ROWS_FROM =>
+            {
+                Some(K::WIDE)
+            }
+            _ => None,
+        };
+        if let Some(w) = w {
+            drive_wide::<K, A, B, BUF>(kern, m, n, k, w, a, b, out, epi, stream_a);
+            return;
+        }
+    }
     // A few strips cover every column of a product with a large A (a 7x7
     // output's 49 by the weights of a late layer): blocks of `k` shallow
     // enough that all of them fit the buffer at once, so each tile of A,
@@ -1126,6 +1192,9 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 // spends as much issuing them as it saves).
                 let mut next: &[f32] = &[];
                 let tiles = mc.div_ceil(mr);
+                // A strip packed here: the source of the next one is
+                // fetched while this one's tiles run, a few rows per tile.
+                let mut source = None;
                 let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
                     (Some(s), _) if tiles >= 4 => {
                         let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
@@ -1140,6 +1209,11 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     (None, None) => {
                         let buf = strip.get(kc * nr);
                         b.pack(pc, kc, jc, ncols, nr, buf);
+                        source = match (jc + nr < n, pc + kc < k) {
+                            (true, _) => Some((pc, kc, jc + nr, nr.min(n - jc - nr))),
+                            (false, true) => Some((pc + kc, kc_max.min(k - pc - kc), 0, nr.min(n))),
+                            (false, false) => None,
+                        };
                         (&*buf, nr)
                     }
                 };
@@ -1148,6 +1222,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     let t = (ir - ic) / mr;
                     let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
                     strip::prefetch(part.unwrap_or(&[]));
+                    if let Some((p0, depth, j0, cols)) = source {
+                        let (from, to) = (t * depth / tiles, (t + 1) * depth / tiles);
+                        b.prefetch(p0 + from, to - from, j0, cols);
+                    }
                     let nrows = mr.min(ic + mc - ir);
                     // The first strip reads A from memory.
                     if jc == 0 {
@@ -1170,6 +1248,121 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
         pc += kc;
     }
 }
+
+/// [`drive_buf`] on wide tiles ([`Micro::wide`], a kernel that reads B in
+/// place) of `w` columns each (`n` itself, or a divisor of it): for each
+/// block of `k` and of rows of A, each block of `w` columns of B (read
+/// where it is when it is all of B's contiguous rows, else packed `w`
+/// wide) runs every tile of rows across it, so no narrow strip is left
+/// over. Tiles whose rows of A are not a panel take the usual tiles over
+/// the same block.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
+    kern: K,
+    m: usize,
+    n: usize,
+    k: usize,
+    w: usize,
+    a: A,
+    b: &B,
+    out: Out<'_>,
+    epi: &'e Epilogue<'e>,
+    stream_a: bool,
+) {
+    let (mr, nr) = (K::MR, K::NR);
+    // Blocks of `k` whose B fits the buffer, of even depth.
+    let cap = (BUF / w).clamp(1, K::KC);
+    let kc_max = k.div_ceil(k.div_ceil(cap));
+    let in_place = b.rows().filter(|_| w == n);
+    // One block of columns: each tile of A is done with once it has run.
+    let mc_max = if w == n { m } else { K::MC };
+    let mut strip = Strip::<BUF>::new();
+    let mut rows = [0usize; MAX_MR];
+    let Some(rows) = rows.get_mut(..mr) else { return };
+    let identity = epi.is_identity();
+    let (y, ldy) = (out.y, out.ldy);
+    let mut pc = 0;
+    while pc < k {
+        let kc = kc_max.min(k - pc);
+        let (first, last) = (pc == 0, pc + kc == k);
+        let mut ic = 0;
+        while ic < m {
+            let mc = mc_max.min(m - ic);
+            let tiles = mc.div_ceil(mr);
+            let mut jc = 0;
+            while jc < n {
+                let (blk, ldb): (&[f32], usize) = match in_place {
+                    Some((data, rs)) => match data.get(pc * rs..) {
+                        Some(d) => (d, rs),
+                        None => return,
+                    },
+                    None => {
+                        let buf = strip.get(kc * w);
+                        b.pack(pc, kc, jc, w, w, buf);
+                        (&*buf, w)
+                    }
+                };
+                // The source of the next block is fetched while this one's
+                // tiles run, a few rows per tile.
+                let source = match (in_place.is_some(), jc + w < n) {
+                    (true, _) => None,
+                    (false, true) => Some((pc, kc, jc + w)),
+                    (false, false) => (pc + kc < k).then(|| (pc + kc, kc_max.min(k - pc - kc), 0)),
+                };
+                let mut ir = ic;
+                while ir < ic + mc {
+                    let nrows = mr.min(ic + mc - ir);
+                    if let Some((p0, depth, j0)) = source {
+                        let t = (ir - ic) / mr;
+                        let (from, to) = (t * depth / tiles, (t + 1) * depth / tiles);
+                        b.prefetch(p0 + from, to - from, j0, w);
+                    }
+                    if stream_a && jc == 0 && ir + mr < ic + mc {
+                        a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
+                    }
+                    let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
+                    let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
+                    let row0 = a.row(ir) + pc * a.cs();
+                    let panel = nrows == mr && (1..mr).all(|r| a.row(ir + r) == a.row(ir) + r);
+                    let (data, cs) = (a.data(), a.cs());
+                    if !(panel
+                        && kern.wide(kc, data, row0, cs, blk, ldb, dst, ldy, w, !first, tail))
+                    {
+                        for (r, row) in rows.iter_mut().enumerate() {
+                            *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
+                        }
+                        for j in (0..w).step_by(nr) {
+                            let (Some(bt), Some(dt)) = (blk.get(j..), dst.get_mut(j..)) else {
+                                return;
+                            };
+                            let tail = tail.map(|t| Tail { j0: jc + j, ..t });
+                            let t = TileB { b: bt, ldb };
+                            let ncols = nr.min(w - j);
+                            tile(kern, kc, a, rows, t, dt, ldy, nrows, ncols, !first, tail);
+                        }
+                    }
+                    ir += mr;
+                }
+                jc += w;
+            }
+            ic += mc;
+        }
+        pc += kc;
+    }
+}
+
+/// Wide tiles up to which a product of a multiple of [`Micro::WIDE`]
+/// columns runs on them (a 14x14 output's 196 = 4 x 49) when it has
+/// [`WIDE_ROWS_FROM`] rows or more. Measured on Zen 4, against strips of
+/// [`Micro::NR`] and a column kernel for the 4 left over: 3-6% faster at
+/// 196 columns and from 96 rows, slower below 96 rows (each packed block
+/// serves too few tiles) and at 784 columns or more (the strips' own
+/// blocking does better there).
+const WIDE_UP_TO: usize = 4;
+
+/// See [`WIDE_UP_TO`].
+const WIDE_ROWS_FROM: usize = 96;
 
 /// A tile's B operand for [`tile`]: `(p, c)` at `b[p * ldb + c]`.
 #[derive(Clone, Copy)]
@@ -1856,6 +2049,16 @@ pub(crate) mod tests {
             (90, 125, 90),
             (130, 49, 1030),
             (75, 100, 1000),
+            // Every column in one wide tile (33 to 49 of them): B read in
+            // place, over several blocks of `k`, whole and partial panels.
+            (24, 41, 300),
+            (16, 48, 520),
+            (64, 49, 2000),
+            (11, 33, 9),
+            // Several wide tiles across (98 and 196 columns), B packed, with
+            // more rows than one block of A.
+            (100, 98, 300),
+            (530, 196, 40),
         ];
         for (t, &(m, n, k)) in shapes.iter().enumerate() {
             let ldy = n + 5;
