@@ -332,7 +332,9 @@ impl Avx512 {
                     .is_some_and(|v| v <= dst.len())
         });
         // The epilogue's C term and `finish` know contiguous rows only.
-        let contiguous = runs.b == [0, 16, 32] && runs.d == [0, 16, 32];
+        // (Compared one by one: an array comparison reads the runs back
+        // from the stack just after they were stored, which stalls.)
+        let contiguous = (0..3).all(|h| runs.b[h] == 16 * h && runs.d[h] == 16 * h);
         let ncols = n0 + n1 + n2;
         if !d_fits || (!contiguous && tail.is_some_and(|t| !t.epi.in_registers_only())) {
             return false;

@@ -437,8 +437,10 @@ impl Fused {
                 Some((base, r.rs))
             }
         };
-        let bias =
-            e.row_bias.map(|b| core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)));
+        let bias = e.row_bias.map(|b| match b.get(i0..i0 + MAX_MR) {
+            Some(&[b0, b1, b2, b3, b4, b5, b6, b7]) => [b0, b1, b2, b3, b4, b5, b6, b7],
+            _ => core::array::from_fn(|r| b.get(i0 + r).copied().unwrap_or(0.0)),
+        });
         let c = match e.c {
             None => FusedC::None,
             Some(c) if c.cs == 1 => {
@@ -630,7 +632,8 @@ impl PackB for DenseB<'_> {
         }
     }
 
-    #[inline]
+    // Inlined into the product driver, so the copies take its vector width.
+    #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
         if self.rs == 1 && self.cs != 1 && nr <= stride {
             // A transposed B (attention's K): each column is contiguous,
@@ -693,6 +696,7 @@ impl DenseB<'_> {
             }
         }
         match (nr, stride) {
+            (48, 48) => return rows::<48>(self, p0, kc, j0, out),
             (32, 32) => return rows::<32>(self, p0, kc, j0, out),
             (16, 16) => return rows::<16>(self, p0, kc, j0, out),
             (8, 8) => return rows::<8>(self, p0, kc, j0, out),
@@ -1078,6 +1082,7 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
             {
                 Some(K::WIDE)
             }
+            _ if K::WIDE > 0 && n > K::WIDE && m >= WIDE_ROWS_FROM => Some(K::WIDE - 1),
             _ => None,
         };
         if let Some(w) = w {
@@ -1250,12 +1255,12 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
 }
 
 /// [`drive_buf`] on wide tiles ([`Micro::wide`], a kernel that reads B in
-/// place) of `w` columns each (`n` itself, or a divisor of it): for each
-/// block of `k` and of rows of A, each block of `w` columns of B (read
-/// where it is when it is all of B's contiguous rows, else packed `w`
-/// wide) runs every tile of rows across it, so no narrow strip is left
-/// over. Tiles whose rows of A are not a panel take the usual tiles over
-/// the same block.
+/// place) of `w` columns each (`n` itself, or fewer, the last block
+/// narrower): for each block of `k` and of rows of A, each block of `w`
+/// columns of B (read where it is when it is all of B's contiguous rows,
+/// else packed `w` wide) runs every tile of rows across it. Tiles whose
+/// rows of A are not a panel, and blocks narrower than a wide tile, take
+/// the usual tiles over the same block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
@@ -1292,6 +1297,7 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
             let tiles = mc.div_ceil(mr);
             let mut jc = 0;
             while jc < n {
+                let w = w.min(n - jc);
                 let (blk, ldb): (&[f32], usize) = match in_place {
                     Some((data, rs)) => match data.get(pc * rs..) {
                         Some(d) => (d, rs),
@@ -1354,11 +1360,14 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
 
 /// Wide tiles up to which a product of a multiple of [`Micro::WIDE`]
 /// columns runs on them (a 14x14 output's 196 = 4 x 49) when it has
-/// [`WIDE_ROWS_FROM`] rows or more. Measured on Zen 4, against strips of
-/// [`Micro::NR`] and a column kernel for the 4 left over: 3-6% faster at
-/// 196 columns and from 96 rows, slower below 96 rows (each packed block
-/// serves too few tiles) and at 784 columns or more (the strips' own
-/// blocking does better there).
+/// [`WIDE_ROWS_FROM`] rows or more; other products of that many rows and
+/// more columns run on tiles one column narrower (48, three full vectors),
+/// the last block on the usual strips. Measured on Zen 4, against strips
+/// of [`Micro::NR`] (and a column kernel for the 4 left over at 196): 3-6%
+/// faster at 196 columns, 2-4% at 784 and 3136 with a short `k`, the same
+/// elsewhere; slower below 96 rows (each packed block serves too few
+/// tiles), and at 784 columns and more in blocks of 49 (the extra column's
+/// epilogue, done in memory, costs more there than it saves).
 const WIDE_UP_TO: usize = 4;
 
 /// See [`WIDE_UP_TO`].
