@@ -1197,9 +1197,6 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 // spends as much issuing them as it saves).
                 let mut next: &[f32] = &[];
                 let tiles = mc.div_ceil(mr);
-                // A strip packed here: the source of the next one is
-                // fetched while this one's tiles run, a few rows per tile.
-                let mut source = None;
                 let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
                     (Some(s), _) if tiles >= 4 => {
                         let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
@@ -1214,11 +1211,6 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     (None, None) => {
                         let buf = strip.get(kc * nr);
                         b.pack(pc, kc, jc, ncols, nr, buf);
-                        source = match (jc + nr < n, pc + kc < k) {
-                            (true, _) => Some((pc, kc, jc + nr, nr.min(n - jc - nr))),
-                            (false, true) => Some((pc + kc, kc_max.min(k - pc - kc), 0, nr.min(n))),
-                            (false, false) => None,
-                        };
                         (&*buf, nr)
                     }
                 };
@@ -1227,10 +1219,6 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     let t = (ir - ic) / mr;
                     let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
                     strip::prefetch(part.unwrap_or(&[]));
-                    if let Some((p0, depth, j0, cols)) = source {
-                        let (from, to) = (t * depth / tiles, (t + 1) * depth / tiles);
-                        b.prefetch(p0 + from, to - from, j0, cols);
-                    }
                     let nrows = mr.min(ic + mc - ir);
                     // The first strip reads A from memory.
                     if jc == 0 {
