@@ -62,6 +62,19 @@ pub trait Num: Copy + PartialOrd + Default + core::fmt::Debug + 'static {
     /// after every addition (`bfloat16` comes from `ml_dtypes`, whose add
     /// loop rounds each step, also inside a reduction).
     const WIDE_SUMS: bool = true;
+    /// `s` itself when `Self` is `f32`, for kernels written in explicit
+    /// `f32` vector code; `None` for every other type.
+    #[inline]
+    fn f32s(s: &[Self]) -> Option<&[f32]> {
+        let _ = s;
+        None
+    }
+    /// The mutable [`Num::f32s`].
+    #[inline]
+    fn f32s_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+        let _ = s;
+        None
+    }
     /// One step of a reduction's sum: `acc + x`, rounded as [`Num::WIDE_SUMS`] says.
     #[inline]
     fn sum_step(acc: Self::Acc, x: Self) -> Self::Acc {
@@ -211,8 +224,13 @@ macro_rules! nan_max_min {
     };
 }
 
+/// [`Num::f32s`] of a type other than `f32`.
+fn no_f32s<S, V>(_: S) -> Option<V> {
+    None
+}
+
 macro_rules! impl_float {
-    ($t:ty, $exp:ident, $ln:ident, $ln1p:ident, $sqrt:ident, $tanh:ident, $erf:ident,
+    ($t:ty, $f32s:ident, $exp:ident, $ln:ident, $ln1p:ident, $sqrt:ident, $tanh:ident, $erf:ident,
      $sin:ident, $cos:ident, $floor:ident, $ceil:ident, $rint:ident, $pow:ident,
      $fmod:ident, $fabs:ident, $copysign:ident,
      [$($trig:ident = $libm:ident),*]) => {
@@ -221,6 +239,14 @@ macro_rules! impl_float {
             const ONE: Self = 1.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
+            #[inline]
+            fn f32s(s: &[Self]) -> Option<&[f32]> {
+                $f32s(s)
+            }
+            #[inline]
+            fn f32s_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+                $f32s(s)
+            }
             #[inline]
             fn add(self, o: Self) -> Self {
                 self + o
@@ -363,6 +389,7 @@ macro_rules! impl_float {
 
 impl_float!(
     f32,
+    Some,
     expf,
     logf,
     log1pf,
@@ -392,6 +419,7 @@ impl_float!(
 );
 impl_float!(
     f64,
+    no_f32s,
     exp,
     log,
     log1p,

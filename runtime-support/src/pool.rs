@@ -9,6 +9,7 @@
 use crate::conv::Window;
 use crate::num::{Float, Num};
 use crate::shape::{MAX_RANK, next_index, numel};
+use crate::simd;
 use crate::{Error, Result, ensure};
 
 /// Pooling params: `planes = N * C` and the window geometry.
@@ -394,6 +395,12 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
 /// 0.63 -> 0.25 ms).
 #[inline(never)]
 fn max_rows<T: Num>(acc: &mut [T], src: &[T]) {
+    if let Some(s) = T::f32s(src)
+        && let Some(a) = T::f32s_mut(acc)
+        && simd::max_rows(a, s)
+    {
+        return;
+    }
     let (a16, a_rest) = acc.as_chunks_mut::<16>();
     let (s16, s_rest) = src.as_chunks::<16>();
     for (a, v) in a16.iter_mut().zip(s16) {
@@ -414,6 +421,17 @@ fn max_rows<T: Num>(acc: &mut [T], src: &[T]) {
 #[inline(never)]
 fn strided_windows<T: Num, const S: usize, const K: usize>(acc: &[T], out: &mut [T]) -> usize {
     const { assert!(S > 0 && K > 0 && K <= 2 * S) };
+    if S == 2
+        && let Some(a) = T::f32s(acc)
+        && let Some(o) = T::f32s_mut(out)
+        && let Some(n) = match K {
+            2 => simd::max_windows_s2::<2>(a, o),
+            3 => simd::max_windows_s2::<3>(a, o),
+            _ => None,
+        }
+    {
+        return n;
+    }
     let (chunks, _) = acc.as_chunks::<S>();
     let n = out.len().min(chunks.len().saturating_sub(1));
     // Exact lengths, so the indexing below needs no checks in the loop.
@@ -696,6 +714,52 @@ mod tests {
             }
         }
         assert!(cases > 100, "{cases}");
+    }
+
+    /// The f32 passes (explicit vector code where the CPU has it) give the
+    /// generic loops' results bit for bit, the f64 instantiation of which
+    /// stays generic: ties between `-0.0` and `0.0` keep the earlier value
+    /// and a NaN wins, at every tail length.
+    #[test]
+    fn f32_pool_passes_match_the_generic_loops() {
+        let mut src = [0.0f32; 80];
+        let mut acc0 = [0.0f32; 80];
+        crate::simd::tests::fill(&mut src, 3);
+        crate::simd::tests::fill(&mut acc0, 4);
+        for i in (0..80).step_by(5) {
+            acc0[i] = [-0.0, 0.0, f32::NAN, f32::NEG_INFINITY][i / 5 % 4];
+            src[i] = [0.0, -0.0, 1.0, f32::NAN][i / 5 % 4];
+        }
+        src[13] = f32::NAN;
+        acc0[13] = -f32::NAN;
+        let same = |a: f32, b: f64| a.to_bits() == (b as f32).to_bits() || a.is_nan() && b.is_nan();
+        let wide = |v: &[f32]| v.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
+        for n in 0..=80 {
+            let mut acc = acc0;
+            let mut acc64 = wide(&acc0);
+            max_rows(&mut acc[..n], &src[..n]);
+            max_rows(&mut acc64[..n], &wide(&src[..n]));
+            for (i, (&a, &b)) in acc.iter().zip(&acc64).enumerate() {
+                assert!(same(a, b), "rows of {n}, at {i}: {a} vs {b}");
+            }
+            for (out_len, fill) in [(40, 7.0), (n / 2, 8.0), (3, 9.0)] {
+                let mut out = [[fill; 40]; 2];
+                let mut out64 = [[f64::from(fill); 40]; 2];
+                let (x, x64) = (&acc0[..n], wide(&acc0[..n]));
+                let counts = [
+                    strided_windows::<f32, 2, 2>(x, &mut out[0][..out_len]),
+                    strided_windows::<f32, 2, 3>(x, &mut out[1][..out_len]),
+                ];
+                let counts64 = [
+                    strided_windows::<f64, 2, 2>(&x64, &mut out64[0][..out_len]),
+                    strided_windows::<f64, 2, 3>(&x64, &mut out64[1][..out_len]),
+                ];
+                assert_eq!(counts, counts64, "windows of {n} into {out_len}");
+                for (i, (&a, &b)) in out.iter().flatten().zip(out64.iter().flatten()).enumerate() {
+                    assert!(same(a, b), "windows of {n} into {out_len}, at {i}: {a} vs {b}");
+                }
+            }
+        }
     }
 
     #[test]

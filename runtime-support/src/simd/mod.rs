@@ -34,6 +34,9 @@ mod avx512;
 mod avx512_dw;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
+mod avx512_pool;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
 mod cpu;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod direct;
@@ -745,6 +748,34 @@ impl Evens {
             *v = s[2 * i];
         }
     }
+}
+
+/// `acc[i] = max(acc[i], src[i])` (the max pool's ranking: NaN wins, ties
+/// keep `acc`) in explicit vector code where the CPU has it: `false` when
+/// it has not, and the caller runs its own loop.
+#[inline]
+pub(crate) fn max_rows(acc: &mut [f32], src: &[f32]) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        avx512_pool::max_rows(cpu, acc, src);
+        return true;
+    }
+    let _ = (acc, src);
+    false
+}
+
+/// The max pool's stride-2 windows of `K` (2 or 3) columns across `acc`,
+/// in explicit vector code where the CPU has it: how many leading outputs
+/// it wrote (those whose window and the next two columns lie in `acc`),
+/// `None` when the caller runs its own loop.
+#[inline]
+pub(crate) fn max_windows_s2<const K: usize>(acc: &[f32], out: &mut [f32]) -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return Some(avx512_pool::windows_s2::<K>(cpu, acc, out));
+    }
+    let _ = (acc, out);
+    None
 }
 
 /// The A operand: element `(i, p)` at `data[off + i * rs + p * cs]`.

@@ -1,0 +1,99 @@
+//! AVX-512 passes of the separable f32 max pool (`pool::max_pool`): the
+//! maximum down a window's rows over a run of columns, and the maximum
+//! across each stride-2 window of that run. The generic passes compile to
+//! SSE2 selects at the baseline; these run sixteen lanes with one `vmaxps`
+//! and a NaN fix-up per step, and de-interleave the stride-2 windows with
+//! two-source permutes.
+//!
+//! The ranking is the scalar one exactly (`pool::max_nan`): a NaN `v`
+//! wins, else `v` replaces `best` only when larger, so of two equal values
+//! (`-0.0` and `0.0`) the earlier stays. `vmaxps(v, best)` gives `v > best
+//! ? v : best`, and `best` whenever either is NaN; the lanes where `v` is
+//! NaN then take `v`. The results are bit for bit the generic passes'.
+//!
+//! Every load and store is masked to the lanes inside its slice.
+
+use super::avx512::Avx512;
+use core::arch::x86_64::{
+    __m512, __mmask16, _CMP_UNORD_Q, _mm512_cmp_ps_mask, _mm512_mask_mov_ps, _mm512_mask_storeu_ps,
+    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps, _mm512_setr_epi32,
+};
+
+/// The lanes of a 16-wide vector below `n` (all of them from 16 up).
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
+}
+
+/// `best` and `v` ranked as `pool::max_nan`, lane by lane.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn max_nan(best: __m512, v: __m512) -> __m512 {
+    let larger = _mm512_max_ps(v, best);
+    _mm512_mask_mov_ps(larger, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v), v)
+}
+
+/// `acc[i] = max(acc[i], src[i])` for `i` below both lengths.
+#[inline(always)]
+pub(crate) fn max_rows(cpu: Avx512, acc: &mut [f32], src: &[f32]) {
+    #[target_feature(enable = "avx512f")]
+    fn run(acc: &mut [f32], src: &[f32]) {
+        let n = acc.len().min(src.len());
+        let (a, s) = (acc.as_mut_ptr(), src.as_ptr());
+        for i in (0..n).step_by(16) {
+            let m = lanes(n - i);
+            // SAFETY: the mask keeps lanes `i..n`, inside both slices
+            // (masked-off lanes are not accessed).
+            unsafe {
+                let best = _mm512_maskz_loadu_ps(m, a.add(i));
+                let v = _mm512_maskz_loadu_ps(m, s.add(i));
+                _mm512_mask_storeu_ps(a.add(i), m, max_nan(best, v));
+            }
+        }
+    }
+    let _ = cpu;
+    // SAFETY: `cpu` proves AVX-512F is present.
+    unsafe { run(acc, src) }
+}
+
+/// `out[i] = max(acc[2 * i .. 2 * i + K])` for the leading outputs whose
+/// window and the next two columns lie in `acc` (as the generic
+/// `strided_windows::<f32, 2, K>` counts them); returns how many it wrote.
+#[inline(always)]
+pub(crate) fn windows_s2<const K: usize>(cpu: Avx512, acc: &[f32], out: &mut [f32]) -> usize {
+    #[target_feature(enable = "avx512f")]
+    fn run<const K: usize>(acc: &[f32], out: &mut [f32]) -> usize {
+        let n = out.len().min((acc.len() / 2).saturating_sub(1));
+        let len = acc.len();
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let (a, o) = (acc.as_ptr(), out.as_mut_ptr());
+        // The 16 floats of `acc` from `at`, zero past its end.
+        let load = |at: usize| {
+            // SAFETY: the mask keeps lanes `at..len` only (none when `at`
+            // is past the end), inside `acc`.
+            unsafe { _mm512_maskz_loadu_ps(lanes(len.saturating_sub(at)), a.add(at.min(len))) }
+        };
+        for i in (0..n).step_by(16) {
+            let c = 2 * i;
+            let (lo, hi) = (load(c), load(c + 16));
+            let first = _mm512_permutex2var_ps(lo, even, hi);
+            let second = _mm512_permutex2var_ps(lo, odd, hi);
+            let mut m = max_nan(first, second);
+            if K == 3 {
+                let third = _mm512_permutex2var_ps(load(c + 2), even, load(c + 18));
+                m = max_nan(m, third);
+            }
+            // Output lane `l < n - i` read `acc[c + 2l .. c + 2l + K]`, all
+            // below `2n + 2 <= len`: the zeros past the end reach only lanes
+            // the store drops.
+            // SAFETY: the mask keeps lanes `i..n`, inside `out`.
+            unsafe { _mm512_mask_storeu_ps(o.add(i), lanes(n - i), m) };
+        }
+        n
+    }
+    const { assert!(K == 2 || K == 3) };
+    let _ = cpu;
+    // SAFETY: `cpu` proves AVX-512F is present.
+    unsafe { run::<K>(acc, out) }
+}
