@@ -114,6 +114,11 @@ fn pads_and_batch_norms_folded_at_generation_time_match_the_reference() {
 }
 
 #[test]
+fn one_dimensional_convolutions_and_pools_match_the_reference() {
+    check("windows_1d");
+}
+
+#[test]
 fn broadcast_arithmetic_and_activations_match_the_reference() {
     check("broadcast_arith");
 }

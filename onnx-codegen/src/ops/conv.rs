@@ -186,6 +186,25 @@ impl Geometry {
         }
     }
 
+    /// A 1-D window as the 2-D one of height 1 over the same data (`[N, C,
+    /// L]` is `[N, C, 1, L]` in memory): the runtime's fast convolution and
+    /// pooling kernels are 2-D ones. Other ranks are returned unchanged.
+    pub(super) fn into_2d(self) -> Geometry {
+        if self.in_dims.len() != 1 {
+            return self;
+        }
+        let lift = |v: Vec<usize>, unit: usize| [vec![unit], v].concat();
+        Geometry {
+            in_dims: lift(self.in_dims, 1),
+            out_dims: lift(self.out_dims, 1),
+            kernel: lift(self.kernel, 1),
+            strides: lift(self.strides, 1),
+            dilations: lift(self.dilations, 1),
+            pads_begin: lift(self.pads_begin, 0),
+            pads_end: lift(self.pads_end, 0),
+        }
+    }
+
     pub(super) fn tokens(&self, rt: &TokenStream) -> TokenStream {
         let (i, o, k) =
             (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
@@ -401,7 +420,7 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
             let len = taps.and_then(|k| rt_conv::packed_weights_len(m, k));
             let fits = x.elem == ElemType::Float
                 && groups == 1
-                && in_dims.len() == 2
+                && matches!(in_dims.len(), 1 | 2)
                 && pw.elem == ElemType::Float
                 && len.is_some_and(|len| pw.dims == [len]);
             if !fits {
@@ -425,6 +444,7 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     };
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
+    let geom = geom.into_2d();
     let residual = match cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) {
         None => false,
         Some(r) if x.elem == ElemType::Float && r.elem == x.elem && r.dims == out => true,
@@ -930,7 +950,7 @@ fn pool_plan(cx: &NodeCx<'_>) -> OpResult<PoolPlan> {
     let Some(planes) = x.dims[0].checked_mul(x.dims[1]) else { return overflow("N * C") };
     let mut out = x.dims[..2].to_vec();
     out.extend_from_slice(&geom.out_dims);
-    Ok(PoolPlan { elem: x.elem, kind, planes, geom, out })
+    Ok(PoolPlan { elem: x.elem, kind, planes, geom: geom.into_2d(), out })
 }
 
 impl OpRule for PoolRule {

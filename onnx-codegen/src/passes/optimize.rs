@@ -1160,7 +1160,12 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if !runs || !x_f32 || !sole || group != 1 || w.elem != ElemType::Float {
             continue;
         }
-        let &[m, c, kh, kw] = w.dims.as_slice() else { continue };
+        // 2-D weights, or 1-D ones (which run as 2-D of height 1).
+        let (m, c, kh, kw) = match *w.dims.as_slice() {
+            [m, c, kh, kw] => (m, c, kh, kw),
+            [m, c, kw] => (m, c, 1, kw),
+            _ => continue,
+        };
         let [m, c, kh, kw] = [m, c, kh, kw].map(|d| usize::try_from(d).unwrap_or(usize::MAX));
         if m == 1 && c == 1 {
             continue;
