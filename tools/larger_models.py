@@ -299,6 +299,172 @@ def resnet50(seed=16):
     return classifier(g, y, c)
 
 
+def conv_b(g, x, cin, cout, k, stride=1, pad=None, groups=1, relu=True, bias=True):
+    """A Conv with its bias (as exported with BatchNormalization folded, or
+    without one), then Relu when asked."""
+    fan = cin // groups * k * k
+    ins = [x, g.w((cout, cin // groups, k, k), np.sqrt(2.0 / fan))]
+    if bias:
+        ins.append(g.const((0.05 * g.rng.standard_normal(cout)).astype(np.float32), "b"))
+    y = g.op("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
+             pads=[k // 2 if pad is None else pad] * 4, group=groups)
+    return g.op("Relu", [y]) if relu else y
+
+
+def squeezenet(seed=17):
+    """SqueezeNet 1.1: Fire modules (1x1 squeeze, 1x1 and 3x3 expand joined
+    by Concat), ceil-mode max pools, a 1x1 classifier conv and global
+    average pooling."""
+    g = G(seed)
+
+    def fire(x, cin, sq, ex):
+        s = conv_b(g, x, cin, sq, 1)
+        return g.op("Concat", [conv_b(g, s, sq, ex, 1), conv_b(g, s, sq, ex, 3)], axis=1)
+
+    def pool(x):
+        return g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+
+    y = pool(conv_b(g, "img", 3, 64, 3, 2, pad=0))
+    y = pool(fire(fire(y, 64, 16, 64), 128, 16, 64))
+    y = pool(fire(fire(y, 128, 32, 128), 256, 32, 128))
+    for cin, sq, ex in [(256, 48, 192), (384, 48, 192), (384, 64, 256), (512, 64, 256)]:
+        y = fire(y, cin, sq, ex)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [conv_b(g, y, 512, 1000, 1)])])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def googlenet(seed=18):
+    """GoogLeNet-style Inception v1 blocks (BatchNormalization folded into
+    biases): four branches (1x1; 1x1 -> 3x3; 1x1 -> 3x3; 3x3 stride-1 max
+    pool -> 1x1) joined by Concat, ceil-mode stride-2 max pools between the
+    stages, a 7x7 stem."""
+    g = G(seed)
+
+    def inception(x, cin, c1, r3, c3, r5, c5, pp):
+        b1 = conv_b(g, x, cin, c1, 1)
+        b2 = conv_b(g, conv_b(g, x, cin, r3, 1), r3, c3, 3)
+        b3 = conv_b(g, conv_b(g, x, cin, r5, 1), r5, c5, 3)
+        p = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], ceil_mode=1)
+        return g.op("Concat", [b1, b2, b3, conv_b(g, p, cin, pp, 1)], axis=1), c1 + c3 + c5 + pp
+
+    def pool(x):
+        return g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+
+    y = pool(conv_b(g, "img", 3, 64, 7, 2))
+    y = pool(conv_b(g, conv_b(g, y, 64, 64, 1), 64, 192, 3))
+    c = 192
+    for i, cfg in enumerate([(64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), None,
+                             (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64),
+                             (128, 128, 256, 24, 64, 64), (112, 144, 288, 32, 64, 64),
+                             (256, 160, 320, 32, 128, 128), None,
+                             (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128)]):
+        if cfg is None:
+            y = pool(y)
+        else:
+            y, c = inception(y, c, *cfg)
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y])])
+    logits = g.op("Gemm", [y, g.w((1000, c), 1 / np.sqrt(c)), g.const(np.zeros(1000, np.float32))], transB=1)
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def densenet(seed=19):
+    """A DenseNet-121-style network, narrowed (growth 32, blocks of 6, 8, 8,
+    4 layers): pre-activation BatchNormalization + Relu before each conv
+    (which cannot fold into the conv after it), 1x1 bottlenecks to 4x the
+    growth, a Concat per layer, 2x2 average pools in the transitions."""
+    g = G(seed)
+
+    def bn_relu(x, c):
+        scale = g.const(g.rng.uniform(0.5, 1.5, c).astype(np.float32), "scale")
+        bias = g.const((0.1 * g.rng.standard_normal(c)).astype(np.float32), "bias")
+        mean = g.const((0.1 * g.rng.standard_normal(c)).astype(np.float32), "mean")
+        var = g.const(g.rng.uniform(0.5, 1.5, c).astype(np.float32), "var")
+        return g.op("Relu", [g.op("BatchNormalization", [x, scale, bias, mean, var])])
+
+    y = g.op("MaxPool", [conv_b(g, "img", 3, 64, 7, 2, bias=False)], kernel_shape=[3, 3],
+             strides=[2, 2], pads=[1, 1, 1, 1])
+    c = 64
+    for i, n in enumerate([6, 8, 8, 4]):
+        for _ in range(n):
+            z = conv_b(g, bn_relu(y, c), c, 128, 1, relu=False, bias=False)
+            z = conv_b(g, bn_relu(z, 128), 128, 32, 3, relu=False, bias=False)
+            y = g.op("Concat", [y, z], axis=1)
+            c += 32
+        if i < 3:
+            y = conv_b(g, bn_relu(y, c), c, c // 2, 1, relu=False, bias=False)
+            c //= 2
+            y = g.op("AveragePool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [bn_relu(y, c)])])
+    logits = g.op("Gemm", [y, g.w((1000, c), 1 / np.sqrt(c)), g.const(np.zeros(1000, np.float32))], transB=1)
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def mobilenet_v3(seed=20):
+    """MobileNet-V3-Small's layout: HardSwish, squeeze-and-excitation gated by
+    HardSigmoid, 3x3 and 5x5 depthwise convs, BatchNormalization folded."""
+    g = G(seed)
+
+    def act(y, kind):
+        return g.op("HardSwish", [y]) if kind == "hs" else g.op("Relu", [y])
+
+    def conv(x, cin, cout, k, stride=1, groups=1, kind="hs", use=True):
+        y = conv_b(g, x, cin, cout, k, stride, groups=groups, relu=False)
+        return act(y, kind) if use else y
+
+    def se(x, c):
+        sq = max(8, c // 4)
+        s = conv_b(g, g.op("GlobalAveragePool", [x]), c, sq, 1)
+        s = conv_b(g, s, sq, c, 1, relu=False)
+        return g.op("Mul", [x, g.op("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)])
+
+    y = conv("img", 3, 16, 3, 2)
+    c = 16
+    for k, exp, cout, use_se, kind, s in [(3, 16, 16, 1, "re", 2), (3, 72, 24, 0, "re", 2),
+                                          (3, 88, 24, 0, "re", 1), (5, 96, 40, 1, "hs", 2),
+                                          (5, 240, 40, 1, "hs", 1), (5, 240, 40, 1, "hs", 1),
+                                          (5, 120, 48, 1, "hs", 1), (5, 144, 48, 1, "hs", 1),
+                                          (5, 288, 96, 1, "hs", 2), (5, 576, 96, 1, "hs", 1),
+                                          (5, 576, 96, 1, "hs", 1)]:
+        z = conv(y, c, exp, 1, kind=kind) if exp != c else y
+        z = conv(z, exp, exp, k, s, groups=exp, kind=kind)
+        if use_se:
+            z = se(z, exp)
+        z = conv(z, exp, cout, 1, use=False)
+        y = g.op("Add", [y, z]) if s == 1 and c == cout else z
+        c = cout
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [conv(y, c, 576, 1)])])
+    y = g.op("HardSwish", [g.op("Gemm", [y, g.w((1024, 576), 1 / 24), g.const(np.zeros(1024, np.float32))], transB=1)])
+    logits = g.op("Gemm", [y, g.w((1000, 1024), 1 / 32), g.const(np.zeros(1000, np.float32))], transB=1)
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 14, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+def audio_encoder(seed=21):
+    """A wav2vec2-style speech encoder, shrunk: seven 1-D convs over 16000
+    samples (kernels 10, 3.. and 2, strides 5 and 2, 256 channels, Gelu),
+    then two transformer layers (d 256, 4 heads) over the 49 frames."""
+    g = G(seed)
+    x = "wave"
+    c = 1
+    for k, s in [(10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2)]:
+        w = g.w((256, c, k), np.sqrt(2.0 / (c * k)))
+        x = gelu(g, g.op("Conv", [x, w, g.const(np.zeros(256, np.float32))], kernel_shape=[k], strides=[s]), False)
+        c = 256
+    t = g.op("Transpose", [x], perm=[0, 2, 1])
+    frames = 49
+    y = encoder(g, layer_norm(g, t, 256, False, 17), frames, 256, 4, 1024, 2, False, False, False, None, 17)
+    ins = [h.make_tensor_value_info("wave", TP.FLOAT, [1, 1, 16000])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, frames, 256])]
+    return g, ins, outs, 17, {"wave": g.rng.standard_normal((1, 1, 16000)).astype(np.float32)}
+
+
 def save(root, name, built):
     import onnxruntime as ort
     g, ins, outs, opset, feeds = built
@@ -335,7 +501,9 @@ def save(root, name, built):
 
 
 BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0,
-            "resnet50": resnet50, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit}
+            "resnet50": resnet50, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit,
+            "squeezenet": squeezenet, "googlenet": googlenet, "densenet": densenet,
+            "mobilenet_v3": mobilenet_v3, "audio_encoder": audio_encoder}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

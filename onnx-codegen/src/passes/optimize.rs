@@ -1191,19 +1191,28 @@ pub const CONV_WINOGRAD_INPUT: usize = 5;
 /// Fewest input and output channels a 3x3 Conv needs before
 /// [`winograd_convs`] claims it: below, the 16 small products and the
 /// transforms cost more than the implicit GEMM saves. Measured (one core,
-/// AVX-512, against the direct path): 64->64 at 56x56 1.25-1.30 ms against
-/// 1.50-1.60, at 32x32 0.33 against 0.40; 48 channels at 32x32 and 56x56
-/// even; 32 channels 20% slower.
-pub const WINOGRAD_MIN_CHANNELS: usize = 64;
+/// AVX-512, against the direct path): 32->32 at 56x56 even, at 32x32 and
+/// smaller 20-50% slower; 16 channels on either side slower at any size.
+pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 
-/// Below this many channels (and from [`WINOGRAD_MIN_CHANNELS`]),
-/// [`winograd_convs`] only claims a Conv of at least
-/// [`WINOGRAD_NARROW_MIN_TILES`] tiles: 64 channels at 28x28 (196 tiles) and
-/// 14x14 ran even with the direct path, at 16x16 and 8x8 15% slower.
+/// From this many channels in and out, [`winograd_convs`] claims a Conv of
+/// any number of tiles (down to [`WINOGRAD_FEW_TILES`]' limit); below, one
+/// of [`WINOGRAD_NARROW_MIN_TILES`] tiles or more whose channels `m` and
+/// `c` have `m * c >= WINOGRAD_BALANCE * (m + c)`. The transforms cost per
+/// channel of either side and per tile, the products per pair of channels
+/// and per tile, so a narrow side is fine when the other is wide. Measured
+/// (Zen 4, AVX-512, Winograd against the direct path): 128->32 at 56x56
+/// 2.28 against 3.24 ms, at 28x28 0.62 against 0.98, at 14x14 (49 tiles)
+/// 0.176 against 0.190, at 7x7 0.085 against 0.074; 64->64 at 56x56 1.25
+/// against 1.55, at 28x28 and 14x14 even; 48->48 and 32->96 at 28x28
+/// within 7% (just under the balance); 16->32 and 16->48 35-50% slower.
 pub const WINOGRAD_NARROW_CHANNELS: usize = 96;
 
 /// See [`WINOGRAD_NARROW_CHANNELS`].
-pub const WINOGRAD_NARROW_MIN_TILES: usize = 256;
+pub const WINOGRAD_NARROW_MIN_TILES: usize = 196;
+
+/// See [`WINOGRAD_NARROW_CHANNELS`].
+pub const WINOGRAD_BALANCE: usize = 25;
 
 /// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
 /// claims it (fewer than two full tiles a side waste most of each tile).
@@ -1252,7 +1261,8 @@ fn free_arena_bytes(g: &Graph, inferred: &Inferred) -> Vec<(NodeId, usize)> {
 
 /// Claims each 3x3 Conv of stride and dilation 1, group 1, on f32 computed
 /// at run time, whose constant weights only it reads and are all finite,
-/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out and
+/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out (more, see
+/// [`WINOGRAD_NARROW_CHANNELS`], on fewer tiles) and
 /// [`WINOGRAD_MIN_OUT`] outputs a side, for `winograd::sconv3x3`: its
 /// weights are transformed once, here, into the 16 strip-packed matrices that
 /// kernel reads (an internal input, [`CONV_WINOGRAD_INPUT`]; the original
@@ -1309,7 +1319,8 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         if tiles < WINOGRAD_FEW_TILES && u_bytes > WINOGRAD_FEW_TILES_MAX_BYTES {
             continue;
         }
-        if m.min(c) < WINOGRAD_NARROW_CHANNELS && tiles < WINOGRAD_NARROW_MIN_TILES {
+        let balanced = m.saturating_mul(c) >= WINOGRAD_BALANCE.saturating_mul(m + c);
+        if m.min(c) < WINOGRAD_NARROW_CHANNELS && (tiles < WINOGRAD_NARROW_MIN_TILES || !balanced) {
             continue;
         }
         // The scratch goes in the arena bytes free during this step, less an
@@ -1976,6 +1987,13 @@ mod tests {
             winograd_graph(48, 48, 1, "", &w(48, 48))
                 .replace("32, 32] x", "128, 128] x")
                 .replace("8, 8] y", "32, 32] y"),
+            // 128 -> 32 channels on 49 tiles; 16 -> 64 on 196.
+            winograd_graph(128, 32, 1, "", &w(32, 128))
+                .replace("32, 32] x", "56, 56] x")
+                .replace("8, 8] y", "14, 14] y"),
+            winograd_graph(16, 64, 1, "", &w(64, 16))
+                .replace("32, 32] x", "112, 112] x")
+                .replace("8, 8] y", "28, 28] y"),
         ];
         for src in &cases {
             let a = run(14, src);
@@ -1987,6 +2005,12 @@ mod tests {
             .replace("32, 32] x", "128, 128] x")
             .replace("8, 8] y", "32, 32] y");
         assert_eq!(winograd_convs(&run(14, &wide)), 1);
+        // So do 128 -> 32 channels on a 28x28 output (196 tiles): the
+        // narrow side is balanced by the wide one.
+        let uneven = winograd_graph(128, 32, 1, "", &w(32, 128))
+            .replace("32, 32] x", "112, 112] x")
+            .replace("8, 8] y", "28, 28] y");
+        assert_eq!(winograd_convs(&run(14, &uneven)), 1);
         // Weights known only at run time.
         assert_eq!(winograd_convs(&run(14, &winograd_graph(96, 96, 1, "", ""))), 0);
         // An infinite weight: the transforms would turn the direct sum's
