@@ -366,6 +366,7 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                 let fast = match (s, k) {
                     (2, 3) => strided_windows::<T, 2, 3>(acc_in, out_in),
                     (2, 2) => strided_windows::<T, 2, 2>(acc_in, out_in),
+                    (1, _) => sliding_windows(acc_in, out_in, k),
                     _ => 0,
                 };
                 let (head, rest) = yblock.split_at_mut(inner.min(yblock.len()));
@@ -443,6 +444,28 @@ fn strided_windows<T: Num, const S: usize, const K: usize>(acc: &[T], out: &mut 
             m = max_nan(m, if t < S { a[t] } else { b[t - S] });
         }
         out[i] = m;
+    }
+    n
+}
+
+/// `out[i] = max(acc[i .. i + k])` (as [`max_nan`] ranks, in ascending
+/// order) for the leading outputs whose window lies in `acc`: the stride-1
+/// windows (Inception's 3x3 pools, SPP's 5x5); returns how many it wrote.
+#[inline(never)]
+fn sliding_windows<T: Num>(acc: &[T], out: &mut [T], k: usize) -> usize {
+    if k == 0 {
+        return 0;
+    }
+    if let Some(a) = T::f32s(acc)
+        && let Some(o) = T::f32s_mut(out)
+        && let Some(n) = simd::max_windows_s1(a, o, k)
+    {
+        return n;
+    }
+    let n = out.len().min((acc.len() + 1).saturating_sub(k));
+    for (i, o) in out.iter_mut().take(n).enumerate() {
+        let Some([head, rest @ ..]) = acc.get(i..i + k) else { return i };
+        *o = rest.iter().fold(*head, |b, &v| max_nan(b, v));
     }
     n
 }
@@ -757,6 +780,15 @@ mod tests {
                 assert_eq!(counts, counts64, "windows of {n} into {out_len}");
                 for (i, (&a, &b)) in out.iter().flatten().zip(out64.iter().flatten()).enumerate() {
                     assert!(same(a, b), "windows of {n} into {out_len}, at {i}: {a} vs {b}");
+                }
+                for k in 0..=5 {
+                    let mut out = [fill; 40];
+                    let mut out64 = [f64::from(fill); 40];
+                    let count = sliding_windows(x, &mut out[..out_len], k);
+                    assert_eq!(count, sliding_windows(&x64, &mut out64[..out_len], k));
+                    for (i, (&a, &b)) in out.iter().zip(&out64).enumerate() {
+                        assert!(same(a, b), "{k} wide windows of {n} into {out_len}, at {i}");
+                    }
                 }
             }
         }

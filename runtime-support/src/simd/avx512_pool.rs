@@ -1,6 +1,6 @@
 //! AVX-512 passes of the separable f32 max pool (`pool::max_pool`): the
 //! maximum down a window's rows over a run of columns, and the maximum
-//! across each stride-2 window of that run. The generic passes compile to
+//! across each stride-1 or stride-2 window of that run. The generic passes compile to
 //! SSE2 selects at the baseline; these run sixteen lanes with one `vmaxps`
 //! and a NaN fix-up per step, and de-interleave the stride-2 windows with
 //! two-source permutes.
@@ -96,4 +96,36 @@ pub(crate) fn windows_s2<const K: usize>(cpu: Avx512, acc: &[f32], out: &mut [f3
     let _ = cpu;
     // SAFETY: `cpu` proves AVX-512F is present.
     unsafe { run::<K>(acc, out) }
+}
+
+/// `out[i] = max(acc[i .. i + k])`, the taps in ascending order, for the
+/// leading outputs whose window lies in `acc`; returns how many it wrote
+/// (none for `k == 0`).
+#[inline(always)]
+pub(crate) fn windows_s1(cpu: Avx512, acc: &[f32], out: &mut [f32], k: usize) -> usize {
+    #[target_feature(enable = "avx512f")]
+    fn run(acc: &[f32], out: &mut [f32], k: usize) -> usize {
+        if k == 0 {
+            return 0;
+        }
+        let n = out.len().min((acc.len() + 1).saturating_sub(k));
+        let (a, o) = (acc.as_ptr(), out.as_mut_ptr());
+        for i in (0..n).step_by(16) {
+            let m = lanes(n - i);
+            // SAFETY: lane `l < n - i` of tap `t < k` reads `acc[i + l + t]`,
+            // below `n + k - 1 <= acc.len()`; the store's lanes `i..n` lie in
+            // `out`; masked-off lanes are not accessed.
+            unsafe {
+                let mut best = _mm512_maskz_loadu_ps(m, a.add(i));
+                for t in 1..k {
+                    best = max_nan(best, _mm512_maskz_loadu_ps(m, a.add(i + t)));
+                }
+                _mm512_mask_storeu_ps(o.add(i), m, best);
+            }
+        }
+        n
+    }
+    let _ = cpu;
+    // SAFETY: `cpu` proves AVX-512F is present.
+    unsafe { run(acc, out, k) }
 }

@@ -778,6 +778,20 @@ pub(crate) fn max_windows_s2<const K: usize>(acc: &[f32], out: &mut [f32]) -> Op
     None
 }
 
+/// The max pool's stride-1 windows of `k` columns across `acc`, in explicit
+/// vector code where the CPU has it: how many leading outputs it wrote
+/// (those whose window lies in `acc`), `None` when the caller runs its own
+/// loop.
+#[inline]
+pub(crate) fn max_windows_s1(acc: &[f32], out: &mut [f32], k: usize) -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return Some(avx512_pool::windows_s1(cpu, acc, out, k));
+    }
+    let _ = (acc, out, k);
+    None
+}
+
 /// The A operand: element `(i, p)` at `data[off + i * rs + p * cs]`.
 #[derive(Clone, Copy)]
 pub(crate) struct ViewA<'a> {
