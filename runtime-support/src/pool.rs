@@ -161,7 +161,25 @@ pub fn max_pool<T: Num>(
     }
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
-            // Windows wider than the row buffer take the 8-plane scan.
+            // Small planes pooled to their own size (Inception's 3x3
+            // stride-1 pools) as flat runs; windows wider than the row
+            // buffer take the 8-plane scan.
+            let same = indices.is_none() && g.s == [1, 1] && g.d == [1, 1];
+            if same
+                && (g.oh, g.ow) == (g.h, g.w)
+                && let Some(xf) = T::f32s(x)
+                && let Some(yf) = T::f32s_mut(y)
+                && simd::max_pool_same(
+                    p.planes,
+                    (g.h, g.w),
+                    (g.k[0], g.k[1]),
+                    (g.pb[0], g.pb[1]),
+                    xf,
+                    yf,
+                )
+            {
+                return Ok(());
+            }
             if indices.is_none() && g.d == [1, 1] && in_size > 0 && g.k[1] <= SEPARABLE_COLS {
                 max_pool_2d_separable(&g, in_size, out_size, x, y);
             } else {

@@ -15,8 +15,10 @@
 
 use super::avx512::Avx512;
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_UNORD_Q, _mm512_cmp_ps_mask, _mm512_mask_mov_ps, _mm512_mask_storeu_ps,
-    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps, _mm512_setr_epi32,
+    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
+    _mm512_cmplt_epi32_mask, _mm512_mask_loadu_ps, _mm512_mask_mov_ps, _mm512_mask_storeu_ps,
+    _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_si512,
 };
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
@@ -128,4 +130,123 @@ pub(crate) fn windows_s1(cpu: Avx512, acc: &[f32], out: &mut [f32], k: usize) ->
     let _ = cpu;
     // SAFETY: `cpu` proves AVX-512F is present.
     unsafe { run(acc, out, k) }
+}
+
+/// Floats of a plane [`max_pool_same`] reduces through its stack buffer.
+pub(crate) const SAME_PLANE: usize = 4096;
+
+/// The stride-1 max pool whose output planes are the input's size (`kh x
+/// kw` windows, `pt` rows and `pl` columns of padding before, the rest
+/// after): every plane as one flat run of `h * w` floats, so a 14x14 plane
+/// costs a few vector steps rather than a pass per row. The maximum down
+/// each window's rows goes to a stack buffer, then across its columns, as
+/// the separable passes take them (rows top to bottom, then columns left to
+/// right). Taps outside the input are masked to `-inf`: padding never
+/// wins. `false` (nothing written) when a plane does not fit the buffer,
+/// the padding reaches past a window or the slices do not hold `planes`
+/// planes.
+pub(crate) fn max_pool_same(
+    cpu: Avx512,
+    planes: usize,
+    (h, w): (usize, usize),
+    (kh, kw): (usize, usize),
+    (pt, pl): (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    /// One plane, through `buf`; `x` and `y` hold `hw <= SAME_PLANE`
+    /// floats, `w <= hw`, `pt < kh`, `pl < kw`.
+    #[target_feature(enable = "avx512f")]
+    fn plane(
+        hw: usize,
+        w: usize,
+        (kh, kw): (usize, usize),
+        (pt, pl): (usize, usize),
+        x: &[f32],
+        y: &mut [f32],
+        buf: &mut [f32; SAME_PLANE],
+    ) {
+        let low = _mm512_set1_ps(f32::NEG_INFINITY);
+        let (xp, bp, yp) = (x.as_ptr(), buf.as_mut_ptr(), y.as_mut_ptr());
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let (n, wi) = (_mm512_set1_epi32(hw as i32), _mm512_set1_epi32(w as i32));
+        let zero = _mm512_setzero_si512();
+        // Down the rows: lane `l` of step `i` takes `x[j + (ky - pt) * w]`,
+        // `j = i + l`, where that index lies in `0..hw` (its row inside).
+        for i in (0..hw).step_by(16) {
+            let j = _mm512_add_epi32(lane, _mm512_set1_epi32(i as i32));
+            let live = lanes(hw - i);
+            let mut best = low;
+            for ky in 0..kh {
+                let off = (ky as isize - pt as isize) * w as isize;
+                let at = _mm512_add_epi32(j, _mm512_set1_epi32(off as i32));
+                let keep =
+                    live & _mm512_cmpge_epi32_mask(at, zero) & _mm512_cmplt_epi32_mask(at, n);
+                // SAFETY: kept lanes read `x[j + off]`, inside `x` (checked
+                // just above); masked-off lanes are not accessed.
+                let v = unsafe {
+                    _mm512_mask_loadu_ps(low, keep, xp.wrapping_add(i).wrapping_offset(off))
+                };
+                best = max_nan(best, v);
+            }
+            // SAFETY: lanes `i..hw` of the buffer, which holds `hw` floats.
+            unsafe { _mm512_mask_storeu_ps(bp.add(i), live, best) };
+        }
+        // Across the columns: lane `l` takes `buf[j + kx - pl]` where column
+        // `j % w + kx - pl` lies in `0..w` (then the index is in the plane).
+        let mut col = lane;
+        for _ in 0..16 / w.max(1) + 1 {
+            let over = _mm512_cmpge_epi32_mask(col, wi);
+            col = _mm512_mask_sub_epi32(col, over, col, wi);
+        }
+        // Adding 16 to a column in `0..w` then wrapping: at most 16 / w + 1
+        // subtractions of `w`.
+        let wraps = 16 / w.max(1) + 1;
+        for i in (0..hw).step_by(16) {
+            let live = lanes(hw - i);
+            let mut best = low;
+            for kx in 0..kw {
+                let off = kx as isize - pl as isize;
+                let c = _mm512_add_epi32(col, _mm512_set1_epi32(off as i32));
+                let keep = live & _mm512_cmpge_epi32_mask(c, zero) & _mm512_cmplt_epi32_mask(c, wi);
+                // SAFETY: a kept lane's column is inside its row, so it reads
+                // inside the buffer's first `hw` floats; masked-off lanes are
+                // not accessed.
+                let v = unsafe {
+                    _mm512_mask_loadu_ps(
+                        low,
+                        keep,
+                        bp.cast_const().wrapping_add(i).wrapping_offset(off),
+                    )
+                };
+                best = max_nan(best, v);
+            }
+            // SAFETY: lanes `i..hw` of the output plane.
+            unsafe { _mm512_mask_storeu_ps(yp.add(i), live, best) };
+            col = _mm512_add_epi32(col, _mm512_set1_epi32(16));
+            for _ in 0..wraps {
+                let over = _mm512_cmpge_epi32_mask(col, wi);
+                col = _mm512_mask_sub_epi32(col, over, col, wi);
+            }
+        }
+    }
+    let hw = h.saturating_mul(w);
+    let fits = hw > 0
+        && hw <= SAME_PLANE
+        && pt < kh
+        && pl < kw
+        && Some(x.len()) == planes.checked_mul(hw)
+        && Some(y.len()) == planes.checked_mul(hw);
+    if !fits {
+        return false;
+    }
+    let _ = cpu;
+    // Zeroed once per call (16 KiB: per plane, the fill cost more than
+    // the pooling).
+    let mut buf = [0.0f32; SAME_PLANE];
+    for (xp, yp) in x.chunks_exact(hw).zip(y.chunks_exact_mut(hw)) {
+        // SAFETY: `cpu` proves AVX-512F is present.
+        unsafe { plane(hw, w, (kh, kw), (pt, pl), xp, yp, &mut buf) };
+    }
+    true
 }

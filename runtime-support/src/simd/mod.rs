@@ -792,6 +792,28 @@ pub(crate) fn max_windows_s1(acc: &[f32], out: &mut [f32], k: usize) -> Option<u
     None
 }
 
+/// A stride-1 max pool with outputs the size of its inputs (`planes`
+/// planes of `hw`, `k` windows, `pad` rows and columns of padding before)
+/// on small planes, in explicit vector code where the CPU has it: `false`
+/// (nothing written) when it does not apply, and the caller pools
+/// another way.
+#[inline]
+pub(crate) fn max_pool_same(
+    planes: usize,
+    hw: (usize, usize),
+    k: (usize, usize),
+    pad: (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return avx512_pool::max_pool_same(cpu, planes, hw, k, pad, x, y);
+    }
+    let _ = (planes, hw, k, pad, x, y);
+    false
+}
+
 /// The A operand: element `(i, p)` at `data[off + i * rs + p * cs]`.
 #[derive(Clone, Copy)]
 pub(crate) struct ViewA<'a> {
