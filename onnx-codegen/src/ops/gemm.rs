@@ -160,6 +160,9 @@ pub(super) fn post_tokens(
             (none, quote!(Some(#rt::gemm::Smooth::GeluTanh)), TokenStream::new())
         }
         Some(Unary::Silu) => (none, quote!(Some(#rt::gemm::Smooth::Silu)), TokenStream::new()),
+        Some(Unary::HardSwish) => {
+            (none, quote!(Some(#rt::gemm::Smooth::HardSwish)), TokenStream::new())
+        }
         other => {
             let (a, after) = super::conv::fused_epilogue(other, ElemType::Float, y, rt);
             (a, quote!(None), after)
@@ -175,7 +178,7 @@ pub(super) fn post_tokens(
 /// Whether an f32 product's fused activation is applied as a smooth one
 /// (through `gemm::Post`, not the kernels' `Activation`).
 pub(super) fn smooth(act: Option<Unary<f64>>) -> bool {
-    matches!(act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu))
+    matches!(act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu | Unary::HardSwish))
 }
 
 /// `y[i] += r[i]`, then the activation: what a fused residual and

@@ -10,14 +10,15 @@
 //!   bit-identical.
 //!
 //! * **Residual and smooth epilogues** ([`fuse_epilogues`]): an f32 `Add`
-//!   of a `Gemm`, `MatMul` or 2-D group-1 `Conv` output (read by nothing
+//!   of a `Gemm`, `MatMul` or 1-D or 2-D group-1 `Conv` output (read by nothing
 //!   else) and another value of exactly the same shape, computed before the
 //!   product, becomes part of the product: the other value is an internal
 //!   input ([`RESIDUAL_INPUT`]) added to each output after the product's own
 //!   bias, while the tile is in L1 (in registers on AVX-512). An activation
-//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `Swish` of alpha
-//!   1, i.e. SiLU) then fuses too, applied after the residual, as does a
-//!   `Gelu` or SiLU reading the product directly (also a 2-D depthwise
+//!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `HardSwish`,
+//!   `Swish` of alpha 1, i.e. SiLU) then fuses too, applied after the
+//!   residual, as does a `Gelu`, `HardSwish` or SiLU reading the product
+//!   directly (also a 2-D depthwise
 //!   `Conv`'s, applied to each block of planes right after the kernel wrote
 //!   it; such a convolution takes no residual); a product that already
 //!   has an activation is left alone (the order would differ). The fused
@@ -36,8 +37,8 @@ use crate::passes::infer::Inferred;
 /// The internal attribute carrying a fused activation on a `Conv`, `Gemm`
 /// or `MatMul`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
 /// `Floats([2, min, max])` Clip, `Floats([3])` Gelu, `Floats([4])` Gelu with
-/// the tanh approximation, `Floats([5])` SiLU (`x * Sigmoid(x)`). Read by
-/// [`activation_of`].
+/// the tanh approximation, `Floats([5])` SiLU (`x * Sigmoid(x)`),
+/// `Floats([6])` HardSwish. Read by [`activation_of`].
 pub const ACTIVATION: &str = "onnx_codegen.fused_activation";
 
 /// The internal input of a `Conv`, `Gemm` or `MatMul` holding a residual
@@ -73,6 +74,7 @@ pub fn activation_of(
         [k] if *k == 3.0 => Some(Unary::Gelu),
         [k] if *k == 4.0 => Some(Unary::GeluTanh),
         [k] if *k == 5.0 => Some(Unary::Silu),
+        [k] if *k == 6.0 => Some(Unary::HardSwish),
         _ => None,
     }
 }
@@ -174,9 +176,13 @@ pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
 }
 
 /// The encoded activation of `consumer` for [`fuse_epilogues`]: those of
-/// [`encode`], `Gelu`, and `Swish` of alpha 1 (SiLU; exporters' `Mul(x,
-/// Sigmoid(x))` has become one by then, `optimize::fold_silu`).
+/// [`encode`], `Gelu`, `HardSwish` (MobileNet-V3's), and `Swish` of alpha 1
+/// (SiLU; exporters' `Mul(x, Sigmoid(x))` has become one by then,
+/// `optimize::fold_silu`).
 fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
+    if consumer.op.is("HardSwish") {
+        return Some(vec![6.0]);
+    }
     if consumer.op.is("Swish") {
         return match consumer.attr("alpha") {
             None => Some(vec![5.0]),
@@ -226,8 +232,9 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
         // and 2-D depthwise ones (one input and one output channel per
         // group) for the activation only: their kernel applies it to each
         // block of planes it writes, but would add a residual in a pass.
-        let conv2d =
-            node.op.is("Conv") && node.input(0).and_then(ty).is_some_and(|t| t.rank() == 4);
+        // (1-D ones run as 2-D of height 1.)
+        let conv2d = node.op.is("Conv")
+            && node.input(0).and_then(ty).is_some_and(|t| matches!(t.rank(), 3 | 4));
         let group = match node.attr("group") {
             None => Some(1),
             Some(AttrValue::Int(g)) => usize::try_from(*g).ok(),
@@ -658,5 +665,36 @@ mod tests {
              {\n c = Conv <group = 2> (x, w)\n s = Sigmoid (c)\n y = Mul (c, s)\n}",
         );
         assert_eq!(ops(&a), ["Conv", "Swish"]);
+    }
+
+    #[test]
+    fn conv_then_hard_swish_is_one_conv_also_in_one_dimension() {
+        // MobileNet-V3's activation, after a 2-D Conv and after a 1-D one.
+        for (x_ty, w_ty) in [
+            ("float[1, 1, 1, 4] x", "float[2, 1, 1, 1] w"),
+            ("float[1, 1, 4] x", "float[2, 1, 1] w"),
+        ] {
+            let y_ty = x_ty.replace("1, 1, ", "1, 2, ").replace(" x", " y");
+            let a = run(
+                14,
+                &format!(
+                    "g ({x_ty}) => ({y_ty}) <{w_ty} = {{1, -2}}, float[2] b = {{0.5, 0}}>\n\
+                     {{\n c = Conv (x, w, b)\n y = HardSwish (c)\n}}"
+                ),
+            );
+            assert_eq!(ops(&a), ["Conv"], "{x_ty}");
+            let x = [-4.0f32, -1.0, 1.0, 2.0];
+            let hard_swish = |v: f32| v * (v / 6.0 + 0.5).clamp(0.0, 1.0);
+            let want: Vec<f32> = [1.0f32, -2.0]
+                .iter()
+                .zip([0.5f32, 0.0])
+                .flat_map(|(w, b)| x.map(|v| hard_swish(w * v + b)))
+                .collect();
+            let got = eval_single(&a, &[&x]);
+            assert_eq!(got.len(), 8);
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-6, "{x_ty}: {got:?} vs {want:?}");
+            }
+        }
     }
 }

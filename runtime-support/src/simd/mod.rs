@@ -128,6 +128,9 @@ pub enum Smooth {
     GeluTanh,
     /// SiLU, `Mul(x, Sigmoid(x))`: `x * vmath::sigmoid(x)`.
     Silu,
+    /// ONNX `HardSwish`, `x * clamp(x / 6 + 1 / 2, 0, 1)`: the standalone
+    /// op's [`elementwise::eval`](crate::elementwise::eval).
+    HardSwish,
 }
 
 impl Smooth {
@@ -140,7 +143,7 @@ impl Smooth {
         match self {
             Smooth::Gelu => Some(VFunc::Gelu),
             Smooth::Silu => Some(VFunc::Silu),
-            Smooth::GeluTanh => None,
+            Smooth::GeluTanh | Smooth::HardSwish => None,
         }
     }
 
@@ -149,6 +152,7 @@ impl Smooth {
     pub fn apply(self, x: f32) -> f32 {
         match self {
             Smooth::GeluTanh => crate::vmath::gelu_tanh(x),
+            Smooth::HardSwish => hard_swish(x),
             // One lane of the vector routine `apply_all` runs, so an
             // element finished alone equals its neighbours' arithmetic.
             Smooth::Gelu | Smooth::Silu => {
@@ -188,8 +192,15 @@ impl Smooth {
             Smooth::Gelu => each!(crate::vmath::gelu),
             Smooth::GeluTanh => each!(crate::vmath::gelu_tanh),
             Smooth::Silu => each!(crate::vmath::silu),
+            Smooth::HardSwish => each!(hard_swish),
         }
     }
+}
+
+/// ONNX `HardSwish` of one value, as the standalone op computes it.
+#[inline(always)]
+fn hard_swish(x: f32) -> f32 {
+    crate::elementwise::eval(crate::elementwise::Unary::HardSwish, x)
 }
 
 /// The most rows any micro-kernel's tile has.
