@@ -143,8 +143,8 @@ pub(crate) const SAME_PLANE: usize = 4096;
 /// the separable passes take them (rows top to bottom, then columns left to
 /// right). Taps outside the input are masked to `-inf`: padding never
 /// wins. `false` (nothing written) when a plane does not fit the buffer,
-/// the padding reaches past a window or the slices do not hold `planes`
-/// planes.
+/// the padding reaches past a window, the window is too large for 32-bit
+/// lane arithmetic or the slices do not hold `planes` planes.
 pub(crate) fn max_pool_same(
     cpu: Avx512,
     planes: usize,
@@ -155,7 +155,8 @@ pub(crate) fn max_pool_same(
     y: &mut [f32],
 ) -> bool {
     /// One plane, through `buf`; `x` and `y` hold `hw <= SAME_PLANE`
-    /// floats, `w <= hw`, `pt < kh`, `pl < kw`.
+    /// floats, `0 < w <= hw`, `pt < kh`, `pl < kw`, `kh * w` and `kw` far
+    /// inside `i32`.
     #[target_feature(enable = "avx512f")]
     fn plane(
         hw: usize,
@@ -177,7 +178,9 @@ pub(crate) fn max_pool_same(
             let j = _mm512_add_epi32(lane, _mm512_set1_epi32(i as i32));
             let live = lanes(hw - i);
             let mut best = low;
-            for ky in 0..kh {
+            // Rows `ky` whose offset can reach inside the plane (the others
+            // are all padding, which never wins).
+            for ky in pt.saturating_sub(hw / w - 1)..kh.min(pt + hw / w) {
                 let off = (ky as isize - pt as isize) * w as isize;
                 let at = _mm512_add_epi32(j, _mm512_set1_epi32(off as i32));
                 let keep =
@@ -205,7 +208,7 @@ pub(crate) fn max_pool_same(
         for i in (0..hw).step_by(16) {
             let live = lanes(hw - i);
             let mut best = low;
-            for kx in 0..kw {
+            for kx in pl.saturating_sub(w - 1)..kw.min(pl + w) {
                 let off = kx as isize - pl as isize;
                 let c = _mm512_add_epi32(col, _mm512_set1_epi32(off as i32));
                 let keep = live & _mm512_cmpge_epi32_mask(c, zero) & _mm512_cmplt_epi32_mask(c, wi);
@@ -235,6 +238,10 @@ pub(crate) fn max_pool_same(
         && hw <= SAME_PLANE
         && pt < kh
         && pl < kw
+        // Offsets (`(ky - pt) * w`, `kx - pl`) and indices stay far inside
+        // `i32`, the lanes' index arithmetic.
+        && kh.saturating_mul(w) <= i32::MAX as usize / 4
+        && kw <= i32::MAX as usize / 4
         && Some(x.len()) == planes.checked_mul(hw)
         && Some(y.len()) == planes.checked_mul(hw);
     if !fits {
