@@ -31,6 +31,16 @@ gpt_small:  opset 14, seq 128, d 256, 4 heads, ffn 1024, 4 layers, decomposed La
             (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add), tanh GELU, causal mask (Where).
 vit_tiny:   opset 17, image [1,3,224,224], patch Conv 16x16 stride 16 -> 196 tokens + cls (197),
             d 192, 3 heads, ffn 768, 4 layers, LayerNormalization, Erf GELU.
+squeezenet: opset 13, SqueezeNet 1.1: Fire modules (1x1 squeeze, 1x1 and 3x3 expand, Concat),
+            ceil-mode max pools, a 1x1 classifier conv, global average pooling.
+googlenet:  opset 13, Inception v1 blocks (1x1; 1x1 -> 3x3 twice; 3x3 stride-1 max pool -> 1x1;
+            Concat), ceil-mode stride-2 pools, a 7x7 stem, BatchNormalization folded into biases.
+densenet:   opset 13, DenseNet-121 style, narrowed (growth 32, blocks of 6, 8, 8, 4): pre-activation
+            BatchNormalization + Relu, 1x1 bottlenecks, a Concat per layer, 2x2 average pools.
+mobilenet_v3: opset 14, MobileNet-V3-Small's layout: HardSwish, squeeze-and-excitation gated by
+            HardSigmoid, 3x3 and 5x5 depthwise convs.
+audio_encoder: opset 17, wav2vec2-style: seven 1-D convs over [1,1,16000] (kernels 10/3/2,
+            strides 5/2, 256 channels, Erf GELU), then 2 transformer layers (d 256) over 49 frames.
 Reference outputs by onnxruntime with graph optimisations off; onnxruntime's single-thread
 latency (all optimisations) is printed. Needs `pip install onnx onnxruntime numpy`.
 """
