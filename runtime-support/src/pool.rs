@@ -164,8 +164,8 @@ pub fn max_pool<T: Num>(
             // Small planes pooled to their own size (Inception's 3x3
             // stride-1 pools) as flat runs; windows wider than the row
             // buffer take the 8-plane scan.
-            let same = indices.is_none() && g.s == [1, 1] && g.d == [1, 1];
-            if same
+            if indices.is_none()
+                && (g.s, g.d) == ([1, 1], [1, 1])
                 && (g.oh, g.ow) == (g.h, g.w)
                 && let Some(xf) = T::f32s(x)
                 && let Some(yf) = T::f32s_mut(y)
@@ -468,12 +468,10 @@ fn strided_windows<T: Num, const S: usize, const K: usize>(acc: &[T], out: &mut 
 
 /// `out[i] = max(acc[i .. i + k])` (as [`max_nan`] ranks, in ascending
 /// order) for the leading outputs whose window lies in `acc`: the stride-1
-/// windows (Inception's 3x3 pools, SPP's 5x5); returns how many it wrote.
+/// windows (Inception's 3x3 pools, SPP's 5x5); returns how many it wrote
+/// (none for `k == 0`).
 #[inline(never)]
 fn sliding_windows<T: Num>(acc: &[T], out: &mut [T], k: usize) -> usize {
-    if k == 0 {
-        return 0;
-    }
     if let Some(a) = T::f32s(acc)
         && let Some(o) = T::f32s_mut(out)
         && let Some(n) = simd::max_windows_s1(a, o, k)

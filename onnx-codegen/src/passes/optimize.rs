@@ -1319,7 +1319,7 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         if tiles < WINOGRAD_FEW_TILES && u_bytes > WINOGRAD_FEW_TILES_MAX_BYTES {
             continue;
         }
-        let balanced = m.saturating_mul(c) >= WINOGRAD_BALANCE.saturating_mul(m + c);
+        let balanced = m.saturating_mul(c) >= WINOGRAD_BALANCE.saturating_mul(m.saturating_add(c));
         if m.min(c) < WINOGRAD_NARROW_CHANNELS && (tiles < WINOGRAD_NARROW_MIN_TILES || !balanced) {
             continue;
         }
