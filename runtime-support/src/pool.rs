@@ -180,6 +180,24 @@ pub fn max_pool<T: Num>(
             {
                 return Ok(());
             }
+            // Stride-2 pools of 2- or 3-wide windows (after most stems and
+            // stages) without the row buffer's per-row passes.
+            if indices.is_none()
+                && (g.s, g.d) == ([2, 2], [1, 1])
+                && let Some(xf) = T::f32s(x)
+                && let Some(yf) = T::f32s_mut(y)
+                && simd::max_pool_s2(
+                    p.planes,
+                    (g.h, g.w),
+                    (g.oh, g.ow),
+                    (g.k[0], g.k[1]),
+                    (g.pb[0], g.pb[1]),
+                    xf,
+                    yf,
+                )
+            {
+                return Ok(());
+            }
             if indices.is_none() && g.d == [1, 1] && in_size > 0 && g.k[1] <= SEPARABLE_COLS {
                 max_pool_2d_separable(&g, in_size, out_size, x, y);
             } else {
@@ -808,6 +826,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Whole stride-2 pools in f32 (explicit vector code where the CPU has
+    /// it) give the f64 instantiation's generic results bit for bit: ties
+    /// between `-0.0` and `0.0`, NaN, padding on either side, windows that
+    /// end in the padding (ceil mode) or lie wholly in it, every tail length.
+    #[test]
+    fn f32_stride_2_pools_match_the_generic_loops() {
+        let mut cases = 0;
+        for (h, w) in [(1, 1), (2, 3), (5, 17), (7, 33), (4, 34), (3, 35), (6, 64), (9, 111)] {
+            for (kh, kw) in [(1, 2), (2, 2), (3, 3), (3, 2), (2, 3), (4, 3)] {
+                for (pb, pe) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2), (0, 3)] {
+                    if h + pb + pe < kh || w + pb + pe < kw {
+                        continue;
+                    }
+                    let (oh, ow) = ((h + pb + pe - kh) / 2 + 1, (w + pb + pe - kw) / 2 + 1);
+                    let planes = 3;
+                    let mut x = vec![0.0f32; planes * h * w];
+                    crate::simd::tests::fill(&mut x, cases);
+                    for (i, v) in x.iter_mut().enumerate().step_by(5) {
+                        *v = [f32::NAN, -0.0, 0.0, f32::NEG_INFINITY, -f32::NAN, 0.0][i % 6];
+                    }
+                    let x64: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+                    let p = Pool {
+                        planes,
+                        window: Window {
+                            in_dims: &[h, w],
+                            out_dims: &[oh, ow],
+                            kernel: &[kh, kw],
+                            strides: &[2, 2],
+                            dilations: &[1, 1],
+                            pads_begin: &[pb, pb],
+                            pads_end: &[pe, pe],
+                        },
+                    };
+                    let mut y = vec![7.0f32; planes * oh * ow];
+                    let mut y64 = vec![7.0f64; planes * oh * ow];
+                    max_pool(&p, &x, &mut y, None).unwrap();
+                    max_pool(&p, &x64, &mut y64, None).unwrap();
+                    for (i, (&a, &b)) in y.iter().zip(&y64).enumerate() {
+                        assert!(
+                            a.to_bits() == (b as f32).to_bits() || a.is_nan() && b.is_nan(),
+                            "{h}x{w} k {kh}x{kw} pads {pb},{pe} at {i}: {a} vs {b}"
+                        );
+                    }
+                    cases += 1;
+                }
+            }
+        }
+        assert!(cases > 200, "{cases}");
     }
 
     #[test]

@@ -15,10 +15,11 @@
 
 use super::avx512::Avx512;
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
-    _mm512_cmplt_epi32_mask, _mm512_mask_loadu_ps, _mm512_mask_mov_ps, _mm512_mask_storeu_ps,
-    _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps,
-    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_si512,
+    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_alignr_epi32, _mm512_castps_si512,
+    _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask, _mm512_cmplt_epi32_mask,
+    _mm512_mask_loadu_ps, _mm512_mask_mov_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32,
+    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps, _mm512_set1_epi32,
+    _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_si512,
 };
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
@@ -254,6 +255,106 @@ pub(crate) fn max_pool_same(
     for (xp, yp) in x.chunks_exact(hw).zip(y.chunks_exact_mut(hw)) {
         // SAFETY: `cpu` proves AVX-512F is present.
         unsafe { plane(hw, w, (kh, kw), (pt, pl), xp, yp, &mut buf) };
+    }
+    true
+}
+
+/// The undilated stride-2 max pool with `kh x KW` windows (`KW` 2 or 3;
+/// ResNet's, SqueezeNet's and Inception's 3x3 and VGG's 2x2 pools), `pt`
+/// rows and `pl` columns of padding before: each output row's sixteen
+/// outputs from four column runs of the window's rows, with no row buffer
+/// and no pass per row. The maximum goes down the rows first, then across
+/// each window's columns, as the separable passes take them; taps outside
+/// the input are masked to `-inf`, which never wins (so the results are bit
+/// for bit the generic passes', an all-padding window included). `false`
+/// (nothing written) when the slices do not hold `planes` planes or the
+/// sizes are too large for the column arithmetic.
+pub(crate) fn max_pool_s2<const KW: usize>(
+    cpu: Avx512,
+    planes: usize,
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    (kh, pt, pl): (usize, usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    /// One plane: `x` holds `h * w` floats, `y` holds `oh * ow`, and every
+    /// column offset (`2 * ow + 34 + pl`, `w`) is far inside `isize`.
+    #[target_feature(enable = "avx512f")]
+    fn plane<const KW: usize>(
+        (h, w): (usize, usize),
+        (oh, ow): (usize, usize),
+        (kh, pt, pl): (usize, usize, usize),
+        x: &[f32],
+        y: &mut [f32],
+    ) {
+        let low = _mm512_set1_ps(f32::NEG_INFINITY);
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let wi = w as isize;
+        // The maximum down rows `rows` of the 16 columns from `at`: taps
+        // outside `0..w` are `-inf`.
+        let down = |rows: core::ops::Range<usize>, at: isize| {
+            let keep = lanes((wi - at).clamp(0, 16) as usize) & !lanes((-at).clamp(0, 16) as usize);
+            let mut v = low;
+            for r in rows {
+                // SAFETY: row `r < h` of the plane; a kept lane's column
+                // `at + l` lies in `0..w`, so it reads inside `x`; masked-off
+                // lanes are not accessed.
+                let t = unsafe {
+                    _mm512_mask_loadu_ps(low, keep, xp.wrapping_add(r * w).wrapping_offset(at))
+                };
+                v = max_nan(v, t);
+            }
+            v
+        };
+        for oy in 0..oh {
+            let top = 2 * oy as isize - pt as isize;
+            let rows = top.clamp(0, h as isize) as usize
+                ..(top + kh as isize).clamp(0, h as isize) as usize;
+            // Sixteen outputs a step read columns `c .. c + 32` (`+ 1` for
+            // 3-wide windows: the next step's first column, carried over).
+            let mut c = -(pl as isize);
+            let mut head = down(rows.clone(), c);
+            for ox in (0..ow).step_by(16) {
+                let tail = down(rows.clone(), c + 16);
+                let first = _mm512_permutex2var_ps(head, even, tail);
+                let mut m = max_nan(first, _mm512_permutex2var_ps(head, odd, tail));
+                head = down(rows.clone(), c + 32);
+                if KW == 3 {
+                    // The third taps are the next window's first: `first`
+                    // moved down a lane, then the next step's first column.
+                    let third = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                        _mm512_castps_si512(head),
+                        _mm512_castps_si512(first),
+                    ));
+                    m = max_nan(m, third);
+                }
+                // SAFETY: lanes `ox..ow` of output row `oy < oh`, inside `y`.
+                unsafe { _mm512_mask_storeu_ps(yp.add(oy * ow + ox), lanes(ow - ox), m) };
+                c += 32;
+            }
+        }
+    }
+    const { assert!(KW == 2 || KW == 3) };
+    // Column offsets reach `2 * ow + 18 + 16` and `-pl`.
+    const FAR: usize = 1 << 40;
+    let (hw, ohw) = (h.saturating_mul(w), oh.saturating_mul(ow));
+    let fits = hw > 0
+        && ohw > 0
+        && w < FAR
+        && ow < FAR
+        && pl < FAR
+        && Some(x.len()) == planes.checked_mul(hw)
+        && Some(y.len()) == planes.checked_mul(ohw);
+    if !fits {
+        return false;
+    }
+    let _ = cpu;
+    for (xp, yp) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
+        // SAFETY: `cpu` proves AVX-512F is present.
+        unsafe { plane::<KW>((h, w), (oh, ow), (kh, pt, pl), xp, yp) };
     }
     true
 }

@@ -825,6 +825,33 @@ pub(crate) fn max_pool_same(
     false
 }
 
+/// An undilated stride-2 max pool with `kh x kw` windows, `pad` rows and
+/// columns of padding before, in explicit vector code where the CPU has it
+/// and `kw` is 2 or 3: `false` (nothing written) when it does not apply,
+/// and the caller pools another way.
+#[inline]
+pub(crate) fn max_pool_s2(
+    planes: usize,
+    hw: (usize, usize),
+    out: (usize, usize),
+    (kh, kw): (usize, usize),
+    (pt, pl): (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        let window = (kh, pt, pl);
+        return match kw {
+            2 => avx512_pool::max_pool_s2::<2>(cpu, planes, hw, out, window, x, y),
+            3 => avx512_pool::max_pool_s2::<3>(cpu, planes, hw, out, window, x, y),
+            _ => false,
+        };
+    }
+    let _ = (planes, hw, out, kh, kw, pt, pl, x, y);
+    false
+}
+
 /// The A operand: element `(i, p)` at `data[off + i * rs + p * cs]`.
 #[derive(Clone, Copy)]
 pub(crate) struct ViewA<'a> {
