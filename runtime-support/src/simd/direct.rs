@@ -142,10 +142,18 @@ enum Tiling {
     Grid,
 }
 
-/// The fastest tiling of a band of `rb` rows and its cost.
-fn band_cost(rb: usize, ow: usize, lx: usize) -> (Tiling, usize) {
+/// Cycles a grid tile's copy to Y costs (through a tile on the stack, a
+/// run per output row it touches) when the grid has junk columns.
+const GRID_COPY: usize = 40;
+
+/// The fastest tiling of a band of `rb` rows and its cost, for sums of `k`
+/// steps.
+fn band_cost(rb: usize, ow: usize, lx: usize, k: usize) -> (Tiling, usize) {
     let rows = (Tiling::Rows, rb * cols_cost(ow));
-    let grid = (Tiling::Grid, cols_cost((rb - 1) * lx + ow));
+    let n = (rb - 1) * lx + ow;
+    // Spread over the steps of `k`, rounded up.
+    let copy = if lx == ow { 0 } else { (n.div_ceil(NR) * GRID_COPY).div_ceil(k.max(1)) };
+    let grid = (Tiling::Grid, cols_cost(n) + copy);
     let pairs = (Tiling::Pairs, rb / 2 * 8 + if rb % 2 == 1 { tile_cost(ow) } else { 0 });
     let best = if grid.1 < rows.1 { grid } else { rows };
     if ow <= 16 && pairs.1 < best.1 { pairs } else { best }
@@ -255,9 +263,9 @@ impl Plan {
             let bands = g.oh.div_ceil(rb);
             let rb = g.oh.div_ceil(bands);
             let (short, tall) = (g.oh / bands, bands - g.oh % bands);
-            let mut tiles = band_cost(short, g.ow, lx).1 * tall;
+            let mut tiles = band_cost(short, g.ow, lx, k).1 * tall;
             if tall < bands {
-                tiles += band_cost(short + 1, g.ow, lx).1 * (bands - tall);
+                tiles += band_cost(short + 1, g.ow, lx, k).1 * (bands - tall);
             }
             let rows = cin * nqy * nqx * (g.oh + bands * ey);
             let staged = rows * lx * 3 + rows * 80;
@@ -493,7 +501,7 @@ fn run<A: ReadA>(
             let (a, cs) = (w.data(), w.cs());
             cpu.kernel_table(k, a, &rows, cs, buf, table, base, dst, ldd, nrows, runs, tail)
         };
-        let (tiling, _) = band_cost(rb, ow, lx);
+        let (tiling, _) = band_cost(rb, ow, lx, k);
         #[cfg(test)]
         let tiling = match FORCE_TILING.with(|f| f.get()) {
             Some(Tiling::Pairs) if ow > 16 => tiling,
