@@ -266,6 +266,17 @@ pub fn average_pool<T: Float>(
     let (in_size, out_size) = sizes(p, x.len(), y.len())?;
     if let Some(g) = Geom2::of(&p.window) {
         if out_size > 0 && p.planes > 0 {
+            // 2x2 stride-2 windows inside the input (DenseNet's transitions)
+            // as whole planes in vector code.
+            let inside = g.pb == [0, 0] && g.pe == [0, 0];
+            if inside
+                && (g.k, g.s, g.d) == ([2, 2], [2, 2], [1, 1])
+                && let Some(xf) = T::f32s(x)
+                && let Some(yf) = T::f32s_mut(y)
+                && simd::avg_pool_2x2(p.planes, (g.h, g.w), (g.oh, g.ow), xf, yf)
+            {
+                return Ok(());
+            }
             average_pool_2d(&g, p.planes, in_size, out_size, count_include_pad, x, y);
         }
         return Ok(());
@@ -876,6 +887,55 @@ mod tests {
             }
         }
         assert!(cases > 200, "{cases}");
+    }
+
+    /// 2x2 stride-2 average pools in f32 (explicit vector code where the
+    /// CPU has it) give the generic loop's results bit for bit: the same
+    /// sums in the same order (signed zeros, infinities, NaN), odd sizes
+    /// whose last row or column no window reads, every tail length.
+    #[test]
+    fn f32_2x2_average_pools_match_the_generic_loop() {
+        let mut cases = 0;
+        for (h, w) in [(2, 2), (3, 5), (4, 31), (5, 32), (2, 33), (7, 64), (6, 67), (14, 14)] {
+            for (count_pad, planes) in [(false, 3), (true, 2)] {
+                let (oh, ow) = (h / 2, w / 2);
+                let mut x = vec![0.0f32; planes * h * w];
+                crate::simd::tests::fill(&mut x, cases);
+                for (i, v) in x.iter_mut().enumerate().step_by(3) {
+                    *v = [-0.0, f32::INFINITY, 0.0, -0.0, f32::NAN, 1e30, -0.0][i % 7];
+                }
+                // A window of negative zeros averages to +0.0 (the sum
+                // starts from +0.0).
+                for at in [0, 1, w, w + 1] {
+                    x[at] = -0.0;
+                }
+                let p = Pool {
+                    planes,
+                    window: Window {
+                        in_dims: &[h, w],
+                        out_dims: &[oh, ow],
+                        kernel: &[2, 2],
+                        strides: &[2, 2],
+                        dilations: &[1, 1],
+                        pads_begin: &[0, 0],
+                        pads_end: &[0, 0],
+                    },
+                };
+                let mut y = vec![7.0f32; planes * oh * ow];
+                let mut want = vec![7.0f32; planes * oh * ow];
+                average_pool(&p, count_pad, &x, &mut y).unwrap();
+                let g = Geom2::of(&p.window).unwrap();
+                average_pool_2d(&g, planes, h * w, oh * ow, count_pad, &x, &mut want);
+                for (i, (&a, &b)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan(),
+                        "{h}x{w} at {i}: {a} vs {b}"
+                    );
+                }
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 16);
     }
 
     #[test]

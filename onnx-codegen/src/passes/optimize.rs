@@ -1197,7 +1197,8 @@ pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 
 /// From this many channels in and out, [`winograd_convs`] claims a Conv of
 /// any number of tiles (down to [`WINOGRAD_FEW_TILES`]' limit); below, one
-/// of [`WINOGRAD_NARROW_MIN_TILES`] tiles or more whose channels `m` and
+/// of [`WINOGRAD_NARROW_MIN_TILES`] tiles or more (fewer: see
+/// [`WINOGRAD_MID_TILES`]) whose channels `m` and
 /// `c` have `m * c >= WINOGRAD_BALANCE * (m + c)`. The transforms cost per
 /// channel of either side and per tile, the products per pair of channels
 /// and per tile, so a narrow side is fine when the other is wide. Measured
@@ -1213,6 +1214,20 @@ pub const WINOGRAD_NARROW_MIN_TILES: usize = 196;
 
 /// See [`WINOGRAD_NARROW_CHANNELS`].
 pub const WINOGRAD_BALANCE: usize = 25;
+
+/// A Conv with a narrow side ([`WINOGRAD_NARROW_CHANNELS`]) on fewer than
+/// [`WINOGRAD_NARROW_MIN_TILES`] tiles but at least this many (a 13x13 or
+/// 14x14 output) is claimed when its channels are more unequal still: `m *
+/// c >= WINOGRAD_MID_BALANCE * (m + c)`. Measured (Zen 4, Winograd against
+/// the direct path): 64->256 at 13x13 0.49 against 0.57 ms, at 14x14 0.44
+/// against 0.62; 48->192 at 13x13 0.32 against 0.35, at 14x14 0.26 against
+/// 0.36; 56->224 at 13x13 0.43 against 0.47; 64->128 even; 40->160 and
+/// 32->128 at 13x13 13-15% slower, 64->64 and 128->32 even at 14x14 (all
+/// four under this balance).
+pub const WINOGRAD_MID_TILES: usize = 49;
+
+/// See [`WINOGRAD_MID_TILES`].
+pub const WINOGRAD_MID_BALANCE: usize = 37;
 
 /// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
 /// claims it (fewer than two full tiles a side waste most of each tile).
@@ -1319,8 +1334,12 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         if tiles < WINOGRAD_FEW_TILES && u_bytes > WINOGRAD_FEW_TILES_MAX_BYTES {
             continue;
         }
-        let balanced = m.saturating_mul(c) >= WINOGRAD_BALANCE.saturating_mul(m.saturating_add(c));
-        if m.min(c) < WINOGRAD_NARROW_CHANNELS && (tiles < WINOGRAD_NARROW_MIN_TILES || !balanced) {
+        let balance = match tiles {
+            t if t >= WINOGRAD_NARROW_MIN_TILES => WINOGRAD_BALANCE,
+            _ => WINOGRAD_MID_BALANCE,
+        };
+        let balanced = m.saturating_mul(c) >= balance.saturating_mul(m.saturating_add(c));
+        if m.min(c) < WINOGRAD_NARROW_CHANNELS && (tiles < WINOGRAD_MID_TILES || !balanced) {
             continue;
         }
         // The scratch goes in the arena bytes free during this step, less an
@@ -1994,6 +2013,14 @@ mod tests {
             winograd_graph(16, 64, 1, "", &w(64, 16))
                 .replace("32, 32] x", "112, 112] x")
                 .replace("8, 8] y", "28, 28] y"),
+            // 40 -> 160 on 49 tiles (under the stricter balance); 48 -> 192
+            // on 16.
+            winograd_graph(40, 160, 1, "", &w(160, 40))
+                .replace("32, 32] x", "52, 52] x")
+                .replace("8, 8] y", "13, 13] y"),
+            winograd_graph(48, 192, 1, "", &w(192, 48))
+                .replace("32, 32] x", "28, 28] x")
+                .replace("8, 8] y", "7, 7] y"),
         ];
         for src in &cases {
             let a = run(14, src);
@@ -2011,6 +2038,11 @@ mod tests {
             .replace("32, 32] x", "112, 112] x")
             .replace("8, 8] y", "28, 28] y");
         assert_eq!(winograd_convs(&run(14, &uneven)), 1);
+        // And 48 -> 192 on a 13x13 output (49 tiles), more unequal still.
+        let mid = winograd_graph(48, 192, 1, "", &w(192, 48))
+            .replace("32, 32] x", "52, 52] x")
+            .replace("8, 8] y", "13, 13] y");
+        assert_eq!(winograd_convs(&run(14, &mid)), 1);
         // Weights known only at run time.
         assert_eq!(winograd_convs(&run(14, &winograd_graph(96, 96, 1, "", ""))), 0);
         // An infinite weight: the transforms would turn the direct sum's

@@ -1,9 +1,11 @@
-//! AVX-512 passes of the separable f32 max pool (`pool::max_pool`): the
-//! maximum down a window's rows over a run of columns, and the maximum
-//! across each stride-1 or stride-2 window of that run. The generic passes compile to
-//! SSE2 selects at the baseline; these run sixteen lanes with one `vmaxps`
-//! and a NaN fix-up per step, and de-interleave the stride-2 windows with
-//! two-source permutes.
+//! AVX-512 passes of the f32 pools (`pool::max_pool`, `pool::average_pool`):
+//! for the separable max pool, the maximum down a window's rows over a run
+//! of columns and across each stride-1 or stride-2 window of that run;
+//! whole stride-1 same-size and stride-2 max pools plane by plane; and the
+//! 2x2 stride-2 average pool. The generic passes compile to SSE2 selects at
+//! the baseline; these run sixteen lanes with one `vmaxps` and a NaN fix-up
+//! per step, and de-interleave the stride-2 windows with two-source
+//! permutes.
 //!
 //! The ranking is the scalar one exactly (`pool::max_nan`): a NaN `v`
 //! wins, else `v` replaces `best` only when larger, so of two equal values
@@ -15,11 +17,12 @@
 
 use super::avx512::Avx512;
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_alignr_epi32, _mm512_castps_si512,
-    _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask, _mm512_cmplt_epi32_mask,
-    _mm512_mask_loadu_ps, _mm512_mask_mov_ps, _mm512_mask_storeu_ps, _mm512_mask_sub_epi32,
-    _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_permutex2var_ps, _mm512_set1_epi32,
-    _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_si512,
+    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
+    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
+    _mm512_cmplt_epi32_mask, _mm512_div_ps, _mm512_mask_loadu_ps, _mm512_mask_mov_ps,
+    _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps,
+    _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
+    _mm512_setzero_ps, _mm512_setzero_si512,
 };
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
@@ -355,6 +358,78 @@ pub(crate) fn max_pool_s2<const KW: usize>(
     for (xp, yp) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
         // SAFETY: `cpu` proves AVX-512F is present.
         unsafe { plane::<KW>((h, w), (oh, ow), (kh, pt, pl), xp, yp) };
+    }
+    true
+}
+
+/// The 2x2 stride-2 average pool whose windows all lie inside the input
+/// (no padding; DenseNet's transitions): each step's sixteen outputs from
+/// two 32-column runs of a row pair, de-interleaved, the four taps added in
+/// the generic loop's order (from zero, row by row) and divided by four, so
+/// the results are bit for bit the generic loop's. `false` (nothing
+/// written) when a window would reach past the input or the slices do not
+/// hold `planes` planes.
+pub(crate) fn avg_pool_2x2(
+    cpu: Avx512,
+    planes: usize,
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    /// One plane: `x` holds `h * w` floats with `2 * oh <= h` and `2 * ow
+    /// <= w`, `y` holds `oh * ow`.
+    #[target_feature(enable = "avx512f")]
+    fn plane(w: usize, (oh, ow): (usize, usize), x: &[f32], y: &mut [f32]) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+        let four = _mm512_set1_ps(4.0);
+        for oy in 0..oh {
+            for ox in (0..ow).step_by(16) {
+                // The step's windows read columns `2 * ox .. 2 * ow` (at most
+                // 32 of them) of rows `2 * oy` and `2 * oy + 1`.
+                let cols = 2 * (ow - ox);
+                let (lo, hi) = (lanes(cols), lanes(cols.saturating_sub(16)));
+                let mut sum = _mm512_setzero_ps();
+                for r in [2 * oy, 2 * oy + 1] {
+                    let at = r * w + 2 * ox;
+                    // SAFETY: row `r < 2 * oh <= h`; the kept lanes are
+                    // columns below `2 * ow <= w`, inside `x`; masked-off
+                    // lanes are not accessed.
+                    let (a, b) = unsafe {
+                        (
+                            _mm512_maskz_loadu_ps(lo, xp.add(at)),
+                            _mm512_maskz_loadu_ps(hi, xp.wrapping_add(at + 16)),
+                        )
+                    };
+                    sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(a, even, b));
+                    sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(a, odd, b));
+                }
+                // SAFETY: lanes `ox..ow` of output row `oy < oh`, inside `y`.
+                unsafe {
+                    _mm512_mask_storeu_ps(
+                        yp.add(oy * ow + ox),
+                        lanes(ow - ox),
+                        _mm512_div_ps(sum, four),
+                    )
+                };
+            }
+        }
+    }
+    let (hw, ohw) = (h.saturating_mul(w), oh.saturating_mul(ow));
+    let fits = ohw > 0
+        && oh.checked_mul(2).is_some_and(|v| v <= h)
+        && ow.checked_mul(2).is_some_and(|v| v <= w)
+        && Some(x.len()) == planes.checked_mul(hw)
+        && Some(y.len()) == planes.checked_mul(ohw);
+    if !fits {
+        return false;
+    }
+    let _ = cpu;
+    for (xp, yp) in x.chunks_exact(hw).zip(y.chunks_exact_mut(ohw)) {
+        // SAFETY: `cpu` proves AVX-512F is present.
+        unsafe { plane(w, (oh, ow), xp, yp) };
     }
     true
 }

@@ -852,6 +852,25 @@ pub(crate) fn max_pool_s2(
     false
 }
 
+/// A 2x2 stride-2 average pool whose windows all lie inside the input, in
+/// explicit vector code where the CPU has it: `false` (nothing written)
+/// when it does not apply, and the caller pools another way.
+#[inline]
+pub(crate) fn avg_pool_2x2(
+    planes: usize,
+    hw: (usize, usize),
+    out: (usize, usize),
+    x: &[f32],
+    y: &mut [f32],
+) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return avx512_pool::avg_pool_2x2(cpu, planes, hw, out, x, y);
+    }
+    let _ = (planes, hw, out, x, y);
+    false
+}
+
 /// The A operand: element `(i, p)` at `data[off + i * rs + p * cs]`.
 #[derive(Clone, Copy)]
 pub(crate) struct ViewA<'a> {
