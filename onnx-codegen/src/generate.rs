@@ -155,6 +155,11 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
             fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
             inferred = infer::infer(&prepared.model, &infer_opts);
         }
+        let normalised = passes::fuse::fuse_batch_norm_activations(&mut prepared.model.graph);
+        if !normalised.is_empty() {
+            fused.extend(normalised);
+            inferred = infer::infer(&prepared.model, &infer_opts);
+        }
         // After the rewrites: weights folded into a Conv or Gemm are its final ones.
         let g = &mut prepared.model.graph;
         let winograd = if opts.winograd && inferred.is_complete() {

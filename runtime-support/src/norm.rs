@@ -65,6 +65,37 @@ pub fn batch_norm<T: Float>(s: Nchw, p: &BatchNormParams<'_, T>, x: &[T], y: &mu
     Ok(())
 }
 
+/// [`batch_norm`] on f32 with an activation fused (a pre-activation
+/// network's BatchNormalization + Relu): each value normalised as there,
+/// then `act` applied with the standalone op's comparisons, in one pass.
+pub fn sbatch_norm(
+    s: Nchw,
+    p: &BatchNormParams<'_, f32>,
+    act: crate::conv::Activation,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result {
+    let n = s.len()?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    for v in [p.scale, p.bias, p.mean, p.var] {
+        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let params = p.scale.iter().zip(p.bias).zip(p.mean.iter().zip(p.var)).cycle();
+    for ((yc, xc), ((&scale, &bias), (&mean, &var))) in
+        y.chunks_mut(s.spatial).zip(x.chunks(s.spatial)).zip(params)
+    {
+        // The generic kernel's arithmetic, operation for operation.
+        let std = Float::sqrt(var + p.epsilon);
+        for (o, &v) in yc.iter_mut().zip(xc) {
+            *o = act.apply((v - mean) / std * scale + bias);
+        }
+    }
+    Ok(())
+}
+
 /// The inputs and attributes of `BatchNormalization` in training mode.
 #[derive(Clone, Copy, Debug)]
 pub struct BatchNormTraining<'a, T> {

@@ -119,6 +119,11 @@ fn one_dimensional_convolutions_and_pools_match_the_reference() {
 }
 
 #[test]
+fn pre_activation_norms_and_vector_pools_match_the_reference() {
+    check("prenorm_pools");
+}
+
+#[test]
 fn broadcast_arithmetic_and_activations_match_the_reference() {
     check("broadcast_arith");
 }

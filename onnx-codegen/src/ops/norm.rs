@@ -250,6 +250,7 @@ impl OpRule for BatchNormRule {
             epsilon: f64::from(cx.float_or("epsilon", 1e-5)),
             momentum: f64::from(cx.float_or("momentum", 0.9)),
             stats: [has_output(cx, 1), has_output(cx, 2), has_output(cx, 3)],
+            act: crate::passes::fuse::activation_of(cx.node),
         })))
     }
 }
@@ -261,6 +262,18 @@ struct BatchNormKernel {
     momentum: f64,
     /// Which of running mean, running var, batch mean are wanted.
     stats: [bool; 3],
+    /// The activation fused by `passes::fuse::fuse_batch_norm_activations`.
+    act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>,
+}
+
+/// `y = act(y)` for the fused activation, as the standalone op computes it.
+fn apply_act<T: Float>(act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>, y: &mut [T]) {
+    if let Some(op) = act {
+        let op = op.map(T::from_f64);
+        for v in y.iter_mut() {
+            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
+        }
+    }
 }
 
 fn run_batch_norm<T: Float + HostElem>(
@@ -274,7 +287,9 @@ fn run_batch_norm<T: Float + HostElem>(
     let epsilon = T::from_f64(k.epsilon);
     if !k.plan.training {
         let p = BatchNormParams { scale, bias, mean, var, epsilon };
-        rt_norm::batch_norm(k.plan.s, &p, x, host_out::<T>(outputs, 0)?)?;
+        let y = host_out::<T>(outputs, 0)?;
+        rt_norm::batch_norm(k.plan.s, &p, x, y)?;
+        apply_act(k.act, y);
         return Ok(());
     }
     let p = BatchNormTraining {
@@ -289,6 +304,7 @@ fn run_batch_norm<T: Float + HostElem>(
     let mut take = |i: usize| rest.get_mut(i).and_then(Option::take);
     let stats = BatchNormStats { running_mean: take(0), running_var: take(1), batch_mean: take(2) };
     rt_norm::batch_norm_training(k.plan.s, &p, x, y, stats)?;
+    apply_act(k.act, y);
     Ok(())
 }
 
@@ -304,15 +320,22 @@ impl Kernel for BatchNormKernel {
         let i = &io.inputs;
         let (x, scale, bias, mean, var) = (&i[0], &i[1], &i[2], &i[3], &i[4]);
         let y = &io.outputs[0];
+        let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
         if !self.plan.training {
+            let params = quote! {
+                &#rt::norm::BatchNormParams {
+                    scale: #scale, bias: #bias, mean: #mean, var: #var, epsilon: #eps,
+                }
+            };
+            if self.act.is_some() && self.elem == ElemType::Float {
+                return quote! {
+                    #rt::norm::sbatch_norm(#s, #params, #act, #x, #y)?;
+                    #after
+                };
+            }
             return quote! {
-                #rt::norm::batch_norm(
-                    #s,
-                    &#rt::norm::BatchNormParams {
-                        scale: #scale, bias: #bias, mean: #mean, var: #var, epsilon: #eps,
-                    },
-                    #x, #y,
-                )?;
+                #rt::norm::batch_norm(#s, #params, #x, #y)?;
+                #after
             };
         }
         let momentum = lit::float(self.momentum, self.elem);
@@ -327,6 +350,7 @@ impl Kernel for BatchNormKernel {
                 #x, #y,
                 #rt::norm::BatchNormStats { running_mean: #rm, running_var: #rv, batch_mean: #bm },
             )?;
+            #after
         }
     }
 }

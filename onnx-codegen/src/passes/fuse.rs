@@ -9,6 +9,11 @@
 //!   applies the same comparisons as the standalone op, so results are
 //!   bit-identical.
 //!
+//! * **Activation after BatchNormalization** ([`fuse_batch_norm_activations`]):
+//!   the same activations fold into a `BatchNormalization` (inference, one
+//!   output) that did not fold into a product, applied to each normalised
+//!   value in the same pass, with the standalone op's comparisons.
+//!
 //! * **Residual and smooth epilogues** ([`fuse_epilogues`]): an f32 `Add`
 //!   of a `Gemm`, `MatMul` or 1-D or 2-D group-1 `Conv` output (read by nothing
 //!   else) and another value of exactly the same shape, computed before the
@@ -34,8 +39,8 @@
 use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Use, ValueId, ValueKind};
 use crate::passes::infer::Inferred;
 
-/// The internal attribute carrying a fused activation on a `Conv`, `Gemm`
-/// or `MatMul`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
+/// The internal attribute carrying a fused activation on a `Conv`, `Gemm`,
+/// `MatMul` or `BatchNormalization`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
 /// `Floats([2, min, max])` Clip, `Floats([3])` Gelu, `Floats([4])` Gelu with
 /// the tanh approximation, `Floats([5])` SiLU (`x * Sigmoid(x)`),
 /// `Floats([6])` HardSwish. Read by [`activation_of`].
@@ -131,15 +136,28 @@ pub fn strip_internal(g: &mut Graph) {
 /// that input has no other use (not a graph output, not captured) and the
 /// producer has no activation yet. Returns what was fused.
 pub fn fuse_activations(g: &mut Graph) -> Vec<Fused> {
+    fuse_into(g, |n| n.op.is("Conv") || n.op.is("Gemm"))
+}
+
+/// Folds each activation into the `BatchNormalization` producing its input,
+/// as [`fuse_activations`] does into products: a pre-activation network's
+/// BatchNormalization + Relu (DenseNet's, before each conv, where the
+/// normalisation cannot fold into the conv after it) becomes one pass.
+/// Runs after `optimize::fold_batch_norms`, so a normalisation that can
+/// fold into the product before it still does (with the activation then
+/// fused into the product).
+pub fn fuse_batch_norm_activations(g: &mut Graph) -> Vec<Fused> {
+    fuse_into(g, |n| n.op.is("BatchNormalization"))
+}
+
+/// The rewrite of [`fuse_activations`] for the producers `producer` accepts.
+fn fuse_into(g: &mut Graph, producer: impl Fn(&crate::ir::Node) -> bool) -> Vec<Fused> {
     let order: Vec<NodeId> = g.order().to_vec();
     let uses = g.uses();
     let mut done = Vec::new();
     for &id in &order {
         let node = g.node(id);
-        if !(node.op.is("Conv") || node.op.is("Gemm"))
-            || node.outputs.len() != 1
-            || node.attr(ACTIVATION).is_some()
-        {
+        if !producer(node) || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
             continue;
         }
         let Some(mid) = node.outputs.first().copied().flatten() else { continue };
@@ -374,6 +392,57 @@ mod tests {
         let clip = run(13, &body("Clip (c, lo, hi)"));
         assert_eq!(clip.fused.len(), 1);
         assert_eq!(value(&clip, 0), [-1.0, -1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn an_activation_fuses_into_a_batch_norm_that_does_not_fold() {
+        let stats = "float[2] s = {1.5, 0.5}, float[2] b = {0.25, -1}, float[2] m = {0.5, 0}, \
+                     float[2] v = {3, 0.25}, float[2, 2, 1, 1] w = {1, 2, 3, 4}";
+        // Pre-activation: the normalisation reads the graph input, the Relu
+        // fuses into it (one pass), the Conv after it keeps its own output.
+        let pre = format!(
+            "g (float[1, 2, 2, 2] x) => (float[1, 2, 2, 2] y) <{stats}>\n{{\n \
+             n = BatchNormalization (x, s, b, m, v)\n r = Relu (n)\n y = Conv (r, w)\n}}"
+        );
+        let a = run(15, &pre);
+        assert_eq!(a.fused.len(), 1);
+        assert_eq!(a.fused[0].consumer_op, "Relu");
+        let ops: Vec<String> = a.model().graph.nodes().map(|(_, n)| n.op.op_type.clone()).collect();
+        assert_eq!(ops, ["BatchNormalization", "Conv"]);
+        let model = format!("<ir_version: 8, opset_import: [\"\" : 15]>\n{pre}");
+        let model = crate::text::parse_model(&model, "t.onnxtxt").expect("parses");
+        let opts = crate::generate::Options::default();
+        let code = crate::generate::generate(&model, &opts, "t").expect("generates");
+        assert!(code.tokens.to_string().contains("sbatch_norm"));
+        // After a Conv, the normalisation folds into it and the Relu then
+        // fuses into the Conv.
+        let post = format!(
+            "g (float[1, 2, 2, 2] x) => (float[1, 2, 2, 2] y) <{stats}>\n{{\n \
+             c = Conv (x, w)\n n = BatchNormalization (c, s, b, m, v)\n y = Relu (n)\n}}"
+        );
+        let a = run(15, &post);
+        let ops: Vec<String> = a.model().graph.nodes().map(|(_, n)| n.op.op_type.clone()).collect();
+        assert_eq!(ops, ["Conv"]);
+        assert_eq!(a.fused.len(), 1);
+        // On constants, both fold at generation time, to the normalised
+        // values with negatives clipped.
+        let folded = run(
+            15,
+            &format!(
+                "g () => (float[1, 2, 1, 2] y) <{stats}, float[1, 2, 1, 2] x = {{-1, 2, 0, 1}}>\n\
+                 {{\n n = BatchNormalization (x, s, b, m, v)\n y = Relu (n)\n}}"
+            ),
+        );
+        // Channel 0: (x - 0.5) / sqrt(3 + 1e-5) * 1.5 + 0.25; channel 1:
+        // (x - 0) / sqrt(0.25 + 1e-5) * 0.5 - 1.
+        let want: Vec<f64> = [(-1.0f32, 0), (2.0, 0), (0.0, 1), (1.0, 1)]
+            .iter()
+            .map(|&(x, c)| {
+                let (s, b, m, v) = [(1.5f32, 0.25f32, 0.5f32, 3.0f32), (0.5, -1.0, 0.0, 0.25)][c];
+                f64::from(((x - m) / (v + 1e-5).sqrt() * s + b).max(0.0))
+            })
+            .collect();
+        assert_eq!(value(&folded, 0), want);
     }
 
     #[test]
