@@ -44,15 +44,26 @@ pub struct BatchNormParams<'a, T> {
     pub epsilon: T,
 }
 
-/// ONNX `BatchNormalization` in inference mode:
-/// `y = (x - mean) / sqrt(var + epsilon) * scale + bias` per channel.
-pub fn batch_norm<T: Float>(s: Nchw, p: &BatchNormParams<'_, T>, x: &[T], y: &mut [T]) -> Result {
+/// Checks a normalisation's sizes: `x_len` and `y_len` elements of shape
+/// `s`, one statistic per channel; returns the element count.
+fn check_batch_norm<T>(
+    s: Nchw,
+    p: &BatchNormParams<'_, T>,
+    x_len: usize,
+    y_len: usize,
+) -> Result<usize> {
     let n = s.len()?;
-    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    ensure(x_len == n && y_len == n, Error::ShapeMismatch)?;
     for v in [p.scale, p.bias, p.mean, p.var] {
         ensure(v.len() == s.channels, Error::ShapeMismatch)?;
     }
-    if n == 0 {
+    Ok(n)
+}
+
+/// ONNX `BatchNormalization` in inference mode:
+/// `y = (x - mean) / sqrt(var + epsilon) * scale + bias` per channel.
+pub fn batch_norm<T: Float>(s: Nchw, p: &BatchNormParams<'_, T>, x: &[T], y: &mut [T]) -> Result {
+    if check_batch_norm(s, p, x.len(), y.len())? == 0 {
         return Ok(());
     }
     for (i, (yc, xc)) in y.chunks_mut(s.spatial).zip(x.chunks(s.spatial)).enumerate() {
@@ -75,12 +86,7 @@ pub fn sbatch_norm(
     x: &[f32],
     y: &mut [f32],
 ) -> Result {
-    let n = s.len()?;
-    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
-    for v in [p.scale, p.bias, p.mean, p.var] {
-        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
-    }
-    if n == 0 {
+    if check_batch_norm(s, p, x.len(), y.len())? == 0 {
         return Ok(());
     }
     let params = p.scale.iter().zip(p.bias).zip(p.mean.iter().zip(p.var)).cycle();
@@ -594,6 +600,40 @@ mod tests {
         let m: f64 = y.iter().sum::<f64>() / 6.0;
         let v: f64 = y.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
         assert!(m.abs() < 1e-12 && (v - 1.0).abs() < 1e-12);
+    }
+
+    /// The fused f32 normalisation gives the generic kernel's values with
+    /// the activation applied, bit for bit, and checks the same sizes.
+    #[test]
+    fn fused_batch_norm_is_the_generic_one_then_the_activation() {
+        use crate::conv::Activation;
+        let s = Nchw { batch: 2, channels: 3, spatial: 5 };
+        let x: Vec<f32> = (0..30).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.37).collect();
+        let p = BatchNormParams {
+            scale: &[1.5, -0.5, 2.0],
+            bias: &[0.25, -1.0, 0.0],
+            mean: &[0.5, 0.0, -0.3],
+            var: &[3.0, 0.25, 1.1],
+            epsilon: 1e-5,
+        };
+        let mut plain = vec![0.0f32; 30];
+        batch_norm(s, &p, &x, &mut plain).unwrap();
+        for act in [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.1 },
+            Activation::Clip { min: -0.5, max: 0.75 },
+        ] {
+            let mut y = vec![9.0f32; 30];
+            sbatch_norm(s, &p, act, &x, &mut y).unwrap();
+            for (i, (&a, &b)) in y.iter().zip(&plain).enumerate() {
+                assert_eq!(a.to_bits(), act.apply(b).to_bits(), "{act:?} at {i}");
+            }
+        }
+        let mut short = vec![0.0f32; 29];
+        assert!(sbatch_norm(s, &p, Activation::Relu, &x, &mut short).is_err());
+        let q = BatchNormParams { var: &[1.0, 1.0], ..p };
+        assert!(sbatch_norm(s, &q, Activation::Relu, &x, &mut plain).is_err());
     }
 
     #[test]
