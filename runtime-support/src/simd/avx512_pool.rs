@@ -31,6 +31,22 @@ fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
 }
 
+/// The even-indexed lanes of the 32 floats `lo` then `hi`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn evens(lo: __m512, hi: __m512) -> __m512 {
+    let at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    _mm512_permutex2var_ps(lo, at, hi)
+}
+
+/// The odd-indexed lanes of the 32 floats `lo` then `hi`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn odds(lo: __m512, hi: __m512) -> __m512 {
+    let at = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    _mm512_permutex2var_ps(lo, at, hi)
+}
+
 /// `best` and `v` ranked as `pool::max_nan`, lane by lane.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -71,8 +87,6 @@ pub(crate) fn windows_s2<const K: usize>(cpu: Avx512, acc: &[f32], out: &mut [f3
     fn run<const K: usize>(acc: &[f32], out: &mut [f32]) -> usize {
         let n = out.len().min((acc.len() / 2).saturating_sub(1));
         let len = acc.len();
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         let (a, o) = (acc.as_ptr(), out.as_mut_ptr());
         // The 16 floats of `acc` from `at`, zero past its end.
         let load = |at: usize| {
@@ -83,11 +97,11 @@ pub(crate) fn windows_s2<const K: usize>(cpu: Avx512, acc: &[f32], out: &mut [f3
         for i in (0..n).step_by(16) {
             let c = 2 * i;
             let (lo, hi) = (load(c), load(c + 16));
-            let first = _mm512_permutex2var_ps(lo, even, hi);
-            let second = _mm512_permutex2var_ps(lo, odd, hi);
+            let first = evens(lo, hi);
+            let second = odds(lo, hi);
             let mut m = max_nan(first, second);
             if K == 3 {
-                let third = _mm512_permutex2var_ps(load(c + 2), even, load(c + 18));
+                let third = evens(load(c + 2), load(c + 18));
                 m = max_nan(m, third);
             }
             // Output lane `l < n - i` read `acc[c + 2l .. c + 2l + K]`, all
@@ -292,8 +306,6 @@ pub(crate) fn max_pool_s2<const KW: usize>(
         y: &mut [f32],
     ) {
         let low = _mm512_set1_ps(f32::NEG_INFINITY);
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
         let wi = w as isize;
         // The maximum down rows `rows` of the 16 columns from `at`: taps
@@ -322,8 +334,8 @@ pub(crate) fn max_pool_s2<const KW: usize>(
             let mut head = down(rows.clone(), c);
             for ox in (0..ow).step_by(16) {
                 let tail = down(rows.clone(), c + 16);
-                let first = _mm512_permutex2var_ps(head, even, tail);
-                let mut m = max_nan(first, _mm512_permutex2var_ps(head, odd, tail));
+                let first = evens(head, tail);
+                let mut m = max_nan(first, odds(head, tail));
                 head = down(rows.clone(), c + 32);
                 if KW == 3 {
                     // The third taps are the next window's first: `first`
@@ -381,8 +393,6 @@ pub(crate) fn avg_pool_2x2(
     /// <= w`, `y` holds `oh * ow`.
     #[target_feature(enable = "avx512f")]
     fn plane(w: usize, (oh, ow): (usize, usize), x: &[f32], y: &mut [f32]) {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
         let four = _mm512_set1_ps(4.0);
         for oy in 0..oh {
@@ -403,8 +413,8 @@ pub(crate) fn avg_pool_2x2(
                             _mm512_maskz_loadu_ps(hi, xp.wrapping_add(at + 16)),
                         )
                     };
-                    sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(a, even, b));
-                    sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(a, odd, b));
+                    sum = _mm512_add_ps(sum, evens(a, b));
+                    sum = _mm512_add_ps(sum, odds(a, b));
                 }
                 // SAFETY: lanes `ox..ow` of output row `oy < oh`, inside `y`.
                 unsafe {
