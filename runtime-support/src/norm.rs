@@ -44,36 +44,10 @@ pub struct BatchNormParams<'a, T> {
     pub epsilon: T,
 }
 
-/// Checks a normalisation's sizes: `x_len` and `y_len` elements of shape
-/// `s`, one statistic per channel; returns the element count.
-fn check_batch_norm<T>(
-    s: Nchw,
-    p: &BatchNormParams<'_, T>,
-    x_len: usize,
-    y_len: usize,
-) -> Result<usize> {
-    let n = s.len()?;
-    ensure(x_len == n && y_len == n, Error::ShapeMismatch)?;
-    for v in [p.scale, p.bias, p.mean, p.var] {
-        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
-    }
-    Ok(n)
-}
-
 /// ONNX `BatchNormalization` in inference mode:
 /// `y = (x - mean) / sqrt(var + epsilon) * scale + bias` per channel.
 pub fn batch_norm<T: Float>(s: Nchw, p: &BatchNormParams<'_, T>, x: &[T], y: &mut [T]) -> Result {
-    if check_batch_norm(s, p, x.len(), y.len())? == 0 {
-        return Ok(());
-    }
-    for (i, (yc, xc)) in y.chunks_mut(s.spatial).zip(x.chunks(s.spatial)).enumerate() {
-        let c = i % s.channels;
-        let std = p.var[c].add(p.epsilon).sqrt();
-        for (o, &v) in yc.iter_mut().zip(xc) {
-            *o = v.sub(p.mean[c]).div(std).unwrap_or(T::NAN).mul(p.scale[c]).add(p.bias[c]);
-        }
-    }
-    Ok(())
+    normalise(s, p, x, y, |v| v)
 }
 
 /// [`batch_norm`] on f32 with an activation fused (a pre-activation
@@ -86,17 +60,32 @@ pub fn sbatch_norm(
     x: &[f32],
     y: &mut [f32],
 ) -> Result {
-    if check_batch_norm(s, p, x.len(), y.len())? == 0 {
+    normalise(s, p, x, y, |v| act.apply(v))
+}
+
+/// [`batch_norm`]'s checks and loop, with `post` applied to each
+/// normalised value.
+#[inline(always)]
+fn normalise<T: Float>(
+    s: Nchw,
+    p: &BatchNormParams<'_, T>,
+    x: &[T],
+    y: &mut [T],
+    post: impl Fn(T) -> T,
+) -> Result {
+    let n = s.len()?;
+    ensure(x.len() == n && y.len() == n, Error::ShapeMismatch)?;
+    for v in [p.scale, p.bias, p.mean, p.var] {
+        ensure(v.len() == s.channels, Error::ShapeMismatch)?;
+    }
+    if n == 0 {
         return Ok(());
     }
-    let params = p.scale.iter().zip(p.bias).zip(p.mean.iter().zip(p.var)).cycle();
-    for ((yc, xc), ((&scale, &bias), (&mean, &var))) in
-        y.chunks_mut(s.spatial).zip(x.chunks(s.spatial)).zip(params)
-    {
-        // The generic kernel's arithmetic, operation for operation.
-        let std = Float::sqrt(var + p.epsilon);
+    for (i, (yc, xc)) in y.chunks_mut(s.spatial).zip(x.chunks(s.spatial)).enumerate() {
+        let c = i % s.channels;
+        let std = p.var[c].add(p.epsilon).sqrt();
         for (o, &v) in yc.iter_mut().zip(xc) {
-            *o = act.apply((v - mean) / std * scale + bias);
+            *o = post(v.sub(p.mean[c]).div(std).unwrap_or(T::NAN).mul(p.scale[c]).add(p.bias[c]));
         }
     }
     Ok(())

@@ -268,8 +268,7 @@ pub fn average_pool<T: Float>(
         if out_size > 0 && p.planes > 0 {
             // 2x2 stride-2 windows inside the input (DenseNet's transitions)
             // as whole planes in vector code.
-            let inside = g.pb == [0, 0] && g.pe == [0, 0];
-            if inside
+            if (g.pb, g.pe) == ([0, 0], [0, 0])
                 && (g.k, g.s, g.d) == ([2, 2], [2, 2], [1, 1])
                 && let Some(xf) = T::f32s(x)
                 && let Some(yf) = T::f32s_mut(y)

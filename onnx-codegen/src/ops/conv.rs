@@ -27,7 +27,7 @@ use super::{
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
 use onnx_codegen_runtime::conv::{self as rt_conv, Conv, Window};
-use onnx_codegen_runtime::elementwise::{self, Unary};
+use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::num::{Float, Num};
 use onnx_codegen_runtime::pool::{self as rt_pool, Pool};
 use onnx_codegen_runtime::shape::MAX_RANK;
@@ -712,17 +712,8 @@ fn run_conv<T: Float + HostElem>(
         rt_conv::conv(&params, x, w, b, y)?;
     }
     let r = inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten();
-    if let Some(r) = r.filter(|_| p.residual) {
-        for (v, q) in y.iter_mut().zip(host::<T>(Some(r), p.elem)?) {
-            *v = v.add(*q);
-        }
-    }
-    if let Some(op) = p.act {
-        let op = op.map(T::from_f64);
-        for v in y.iter_mut() {
-            *v = elementwise::eval(op, *v);
-        }
-    }
+    let r = r.filter(|_| p.residual).map(|r| host::<T>(Some(r), p.elem)).transpose()?;
+    super::gemm::finish_host(y, r, p.act);
     Ok(())
 }
 

@@ -182,8 +182,9 @@ pub(super) fn smooth(act: Option<Unary<f64>>) -> bool {
 }
 
 /// `y[i] += r[i]`, then the activation: what a fused residual and
-/// activation do, on the exact kernels' result (constant folding).
-fn finish_host<T: onnx_codegen_runtime::num::Float + HostElem>(
+/// activation do, on the exact kernels' result (constant folding; also
+/// Conv's and BatchNormalization's).
+pub(super) fn finish_host<T: onnx_codegen_runtime::num::Float + HostElem>(
     y: &mut [T],
     r: Option<&[T]>,
     act: Option<Unary<f64>>,
@@ -194,10 +195,7 @@ fn finish_host<T: onnx_codegen_runtime::num::Float + HostElem>(
         }
     }
     if let Some(op) = act {
-        let op = op.map(T::from_f64);
-        for v in y.iter_mut() {
-            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
-        }
+        onnx_codegen_runtime::elementwise::unary_in_place(op.map(T::from_f64), y);
     }
 }
 

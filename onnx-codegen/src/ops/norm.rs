@@ -266,16 +266,6 @@ struct BatchNormKernel {
     act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>,
 }
 
-/// `y = act(y)` for the fused activation, as the standalone op computes it.
-fn apply_act<T: Float>(act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>, y: &mut [T]) {
-    if let Some(op) = act {
-        let op = op.map(T::from_f64);
-        for v in y.iter_mut() {
-            *v = onnx_codegen_runtime::elementwise::eval(op, *v);
-        }
-    }
-}
-
 fn run_batch_norm<T: Float + HostElem>(
     k: &BatchNormKernel,
     inputs: &[Option<&HostTensor>],
@@ -289,7 +279,7 @@ fn run_batch_norm<T: Float + HostElem>(
         let p = BatchNormParams { scale, bias, mean, var, epsilon };
         let y = host_out::<T>(outputs, 0)?;
         rt_norm::batch_norm(k.plan.s, &p, x, y)?;
-        apply_act(k.act, y);
+        super::gemm::finish_host(y, None, k.act);
         return Ok(());
     }
     let p = BatchNormTraining {
@@ -304,7 +294,7 @@ fn run_batch_norm<T: Float + HostElem>(
     let mut take = |i: usize| rest.get_mut(i).and_then(Option::take);
     let stats = BatchNormStats { running_mean: take(0), running_var: take(1), batch_mean: take(2) };
     rt_norm::batch_norm_training(k.plan.s, &p, x, y, stats)?;
-    apply_act(k.act, y);
+    super::gemm::finish_host(y, None, k.act);
     Ok(())
 }
 

@@ -278,9 +278,10 @@ pub(crate) fn max_pool_same(
 
 /// The undilated stride-2 max pool with `kh x KW` windows (`KW` 2 or 3;
 /// ResNet's, SqueezeNet's and Inception's 3x3 and VGG's 2x2 pools), `pt`
-/// rows and `pl` columns of padding before: each output row's sixteen
-/// outputs from four column runs of the window's rows, with no row buffer
-/// and no pass per row. The maximum goes down the rows first, then across
+/// rows and `pl` columns of padding before: each step's sixteen outputs of
+/// an output row from two 16-column runs of the window's rows (3-wide
+/// windows take their third taps from the next step's first run, carried
+/// over), with no row buffer and no pass per row. The maximum goes down the rows first, then across
 /// each window's columns, as the separable passes take them; taps outside
 /// the input are masked to `-inf`, which never wins (so the results are bit
 /// for bit the generic passes', an all-padding window included). `false`
@@ -296,7 +297,8 @@ pub(crate) fn max_pool_s2<const KW: usize>(
     y: &mut [f32],
 ) -> bool {
     /// One plane: `x` holds `h * w` floats, `y` holds `oh * ow`, and every
-    /// column offset (`2 * ow + 34 + pl`, `w`) is far inside `isize`.
+    /// column offset (from `-pl` to `2 * ow + 32`, and `w`) is far inside
+    /// `isize`.
     #[target_feature(enable = "avx512f")]
     fn plane<const KW: usize>(
         (h, w): (usize, usize),
@@ -353,7 +355,7 @@ pub(crate) fn max_pool_s2<const KW: usize>(
         }
     }
     const { assert!(KW == 2 || KW == 3) };
-    // Column offsets reach `2 * ow + 18 + 16` and `-pl`.
+    // Column offsets reach `2 * ow + 32` and `-pl`.
     const FAR: usize = 1 << 40;
     let (hw, ohw) = (h.saturating_mul(w), oh.saturating_mul(ow));
     let fits = hw > 0
