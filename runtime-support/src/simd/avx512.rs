@@ -122,6 +122,80 @@ impl Micro for Avx512 {
         unsafe { self.run(kc, a, &rows, cs, src, dst, ldd, MR, runs, extra, load, tail) }
     }
 
+    #[inline]
+    fn sweep(
+        self,
+        kc: usize,
+        a: &[f32],
+        row0: usize,
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) -> usize {
+        const W: usize = 3 * 16;
+        let done = ncols / W * W;
+        let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(done));
+        let d_need = (MR - 1).checked_mul(ldd).and_then(|v| v.checked_add(done));
+        let a_last = (kc.max(1) - 1).checked_mul(cs).and_then(|v| v.checked_add(row0 + MR - 1));
+        if kc == 0
+            || done == 0
+            || b_need.is_none_or(|v| v > b.len())
+            || d_need.is_none_or(|v| v > dst.len())
+            || a_last.is_none_or(|v| v >= a.len())
+        {
+            return 0;
+        }
+        // The epilogue of all the tiles at once: `Fused::new` checks C and
+        // the residual over every column done.
+        let fused = match &tail {
+            Some(t) => match Fused::new(t, MR, done) {
+                Some(f) => Some(f),
+                None => return 0,
+            },
+            None => None,
+        };
+        let cdata = tail.and_then(|t| t.epi.c).map_or(core::ptr::null(), |c| c.data.as_ptr());
+        let rdata = tail.and_then(|t| t.epi.res).map_or(core::ptr::null(), |r| r.data.as_ptr());
+        let smooth = tail.and_then(|t| t.epi.smooth);
+        let rows: [usize; MR] = core::array::from_fn(|r| row0 + r);
+        let pf = a.len() > PREFETCH_FROM;
+        for j in (0..done).step_by(W) {
+            let epi = fused.map(|f| f.shifted(j));
+            let src = Strided { b: b.as_ptr().wrapping_add(j), ldb };
+            let d = dst.as_mut_ptr().wrapping_add(j);
+            let (a, runs) = (a.as_ptr(), Runs::cols(W));
+            let epi = epi.as_ref();
+            // SAFETY: `self` proves AVX-512F is present. The rows of A are
+            // the eight adjacent `row0 + r`, read at `row0 + r + p * cs
+            // <= a_last < a.len()` for `p < kc`; B at `p * ldb + j + c`
+            // for `c < 48`, below `(kc - 1) * ldb + done <= b.len()`; the
+            // destination at `r * ldd + j + c`, below `7 * ldd + done <=
+            // dst.len()`; C and the residual at their bases shifted by `j`
+            // plus `r * rs + c`, within them by `Fused::new` over all
+            // `done` columns.
+            unsafe {
+                if pf {
+                    kernel_r32::<8, 3, true, ADJACENT, false, Strided>(
+                        kc, a, &rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
+                    )
+                } else {
+                    kernel_r32::<8, 3, false, ADJACENT, false, Strided>(
+                        kc, a, &rows, cs, src, d, ldd, runs, load, epi, cdata, rdata,
+                    )
+                }
+            }
+            if let (Some(s), Some(tile)) = (smooth, dst.get_mut(j..)) {
+                smooth_block(s, tile, ldd, MR, W);
+            }
+        }
+        done
+    }
+
     const COLS: usize = 4;
 
     #[inline]
@@ -574,36 +648,52 @@ unsafe fn kernel_r32<
             off += cs;
         }
     }
+    // The epilogue in the order of `Epilogue::one`, one step at a time
+    // over every sum: each step's choice is made once per tile, and the
+    // sums stay in registers.
     if let Some(f) = epi {
-        for (r, row) in c.iter_mut().enumerate() {
-            for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
-                let mut x = *v;
-                if f.alpha != 1.0 {
-                    x = _mm512_mul_ps(x, _mm512_set1_ps(f.alpha));
-                }
-                if let Some(bias) = &f.bias {
-                    x = _mm512_add_ps(x, _mm512_set1_ps(bias[r]));
-                }
-                match f.c {
-                    FusedC::None => {}
-                    FusedC::Rows { base, rs, beta } => {
+        if f.alpha != 1.0 {
+            let alpha = _mm512_set1_ps(f.alpha);
+            c.iter_mut().flatten().for_each(|v| *v = _mm512_mul_ps(*v, alpha));
+        }
+        if let Some(bias) = &f.bias {
+            for (row, &b) in c.iter_mut().zip(bias) {
+                let b = _mm512_set1_ps(b);
+                row.iter_mut().for_each(|v| *v = _mm512_add_ps(*v, b));
+            }
+        }
+        match f.c {
+            FusedC::None => {}
+            FusedC::Rows { base, rs, beta } => {
+                let beta = _mm512_set1_ps(beta);
+                for (r, row) in c.iter_mut().enumerate() {
+                    for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
                         // SAFETY: lanes below `ncols` of row `r` of C,
                         // checked by `Fused::new`; the rest are masked.
                         let cv =
                             unsafe { _mm512_maskz_loadu_ps(m, cdata.add(base + r * rs + h * 16)) };
-                        x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(beta), cv));
+                        *v = _mm512_add_ps(*v, _mm512_mul_ps(beta, cv));
                     }
-                    FusedC::PerRow(t) => x = _mm512_add_ps(x, _mm512_set1_ps(t[r])),
                 }
-                if let Some((base, rs)) = f.res {
+            }
+            FusedC::PerRow(t) => {
+                for (row, &t) in c.iter_mut().zip(&t) {
+                    let t = _mm512_set1_ps(t);
+                    row.iter_mut().for_each(|v| *v = _mm512_add_ps(*v, t));
+                }
+            }
+        }
+        if let Some((base, rs)) = f.res {
+            for (r, row) in c.iter_mut().enumerate() {
+                for (h, (v, &m)) in row.iter_mut().zip(&masks).enumerate() {
                     // SAFETY: lanes below `ncols` of row `r` of the residual,
                     // checked by `Fused::new`; the rest are masked.
                     let rv = unsafe { _mm512_maskz_loadu_ps(m, rdata.add(base + r * rs + h * 16)) };
-                    x = _mm512_add_ps(x, rv);
+                    *v = _mm512_add_ps(*v, rv);
                 }
-                *v = activate(x, f.act);
             }
         }
+        activate_all(c.as_flattened_mut(), f.act);
     }
     for (r, row) in c.iter().enumerate() {
         for (h, (v, &m)) in row.iter().zip(&masks).enumerate() {
@@ -668,6 +758,24 @@ unsafe fn columns512<const C: usize>(
         let v = _mm512_add_ps(_mm512_add_ps(s[0][c], s[1][c]), _mm512_add_ps(s[2][c], s[3][c]));
         // SAFETY: `acc[c]` holds 16 floats.
         unsafe { _mm512_storeu_ps(acc[c].as_mut_ptr(), v) };
+    }
+}
+
+/// [`activate`] on every vector of `v`, the activation chosen once.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn activate_all(v: &mut [__m512], act: Activation) {
+    match act {
+        Activation::None => {}
+        Activation::Relu => v.iter_mut().for_each(|x| *x = activate(*x, Activation::Relu)),
+        Activation::LeakyRelu { alpha } => {
+            let act = Activation::LeakyRelu { alpha };
+            v.iter_mut().for_each(|x| *x = activate(*x, act));
+        }
+        Activation::Clip { min, max } => {
+            let act = Activation::Clip { min, max };
+            v.iter_mut().for_each(|x| *x = activate(*x, act));
+        }
     }
 }
 
