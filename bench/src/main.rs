@@ -337,10 +337,13 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     } else {
         None
     };
-    // `CONV_SILU=1`: SiLU through the fused epilogue instead of Relu.
-    let silu = std::env::var_os("CONV_SILU").is_some();
+    // `CONV_SILU=1` (`CONV_HSWISH=1`): SiLU (HardSwish) through the fused
+    // epilogue instead of Relu.
+    use onnx_codegen_runtime::gemm::Smooth;
+    let hswish = std::env::var_os("CONV_HSWISH").is_some();
+    let silu = hswish || std::env::var_os("CONV_SILU").is_some();
     let post = onnx_codegen_runtime::gemm::Post {
-        smooth: Some(onnx_codegen_runtime::gemm::Smooth::Silu),
+        smooth: Some(if hswish { Smooth::HardSwish } else { Smooth::Silu }),
         ..onnx_codegen_runtime::gemm::Post::NONE
     };
     let run = |y: &mut [f32]| match (&packed, silu) {
@@ -364,7 +367,11 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     let mut want = vec![0.0f32; y.len()];
     conv::conv(&p, &x, &w, Some(&bias), &mut want).ok()?;
     let close = |y: &[f32]| {
-        let act = |w: f32| if silu { w / (1.0 + (-w).exp()) } else { w.max(0.0) };
+        let act = |w: f32| match (hswish, silu) {
+            (true, _) => w * (w / 6.0 + 0.5).clamp(0.0, 1.0),
+            (_, true) => w / (1.0 + (-w).exp()),
+            _ => w.max(0.0),
+        };
         want.iter().zip(y).all(|(w, g)| (act(*w) - g).abs() <= 1e-3 * (1.0 + w.abs()))
     };
     if !close(&y) {

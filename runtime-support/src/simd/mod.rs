@@ -1998,7 +1998,7 @@ pub(crate) mod tests {
 
     /// The epilogues the fast paths must reproduce, by index.
     fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epilogue<'a> {
-        match which % 8 {
+        match which % 9 {
             0 => Epilogue::NONE,
             1 => Epilogue::bias_act(Some(bias), Activation::Relu),
             2 => Epilogue {
@@ -2035,6 +2035,11 @@ pub(crate) mod tests {
                 res: Some(Residual { data: &c[7..], rs: ldc }),
                 smooth: Some(Smooth::Gelu),
                 ..Epilogue::NONE
+            },
+            // HardSwish after a bias row and Clip.
+            8 => Epilogue {
+                smooth: Some(Smooth::HardSwish),
+                ..Epilogue::bias_act(Some(bias), Activation::Clip { min: -4.0, max: 0.5 })
             },
             // A residual alone, with a per-row bias and Relu after it.
             _ => Epilogue {
@@ -2287,7 +2292,7 @@ pub(crate) mod tests {
             let va = ViewA { data: &a, off: 0, rs: k, cs: 1 };
             let pa = PanelA { data: &packed, k };
             let vb = DenseB { data: &b, rs: n, cs: 1 };
-            for which in [0, 1, 3, 6, 7, t] {
+            for which in [0, 1, 3, 6, 7, 8, t] {
                 let epi = epilogue(which, &bias, &c, ldy);
                 let mut want = std::vec![9.0f32; m * ldy];
                 for i in 0..m {
@@ -2385,36 +2390,49 @@ pub(crate) mod tests {
     /// zero and infinities come out as the scalar comparisons give them.
     fn check_special<K: Micro>(kern: K) {
         let vals = [f32::NAN, -0.0, 0.0, 1.0, -3.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.25];
-        let (m, n) = (vals.len(), 37);
-        let mut b = [0.0f32; 37];
+        // Wide enough that the smooth activations run tile by tile (more
+        // than `SMOOTH_WHOLE` outputs), across swept chunks and the tiles
+        // after them.
+        let (m, n) = (vals.len(), 37 * 16);
+        let mut b = std::vec![0.0f32; n];
         fill(&mut b, 9);
-        b[0] = 1.0;
-        b[1] = -1.0;
+        for (j, v) in b.iter_mut().enumerate().step_by(37) {
+            *v = [1.0, -1.0, 3.0, -6.0][j % 4];
+        }
         let acts = [
             Activation::None,
             Activation::Relu,
             Activation::LeakyRelu { alpha: 0.5 },
             Activation::Clip { min: -0.5, max: 0.75 },
         ];
-        let c = [0.0f32; 37];
-        for act in acts {
-            for with_c in [false, true] {
+        let smooths = [
+            None,
+            Some(Smooth::Silu),
+            Some(Smooth::Gelu),
+            Some(Smooth::HardSwish),
+            Some(Smooth::GeluTanh),
+        ];
+        let c = std::vec![0.0f32; n];
+        for (t, act) in acts.into_iter().enumerate() {
+            for (u, smooth) in smooths.into_iter().enumerate() {
+                let with_c = (t + u) % 2 == 1;
                 let epi = Epilogue {
                     alpha: 1.0,
                     row_bias: None,
                     c: with_c.then_some(CTerm { data: &c, rs: 0, cs: 1, beta: 1.0 }),
                     act,
+                    smooth,
                     ..Epilogue::NONE
                 };
                 let va = ViewA { data: &vals, off: 0, rs: 1, cs: 1 };
                 let vb = DenseB { data: &b, rs: n, cs: 1 };
-                let (mut want, mut got) = ([0.0f32; 9 * 37], [0.0f32; 9 * 37]);
+                let (mut want, mut got) = (std::vec![0.0f32; m * n], std::vec![0.0f32; m * n]);
                 drive(Portable::<8>, m, n, 1, va, &vb, Out { y: &mut want, ldy: n }, &epi).unwrap();
                 drive(kern, m, n, 1, va, &vb, Out { y: &mut got, ldy: n }, &epi).unwrap();
-                for (g, w) in got.iter().zip(&want) {
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-                        "{act:?}: {g} vs {w}"
+                        "{act:?} {smooth:?} [{i}]: {g} vs {w}"
                     );
                 }
             }
