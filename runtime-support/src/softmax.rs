@@ -76,6 +76,9 @@ const L: usize = 16;
 /// One row of [`ssoftmax`]; `y` has `x`'s length.
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32]) {
+    if simd::softmax_row(Some(x), y) {
+        return;
+    }
     let m = row_max(x);
     for (o, &v) in y.iter_mut().zip(x) {
         *o = v - m;
@@ -87,6 +90,15 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
 /// [`softmax_row`] on a row already in `y`: the same operations.
 #[inline(always)]
 fn softmax_row_in_place(y: &mut [f32]) {
+    if simd::softmax_row(None, y) {
+        return;
+    }
+    portable_row_in_place(y);
+}
+
+/// [`softmax_row_in_place`] without the explicit vector code.
+#[inline(always)]
+fn portable_row_in_place(y: &mut [f32]) {
     let m = row_max(y);
     for o in y.iter_mut() {
         *o -= m;
@@ -304,6 +316,39 @@ mod tests {
         let mut y = [0.0f32; 4];
         softmax(s, &[0.0, 5.0, 0.0, 5.0], &mut y).unwrap();
         assert_eq!(y, [0.5; 4]);
+    }
+
+    #[test]
+    fn vector_rows_are_the_portable_rows_bit_for_bit() {
+        // Every length up to past three vectors, with NaN, infinities,
+        // signed zeros, ties and values far below the maximum.
+        let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 88.0, -120.0];
+        for n in 1..=53usize {
+            for case in 0..4usize {
+                let x: std::vec::Vec<f32> = (0..n)
+                    .map(|i| match case {
+                        0 => ((i * 37 % 23) as f32 - 11.0) * 0.9,
+                        1 => (i % 3) as f32,
+                        2 if i % 5 == 1 => special[(i / 5) % special.len()],
+                        _ => -((i * 13 % 17) as f32) * 7.5,
+                    })
+                    .collect();
+                let mut want = x.clone();
+                portable_row_in_place(&mut want);
+                let mut got = std::vec![9.0f32; n];
+                softmax_row(&x, &mut got);
+                let mut in_place = x.clone();
+                softmax_row_in_place(&mut in_place);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let same =
+                        |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                    assert!(
+                        same(*g, *w) && same(in_place[i], *w),
+                        "n {n} case {case} [{i}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -1978,6 +1978,25 @@ pub(crate) fn exp_family(_: VFunc, _: Option<&[f32]>, _: &mut [f32]) -> bool {
     false
 }
 
+/// One Softmax row, `y = e^(x - max) / sum` (in place when `x` is `None`;
+/// `x` as long as `y`), in explicit AVX-512 code: the operations of the
+/// portable row in `softmax` (partial maxima, the difference, `vexp`'s
+/// exponential, sixteen partial sums added pairwise, then the rest in
+/// order, one reciprocal), fused into three passes, bit for bit the same.
+/// `false` (nothing done) without AVX-512.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+pub(crate) fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) -> bool {
+    vexp::softmax_row(x, y)
+}
+
+/// No explicit vector code on this target: the portable row runs.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+pub(crate) fn softmax_row(_: Option<&[f32]>, _: &mut [f32]) -> bool {
+    false
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

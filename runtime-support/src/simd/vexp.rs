@@ -223,6 +223,79 @@ map_rows!(
     map512, Avx512, "avx512f", 16, _mm512_loadu_ps, _mm512_storeu_ps, eval512
 );
 
+/// See [`super::softmax_row`].
+#[inline]
+pub(crate) fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) -> bool {
+    let Some(cpu) = Avx512::detect() else { return false };
+    if x.is_some_and(|x| x.len() != y.len()) || y.is_empty() {
+        return false;
+    }
+    // SAFETY: `cpu` proves AVX-512F is present.
+    unsafe { softmax512(cpu, x, y) };
+    true
+}
+
+/// [`softmax_row`] on AVX-512 (`_cpu` proves it is present); `x`, when
+/// given, is as long as `y`, which is not empty.
+#[target_feature(enable = "avx512f")]
+fn softmax512(_cpu: Avx512, x: Option<&[f32]>, y: &mut [f32]) {
+    let n = y.len();
+    let (full, rest) = (n / 16, n % 16);
+    let tail: __mmask16 = ((1u32 << rest) - 1) as __mmask16;
+    let xp = x.map_or(y.as_ptr(), |x| x.as_ptr());
+    let yp = y.as_mut_ptr();
+    // SAFETY (every access below): vector `b < full` covers floats `16 b ..
+    // 16 b + 16 <= n`, the tail's lanes below `rest` floats `16 full ..
+    // n` (the others masked off), of `x` and of `y`, both `n` long; where
+    // `x` is `y` itself, each vector is loaded before it is stored.
+    unsafe {
+        // Sixteen partial maxima, then in lane order, then the rest in
+        // order: `if v > m { v } else { m }`, which `max(v, m)` is (a NaN
+        // `v` skipped).
+        let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
+        for b in 0..full {
+            mx = _mm512_max_ps(_mm512_loadu_ps(xp.add(16 * b)), mx);
+        }
+        let mut lanes = [0.0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), mx);
+        let mut m = f32::NEG_INFINITY;
+        for v in lanes {
+            m = if v > m { v } else { m };
+        }
+        for i in 16 * full..n {
+            let v = *xp.add(i);
+            m = if v > m { v } else { m };
+        }
+        // The exponentials of the differences, stored, and their sums.
+        let mv = _mm512_set1_ps(m);
+        let mut acc = _mm512_setzero_ps();
+        for b in 0..full {
+            let e = exp512(_mm512_sub_ps(_mm512_loadu_ps(xp.add(16 * b)), mv));
+            _mm512_storeu_ps(yp.add(16 * b), e);
+            acc = _mm512_add_ps(acc, e);
+        }
+        if rest > 0 {
+            let v = _mm512_maskz_loadu_ps(tail, xp.add(16 * full));
+            _mm512_mask_storeu_ps(yp.add(16 * full), tail, exp512(_mm512_sub_ps(v, mv)));
+        }
+        _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+        let h: [f32; 8] = core::array::from_fn(|k| lanes[k] + lanes[k + 8]);
+        let mut sum = ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+        for i in 16 * full..n {
+            sum += *yp.add(i);
+        }
+        // One division, then products.
+        let r = _mm512_set1_ps(1.0 / sum);
+        for b in 0..full {
+            _mm512_storeu_ps(yp.add(16 * b), _mm512_mul_ps(_mm512_loadu_ps(yp.add(16 * b)), r));
+        }
+        if rest > 0 {
+            let v = _mm512_maskz_loadu_ps(tail, yp.add(16 * full));
+            _mm512_mask_storeu_ps(yp.add(16 * full), tail, _mm512_mul_ps(v, r));
+        }
+    }
+}
+
 /// `e^a` (NaN stays NaN), eight lanes.
 #[target_feature(enable = "avx2,fma")]
 fn exp256(a: __m256) -> __m256 {
