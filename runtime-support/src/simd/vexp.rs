@@ -102,6 +102,9 @@ const EXP_MAX: f32 = 100.0;
 /// (two normal factors on AVX2) and `-inf` never reaches the arithmetic.
 const EXP_MIN: f32 = -150.0;
 
+/// HardSwish's slope, `1 / 6` rounded to f32 as the standalone op rounds it.
+const HARD_SWISH_SLOPE: f32 = (1.0f64 / 6.0) as f32;
+
 /// `e^a` (NaN stays NaN), sixteen lanes.
 #[target_feature(enable = "avx512f")]
 fn exp512(a: __m512) -> __m512 {
@@ -162,6 +165,18 @@ fn eval512(f: VFunc, x: __m512) -> __m512 {
     match f {
         VFunc::Exp => return exp512(x),
         VFunc::Gelu => return gelu512(x),
+        VFunc::HardSwish => {
+            let t = _mm512_add_ps(
+                _mm512_mul_ps(x, _mm512_set1_ps(HARD_SWISH_SLOPE)),
+                _mm512_set1_ps(0.5),
+            );
+            // `t < 0 ? 0 : t > 1 ? 1 : t` (a NaN stays).
+            let z = _mm512_setzero_ps();
+            let t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(t, z), t, z);
+            let one = _mm512_set1_ps(1.0);
+            let t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(t, one), t, one);
+            return _mm512_mul_ps(x, t);
+        }
         VFunc::Sigmoid | VFunc::Silu => {}
     }
     let sign = _mm512_set1_epi32(i32::MIN);
@@ -359,6 +374,19 @@ fn eval256(f: VFunc, x: __m256) -> __m256 {
     match f {
         VFunc::Exp => return exp256(x),
         VFunc::Gelu => return gelu256(x),
+        VFunc::HardSwish => {
+            let t = _mm256_add_ps(
+                _mm256_mul_ps(x, _mm256_set1_ps(HARD_SWISH_SLOPE)),
+                _mm256_set1_ps(0.5),
+            );
+            // `t < 0 ? 0 : t > 1 ? 1 : t` (a NaN stays: the comparisons
+            // are false on it).
+            let z = _mm256_setzero_ps();
+            let t = _mm256_blendv_ps(t, z, _mm256_cmp_ps::<_CMP_LT_OQ>(t, z));
+            let one = _mm256_set1_ps(1.0);
+            let t = _mm256_blendv_ps(t, one, _mm256_cmp_ps::<_CMP_GT_OQ>(t, one));
+            return _mm256_mul_ps(x, t);
+        }
         VFunc::Sigmoid | VFunc::Silu => {}
     }
     let sign = _mm256_set1_ps(-0.0);
@@ -385,6 +413,10 @@ mod tests {
         if f == VFunc::Gelu {
             return f64::from(crate::vmath::gelu(x));
         }
+        if f == VFunc::HardSwish {
+            let op = crate::elementwise::Unary::HardSwish;
+            return f64::from(crate::elementwise::eval(op, x));
+        }
         let x = f64::from(x);
         let s = 1.0 / (1.0 + (-x).exp());
         match f {
@@ -400,6 +432,10 @@ mod tests {
     /// the two differ by that much where `1 + erf` cancels (`x` below -2).
     fn agrees(f: VFunc, x: f32, got: f32) -> bool {
         let want = exact(f, x);
+        // HardSwish: the standalone op's result, bit for bit.
+        if f == VFunc::HardSwish {
+            return got.to_bits() == (want as f32).to_bits() || (got.is_nan() && want.is_nan());
+        }
         close(got, want)
             || (f == VFunc::Gelu
                 && want.is_finite()
@@ -492,7 +528,7 @@ mod tests {
 
     /// Every check, for every function, on one width's loop.
     fn check_loop(map: impl Fn(VFunc, Rows<'_>)) {
-        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu, VFunc::Gelu] {
+        for f in [VFunc::Exp, VFunc::Sigmoid, VFunc::Silu, VFunc::Gelu, VFunc::HardSwish] {
             check(f, |x, y| map(f, flat(Some(x), y)));
             check(f, |x, y| {
                 y.copy_from_slice(x);
