@@ -12,7 +12,7 @@
 //! index the loop will read or write before entering it.
 
 use super::direct::RowTable;
-use super::{Activation, Fused, FusedC, Micro, Tail, finish, smooth_block};
+use super::{Activation, Fused, FusedC, Micro, Tail, finish, finish_column, smooth_block};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps,
     _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_add_ps,
@@ -522,7 +522,7 @@ impl Avx512 {
             finish(dst, ldd, nrows, ncols + xcols, tail);
         } else {
             if let (true, Some(t), Some(col)) = (extra, tail, dst.get_mut(ncols..)) {
-                finish(col, ldd, nrows, 1, Some(Tail { j0: t.j0 + ncols, ..t }));
+                finish_column(col, ldd, nrows, Some(Tail { j0: t.j0 + ncols, ..t }));
             }
             if let Some(s) = tail.and_then(|t| t.epi.smooth).filter(|_| contiguous) {
                 smooth_block(s, dst, ldd, nrows, ncols);
