@@ -776,23 +776,26 @@ unsafe fn rows<const S: usize, const K3: bool, const ACT: u8>(
     }
 }
 
-/// `d[i] = s[2 * i]`: the even floats of 32 with two loads, one two-source
-/// permute and a store (the compiler leaves the plain loop as sixteen
-/// scalar moves); the direct convolution stages stride-2 rows with it.
+/// `d[b][i] = s[b][2 * i]` for each block `b` of both: the even floats of
+/// 32 with two loads, one two-source permute and a store (the compiler
+/// leaves the plain loop as sixteen scalar moves), a whole run of blocks
+/// per call; the direct convolution stages stride-2 rows with it.
 #[inline(always)]
-pub(crate) fn evens(cpu: Avx512, d: &mut [f32; 16], s: &[f32; 32]) {
+pub(crate) fn evens(cpu: Avx512, d: &mut [[f32; 16]], s: &[[f32; 32]]) {
     #[target_feature(enable = "avx512f")]
-    fn evens512(d: &mut [f32; 16], s: &[f32; 32]) {
+    fn evens512(d: &mut [[f32; 16]], s: &[[f32; 32]]) {
         use core::arch::x86_64::{
             _mm512_loadu_ps, _mm512_permutex2var_ps, _mm512_setr_epi32, _mm512_storeu_ps,
         };
         let idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        // SAFETY: the loads read floats 0..16 and 16..32 of `s` (32 floats),
-        // the store writes the 16 floats of `d`.
-        unsafe {
-            let lo = _mm512_loadu_ps(s.as_ptr());
-            let hi = _mm512_loadu_ps(s.as_ptr().add(16));
-            _mm512_storeu_ps(d.as_mut_ptr(), _mm512_permutex2var_ps(lo, idx, hi));
+        for (d, s) in d.iter_mut().zip(s) {
+            // SAFETY: the loads read floats 0..16 and 16..32 of `s` (32
+            // floats), the store writes the 16 floats of `d`.
+            unsafe {
+                let lo = _mm512_loadu_ps(s.as_ptr());
+                let hi = _mm512_loadu_ps(s.as_ptr().add(16));
+                _mm512_storeu_ps(d.as_mut_ptr(), _mm512_permutex2var_ps(lo, idx, hi));
+            }
         }
     }
     let _ = cpu;

@@ -830,7 +830,7 @@ impl Evens {
     pub(crate) fn copy(self, d: &mut [f32; 16], s: &[f32; 32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(cpu) = self.cpu {
-            avx512_dw::evens(cpu, d, s);
+            avx512_dw::evens(cpu, core::slice::from_mut(d), core::slice::from_ref(s));
             return;
         }
         for (i, v) in d.iter_mut().enumerate() {
