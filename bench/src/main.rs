@@ -342,18 +342,34 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     use onnx_codegen_runtime::gemm::Smooth;
     let hswish = std::env::var_os("CONV_HSWISH").is_some();
     let silu = hswish || std::env::var_os("CONV_SILU").is_some();
-    let post = onnx_codegen_runtime::gemm::Post {
-        smooth: Some(if hswish { Smooth::HardSwish } else { Smooth::Silu }),
-        ..onnx_codegen_runtime::gemm::Post::NONE
+    // `CONV_RESID=1`: a residual added before the Relu (a ResNet block's
+    // last convolution), read from a tensor as large as the output.
+    let resid = std::env::var_os("CONV_RESID").is_some();
+    let r: Vec<f32> = (0..y.len()).map(|i| ((i * 3 % 7) as f32 - 3.0) * 0.1).collect();
+    let post = match resid {
+        true => onnx_codegen_runtime::gemm::Post {
+            residual: Some(&r),
+            act: Activation::Relu,
+            smooth: None,
+        },
+        false => onnx_codegen_runtime::gemm::Post {
+            smooth: Some(if hswish { Smooth::HardSwish } else { Smooth::Silu }),
+            ..onnx_codegen_runtime::gemm::Post::NONE
+        },
     };
+    let silu = silu || resid;
     let run = |y: &mut [f32]| match (&packed, silu) {
         (Some(pw), true) => conv::sconv_packed_fused(&p, &x, pw, Some(&bias), y, &post),
         (None, true) => conv::sconv_fused(&p, &x, &w, Some(&bias), y, &post),
         (Some(pw), false) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
         (None, false) => conv::sconv(&p, &x, &w, Some(&bias), y, Activation::Relu),
     };
+    // `CONV_COLD=1`: 64 MiB written between runs, so that the operands come
+    // from memory as they do inside a large model.
+    let mut junk = vec![0u8; if std::env::var_os("CONV_COLD").is_some() { 64 << 20 } else { 0 }];
     let mut times = Vec::new();
-    for _ in 0..reps {
+    for i in 0..reps {
+        junk.iter_mut().step_by(64).for_each(|v| *v = i as u8);
         let t = Instant::now();
         run(&mut y).ok()?;
         times.push(t.elapsed().as_secs_f64());
@@ -372,14 +388,16 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
             (_, true) => w / (1.0 + (-w).exp()),
             _ => w.max(0.0),
         };
-        want.iter().zip(y).all(|(w, g)| (act(*w) - g).abs() <= 1e-3 * (1.0 + w.abs()))
+        let expect = |i: usize, w: f32| if resid { (w + r[i]).max(0.0) } else { act(w) };
+        (want.iter().zip(y).enumerate())
+            .all(|(i, (w, g))| (expect(i, *w) - g).abs() <= 1e-3 * (1.0 + w.abs()))
     };
     if !close(&y) {
         return None;
     }
     let flops = 2.0 * (s.cout * oh * ow * kdim) as f64;
     let mut wino = None;
-    if s.k == 3 && s.stride == 1 && s.groups == 1 {
+    if s.k == 3 && s.stride == 1 && s.groups == 1 && !silu {
         use onnx_codegen_runtime::winograd;
         let mut u = vec![0.0f32; winograd::weights_len(s.cin, s.cout)?];
         winograd::transform_weights(s.cin, s.cout, &w, &mut u).ok()?;

@@ -978,6 +978,11 @@ fn conv2d_group<A: ReadA>(
     // (the unfused nodes' arithmetic; the implicit GEMM is slower there).
     let plain = post.residual.is_none() && post.smooth.is_none();
     if !pointwise {
+        let (act, smooth) = (post.act, post.smooth);
+        if post.residual.is_none() && simd::conv2d_stem(geom, cg, mg, xs, a, bias, act, smooth, ys)
+        {
+            return Ok(());
+        }
         let direct_act = if plain { act } else { Activation::None };
         if simd::conv2d_direct(geom, cg, mg, xs, a, bias, direct_act, ys) {
             if plain {

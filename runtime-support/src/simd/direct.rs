@@ -435,7 +435,7 @@ pub(crate) fn conv2d<A: ReadA>(
 /// is expected to be faster); `y` may then be partly written, and the
 /// caller computes it another way.
 #[allow(clippy::too_many_arguments)]
-fn conv2d_with<A: ReadA>(
+pub(super) fn conv2d_with<A: ReadA>(
     cpu: Avx512,
     g: &Geom2d,
     cin: usize,

@@ -37,6 +37,9 @@ mod avx512_dw;
 mod avx512_pool;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
+mod avx512_stem;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
 mod cpu;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod direct;
@@ -1548,6 +1551,16 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                             return;
                         };
                         let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc + j });
+                        // The residual comes from memory in a large model:
+                        // the next tile's rows of it are fetched while this
+                        // one runs (256->1024 at 14x14 with a residual from
+                        // memory: RESID ms).
+                        if let (Some(r), true) = (epi.res.as_ref().filter(|_| last), panel) {
+                            for i in ir + mr..(ir + 2 * mr).min(m) {
+                                let at = i * r.rs + jc + j;
+                                strip::prefetch(r.data.get(at..at + w).unwrap_or(&[]));
+                            }
+                        }
                         if !(panel
                             && kern.wide(kc, data, row0, cs, bw, ldb, dst, ldy, w, !first, tail))
                         {
@@ -1764,6 +1777,36 @@ pub(crate) fn product<A: ReadA, B: PackB>(
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
+/// 2-D convolution of a few input planes (a network's first layer) into
+/// `m` output planes (groups of one, geometry `g`; the weights `w` an `m x
+/// cin * kh * kw` A operand), adding `bias`, applying `act`, then `smooth`,
+/// with the output channels in the vector lanes. Returns `false`, `y`
+/// untouched, when this CPU or shape has no such path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_stem<A: ReadA>(
+    g: &Geom2d,
+    cin: usize,
+    m: usize,
+    x: &[f32],
+    w: A,
+    bias: Option<&[f32]>,
+    act: Activation,
+    smooth: Option<Smooth>,
+    y: &mut [f32],
+) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        let f = match smooth.map(Smooth::vector) {
+            None => None,
+            Some(Some(f)) => Some(f),
+            Some(None) => return false,
+        };
+        return avx512_stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+    }
+    let _ = (g, cin, m, x, w, bias, act, smooth, y);
+    false
+}
+
 /// 2-D convolution of `cin` input planes into `m` output planes (groups of
 /// one, geometry `g`; the weights `w` an `m x cin * kh * kw` A operand),
 /// adding `bias` and applying `act`, read in place from
@@ -1884,6 +1927,14 @@ pub(crate) fn strips_vector_product(
     let Some(y) = y.get_mut(..n) else { return Err(Error::ShapeMismatch) };
     let need = n.div_ceil(STRIP).checked_mul(STRIP).and_then(|v| v.checked_mul(k));
     ensure(a.len() == k && need.is_some_and(|v| v <= b.data.len()), Error::ShapeMismatch)?;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(f) = avx512::Avx512::detect() {
+        f.strips_row(a, b.data, y);
+        if !epi.is_identity() {
+            epi.vector_row(y);
+        }
+        return Ok(());
+    }
     y.fill(0.0);
     struct Body<'a> {
         a: &'a [f32],
@@ -2439,6 +2490,52 @@ pub(crate) mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The 1-row product over B in strips: on AVX-512 each output is the
+    /// chain of fused multiply-adds in ascending `p` from zero, bit for bit,
+    /// for every grouping of strips (four, two, one) and partial last strip;
+    /// elsewhere within rounding of the plain sums. The epilogue follows.
+    #[test]
+    fn strips_row_products_are_ascending_chains() {
+        let mut a = [0.0f32; 70];
+        fill(&mut a, 5);
+        a[3] = -0.0;
+        let mut b = std::vec![0.0f32; 70 * 8 * STRIP];
+        fill(&mut b, 6);
+        let bias: std::vec::Vec<f32> = (0..8 * STRIP).map(|j| j as f32 * 0.125 - 9.0).collect();
+        let fast = avx512::Avx512::detect();
+        for k in [1, 2, 7, 70] {
+            for n in [1usize, 15, 16, 17, 32, 33, 64, 65, 96, 97, 128, 129, 160, 200, 256] {
+                let strips = StripsB { data: &b[..n.div_ceil(STRIP) * STRIP * k], k };
+                let at = |p: usize, j: usize| b[(j / STRIP) * STRIP * k + p * STRIP + j % STRIP];
+                let mut y = std::vec![f32::NAN; n + 3];
+                let epi = Epilogue::bias_act(Some(&bias[..n]), Activation::Relu);
+                strips_vector_product(n, &a[..k], &strips, &mut y, &epi).unwrap();
+                for (j, &got) in y[..n].iter().enumerate() {
+                    let chain = (0..k).fold(0.0f32, |s, p| a[p].mul_add(at(p, j), s));
+                    let plain: f32 = (0..k).map(|p| a[p] * at(p, j)).sum();
+                    let want = epi.one(0, j, chain);
+                    match fast {
+                        Some(_) => assert_eq!(got.to_bits(), want.to_bits(), "{k}x{n} at {j}"),
+                        None => assert!(
+                            (got - epi.one(0, j, plain)).abs() <= 1e-5 * k as f32,
+                            "{k}x{n} at {j}"
+                        ),
+                    }
+                }
+                assert!(y[n..].iter().all(|v| v.is_nan()), "{k}x{n}: wrote past n");
+            }
+        }
+        // Strips shorter than the columns need: an error, nothing written.
+        let strips = StripsB { data: &b[..STRIP * 4], k: 4 };
+        let mut y = [7.0f32; 33];
+        let r = strips_vector_product(33, &a[..4], &strips, &mut y, &Epilogue::NONE);
+        assert_eq!(r, Err(crate::Error::ShapeMismatch));
+        if let Some(f) = fast {
+            f.strips_row(&a[..4], &b[..STRIP * 4], &mut y);
+            assert_eq!(y, [7.0; 33]);
         }
     }
 

@@ -161,7 +161,7 @@ fn gelu512(x: __m512) -> __m512 {
 
 /// `f` on sixteen lanes.
 #[target_feature(enable = "avx512f")]
-fn eval512(f: VFunc, x: __m512) -> __m512 {
+pub(super) fn eval512(f: VFunc, x: __m512) -> __m512 {
     match f {
         VFunc::Exp => return exp512(x),
         VFunc::Gelu => return gelu512(x),
