@@ -925,6 +925,18 @@ impl Avx512 {
     }
 }
 
+/// How many strips [`strips_row512`] reads at once with `left` columns
+/// still to do: four, two or one, never more than the columns need.
+pub(super) fn strips_at_once(left: usize) -> usize {
+    if left > 3 * NR {
+        4
+    } else if left > NR {
+        2
+    } else {
+        1
+    }
+}
+
 /// See [`Avx512::strips_row`]; the caller guarantees its bounds.
 #[target_feature(enable = "avx512f")]
 unsafe fn strips_row512(k: usize, a: *const f32, b: *const f32, y: &mut [f32]) {
@@ -932,21 +944,20 @@ unsafe fn strips_row512(k: usize, a: *const f32, b: *const f32, y: &mut [f32]) {
     let mut s = 0;
     while s * NR < n {
         let left = n - s * NR;
-        // SAFETY: strips `s..s + G` exist (`G * NR` columns or fewer are left).
+        let g = strips_at_once(left);
+        // SAFETY: `strips_at_once` takes `g` strips only when more than
+        // `(g - 1) * NR` columns are left, so strips `s..s + g` are among
+        // the `n.div_ceil(NR)` the caller guarantees.
         unsafe {
             let base = b.add(s * NR * k);
             let out = &mut y[s * NR..];
-            if left > 2 * NR {
-                strips_group::<4>(k, a, base, out);
-                s += 4;
-            } else if left > NR {
-                strips_group::<2>(k, a, base, out);
-                s += 2;
-            } else {
-                strips_group::<1>(k, a, base, out);
-                s += 1;
+            match g {
+                4 => strips_group::<4>(k, a, base, out),
+                2 => strips_group::<2>(k, a, base, out),
+                _ => strips_group::<1>(k, a, base, out),
             }
         }
+        s += g;
     }
 }
 

@@ -378,6 +378,7 @@ fn finish(dst: &mut [f32], ldd: usize, nrows: usize, ncols: usize, tail: Option<
 /// [`finish`] on one column (its rows `ldd` apart, at most [`MAX_MR`]):
 /// the epilogue row by row, then the smooth activation over the column
 /// gathered into one run, one vector call instead of one per row.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn finish_column(dst: &mut [f32], ldd: usize, nrows: usize, tail: Option<Tail<'_>>) {
     let Some(t) = tail else { return };
@@ -545,6 +546,7 @@ impl Fused {
 impl Fused {
     /// The same epilogue for the tile `j` columns to the right (C and the
     /// residual read from `j` further on).
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[inline(always)]
     pub(crate) fn shifted(self, j: usize) -> Fused {
         let c = match self.c {
@@ -2047,6 +2049,8 @@ pub(crate) enum VFunc {
     Gelu,
     /// ONNX `HardSwish`, `x * clamp(x * (1 / 6) + 1 / 2, 0, 1)`: the
     /// standalone op's operations, unfused, so bit for bit its results.
+    /// (Only the x86-64 routines compute it.)
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
     HardSwish,
 }
 
@@ -2505,7 +2509,10 @@ pub(crate) mod tests {
         let mut b = std::vec![0.0f32; 70 * 8 * STRIP];
         fill(&mut b, 6);
         let bias: std::vec::Vec<f32> = (0..8 * STRIP).map(|j| j as f32 * 0.125 - 9.0).collect();
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         let fast = avx512::Avx512::detect();
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        let fast: Option<()> = None;
         for k in [1, 2, 7, 70] {
             for n in [1usize, 15, 16, 17, 32, 33, 64, 65, 96, 97, 128, 129, 160, 200, 256] {
                 let strips = StripsB { data: &b[..n.div_ceil(STRIP) * STRIP * k], k };
@@ -2528,11 +2535,24 @@ pub(crate) mod tests {
                 assert!(y[n..].iter().all(|v| v.is_nan()), "{k}x{n}: wrote past n");
             }
         }
+        // The groups of strips read at once stay within the strips the
+        // columns need (the routine reads them through raw pointers: a
+        // group past them would read past the weights).
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        for n in 1..=12 * STRIP {
+            let (mut s, need) = (0, n.div_ceil(STRIP));
+            while s * STRIP < n {
+                let g = avx512::strips_at_once(n - s * STRIP);
+                assert!(s + g <= need, "{n} columns: strips {s}..{} of {need}", s + g);
+                s += g;
+            }
+        }
         // Strips shorter than the columns need: an error, nothing written.
         let strips = StripsB { data: &b[..STRIP * 4], k: 4 };
         let mut y = [7.0f32; 33];
         let r = strips_vector_product(33, &a[..4], &strips, &mut y, &Epilogue::NONE);
         assert_eq!(r, Err(crate::Error::ShapeMismatch));
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(f) = fast {
             f.strips_row(&a[..4], &b[..STRIP * 4], &mut y);
             assert_eq!(y, [7.0; 33]);
