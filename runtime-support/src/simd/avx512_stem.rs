@@ -45,7 +45,7 @@ const P: usize = 16;
 /// Output channels per tile: one vector.
 const L: usize = 16;
 /// Input rows of a window (`cin * kh`) at most.
-const MAX_ROWS: usize = 32;
+const MAX_ROWS: usize = 64;
 /// Floats of the staged input rows of one output row.
 const BAND: usize = 8192;
 /// Floats of the repacked weights: `k` taps by the output channels rounded
@@ -53,19 +53,26 @@ const BAND: usize = 8192;
 const WEIGHTS: usize = 12288;
 /// Output channels at most.
 const MAX_M: usize = 256;
-/// Input channels up to which the stem kernel is used.
+/// Input channels up to which the kernel is used at any stride.
 const MAX_CIN: usize = 4;
+/// Input channels up to which it is used at stride 2. Measured (conv bench,
+/// against the staged kernel): 16 -> 32 3x3/2 at 64x64 0.183 -> 0.102 ms,
+/// at 32x32 (ResNet-8's) 0.043 -> 0.028, 16 -> 64 at 56x56 0.203 ->
+/// 0.167, 8 -> 16 at 32x32 0.016 -> 0.009; at stride 1 16 channels ran
+/// 5-15% slower (16 -> 16 at 32x32 0.055 -> 0.064).
+const MAX_CIN_STRIDED: usize = 16;
 
 /// Convolves `x` (`cin` planes of `g.h x g.w`) with `w` (`m` filters of
 /// `cin x g.kh x g.kw`) into `y` (`m` planes of `g.oh x g.ow`), adding
 /// `bias`, applying `act`, then `smooth` (the vector routine's arithmetic,
 /// as the pass over a whole tensor computes it). Returns `false`, with `y`
 /// untouched, when the shape is not one this kernel takes or is expected
-/// to run faster on 8-channel tiles: more than [`MAX_CIN`] input channels
-/// or [`MAX_M`] output channels, a third more padded channels than tiles of
-/// 8 have (8 output channels run as fast on 8-channel tiles, 6 twice as
-/// fast), a stride other than 1 or 2, rows or weights larger than its
-/// buffers, a shape mismatch.
+/// to run faster on the staged 8-channel tiles: more than [`MAX_CIN`]
+/// input channels ([`MAX_CIN_STRIDED`] at stride 2) or [`MAX_M`] output
+/// channels, a third more padded channels than tiles of 8 have (8 output
+/// channels run as fast on 8-channel tiles, 6 twice as fast), output rows
+/// filling less than three quarters of their tiles, a stride other than
+/// 1 or 2, rows or weights larger than its buffers, a shape mismatch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d<A: ReadA>(
     cpu: Avx512,
@@ -89,8 +96,13 @@ pub(crate) fn conv2d<A: ReadA>(
         .and_then(|v| v.checked_add(1));
     let wlen = k.and_then(|k| k.checked_mul(m.div_ceil(L) * L));
     let sizes = [(cin, g.h.checked_mul(g.w), x.len()), (m, g.oh.checked_mul(g.ow), y.len())];
+    // Output rows filling less than three quarters of their tiles' pixels
+    // (17 of 32: 16 -> 32 3x3/2 at 34x34 0.045 -> 0.056 ms) stay on 8-row
+    // tiles.
+    let few = cin <= MAX_CIN || (g.sx == 2 && cin <= MAX_CIN_STRIDED);
     if cin == 0
-        || cin > MAX_CIN
+        || !few
+        || 4 * g.ow < 3 * g.ow.div_ceil(P) * P
         || m == 0
         || m > MAX_M
         || 3 * m.div_ceil(L) * L > 4 * m.div_ceil(8) * 8
@@ -481,19 +493,22 @@ mod tests {
             // The models' stems (narrower): MobileNet's 3x3 stride 2,
             // ResNet's 7x7 stride 2 pad 3, SqueezeNet's unpadded 3x3 stride
             // 2, ResNet-8's 3x3 stride 1.
-            ([3, 16, 20, 40], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
-            ([3, 64, 17, 45], [7, 7], [2, 2], [1, 1], [3, 3, 3, 3]),
-            ([3, 64, 15, 37], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
+            ([3, 16, 20, 64], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([3, 64, 17, 61], [7, 7], [2, 2], [1, 1], [3, 3, 3, 3]),
+            ([3, 64, 15, 61], [3, 3], [2, 2], [1, 1], [0, 0, 0, 0]),
             ([3, 16, 12, 32], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             // Channels not a multiple of 16, one input channel, widths below,
             // at and above a tile, asymmetric pads, dilations, 1x1.
-            ([1, 12, 9, 7], [3, 3], [1, 1], [1, 1], [1, 2, 0, 1]),
-            ([2, 17, 6, 16], [2, 3], [1, 2], [1, 1], [0, 1, 1, 0]),
+            ([1, 12, 9, 13], [3, 3], [1, 1], [1, 1], [1, 2, 0, 1]),
+            ([2, 17, 6, 30], [2, 3], [1, 2], [1, 1], [0, 1, 1, 0]),
             ([4, 33, 8, 49], [3, 3], [2, 1], [2, 2], [2, 2, 2, 2]),
-            ([1, 16, 1, 1], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
-            ([3, 24, 7, 70], [5, 5], [1, 2], [1, 1], [2, 2, 2, 2]),
+            ([1, 16, 1, 14], [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            ([3, 24, 7, 90], [5, 5], [1, 2], [1, 1], [2, 2, 2, 2]),
             ([2, 16, 3, 100], [1, 1], [1, 2], [1, 1], [0, 0, 0, 0]),
-            ([4, 48, 5, 9], [3, 5], [2, 2], [1, 1], [3, 4, 3, 4]),
+            ([4, 48, 5, 25], [3, 5], [2, 2], [1, 1], [3, 4, 3, 4]),
+            // Up to 16 input channels at stride 2 (ResNet-8's 16 -> 32).
+            ([16, 32, 12, 32], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([9, 16, 7, 60], [3, 3], [1, 2], [1, 1], [1, 1, 1, 1]),
         ];
         let mut compared = 0;
         for &case in cases {
@@ -504,15 +519,18 @@ mod tests {
             }
         }
         assert!(compared >= 18, "{compared} cases compared with the staged kernel");
-        // Refused: too many input or output channels, too few output
-        // channels for the lanes, stride 3, staged rows longer than the
-        // buffer.
+        // Refused: too many input channels (at stride 1, at stride 2), too
+        // many output channels, too few output channels or pixels for the
+        // lanes, stride 3, staged rows longer than the buffer.
         let refused: &[Case] = &[
-            ([5, 16, 9, 9], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
-            ([1, 6, 9, 9], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
-            ([3, 8, 9, 9], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
-            ([3, 257, 5, 5], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
-            ([3, 16, 9, 9], [3, 3], [3, 3], [1, 1], [1, 1, 1, 1]),
+            ([5, 16, 9, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 6, 9, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([3, 8, 9, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([3, 257, 5, 16], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([3, 16, 9, 48], [3, 3], [3, 3], [1, 1], [1, 1, 1, 1]),
+            ([16, 16, 9, 32], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([17, 16, 9, 64], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            ([8, 16, 9, 34], [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
             ([4, 16, 8, 300], [8, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
         ];
         for &case in refused {
