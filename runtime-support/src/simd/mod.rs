@@ -1779,7 +1779,8 @@ pub(crate) fn product<A: ReadA, B: PackB>(
     drive(PortableKernel {}, m, n, k, a, b, out, epi)
 }
 
-/// 2-D convolution of a few input planes (a network's first layer) into
+/// 2-D convolution of a few input planes (a network's stem, narrow strided
+/// layers; see `avx512_stem` for which) into
 /// `m` output planes (groups of one, geometry `g`; the weights `w` an `m x
 /// cin * kh * kw` A operand), adding `bias`, applying `act`, then `smooth`,
 /// with the output channels in the vector lanes. Returns `false`, `y`
