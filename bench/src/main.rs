@@ -357,8 +357,8 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
             ..onnx_codegen_runtime::gemm::Post::NONE
         },
     };
-    let silu = silu || resid;
-    let run = |y: &mut [f32]| match (&packed, silu) {
+    let fused = silu || resid;
+    let run = |y: &mut [f32]| match (&packed, fused) {
         (Some(pw), true) => conv::sconv_packed_fused(&p, &x, pw, Some(&bias), y, &post),
         (None, true) => conv::sconv_fused(&p, &x, &w, Some(&bias), y, &post),
         (Some(pw), false) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
@@ -397,7 +397,7 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     }
     let flops = 2.0 * (s.cout * oh * ow * kdim) as f64;
     let mut wino = None;
-    if s.k == 3 && s.stride == 1 && s.groups == 1 && !silu {
+    if s.k == 3 && s.stride == 1 && s.groups == 1 && !fused {
         use onnx_codegen_runtime::winograd;
         let mut u = vec![0.0f32; winograd::weights_len(s.cin, s.cout)?];
         winograd::transform_weights(s.cin, s.cout, &w, &mut u).ok()?;
