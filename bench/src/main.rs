@@ -4,7 +4,8 @@
 //! and SGEMM throughput against the core's FMA peak.
 //!
 //! `cargo run --release -p onnx-codegen-bench` runs everything;
-//! `... -- models`, `... -- sgemm` or `... -- conv` (layer shapes) one part; `--runs N` sets the timed runs
+//! `... -- models`, `... -- sgemm`, `... -- conv` (layer shapes) or `... -- unary`
+//! (ns per element of the f32 activation maps) one part; `--runs N` sets the timed runs
 //! per model (default 200); `BENCH_ONLY=name` keeps the models whose name
 //! contains it; `BENCH_JSON=file` writes the figures for
 //! `tools/bench_table.py`, which adds onnxruntime measured on this machine.
@@ -310,16 +311,20 @@ struct ConvShape {
 /// its result differs from the exact `conv`.
 fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     use onnx_codegen_runtime::conv::{self, Activation, Conv, Window};
-    let oh = (s.h + 2 * s.pad - s.k) / s.stride + 1;
+    // A height of 1 is a 1-D convolution: kernel, stride and pads along the
+    // width only.
+    let one_d = s.h == 1;
+    let (kh, sh, ph) = if one_d { (1, 1, 0) } else { (s.k, s.stride, s.pad) };
+    let oh = (s.h + 2 * ph - kh) / sh + 1;
     let ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
     let cg = s.cin / s.groups;
-    let kdim = cg * s.k * s.k;
+    let kdim = cg * kh * s.k;
     let x: Vec<f32> = (0..s.cin * s.h * s.w).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
     let w: Vec<f32> = (0..s.cout * kdim).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
     let bias: Vec<f32> = (0..s.cout).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
     let mut y = vec![0.0f32; s.cout * oh * ow];
-    let (ind, outd, kern) = ([s.h, s.w], [oh, ow], [s.k, s.k]);
-    let (st, dil, pads) = ([s.stride; 2], [1usize; 2], [s.pad; 2]);
+    let (ind, outd, kern) = ([s.h, s.w], [oh, ow], [kh, s.k]);
+    let (st, dil, pads) = ([sh, s.stride], [1usize; 2], [ph, s.pad]);
     let window = Window {
         in_dims: &ind,
         out_dims: &outd,
@@ -340,8 +345,10 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     // `CONV_SILU=1` (`CONV_HSWISH=1`): SiLU (HardSwish) through the fused
     // epilogue instead of Relu.
     use onnx_codegen_runtime::gemm::Smooth;
+    // `CONV_GELU=1`: Gelu likewise.
     let hswish = std::env::var_os("CONV_HSWISH").is_some();
-    let silu = hswish || std::env::var_os("CONV_SILU").is_some();
+    let gelu = std::env::var_os("CONV_GELU").is_some();
+    let silu = hswish || gelu || std::env::var_os("CONV_SILU").is_some();
     // `CONV_RESID=1`: a residual added before the Relu (a ResNet block's
     // last convolution), read from a tensor as large as the output.
     let resid = std::env::var_os("CONV_RESID").is_some();
@@ -353,7 +360,11 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
             smooth: None,
         },
         false => onnx_codegen_runtime::gemm::Post {
-            smooth: Some(if hswish { Smooth::HardSwish } else { Smooth::Silu }),
+            smooth: Some(match (hswish, gelu) {
+                (true, _) => Smooth::HardSwish,
+                (_, true) => Smooth::Gelu,
+                _ => Smooth::Silu,
+            }),
             ..onnx_codegen_runtime::gemm::Post::NONE
         },
     };
@@ -385,6 +396,7 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     let close = |y: &[f32]| {
         let act = |w: f32| match (hswish, silu) {
             (true, _) => w * (w / 6.0 + 0.5).clamp(0.0, 1.0),
+            _ if gelu => onnx_codegen_runtime::vmath::gelu(w),
             (_, true) => w / (1.0 + (-w).exp()),
             _ => w.max(0.0),
         };
@@ -397,7 +409,7 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     }
     let flops = 2.0 * (s.cout * oh * ow * kdim) as f64;
     let mut wino = None;
-    if s.k == 3 && s.stride == 1 && s.groups == 1 && !fused {
+    if s.k == 3 && s.stride == 1 && s.groups == 1 && !fused && !one_d {
         use onnx_codegen_runtime::winograd;
         let mut u = vec![0.0f32; winograd::weights_len(s.cin, s.cout)?];
         winograd::transform_weights(s.cin, s.cout, &w, &mut u).ok()?;
@@ -654,6 +666,39 @@ mod peak {
     }
 }
 
+/// Nanoseconds per element of the f32 maps of `vmath` (the vector kernels
+/// where the machine has them) over 4096 floats (L1-resident) and 65536
+/// (L2): the median of 31 timings of `reps` passes each.
+fn run_unary(reps: usize) {
+    use onnx_codegen_runtime::vmath::{self, Func};
+    for n in [4096usize, 65536] {
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 2000) as f32 * 0.004 - 4.0).collect();
+        let mut y = vec![0.0f32; n];
+        let funcs = [
+            ("Exp", Func::Exp),
+            ("Sigmoid", Func::Sigmoid),
+            ("Silu", Func::Silu),
+            ("Tanh", Func::Tanh),
+            ("Erf", Func::Erf),
+            ("Gelu", Func::Gelu),
+            ("GeluTanh", Func::GeluTanh),
+        ];
+        for (name, f) in funcs {
+            let mut times: Vec<f64> = (0..31)
+                .map(|_| {
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        vmath::map(f, std::hint::black_box(&x), &mut y);
+                    }
+                    t.elapsed().as_secs_f64() * 1e9 / (reps * n) as f64
+                })
+                .collect();
+            times.sort_by(f64::total_cmp);
+            println!("{name:>9} over {n:>5}: {:.3} ns/element", times[15]);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runs = args
@@ -663,7 +708,7 @@ fn main() -> ExitCode {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let want = |what: &str| {
-        !args.iter().any(|a| a == "models" || a == "sgemm" || a == "conv")
+        !args.iter().any(|a| a == "models" || a == "sgemm" || a == "conv" || a == "unary")
             || args.iter().any(|a| a == what)
     };
     let mut ok = true;
@@ -697,6 +742,9 @@ fn main() -> ExitCode {
                 None => println!("SGEMM {n}^3: {g:.1} GFLOP/s"),
             }
         }
+    }
+    if want("unary") {
+        run_unary(runs.min(50));
     }
     if want("conv") {
         ok &= run_convs(runs);
