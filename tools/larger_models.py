@@ -475,6 +475,53 @@ def audio_encoder(seed=21):
     return g, ins, outs, 17, {"wave": g.rng.standard_normal((1, 1, 16000)).astype(np.float32)}
 
 
+def convnext(seed=22):
+    """A ConvNeXt-T-style network as torch exports it at opset 17, shrunk
+    (depths 2, 2, 4, 2; widths 96..768): 4x4/4 stem, blocks of a 7x7
+    depthwise conv, a permute to channels-last, LayerNormalization, a
+    4x MLP with Erf Gelu, a layer scale, a permute back and the residual;
+    channels-first LayerNorms written out (ReduceMean over axis 1) before
+    each 2x2/2 downsampling conv."""
+    g = G(seed)
+
+    def conv(x, cin, cout, k, stride, pad, groups=1):
+        w = g.w((cout, cin // groups, k, k), np.sqrt(2.0 / (cin // groups * k * k)))
+        b = g.const((0.02 * g.rng.standard_normal(cout)).astype(np.float32), "b")
+        return g.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride],
+                    pads=[pad] * 4, group=groups)
+
+    def ln_first(x, c):
+        mean = g.op("ReduceMean", [x], axes=[1], keepdims=1)
+        diff = g.op("Sub", [x, mean])
+        var = g.op("ReduceMean", [g.op("Pow", [diff, g.const(np.array(2.0, np.float32))])],
+                   axes=[1], keepdims=1)
+        sd = g.op("Sqrt", [g.op("Add", [var, g.const(np.array(1e-6, np.float32))])])
+        y = g.op("Div", [diff, sd])
+        wgt = g.const((1.0 + 0.1 * g.rng.standard_normal((c, 1, 1))).astype(np.float32), "lnw")
+        bia = g.const((0.1 * g.rng.standard_normal((c, 1, 1))).astype(np.float32), "lnb")
+        return g.op("Add", [g.op("Mul", [y, wgt]), bia])
+
+    dims, depths = [96, 192, 384, 768], [2, 2, 4, 2]
+    x = ln_first(conv("img", 3, dims[0], 4, 4, 0), dims[0])
+    for stage, (c, depth) in enumerate(zip(dims, depths)):
+        if stage > 0:
+            x = conv(ln_first(x, dims[stage - 1]), dims[stage - 1], c, 2, 2, 0)
+        for _ in range(depth):
+            y = conv(x, c, c, 7, 1, 3, groups=c)
+            y = g.op("Transpose", [y], perm=[0, 2, 3, 1])
+            y = layer_norm(g, y, c, False, 17)
+            y = gelu(g, linear(g, y, c, 4 * c), False)
+            y = linear(g, y, 4 * c, c)
+            y = g.op("Mul", [y, g.const(np.full(c, 0.1, np.float32), "ls")])
+            x = g.op("Add", [x, g.op("Transpose", [y], perm=[0, 3, 1, 2])])
+    y = g.op("ReduceMean", [x], axes=[2, 3], keepdims=0)
+    y = layer_norm(g, y, dims[-1], False, 17)
+    logits = g.op("Gemm", [y, g.w((dims[-1], 1000), 0.05), g.const(np.zeros(1000, np.float32))])
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 224, 224])]
+    outs = [h.make_tensor_value_info(logits, TP.FLOAT, [1, 1000])]
+    return g, ins, outs, 17, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
 def save(root, name, built):
     import onnxruntime as ort
     g, ins, outs, opset, feeds = built
@@ -513,7 +560,7 @@ def save(root, name, built):
 BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0,
             "resnet50": resnet50, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit,
             "squeezenet": squeezenet, "googlenet": googlenet, "densenet": densenet,
-            "mobilenet_v3": mobilenet_v3, "audio_encoder": audio_encoder}
+            "mobilenet_v3": mobilenet_v3, "audio_encoder": audio_encoder, "convnext": convnext}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -120,9 +120,18 @@ pub fn reduce<T: Num>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Res
     if matches!(op, ReduceOp::Sum | ReduceOp::Mean) && trailing(p) && s.count > 0 {
         return sum_rows(op == ReduceOp::Mean, s.count, x, y);
     }
+    if let Some(planes) = planes(p).filter(|pl| pl.inner > 1 && s.count > 0) {
+        return reduce_planes(op, &planes, x, y);
+    }
+    reduce_walk(op, &s, x, y)
+}
+
+/// [`reduce`] by the general walk: each output in turn, its inputs in
+/// row-major order.
+fn reduce_walk<T: Num>(op: ReduceOp, s: &Split, x: &[T], y: &mut [T]) -> Result {
     let mut bad = false;
     let mut invalid = false;
-    each_output(&s, x, |o, lane| {
+    each_output(s, x, |o, lane| {
         let mut acc = match op {
             ReduceOp::Max => T::LOWEST,
             ReduceOp::Min => T::HIGHEST,
@@ -155,6 +164,72 @@ pub fn reduce<T: Num>(op: ReduceOp, p: &Reduce<'_>, x: &[T], y: &mut [T]) -> Res
 fn trailing(p: &Reduce<'_>) -> bool {
     let first = p.axes.iter().position(|&r| r).unwrap_or(p.axes.len());
     first < p.axes.len() && p.axes[first..].iter().all(|&r| r)
+}
+
+/// The input as `[outer, count, inner]` where the middle extent is the
+/// reduced axes (one run of them, followed by kept ones): the output is
+/// `[outer, inner]`, each output row reducing `count` input rows.
+struct Planes {
+    outer: usize,
+    count: usize,
+    inner: usize,
+}
+
+/// The reduced axes as one run (`None` when kept axes split them or none
+/// is reduced).
+fn planes(p: &Reduce<'_>) -> Option<Planes> {
+    let first = p.axes.iter().position(|&r| r)?;
+    let end = first + p.axes[first..].iter().take_while(|&&r| r).count();
+    if p.axes[end..].iter().any(|&r| r) {
+        return None;
+    }
+    let prod = |d: &[usize]| d.iter().product::<usize>();
+    Some(Planes {
+        outer: prod(&p.shape[..first]),
+        count: prod(&p.shape[first..end]),
+        inner: prod(&p.shape[end..]),
+    })
+}
+
+/// A reduction over the middle extent of `[outer, count, inner]` (channels
+/// of an NCHW tensor, as a channels-first LayerNorm writes its mean): each
+/// output row is the running result of the input rows in turn, so every
+/// output takes its inputs in the same row-major order as the general walk
+/// (the same result bit for bit) while reading the input contiguously.
+fn reduce_planes<T: Num>(op: ReduceOp, pl: &Planes, x: &[T], y: &mut [T]) -> Result {
+    ensure(y.len() == pl.outer.wrapping_mul(pl.inner), Error::ShapeMismatch)?;
+    ensure(x.len() == y.len().wrapping_mul(pl.count), Error::ShapeMismatch)?;
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => fold_planes(pl, x, y, T::ZERO, |a, v| a.add(v)),
+        ReduceOp::Max => fold_planes(pl, x, y, T::LOWEST, |a, v| a.max_of(v)),
+        ReduceOp::Min => fold_planes(pl, x, y, T::HIGHEST, |a, v| a.min_of(v)),
+        ReduceOp::Prod => fold_planes(pl, x, y, T::ONE, |a, v| a.mul(v)),
+        ReduceOp::L1 => fold_planes(pl, x, y, T::ZERO, |a, v| a.add(v.abs())),
+        ReduceOp::SumSquare => fold_planes(pl, x, y, T::ZERO, |a, v| a.add(v.mul(v))),
+        ReduceOp::L2 | ReduceOp::LogSum | ReduceOp::LogSumExp => return Err(Error::InvalidParams),
+    }
+    if op == ReduceOp::Mean {
+        let n = T::from_usize(pl.count);
+        for a in y.iter_mut() {
+            *a = a.div(n).ok_or(Error::DivisionByZero)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`reduce_planes`]' loop for one step function (monomorphised, so the
+/// row loop vectorises).
+#[inline(always)]
+fn fold_planes<T: Copy>(pl: &Planes, x: &[T], y: &mut [T], init: T, step: impl Fn(T, T) -> T) {
+    let (count, inner) = (pl.count, pl.inner);
+    for (yo, xo) in y.chunks_exact_mut(inner).zip(x.chunks_exact(count * inner)) {
+        yo.fill(init);
+        for row in xo.chunks_exact(inner) {
+            for (a, &v) in yo.iter_mut().zip(row) {
+                *a = step(*a, v);
+            }
+        }
+    }
 }
 
 /// `ReduceSum` / `ReduceMean` over contiguous runs of `n` (> 0) inputs, as
@@ -429,6 +504,59 @@ mod tests {
         let mut y = [0i32; 1];
         reduce(ReduceOp::Mean, &Reduce { shape: &[3], axes: &[true] }, &[1, 2, 2], &mut y).unwrap();
         assert_eq!(y, [1]);
+    }
+
+    #[test]
+    fn planes_match_the_general_walk_bit_for_bit() {
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::Mean,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Prod,
+            ReduceOp::L1,
+            ReduceOp::SumSquare,
+        ];
+        let mut x: Vec<f32> =
+            (0..2 * 5 * 3 * 7).map(|i| ((i * 29 % 17) as f32 - 8.0) * 0.3).collect();
+        x[11] = -0.0;
+        x[40] = f32::NAN;
+        let shape = [2usize, 5, 3, 7];
+        // Runs of reduced axes followed by kept ones, and a split set (the
+        // walk itself).
+        let sets: [[bool; 4]; 6] = [
+            [false, true, false, false],
+            [true, false, false, false],
+            [false, true, true, false],
+            [true, true, false, false],
+            [true, true, true, false],
+            [true, false, true, false],
+        ];
+        for axes in &sets {
+            let p = Reduce { shape: &shape, axes };
+            let kept: usize =
+                shape.iter().zip(axes).filter(|(_, r)| !**r).map(|(d, _)| d).product();
+            let split = split(&p, x.len(), kept).unwrap();
+            for op in ops {
+                let mut got = vec![0.0f32; kept];
+                let mut want = vec![0.0f32; kept];
+                reduce(op, &p, &x, &mut got).unwrap();
+                reduce_walk(op, &split, &x, &mut want).unwrap();
+                let same = got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits());
+                assert!(same, "{axes:?} {op:?}: {got:?} vs {want:?}");
+            }
+        }
+        // Integers too (a truncating mean).
+        let xi: Vec<i32> = (0..2 * 5 * 3).map(|i| (i * 7 % 11) - 5).collect();
+        let p = Reduce { shape: &[2, 5, 3], axes: &[false, true, false] };
+        let split = split(&p, xi.len(), 6).unwrap();
+        for op in ops {
+            let (mut got, mut want) = ([0i32; 6], [0i32; 6]);
+            reduce(op, &p, &xi, &mut got).unwrap();
+            reduce_walk(op, &split, &xi, &mut want).unwrap();
+            assert_eq!(got, want, "{op:?}");
+        }
+        assert!(planes(&Reduce { shape: &[2, 3], axes: &[false, false] }).is_none());
     }
 
     #[test]
