@@ -82,7 +82,62 @@ pub fn transpose<X: MoveTo<Y>, Y>(shape: &[usize], perm: &[usize], x: &[X], y: &
         strides[i] = xs[p];
     }
     ensure(x.len() == numel(shape)?, Error::ShapeMismatch)?;
+    ensure(y.len() == x.len(), Error::ShapeMismatch)?;
+    if x.is_empty() {
+        return Ok(());
+    }
+    // Input axes that stay neighbours in the output merge into one (axes of
+    // one element go anywhere).
+    let mut dims = [0usize; MAX_RANK];
+    let mut order = [0usize; MAX_RANK];
+    let mut n = 0;
+    let mut last = None;
+    for &p in perm.iter().filter(|&&p| shape[p] > 1) {
+        if last.is_some_and(|l: usize| p > l && (l + 1..p).all(|a| shape[a] == 1)) {
+            dims[n - 1] *= shape[p];
+        } else {
+            dims[n] = shape[p];
+            order[n] = p;
+            n += 1;
+        }
+        last = Some(p);
+    }
+    // `[b, m, k]` to `[b, k, m]` (the channels of NCHW to the last axis or
+    // back): tiles, so that both sides move in whole cache lines.
+    let in_order = |a: usize, b: usize| order[a] < order[b];
+    if n == 3 && in_order(0, 2) && in_order(2, 1) || n == 2 && in_order(1, 0) {
+        let (k, m) = (dims[n - 2], dims[n - 1]);
+        for (xb, yb) in x.chunks_exact(m * k).zip(y.chunks_exact_mut(m * k)) {
+            transpose_tiles(m, k, xb, yb);
+        }
+        return Ok(());
+    }
     strided_copy(&out_shape[..r], &strides[..r], 0, x, y)
+}
+
+/// `y = x^T` for `x` of `m` rows and `k` columns, in tiles of 16 rows by
+/// 16 columns: each tile's rows read whole, its columns written through a
+/// small buffer as whole runs.
+fn transpose_tiles<X: MoveTo<Y>, Y>(m: usize, k: usize, x: &[X], y: &mut [Y]) {
+    const T: usize = 16;
+    let Some(&first) = x.first() else { return };
+    let mut tile = [[first; T]; T];
+    for i0 in (0..m).step_by(T) {
+        let h = T.min(m - i0);
+        for j0 in (0..k).step_by(T) {
+            let w = T.min(k - j0);
+            for (i, src) in x[i0 * k..].chunks(k).take(h).enumerate() {
+                for (t, &s) in tile.iter_mut().zip(&src[j0..j0 + w]) {
+                    t[i] = s;
+                }
+            }
+            for (t, dst) in tile.iter().zip(y[j0 * m..].chunks_mut(m)).take(w) {
+                for (d, &v) in dst[i0..i0 + h].iter_mut().zip(t) {
+                    *d = v.move_to();
+                }
+            }
+        }
+    }
 }
 
 /// ONNX `Concat`: every input is `[outer, chunk_i]` (its dims before the axis
@@ -476,6 +531,48 @@ mod tests {
         transpose(&[4, 2, 3], &[1, 2, 0], &a, &mut b).unwrap();
         assert_eq!(b, x);
         assert_eq!(transpose(&[2, 3], &[0, 0], &M23, &mut t), Err(Error::InvalidParams));
+    }
+
+    #[test]
+    fn tiled_transposes_match_the_strided_walk() {
+        // Every permutation of rank 2..4 over shapes with edges off the
+        // 16-element tiles and axes of one element among the others.
+        let shapes: [&[usize]; 6] =
+            [&[17, 35], &[1, 33, 18], &[3, 5, 19], &[1, 20, 1, 37], &[2, 1, 17, 3], &[4, 3, 2, 5]];
+        for shape in shapes {
+            let r = shape.len();
+            let n: usize = shape.iter().product();
+            let x: Vec<i32> = (0..n as i32).collect();
+            let mut perm: Vec<usize> = (0..r).collect();
+            // Heap's algorithm over the permutations of `perm`.
+            let mut c = vec![0usize; r];
+            let check = |perm: &[usize]| {
+                let mut got = vec![-1i32; n];
+                transpose(shape, perm, &x, &mut got).unwrap();
+                let mut xs = [0isize; MAX_RANK];
+                contiguous_strides(shape, &mut xs[..r]).unwrap();
+                let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+                let st: Vec<isize> = perm.iter().map(|&p| xs[p]).collect();
+                let mut want = vec![-1i32; n];
+                strided_copy(&out, &st, 0, &x, &mut want).unwrap();
+                assert_eq!(got, want, "{shape:?} {perm:?}");
+            };
+            check(&perm);
+            let mut i = 0;
+            while i < r {
+                if c[i] < i {
+                    perm.swap(if i % 2 == 0 { 0 } else { c[i] }, i);
+                    check(&perm);
+                    c[i] += 1;
+                    i = 0;
+                } else {
+                    c[i] = 0;
+                    i += 1;
+                }
+            }
+        }
+        let mut y: [f32; 0] = [];
+        transpose(&[0, 3], &[1, 0], &[] as &[f32], &mut y).unwrap();
     }
 
     #[test]

