@@ -274,7 +274,7 @@ mod tests {
         let p = Conv { batch: 2, in_channels: channels, out_channels: channels, groups: 2, window };
         let (xl, wl, yl) = (planes * h * w, channels * k[0] * k[1], planes * out[0] * out[1]);
         let mut x = [0.0f32; 4 * 40 * 40];
-        let mut wt = [0.0f32; 2 * 25];
+        let mut wt = [0.0f32; 2 * 49];
         let mut b = [0.0f32; 2];
         values(&mut x[..xl], (h * 41 + w) as u32);
         values(&mut wt[..wl], (k[0] * 7 + k[1]) as u32);
@@ -305,7 +305,7 @@ mod tests {
     }
 
     /// Every kernel on awkward shapes: widths 1..40, heights 1..12, odd and
-    /// asymmetric pads, strides 1 and 2, dilation 2, 3x3, 5x5 and 1x3
+    /// asymmetric pads, strides 1 and 2, dilation 2, 3x3, 5x5, 7x7 and 1x3
     /// kernels, with and without bias, through each activation. Returns
     /// how many geometries the kernel took.
     fn sweep(kernel: Kernel<'_>) -> usize {
@@ -319,12 +319,17 @@ mod tests {
         ];
         let mut taken = 0;
         let mut t = 0usize;
-        for k in [[3, 3], [5, 5], [1, 3]] {
+        for k in [[3, 3], [5, 5], [7, 7], [1, 3]] {
             for s in [[1, 1], [2, 2], [2, 1], [1, 2]] {
                 for d in [[1, 1], [2, 2]] {
-                    for pads in
-                        [[1, 1, 1, 1], [0, 0, 0, 0], [2, 2, 2, 2], [0, 2, 1, 0], [2, 1, 0, 2]]
-                    {
+                    for pads in [
+                        [1, 1, 1, 1],
+                        [0, 0, 0, 0],
+                        [2, 2, 2, 2],
+                        [0, 2, 1, 0],
+                        [2, 1, 0, 2],
+                        [3, 3, 3, 3],
+                    ] {
                         for h in [1, 2, 3, 5, 12] {
                             for w in 1..=40 {
                                 t += 1;
@@ -364,9 +369,9 @@ mod tests {
     fn large(kernel: Kernel<'_>) -> usize {
         let mut taken = 0;
         for (h, w) in [(26, 40), (40, 40), (33, 37), (40, 31)] {
-            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2]] {
+            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2], [3, 3, 3, 3]] {
                 for d in [[1, 1], [2, 1]] {
-                    for (k, s) in [(3, 1), (5, 1), (3, 2), (5, 2)] {
+                    for (k, s) in [(3, 1), (5, 1), (7, 1), (3, 2), (5, 2)] {
                         let act = if s == 2 {
                             (Activation::Relu, Some(Smooth::Silu))
                         } else {
@@ -390,7 +395,7 @@ mod tests {
                     crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
                 })
             });
-            assert_eq!(taken, 96);
+            assert_eq!(taken, 160);
         }
     }
 
