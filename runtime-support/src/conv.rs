@@ -265,6 +265,22 @@ impl PackB for Im2col<'_> {
                     continue;
                 };
                 let first = (ox * sx) as isize - pl;
+                // A patch layer (kernel 16 wide at stride 16): the group's
+                // sixteen rows are the run's patches transposed (ViT's
+                // patch embedding, instead of a stride-16 gather per row).
+                if sx == 16
+                    && kw == 16
+                    && kx0 == 0
+                    && rows == 16
+                    && self.d[1] == 1
+                    && first >= 0
+                    && let Some(src) = xrow.get(first as usize..first as usize + len * 16)
+                    && first as usize + len * 16 <= self.w
+                    && let Some(dst) = group.get_mut(c0..)
+                    && simd::patch16_rows(src, len, dst, stride)
+                {
+                    continue;
+                }
                 let run = Run { c0, len, sx, first, kx0, dx: self.d[1], w, evens: self.evens };
                 // At a stride of 2, runs of other lengths than the fixed
                 // copies' go through the even and odd halves.
@@ -1484,6 +1500,13 @@ mod tests {
             (1, 7, 41, [3, 5], [2, 2], [1, 3], [1, 0]),
             (1, 5, 160, [2, 3], [2, 2], [1, 40], [0, 1]),
             (2, 5, 23, [3, 3], [3, 2], [1, 1], [1, 1]),
+            // Patch layers (kernel = stride = 16): output rows of 14 (runs
+            // crossing rows), 3, and 32 with input columns left over; one
+            // with padding (its first patch crosses the border).
+            (2, 32, 224, [16, 16], [16, 16], [1, 1], [0, 0]),
+            (1, 16, 48, [16, 16], [16, 16], [1, 1], [0, 0]),
+            (1, 17, 517, [16, 16], [16, 16], [1, 1], [0, 0]),
+            (1, 16, 40, [16, 16], [16, 16], [1, 1], [0, 4]),
         ];
         for (t, &(c, h, w, k, s, d, pad)) in cases.iter().enumerate() {
             let oh = (h + 2 * pad[0] - d[0] * (k[0] - 1) - 1) / s[0] + 1;

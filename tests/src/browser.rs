@@ -52,20 +52,37 @@ enum Failure {
 }
 
 fn run_once(exe: &Path, profile: &Path, args: &[String]) -> Result<String, Failure> {
-    let mut child = Command::new(exe)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Failure::Other(format!("cannot start {}: {e}", exe.display())))?;
+    let spawn = || {
+        Command::new(exe)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    // An executable just written can be "busy" for a moment: a process
+    // forked meanwhile by another thread holds the writer's descriptor
+    // until it execs (seen in CI with the tests' fake browsers).
+    let mut tries = 0;
+    let mut child = loop {
+        match spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => {
+                break other
+                    .map_err(|e| Failure::Other(format!("cannot start {}: {e}", exe.display())))?;
+            }
+        }
+    };
     let reader = |pipe: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
             let mut s = String::new();

@@ -357,6 +357,52 @@ fn transpose(r: [__m512; 16]) -> [__m512; 16] {
     out
 }
 
+/// Rows `0..16` of a 16-wide patch layout: `dst[kx * stride + c] =
+/// src[c * 16 + kx]` for `c < len` and `kx < 16`, sixteen columns at a
+/// time through [`transpose`] (the last block's missing patches as zeros,
+/// its stores masked). `false`, nothing written, when the slices are too
+/// short.
+pub(super) fn patch16(
+    _cpu: Avx512,
+    src: &[f32],
+    len: usize,
+    dst: &mut [f32],
+    stride: usize,
+) -> bool {
+    let dst_need = 15usize.checked_mul(stride).and_then(|v| v.checked_add(len));
+    let src_need = len.checked_mul(16);
+    if src_need.is_none_or(|v| v > src.len()) || dst_need.is_none_or(|v| v > dst.len()) {
+        return false;
+    }
+    // SAFETY: `_cpu` proves AVX-512F; the lengths were checked above.
+    unsafe { patch16_blocks(src, len, dst, stride) };
+    true
+}
+
+/// [`patch16`]'s loop. Safety: AVX-512F is present, `src` holds `len * 16`
+/// floats and `dst` at least `15 * stride + len`.
+#[target_feature(enable = "avx512f")]
+unsafe fn patch16_blocks(src: &[f32], len: usize, dst: &mut [f32], stride: usize) {
+    for c0 in (0..len).step_by(16) {
+        let n = (len - c0).min(16);
+        // SAFETY (loads and stores): patch `c0 + i < len` is
+        // `src[(c0 + i) * 16..][..16]`, inside `src`, and row `kx` of the
+        // output is `dst[kx * stride + c0..][..n]`, inside `dst` (the
+        // caller's bounds); the store writes the first `n` lanes only.
+        let rows: [__m512; 16] = core::array::from_fn(|i| {
+            if i < n {
+                unsafe { _mm512_loadu_ps(src.as_ptr().add((c0 + i) * 16)) }
+            } else {
+                _mm512_setzero_ps()
+            }
+        });
+        let keep: __mmask16 = if n == 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 };
+        for (kx, v) in transpose(rows).into_iter().enumerate() {
+            unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(kx * stride + c0), keep, v) };
+        }
+    }
+}
+
 /// `__m512` as 16 floats, for the tests.
 #[cfg(test)]
 fn lanes(v: __m512) -> [f32; 16] {

@@ -1812,6 +1812,20 @@ pub(crate) fn conv2d_stem<A: ReadA>(
     false
 }
 
+/// The im2col rows of one channel and kernel row of a convolution whose
+/// kernel is as wide as its stride (a patch layer, 16 wide): `dst[kx *
+/// stride + c] = src[c * 16 + kx]` for `kx < 16` and `c < len`, the patches
+/// transposed sixteen at a time. `false`, nothing written, where this CPU
+/// has no such path.
+pub(crate) fn patch16_rows(src: &[f32], len: usize, dst: &mut [f32], stride: usize) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx512::Avx512::detect() {
+        return avx512_stem::patch16(cpu, src, len, dst, stride);
+    }
+    let _ = (src, len, dst, stride);
+    false
+}
+
 /// 2-D convolution of `cin` input planes into `m` output planes (groups of
 /// one, geometry `g`; the weights `w` an `m x cin * kh * kw` A operand),
 /// adding `bias` and applying `act`, read in place from
