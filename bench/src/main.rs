@@ -342,13 +342,17 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     } else {
         None
     };
-    // `CONV_SILU=1` (`CONV_HSWISH=1`): SiLU (HardSwish) through the fused
-    // epilogue instead of Relu.
+    // `CONV_SILU=1`, `CONV_HSWISH=1`, `CONV_GELU=1`: SiLU, HardSwish or
+    // Gelu through the fused epilogue instead of Relu.
     use onnx_codegen_runtime::gemm::Smooth;
-    // `CONV_GELU=1`: Gelu likewise.
-    let hswish = std::env::var_os("CONV_HSWISH").is_some();
-    let gelu = std::env::var_os("CONV_GELU").is_some();
-    let silu = hswish || gelu || std::env::var_os("CONV_SILU").is_some();
+    let flag = |name: &str| std::env::var_os(name).is_some();
+    let smooth = [
+        ("CONV_HSWISH", Smooth::HardSwish),
+        ("CONV_GELU", Smooth::Gelu),
+        ("CONV_SILU", Smooth::Silu),
+    ]
+    .into_iter()
+    .find_map(|(name, s)| flag(name).then_some(s));
     // `CONV_RESID=1`: a residual added before the Relu (a ResNet block's
     // last convolution), read from a tensor as large as the output.
     let resid = std::env::var_os("CONV_RESID").is_some();
@@ -359,16 +363,11 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
             act: Activation::Relu,
             smooth: None,
         },
-        false => onnx_codegen_runtime::gemm::Post {
-            smooth: Some(match (hswish, gelu) {
-                (true, _) => Smooth::HardSwish,
-                (_, true) => Smooth::Gelu,
-                _ => Smooth::Silu,
-            }),
-            ..onnx_codegen_runtime::gemm::Post::NONE
-        },
+        false => {
+            onnx_codegen_runtime::gemm::Post { smooth, ..onnx_codegen_runtime::gemm::Post::NONE }
+        }
     };
-    let fused = silu || resid;
+    let fused = smooth.is_some() || resid;
     let run = |y: &mut [f32]| match (&packed, fused) {
         (Some(pw), true) => conv::sconv_packed_fused(&p, &x, pw, Some(&bias), y, &post),
         (None, true) => conv::sconv_fused(&p, &x, &w, Some(&bias), y, &post),
@@ -394,11 +393,12 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     let mut want = vec![0.0f32; y.len()];
     conv::conv(&p, &x, &w, Some(&bias), &mut want).ok()?;
     let close = |y: &[f32]| {
-        let act = |w: f32| match (hswish, silu) {
-            (true, _) => w * (w / 6.0 + 0.5).clamp(0.0, 1.0),
-            _ if gelu => onnx_codegen_runtime::vmath::gelu(w),
-            (_, true) => w / (1.0 + (-w).exp()),
-            _ => w.max(0.0),
+        let act = |w: f32| match smooth {
+            Some(Smooth::HardSwish) => w * (w / 6.0 + 0.5).clamp(0.0, 1.0),
+            Some(Smooth::Gelu) => onnx_codegen_runtime::vmath::gelu(w),
+            // SiLU, the one left.
+            Some(_) => w / (1.0 + (-w).exp()),
+            None => w.max(0.0),
         };
         let expect = |i: usize, w: f32| if resid { (w + r[i]).max(0.0) } else { act(w) };
         (want.iter().zip(y).enumerate())
@@ -693,8 +693,7 @@ fn run_unary(reps: usize) {
                     t.elapsed().as_secs_f64() * 1e9 / (reps * n) as f64
                 })
                 .collect();
-            times.sort_by(f64::total_cmp);
-            println!("{name:>9} over {n:>5}: {:.3} ns/element", times[15]);
+            println!("{name:>9} over {n:>5}: {:.3} ns/element", stats(&mut times).0);
         }
     }
 }

@@ -268,14 +268,15 @@ impl PackB for Im2col<'_> {
                 // A patch layer (kernel 16 wide at stride 16): the group's
                 // sixteen rows are the run's patches transposed (ViT's
                 // patch embedding, instead of a stride-16 gather per row).
+                let end = first + (len * 16) as isize;
                 if sx == 16
                     && kw == 16
                     && kx0 == 0
                     && rows == 16
                     && self.d[1] == 1
                     && first >= 0
-                    && let Some(src) = xrow.get(first as usize..first as usize + len * 16)
-                    && first as usize + len * 16 <= self.w
+                    && end <= w
+                    && let Some(src) = xrow.get(first as usize..end as usize)
                     && let Some(dst) = group.get_mut(c0..)
                     && simd::patch16_rows(src, len, dst, stride)
                 {
