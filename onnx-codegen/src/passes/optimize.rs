@@ -1346,8 +1346,9 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         // alignment's slack.
         let room = free.iter().find(|(n, _)| *n == id).map_or(0, |(_, b)| *b);
         let room = room.saturating_sub(crate::passes::plan::ALIGN);
-        let per_tile = scratch_len(c, m, 1).and_then(|v| v.checked_mul(4)).unwrap_or(usize::MAX);
-        let fit = room / per_tile.max(1);
+        let bytes = |t: usize| scratch_len(c, m, t).and_then(|v| v.checked_mul(4));
+        let (Some(fixed), Some(one)) = (bytes(0), bytes(1)) else { continue };
+        let fit = room.saturating_sub(fixed) / (one - fixed).max(1);
         let most = fit.min(MAX_BLOCK).min(tiles);
         if most < WINOGRAD_MIN_BLOCK.min(tiles) || most == 0 {
             continue;

@@ -40,6 +40,9 @@ mod avx512_pool;
 mod avx512_stem;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
+mod avx512_wino;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
 mod cpu;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod direct;
@@ -1982,6 +1985,88 @@ pub(crate) fn strips_vector_product(
         epi.vector_row(y);
     }
     Ok(())
+}
+
+/// Where the vector input transform of `crate::winograd` reads: planes of
+/// `plane` floats, one per channel, in which the four input rows of the
+/// tiles start at `rows` (`None`: a row of padding) and hold `w` floats;
+/// tile `j` covers columns `first + 2j .. first + 2j + 4` of them (zero
+/// outside the row).
+#[derive(Clone, Copy)]
+pub(crate) struct TileRows {
+    pub plane: usize,
+    pub rows: [Option<usize>; 4],
+    pub w: usize,
+    pub first: isize,
+}
+
+/// The vector transforms of `crate::winograd` (AVX-512), when this CPU has
+/// them; their results are bit for bit the portable transforms'.
+#[derive(Clone, Copy)]
+pub(crate) struct WinogradTransforms {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    cpu: avx512::Avx512,
+}
+
+impl WinogradTransforms {
+    /// `Some` when the vector transforms run on this CPU.
+    #[inline]
+    pub(crate) fn detect() -> Option<Self> {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return avx512::Avx512::detect().map(|cpu| WinogradTransforms { cpu });
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        None
+    }
+
+    /// The input transform of `n` tiles of each of `channels` channels of
+    /// `x` (see `avx512_wino::input_tiles`): `V_xi` of channel `c`'s tile
+    /// `j` to `v[xi * xs + c * cs + at + j]`. False when nothing was
+    /// written (an operand too short).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn inputs(
+        self,
+        x: &[f32],
+        src: TileRows,
+        channels: usize,
+        n: usize,
+        v: &mut [f32],
+        at: usize,
+        strides: [usize; 2],
+    ) -> bool {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return avx512_wino::input_tiles(self.cpu, x, src, channels, n, v, at, strides);
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        {
+            let _ = (x, src, channels, n, v, at, strides);
+            false
+        }
+    }
+
+    /// The output transform of `n` tiles of one output channel, bias and
+    /// activation included (see `avx512_wino::output_tiles`). False when
+    /// nothing was written.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn outputs(
+        self,
+        m: &[f32],
+        at: usize,
+        stride: usize,
+        n: usize,
+        bias: Option<f32>,
+        act: Activation,
+        out: [Option<&mut [f32]>; 2],
+        cols: usize,
+    ) -> bool {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return avx512_wino::output_tiles(self.cpu, m, at, stride, n, bias, act, out, cols);
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        {
+            let _ = (m, at, stride, n, bias, act, out, cols);
+            false
+        }
+    }
 }
 
 /// Runs `f`, compiled for the widest vector unit detected (AVX2 on x86-64)
