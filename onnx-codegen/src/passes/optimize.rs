@@ -1190,60 +1190,48 @@ pub const CONV_WINOGRAD_INPUT: usize = 5;
 
 /// Fewest input and output channels a 3x3 Conv needs before
 /// [`winograd_convs`] claims it: below, the 16 small products and the
-/// transforms cost more than the implicit GEMM saves. Measured (one core,
-/// AVX-512, against the direct path): 32->32 at 56x56 even, at 32x32 and
-/// smaller 20-50% slower; 16 channels on either side slower at any size.
-pub const WINOGRAD_MIN_CHANNELS: usize = 32;
+/// transforms cost more than the implicit GEMM saves (measured on Zen 4
+/// with the AVX-512 transforms: 8->8 and 12->12 at 56x56 5-20% slower).
+pub const WINOGRAD_MIN_CHANNELS: usize = 16;
 
-/// From this many channels in and out, [`winograd_convs`] claims a Conv of
-/// any number of tiles (down to [`WINOGRAD_FEW_TILES`]' limit); below, one
-/// of [`WINOGRAD_NARROW_MIN_TILES`] tiles or more (fewer: see
-/// [`WINOGRAD_MID_TILES`]) whose channels `m` and
-/// `c` have `m * c >= WINOGRAD_BALANCE * (m + c)`. The transforms cost per
-/// channel of either side and per tile, the products per pair of channels
-/// and per tile, so a narrow side is fine when the other is wide. Measured
-/// (Zen 4, AVX-512, Winograd against the direct path): 128->32 at 56x56
-/// 2.28 against 3.24 ms, at 28x28 0.62 against 0.98, at 14x14 (49 tiles)
-/// 0.176 against 0.190, at 7x7 0.085 against 0.074; 64->64 at 56x56 1.25
-/// against 1.55, at 28x28 and 14x14 even; 48->48 and 32->96 at 28x28
-/// within 7% (just under the balance); 16->32 and 16->48 35-50% slower.
-pub const WINOGRAD_NARROW_CHANNELS: usize = 96;
-
-/// See [`WINOGRAD_NARROW_CHANNELS`].
-pub const WINOGRAD_NARROW_MIN_TILES: usize = 196;
-
-/// See [`WINOGRAD_NARROW_CHANNELS`].
-pub const WINOGRAD_BALANCE: usize = 25;
-
-/// A Conv with a narrow side ([`WINOGRAD_NARROW_CHANNELS`]) on fewer than
-/// [`WINOGRAD_NARROW_MIN_TILES`] tiles but at least this many (a 13x13 or
-/// 14x14 output) is claimed when its channels are more unequal still: `m *
-/// c >= WINOGRAD_MID_BALANCE * (m + c)`. Measured (Zen 4, Winograd against
-/// the direct path): 64->256 at 13x13 0.49 against 0.57 ms, at 14x14 0.44
-/// against 0.62; 48->192 at 13x13 0.32 against 0.35, at 14x14 0.26 against
-/// 0.36; 56->224 at 13x13 0.43 against 0.47; 64->128 even; 40->160 and
-/// 32->128 at 13x13 13-15% slower, 64->64 and 128->32 even at 14x14 (all
-/// four under this balance).
-pub const WINOGRAD_MID_TILES: usize = 49;
-
-/// See [`WINOGRAD_MID_TILES`].
-pub const WINOGRAD_MID_BALANCE: usize = 37;
+/// The fewest tiles (2x2 outputs each) for which [`winograd_convs`] claims a
+/// Conv of `m` output and `c` input channels: the transforms cost per
+/// channel and tile, the products per pair of channels and tile, and the
+/// per-block costs per tile, so the fewer the channel pairs, the more tiles
+/// are needed. `None`: never. Measured on Zen 4 (AVX-512 transforms),
+/// Winograd against the implicit GEMM: `m * c` of 256 (16->16) 0.047 against
+/// 0.054 ms at 32x32 (256 tiles), 0.020 against 0.018 at 16x16, 0.58
+/// against 0.64 at 112x112; 1024 (32->32, 16->64) 0.038 against 0.051 at
+/// 16x16, 0.034 against 0.043 at 14x14, even at 7x7; 4096 (64->64,
+/// 128->32) 0.046 against 0.068 at 8x8, 0.035 against 0.072 at 7x7, 0.021
+/// against 0.019 at 4x4.
+pub fn winograd_min_tiles(m: usize, c: usize) -> Option<usize> {
+    match m.saturating_mul(c) {
+        mc if mc >= 4096 => Some(16),
+        mc if mc >= 1024 => Some(25),
+        mc if mc >= 256 => Some(196),
+        _ => None,
+    }
+}
 
 /// Fewest output rows and columns a 3x3 Conv needs before [`winograd_convs`]
 /// claims it (fewer than two full tiles a side waste most of each tile).
 pub const WINOGRAD_MIN_OUT: usize = 4;
 
 /// Below this many tiles, each transformed weight is used too few times to
-/// pay for reading it: [`winograd_convs`] then only claims a Conv whose
-/// transformed weights are at most [`WINOGRAD_FEW_TILES_MAX_BYTES`], small
-/// enough to come from the last-level cache. Measured on a 512->512 Conv
-/// with 7x7 outputs (16 tiles, 16.8 MB of transformed weights): 2.14 ms by
-/// Winograd against 1.61 ms direct; with 10x10 outputs (25 tiles) 1.68 ms
-/// against 2.95; a 256->256 Conv at 7x7 (4.2 MB) 0.28 ms against 0.60.
+/// pay for reading it from memory: [`winograd_convs`] then only claims a
+/// Conv whose transformed weights are at most
+/// [`WINOGRAD_FEW_TILES_MAX_BYTES`]. Measured with the AVX-512 transforms:
+/// ResNet-18, whose three 512->512 Convs at 7x7 (16 tiles, 16.8 MB of
+/// transformed weights each, read from memory) ran direct under a limit
+/// of 8 MB, 26.8 -> 25.6 ms with them by Winograd (1.9 against 2.4 ms
+/// each with the weights in cache). With the plain transforms, Winograd
+/// was the slower there (2.14 against 1.61 ms).
 pub const WINOGRAD_FEW_TILES: usize = 20;
 
-/// See [`WINOGRAD_FEW_TILES`].
-pub const WINOGRAD_FEW_TILES_MAX_BYTES: usize = 8 << 20;
+/// See [`WINOGRAD_FEW_TILES`]: twice the largest such layer of the usual
+/// CNNs, a guard against far larger ones.
+pub const WINOGRAD_FEW_TILES_MAX_BYTES: usize = 32 << 20;
 
 /// The internal attribute of a Conv claimed by [`winograd_convs`]: how many
 /// tiles its kernel handles at a time, which sizes its scratch.
@@ -1276,8 +1264,8 @@ fn free_arena_bytes(g: &Graph, inferred: &Inferred) -> Vec<(NodeId, usize)> {
 
 /// Claims each 3x3 Conv of stride and dilation 1, group 1, on f32 computed
 /// at run time, whose constant weights only it reads and are all finite,
-/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out (more, see
-/// [`WINOGRAD_NARROW_CHANNELS`], on fewer tiles) and
+/// with at least [`WINOGRAD_MIN_CHANNELS`] channels in and out, enough
+/// tiles for its channels ([`winograd_min_tiles`]) and
 /// [`WINOGRAD_MIN_OUT`] outputs a side, for `winograd::sconv3x3`: its
 /// weights are transformed once, here, into the 16 strip-packed matrices that
 /// kernel reads (an internal input, [`CONV_WINOGRAD_INPUT`]; the original
@@ -1334,12 +1322,7 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         if tiles < WINOGRAD_FEW_TILES && u_bytes > WINOGRAD_FEW_TILES_MAX_BYTES {
             continue;
         }
-        let balance = match tiles {
-            t if t >= WINOGRAD_NARROW_MIN_TILES => WINOGRAD_BALANCE,
-            _ => WINOGRAD_MID_BALANCE,
-        };
-        let balanced = m.saturating_mul(c) >= balance.saturating_mul(m.saturating_add(c));
-        if m.min(c) < WINOGRAD_NARROW_CHANNELS && (tiles < WINOGRAD_MID_TILES || !balanced) {
+        if winograd_min_tiles(m, c).is_none_or(|least| tiles < least) {
             continue;
         }
         // The scratch goes in the arena bytes free during this step, less an
@@ -1995,55 +1978,39 @@ mod tests {
     #[test]
     fn convs_winograd_does_not_pay_for_or_cannot_do_stay() {
         let w = |m: usize, c: usize| weights(m * c * 9);
-        // Stride 2 (a 4x4 output), dilation 2, group 2, 64 channels on a
-        // small map (16 tiles), too few channels.
+        // `c -> m` channels at an `o x o` output.
+        let sized = |c: usize, m: usize, o: usize| {
+            winograd_graph(c, m, 1, "", &w(m, c))
+                .replace("32, 32] x", &format!("{}, {}] x", 4 * o, 4 * o))
+                .replace("8, 8] y", &format!("{o}, {o}] y"))
+        };
+        // Stride 2 (a 4x4 output), dilation 2, group 2; too few channels
+        // (8 -> 64); too few tiles for the channel pairs: 16 -> 16 on 64
+        // tiles, 32 -> 32 on 16, 64 -> 64 on 4.
         let cases = [
             winograd_graph(96, 96, 1, ", strides = [2, 2]", &w(96, 96))
                 .replace("8, 8] y", "4, 4] y"),
             winograd_graph(96, 96, 1, ", dilations = [2, 2]", &w(96, 96))
                 .replace("8, 8] y", "6, 6] y"),
             winograd_graph(192, 192, 2, "", &w(192, 96)),
-            winograd_graph(64, 96, 1, "", &w(96, 64)),
-            winograd_graph(48, 48, 1, "", &w(48, 48))
-                .replace("32, 32] x", "128, 128] x")
-                .replace("8, 8] y", "32, 32] y"),
-            // 128 -> 32 channels on 49 tiles; 16 -> 64 on 196.
-            winograd_graph(128, 32, 1, "", &w(32, 128))
-                .replace("32, 32] x", "56, 56] x")
-                .replace("8, 8] y", "14, 14] y"),
-            winograd_graph(16, 64, 1, "", &w(64, 16))
-                .replace("32, 32] x", "112, 112] x")
-                .replace("8, 8] y", "28, 28] y"),
-            // 40 -> 160 on 49 tiles (under the stricter balance); 48 -> 192
-            // on 16.
-            winograd_graph(40, 160, 1, "", &w(160, 40))
-                .replace("32, 32] x", "52, 52] x")
-                .replace("8, 8] y", "13, 13] y"),
-            winograd_graph(48, 192, 1, "", &w(192, 48))
-                .replace("32, 32] x", "28, 28] x")
-                .replace("8, 8] y", "7, 7] y"),
+            sized(8, 64, 32),
+            sized(16, 16, 16),
+            sized(32, 32, 7),
+            sized(64, 64, 4),
         ];
         for src in &cases {
             let a = run(14, src);
             assert!(a.summary().errors.is_empty(), "{src}");
-            assert_eq!(winograd_convs(&a), 0);
+            assert_eq!(winograd_convs(&a), 0, "{src}");
         }
-        // 64 channels on a 32x32 output (256 tiles) pay.
-        let wide = winograd_graph(64, 64, 1, "", &w(64, 64))
-            .replace("32, 32] x", "128, 128] x")
-            .replace("8, 8] y", "32, 32] y");
-        assert_eq!(winograd_convs(&run(14, &wide)), 1);
-        // So do 128 -> 32 channels on a 28x28 output (196 tiles): the
-        // narrow side is balanced by the wide one.
-        let uneven = winograd_graph(128, 32, 1, "", &w(32, 128))
-            .replace("32, 32] x", "112, 112] x")
-            .replace("8, 8] y", "28, 28] y");
-        assert_eq!(winograd_convs(&run(14, &uneven)), 1);
-        // And 48 -> 192 on a 13x13 output (49 tiles), more unequal still.
-        let mid = winograd_graph(48, 192, 1, "", &w(192, 48))
-            .replace("32, 32] x", "52, 52] x")
-            .replace("8, 8] y", "13, 13] y");
-        assert_eq!(winograd_convs(&run(14, &mid)), 1);
+        // Enough tiles for the channels: 64 -> 64 on 16 and 256 tiles,
+        // 128 -> 32 on 196, 16 -> 16 on 256, 32 -> 32 on 25, 48 -> 192 on
+        // 49.
+        for (c, m, o) in
+            [(64, 64, 7), (64, 64, 32), (128, 32, 28), (16, 16, 32), (32, 32, 10), (48, 192, 13)]
+        {
+            assert_eq!(winograd_convs(&run(14, &sized(c, m, o))), 1, "{c} -> {m} at {o}x{o}");
+        }
         // Weights known only at run time.
         assert_eq!(winograd_convs(&run(14, &winograd_graph(96, 96, 1, "", ""))), 0);
         // An infinite weight: the transforms would turn the direct sum's
