@@ -31,8 +31,11 @@ use crate::simd::{self, DenseB, Epilogue, Out, PANEL, PanelA, panels_len};
 use crate::{Error, Result, ensure};
 
 /// Tiles one block of [`sconv3x3`] handles at most; the generator sizes the
-/// scratch for `min(tiles of one image, MAX_BLOCK)` tiles.
-pub const MAX_BLOCK: usize = 64;
+/// scratch for `min(tiles of one image, MAX_BLOCK)` tiles. Measured (Zen 4,
+/// AVX-512 transforms), blocks of 64 tiles against 96 to 256: 64->64 at
+/// 56x56 1.25 against 1.16-1.21 ms, 128->128 at 28x28 1.12 against
+/// 1.07-1.10; no gain past 96.
+pub const MAX_BLOCK: usize = 128;
 
 /// Floats of the transformed weights of a convolution of `cin` input and
 /// `cout` output channels: 16 `cout x cin` matrices in panels of 8 rows (the
