@@ -1993,6 +1993,7 @@ pub(crate) fn strips_vector_product(
 /// tile `j` covers columns `first + 2j .. first + 2j + 4` of them (zero
 /// outside the row).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
 pub(crate) struct TileRows {
     pub plane: usize,
     pub rows: [Option<usize>; 4],
