@@ -711,17 +711,24 @@ mod tests {
         check(1, 2, 3, 5, 257, [2; 4], false, none, 7);
     }
 
-    /// The vector transforms (AVX-512, where this CPU has it) write exactly
+    /// The vector transforms (AVX-512 and AVX2, where this CPU has them) write exactly
     /// the plain code's values: the input transform's `V` over every block
     /// of awkward geometries (padding on each side, rows cut in pieces of
     /// 64 tiles, half last tiles, rows wider than a piece), and the output
     /// transform's planes from the same `M` with each activation and bias.
     #[test]
     fn vector_transforms_are_the_plain_ones_bit_for_bit() {
-        let Some(t) = simd::WinogradTransforms::detect() else {
+        let units = [simd::WinogradTransforms::detect(), simd::WinogradTransforms::avx2()];
+        if units.iter().all(Option::is_none) {
             std::eprintln!("no vector Winograd transforms on this CPU: nothing to compare");
-            return;
-        };
+        }
+        for t in units.into_iter().flatten() {
+            compare_transforms(t);
+        }
+    }
+
+    /// [`vector_transforms_are_the_plain_ones_bit_for_bit`] on one unit.
+    fn compare_transforms(t: simd::WinogradTransforms) {
         // (C, H, W, pads top/left/bottom/right, tiles per block)
         let cases = [
             (3, 9, 11, [1, 1, 1, 1], 64),

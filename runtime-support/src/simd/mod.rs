@@ -28,6 +28,9 @@ mod avx2;
 mod avx2_dw;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
+mod avx2_wino;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
 mod avx512;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
@@ -2001,20 +2004,46 @@ pub(crate) struct TileRows {
     pub first: isize,
 }
 
-/// The vector transforms of `crate::winograd` (AVX-512), when this CPU has
-/// them; their results are bit for bit the portable transforms'.
+/// The vector transforms of `crate::winograd` (AVX-512, else AVX2), when
+/// this CPU has them; their results are bit for bit the portable
+/// transforms'.
 #[derive(Clone, Copy)]
 pub(crate) struct WinogradTransforms {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    cpu: avx512::Avx512,
+    unit: WinogradUnit,
+}
+
+/// The vector unit of [`WinogradTransforms`].
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[derive(Clone, Copy)]
+enum WinogradUnit {
+    Avx512(avx512::Avx512),
+    Avx2(avx2::Avx2),
 }
 
 impl WinogradTransforms {
-    /// `Some` when the vector transforms run on this CPU.
+    /// `Some` when the vector transforms run on this CPU (AVX-512 first).
     #[inline]
     pub(crate) fn detect() -> Option<Self> {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return avx512::Avx512::detect().map(|cpu| WinogradTransforms { cpu });
+        {
+            let unit = match (avx512::Avx512::detect(), avx2::Avx2::detect()) {
+                (Some(cpu), _) => WinogradUnit::Avx512(cpu),
+                (None, Some(cpu)) => WinogradUnit::Avx2(cpu),
+                (None, None) => return None,
+            };
+            Some(WinogradTransforms { unit })
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        None
+    }
+
+    /// The AVX2 transforms even where AVX-512 is there (tests).
+    #[cfg(test)]
+    pub(crate) fn avx2() -> Option<Self> {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return avx2::Avx2::detect()
+            .map(|cpu| WinogradTransforms { unit: WinogradUnit::Avx2(cpu) });
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         None
     }
@@ -2036,7 +2065,14 @@ impl WinogradTransforms {
         strides: [usize; 2],
     ) -> bool {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return avx512_wino::input_tiles(self.cpu, x, src, channels, n, v, at, strides);
+        return match self.unit {
+            WinogradUnit::Avx512(cpu) => {
+                avx512_wino::input_tiles(cpu, x, src, channels, n, v, at, strides)
+            }
+            WinogradUnit::Avx2(cpu) => {
+                avx2_wino::input_tiles(cpu, x, src, channels, n, v, at, strides)
+            }
+        };
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         {
             let _ = (x, src, channels, n, v, at, strides);
@@ -2061,7 +2097,14 @@ impl WinogradTransforms {
         cols: usize,
     ) -> bool {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return avx512_wino::output_tiles(self.cpu, m, at, stride, n, bias, act, out, cols);
+        return match self.unit {
+            WinogradUnit::Avx512(cpu) => {
+                avx512_wino::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
+            }
+            WinogradUnit::Avx2(cpu) => {
+                avx2_wino::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
+            }
+        };
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         {
             let _ = (m, at, stride, n, bias, act, out, cols);
