@@ -106,21 +106,7 @@ pub(crate) fn input_tiles(
     at: usize,
     [xs, cs]: [usize; 2],
 ) -> bool {
-    let v_need = xs
-        .checked_mul(15)
-        .zip(cs.checked_mul(channels.saturating_sub(1)))
-        .and_then(|(a, b)| a.checked_add(b))
-        .and_then(|s| s.checked_add(at))
-        .and_then(|s| s.checked_add(n));
-    let x_need = src.plane.checked_mul(channels);
-    let rows_fit =
-        src.rows.iter().flatten().all(|&r| r.checked_add(src.w).is_some_and(|e| e <= src.plane));
-    if n == 0
-        || channels == 0
-        || !rows_fit
-        || x_need.is_none_or(|e| e > x.len())
-        || v_need.is_none_or(|e| e > v.len())
-    {
+    if !src.input_fits(x.len(), channels, n, v.len(), at, [xs, cs]) {
         return false;
     }
     let _ = cpu;
@@ -220,10 +206,7 @@ pub(crate) fn output_tiles(
     out: [Option<&mut [f32]>; 2],
     cols: usize,
 ) -> bool {
-    let m_need =
-        stride.checked_mul(15).and_then(|s| s.checked_add(at)).and_then(|s| s.checked_add(n));
-    let rows_fit = out.iter().all(|r| r.as_ref().is_none_or(|r| r.len() >= cols));
-    if n == 0 || cols > 2 * n || !rows_fit || m_need.is_none_or(|e| e > m.len()) {
+    if !TileRows::output_fits(m.len(), at, stride, n, &out, cols) {
         return false;
     }
     let _ = cpu;

@@ -17,8 +17,8 @@ use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps,
     _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_add_ps,
     _mm512_cmp_ps_mask, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_blend_ps,
-    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_reduce_add_ps,
-    _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_permutex2var_ps,
+    _mm512_reduce_add_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
 /// Proof that AVX-512F is available on this CPU.
@@ -47,8 +47,24 @@ const PREFETCH_FROM: usize = super::A_PREFETCH_FROM;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
-fn lanes(n: usize) -> __mmask16 {
+pub(super) fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
+}
+
+/// The even-indexed lanes of the 32 floats `lo` then `hi`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn evens(lo: __m512, hi: __m512) -> __m512 {
+    let at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    _mm512_permutex2var_ps(lo, at, hi)
+}
+
+/// The odd-indexed lanes of the 32 floats `lo` then `hi`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn odds(lo: __m512, hi: __m512) -> __m512 {
+    let at = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    _mm512_permutex2var_ps(lo, at, hi)
 }
 
 impl Micro for Avx512 {

@@ -15,37 +15,14 @@
 //!
 //! Every load and store is masked to the lanes inside its slice.
 
-use super::avx512::Avx512;
+use super::avx512::{Avx512, evens, lanes, odds};
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
+    __m512, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,
     _mm512_cmplt_epi32_mask, _mm512_div_ps, _mm512_mask_loadu_ps, _mm512_mask_mov_ps,
     _mm512_mask_storeu_ps, _mm512_mask_sub_epi32, _mm512_maskz_loadu_ps, _mm512_max_ps,
-    _mm512_permutex2var_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
-    _mm512_setzero_ps, _mm512_setzero_si512,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_setzero_ps, _mm512_setzero_si512,
 };
-
-/// The lanes of a 16-wide vector below `n` (all of them from 16 up).
-#[inline(always)]
-fn lanes(n: usize) -> __mmask16 {
-    if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
-}
-
-/// The even-indexed lanes of the 32 floats `lo` then `hi`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn evens(lo: __m512, hi: __m512) -> __m512 {
-    let at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    _mm512_permutex2var_ps(lo, at, hi)
-}
-
-/// The odd-indexed lanes of the 32 floats `lo` then `hi`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn odds(lo: __m512, hi: __m512) -> __m512 {
-    let at = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    _mm512_permutex2var_ps(lo, at, hi)
-}
 
 /// `best` and `v` ranked as `pool::max_nan`, lane by lane.
 #[inline]

@@ -11,7 +11,7 @@
 //! portable code. Every load and store is masked to the lanes inside its
 //! slice, or checked against the slice before the loop.
 
-use super::avx512::{Avx512, activate};
+use super::avx512::{Avx512, activate, evens, lanes, odds};
 use super::{Activation, TileRows};
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
@@ -20,12 +20,6 @@ use core::arch::x86_64::{
 
 /// Tiles the transforms handle per step: one vector's lanes.
 const T: usize = 16;
-
-/// The lanes of a 16-wide vector below `n` (all of them from 16 up).
-#[inline(always)]
-fn lanes(n: usize) -> __mmask16 {
-    if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
-}
 
 /// The lanes `l` of a load at column `q` (from a row's start) whose
 /// columns `q + l` fall inside a row of `w` floats.
@@ -53,21 +47,7 @@ pub(crate) fn input_tiles(
     at: usize,
     [xs, cs]: [usize; 2],
 ) -> bool {
-    let v_need = xs
-        .checked_mul(15)
-        .zip(cs.checked_mul(channels.saturating_sub(1)))
-        .and_then(|(a, b)| a.checked_add(b))
-        .and_then(|s| s.checked_add(at))
-        .and_then(|s| s.checked_add(n));
-    let x_need = src.plane.checked_mul(channels);
-    let rows_fit =
-        src.rows.iter().flatten().all(|&r| r.checked_add(src.w).is_some_and(|e| e <= src.plane));
-    if n == 0
-        || channels == 0
-        || !rows_fit
-        || x_need.is_none_or(|e| e > x.len())
-        || v_need.is_none_or(|e| e > v.len())
-    {
+    if !src.input_fits(x.len(), channels, n, v.len(), at, [xs, cs]) {
         return false;
     }
     let _ = cpu;
@@ -75,22 +55,6 @@ pub(crate) fn input_tiles(
     // above (see `input_run`).
     unsafe { input_run(x.as_ptr(), src, channels, n, v.as_mut_ptr(), at, [xs, cs]) };
     true
-}
-
-/// The even-indexed lanes of the 32 floats `lo` then `hi`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn evens(lo: __m512, hi: __m512) -> __m512 {
-    let at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    _mm512_permutex2var_ps(lo, at, hi)
-}
-
-/// The odd-indexed lanes of the 32 floats `lo` then `hi`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn odds(lo: __m512, hi: __m512) -> __m512 {
-    let at = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    _mm512_permutex2var_ps(lo, at, hi)
 }
 
 /// The loop of [`input_tiles`]. The caller guarantees that `x` holds
@@ -182,10 +146,7 @@ pub(crate) fn output_tiles(
     out: [Option<&mut [f32]>; 2],
     cols: usize,
 ) -> bool {
-    let m_need =
-        stride.checked_mul(15).and_then(|s| s.checked_add(at)).and_then(|s| s.checked_add(n));
-    let rows_fit = out.iter().all(|r| r.as_ref().is_none_or(|r| r.len() >= cols));
-    if n == 0 || cols > 2 * n || !rows_fit || m_need.is_none_or(|e| e > m.len()) {
+    if !TileRows::output_fits(m.len(), at, stride, n, &out, cols) {
         return false;
     }
     let _ = cpu;

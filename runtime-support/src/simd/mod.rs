@@ -2004,6 +2004,59 @@ pub(crate) struct TileRows {
     pub first: isize,
 }
 
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
+impl TileRows {
+    /// Whether an input transform of `n` tiles of `channels` channels reads
+    /// inside `x_len` floats (every row inside its plane) and writes `V_xi`
+    /// of channel `c`'s tile `j` at `xi * xs + c * cs + at + j` inside
+    /// `v_len` floats; false for no tiles or no channels. The vector units
+    /// check this before their unchecked loops.
+    pub(crate) fn input_fits(
+        self,
+        x_len: usize,
+        channels: usize,
+        n: usize,
+        v_len: usize,
+        at: usize,
+        [xs, cs]: [usize; 2],
+    ) -> bool {
+        let v_need = xs
+            .checked_mul(15)
+            .zip(cs.checked_mul(channels.saturating_sub(1)))
+            .and_then(|(a, b)| a.checked_add(b))
+            .and_then(|s| s.checked_add(at))
+            .and_then(|s| s.checked_add(n));
+        let x_need = self.plane.checked_mul(channels);
+        let rows_fit = self
+            .rows
+            .iter()
+            .flatten()
+            .all(|&r| r.checked_add(self.w).is_some_and(|e| e <= self.plane));
+        n != 0
+            && channels != 0
+            && rows_fit
+            && x_need.is_some_and(|e| e <= x_len)
+            && v_need.is_some_and(|e| e <= v_len)
+    }
+
+    /// Whether an output transform of `n` tiles reads `M_xi` of tile `j` at
+    /// `xi * stride + at + j` inside `m_len` floats and each given output
+    /// row holds the `cols <= 2 n` floats written; false for no tiles.
+    pub(crate) fn output_fits(
+        m_len: usize,
+        at: usize,
+        stride: usize,
+        n: usize,
+        out: &[Option<&mut [f32]>; 2],
+        cols: usize,
+    ) -> bool {
+        let m_need =
+            stride.checked_mul(15).and_then(|s| s.checked_add(at)).and_then(|s| s.checked_add(n));
+        let rows_fit = out.iter().all(|r| r.as_ref().is_none_or(|r| r.len() >= cols));
+        n != 0 && cols <= 2 * n && rows_fit && m_need.is_some_and(|e| e <= m_len)
+    }
+}
+
 /// The vector transforms of `crate::winograd` (AVX-512, else AVX2), when
 /// this CPU has them; their results are bit for bit the portable
 /// transforms'.
@@ -2802,6 +2855,33 @@ pub(crate) mod tests {
         let mut out = [f32::NAN; 32];
         b.pack(6, 1, 60, 32, 32, &mut out);
         assert!(out.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn winograd_bounds_hold_exactly_the_indices_touched() {
+        // Two channels of 4x6 planes: rows 1..4 of the plane, 6 floats each.
+        let src =
+            TileRows { plane: 24, rows: [Some(6), Some(12), Some(18), None], w: 6, first: -1 };
+        // V_15 of channel 1's tile 2 (at 3) is the last index: 15 * 10 + 40 + 3 + 2.
+        let need = 15 * 10 + 40 + 3 + 3;
+        assert!(src.input_fits(48, 2, 3, need, 3, [10, 40]));
+        assert!(!src.input_fits(48, 2, 3, need - 1, 3, [10, 40]));
+        assert!(!src.input_fits(47, 2, 3, need, 3, [10, 40]));
+        assert!(!src.input_fits(48, 2, 0, need, 3, [10, 40]));
+        assert!(!src.input_fits(48, 0, 3, need, 3, [10, 40]));
+        let past = TileRows { rows: [Some(19), None, None, None], ..src };
+        assert!(!past.input_fits(48, 2, 3, need, 3, [10, 40]));
+        assert!(!src.input_fits(48, 2, 3, usize::MAX, usize::MAX, [10, 40]));
+
+        let (mut r0, mut r1) = ([0.0f32; 5], [0.0f32; 4]);
+        let m_need = 15 * 8 + 2 + 3;
+        assert!(TileRows::output_fits(m_need, 2, 8, 3, &[Some(&mut r0), None], 5));
+        assert!(!TileRows::output_fits(m_need - 1, 2, 8, 3, &[Some(&mut r0), None], 5));
+        assert!(!TileRows::output_fits(m_need, 2, 8, 3, &[Some(&mut r0), Some(&mut r1)], 5));
+        assert!(TileRows::output_fits(m_need, 2, 8, 3, &[Some(&mut r0), Some(&mut r1)], 4));
+        assert!(!TileRows::output_fits(m_need, 2, 8, 2, &[Some(&mut r0), None], 5));
+        assert!(!TileRows::output_fits(m_need, 2, 8, 0, &[None, None], 0));
+        assert!(!TileRows::output_fits(usize::MAX, 2, usize::MAX, 3, &[None, None], 4));
     }
 
     #[test]
