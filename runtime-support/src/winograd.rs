@@ -45,11 +45,43 @@ pub fn weights_len(cin: usize, cout: usize) -> Option<usize> {
 }
 
 /// Floats of scratch memory [`sconv3x3`] needs to handle `tiles` tiles at a
-/// time: for each tile, the 16 transformed inputs of every input channel
-/// and the 16 sums of every output channel, and [`SKEW`] floats after each
-/// of the 32 matrices they form. `None` on overflow.
+/// time: the 16 transformed inputs `V_xi` and the 16 sums `M_xi` of the
+/// block (see [`Layout`]), `16 max(cin, cout) + min(cin, cout)` floats per
+/// tile and `17` [`SKEW`]s. `None` on overflow.
 pub fn scratch_len(cin: usize, cout: usize, tiles: usize) -> Option<usize> {
-    cin.checked_add(cout)?.checked_mul(16)?.checked_mul(tiles)?.checked_add(32 * SKEW)
+    Layout::new(cin, cout, tiles)?.len()
+}
+
+/// Where one block of `tb` tiles keeps its matrices in the scratch. `V_xi`
+/// (`cin x tb`, written by the input transform) at `v + xi * vs`, `M_xi`
+/// (`cout x tb`, written by product `xi`, read by the output transform) at
+/// `xi * ms`: each `M_xi` ends before `V_xi` starts, so product `xi` writes
+/// over the inputs of the products before it, dead by then, and never over
+/// its own or a later one's. Every matrix is followed by [`SKEW`] floats,
+/// and so is the first `V_xi`'s distance from the first `M_xi`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Layout {
+    vs: usize,
+    ms: usize,
+    v: usize,
+}
+
+impl Layout {
+    /// `M_xi` ends at `xi * ms + cout * tb`, `V_xi` starts at `v + xi *
+    /// vs`: with `v = cout * tb + 15 * max(0, cout - cin) * tb + SKEW`
+    /// the first is below the second for every `xi < 16`.
+    fn new(cin: usize, cout: usize, tb: usize) -> Option<Self> {
+        let vs = cin.checked_mul(tb)?.checked_add(SKEW)?;
+        let ms = cout.checked_mul(tb)?.checked_add(SKEW)?;
+        let wider = cout.saturating_sub(cin).checked_mul(tb)?.checked_mul(15)?;
+        let v = cout.checked_mul(tb)?.checked_add(wider)?.checked_add(SKEW)?;
+        Some(Layout { vs, ms, v })
+    }
+
+    /// Floats of the whole layout: the `V_xi` end last.
+    fn len(self) -> Option<usize> {
+        self.vs.checked_mul(16)?.checked_add(self.v)
+    }
 }
 
 /// Floats left between consecutive matrices `V_xi` (and `M_xi`) of the
@@ -417,9 +449,10 @@ pub fn sconv3x3_fused(
 ///
 /// A block of tiles runs in three steps: the input transform writes
 /// `V[xi][c][t]` (tiles innermost, a run per tile row), the 16 products
-/// `M_xi = U_xi V_xi` (`cout x tiles`) read it in place as their B, and the
-/// output transform reads each channel's runs of `M` and writes whole output
-/// rows.
+/// `M_xi = U_xi V_xi` (`cout x tiles`) read it in place as their B, each
+/// writing over the `V` of the products before it (see `Layout`: nearly
+/// twice the tiles per block in the same scratch), and the output transform
+/// reads each channel's runs of `M` and writes whole output rows.
 #[allow(clippy::too_many_arguments)]
 pub fn sconv3x3(
     p: &Conv<'_>,
@@ -450,14 +483,14 @@ pub fn sconv3x3(
     if out_size == 0 || cout == 0 || p.batch == 0 {
         return Ok(());
     }
-    let per_tile = cin.checked_add(cout).and_then(|c| c.checked_mul(16)).ok_or(Error::Overflow)?;
     let tiles = tiles_of(oh, ow).ok_or(Error::Overflow)?;
-    let block =
-        (scratch.len().saturating_sub(32 * SKEW) / per_tile.max(1)).min(MAX_BLOCK).min(tiles);
+    // The scratch's length is linear in the tiles of a block.
+    let fixed = scratch_len(cin, cout, 0).ok_or(Error::Overflow)?;
+    let per_tile = scratch_len(cin, cout, 1).ok_or(Error::Overflow)? - fixed;
+    let block = (scratch.len().saturating_sub(fixed) / per_tile.max(1)).min(MAX_BLOCK).min(tiles);
     ensure(block > 0, Error::ShapeMismatch)?;
     let plane = Plane { h, w, top: win.pads_begin[0], left: win.pads_begin[1] };
     let one = panels_len(cout, cin).ok_or(Error::Overflow)?;
-    let (v_all, m_all) = scratch.split_at_mut(16 * (cin * block + SKEW));
     let tiles_w = ow.div_ceil(2);
     for n in 0..p.batch {
         let xs = x.get(n * xn..(n + 1) * xn).ok_or(Error::ShapeMismatch)?;
@@ -465,21 +498,23 @@ pub fn sconv3x3(
         let mut t0 = 0;
         while t0 < tiles {
             let tb = block.min(tiles - t0);
-            // `V_xi` at `v[xi * vs..]`, `M_xi` at `m[xi * ms..]`.
-            let (vs, ms) = (cin * tb + SKEW, cout * tb + SKEW);
-            let v = v_all.get_mut(..16 * vs).ok_or(Error::ShapeMismatch)?;
+            let Layout { vs, ms, v: v0 } = Layout::new(cin, cout, tb).ok_or(Error::Overflow)?;
+            let v = scratch.get_mut(v0..v0 + 16 * vs).ok_or(Error::ShapeMismatch)?;
             let geo = Block { t0, tb, tiles_w };
             simd::vectorize_wide(Inputs { plane, x: xs, in_size, cin, geo, vs, v: &mut *v });
-            let m = m_all.get_mut(..16 * ms).ok_or(Error::ShapeMismatch)?;
             if cin > 0 {
-                for (xi, mx) in m.chunks_exact_mut(ms).enumerate() {
-                    let mx = mx.get_mut(..cout * tb).ok_or(Error::ShapeMismatch)?;
+                for xi in 0..16 {
+                    // `M_xi` lies below `V_xi` (see `Layout`).
+                    let (below, from) = scratch.split_at_mut(v0 + xi * vs);
+                    let mx = below.get_mut(xi * ms..xi * ms + cout * tb);
+                    let mx = mx.ok_or(Error::ShapeMismatch)?;
                     let a = PanelA { data: u.get(xi * one..(xi + 1) * one).unwrap_or(&[]), k: cin };
-                    let vx = v.get(xi * vs..xi * vs + cin * tb).unwrap_or(&[]);
-                    let b = DenseB { data: vx, rs: tb, cs: 1 };
+                    let b = DenseB { data: from.get(..cin * tb).unwrap_or(&[]), rs: tb, cs: 1 };
                     simd::product(cout, tb, cin, a, &b, Out { y: mx, ldy: tb }, &Epilogue::NONE)?;
                 }
-            } else {
+            }
+            let m = scratch.get_mut(..16 * ms).ok_or(Error::ShapeMismatch)?;
+            if cin == 0 {
                 m.fill(0.0);
             }
             simd::vectorize_wide(Outputs { m, ms, cout, bias, act, oh, ow, geo, y: &mut *ys });
