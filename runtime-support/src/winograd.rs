@@ -59,7 +59,7 @@ pub fn scratch_len(cin: usize, cout: usize, tiles: usize) -> Option<usize> {
 /// over the inputs of the products before it, dead by then, and never over
 /// its own or a later one's. Every matrix is followed by [`SKEW`] floats,
 /// and so is the first `V_xi`'s distance from the first `M_xi`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy)]
 struct Layout {
     vs: usize,
     ms: usize,

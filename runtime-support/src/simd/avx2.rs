@@ -8,7 +8,8 @@
 
 use super::{Micro, Tail, block_fits, finish};
 use core::arch::x86_64::{
-    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+    __m256, __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_broadcast_ss, _mm256_cmpgt_epi32,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps,
     _mm256_storeu_ps,
 };
 
@@ -24,6 +25,17 @@ impl Avx2 {
     pub(crate) fn detect() -> Option<Avx2> {
         (super::cpu::features() & super::cpu::AVX2_FMA != 0).then_some(Avx2 { _private: () })
     }
+}
+
+/// Lanes `l` with `0 <= base + l < w`, as a load/store mask.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn lanes_in_row(base: i32, w: i32) -> __m256i {
+    let idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(base));
+    _mm256_and_si256(
+        _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx),
+    )
 }
 
 const MR: usize = 6;

@@ -14,15 +14,14 @@
 //! with a mask that keeps the columns below `ow`.
 
 use super::Activation;
-use super::avx2::Avx2;
+use super::avx2::{Avx2, lanes_in_row};
 use super::dw::Geom2d;
 use core::arch::x86_64::{
-    __m256, __m256i, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
-    _mm256_blendv_ps, _mm256_broadcast_ss, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps,
-    _mm256_cmp_ps, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_maskstore_ps, _mm256_max_ps, _mm256_min_ps, _mm256_movemask_ps, _mm256_mul_ps,
-    _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_setzero_si256, _mm256_shuffle_ps,
+    __m256, __m256i, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_broadcast_ss,
+    _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpgt_epi32,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps,
+    _mm256_min_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32,
+    _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_shuffle_ps,
 };
 
 /// The widest kernel row handled (one load mask per kernel column).
@@ -111,17 +110,6 @@ fn activate<const ACT: u8>(v: __m256, a: f32, b: f32) -> __m256 {
     }
 }
 
-/// Lanes `l` with `0 <= base + l < w`, as a load mask.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn in_row(base: i32, w: i32) -> __m256i {
-    let idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(base));
-    _mm256_and_si256(
-        _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx),
-    )
-}
-
 /// See [`depthwise_plane`], which checked the bounds. `S` is the
 /// horizontal stride (1 or 2), `K3` says the kernel is 3x3 (weights then
 /// stay in registers), `ACT` picks the activation for [`activate`].
@@ -156,9 +144,9 @@ unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
         let mut hi = [none; MAX_KW];
         for kx in 0..kw {
             let base = (ox0 * S + kx * g.dx) as i32 - g.pl as i32;
-            lo[kx] = in_row(base, w);
+            lo[kx] = lanes_in_row(base, w);
             if S == 2 {
-                hi[kx] = in_row(base + 8, w);
+                hi[kx] = lanes_in_row(base + 8, w);
             }
         }
         let keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((g.ow - ox0).min(8) as i32), lane);

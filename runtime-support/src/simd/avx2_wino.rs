@@ -10,32 +10,23 @@
 //! store is masked to the lanes inside its slice, or checked against the
 //! slice before the loop.
 
-use super::avx2::Avx2;
+use super::avx2::{Avx2, lanes_in_row};
 use super::{Activation, TileRows};
 use core::arch::x86_64::{
-    __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
-    _mm256_blendv_ps, _mm256_castpd_ps, _mm256_castps_pd, _mm256_cmp_ps, _mm256_cmpgt_epi32,
-    _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps, _mm256_permute2f128_ps,
-    _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps,
-    _mm256_shuffle_ps, _mm256_sub_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+    __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_castpd_ps,
+    _mm256_castps_pd, _mm256_cmp_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps,
+    _mm256_permute2f128_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps,
+    _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_sub_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
 };
 
 /// Tiles the transforms handle per step: one vector's lanes.
 const T: usize = 8;
 
-/// The lanes `0, 1, ..., 7`.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn lane_index() -> __m256i {
-    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
-}
-
 /// The lanes below `n` (all of them from 8 up), as a load/store mask.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn below(n: usize) -> __m256i {
-    let n = i32::try_from(n.min(T)).unwrap_or(T as i32);
-    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane_index())
+    lanes_in_row(0, n.min(T) as i32)
 }
 
 /// The lanes `l` of a load at column `q` (from a row's start) whose columns
@@ -44,11 +35,8 @@ fn below(n: usize) -> __m256i {
 #[target_feature(enable = "avx2")]
 fn inside(q: isize, w: usize) -> __m256i {
     // Columns far outside the row clamp to just outside it (no lane in).
-    let lim = |v: isize| v.clamp(-16, i32::MAX as isize) as i32;
-    let col = _mm256_add_epi32(_mm256_set1_epi32(lim(q)), lane_index());
-    let w = i32::try_from(w).unwrap_or(i32::MAX);
-    let from_zero = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1));
-    _mm256_and_si256(from_zero, _mm256_cmpgt_epi32(_mm256_set1_epi32(w), col))
+    let q = q.clamp(-16, (i32::MAX - 8) as isize) as i32;
+    lanes_in_row(q, i32::try_from(w).unwrap_or(i32::MAX))
 }
 
 /// The even-indexed lanes of the 16 floats `lo` then `hi`.

@@ -51,6 +51,21 @@ pub(super) fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
 }
 
+/// The lanes `l` of a 16-wide vector with `lo <= l < hi` (clamped to 0..16).
+#[inline(always)]
+pub(super) fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
+    let below = |n: isize| -> u32 {
+        if n <= 0 {
+            0
+        } else if n >= 16 {
+            0xffff
+        } else {
+            (1u32 << n) - 1
+        }
+    };
+    (below(hi) & !below(lo)) as __mmask16
+}
+
 /// The even-indexed lanes of the 32 floats `lo` then `hi`.
 #[inline]
 #[target_feature(enable = "avx512f")]

@@ -27,7 +27,7 @@
 //! output plane.
 
 use super::Activation;
-use super::avx512::Avx512;
+use super::avx512::{Avx512, lanes_between};
 use super::dw::Geom2d;
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_epi32,
@@ -44,21 +44,6 @@ use core::arch::x86_64::{
 const MAX_KW: usize = 16;
 /// The tallest kernel handled (one row mask per kernel row).
 const MAX_KH: usize = 16;
-
-/// The lanes `l` of a 16-wide vector with `lo <= l < hi` (clamped to 0..16).
-#[inline(always)]
-fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
-    let below = |n: isize| -> u32 {
-        if n <= 0 {
-            0
-        } else if n >= 16 {
-            0xffff
-        } else {
-            (1u32 << n) - 1
-        }
-    };
-    (below(hi) & !below(lo)) as __mmask16
-}
 
 /// All the planes of a depthwise layer: plane `p` of `x` (`h x w`, planes
 /// back to back) with the kernel and bias of channel `p % channels` gives

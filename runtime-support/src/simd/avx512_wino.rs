@@ -11,7 +11,7 @@
 //! portable code. Every load and store is masked to the lanes inside its
 //! slice, or checked against the slice before the loop.
 
-use super::avx512::{Avx512, activate, evens, lanes, odds};
+use super::avx512::{Avx512, activate, evens, lanes, lanes_between, odds};
 use super::{Activation, TileRows};
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
@@ -20,16 +20,6 @@ use core::arch::x86_64::{
 
 /// Tiles the transforms handle per step: one vector's lanes.
 const T: usize = 16;
-
-/// The lanes `l` of a load at column `q` (from a row's start) whose
-/// columns `q + l` fall inside a row of `w` floats.
-#[inline(always)]
-fn inside(q: isize, w: usize) -> __mmask16 {
-    let w = isize::try_from(w).unwrap_or(isize::MAX);
-    let lo = (-q).clamp(0, 16) as u32;
-    let hi = w.saturating_sub(q).clamp(0, 16) as u32;
-    if hi <= lo { 0 } else { (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16 }
-}
 
 /// `V = Bᵀ d B` of `n` tiles of each of `channels` channels of `x` (see
 /// [`TileRows`]): `V_xi` of channel `c`'s tile `j` goes to `v[xi * xs + c *
@@ -78,8 +68,10 @@ unsafe fn input_run(
         let m = lanes(n - j0);
         let q = src.first + 2 * j0 as isize;
         // The lanes of each load inside its row, the same for every channel.
+        // (Lanes `l` with `0 <= q + o + l < w`.)
+        let w = isize::try_from(src.w).unwrap_or(isize::MAX);
         let masks: [[__mmask16; 4]; 4] = core::array::from_fn(|r| match src.rows[r] {
-            Some(_) => OFFS.map(|o| inside(q + o, src.w)),
+            Some(_) => OFFS.map(|o| lanes_between(-(q + o), w.saturating_sub(q + o))),
             None => [0; 4],
         });
         let starts: [usize; 4] = src.rows.map(|r| r.unwrap_or(0));
