@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes onnx-codegen/src/ops/schema/schema_table.rs from the operator schemas of the
+"""Writes onnx-codegen/src/ir/schema/schema_table.rs from the operator schemas of the
 installed `onnx` Python package (every domain, op and since_version).
 
 Usage: python3 tools/gen_op_schemas.py   (from the repository root)
@@ -15,7 +15,7 @@ import sys
 import onnx
 import onnx.defs
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "onnx-codegen", "src", "ops", "schema", "schema_table.rs")
+OUT = os.path.join(os.path.dirname(__file__), "..", "onnx-codegen", "src", "ir", "schema", "schema_table.rs")
 
 ATTR_TYPES = {
     "FLOAT": "Float", "INT": "Int", "STRING": "String", "TENSOR": "Tensor", "GRAPH": "Graph",

@@ -18,7 +18,7 @@
 
 use crate::diag::{Diagnostic, Error, Result};
 use crate::emit::WeightSource;
-use crate::generate::{Options, generate};
+use crate::generate::{Options, compile};
 use std::path::{Path, PathBuf};
 
 /// A model to compile from `build.rs`.
@@ -137,14 +137,14 @@ impl Build {
         let file = self.out_file.clone().unwrap_or_else(|| format!("{stem}.rs"));
         let path = out_dir.join(&file);
         let model = crate::load::load_model(&self.model)?;
-        let mut options = self.options.clone();
-        let mut generated = generate(&model, &options, &shown).map_err(|e| e.in_file(&shown))?;
-        if generated.weights.len() > self.inline_weights_limit {
+        let compiled = compile(&model, &self.options, &shown).map_err(|e| e.in_file(&shown))?;
+        let mut emit = compiled.emit_options();
+        if compiled.weights().len() > self.inline_weights_limit {
             let weights_file = format!("{file}.weights.bin");
-            crate::load::write_atomically(&out_dir.join(&weights_file), &generated.weights)?;
-            options.weights = WeightSource::File(weights_file);
-            generated = generate(&model, &options, &shown).map_err(|e| e.in_file(&shown))?;
+            crate::load::write_atomically(&out_dir.join(&weights_file), compiled.weights())?;
+            emit.weights = WeightSource::File(weights_file);
         }
+        let generated = compiled.emit(&emit).map_err(|e| e.in_file(&shown))?;
         let text = generated.to_file_text(&shown)?;
         crate::load::write_atomically(&path, text.as_bytes())?;
         Ok(Built { path, struct_name: generated.struct_name })

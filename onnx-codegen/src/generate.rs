@@ -3,7 +3,7 @@
 
 use crate::diag::{Diagnostic, Error, PathStep, Result};
 use crate::emit::{self, EmitOptions, WeightSource};
-use crate::ir::{Model, TensorType};
+use crate::ir::{Graph, Model, TensorType};
 use crate::limits::{self, Limits};
 use crate::passes::infer::{self, InferOptions, Inferred, Unsupported};
 use crate::passes::plan::{self, Buffer, Plan};
@@ -139,53 +139,124 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     }
     fold_fixed_inputs(&mut prepared.model.graph, opts);
     let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
-    passes::fuse::strip_internal(&mut prepared.model.graph);
-    let mut fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
+    // Before inference: an activation needs no types to fuse into its product.
+    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
+    let mut changes = Changes { fused, rewrites: Vec::new() };
     let infer_opts = InferOptions {
         dims: opts.dims.clone(),
         fixed_inputs: opts.fixed_inputs.clone(),
         ..Default::default()
     };
     let mut inferred = infer::infer(&prepared.model, &infer_opts);
-    let mut rewrites = Vec::new();
-    if inferred.is_complete() {
-        rewrites = passes::optimize::optimize(&mut prepared.model.graph, &inferred);
-        let packed = passes::optimize::pack_lstm_weights(&mut prepared.model.graph, &inferred);
-        if !rewrites.is_empty() || packed > 0 {
-            fused.extend(passes::fuse::fuse_activations(&mut prepared.model.graph));
-            inferred = infer::infer(&prepared.model, &infer_opts);
+    for stage in PIPELINE {
+        if !inferred.is_complete() {
+            break;
         }
-        let normalised = passes::fuse::fuse_batch_norm_activations(&mut prepared.model.graph);
-        if !normalised.is_empty() {
-            fused.extend(normalised);
-            inferred = infer::infer(&prepared.model, &infer_opts);
+        let mut changed = false;
+        for pass in *stage {
+            changed |= (pass.run)(&mut prepared.model.graph, &inferred, opts, &mut changes);
         }
-        // After the rewrites: weights folded into a Conv or Gemm are its final ones.
-        let g = &mut prepared.model.graph;
-        let winograd = if opts.winograd && inferred.is_complete() {
-            passes::optimize::winograd_convs(g, &inferred)
-        } else {
-            0
-        };
-        if inferred.is_complete()
-            && winograd
-                + passes::optimize::pack_conv_weights(g, &inferred)
-                + passes::optimize::pack_matmul_weights(g, &inferred)
-                > 0
-        {
+        if changed {
             inferred = infer::infer(&prepared.model, &infer_opts);
-        }
-        if inferred.is_complete() {
-            let more = passes::fuse::fuse_epilogues(&mut prepared.model.graph, &inferred);
-            if !more.is_empty() {
-                fused.extend(more);
-                inferred = infer::infer(&prepared.model, &infer_opts);
-            }
         }
     }
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
+    let Changes { fused, rewrites } = changes;
     Ok(Analysis { prepared, fused, rewrites, inferred, plan })
+}
+
+/// What the rewriting passes did, for the summary (which still describes
+/// the model as written).
+#[derive(Default)]
+struct Changes {
+    fused: Vec<passes::fuse::Fused>,
+    rewrites: Vec<passes::optimize::Rewrite>,
+}
+
+/// A pass after inference: it rewrites the graph or records decisions in
+/// its nodes' [`Lowering`](crate::ir::Lowering), reading the types and
+/// constants of the last inference, and says whether it changed anything.
+struct Pass {
+    #[allow(dead_code, reason = "names the pass for readers and debuggers")]
+    name: &'static str,
+    run: fn(&mut Graph, &Inferred, &Options, &mut Changes) -> bool,
+}
+
+/// The passes after the first inference, in stages: the passes of a stage
+/// read the same inference, and the graph is inferred again after a stage
+/// that changed it (the next stage needs the new weights and types). The
+/// pipeline stops at the first stage that finds inference incomplete.
+const PIPELINE: &[&[Pass]] = &[
+    // Graph rewrites into fewer, larger ops (zero Pads and BatchNorms into
+    // Convs and Gemms, transposes and biases into MatMuls, GELU, SiLU,
+    // LayerNorm and softmax prologues recognised); LSTM weights regrouped;
+    // activations freed by those rewrites fused into their products.
+    &[
+        Pass { name: "optimize", run: optimize },
+        Pass { name: "pack-lstm-weights", run: pack_lstm_weights },
+        Pass { name: "fuse-activations", run: fuse_activations },
+    ],
+    // Activations into the BatchNormalizations that did not fold.
+    &[Pass { name: "fuse-batch-norm-activations", run: fuse_batch_norm_activations }],
+    // Weight layouts, on the final weights: Winograd first, then panels
+    // for the other Convs and strips for the products.
+    &[
+        Pass { name: "winograd", run: winograd },
+        Pass { name: "pack-conv-weights", run: pack_conv_weights },
+        Pass { name: "pack-matmul-weights", run: pack_matmul_weights },
+    ],
+    // Residuals and smooth activations into the products' epilogues.
+    &[Pass { name: "fuse-epilogues", run: fuse_epilogues }],
+];
+
+fn optimize(g: &mut Graph, inferred: &Inferred, _: &Options, changes: &mut Changes) -> bool {
+    let done = passes::optimize::optimize(g, inferred);
+    let changed = !done.is_empty();
+    changes.rewrites.extend(done);
+    changed
+}
+
+fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
+    passes::optimize::pack_lstm_weights(g, inferred) > 0
+}
+
+fn fuse_activations(g: &mut Graph, _: &Inferred, _: &Options, changes: &mut Changes) -> bool {
+    let done = passes::fuse::fuse_activations(g);
+    let changed = !done.is_empty();
+    changes.fused.extend(done);
+    changed
+}
+
+fn fuse_batch_norm_activations(
+    g: &mut Graph,
+    _: &Inferred,
+    _: &Options,
+    changes: &mut Changes,
+) -> bool {
+    let done = passes::fuse::fuse_batch_norm_activations(g);
+    let changed = !done.is_empty();
+    changes.fused.extend(done);
+    changed
+}
+
+fn winograd(g: &mut Graph, inferred: &Inferred, opts: &Options, _: &mut Changes) -> bool {
+    opts.winograd && passes::optimize::winograd_convs(g, inferred) > 0
+}
+
+fn pack_conv_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
+    passes::optimize::pack_conv_weights(g, inferred) > 0
+}
+
+fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
+    passes::optimize::pack_matmul_weights(g, inferred) > 0
+}
+
+fn fuse_epilogues(g: &mut Graph, inferred: &Inferred, _: &Options, changes: &mut Changes) -> bool {
+    let done = passes::fuse::fuse_epilogues(g, inferred);
+    let changed = !done.is_empty();
+    changes.fused.extend(done);
+    changed
 }
 
 /// Every use of an input fixed at generation time (`--fix`) reads a
@@ -296,8 +367,7 @@ impl Analysis {
         }
         for step in &self.inferred.steps {
             let node = g.node(step.node);
-            for v in infer::step_inputs(node).iter().flatten().chain(node.outputs.iter().flatten())
-            {
+            for v in node.reads().iter().flatten().chain(node.outputs.iter().flatten()) {
                 note(*v);
             }
         }
@@ -497,17 +567,29 @@ impl Generated {
     }
 }
 
-/// Generates the Rust code for `model`. `source` names the model in the
-/// generated documentation and defaults the struct's name.
-pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Generated> {
+/// A model compiled and planned, ready to be emitted as Rust: what
+/// [`compile`] returns. Emitting it ([`Compiled::emit`]) never runs the
+/// compiler again, so a caller can look at the weights' size before choosing
+/// where they live.
+pub struct Compiled {
+    analysis: Analysis,
+    /// The emission the options asked for; callers may change it.
+    defaults: EmitOptions,
+}
+
+/// Compiles `model` for code generation: every pass, then the checks that
+/// refuse a model (unsupported parts, limits, features the options do not
+/// allow, an invalid struct name). `source` names the model in the generated
+/// documentation and defaults the struct's name.
+pub fn compile(model: &ModelProto, opts: &Options, source: &str) -> Result<Compiled> {
     let analysis = analyze(model, opts)?;
     let problems = analysis.problems();
     if !problems.is_empty() {
         return Err(Error::new(problems));
     }
-    let Some(plan) = &analysis.plan else {
+    if analysis.plan.is_none() {
         return Err(Error::from(Diagnostic::error("the model could not be planned")));
-    };
+    }
     let mut refusals = analysis.limit_problems(&opts.limits);
     refusals.extend(analysis.feature_problems(opts));
     if !refusals.is_empty() {
@@ -527,26 +609,59 @@ pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Gene
     let runtime_path: TokenStream = opts.runtime_path.parse().map_err(|_| {
         Error::from(Diagnostic::error(format!("'{}' is not a valid path", opts.runtime_path)))
     })?;
-    let emit_opts = EmitOptions {
-        struct_name: struct_name.clone(),
+    let defaults = EmitOptions {
+        struct_name,
         runtime_path,
         weights: opts.weights.clone(),
         source: source.to_owned(),
     };
-    let tokens = emit::emit(analysis.model(), &analysis.inferred, plan, &emit_opts)
-        .map_err(|e| Error::from(Diagnostic::error(format!("cannot emit code: {e}"))))?;
-    let g = &analysis.model().graph;
-    let types = |ids: &[crate::ir::ValueId]| -> Vec<TensorType> {
-        ids.iter().filter_map(|v| analysis.inferred.types[v.index()].clone()).collect()
-    };
-    Ok(Generated {
-        struct_name,
-        tokens,
-        weights: plan.weights.clone(),
-        summary: analysis.summary(),
-        inputs: types(&g.inputs),
-        outputs: types(&g.outputs),
-    })
+    Ok(Compiled { analysis, defaults })
+}
+
+impl Compiled {
+    /// Everything known about the model.
+    pub fn analysis(&self) -> &Analysis {
+        &self.analysis
+    }
+
+    /// The weight blob the generated code reads (inline or from a file).
+    pub fn weights(&self) -> &[u8] {
+        self.analysis.plan.as_ref().map_or(&[], |p| &p.weights)
+    }
+
+    /// The emission the options asked for, to adjust (e.g. its `weights`).
+    pub fn emit_options(&self) -> EmitOptions {
+        self.defaults.clone()
+    }
+
+    /// The Rust code of the model.
+    pub fn emit(&self, opts: &EmitOptions) -> Result<Generated> {
+        let analysis = &self.analysis;
+        let Some(plan) = &analysis.plan else {
+            return Err(Error::from(Diagnostic::error("the model could not be planned")));
+        };
+        let tokens = emit::emit(analysis.model(), &analysis.inferred, plan, opts)
+            .map_err(|e| Error::from(Diagnostic::error(format!("cannot emit code: {e}"))))?;
+        let g = &analysis.model().graph;
+        let types = |ids: &[crate::ir::ValueId]| -> Vec<TensorType> {
+            ids.iter().filter_map(|v| analysis.inferred.types[v.index()].clone()).collect()
+        };
+        Ok(Generated {
+            struct_name: opts.struct_name.clone(),
+            tokens,
+            weights: plan.weights.clone(),
+            summary: analysis.summary(),
+            inputs: types(&g.inputs),
+            outputs: types(&g.outputs),
+        })
+    }
+}
+
+/// Generates the Rust code for `model` as the options say: [`compile`],
+/// then [`Compiled::emit`].
+pub fn generate(model: &ModelProto, opts: &Options, source: &str) -> Result<Generated> {
+    let compiled = compile(model, opts, source)?;
+    compiled.emit(&compiled.emit_options())
 }
 
 /// The file stem of `source`, or the graph's name.

@@ -1,15 +1,20 @@
 //! onnx-codegen: an ahead-of-time compiler from ONNX models to plain,
 //! allocation-free Rust.
 //!
-//! The pipeline, one module per stage:
+//! The pipeline, one module per stage (`docs/architecture.md` says what
+//! each stage hands to the next and what it keeps true):
 //!
 //! 1. [`load`]: read a model from binary protobuf (with external data) or
 //!    from the ONNX textual syntax ([`text`]) into `onnx_codegen_proto` messages;
-//! 2. [`ir`]: lower the messages into the compiler's IR, resolving names and
-//!    operator versions;
-//! 3. [`passes`]: validate against the IR spec and the operator schemas
-//!    ([`ops`]), inline model-local functions, and the later passes;
-//! 4. emission of Rust (to come).
+//! 2. [`ir`]: the compiler's IR (values, nodes, operator schemas, and each
+//!    node's typed lowered form, [`ir::Lowering`]);
+//! 3. [`passes`]: validate against the IR spec and the operator schemas,
+//!    inline model-local functions, infer shapes and fold constants (with
+//!    the operator rules of [`ops`]), rewrite and lower, plan memory;
+//! 4. [`emit`]: Rust tokens, formatted by prettyplease.
+//!
+//! [`generate::compile`] runs them all and [`generate::Compiled::emit`]
+//! writes the code.
 //!
 //! Every stage reports problems as [`diag::Diagnostic`]s, all at once.
 #![forbid(unsafe_code)]

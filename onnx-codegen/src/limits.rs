@@ -13,7 +13,7 @@ use crate::proto::{ModelProto, NodeProto};
 
 /// The hard ceiling on subgraph nesting: the lowering pass refuses deeper
 /// models whatever [`Limits::max_depth`] says.
-pub const HARD_MAX_DEPTH: usize = crate::passes::lower::MAX_DEPTH - 1;
+pub const HARD_MAX_DEPTH: usize = crate::passes::validate::MAX_DEPTH - 1;
 
 /// Configurable limits. `Limits::default()` is what every entry point uses
 /// unless told otherwise.

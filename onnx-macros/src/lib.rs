@@ -27,7 +27,7 @@
 //! path argument.
 
 use onnx_codegen::emit::WeightSource;
-use onnx_codegen::generate::{Options, generate};
+use onnx_codegen::generate::{Options, compile};
 use proc_macro::TokenStream;
 use proc_macro2::Span;
 use std::path::PathBuf;
@@ -132,13 +132,13 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
         opts.runtime_path = quote::quote!(#runtime).to_string();
     }
     let model = onnx_codegen::load::load_model(&path).map_err(|e| error(span, &e))?;
-    let mut generated =
-        generate(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
-    if generated.weights.len() > INLINE_WEIGHTS_LIMIT {
-        let blob = write_blob(&generated.weights).map_err(|e| syn::Error::new(span, e))?;
-        opts.weights = WeightSource::File(blob);
-        generated = generate(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
+    let compiled = compile(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
+    let mut emit = compiled.emit_options();
+    if compiled.weights().len() > INLINE_WEIGHTS_LIMIT {
+        let blob = write_blob(compiled.weights()).map_err(|e| syn::Error::new(span, e))?;
+        emit.weights = WeightSource::File(blob);
     }
+    let generated = compiled.emit(&emit).map_err(|e| error(span, &e.in_file(&shown)))?;
     let code = generated.to_tokens();
     // Reading the model through include_bytes! makes cargo rebuild the
     // crate when the file changes; the constant itself is never used.

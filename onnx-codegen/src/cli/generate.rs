@@ -1,6 +1,6 @@
 use super::ModelArgs;
 use onnx_codegen::emit::WeightSource;
-use onnx_codegen::generate::{Options, generate};
+use onnx_codegen::generate::{Options, compile};
 use onnx_codegen::load;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,15 +43,16 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let busy = super::spinner(format!("generating code for {shown}"));
     let result = load::load_model(path).and_then(|m| {
-        let generated = generate(&m, &opts, &shown)?;
-        if generated.weights.len() > args.inline_weights_limit {
+        let compiled = compile(&m, &opts, &shown)?;
+        let mut emit = compiled.emit_options();
+        if compiled.weights().len() > args.inline_weights_limit {
             let file = weights_path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-            opts.weights = WeightSource::File(file);
-            let generated = generate(&m, &opts, &shown)?;
+            emit.weights = WeightSource::File(file);
+            let generated = compiled.emit(&emit)?;
             load::write_atomically(&weights_path, &generated.weights)?;
             return Ok(generated);
         }
-        Ok(generated)
+        compiled.emit(&emit)
     });
     let result = result.and_then(|g| {
         let text = g.to_file_text(&shown)?;

@@ -367,7 +367,7 @@ fn steps_code(
         body.push(note_tokens(&note));
         let mut b = StepBuffers::default();
         let mut io_inputs = Vec::new();
-        for (k, input) in crate::passes::infer::step_inputs(node).iter().enumerate() {
+        for (k, input) in node.reads().iter().enumerate() {
             let Some(v) = input else {
                 io_inputs.push(None);
                 continue;

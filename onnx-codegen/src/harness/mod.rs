@@ -14,7 +14,7 @@ pub mod data;
 mod shards;
 
 use crate::emit::WeightSource;
-use crate::generate::{Generated, Options, generate};
+use crate::generate::{Generated, Options, compile};
 use crate::ir::{Tensor, TensorType};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -269,15 +269,14 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     }
     let mut weights_file = None;
     let mut build = |opts: &Options| {
-        generate(&model, opts, &source).and_then(|g| {
-            if g.weights.len() <= INLINE_WEIGHTS_LIMIT {
-                return Ok(g);
-            }
+        let compiled = compile(&model, opts, &source)?;
+        let mut emit = compiled.emit_options();
+        if compiled.weights().len() > INLINE_WEIGHTS_LIMIT {
             let file = format!("{}.weights.bin", crate::emit::snake_ident(name));
             weights_file = Some(file.clone());
-            let opts = Options { weights: WeightSource::File(file), ..opts.clone() };
-            generate(&model, &opts, &source)
-        })
+            emit.weights = WeightSource::File(file);
+        }
+        compiled.emit(&emit)
     };
     let mut result = build(&opts);
     if let Err(e) = &result {

@@ -8,9 +8,10 @@
 //! free variables explicit, like a closure's: a subgraph that uses a name of
 //! its grandparent captures it from its parent, which captures it in turn.
 
+use super::lowering::Lowering;
+use super::schema::OpSchema;
 use super::tensor::{SparseTensor, Tensor};
 use super::types::{AttrType, Type};
-use crate::ops::OpSchema;
 use std::collections::HashMap;
 
 /// A value of one graph (an index into [`Graph::values`]).
@@ -186,6 +187,9 @@ pub struct Node {
     /// Attributes, with unique names, in model order.
     pub attributes: Vec<Attribute>,
     pub doc_string: String,
+    /// What the rewriting passes decided about how the node runs (`None`
+    /// as loaded: the operator and its attributes say it all).
+    pub lowering: Option<Lowering>,
 }
 
 impl Node {
@@ -205,6 +209,48 @@ impl Node {
     /// The subgraphs held by this node's attributes.
     pub fn subgraphs(&self) -> impl Iterator<Item = &Graph> {
         self.attributes.iter().flat_map(|a| a.value.graphs())
+    }
+
+    /// The values the node reads at run time, in the order its rule and
+    /// its kernel see them: its inputs, then the outer values its subgraphs
+    /// capture (each once, in order of the subgraphs' capture lists), then
+    /// the operands of its [`Lowering`].
+    pub fn reads(&self) -> Vec<Option<ValueId>> {
+        let mut out = self.inputs.clone();
+        let captured = self.captured_values();
+        let operands = self.lowering.as_ref().map(Lowering::operands).unwrap_or_default();
+        if !captured.is_empty() || !operands.is_empty() {
+            out.resize(self.input_positions(), None);
+        }
+        out.extend(captured.into_iter().map(Some));
+        out.extend(operands.into_iter().map(Some));
+        out
+    }
+
+    /// How many positions the node's own inputs take among its
+    /// [`Node::reads`] when other reads follow them: every input the
+    /// operator may take (absent optional ones as `None`), so a read after
+    /// them never stands where a kernel looks for an optional input; its
+    /// inputs as given for a variadic operator.
+    pub fn input_positions(&self) -> usize {
+        let most = self.op.schema.map_or(0, |s| s.max_inputs);
+        let most = if most >= i32::MAX as u32 { 0 } else { most as usize };
+        self.inputs.len().max(most)
+    }
+
+    /// The outer values the subgraphs of this node capture, each once.
+    pub fn captured_values(&self) -> Vec<ValueId> {
+        let mut out: Vec<ValueId> = Vec::new();
+        for g in self.subgraphs() {
+            for &c in &g.captures {
+                if let ValueKind::Captured { outer } = g.value(c).kind
+                    && !out.contains(&outer)
+                {
+                    out.push(outer);
+                }
+            }
+        }
+        out
     }
 
     /// The input at position `i`, if present.
@@ -233,6 +279,9 @@ pub enum Use {
     Capture { node: NodeId },
     /// Graph output `index`.
     Output { index: usize },
+    /// Read by `node` as an operand of its [`Lowering`] (a fused residual,
+    /// packed weights, a folded mask).
+    Operand { node: NodeId },
 }
 
 /// A computation graph.
@@ -433,6 +482,13 @@ impl Graph {
                     }
                 }
             }
+            for v in node.lowering.iter().flat_map(Lowering::operands) {
+                if let Some(list) = uses.get_mut(v.index())
+                    && !list.contains(&Use::Operand { node: id })
+                {
+                    list.push(Use::Operand { node: id });
+                }
+            }
         }
         for (index, v) in self.outputs.iter().enumerate() {
             if let Some(list) = uses.get_mut(v.index()) {
@@ -442,8 +498,8 @@ impl Graph {
         uses
     }
 
-    /// Replaces every use of `old` by `new`: node inputs, graph outputs, and
-    /// captures of subgraphs of this graph's nodes.
+    /// Replaces every use of `old` by `new`: node inputs, lowering operands,
+    /// graph outputs, and captures of subgraphs of this graph's nodes.
     pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
         let order = self.order.clone();
         for id in order {
@@ -452,6 +508,9 @@ impl Graph {
                 if *input == old {
                     *input = new;
                 }
+            }
+            if let Some(l) = &mut node.lowering {
+                l.replace_operand(old, new);
             }
             for attr in &mut node.attributes {
                 for g in attr.value.graphs_mut() {

@@ -7,11 +7,14 @@
 //! [`crate::passes`].
 
 mod graph;
+pub mod lowering;
 mod model;
+pub mod schema;
 mod tensor;
 mod types;
 
 pub use graph::{AttrValue, Attribute, Graph, Node, NodeId, Op, Use, Value, ValueId, ValueKind};
+pub use lowering::Lowering;
 pub use model::{Function, Metadata, Model};
 pub(crate) use tensor::typed_data_bytes;
 pub use tensor::{SparseTensor, Tensor, TensorData, element_count};

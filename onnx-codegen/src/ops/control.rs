@@ -23,16 +23,17 @@
 //! into their elements first.
 
 use super::{
-    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError, OpResult, OpRule,
-    invalid, unsupported,
+    CompiledGraph, EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpError,
+    OpResult, OpRule, Seed, invalid, unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{ElemType, Graph, Tensor, TensorType, ValueKind};
-use crate::passes::infer::{self, Inferred, Seed};
-use crate::passes::plan::{self, ALIGN, Plan};
+use crate::ir::{ElemType, Graph, Tensor, TensorType, ValueId, ValueKind};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
-use std::cell::Cell;
+
+/// The arena's alignment: every buffer a loop keeps in its scratch starts
+/// at a multiple of it, like the planner's.
+const ALIGN: usize = onnx_codegen_runtime::arena::ARENA_ALIGN;
 
 /// The rule for `op_type`, if it is a control-flow operator.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
@@ -46,52 +47,37 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
     }
 }
 
-/// How deeply bodies may nest (each level is compiled twice: once for
-/// inference, once for lowering).
-const MAX_NESTING: usize = 8;
-
-thread_local! {
-    static NESTING: Cell<usize> = const { Cell::new(0) };
-}
-
 /// One compiled body.
 pub(super) struct Body {
-    graph: Graph,
-    inferred: Inferred,
-    plan: Plan,
-    /// Per capture of `graph`: its position among the node's step inputs.
+    compiled: Box<dyn CompiledGraph>,
+    /// The body's captures, and per capture its position among the node's
+    /// step inputs.
+    captures: Vec<ValueId>,
     capture_slots: Vec<usize>,
 }
 
 impl Body {
     /// The bytes of the body's own arena.
     pub(super) fn arena_bytes(&self) -> usize {
-        self.plan.arena_bytes
+        self.compiled.arena_bytes()
     }
 
     pub(super) fn output_types(&self) -> Vec<TensorType> {
-        self.graph
-            .outputs
-            .iter()
-            .filter_map(|v| self.inferred.types.get(v.index()).cloned().flatten())
-            .collect()
+        self.compiled.output_types()
     }
 
     /// The output values known at generation time, if all are.
     fn constant_outputs(&self) -> Option<Vec<Tensor>> {
-        self.graph
-            .outputs
-            .iter()
-            .map(|v| self.inferred.constants.get(v.index()).cloned().flatten())
-            .collect()
+        self.compiled.constant_outputs()
     }
 
     /// Whether step input `slot` of the node is read by this body at run
     /// time (a capture whose value is not known at generation time).
     pub(super) fn reads_slot(&self, slot: usize) -> bool {
-        self.graph.captures.iter().zip(&self.capture_slots).any(|(&c, &s)| {
-            s == slot && self.inferred.constants.get(c.index()).is_some_and(Option::is_none)
-        })
+        self.captures
+            .iter()
+            .zip(&self.capture_slots)
+            .any(|(&c, &s)| s == slot && self.compiled.reads_capture(c))
     }
 
     /// The body's statements; `inputs` binds its graph inputs in order,
@@ -104,7 +90,7 @@ impl Body {
     ) -> Result<TokenStream, String> {
         let mut ins = inputs.to_vec();
         ins.extend(self.capture_slots.iter().map(|s| format_ident!("_cf_cap{}", s)));
-        crate::emit::emit_body(&self.graph, &self.inferred, &self.plan, ins, outputs.to_vec(), rt)
+        self.compiled.tokens(ins, outputs.to_vec(), rt)
     }
 }
 
@@ -122,14 +108,8 @@ pub(super) fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -
             input_types.len()
         ));
     }
-    let depth = NESTING.with(Cell::get);
-    if depth >= MAX_NESTING {
-        return unsupported(format!(
-            "control flow nested more than {MAX_NESTING} levels deep is not supported"
-        ));
-    }
-    let captured = infer::captured_values(cx.node);
-    let own = cx.node.inputs.len();
+    let captured = cx.node.captured_values();
+    let own = cx.node.input_positions();
     let mut seeds: Vec<Seed> = graph
         .inputs
         .iter()
@@ -143,36 +123,16 @@ pub(super) fn compile(cx: &NodeCx<'_>, attr: &str, input_types: &[TensorType]) -
             return invalid(format!("capture '{}' has no outer value", graph.value(c).name));
         };
         let slot = own + pos;
-        let Some(ty) = cx.opt_input(slot) else {
+        let Some(ty) = cx.read_types.get(slot).and_then(Option::as_ref) else {
             return invalid(format!("the outer value '{}' has no type", graph.value(c).name));
         };
-        seeds.push(Seed { value: c, ty: ty.clone(), constant: cx.constant(slot).cloned() });
+        let constant = cx.read_constants.get(slot).copied().flatten().cloned();
+        seeds.push(Seed { value: c, ty: ty.clone(), constant });
         capture_slots.push(slot);
     }
-    NESTING.with(|n| n.set(depth + 1));
-    let inferred = infer::infer_graph(graph, &infer::enclosing_options(), &seeds);
-    NESTING.with(|n| n.set(depth));
-    if let Some(u) = inferred.unsupported.first() {
-        return unsupported(format!(
-            "in body '{}' ({attr}), node {} ({}): {}",
-            graph.name, u.node, u.op_type, u.reason
-        ));
-    }
-    if !inferred.errors.is_empty() {
-        let all: Vec<String> = inferred.errors.iter().map(|d| d.message.clone()).collect();
-        return invalid(format!("in body '{}' ({attr}): {}", graph.name, all.join("; ")));
-    }
-    for &o in &graph.outputs {
-        if inferred.types.get(o.index()).is_none_or(Option::is_none) {
-            return invalid(format!(
-                "the type of output '{}' of body '{}' could not be inferred",
-                graph.value(o).name,
-                graph.name
-            ));
-        }
-    }
-    let plan = plan::plan(graph, &inferred);
-    Ok(Body { graph: graph.clone(), inferred, plan, capture_slots })
+    let what = format!("body '{}' ({attr})", graph.name);
+    let compiled = cx.compiler.compile_subgraph(graph, &seeds, &what)?;
+    Ok(Body { compiled, captures: graph.captures.clone(), capture_slots })
 }
 
 fn align(n: usize) -> usize {
@@ -402,8 +362,7 @@ impl OpRule for IfRule {
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
         let (then, els) = Self::branches(cx)?;
-        let arena =
-            [&then, &els].into_iter().flatten().map(|b| b.plan.arena_bytes).max().unwrap_or(0);
+        let arena = [&then, &els].into_iter().flatten().map(|b| b.arena_bytes()).max().unwrap_or(0);
         let kernel = IfKernel {
             own: cx.node.inputs.len(),
             outputs: cx.node.outputs.len(),
@@ -518,7 +477,7 @@ fn slot(i: usize) -> Ident {
 }
 
 pub(super) fn body_arena(body: &Body) -> TokenStream {
-    if body.plan.arena_bytes > 0 {
+    if body.arena_bytes() > 0 {
         quote!(let arena: &mut [u8] = &mut *_cf_arena;)
     } else {
         quote!(let _ = &_cf_arena;)
@@ -541,7 +500,7 @@ struct LoopShape {
 
 impl LoopRule {
     fn shape(cx: &NodeCx<'_>) -> OpResult<LoopShape> {
-        let own = cx.node.inputs.len();
+        let own = cx.node.input_positions();
         if let Some(m) = cx.opt_input(0)
             && (m.elem != ElemType::Int64 || m.numel() != Some(1))
         {
@@ -622,7 +581,7 @@ impl OpRule for LoopRule {
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
         let s = Self::shape(cx)?;
-        let mut scratch = Scratch::new(s.body.plan.arena_bytes);
+        let mut scratch = Scratch::new(s.body.arena_bytes());
         let slots = state_slots(&mut scratch, &s.state)?;
         let n = s.state.len();
         let mut slice_slots = Vec::new();
@@ -824,7 +783,7 @@ struct ScanShape {
 impl ScanRule {
     fn shape(cx: &NodeCx<'_>) -> OpResult<ScanShape> {
         let v8 = cx.version() < 9;
-        let own = cx.node.inputs.len();
+        let own = cx.node.input_positions();
         let m = usize::try_from(cx.int("num_scan_inputs")?)
             .map_err(|_| OpError::Invalid("num_scan_inputs must not be negative".into()))?;
         let first_state = usize::from(v8);
@@ -970,7 +929,7 @@ impl OpRule for ScanRule {
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
         let s = Self::shape(cx)?;
-        let mut scratch = Scratch::new(s.body.plan.arena_bytes);
+        let mut scratch = Scratch::new(s.body.arena_bytes());
         let slots = state_slots(&mut scratch, &s.state)?;
         for t in &s.state {
             buffer_elem(t.elem, &quote!(rt))?;

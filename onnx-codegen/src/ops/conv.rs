@@ -25,7 +25,8 @@ use super::{
     invalid, unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{ElemType, TensorType};
+use crate::ir::lowering::ConvWeights;
+use crate::ir::{ElemType, Lowering, TensorType};
 use onnx_codegen_runtime::conv::{self as rt_conv, Conv, Window};
 use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::num::{Float, Num};
@@ -362,25 +363,31 @@ struct ConvPlan {
     /// to the input (see [`rt_conv::conv_transpose`]).
     geom: Geometry,
     has_bias: bool,
-    /// An activation fused into the Conv by `passes::fuse`, applied to
-    /// every output after the bias.
+    /// An activation fused into the Conv's epilogue, applied to every
+    /// output after the bias (and residual).
     act: Option<Unary<f64>>,
     /// The output dims `[N, M, spatial...]`.
     out: Vec<usize>,
-    /// The f32 weights also come laid out in panels for
-    /// `conv::sconv_packed`, as the internal input
-    /// [`CONV_PACKED_INPUT`](crate::passes::optimize::CONV_PACKED_INPUT)
-    /// (`passes::optimize::pack_conv_weights`); the code reads that copy only.
-    packed: bool,
-    /// The f32 weights also come transformed for Winograd's F(2x2, 3x3)
-    /// (`winograd::sconv3x3`), as the internal input
-    /// [`CONV_WINOGRAD_INPUT`](crate::passes::optimize::CONV_WINOGRAD_INPUT)
-    /// (`passes::optimize::winograd_convs`); the code reads that copy only,
-    /// with a scratch buffer of this many floats.
-    winograd: Option<usize>,
-    /// Input [`RESIDUAL_INPUT`](crate::passes::fuse::RESIDUAL_INPUT) is a
-    /// residual of the output's dims added after the bias (f32 only).
-    residual: bool,
+    /// Where the kernel reads its weights.
+    weights: WeightsAt,
+    /// The read holding a residual of the output's dims added after the
+    /// bias (f32 only), fused into the Conv's epilogue.
+    residual: Option<usize>,
+}
+
+/// Where a convolution kernel reads its weights (the node's
+/// [`ConvWeights`], checked against its geometry).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WeightsAt {
+    /// Input 1.
+    Given,
+    /// The read holding the f32 weights laid out in panels for
+    /// `conv::sconv_packed`; the code reads that copy only.
+    Packed(usize),
+    /// The read holding the f32 weights transformed for Winograd's
+    /// F(2x2, 3x3) (`winograd::sconv3x3`); the code reads that copy only,
+    /// with a scratch buffer of `scratch` floats.
+    Winograd { at: usize, scratch: usize },
 }
 
 struct ConvRule;
@@ -409,13 +416,21 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     let kernel = w.dims[2..].to_vec();
     check_kernel_shape(cx, &kernel)?;
     let has_bias = check_bias(cx, x.elem, m)?;
-    let act = crate::passes::fuse::activation_of(cx.node);
+    let act = super::fused_activation(cx);
     if act.is_some() && !matches!(x.elem, ElemType::Float | ElemType::Double) {
         return unsupported(format!("a Conv's activation on {} tensors", x.elem));
     }
-    let packed = match cx.opt_input(crate::passes::optimize::CONV_PACKED_INPUT) {
-        None => false,
-        Some(pw) => {
+    let lowering = match cx.lowering() {
+        None => None,
+        Some(Lowering::Conv(l)) => Some(l),
+        Some(other) => return invalid(format!("a Conv cannot run as {other:?}")),
+    };
+    let given = ConvWeights::AsGiven;
+    let mut weights = WeightsAt::Given;
+    match lowering.map_or(&given, |l| &l.weights) {
+        ConvWeights::AsGiven => {}
+        ConvWeights::Packed(v) => {
+            let (at, pw) = cx.operand(*v)?;
             let taps = kernel.iter().try_fold(c, |a, &k| a.checked_mul(k));
             let len = taps.and_then(|k| rt_conv::packed_weights_len(m, k));
             let fits = x.elem == ElemType::Float
@@ -429,28 +444,30 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
                      with W {w}"
                 ));
             }
-            true
+            weights = WeightsAt::Packed(at);
         }
-    };
+        ConvWeights::Winograd { .. } => {}
+    }
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
-    let winograd = match cx.opt_input(crate::passes::optimize::CONV_WINOGRAD_INPUT) {
-        None => None,
-        Some(u) => Some(winograd_scratch(cx, x, u, groups, c, m, &geom).ok_or_else(|| {
-            crate::ops::OpError::Invalid(format!(
+    if let Some(ConvWeights::Winograd { transformed, block }) = lowering.map(|l| &l.weights) {
+        let (at, u) = cx.operand(*transformed)?;
+        let Some(scratch) = winograd_scratch(x, u, groups, c, m, &geom, *block) else {
+            return invalid(format!(
                 "Conv's Winograd weights {u} do not match a 2-D f32 3x3 convolution of \
                  stride 1, dilation 1 and group 1 with W {w}"
-            ))
-        })?),
-    };
+            ));
+        };
+        weights = WeightsAt::Winograd { at, scratch };
+    }
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.out_dims);
     let geom = geom.into_2d();
-    let residual = match cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) {
-        None => false,
-        Some(r) if x.elem == ElemType::Float && r.elem == x.elem && r.dims == out => true,
-        Some(r) => {
-            return invalid(format!("Conv's fused residual {r} must be float{out:?}"));
-        }
+    let residual = match lowering.and_then(|l| l.epilogue.residual) {
+        None => None,
+        Some(v) => match cx.operand(v)? {
+            (at, r) if x.elem == ElemType::Float && r.elem == x.elem && r.dims == out => Some(at),
+            (_, r) => return invalid(format!("Conv's fused residual {r} must be float{out:?}")),
+        },
     };
     Ok(ConvPlan {
         residual,
@@ -463,24 +480,22 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         has_bias,
         act,
         out,
-        packed,
-        winograd,
+        weights,
     })
 }
 
 /// The scratch floats of a Conv whose weights `u` were transformed for
-/// `winograd::sconv3x3`: for the tiles per block the pass chose
-/// ([`WINOGRAD_BLOCK`](crate::passes::optimize::WINOGRAD_BLOCK)), else up to
-/// `MAX_BLOCK` tiles of one image. `None` when the Conv or `u` does not fit
-/// that kernel.
+/// `winograd::sconv3x3`: for the tiles per block the pass chose (`block`),
+/// else up to `MAX_BLOCK` tiles of one image. `None` when the Conv or `u`
+/// does not fit that kernel.
 fn winograd_scratch(
-    cx: &NodeCx<'_>,
     x: &TensorType,
     u: &TensorType,
     groups: usize,
     c: usize,
     m: usize,
     geom: &Geometry,
+    block: Option<usize>,
 ) -> Option<usize> {
     use onnx_codegen_runtime::winograd::{MAX_BLOCK, scratch_len, tiles_of, weights_len};
     let fits = x.elem == ElemType::Float
@@ -494,10 +509,7 @@ fn winograd_scratch(
     if !fits {
         return None;
     }
-    let block = match cx.node.attr(crate::passes::optimize::WINOGRAD_BLOCK) {
-        Some(crate::ir::AttrValue::Int(b)) => usize::try_from(*b).ok()?,
-        _ => MAX_BLOCK,
-    };
+    let block = block.unwrap_or(MAX_BLOCK);
     let tiles = tiles_of(oh, ow)?.min(block).clamp(1, MAX_BLOCK);
     scratch_len(c, m, tiles)
 }
@@ -650,9 +662,8 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         has_bias,
         act: None,
         out,
-        packed: false,
-        winograd: None,
-        residual: false,
+        weights: WeightsAt::Given,
+        residual: None,
     })
 }
 
@@ -711,8 +722,7 @@ fn run_conv<T: Float + HostElem>(
     } else {
         rt_conv::conv(&params, x, w, b, y)?;
     }
-    let r = inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten();
-    let r = r.filter(|_| p.residual).map(|r| host::<T>(Some(r), p.elem)).transpose()?;
+    let r = super::host_read(inputs, p.residual).map(|r| host::<T>(Some(r), p.elem)).transpose()?;
     super::gemm::finish_host(y, r, p.act);
     Ok(())
 }
@@ -745,54 +755,46 @@ impl Kernel for ConvKernel {
             }
         };
         let smooth = super::gemm::smooth(p.act);
-        if let (false, ElemType::Float, Some(_)) = (self.transpose, p.elem, p.winograd) {
-            let u = io
-                .inputs
-                .get(crate::passes::optimize::CONV_WINOGRAD_INPUT)
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| quote!(&[]));
-            let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
-            if p.residual || smooth {
-                let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
-                let (post, after) =
-                    super::gemm::post_tokens(p.act, r.filter(|_| p.residual), y, rt);
+        let forward_f32 = !self.transpose && p.elem == ElemType::Float;
+        let residual = io.read(p.residual);
+        match p.weights {
+            WeightsAt::Winograd { at, .. } if forward_f32 => {
+                let u = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                if residual.is_some() || smooth {
+                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
+                    return quote! {
+                        #rt::winograd::sconv3x3_fused(#params, #x, #u, #b, #y, #post, #scratch)?;
+                        #after
+                    };
+                }
+                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
                 return quote! {
-                    #rt::winograd::sconv3x3_fused(#params, #x, #u, #b, #y, #post, #scratch)?;
+                    #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
                     #after
                 };
             }
-            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
-            return quote! {
-                #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
-                #after
-            };
-        }
-        if !self.transpose && p.elem == ElemType::Float && (p.residual || smooth) {
-            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
-            let (post, after) = super::gemm::post_tokens(p.act, r.filter(|_| p.residual), y, rt);
-            let packed = io.inputs.get(crate::passes::optimize::CONV_PACKED_INPUT);
-            return match packed.and_then(Option::as_ref).filter(|_| p.packed) {
-                Some(pw) => quote! {
-                    #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
+            WeightsAt::Packed(at) if forward_f32 => {
+                let pw = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+                if residual.is_some() || smooth {
+                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
+                    return quote! {
+                        #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
+                        #after
+                    };
+                }
+                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+                return quote! {
+                    #rt::conv::sconv_packed(#params, #x, #pw, #b, #y, #act)?;
                     #after
-                },
-                None => quote! {
-                    #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
-                    #after
-                },
-            };
+                };
+            }
+            _ => {}
         }
-        if !self.transpose && p.elem == ElemType::Float && p.packed {
-            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
-            let pw = io
-                .inputs
-                .get(crate::passes::optimize::CONV_PACKED_INPUT)
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| quote!(&[]));
+        if forward_f32 && (residual.is_some() || smooth) {
+            let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
             return quote! {
-                #rt::conv::sconv_packed(#params, #x, #pw, #b, #y, #act)?;
+                #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
                 #after
             };
         }
@@ -811,12 +813,17 @@ impl Kernel for ConvKernel {
     /// A Conv with packed weights reads that copy only: the original `W`
     /// is neither stored nor bound (unless another node reads it).
     fn reads_input(&self, i: usize) -> bool {
-        !((self.plan.packed || self.plan.winograd.is_some()) && i == 1)
+        !(self.plan.weights != WeightsAt::Given && i == 1)
     }
 
     /// A Winograd Conv's transformed tiles and their sums.
     fn scratch(&self) -> Option<TensorType> {
-        self.plan.winograd.map(|n| TensorType::new(ElemType::Float, vec![n]))
+        match self.plan.weights {
+            WeightsAt::Winograd { scratch, .. } => {
+                Some(TensorType::new(ElemType::Float, vec![scratch]))
+            }
+            _ => None,
+        }
     }
 }
 

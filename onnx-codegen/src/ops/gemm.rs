@@ -7,7 +7,8 @@ use super::{
     broadcast_shapes, conv::overflow, invalid, unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{ElemType, TensorType};
+use crate::ir::lowering::{ProductLowering, Transposes};
+use crate::ir::{ElemType, Lowering, TensorType};
 use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::gemm as rt_gemm;
 use onnx_codegen_runtime::num::Num;
@@ -92,7 +93,7 @@ impl OpRule for GemmRule {
             }
         };
         let elem = outputs.first().map_or(ElemType::Float, |t| t.elem);
-        let act = crate::passes::fuse::activation_of(cx.node);
+        let act = super::fused_activation(cx);
         if act.is_some() && !matches!(elem, ElemType::Float | ElemType::Double) {
             return unsupported(format!("a Gemm's activation on {elem} tensors"));
         }
@@ -116,32 +117,43 @@ impl OpRule for GemmRule {
     }
 }
 
-/// Whether the product reads its B as laid out in strips by
-/// `passes::optimize::pack_matmul_weights` (f32 only), after checking its
-/// length.
-fn packed_b(cx: &NodeCx<'_>, elem: ElemType, k: usize, n: usize) -> OpResult<bool> {
-    let Some(t) = cx.opt_input(crate::passes::optimize::PACKED_B_INPUT) else {
-        return Ok(false);
+/// The product's lowering (what the rewriting passes folded into it).
+fn product_lowering<'a>(cx: &NodeCx<'a>) -> OpResult<Option<&'a ProductLowering>> {
+    match cx.lowering() {
+        None => Ok(None),
+        Some(Lowering::Product(p)) => Ok(Some(p)),
+        Some(other) => invalid(format!("a matrix product cannot run as {other:?}")),
+    }
+}
+
+/// Where the product reads its B as laid out in strips by the runtime's
+/// `gemm::pack_b` (f32 only), after checking its length: the position of
+/// the strips among the reads.
+fn packed_b(cx: &NodeCx<'_>, elem: ElemType, k: usize, n: usize) -> OpResult<Option<usize>> {
+    let Some(v) = product_lowering(cx)?.and_then(|p| p.packed_b) else {
+        return Ok(None);
     };
+    let (at, t) = cx.operand(v)?;
     let len = rt_gemm::packed_b_len(k, n);
     if elem != ElemType::Float || t.elem != elem || len.is_none_or(|l| t.dims != [l]) {
         return invalid(format!("a packed B {t} does not hold a float [{k}, {n}] in strips"));
     }
-    Ok(true)
+    Ok(Some(at))
 }
 
-/// Whether the product has a residual fused by `passes::fuse` (f32 only, of
-/// the output's dims), after checking it.
-fn residual(cx: &NodeCx<'_>, elem: ElemType, dims: &[usize]) -> OpResult<bool> {
-    let Some(t) = cx.opt_input(crate::passes::fuse::RESIDUAL_INPUT) else {
-        return Ok(false);
+/// Where the product reads a residual fused into its epilogue (f32 only, of
+/// the output's dims), after checking it: its position among the reads.
+pub(super) fn residual(cx: &NodeCx<'_>, elem: ElemType, dims: &[usize]) -> OpResult<Option<usize>> {
+    let Some(v) = cx.lowering().and_then(Lowering::epilogue).and_then(|e| e.residual) else {
+        return Ok(None);
     };
+    let (at, t) = cx.operand(v)?;
     if elem != ElemType::Float || t.elem != elem || t.dims != dims {
         return invalid(format!(
             "a fused residual {t} must be a float tensor of the product's dims {dims:?}"
         ));
     }
-    Ok(true)
+    Ok(Some(at))
 }
 
 /// The `gemm::Post` of a fused f32 product in generated code: the residual
@@ -201,10 +213,10 @@ pub(super) fn finish_host<T: onnx_codegen_runtime::num::Float + HostElem>(
 
 struct GemmKernel {
     elem: ElemType,
-    /// Input 3 is B laid out in strips, read instead of B.
-    packed: bool,
-    /// Input 4 is a residual added before the activation.
-    residual: bool,
+    /// The read holding B laid out in strips, read instead of B.
+    packed: Option<usize>,
+    /// The read holding a residual added before the activation.
+    residual: Option<usize>,
     m: usize,
     n: usize,
     k: usize,
@@ -281,11 +293,9 @@ impl Kernel for GemmKernel {
                 alpha: #alpha, beta: #beta, c_strides: #cs,
             }
         };
-        if self.elem == ElemType::Float && (self.residual || smooth(self.act)) {
-            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
-            let (post, after) = post_tokens(self.act, r.filter(|_| self.residual), y, rt);
-            if self.packed {
-                let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+        if self.elem == ElemType::Float && (self.residual.is_some() || smooth(self.act)) {
+            let (post, after) = post_tokens(self.act, io.read(self.residual), y, rt);
+            if let Some(packed) = io.read(self.packed) {
                 return quote! {
                     #rt::gemm::sgemm_packed_fused(#params, #a, #packed, #c, #y, #post)?;
                     #after
@@ -297,8 +307,7 @@ impl Kernel for GemmKernel {
             };
         }
         let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
-        if self.packed {
-            let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+        if let Some(packed) = io.read(self.packed) {
             return quote! {
                 #rt::gemm::sgemm_packed(#params, #a, #packed, #c, #y, #act)?;
                 #after
@@ -325,7 +334,7 @@ impl Kernel for GemmKernel {
 impl GemmKernel {
     /// B's own storage is not read when the strips are.
     fn reads_b(&self, i: usize) -> bool {
-        !(self.packed && i == 1)
+        !(self.packed.is_some() && i == 1)
     }
 
     fn scale_tokens(&self, v: f64, rt: &TokenStream) -> TokenStream {
@@ -364,9 +373,9 @@ fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
     };
     let y = host_mut::<T>(outputs.first_mut())?;
     rt_gemm::gemm(&p, a, b, c, y)?;
-    let r = match inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten() {
-        Some(r) if k.residual => Some(host::<T>(Some(r))?),
-        _ => None,
+    let r = match super::host_read(inputs, k.residual) {
+        Some(r) => Some(host::<T>(Some(r))?),
+        None => None,
     };
     finish_host(y, r, k.act);
     Ok(())
@@ -447,13 +456,13 @@ fn contiguous(dims: &[usize]) -> Vec<usize> {
 /// A transpose folded into a product operand (see `passes::optimize`): the
 /// operand is `Transpose(source, perm)`, read in place. Returns the operand's
 /// dims and, per operand axis, its stride in `source`.
-fn permuted(source: &[usize], perm: &[i64]) -> OpResult<(Vec<usize>, Vec<usize>)> {
+fn permuted(source: &[usize], perm: &[usize]) -> OpResult<(Vec<usize>, Vec<usize>)> {
     let s = contiguous(source);
     let mut dims = Vec::with_capacity(perm.len());
     let mut strides = Vec::with_capacity(perm.len());
     let mut seen = vec![false; source.len()];
     for &p in perm {
-        let Some(i) = usize::try_from(p).ok().filter(|&i| i < source.len() && !seen[i]) else {
+        let Some(i) = Some(p).filter(|&i| i < source.len() && !seen[i]) else {
             return invalid(format!("a folded transpose's perm {perm:?} is not a permutation"));
         };
         seen[i] = true;
@@ -466,16 +475,12 @@ fn permuted(source: &[usize], perm: &[i64]) -> OpResult<(Vec<usize>, Vec<usize>)
     Ok((dims, strides))
 }
 
-/// The internal attributes carrying transposes folded into a `MatMul` by
-/// `passes::optimize`: the perm of a transpose of A, of B, and of the output.
-pub const PERM_A: &str = "onnx_codegen.perm_a";
-pub const PERM_B: &str = "onnx_codegen.perm_b";
-pub const PERM_Y: &str = "onnx_codegen.perm_y";
-
 /// The plan of a `MatMul` node, with its folded transposes; and its output dims.
 fn node_plan(cx: &NodeCx<'_>) -> OpResult<(MatMulPlan, Vec<usize>)> {
     let (a, b) = (cx.input(0)?, cx.input(1)?);
-    let (pa, pb, py) = (cx.ints(PERM_A), cx.ints(PERM_B), cx.ints(PERM_Y));
+    let none = Transposes::default();
+    let folded = product_lowering(cx)?.map_or(&none, |p| &p.transposes);
+    let (pa, pb, py) = (&folded.a, &folded.b, &folded.y);
     let (a_dims, a_st) = match &pa {
         Some(perm) => permuted(&a.dims, perm)?,
         None => (a.dims.clone(), contiguous(&a.dims)),
@@ -518,7 +523,7 @@ fn node_plan(cx: &NodeCx<'_>) -> OpResult<(MatMulPlan, Vec<usize>)> {
         let os = contiguous(&dims);
         let mut ys = vec![0usize; perm.len()];
         for (k, &p) in perm.iter().enumerate() {
-            ys[p as usize] = os[k];
+            ys[p] = os[k];
         }
         let r = ys.len();
         if ys[r - 1] != 1 {
@@ -599,23 +604,27 @@ impl OpRule for MatMulRule {
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered> {
         let a = cx.input(0)?;
         let plan = node_plan(cx)?.0;
-        // A bias folded in by `passes::optimize` (f32 only): one per column.
-        let bias = match cx.opt_input(2) {
-            None => false,
-            Some(t) if a.elem == ElemType::Float && t.elem == a.elem && t.dims == [plan.n] => true,
-            Some(t) => {
-                return invalid(format!("MatMul's folded bias {t} must be float[{}]", plan.n));
-            }
+        // A bias folded in from the `Add` after it (f32 only): one per column.
+        let bias = match product_lowering(cx)?.and_then(|p| p.bias) {
+            None => None,
+            Some(v) => match cx.operand(v)? {
+                (at, t) if a.elem == ElemType::Float && t.elem == a.elem && t.dims == [plan.n] => {
+                    Some(at)
+                }
+                (_, t) => {
+                    return invalid(format!("MatMul's folded bias {t} must be float[{}]", plan.n));
+                }
+            },
         };
         let packed = packed_b(cx, a.elem, plan.k, plan.n)?;
-        if packed && plan.b_strides.iter().any(|&s| s != 0) {
+        if packed.is_some() && plan.b_strides.iter().any(|&s| s != 0) {
             return invalid("a packed B must be shared by the whole batch");
         }
         let residual = residual(cx, a.elem, outputs.first().map_or(&[][..], |t| &t.dims))?;
-        if residual && plan.y_layout.is_some() {
+        if residual.is_some() && plan.y_layout.is_some() {
             return invalid("a fused residual needs the product's output in its own layout");
         }
-        let act = crate::passes::fuse::activation_of(cx.node);
+        let act = super::fused_activation(cx);
         if act.is_some() && a.elem != ElemType::Float {
             return unsupported(format!("a MatMul's activation on {} tensors", a.elem));
         }
@@ -633,12 +642,12 @@ impl OpRule for MatMulRule {
 struct MatMulKernel {
     elem: ElemType,
     plan: MatMulPlan,
-    /// Input 2 is a bias added to each column (folded from an `Add`).
-    bias: bool,
-    /// Input 3 is B laid out in strips, read instead of B.
-    packed: bool,
-    /// Input 4 is a residual added after the bias (f32 only).
-    residual: bool,
+    /// The read holding a bias added to each column (folded from an `Add`).
+    bias: Option<usize>,
+    /// The read holding B laid out in strips, read instead of B.
+    packed: Option<usize>,
+    /// The read holding a residual added after the bias (f32 only).
+    residual: Option<usize>,
     /// An activation fused by `passes::fuse`, applied last (f32 only).
     act: Option<onnx_codegen_runtime::elementwise::Unary<f64>>,
 }
@@ -653,8 +662,8 @@ fn run_matmul<T: Num + HostElem>(
     let b = host::<T>(inputs.get(1).copied().flatten())?;
     let y = host_mut::<T>(outputs.first_mut())?;
     rt_gemm::matmul(&p, a, b, y)?;
-    if k.bias {
-        let c = host::<T>(inputs.get(2).copied().flatten())?;
+    if k.bias.is_some() {
+        let c = host::<T>(super::host_read(inputs, k.bias))?;
         let n = k.plan.n.max(1);
         // The product's columns are its last axis whatever its layout.
         for (i, v) in y.iter_mut().enumerate() {
@@ -667,10 +676,10 @@ fn run_matmul<T: Num + HostElem>(
 impl Kernel for MatMulKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
         crate::by_num_type!(self.elem, run_matmul(self, inputs, outputs))?;
-        if self.residual || self.act.is_some() {
-            let r = match inputs.get(crate::passes::fuse::RESIDUAL_INPUT).copied().flatten() {
-                Some(r) if self.residual => Some(host::<f32>(Some(r))?),
-                _ => None,
+        if self.residual.is_some() || self.act.is_some() {
+            let r = match super::host_read(inputs, self.residual) {
+                Some(r) => Some(host::<f32>(Some(r))?),
+                None => None,
             };
             finish_host(host_mut::<f32>(outputs.first_mut())?, r, self.act);
         }
@@ -681,15 +690,13 @@ impl Kernel for MatMulKernel {
         let rt = &io.rt;
         let p = self.plan.tokens(rt);
         let (a, b, y) = (&io.inputs[0], &io.inputs[1], &io.outputs[0]);
-        if self.residual || self.act.is_some() {
-            let c = match (self.bias, io.inputs.get(2)) {
-                (true, Some(Some(c))) => quote!(Some(#c)),
-                _ => quote!(None),
-            };
-            let r = io.inputs.get(crate::passes::fuse::RESIDUAL_INPUT).and_then(Option::as_ref);
-            let (post, after) = post_tokens(self.act, r.filter(|_| self.residual), y, rt);
-            if self.packed {
-                let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
+        let c = match io.read(self.bias) {
+            Some(c) => quote!(Some(#c)),
+            None => quote!(None),
+        };
+        if self.residual.is_some() || self.act.is_some() {
+            let (post, after) = post_tokens(self.act, io.read(self.residual), y, rt);
+            if let Some(packed) = io.read(self.packed) {
                 return quote! {
                     #rt::gemm::smatmul_packed_fused(&#p, #a, #packed, #c, #y, #post)?;
                     #after
@@ -700,17 +707,11 @@ impl Kernel for MatMulKernel {
                 #after
             };
         }
-        if self.packed {
-            let packed = &io.inputs[crate::passes::optimize::PACKED_B_INPUT];
-            let c = match (self.bias, io.inputs.get(2)) {
-                (true, Some(Some(c))) => quote!(Some(#c)),
-                _ => quote!(None),
-            };
+        if let Some(packed) = io.read(self.packed) {
             return quote!(#rt::gemm::smatmul_packed(&#p, #a, #packed, #c, #y)?;);
         }
-        if self.bias {
-            let c = &io.inputs[2];
-            return quote!(#rt::gemm::smatmul_bias(&#p, #a, #b, Some(#c), #y)?;);
+        if self.bias.is_some() {
+            return quote!(#rt::gemm::smatmul_bias(&#p, #a, #b, #c, #y)?;);
         }
         let f = if self.elem == ElemType::Float { quote!(smatmul) } else { quote!(matmul) };
         quote!(#rt::gemm::#f(&#p, #a, #b, #y)?;)
@@ -718,7 +719,7 @@ impl Kernel for MatMulKernel {
 
     /// B's own storage is not read when the strips are.
     fn reads_input(&self, i: usize) -> bool {
-        !(self.packed && i == 1)
+        !(self.packed.is_some() && i == 1)
     }
 }
 

@@ -14,7 +14,6 @@
 //! runtime crate, and one line in [`rule`].
 
 mod host;
-mod schema;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -43,10 +42,10 @@ pub mod softmax;
 pub mod strings;
 pub mod text;
 
+pub use crate::ir::schema::*;
 pub use host::{HostData, HostTensor};
-pub use schema::*;
 
-use crate::ir::{AttrValue, ElemType, Node, Tensor, TensorType};
+use crate::ir::{AttrValue, ElemType, Graph, Lowering, Node, Tensor, TensorType, ValueId};
 use proc_macro2::TokenStream;
 
 /// Why a rule could not handle a node.
@@ -75,10 +74,17 @@ pub fn unsupported<T>(message: impl Into<String>) -> OpResult<T> {
 /// types, and the values of inputs known at generation time.
 pub struct NodeCx<'a> {
     pub node: &'a Node,
-    /// One entry per input; `None` for an absent optional input.
+    /// One entry per input of the node; `None` for an absent optional input.
     pub inputs: &'a [Option<TensorType>],
     /// One entry per input; the value when it is known at generation time.
     pub constants: &'a [Option<&'a Tensor>],
+    /// Every value the step reads ([`Node::reads`]: the node's inputs, then
+    /// the values its subgraphs capture, then its lowering's operands), with
+    /// their types and, when known at generation time, their values. A
+    /// kernel's inputs ([`Kernel::eval`], [`Io::inputs`]) follow this order.
+    pub reads: &'a [Option<ValueId>],
+    pub read_types: &'a [Option<TensorType>],
+    pub read_constants: &'a [Option<&'a Tensor>],
     /// One entry per output: the type the model declares for it (graph
     /// outputs, value_info), when every dimension is known. Rules whose
     /// output shape depends on input values known only at run time use it,
@@ -87,6 +93,54 @@ pub struct NodeCx<'a> {
     /// One entry per output: its dims when the model fixes them, declared or
     /// implied by a declared value downstream through shape-keeping ops.
     pub expected: &'a [Option<Vec<usize>>],
+    /// The compiler running the rule: control-flow rules compile their
+    /// bodies with it, under the options of the enclosing graph.
+    pub compiler: &'a dyn Compiler,
+}
+
+/// A value of a subgraph whose type (and maybe contents) the enclosing node
+/// provides: a body input (run time) or a capture of an outer value.
+#[derive(Clone, Debug)]
+pub struct Seed {
+    pub value: ValueId,
+    pub ty: TensorType,
+    /// The contents, when known at generation time.
+    pub constant: Option<Tensor>,
+}
+
+/// What a rule may ask of the compiler running it.
+pub trait Compiler {
+    /// Compiles `graph`, a subgraph of the node (`what` names it in
+    /// messages), with the passes and options that compile the enclosing
+    /// graph: its inputs and captures typed (and maybe valued) by `seeds`,
+    /// planned into its own arena.
+    fn compile_subgraph(
+        &self,
+        graph: &Graph,
+        seeds: &[Seed],
+        what: &str,
+    ) -> OpResult<Box<dyn CompiledGraph>>;
+}
+
+/// A subgraph compiled by [`Compiler::compile_subgraph`].
+pub trait CompiledGraph {
+    /// The types of the graph outputs, in order.
+    fn output_types(&self) -> Vec<TensorType>;
+    /// The graph outputs' values, when every one is known at generation time.
+    fn constant_outputs(&self) -> Option<Vec<Tensor>>;
+    /// The bytes of the subgraph's own arena.
+    fn arena_bytes(&self) -> usize;
+    /// Whether the subgraph reads its capture `c` at run time (its value is
+    /// not known at generation time).
+    fn reads_capture(&self, c: ValueId) -> bool;
+    /// The subgraph's statements: `inputs` binds its graph inputs and then
+    /// its captures, in order; `outputs` its graph outputs.
+    fn tokens(
+        &self,
+        inputs: Vec<proc_macro2::Ident>,
+        outputs: Vec<proc_macro2::Ident>,
+        rt: &TokenStream,
+    ) -> Result<TokenStream, String>;
 }
 
 impl<'a> NodeCx<'a> {
@@ -106,6 +160,23 @@ impl<'a> NodeCx<'a> {
     /// The type of input `i`, if present.
     pub fn opt_input(&self, i: usize) -> Option<&'a TensorType> {
         self.inputs.get(i).and_then(Option::as_ref)
+    }
+
+    /// The node's lowering, as the rewriting passes left it.
+    pub fn lowering(&self) -> Option<&'a Lowering> {
+        self.node.lowering.as_ref()
+    }
+
+    /// Where `v`, an operand of the node's lowering, is among the reads (the
+    /// index of its type here, of its host tensor in [`Kernel::eval`] and of
+    /// its buffer in [`Io::inputs`]), with its type.
+    pub fn operand(&self, v: ValueId) -> OpResult<(usize, &'a TensorType)> {
+        let own = self.node.input_positions();
+        let found = self.reads.iter().rposition(|r| *r == Some(v)).filter(|&i| i >= own);
+        match found.and_then(|i| Some((i, self.read_types.get(i)?.as_ref()?))) {
+            Some(found) => Ok(found),
+            None => invalid("an operand of the node's lowering is not among its typed reads"),
+        }
     }
 
     /// The type the model declares for output `k`, if fully known.
@@ -259,6 +330,43 @@ pub struct Io {
     pub scratch: Option<TokenStream>,
     /// The path of the runtime crate (`::onnx_codegen_runtime`).
     pub rt: TokenStream,
+}
+
+impl Io {
+    /// The buffer of read `at` (a position [`NodeCx::operand`] gave), when
+    /// the kernel has that read.
+    pub fn read(&self, at: Option<usize>) -> Option<&TokenStream> {
+        self.inputs.get(at?)?.as_ref()
+    }
+}
+
+/// The host tensor of read `at` in [`Kernel::eval`]'s inputs, when the
+/// kernel has that read.
+pub fn host_read<'a>(
+    inputs: &[Option<&'a HostTensor>],
+    at: Option<usize>,
+) -> Option<&'a HostTensor> {
+    inputs.get(at?).copied().flatten()
+}
+
+/// The fused activation of the node ([`Lowering`]'s epilogue, or a
+/// BatchNormalization's), as the `Unary` its standalone op would run.
+pub fn fused_activation(cx: &NodeCx<'_>) -> Option<onnx_codegen_runtime::elementwise::Unary<f64>> {
+    use crate::ir::lowering::Activation;
+    use onnx_codegen_runtime::elementwise::Unary;
+    let act = match cx.lowering()? {
+        Lowering::BatchNorm { activation } => *activation,
+        other => other.epilogue()?.activation?,
+    };
+    Some(match act {
+        Activation::Relu => Unary::Relu,
+        Activation::LeakyRelu { alpha } => Unary::LeakyRelu { alpha: f64::from(alpha) },
+        Activation::Clip { min, max } => Unary::Clip { min: f64::from(min), max: f64::from(max) },
+        Activation::Gelu => Unary::Gelu,
+        Activation::GeluTanh => Unary::GeluTanh,
+        Activation::Silu => Unary::Silu,
+        Activation::HardSwish => Unary::HardSwish,
+    })
 }
 
 /// One planned call into the runtime crate.

@@ -250,7 +250,7 @@ impl OpRule for BatchNormRule {
             epsilon: f64::from(cx.float_or("epsilon", 1e-5)),
             momentum: f64::from(cx.float_or("momentum", 0.9)),
             stats: [has_output(cx, 1), has_output(cx, 2), has_output(cx, 3)],
-            act: crate::passes::fuse::activation_of(cx.node),
+            act: super::fused_activation(cx),
         })))
     }
 }

@@ -10,7 +10,7 @@ use super::{
     unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{AttrValue, ElemType, TensorType};
+use crate::ir::{AttrValue, ElemType, Lowering, TensorType};
 use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::num::Float;
 use onnx_codegen_runtime::rnn::{self as rt_rnn, Direction};
@@ -93,9 +93,9 @@ struct Params {
     linear_before_reset: bool,
     /// How many outputs the node declares (present or not).
     outputs: usize,
-    /// LSTM only: `W` and `R` come regrouped as an internal input
-    /// (`passes::optimize::pack_lstm_weights`).
-    packed: bool,
+    /// LSTM only: the read holding `W` and `R` regrouped by gate
+    /// ([`Lowering::Lstm`], `passes::optimize::pack_lstm_weights`).
+    packed: Option<usize>,
 }
 
 impl Params {
@@ -108,7 +108,7 @@ impl Params {
             // f32 runs a fast kernel: with weights regrouped at generation time
             // it needs no more than the exact one; otherwise it also keeps the
             // input projection and the regrouped R.
-            Cell::Lstm if self.elem == ElemType::Float && !self.packed => {
+            Cell::Lstm if self.elem == ElemType::Float && self.packed.is_none() => {
                 rt_lstm::<f64>(self).fast_scratch_len()
             }
             Cell::Lstm => rt_lstm::<f64>(self).scratch_len(),
@@ -284,9 +284,16 @@ fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
         input_forget: cell == Cell::Lstm && cx.int_or("input_forget", 0) != 0,
         linear_before_reset: cell == Cell::Gru && cx.int_or("linear_before_reset", 0) != 0,
         outputs: cx.node.outputs.len(),
-        packed: cell == Cell::Lstm
-            && x.elem == ElemType::Float
-            && cx.opt_input(crate::passes::optimize::LSTM_PACKED_INPUT).is_some(),
+        packed: match cx.lowering() {
+            None => None,
+            Some(Lowering::Lstm { packed }) if cell == Cell::Lstm => match cx.operand(*packed)? {
+                (at, t) if x.elem == ElemType::Float && t.elem == x.elem && t.rank() == 1 => {
+                    Some(at)
+                }
+                (_, t) => return invalid(format!("an LSTM's regrouped weights {t} are not f32")),
+            },
+            Some(other) => return invalid(format!("{name} cannot run as {other:?}")),
+        },
     };
     if p.scratch_len().is_none() {
         return invalid(format!("{name} is too large"));
@@ -461,8 +468,8 @@ impl Kernel for RecurrentKernel {
                 let (y, yh, yc) = (out(0), out(1), out(2));
                 let forget = p.input_forget;
                 let (f, packed) = match p.elem {
-                    ElemType::Float if p.packed => {
-                        let packed = req(crate::passes::optimize::LSTM_PACKED_INPUT);
+                    ElemType::Float if p.packed.is_some() => {
+                        let packed = io.read(p.packed).cloned().unwrap_or_else(|| quote!(&[]));
                         (quote!(slstm_packed), quote!(#packed,))
                     }
                     ElemType::Float => (quote!(slstm), quote!()),
@@ -524,7 +531,7 @@ impl Kernel for RecurrentKernel {
     /// A regrouped LSTM reads its packed copy of `W` and `R` only: the
     /// originals are neither stored nor bound.
     fn reads_input(&self, i: usize) -> bool {
-        !(self.p.packed && (i == 1 || i == 2))
+        !(self.p.packed.is_some() && (i == 1 || i == 2))
     }
 }
 

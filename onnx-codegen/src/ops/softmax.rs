@@ -7,10 +7,11 @@
 use super::host::HostElem;
 use super::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, axis,
-    unsupported,
+    invalid, unsupported,
 };
 use crate::emit::lit;
-use crate::ir::{AttrValue, ElemType, TensorType};
+use crate::ir::lowering::{SoftmaxMask, SoftmaxPrologue};
+use crate::ir::{ElemType, Lowering, TensorType};
 use onnx_codegen_runtime::norm::AxisShape;
 use onnx_codegen_runtime::num::Float;
 use onnx_codegen_runtime::softmax as rt_softmax;
@@ -59,29 +60,28 @@ impl OpRule for SoftmaxRule {
             "LogSoftmax" => Kind::LogSoftmax,
             _ => Kind::Hardmax,
         };
-        let divisor = match cx.node.attr(SOFTMAX_DIVISOR) {
-            Some(AttrValue::Float(c)) => Some(*c),
-            _ => None,
+        let none = SoftmaxPrologue::default();
+        let prologue = match cx.lowering() {
+            None => &none,
+            Some(Lowering::Softmax(p)) => p,
+            Some(other) => return invalid(format!("a Softmax cannot run as {other:?}")),
         };
-        let mask = match cx.node.attr(SOFTMAX_MASK) {
-            Some(AttrValue::Floats(v)) => match v.as_slice() {
-                [fill, keep] => {
-                    let m = cx.input(1)?;
-                    if m.elem != ElemType::Bool || m.dims.len() > x.dims.len() {
-                        return unsupported(
-                            "a Softmax mask that is not a bool tensor of lower rank",
-                        );
-                    }
-                    Some(MaskPlan {
-                        fill: *fill,
-                        keep: *keep != 0.0,
-                        strides: super::broadcast_strides(&m.dims, &x.dims),
-                    })
+        let mask = match &prologue.mask {
+            None => None,
+            Some(SoftmaxMask { mask, fill, keep }) => {
+                let (at, m) = cx.operand(*mask)?;
+                if m.elem != ElemType::Bool || m.dims.len() > x.dims.len() {
+                    return unsupported("a Softmax mask that is not a bool tensor of lower rank");
                 }
-                _ => None,
-            },
-            _ => None,
+                Some(MaskPlan {
+                    at,
+                    fill: *fill,
+                    keep: *keep,
+                    strides: super::broadcast_strides(&m.dims, &x.dims),
+                })
+            }
         };
+        let divisor = prologue.divisor;
         let shape = axis_shape(cx, &x.dims)?;
         let fused = divisor.is_some() || mask.is_some();
         if fused
@@ -107,17 +107,10 @@ enum Kind {
     Hardmax,
 }
 
-/// The internal attribute of a Softmax whose input is first divided by a
-/// constant (a float), set by `passes::optimize::fold_softmax_prologue`.
-pub const SOFTMAX_DIVISOR: &str = "onnx_codegen.softmax_divisor";
-
-/// The internal attribute of a Softmax whose input then goes through a
-/// `Where` with a mask (input 1): `[fill, keep]` (floats; `keep` 1 when the
-/// mask's true elements keep their value).
-pub const SOFTMAX_MASK: &str = "onnx_codegen.softmax_mask";
-
 /// A mask read as the runtime's `softmax::Mask`.
 struct MaskPlan {
+    /// The read holding the bool mask.
+    at: usize,
     fill: f32,
     keep: bool,
     /// The mask's strides over the input's dims.
@@ -155,7 +148,7 @@ fn run_fused(
         rt_ew::arith(Arith::Div, &p, x, &[c], &mut v)?;
     }
     if let Some(m) = &k.mask {
-        let mask = match inputs.get(1).copied().flatten().map(|t| &t.data) {
+        let mask = match super::host_read(inputs, Some(m.at)).map(|t| &t.data) {
             Some(super::HostData::Bool(b)) => b.as_slice(),
             _ => return Err(EvalError::Type(ElemType::Bool)),
         };
@@ -230,7 +223,8 @@ impl SoftmaxKernel {
             None => quote!(None),
         };
         let (x, y) = (&io.inputs[0], &io.outputs[0]);
-        let (mask, mask_in) = match (&self.mask, io.inputs.get(1).cloned().flatten()) {
+        let mask_in = self.mask.as_ref().and_then(|m| io.read(Some(m.at)));
+        let (mask, mask_in) = match (&self.mask, mask_in) {
             (Some(m), Some(input)) => {
                 let shape = lit::usizes(&self.dims);
                 let strides = lit::isizes(&m.strides);
@@ -240,7 +234,7 @@ impl SoftmaxKernel {
                     quote!(Some(#rt::softmax::Mask {
                         shape: #shape, strides: #strides, fill: #fill, keep: #keep,
                     })),
-                    input,
+                    input.clone(),
                 )
             }
             (None, _) => (quote!(None), quote!(&[] as &[bool])),

@@ -17,8 +17,8 @@
 //! * **Residual and smooth epilogues** ([`fuse_epilogues`]): an f32 `Add`
 //!   of a `Gemm`, `MatMul` or 1-D or 2-D group-1 `Conv` output (read by nothing
 //!   else) and another value of exactly the same shape, computed before the
-//!   product, becomes part of the product: the other value is an internal
-//!   input ([`RESIDUAL_INPUT`]) added to each output after the product's own
+//!   product, becomes part of the product: the other value is the residual
+//!   of the product's [`Epilogue`], added to each output after its own
 //!   bias, while the tile is in L1 (in registers on AVX-512). An activation
 //!   reading the sum (`Relu`, `LeakyRelu`, `Clip`, `Gelu`, `HardSwish`,
 //!   `Swish` of alpha 1, i.e. SiLU) then fuses too, applied after the
@@ -32,24 +32,14 @@
 //!   (a convolution the direct kernel takes adds the residual after it), so
 //!   results are bit-identical to the unfused generated code.
 //!
-//! The rewrite runs after validation and before inference; the activation
-//! travels to the producer's rule as the internal attribute [`ACTIVATION`],
-//! which this pass first removes from every node so a model cannot set it.
+//! The rewrite runs after validation and before inference; what it decides
+//! travels to the producer's rule in the producer's typed
+//! [`Lowering`](crate::ir::Lowering) (its epilogue), never in the model's
+//! own inputs or attributes.
 
-use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Use, ValueId, ValueKind};
+use crate::ir::lowering::{Activation, ConvLowering, Epilogue, Lowering, ProductLowering};
+use crate::ir::{AttrValue, ElemType, Graph, Node, NodeId, Use, ValueId, ValueKind};
 use crate::passes::infer::Inferred;
-
-/// The internal attribute carrying a fused activation on a `Conv`, `Gemm`,
-/// `MatMul` or `BatchNormalization`: `Floats([0])` Relu, `Floats([1, alpha])` LeakyRelu,
-/// `Floats([2, min, max])` Clip, `Floats([3])` Gelu, `Floats([4])` Gelu with
-/// the tanh approximation, `Floats([5])` SiLU (`x * Sigmoid(x)`),
-/// `Floats([6])` HardSwish. Read by [`activation_of`].
-pub const ACTIVATION: &str = "onnx_codegen.fused_activation";
-
-/// The internal input of a `Conv`, `Gemm` or `MatMul` holding a residual
-/// fused by [`fuse_epilogues`]: a tensor of the output's shape added to it
-/// before the activation.
-pub const RESIDUAL_INPUT: usize = 4;
 
 /// One fusion done: `consumer` (an activation node, now removed) was folded
 /// into `producer`, which now writes `output` directly; `intermediate` (the
@@ -63,24 +53,46 @@ pub struct Fused {
     pub output: ValueId,
 }
 
-/// The activation a fused node must apply, decoded from [`ACTIVATION`]:
-/// the same `Unary` the standalone op would run.
-pub fn activation_of(
-    node: &crate::ir::Node,
-) -> Option<onnx_codegen_runtime::elementwise::Unary<f64>> {
-    use onnx_codegen_runtime::elementwise::Unary;
-    let Some(AttrValue::Floats(v)) = node.attr(ACTIVATION) else { return None };
-    match v.as_slice() {
-        [k] if *k == 0.0 => Some(Unary::Relu),
-        [k, alpha] if *k == 1.0 => Some(Unary::LeakyRelu { alpha: f64::from(*alpha) }),
-        [k, min, max] if *k == 2.0 => {
-            Some(Unary::Clip { min: f64::from(*min), max: f64::from(*max) })
-        }
-        [k] if *k == 3.0 => Some(Unary::Gelu),
-        [k] if *k == 4.0 => Some(Unary::GeluTanh),
-        [k] if *k == 5.0 => Some(Unary::Silu),
-        [k] if *k == 6.0 => Some(Unary::HardSwish),
+/// The epilogue of a product node (`Conv`, `Gemm`, `MatMul`), created empty
+/// when the node has no lowering yet; `None` for other nodes.
+fn epilogue_mut(node: &mut Node) -> Option<&mut Epilogue> {
+    if node.lowering.is_none() {
+        node.lowering = if node.op.is("Conv") {
+            Some(Lowering::Conv(ConvLowering::default()))
+        } else if node.op.is("Gemm") || node.op.is("MatMul") {
+            Some(Lowering::Product(ProductLowering::default()))
+        } else {
+            None
+        };
+    }
+    match node.lowering.as_mut()? {
+        Lowering::Conv(c) => Some(&mut c.epilogue),
+        Lowering::Product(p) => Some(&mut p.epilogue),
         _ => None,
+    }
+}
+
+/// Whether `node` already applies a fused activation.
+fn has_activation(node: &Node) -> bool {
+    match &node.lowering {
+        Some(Lowering::BatchNorm { .. }) => true,
+        Some(l) => l.epilogue().is_some_and(|e| e.activation.is_some()),
+        None => false,
+    }
+}
+
+/// Makes `node` apply `act` to its output; `false` when it cannot.
+fn set_activation(node: &mut Node, act: Activation) -> bool {
+    if node.op.is("BatchNormalization") {
+        node.lowering = Some(Lowering::BatchNorm { activation: act });
+        return true;
+    }
+    match epilogue_mut(node) {
+        Some(e) => {
+            e.activation = Some(act);
+            true
+        }
+        None => false,
     }
 }
 
@@ -96,8 +108,9 @@ fn f32_scalar(g: &Graph, v: ValueId) -> Option<f32> {
     }
 }
 
-/// The encoded activation of `consumer`, when it is one we fuse.
-fn encode(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
+/// The activation `consumer` computes, when it is one every fusing kernel
+/// applies per element with the standalone op's comparisons.
+fn piecewise_activation(g: &Graph, consumer: &Node) -> Option<Activation> {
     let float = |name: &str, default: f32| match consumer.attr(name) {
         Some(AttrValue::Float(f)) => *f,
         _ => default,
@@ -106,29 +119,23 @@ fn encode(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
         return None;
     }
     match consumer.op.op_type.as_str() {
-        "Relu" => Some(vec![0.0]),
-        "LeakyRelu" => Some(vec![1.0, float("alpha", 0.01)]),
-        "Clip" if consumer.op.opset_version < 11 => {
-            Some(vec![2.0, float("min", f32::NEG_INFINITY), float("max", f32::INFINITY)])
-        }
+        "Relu" => Some(Activation::Relu),
+        "LeakyRelu" => Some(Activation::LeakyRelu { alpha: float("alpha", 0.01) }),
+        "Clip" if consumer.op.opset_version < 11 => Some(Activation::Clip {
+            min: float("min", f32::NEG_INFINITY),
+            max: float("max", f32::INFINITY),
+        }),
         "Clip" => {
             let bound = |i: usize, default: f32| match consumer.inputs.get(i).copied().flatten() {
                 None => Some(default),
                 Some(v) => f32_scalar(g, v),
             };
-            Some(vec![2.0, bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?])
+            Some(Activation::Clip {
+                min: bound(1, f32::NEG_INFINITY)?,
+                max: bound(2, f32::INFINITY)?,
+            })
         }
         _ => None,
-    }
-}
-
-/// Removes the internal attributes (named `onnx_codegen.*`: [`ACTIVATION`],
-/// the transposes folded into a MatMul) from every node, so a model cannot set
-/// them; runs once, before the first rewrite.
-pub fn strip_internal(g: &mut Graph) {
-    let order: Vec<NodeId> = g.order().to_vec();
-    for &id in &order {
-        g.node_mut(id).attributes.retain(|a| !a.name.starts_with("onnx_codegen."));
     }
 }
 
@@ -157,7 +164,7 @@ fn fuse_into(g: &mut Graph, producer: impl Fn(&crate::ir::Node) -> bool) -> Vec<
     let mut done = Vec::new();
     for &id in &order {
         let node = g.node(id);
-        if !producer(node) || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
+        if !producer(node) || node.outputs.len() != 1 || has_activation(node) {
             continue;
         }
         let Some(mid) = node.outputs.first().copied().flatten() else { continue };
@@ -170,15 +177,13 @@ fn fuse_into(g: &mut Graph, producer: impl Fn(&crate::ir::Node) -> bool) -> Vec<
             continue;
         }
         let Some(out) = consumer.outputs.first().copied().flatten() else { continue };
-        let Some(code) = encode(g, consumer) else { continue };
+        let Some(act) = piecewise_activation(g, consumer) else { continue };
         let (cid, consumer_op) = (*cid, consumer.op.op_type.clone());
         let producer = g.node_mut(id);
+        if !set_activation(producer, act) {
+            continue;
+        }
         producer.outputs[0] = Some(out);
-        producer.attributes.push(Attribute {
-            name: ACTIVATION.to_owned(),
-            value: AttrValue::Floats(code),
-            doc_string: String::new(),
-        });
         g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
         done.push(Fused {
             producer: id,
@@ -193,30 +198,30 @@ fn fuse_into(g: &mut Graph, producer: impl Fn(&crate::ir::Node) -> bool) -> Vec<
     done
 }
 
-/// The encoded activation of `consumer` for [`fuse_epilogues`]: those of
-/// [`encode`], `Gelu`, `HardSwish` (MobileNet-V3's), and `Swish` of alpha 1
-/// (SiLU; exporters' `Mul(x, Sigmoid(x))` has become one by then,
-/// `optimize::fold_silu`).
-fn encode_epilogue(g: &Graph, consumer: &crate::ir::Node) -> Option<Vec<f32>> {
+/// The activation `consumer` computes for [`fuse_epilogues`]: those of
+/// [`piecewise_activation`], `Gelu`, `HardSwish` (MobileNet-V3's), and
+/// `Swish` of alpha 1 (SiLU; exporters' `Mul(x, Sigmoid(x))` has become one
+/// by then, `optimize::fold_silu`).
+fn epilogue_activation(g: &Graph, consumer: &Node) -> Option<Activation> {
     if consumer.op.is("HardSwish") {
-        return Some(vec![6.0]);
+        return Some(Activation::HardSwish);
     }
     if consumer.op.is("Swish") {
         return match consumer.attr("alpha") {
-            None => Some(vec![5.0]),
-            Some(AttrValue::Float(a)) if *a == 1.0 => Some(vec![5.0]),
+            None => Some(Activation::Silu),
+            Some(AttrValue::Float(a)) if *a == 1.0 => Some(Activation::Silu),
             _ => None,
         };
     }
     if consumer.op.is("Gelu") {
         return match consumer.attr("approximate") {
-            None => Some(vec![3.0]),
-            Some(AttrValue::String(s)) if s == b"none" => Some(vec![3.0]),
-            Some(AttrValue::String(s)) if s == b"tanh" => Some(vec![4.0]),
+            None => Some(Activation::Gelu),
+            Some(AttrValue::String(s)) if s == b"none" => Some(Activation::Gelu),
+            Some(AttrValue::String(s)) if s == b"tanh" => Some(Activation::GeluTanh),
             _ => None,
         };
     }
-    encode(g, consumer)
+    piecewise_activation(g, consumer)
 }
 
 /// Folds residual `Add`s and the activations after them into the f32
@@ -265,7 +270,7 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
                 g > 1 && channels(node.input(0)) == Some(g) && channels(node.output(0)) == Some(g)
             });
         let product = node.op.is("Gemm") || node.op.is("MatMul") || conv || depthwise;
-        if !product || node.outputs.len() != 1 || node.attr(ACTIVATION).is_some() {
+        if !product || node.outputs.len() != 1 || has_activation(node) {
             continue;
         }
         let Some(mid) = node.output(0) else { continue };
@@ -273,7 +278,12 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
             continue;
         };
         // A transposed output is not in the residual's layout.
-        if node.attr(crate::ops::gemm::PERM_Y).is_some() || node.input(RESIDUAL_INPUT).is_some() {
+        let (transposed, has_residual) = match &node.lowering {
+            Some(Lowering::Product(p)) => (p.transposes.y.is_some(), p.epilogue.residual.is_some()),
+            Some(l) => (false, l.epilogue().is_some_and(|e| e.residual.is_some())),
+            None => (false, false),
+        };
+        if transposed || has_residual {
             continue;
         }
         let mut out = mid;
@@ -296,12 +306,8 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
                 };
                 if before && r != mid && ty(r) == Some(&pty) && ty(sum) == Some(&pty) {
                     let p = g.node_mut(id);
-                    // Inputs past the residual's slot (a Winograd weight) stay.
-                    if p.inputs.len() <= RESIDUAL_INPUT {
-                        p.inputs.resize(RESIDUAL_INPUT + 1, None);
-                    }
-                    if let Some(slot) = p.inputs.get_mut(RESIDUAL_INPUT) {
-                        *slot = Some(r);
+                    if let Some(e) = epilogue_mut(p) {
+                        e.residual = Some(r);
                     }
                     p.outputs[0] = Some(sum);
                     g.value_mut(sum).kind = ValueKind::NodeOutput { node: id, index: 0 };
@@ -329,15 +335,13 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
         if ty(y) != Some(&pty) {
             continue;
         }
-        let Some(code) = encode_epilogue(g, consumer) else { continue };
+        let Some(act) = epilogue_activation(g, consumer) else { continue };
         let consumer_op = consumer.op.op_type.clone();
         let p = g.node_mut(id);
+        if !set_activation(p, act) {
+            continue;
+        }
         p.outputs[0] = Some(y);
-        p.attributes.push(Attribute {
-            name: ACTIVATION.to_owned(),
-            value: AttrValue::Floats(code),
-            doc_string: String::new(),
-        });
         g.value_mut(y).kind = ValueKind::NodeOutput { node: id, index: 0 };
         done.push(Fused { producer: id, consumer: cid, consumer_op, intermediate: out, output: y });
         removed.push(cid);
@@ -493,7 +497,7 @@ mod tests {
         let Lowered::Kernel(k) = &step.lowered else { panic!("a kernel expected") };
         let node = g.node(step.node);
         let host: Vec<Option<HostTensor>> = node
-            .inputs
+            .reads()
             .iter()
             .map(|v| {
                 let v = (*v)?;

@@ -15,7 +15,7 @@ use crate::diag::{Diagnostic, PathStep};
 use crate::ir::{
     Dim, Graph, Model, Node, NodeId, Tensor, TensorType, Type, Use, ValueId, ValueKind,
 };
-use crate::ops::{self, HostTensor, Lowered, NodeCx, OpError};
+use crate::ops::{self, CompiledGraph, Compiler, HostTensor, Lowered, NodeCx, OpError};
 use std::collections::BTreeMap;
 
 /// What inference needs from the caller.
@@ -88,37 +88,110 @@ pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
     infer_graph(&model.graph, opts, &[])
 }
 
-/// A value of a subgraph whose type (and maybe contents) the enclosing node
-/// provides: a body input (run time) or a capture of an outer value.
-#[derive(Clone, Debug)]
-pub struct Seed {
-    pub value: ValueId,
-    pub ty: TensorType,
-    /// The contents, when known at generation time.
-    pub constant: Option<Tensor>,
-}
+pub use crate::ops::Seed;
 
 /// Infers types and folds constants over `g`. Graph inputs listed in `seeds`
 /// take the seed's type instead of their declared one (a subgraph's inputs
 /// and captures are typed by its node); the main graph has no seeds.
 pub fn infer_graph(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
-    let outer = OPTIONS.with(|o| o.replace(Some(opts.clone())));
-    let inferred = infer_graph_with(g, opts, seeds);
-    OPTIONS.with(|o| *o.borrow_mut() = outer);
-    inferred
+    infer_nested(g, opts, seeds, 0)
 }
 
-std::thread_local! {
-    /// The options of the graph being inferred, for the bodies of its
-    /// control-flow nodes (rules see nodes, not options).
-    static OPTIONS: std::cell::RefCell<Option<InferOptions>> = const { std::cell::RefCell::new(None) };
+/// [`infer_graph`] for a graph nested `depth` control-flow bodies deep.
+fn infer_nested(g: &Graph, opts: &InferOptions, seeds: &[Seed], depth: usize) -> Inferred {
+    let compiler = Subgraphs { opts, depth };
+    infer_graph_with(g, opts, seeds, &compiler)
 }
 
-/// The options of the graph being inferred on this thread (the defaults
-/// outside inference): control-flow rules infer their bodies with them, so
-/// symbolic dimensions the user bound (`--dim`) hold there too.
-pub fn enclosing_options() -> InferOptions {
-    OPTIONS.with(|o| o.borrow().clone()).unwrap_or_default()
+/// How deeply bodies may nest (each level is compiled twice: once for
+/// inference, once for lowering).
+const MAX_NESTING: usize = 8;
+
+/// The [`Compiler`] the rules of one graph see: it compiles their bodies
+/// with the options of that graph (so symbolic dimensions the user bound,
+/// `--dim`, hold there too), one level deeper.
+struct Subgraphs<'o> {
+    opts: &'o InferOptions,
+    depth: usize,
+}
+
+impl Compiler for Subgraphs<'_> {
+    fn compile_subgraph(
+        &self,
+        graph: &Graph,
+        seeds: &[Seed],
+        what: &str,
+    ) -> Result<Box<dyn CompiledGraph>, OpError> {
+        if self.depth >= MAX_NESTING {
+            return Err(OpError::Unsupported(format!(
+                "control flow nested more than {MAX_NESTING} levels deep is not supported"
+            )));
+        }
+        let inferred = infer_nested(graph, self.opts, seeds, self.depth + 1);
+        if let Some(u) = inferred.unsupported.first() {
+            return Err(OpError::Unsupported(format!(
+                "in {what}, node {} ({}): {}",
+                u.node, u.op_type, u.reason
+            )));
+        }
+        if !inferred.errors.is_empty() {
+            let all: Vec<String> = inferred.errors.iter().map(|d| d.message.clone()).collect();
+            return Err(OpError::Invalid(format!("in {what}: {}", all.join("; "))));
+        }
+        for &o in &graph.outputs {
+            if inferred.types.get(o.index()).is_none_or(Option::is_none) {
+                return Err(OpError::Invalid(format!(
+                    "the type of output '{}' of body '{}' could not be inferred",
+                    graph.value(o).name,
+                    graph.name
+                )));
+            }
+        }
+        let plan = crate::passes::plan::plan(graph, &inferred);
+        Ok(Box::new(Body { graph: graph.clone(), inferred, plan }))
+    }
+}
+
+/// A compiled control-flow body: its graph, inferred and planned.
+struct Body {
+    graph: Graph,
+    inferred: Inferred,
+    plan: crate::passes::plan::Plan,
+}
+
+impl CompiledGraph for Body {
+    fn output_types(&self) -> Vec<TensorType> {
+        self.graph
+            .outputs
+            .iter()
+            .filter_map(|v| self.inferred.types.get(v.index()).cloned().flatten())
+            .collect()
+    }
+
+    fn constant_outputs(&self) -> Option<Vec<Tensor>> {
+        self.graph
+            .outputs
+            .iter()
+            .map(|v| self.inferred.constants.get(v.index()).cloned().flatten())
+            .collect()
+    }
+
+    fn arena_bytes(&self) -> usize {
+        self.plan.arena_bytes
+    }
+
+    fn reads_capture(&self, c: ValueId) -> bool {
+        self.inferred.constants.get(c.index()).is_some_and(Option::is_none)
+    }
+
+    fn tokens(
+        &self,
+        inputs: Vec<proc_macro2::Ident>,
+        outputs: Vec<proc_macro2::Ident>,
+        rt: &proc_macro2::TokenStream,
+    ) -> Result<proc_macro2::TokenStream, String> {
+        crate::emit::emit_body(&self.graph, &self.inferred, &self.plan, inputs, outputs, rt)
+    }
 }
 
 /// The constant for input `name` of type `ty` fixed to `values` (`--fix`):
@@ -248,11 +321,17 @@ fn keeps_shape<'t>(
     false
 }
 
-fn infer_graph_with(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
+fn infer_graph_with(
+    g: &Graph,
+    opts: &InferOptions,
+    seeds: &[Seed],
+    compiler: &dyn Compiler,
+) -> Inferred {
     let n = g.values().len();
     let mut st = State {
         g,
         opts,
+        compiler,
         uses: g.uses(),
         types: vec![None; n],
         constants: vec![None; n],
@@ -281,33 +360,6 @@ fn infer_graph_with(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred 
     }
 }
 
-/// The values a node reads at run time: its inputs, then the outer values
-/// its subgraphs capture (each once, in order of the subgraphs' capture
-/// lists). Control-flow rules see the captures as extra inputs after the
-/// node's own, so planning keeps them alive and emission binds them.
-pub fn step_inputs(node: &Node) -> Vec<Option<ValueId>> {
-    let mut out = node.inputs.clone();
-    for outer in captured_values(node) {
-        out.push(Some(outer));
-    }
-    out
-}
-
-/// The outer values the subgraphs of `node` capture, each once.
-pub fn captured_values(node: &Node) -> Vec<ValueId> {
-    let mut out: Vec<ValueId> = Vec::new();
-    for g in node.subgraphs() {
-        for &c in &g.captures {
-            if let ValueKind::Captured { outer } = g.value(c).kind
-                && !out.contains(&outer)
-            {
-                out.push(outer);
-            }
-        }
-    }
-    out
-}
-
 /// What a non-tensor value type is, for messages.
 fn non_tensor_kind(ty: Option<&Type>) -> Option<&'static str> {
     match ty? {
@@ -330,6 +382,7 @@ enum Visit {
 struct State<'a> {
     g: &'a Graph,
     opts: &'a InferOptions,
+    compiler: &'a dyn Compiler,
     /// Every use of every value (for [`State::expected_dims`]).
     uses: Vec<Vec<Use>>,
     types: Vec<Option<TensorType>>,
@@ -468,7 +521,7 @@ impl State<'_> {
     fn visit(&mut self, id: NodeId) -> Visit {
         let g = self.g;
         let node = g.node(id);
-        let reads = step_inputs(node);
+        let reads = node.reads();
         let inputs: Vec<Option<TensorType>> =
             reads.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
         let report_unsupported = |st: &mut State<'_>, reason: String| {
@@ -508,12 +561,17 @@ impl State<'_> {
             .iter()
             .map(|v| v.and_then(|v| self.expected_dims(v, EXPECT_DEPTH)))
             .collect();
+        let own = node.inputs.len().min(reads.len());
         let cx = NodeCx {
             node,
-            inputs: &inputs,
-            constants: &constants,
+            inputs: &inputs[..own],
+            constants: &constants[..own],
+            reads: &reads,
+            read_types: &inputs,
+            read_constants: &constants,
             declared: &declared,
             expected: &expected,
+            compiler: self.compiler,
         };
         let result = rule.infer(&cx).and_then(|outs| {
             if let Some(t) = outs.iter().find(|t| too_large(t)) {
@@ -747,7 +805,7 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
         let node = g.node(step.node);
         if node.outputs.iter().flatten().any(|v| needed[v.index()]) {
             keep[i] = true;
-            for v in step_inputs(node).iter().flatten() {
+            for v in node.reads().iter().flatten() {
                 needed[v.index()] = true;
             }
         }

@@ -404,6 +404,7 @@ impl Inliner<'_> {
                 outputs: Vec::new(),
                 attributes: subst.apply(&bn.attributes),
                 doc_string: bn.doc_string.clone(),
+                lowering: None,
             };
             for a in &mut node.attributes {
                 for sub in a.value.graphs_mut() {
@@ -490,6 +491,7 @@ impl Inliner<'_> {
                 outputs: vec![Some(nv)],
                 attributes: Vec::new(),
                 doc_string: String::new(),
+                lowering: None,
             });
             if let Some(slot) = map.get_mut(cv.index()) {
                 *slot = Some(nv);

@@ -1,14 +1,17 @@
-//! Passes over the IR: lowering from `ModelProto` with validation
-//! ([`lower`]), inlining of model-local functions ([`inline`]), and the
-//! passes to come (shape inference, constant folding, memory planning).
+//! Passes over the IR, in pipeline order: reading `ModelProto` into the IR
+//! with validation ([`validate`]), inlining of model-local functions
+//! ([`inline`]), sequences unrolled into tensors ([`sequences`]), shape
+//! inference with constant folding ([`infer`]), graph rewrites and weight
+//! layouts ([`optimize`], [`fuse`]; their decisions live in each node's
+//! [`Lowering`](crate::ir::Lowering)), and memory planning ([`plan`]).
 
 pub mod fuse;
 pub mod infer;
 pub mod inline;
-pub mod lower;
 pub mod optimize;
 pub mod plan;
 pub mod sequences;
+pub mod validate;
 
 use crate::diag::Diagnostic;
 use crate::ir;
@@ -26,7 +29,7 @@ pub struct Prepared {
 /// operator schemas, and inlines model-local functions. Every problem found
 /// is reported at once: the error lists all errors and warnings.
 pub fn prepare(model: &ModelProto) -> crate::Result<Prepared> {
-    let (mut ir, mut diags) = lower::lower_model(model);
+    let (mut ir, mut diags) = validate::validate_model(model);
     if !diags.has_errors() {
         inline::inline_functions(&mut ir, &mut diags);
     }

@@ -73,11 +73,13 @@
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
-use crate::ir::{AttrValue, Attribute, ElemType, Graph, NodeId, Tensor, Use, ValueId, ValueKind};
+use crate::ir::lowering::{
+    ConvLowering, ConvWeights, ProductLowering, SoftmaxMask, SoftmaxPrologue,
+};
+use crate::ir::{
+    AttrValue, Attribute, ElemType, Graph, Lowering, Node, NodeId, Tensor, Use, ValueId, ValueKind,
+};
 use crate::ops::Lookup;
-use crate::ops::gemm::{PERM_A, PERM_B, PERM_Y};
-use crate::ops::softmax::{SOFTMAX_DIVISOR, SOFTMAX_MASK};
-use crate::passes::fuse::ACTIVATION;
 use crate::passes::infer::Inferred;
 
 /// One rewrite done: `removed` (a node of type `removed_op`) now runs as part
@@ -123,6 +125,47 @@ fn constant<'a>(g: &'a Graph, inferred: &'a Inferred, v: Option<ValueId>) -> Opt
 fn string_attr<'a>(node: &'a crate::ir::Node, name: &str) -> Option<&'a [u8]> {
     match node.attr(name) {
         Some(AttrValue::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// The lowering of a `Gemm` or `MatMul`, created empty when the node has
+/// none yet; `None` for a node lowered otherwise.
+fn product_mut(node: &mut Node) -> Option<&mut ProductLowering> {
+    let l = node.lowering.get_or_insert_with(|| Lowering::Product(ProductLowering::default()));
+    match l {
+        Lowering::Product(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// The lowering of a `Conv`, created empty when the node has none yet.
+fn conv_mut(node: &mut Node) -> Option<&mut ConvLowering> {
+    let l = node.lowering.get_or_insert_with(|| Lowering::Conv(ConvLowering::default()));
+    match l {
+        Lowering::Conv(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// Whether a `Conv` reads its weights as the model gives them.
+fn weights_as_given(node: &Node) -> bool {
+    match &node.lowering {
+        None => true,
+        Some(Lowering::Conv(c)) => c.weights == ConvWeights::AsGiven,
+        Some(_) => false,
+    }
+}
+
+/// Whether `node` has an epilogue (a fused residual or activation).
+fn has_epilogue(node: &Node) -> bool {
+    node.lowering.as_ref().and_then(Lowering::epilogue).is_some_and(|e| !e.is_empty())
+}
+
+/// The product lowering of `node`, if it has one.
+fn product_of(node: &Node) -> Option<&ProductLowering> {
+    match &node.lowering {
+        Some(Lowering::Product(p)) => Some(p),
         _ => None,
     }
 }
@@ -312,16 +355,12 @@ fn f32s(t: &Tensor) -> Option<Vec<f32>> {
 }
 
 /// Stores `packed` (weights laid out by one of the runtime's packing
-/// functions) as a new weight named after node `id` and wires it as the
-/// node's internal input `at`; `false` when it cannot be stored.
-fn attach_packed(g: &mut Graph, id: NodeId, at: usize, suffix: &str, packed: &[f32]) -> bool {
+/// functions) as a new 1-D weight named after node `id`; `None` when it
+/// cannot be stored.
+fn add_packed(g: &mut Graph, id: NodeId, suffix: &str, packed: &[f32]) -> Option<ValueId> {
     let values: Vec<f64> = packed.iter().map(|&v| f64::from(v)).collect();
     let base = format!("{}_{suffix}", g.node(id).name);
-    let Some(pid) = add_f32(g, &base, vec![packed.len() as u64], &values) else { return false };
-    let node = g.node_mut(id);
-    node.inputs.resize(at + 1, None);
-    node.inputs[at] = Some(pid);
-    true
+    add_f32(g, &base, vec![packed.len() as u64], &values)
 }
 
 /// New weights and bias for a `Conv` followed by `y = x * s + t` per output
@@ -440,7 +479,7 @@ pub fn fold_batch_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
         let is_conv = producer.op.is("Conv");
         if !(is_conv || producer.op.is("Gemm"))
             || producer.outputs.len() != 1
-            || producer.attr(ACTIVATION).is_some()
+            || has_epilogue(producer)
         {
             continue;
         }
@@ -472,10 +511,12 @@ pub fn fold_batch_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
 }
 
 /// A `Transpose`'s perm, the default (reversed axes) when absent.
-fn transpose_perm(node: &crate::ir::Node, rank: usize) -> Option<Vec<i64>> {
+fn transpose_perm(node: &crate::ir::Node, rank: usize) -> Option<Vec<usize>> {
     match node.attr("perm") {
-        Some(AttrValue::Ints(p)) => (p.len() == rank).then(|| p.clone()),
-        None => Some((0..rank as i64).rev().collect()),
+        Some(AttrValue::Ints(p)) if p.len() == rank => {
+            p.iter().map(|&a| usize::try_from(a).ok()).collect()
+        }
+        None => Some((0..rank).rev().collect()),
         _ => None,
     }
 }
@@ -491,7 +532,7 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     let mut done = Vec::new();
     for &id in g.order().to_vec().iter() {
         let mm = g.node(id);
-        if !mm.op.is("MatMul") || mm.inputs.len() != 2 {
+        if !mm.op.is("MatMul") || mm.inputs.len() != 2 || mm.lowering.is_some() {
             continue;
         }
         let (Some(a), Some(b), Some(y)) = (mm.input(0), mm.input(1), mm.output(0)) else {
@@ -508,7 +549,7 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
         if [a, b].iter().any(|&v| rank_of(inferred, v).is_none_or(|r| r < 2)) {
             continue;
         }
-        for (index, attr) in [(0usize, PERM_A), (1, PERM_B)] {
+        for index in [0usize, 1] {
             let v = if index == 0 { a } else { b };
             let Some((tid, 0)) = g.producer(v) else { continue };
             let t = g.node(tid);
@@ -521,7 +562,12 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
             };
             let mm = g.node_mut(id);
             mm.inputs[index] = Some(src);
-            set_attr(mm, attr, AttrValue::Ints(perm));
+            let Some(p) = product_mut(mm) else { continue };
+            if index == 0 {
+                p.transposes.a = Some(perm);
+            } else {
+                p.transposes.b = Some(perm);
+            }
             done.push(Rewrite {
                 name: "transpose-into-matmul",
                 removed: tid,
@@ -534,12 +580,13 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
         let Some(out) = t.output(0) else { continue };
         let r = rank_of(inferred, y).unwrap_or(0);
         let Some(perm) = transpose_perm(t, r) else { continue };
-        if !t.op.is("Transpose") || r < 2 || perm.last() != Some(&(r as i64 - 1)) {
+        if !t.op.is("Transpose") || r < 2 || perm.last() != Some(&(r - 1)) {
             continue;
         }
         let mm = g.node_mut(id);
+        let Some(p) = product_mut(mm) else { continue };
+        p.transposes.y = Some(perm);
         mm.outputs[0] = Some(out);
-        set_attr(mm, PERM_Y, AttrValue::Ints(perm));
         g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
         done.push(Rewrite {
             name: "transpose-into-matmul",
@@ -552,13 +599,13 @@ pub fn fold_transposes(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
 }
 
 /// Folds `Add(MatMul(..), bias)` with a constant f32 bias over the last axis
-/// into the product (its third input).
+/// into the product (its lowering's bias).
 pub fn fold_matmul_bias(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     let uses = g.uses();
     let mut done = Vec::new();
     for &id in g.order().to_vec().iter() {
         let mm = g.node(id);
-        if !mm.op.is("MatMul") || mm.inputs.len() != 2 {
+        if !mm.op.is("MatMul") || product_of(mm).is_some_and(|p| p.bias.is_some()) {
             continue;
         }
         let Some(y) = mm.output(0) else { continue };
@@ -586,7 +633,8 @@ pub fn fold_matmul_bias(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
         let base = format!("{}_bias", g.value(y).name);
         let Some(bias) = add_f32(g, &base, vec![n as u64], &values) else { continue };
         let mm = g.node_mut(id);
-        mm.inputs.push(Some(bias));
+        let Some(p) = product_mut(mm) else { continue };
+        p.bias = Some(bias);
         mm.outputs[0] = Some(out);
         g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
         done.push(Rewrite {
@@ -875,9 +923,9 @@ pub fn fold_tanh_gelu(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
 /// scores go through before an f32 `Softmax` over the last axis,
 /// `Softmax(Where(mask, Div(s, c), fill))` (the `Where` in either branch
 /// order with a constant scalar `fill`; either step may be missing), into
-/// the Softmax: it reads `s` and the mask itself (internal attributes
-/// [`SOFTMAX_DIVISOR`] and [`SOFTMAX_MASK`], the mask as input 1) and does
-/// both steps on each row before normalising it. Two passes over the scores
+/// the Softmax: it reads `s` and the mask itself (its lowering's
+/// [`SoftmaxPrologue`]) and does both steps on each row before normalising
+/// it. Two passes over the scores
 /// and two buffers less; the same operations, so the same results.
 pub fn fold_softmax_prologue(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     let uses = g.uses();
@@ -890,7 +938,7 @@ pub fn fold_softmax_prologue(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite>
         let rank = t.rank();
         let last =
             matches!(sm.attr("axis"), Some(AttrValue::Int(a)) if *a == -1 || *a == rank as i64 - 1);
-        let plain = sm.inputs.len() == 1 && sm.attributes.len() == 1;
+        let plain = sm.inputs.len() == 1 && sm.attributes.len() == 1 && sm.lowering.is_none();
         if !sm.op.is("Softmax") || !last || !plain || t.elem != ElemType::Float || rank == 0 {
             continue;
         }
@@ -940,14 +988,8 @@ pub fn fold_softmax_prologue(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite>
         }
         let node = g.node_mut(id);
         node.inputs = vec![Some(v)];
-        if let Some(c) = divisor {
-            set_attr(node, SOFTMAX_DIVISOR, AttrValue::Float(c));
-        }
-        if let Some((cond, fill, keep)) = mask {
-            node.inputs.push(Some(cond));
-            let keep = if keep { 1.0 } else { 0.0 };
-            set_attr(node, SOFTMAX_MASK, AttrValue::Floats(vec![fill as f32, keep]));
-        }
+        let mask = mask.map(|(mask, fill, keep)| SoftmaxMask { mask, fill: fill as f32, keep });
+        node.lowering = Some(Lowering::Softmax(SoftmaxPrologue { divisor, mask }));
         for (r, op) in removed {
             done.push(Rewrite {
                 name: "softmax-prologue",
@@ -1080,16 +1122,13 @@ pub fn fold_layer_norms(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
     done
 }
 
-/// The internal input index of an LSTM's regrouped `W` and `R`.
-pub const LSTM_PACKED_INPUT: usize = 8;
-
 /// Regroups the constant f32 weights of each LSTM computed at run time for
 /// `rnn::slstm_packed`; returns how many LSTMs were given packed weights.
 pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     let mut done = 0;
     for &id in g.order().to_vec().iter() {
         let node = g.node(id);
-        if !node.op.is("LSTM") || node.inputs.len() > LSTM_PACKED_INPUT {
+        if !node.op.is("LSTM") || node.lowering.is_some() {
             continue;
         }
         let runs = computed_at_run_time(node, inferred);
@@ -1118,19 +1157,17 @@ pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if onnx_codegen_runtime::rnn::pack_lstm_weights(nd, h, ni, &wv, &rv, &mut packed).is_err() {
             continue;
         }
-        if attach_packed(g, id, LSTM_PACKED_INPUT, "packed_WR", &packed) {
+        if let Some(packed) = add_packed(g, id, "packed_WR", &packed) {
+            g.node_mut(id).lowering = Some(Lowering::Lstm { packed });
             done += 1;
         }
     }
     done
 }
 
-/// The internal input index of a Conv's weights packed in panels.
-pub const CONV_PACKED_INPUT: usize = 3;
-
 /// Lays out the constant f32 weights of each 2-D Conv of group 1 computed
 /// at run time (not a one-channel depthwise one) in panels of 8 filters for
-/// `conv::sconv_packed`, stored as an internal fourth input; the rows of a
+/// `conv::sconv_packed`, read instead of W ([`ConvWeights::Packed`]); the rows of a
 /// register tile are then adjacent in memory instead of `C * kh * kw`
 /// floats apart. Only weights that Conv alone reads: the original is then
 /// not stored (the copy is padded to a multiple of 8 filters). Returns how
@@ -1140,7 +1177,7 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     let mut done = 0;
     for &id in g.order().to_vec().iter() {
         let node = g.node(id);
-        if !node.op.is("Conv") || node.inputs.len() > CONV_PACKED_INPUT {
+        if !node.op.is("Conv") || !weights_as_given(node) {
             continue;
         }
         let runs = computed_at_run_time(node, inferred);
@@ -1177,16 +1214,15 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if onnx_codegen_runtime::conv::pack_conv_weights(m, k, &wv, &mut packed).is_err() {
             continue;
         }
-        if attach_packed(g, id, CONV_PACKED_INPUT, "packed_W", &packed) {
+        if let Some(packed) = add_packed(g, id, "packed_W", &packed)
+            && let Some(l) = conv_mut(g.node_mut(id))
+        {
+            l.weights = ConvWeights::Packed(packed);
             done += 1;
         }
     }
     done
 }
-
-/// The internal input index of a Conv's weights transformed for Winograd's
-/// F(2x2, 3x3) ([`winograd_convs`]). Index 4 is left to a residual input.
-pub const CONV_WINOGRAD_INPUT: usize = 5;
 
 /// Fewest input and output channels a 3x3 Conv needs before
 /// [`winograd_convs`] claims it: below, the 16 small products and the
@@ -1233,10 +1269,6 @@ pub const WINOGRAD_FEW_TILES: usize = 20;
 /// CNNs, a guard against far larger ones.
 pub const WINOGRAD_FEW_TILES_MAX_BYTES: usize = 32 << 20;
 
-/// The internal attribute of a Conv claimed by [`winograd_convs`]: how many
-/// tiles its kernel handles at a time, which sizes its scratch.
-pub const WINOGRAD_BLOCK: &str = "onnx_codegen.winograd_block";
-
 /// Fewest tiles per block [`winograd_convs`] accepts: fewer leave the
 /// micro-kernel's 8-row tiles mostly empty.
 const WINOGRAD_MIN_BLOCK: usize = 8;
@@ -1268,7 +1300,8 @@ fn free_arena_bytes(g: &Graph, inferred: &Inferred) -> Vec<(NodeId, usize)> {
 /// tiles for its channels ([`winograd_min_tiles`]) and
 /// [`WINOGRAD_MIN_OUT`] outputs a side, for `winograd::sconv3x3`: its
 /// weights are transformed once, here, into the 16 strip-packed matrices that
-/// kernel reads (an internal input, [`CONV_WINOGRAD_INPUT`]; the original
+/// kernel reads ([`ConvWeights::Winograd`], with the tiles its kernel
+/// handles at a time, which sizes its scratch; the original
 /// is then not stored: 16/9 the floats, plus the columns padded to a
 /// multiple of 32). Runs before [`pack_conv_weights`], which leaves the
 /// Convs claimed here alone. Returns how many Convs were claimed.
@@ -1281,10 +1314,7 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
     let mut done = 0;
     for &id in g.order().to_vec().iter() {
         let node = g.node(id);
-        if !node.op.is("Conv")
-            || node.inputs.len() > CONV_WINOGRAD_INPUT
-            || node.input(CONV_PACKED_INPUT).is_some()
-        {
+        if !node.op.is("Conv") || !weights_as_given(node) {
             continue;
         }
         let runs = computed_at_run_time(node, inferred);
@@ -1343,8 +1373,10 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
         if transform_weights(c, m, &wv, &mut u).is_err() {
             continue;
         }
-        if attach_packed(g, id, CONV_WINOGRAD_INPUT, "winograd_U", &u) {
-            set_attr(g.node_mut(id), WINOGRAD_BLOCK, AttrValue::Int(block as i64));
+        if let Some(transformed) = add_packed(g, id, "winograd_U", &u)
+            && let Some(l) = conv_mut(g.node_mut(id))
+        {
+            l.weights = ConvWeights::Winograd { transformed, block: Some(block) };
             done += 1;
         }
     }
@@ -1372,14 +1404,10 @@ fn winograd_block(tiles: usize, row: usize, most: usize) -> usize {
     if up <= most { up } else { even / unit * unit }
 }
 
-/// The internal input index of a `MatMul`'s or `Gemm`'s constant B laid out
-/// in strips ([`pack_matmul_weights`]).
-pub const PACKED_B_INPUT: usize = 3;
-
 /// Lays out, once, the constant f32 B of each `MatMul` (2-D B, any batch of
 /// A) and `Gemm` computed at run time in the 32-column strips
-/// `gemm::smatmul_packed` and `gemm::sgemm_packed` read (an internal fourth
-/// input), so no run copies B. Skipped when padding B's columns to a multiple
+/// `gemm::smatmul_packed` and `gemm::sgemm_packed` read (the lowering's
+/// `packed_b`, read instead of B), so no run copies B. Skipped when padding B's columns to a multiple
 /// of 32 would add more than an eighth to it. Returns how many products were
 /// given a packed B.
 pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
@@ -1388,7 +1416,8 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     for &id in g.order().to_vec().iter() {
         let node = g.node(id);
         let (is_mm, is_gemm) = (node.op.is("MatMul"), node.op.is("Gemm"));
-        if !(is_mm || is_gemm) || node.inputs.len() > PACKED_B_INPUT {
+        let lowered = product_of(node);
+        if !(is_mm || is_gemm) || lowered.is_some_and(|p| p.packed_b.is_some()) {
             continue;
         }
         let runs = computed_at_run_time(node, inferred)
@@ -1403,9 +1432,9 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         let trans = if is_gemm {
             !matches!(node.attr("transB"), None | Some(AttrValue::Int(0)))
         } else {
-            match node.attr(PERM_B) {
+            match lowered.and_then(|p| p.transposes.b.as_deref()) {
                 None => false,
-                Some(AttrValue::Ints(p)) if p.as_slice() == [1, 0] => true,
+                Some([1, 0]) => true,
                 Some(_) => continue,
             }
         };
@@ -1421,7 +1450,10 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         if pack_b_strips(k, n, &values, trans, &mut packed).is_err() {
             continue;
         }
-        if attach_packed(g, id, PACKED_B_INPUT, "packed_B", &packed) {
+        if let Some(packed) = add_packed(g, id, "packed_B", &packed)
+            && let Some(p) = product_mut(g.node_mut(id))
+        {
+            p.packed_b = Some(packed);
             done += 1;
         }
     }
@@ -1771,7 +1803,7 @@ mod tests {
         let a = run(14, &graph(", float[1, 4, 2] w = {1, 2, 3, 4, 5, 6, 7, 8}"));
         let g = &a.model().graph;
         let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
-        assert!(lstm.input(super::LSTM_PACKED_INPUT).is_some());
+        assert!(matches!(lstm.lowering, Some(crate::ir::Lowering::Lstm { .. })));
         // Only the regrouped copy is stored, not W and R beside it.
         let packed = onnx_codegen_runtime::rnn::packed_lstm_len(1, 1, 2).unwrap();
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * packed));
@@ -1779,7 +1811,7 @@ mod tests {
         let a = run(14, &graph(""));
         let g = &a.model().graph;
         let lstm = g.nodes().map(|(_, n)| n).find(|n| n.op.is("LSTM")).expect("the LSTM stays");
-        assert!(lstm.input(super::LSTM_PACKED_INPUT).is_none());
+        assert!(lstm.lowering.is_none());
     }
 
     /// A Conv of `m` filters over `c` channels, 3x3 pad 1, on a 5x5 input,
@@ -1794,14 +1826,27 @@ mod tests {
         )
     }
 
-    /// Convs given internal input `index` (a weight layout).
-    fn convs_with(a: &crate::generate::Analysis, index: usize) -> usize {
+    /// Convs whose weights `layout` accepts.
+    fn convs_with(
+        a: &crate::generate::Analysis,
+        layout: impl Fn(&super::ConvWeights) -> bool,
+    ) -> usize {
         let g = &a.model().graph;
-        g.nodes().filter(|(_, n)| n.op.is("Conv") && n.input(index).is_some()).count()
+        g.nodes()
+            .filter(|(_, n)| match &n.lowering {
+                Some(crate::ir::Lowering::Conv(c)) => n.op.is("Conv") && layout(&c.weights),
+                _ => false,
+            })
+            .count()
     }
 
     fn packed_convs(a: &crate::generate::Analysis) -> usize {
-        convs_with(a, super::CONV_PACKED_INPUT)
+        convs_with(a, |w| matches!(w, super::ConvWeights::Packed(_)))
+    }
+
+    /// The packed B of a product, if it has one.
+    fn packed_b(node: &crate::ir::Node) -> Option<crate::ir::ValueId> {
+        super::product_of(node).and_then(|p| p.packed_b)
     }
 
     #[test]
@@ -1876,7 +1921,7 @@ mod tests {
             ),
         );
         let mm = product_of(&a, "MatMul");
-        assert!(mm.input(super::PACKED_B_INPUT).is_some());
+        assert!(packed_b(&mm).is_some());
         let len = packed_b_len(2, 32).unwrap();
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * (len + 32)));
         // Gemm with transB (torch's Linear): B [n, k] = [40, 3] is used
@@ -1890,11 +1935,11 @@ mod tests {
             )
         };
         let a = run(14, &gemm(64));
-        assert!(product_of(&a, "Gemm").input(super::PACKED_B_INPUT).is_some());
+        assert!(packed_b(&product_of(&a, "Gemm")).is_some());
         let len = packed_b_len(3, 64).unwrap();
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
         let a = run(14, &gemm(40));
-        assert!(product_of(&a, "Gemm").input(super::PACKED_B_INPUT).is_none());
+        assert!(packed_b(&product_of(&a, "Gemm")).is_none());
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * 3 * 40));
     }
 
@@ -1909,7 +1954,7 @@ mod tests {
                 numbers(64)
             ),
         );
-        assert!(product_of(&a, "MatMul").input(super::PACKED_B_INPUT).is_some());
+        assert!(packed_b(&product_of(&a, "MatMul")).is_some());
         let len = packed_b_len(2, 32).unwrap();
         assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * (len + 64)));
         // B given at run time: nothing to pack.
@@ -1917,7 +1962,7 @@ mod tests {
             14,
             "g (float[3, 2] x, float[2, 32] w) => (float[3, 32] y) {\n y = MatMul (x, w)\n}",
         );
-        assert!(product_of(&a, "MatMul").input(super::PACKED_B_INPUT).is_none());
+        assert!(packed_b(&product_of(&a, "MatMul")).is_none());
     }
 
     /// A 3x3 Conv of `m` filters over `c` channels (`group`, `attrs` added)
@@ -1944,7 +1989,7 @@ mod tests {
     }
 
     fn winograd_convs(a: &crate::generate::Analysis) -> usize {
-        convs_with(a, super::CONV_WINOGRAD_INPUT)
+        convs_with(a, |w| matches!(w, super::ConvWeights::Winograd { .. }))
     }
 
     #[test]
@@ -1987,7 +2032,8 @@ mod tests {
         let a = run(14, &src);
         assert_eq!(winograd_convs(&a), 1);
         let conv = product_of(&a, "Conv");
-        assert!(conv.input(crate::passes::fuse::RESIDUAL_INPUT).is_some());
+        let epilogue = conv.lowering.as_ref().and_then(crate::ir::Lowering::epilogue);
+        assert!(epilogue.is_some_and(|e| e.residual.is_some()));
         assert!(a.model().graph.nodes().all(|(_, n)| !n.op.is("Add")));
         let model = format!("<ir_version: 8, opset_import: [\"\" : 14]>\n{src}");
         let model = crate::text::parse_model(&model, "t.onnxtxt").expect("parses");

@@ -149,7 +149,7 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut last_use = vec![None::<usize>; n];
     let mut used_by_steps = vec![false; n];
     for (t, step) in inferred.steps.iter().enumerate() {
-        for (i, v) in crate::passes::infer::step_inputs(g.node(step.node)).iter().enumerate() {
+        for (i, v) in g.node(step.node).reads().iter().enumerate() {
             let Some(v) = v else { continue };
             if let Lowered::Kernel(k) = &step.lowered
                 && !k.reads_input(i)

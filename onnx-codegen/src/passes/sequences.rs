@@ -159,6 +159,7 @@ fn add_axis_node(
         outputs: Vec::new(),
         attributes: Vec::new(),
         doc_string: String::new(),
+        lowering: None,
     };
     if node.op.since_version() >= 13 {
         let name = fresh(g, axes_name);
@@ -267,6 +268,7 @@ impl Expander {
                     outputs: Vec::new(),
                     attributes: Vec::new(),
                     doc_string: String::new(),
+                    lowering: None,
                 };
                 let id = g.add_node(node, &[Some(name)]);
                 if let Some(Some(out)) = g.node(id).outputs.first() {
@@ -546,6 +548,7 @@ impl Expander {
                 outputs: Vec::new(),
                 attributes: Vec::new(),
                 doc_string: String::new(),
+                lowering: None,
             };
             let name = fresh(g, format!("{base}_{k}"));
             let sid = g.add_node(slice, &[Some(name)]);
@@ -659,6 +662,7 @@ fn plain(opset: i64, op_type: &str, inputs: Vec<Option<ValueId>>) -> Node {
         outputs: Vec::new(),
         attributes: Vec::new(),
         doc_string: String::new(),
+        lowering: None,
     }
 }
 

@@ -9,7 +9,7 @@
 
 mod schema_table;
 
-use crate::ir::AttrType;
+use super::AttrType;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 

@@ -1,9 +1,9 @@
-//! Lowering `ModelProto` into the IR, validating it against the ONNX IR spec
+//! Validation: reading `ModelProto` into the IR, checked against the ONNX IR spec
 //! and the operator schemas on the way.
 //!
 //! Every problem is collected (never only the first): name definitions and
 //! uses (SSA, nested scopes), topological order, opset imports, operator
-//! resolution and signatures, attributes, tensors and types. Lowering always
+//! resolution and signatures, attributes, tensors and types. Validation always
 //! produces a model; the caller refuses it when an error was reported.
 
 use crate::diag::{Diagnostic, Diagnostics, PathStep};
@@ -68,7 +68,7 @@ struct Lowerer {
 
 /// Lowers and validates a model. The diagnostics hold every problem found;
 /// the model is meaningful only when none of them is an error.
-pub fn lower_model(m: &ModelProto) -> (Model, Diagnostics) {
+pub fn validate_model(m: &ModelProto) -> (Model, Diagnostics) {
     let mut l = Lowerer {
         diags: Diagnostics::new(),
         ir_version: m.ir_version(),
@@ -516,6 +516,7 @@ impl Lowerer {
             outputs,
             attributes,
             doc_string: np.doc_string().to_owned(),
+            lowering: None,
         };
         self.top().push_node(node);
     }

@@ -1,0 +1,225 @@
+//! The typed lowered form: what the rewriting passes decided about how a
+//! node runs, carried by the node itself ([`super::Node::lowering`]).
+//!
+//! A pass that folds a BatchNormalization into a Conv, fuses a residual
+//! `Add` and an activation into a product, lays out constant weights for a
+//! kernel, chooses Winograd, or folds transposes or a softmax prologue into
+//! the node that reads them records the decision here, as a value of the
+//! node's operator family. The operator's rule reads it when it lowers the
+//! node to a kernel call; nothing travels through extra input positions or
+//! attributes, so a model can neither forge nor collide with a decision.
+//!
+//! The values a decision names (a residual, packed weights, a mask) are read
+//! by the node at run time like its own inputs: [`Lowering::operands`] lists
+//! them, and [`super::Graph::uses`], inference, planning and emission treat
+//! them as reads of the node after its own inputs and the values its
+//! subgraphs capture.
+
+use super::ValueId;
+
+/// How one node runs, beyond what its operator and attributes say.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lowering {
+    /// A `Conv`.
+    Conv(ConvLowering),
+    /// A `Gemm` or `MatMul`.
+    Product(ProductLowering),
+    /// A `BatchNormalization` (inference form) that applies `activation` to
+    /// each normalised value in the same pass.
+    BatchNorm { activation: Activation },
+    /// A `Softmax` over the last axis that first divides and masks its input.
+    Softmax(SoftmaxPrologue),
+    /// An `LSTM` whose constant `W` and `R` are regrouped by gate for
+    /// `rnn::slstm_packed` (f32, `[directions * (input + hidden) * 4 * hidden]`).
+    Lstm { packed: ValueId },
+}
+
+/// A `Conv`'s weight layout and epilogue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConvLowering {
+    pub weights: ConvWeights,
+    pub epilogue: Epilogue,
+}
+
+/// Where a `Conv` reads its weights from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ConvWeights {
+    /// Input 1, as the model gives it.
+    #[default]
+    AsGiven,
+    /// An f32 constant laid out in panels of filters by the runtime's
+    /// `conv::pack_weights` (2-D convolutions of group 1).
+    Packed(ValueId),
+    /// An f32 constant transformed for Winograd's F(2x2, 3x3) by the
+    /// runtime's `winograd::transform_weights`, run in blocks of at most
+    /// `block` tiles (the kernel's largest when `None`).
+    Winograd { transformed: ValueId, block: Option<usize> },
+}
+
+impl ConvWeights {
+    /// The constant this layout reads instead of input 1, if any.
+    pub fn value(&self) -> Option<ValueId> {
+        match self {
+            ConvWeights::AsGiven => None,
+            ConvWeights::Packed(v) | ConvWeights::Winograd { transformed: v, .. } => Some(*v),
+        }
+    }
+}
+
+/// A `Gemm`'s or `MatMul`'s weight layout, folded neighbours and epilogue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProductLowering {
+    /// B as an f32 constant laid out in strips by the runtime's
+    /// `gemm::pack_b` (read instead of input 1).
+    pub packed_b: Option<ValueId>,
+    /// A `MatMul`'s bias over the last axis, folded from the `Add` after it.
+    pub bias: Option<ValueId>,
+    /// Transposes folded into a `MatMul`'s operands and result.
+    pub transposes: Transposes,
+    pub epilogue: Epilogue,
+}
+
+/// The permutations of transposes folded into a `MatMul`: of A, of B (the
+/// product reads them through strides), and of the result (written
+/// through strides). Each is a permutation of its tensor's axes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transposes {
+    pub a: Option<Vec<usize>>,
+    pub b: Option<Vec<usize>>,
+    pub y: Option<Vec<usize>>,
+}
+
+impl Transposes {
+    /// Whether nothing was folded.
+    pub fn is_none(&self) -> bool {
+        self.a.is_none() && self.b.is_none() && self.y.is_none()
+    }
+}
+
+/// What a product does to each output after its own sum and bias: add a
+/// residual (an f32 tensor of the output's dims, computed before the
+/// product), then apply an activation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Epilogue {
+    pub residual: Option<ValueId>,
+    pub activation: Option<Activation>,
+}
+
+impl Epilogue {
+    /// Whether the epilogue does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.residual.is_none() && self.activation.is_none()
+    }
+}
+
+/// An element-wise activation fused into the node before it, computed with
+/// the same operations as the standalone operator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    Relu,
+    LeakyRelu {
+        alpha: f32,
+    },
+    /// Bounds known at generation time.
+    Clip {
+        min: f32,
+        max: f32,
+    },
+    /// `Gelu` (exact).
+    Gelu,
+    /// `Gelu` with `approximate = "tanh"`.
+    GeluTanh,
+    /// `x * Sigmoid(x)`: `Swish` of alpha 1.
+    Silu,
+    HardSwish,
+}
+
+impl Activation {
+    /// Whether the activation is a comparison (Relu, LeakyRelu, Clip), which
+    /// every kernel applies per element, rather than a smooth function
+    /// (GELU, SiLU, HardSwish) computed by the vector math routines.
+    pub fn is_piecewise_linear(self) -> bool {
+        matches!(self, Activation::Relu | Activation::LeakyRelu { .. } | Activation::Clip { .. })
+    }
+}
+
+/// The steps a `Softmax` folds in front of its normalisation:
+/// `Softmax(Where(mask, x / divisor, fill))`, either step optional.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SoftmaxPrologue {
+    pub divisor: Option<f32>,
+    pub mask: Option<SoftmaxMask>,
+}
+
+/// A `Where` between the scores and their `Softmax`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SoftmaxMask {
+    /// The bool condition (broadcast to the scores).
+    pub mask: ValueId,
+    /// The constant the other branch holds.
+    pub fill: f32,
+    /// Whether the scores are the `Where`'s true branch (mask true keeps them).
+    pub keep: bool,
+}
+
+impl Lowering {
+    /// The values the node reads at run time because of this lowering, in
+    /// the order [`Lowering::replace_operand`] visits them.
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            Lowering::Conv(c) => c.weights.value().into_iter().chain(c.epilogue.residual).collect(),
+            Lowering::Product(p) => {
+                [p.packed_b, p.bias, p.epilogue.residual].into_iter().flatten().collect()
+            }
+            Lowering::BatchNorm { .. } => Vec::new(),
+            Lowering::Softmax(s) => s.mask.iter().map(|m| m.mask).collect(),
+            Lowering::Lstm { packed } => vec![*packed],
+        }
+    }
+
+    /// Replaces every operand equal to `old` by `new`.
+    pub fn replace_operand(&mut self, old: ValueId, new: ValueId) {
+        self.visit_operands_mut(&mut |v| {
+            if *v == old {
+                *v = new;
+            }
+        });
+    }
+
+    /// The epilogue of a product.
+    pub fn epilogue(&self) -> Option<&Epilogue> {
+        match self {
+            Lowering::Conv(c) => Some(&c.epilogue),
+            Lowering::Product(p) => Some(&p.epilogue),
+            _ => None,
+        }
+    }
+
+    fn visit_operands_mut(&mut self, f: &mut impl FnMut(&mut ValueId)) {
+        match self {
+            Lowering::Conv(c) => {
+                match &mut c.weights {
+                    ConvWeights::AsGiven => {}
+                    ConvWeights::Packed(v) | ConvWeights::Winograd { transformed: v, .. } => f(v),
+                }
+                if let Some(r) = &mut c.epilogue.residual {
+                    f(r);
+                }
+            }
+            Lowering::Product(p) => {
+                for v in
+                    [&mut p.packed_b, &mut p.bias, &mut p.epilogue.residual].into_iter().flatten()
+                {
+                    f(v);
+                }
+            }
+            Lowering::BatchNorm { .. } => {}
+            Lowering::Softmax(s) => {
+                if let Some(m) = &mut s.mask {
+                    f(&mut m.mask);
+                }
+            }
+            Lowering::Lstm { packed } => f(packed),
+        }
+    }
+}
