@@ -7,7 +7,7 @@ against this workspace's runtime (release, no target-cpu flags) and prints the
 mean time per step, slowest first, with its share of the total.
 
 Timer overhead is ~20 ns a step; steps under a microsecond are noise.
-Needs `target/release/onnx-codegen` (cargo build --release -p onnx-codegen).
+Needs `target/release/onnx-codegen` (cargo build --release -p onnx-codegen-cli).
 """
 import json
 import os

@@ -80,7 +80,8 @@ pub struct Analysis {
 }
 
 /// A serialisable summary of an analysis (`inspect --json`).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Summary {
     pub graph: String,
     pub nodes: usize,
@@ -105,7 +106,8 @@ pub struct Summary {
 }
 
 /// A value's name and inferred type.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ValueSummary {
     pub name: String,
     /// `float32[1, 3]`, or `null` where inference did not reach.

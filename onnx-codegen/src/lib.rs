@@ -17,6 +17,15 @@
 //! writes the code.
 //!
 //! Every stage reports problems as [`diag::Diagnostic`]s, all at once.
+//!
+//! Cargo features, all off by default (code generation needs none of them;
+//! the command line, package `onnx-codegen-cli`, turns them all on):
+//!
+//! - `serde`: `serde::Serialize` for the summaries ([`generate::Summary`] and
+//!   the types it holds), for JSON output;
+//! - `report`: the HTML report of a model (`report`, with tera);
+//! - `harness`: the conformance test harness behind `onnx-codegen test`
+//!   (`harness`), and `harness::data` to read `TensorProto` files.
 #![forbid(unsafe_code)]
 
 pub mod build;
@@ -24,12 +33,14 @@ pub mod canonical;
 pub mod diag;
 pub mod emit;
 pub mod generate;
+#[cfg(feature = "harness")]
 pub mod harness;
 pub mod ir;
 pub mod limits;
 pub mod load;
 pub mod ops;
 pub mod passes;
+#[cfg(feature = "report")]
 pub mod report;
 pub mod text;
 

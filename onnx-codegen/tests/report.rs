@@ -1,10 +1,10 @@
 //! The HTML report: its memory plan picture matches the plan, its figures are
 //! right, unsupported operators are listed, and it renders in a real browser.
+//! (The `report` and `inspect` verbs are tested in `cli/tests/report.rs`.)
 
 use onnx_codegen::generate::{Analysis, Options, analyze};
 use onnx_codegen::report::{self, PLAN_HEIGHT, PLAN_LEFT, PLAN_MIN_HEIGHT, PLAN_TOP, PLAN_WIDTH};
 use std::path::PathBuf;
-use std::process::Command;
 
 /// Five arena values with overlapping lifetimes and a MatMul against a
 /// folded [64, 16] weight: 4 * 16 * 64 = 4096 MACs.
@@ -239,66 +239,4 @@ main (bool c, float[2] x) => (float[2] y)
     onnx_codegen::text::spans::attach_positions(bad, &map, &mut diags);
     let pos = diags[0].location.pos.as_ref().expect("a position");
     assert_eq!((pos.line, pos.column), (3, 13));
-}
-
-fn cli(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_onnx-codegen")).args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn scratch(tag: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("report-cli-{tag}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-#[test]
-fn cli_report_inspect_and_text_positions() {
-    let dir = scratch("verbs");
-    let model = dir.join("net.onnxtxt");
-    std::fs::write(&model, MODEL).unwrap();
-    let m = model.to_str().unwrap();
-    let html = dir.join("net.html");
-
-    let (code, stdout, stderr) = cli(&["report", m, "-o", html.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(stdout.contains("report of"), "{stdout}");
-    let text = std::fs::read_to_string(&html).unwrap();
-    assert!(text.starts_with("<!DOCTYPE html>") && text.contains("<svg id=\"plan\""));
-
-    // The default summary is a handful of lines, whatever the model's size.
-    let (code, stdout, _) = cli(&["inspect", m]);
-    assert_eq!(code, Some(0));
-    assert!(stdout.lines().count() <= 8, "{stdout}");
-    assert!(stdout.contains("compute  4.10 k MACs"), "{stdout}");
-    assert!(stdout.contains("ops      "), "{stdout}");
-    let (_, with_values, _) = cli(&["inspect", m, "--values"]);
-    assert!(with_values.contains("value    c: float[4, 64]"), "{with_values}");
-
-    // A graph error in a text model is shown with its line and a caret.
-    let bad = dir.join("bad.onnxtxt");
-    std::fs::write(
-        &bad,
-        "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n  [mul] y = Mul (x, w)\n}\n",
-    )
-    .unwrap();
-    let (code, _, stderr) = cli(&["check", bad.to_str().unwrap()]);
-    assert_eq!(code, Some(1));
-    assert!(stderr.contains("bad.onnxtxt:3:13"), "{stderr}");
-    assert!(stderr.contains(" 3 |   [mul] y = Mul (x, w)\n   |             ^^^"), "{stderr}");
-    assert!(stderr.contains("= in graph 'g' > node 'mul' (Mul)"), "{stderr}");
-
-    // A model that cannot be read gets no report.
-    let missing = dir.join("missing.onnx");
-    let out = dir.join("missing.html");
-    let (code, _, stderr) =
-        cli(&["report", missing.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert_eq!(code, Some(1));
-    assert!(stderr.contains("cannot read the model file"), "{stderr}");
-    assert!(!out.exists());
 }

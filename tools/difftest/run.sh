@@ -10,7 +10,7 @@ OUT=${3:-target/difftest/seed$SEED}
 here=$(dirname "$0")
 rm -rf "$OUT"
 python3 "$here/gen.py" --count "$COUNT" --seed "$SEED" "$OUT"
-cargo build --release -p onnx-codegen
+cargo build --release -p onnx-codegen-cli
 status=0
 target/release/onnx-codegen test "$OUT"/g* --json "$OUT.json" --work-dir target/difftest/work > "$OUT.txt" || status=$?
 python3 "$here/summarize.py" "$OUT.json"

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How a test ended.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "lowercase"))]
 pub enum Status {
     Pass,
     Fail,
@@ -29,7 +29,8 @@ pub enum Status {
 }
 
 /// One test's result.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Outcome {
     pub name: String,
     pub status: Status,
@@ -37,11 +38,11 @@ pub struct Outcome {
     pub reason: String,
     /// The runtime features its generated code needed (`alloc` for string
     /// tensors, `image` for ImageDecoder); the harness turns them on itself.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub features: Vec<&'static str>,
     /// Integer inputs whose values the harness fixed at generation time from
     /// the first data set (`--fix`), because shapes depend on them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
     pub fixed_inputs: Vec<String>,
 }
 

@@ -50,7 +50,8 @@ pub struct Step {
 }
 
 /// Something the compiler does not handle yet, for reports.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Unsupported {
     /// The node's name (or `#index`).
     pub node: String,

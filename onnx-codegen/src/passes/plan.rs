@@ -69,7 +69,8 @@ pub struct Plan {
 }
 
 /// One arena range, for reports and tests.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Buffer {
     /// The values stored there (views and in-place results share storage).
     pub values: Vec<String>,
