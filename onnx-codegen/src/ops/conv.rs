@@ -515,6 +515,19 @@ fn winograd_scratch(
 }
 
 impl OpRule for ConvRule {
+    /// Each output element takes one filter's worth: W is `[M, C / group, k...]`.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        Some(super::macs_per_filter(
+            outputs.first().copied().flatten(),
+            inputs.get(1).copied().flatten(),
+        ))
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = conv_plan(cx)?;
         Ok(vec![TensorType::new(p.elem, p.out)])
@@ -668,6 +681,21 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
 }
 
 impl OpRule for ConvTransposeRule {
+    /// Each input element is spread over one filter slice: W is `[C, M / group, k...]`.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        _outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let x = super::numel_u64(inputs.first().copied().flatten());
+        let w = inputs.get(1).copied().flatten();
+        Some(w.map_or(0, |w| {
+            let c = w.dims.first().copied().map_or(0, super::to_u64);
+            super::numel_u64(Some(w)).checked_div(c).map_or(0, |per| x.saturating_mul(per))
+        }))
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = conv_transpose_plan(cx)?;
         Ok(vec![TensorType::new(p.elem, p.out)])

@@ -121,6 +121,10 @@ fn clip_runtime(cx: &NodeCx<'_>) -> [bool; 2] {
 }
 
 impl OpRule for UnaryRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
         if int_clip(cx, x.elem) {
@@ -368,6 +372,10 @@ fn arith(cx: &NodeCx<'_>) -> OpResult<Arith> {
 }
 
 impl OpRule for BinaryRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::Broadcast
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         if cx.inputs.len() != 2 {
             return unsupported(format!(

@@ -474,6 +474,10 @@ fn dropout_plan(cx: &NodeCx<'_>) -> OpResult<DropoutPlan> {
 }
 
 impl OpRule for DropoutRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let plan = dropout_plan(cx)?;
         let x = cx.input(0)?;

@@ -63,6 +63,22 @@ fn gemm_dims(cx: &NodeCx<'_>) -> OpResult<(usize, usize, usize)> {
 }
 
 impl OpRule for GemmRule {
+    /// Each output element is a dot product of length k.
+    fn macs(
+        &self,
+        node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let trans_a = node.attr_int("transA").unwrap_or(0) != 0;
+        let a = inputs.first().copied().flatten();
+        let k = a.and_then(|a| if trans_a { a.dims.first() } else { a.dims.get(1) });
+        Some(
+            super::numel_u64(outputs.first().copied().flatten())
+                .saturating_mul(k.copied().map_or(0, super::to_u64)),
+        )
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let a = cx.input(0)?;
         numeric(cx, a)?;
@@ -592,6 +608,20 @@ pub(super) fn matmul_plan(a: &[usize], b: &[usize]) -> OpResult<MatMulPlan> {
 }
 
 impl OpRule for MatMulRule {
+    /// Each output element is a dot product along A's last axis.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
+        Some(
+            super::numel_u64(outputs.first().copied().flatten())
+                .saturating_mul(k.map_or(0, super::to_u64)),
+        )
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
         numeric(cx, a)?;

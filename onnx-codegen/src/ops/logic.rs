@@ -236,6 +236,10 @@ fn cast_round(cx: &NodeCx<'_>) -> OpResult<Round> {
 }
 
 impl OpRule for CastRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
         let to = cast_target(cx)?;
@@ -400,6 +404,10 @@ fn compare_op(cx: &NodeCx<'_>) -> OpResult<Compare> {
 }
 
 impl OpRule for CompareRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::Broadcast
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (a, _, dims) = binary_types(cx)?;
         let cmp = compare_op(cx)?;
@@ -481,6 +489,10 @@ fn logic_op(cx: &NodeCx<'_>) -> OpResult<Logic> {
 }
 
 impl OpRule for LogicRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::Broadcast
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (a, _, dims) = binary_types(cx)?;
         logic_op(cx)?;
@@ -543,6 +555,10 @@ fn bitwise_op(cx: &NodeCx<'_>) -> OpResult<Bitwise> {
 }
 
 impl OpRule for BitwiseRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::Broadcast
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let (a, _, dims) = binary_types(cx)?;
         bitwise_op(cx)?;
@@ -619,6 +635,10 @@ fn predicate(cx: &NodeCx<'_>) -> OpResult<Predicate> {
 }
 
 impl OpRule for PredicateRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
         let out = match predicate(cx)? {
@@ -1297,6 +1317,10 @@ fn variadic_inputs<'a>(cx: &NodeCx<'a>) -> OpResult<Vec<&'a TensorType>> {
 }
 
 impl OpRule for VariadicRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::Broadcast
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         if let Some(r) = elementwise_rule(cx) {
             return r.infer(cx);
@@ -1412,6 +1436,10 @@ fn num_unary(cx: &NodeCx<'_>) -> OpResult<NumUnary<i64>> {
 }
 
 impl OpRule for IntUnaryRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         if let Some(r) = elementwise_rule(cx) {
             return r.infer(cx);

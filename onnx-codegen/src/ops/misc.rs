@@ -213,6 +213,10 @@ fn run_act<T: Float + HostElem>(
 }
 
 impl OpRule for ActRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         // Computed in f64 and rounded once per element, which for the 16-bit
         // floats is what the reference's float32 evaluation rounds to.
@@ -283,6 +287,10 @@ fn run_prelu<T: Float + HostElem>(
 }
 
 impl OpRule for PReluRule {
+    fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
+        super::ShapeRule::SameAsInput0
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         prelu_strides(cx)?;
         Ok(vec![cx.input(0)?.clone()])

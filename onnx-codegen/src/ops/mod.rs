@@ -467,6 +467,26 @@ pub trait OpRule: Sync {
     /// The node as code, given the output types `infer` found.
     fn lower(&self, cx: &NodeCx<'_>, outputs: &[TensorType]) -> OpResult<Lowered>;
 
+    /// How output 0's shape follows the inputs' shapes, whatever the
+    /// attributes: inference follows declared shapes downstream through
+    /// the nodes that keep them.
+    fn shape_rule(&self, _node: &Node) -> ShapeRule {
+        ShapeRule::Other
+    }
+
+    /// The multiply-accumulates the node does, given its inputs' and
+    /// outputs' types (`None` where inference did not reach them): counted
+    /// exactly by the operators made of them (convolutions, matrix
+    /// products, recurrent cells), `None` for the others.
+    fn macs(
+        &self,
+        _node: &Node,
+        _inputs: &[Option<&TensorType>],
+        _outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        None
+    }
+
     /// Output values known from the node alone, whatever its inputs hold
     /// (Constant, Shape, Size): the node never runs.
     fn constant_outputs(
@@ -476,6 +496,38 @@ pub trait OpRule: Sync {
     ) -> OpResult<Option<Vec<Tensor>>> {
         Ok(None)
     }
+}
+
+/// How an operator's output 0 takes its shape from its inputs
+/// ([`OpRule::shape_rule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeRule {
+    /// Anything else (or it depends on attributes and values).
+    Other,
+    /// Exactly input 0's shape (unary element-wise ops, casts, Identity).
+    SameAsInput0,
+    /// The broadcast of all inputs (element-wise ops of several operands):
+    /// input `i`'s shape when every other input holds one element and has
+    /// at most the output's rank.
+    Broadcast,
+}
+
+/// `n` as a `u64`, saturating.
+pub(crate) fn to_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The element count of `t`, 0 when unknown.
+pub(crate) fn numel_u64(t: Option<&TensorType>) -> u64 {
+    t.and_then(TensorType::numel).map_or(0, to_u64)
+}
+
+/// The MACs of a convolution whose output is `out` and weights `w`
+/// (`[M, C / group, k...]`): one filter's worth per output element.
+pub(crate) fn macs_per_filter(out: Option<&TensorType>, w: Option<&TensorType>) -> u64 {
+    let Some(w) = w else { return 0 };
+    let m = w.dims.first().copied().map_or(0, to_u64);
+    numel_u64(Some(w)).checked_div(m).map_or(0, |per| numel_u64(out).saturating_mul(per))
 }
 
 /// Numpy broadcasting of several shapes (the multidirectional broadcasting of

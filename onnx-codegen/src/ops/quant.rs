@@ -641,6 +641,20 @@ fn matmul_integer_plan(cx: &NodeCx<'_>) -> OpResult<MatMulIntegerPlan> {
 }
 
 impl OpRule for MatMulIntegerRule {
+    /// Each output element is a dot product along A's last axis.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
+        Some(
+            super::numel_u64(outputs.first().copied().flatten())
+                .saturating_mul(k.map_or(0, super::to_u64)),
+        )
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = matmul_integer_plan(cx)?;
         Ok(vec![TensorType::new(ElemType::Int32, p.mat.out)])
@@ -729,6 +743,20 @@ fn qlinear_matmul_plan(cx: &NodeCx<'_>) -> OpResult<QLinearMatMulPlan> {
 }
 
 impl OpRule for QLinearMatMulRule {
+    /// Each output element is a dot product along A's last axis.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
+        Some(
+            super::numel_u64(outputs.first().copied().flatten())
+                .saturating_mul(k.map_or(0, super::to_u64)),
+        )
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = qlinear_matmul_plan(cx)?;
         Ok(vec![TensorType::new(p.y, p.mat.out)])
@@ -893,6 +921,19 @@ fn conv_integer_plan(cx: &NodeCx<'_>) -> OpResult<ConvIntegerPlan> {
 }
 
 impl OpRule for ConvIntegerRule {
+    /// Each output element takes one filter's worth: W is `[M, C / group, k...]`.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        Some(super::macs_per_filter(
+            outputs.first().copied().flatten(),
+            inputs.get(1).copied().flatten(),
+        ))
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         Ok(vec![TensorType::new(ElemType::Int32, conv_integer_plan(cx)?.geom.out())])
     }
@@ -971,6 +1012,19 @@ fn qlinear_conv_plan(cx: &NodeCx<'_>) -> OpResult<QLinearConvPlan> {
 }
 
 impl OpRule for QLinearConvRule {
+    /// Each output element takes one filter's worth: W is `[M, C / group, k...]`.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        Some(super::macs_per_filter(
+            outputs.first().copied().flatten(),
+            inputs.get(3).copied().flatten(),
+        ))
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = qlinear_conv_plan(cx)?;
         Ok(vec![TensorType::new(p.y, p.geom.out())])

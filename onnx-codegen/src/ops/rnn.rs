@@ -302,6 +302,27 @@ fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
 }
 
 impl OpRule for RecurrentRule {
+    /// Every time step multiplies the input by W and the state by R, for
+    /// every batch entry: `numel(W) + numel(R)` per step and batch entry.
+    fn macs(
+        &self,
+        _node: &crate::ir::Node,
+        inputs: &[Option<&TensorType>],
+        _outputs: &[Option<&TensorType>],
+    ) -> Option<u64> {
+        let ty = |i: usize| inputs.get(i).copied().flatten();
+        // X is [seq, batch, input] or, with layout 1, [batch, seq, input].
+        let steps_batch = ty(0).map_or(0, |x| {
+            let seq = x.dims.first().copied().unwrap_or(0);
+            let batch = x.dims.get(1).copied().unwrap_or(0);
+            super::to_u64(seq).saturating_mul(super::to_u64(batch))
+        });
+        Some(
+            steps_batch
+                .saturating_mul(super::numel_u64(ty(1)).saturating_add(super::numel_u64(ty(2)))),
+        )
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         Ok(params(cx, self.0)?.output_types())
     }

@@ -147,6 +147,15 @@ fn reshape_dims(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<Vec<usize>> {
 }
 
 impl OpRule for ViewRule {
+    /// Identity keeps its input's shape; the other views change it.
+    fn shape_rule(&self, node: &crate::ir::Node) -> super::ShapeRule {
+        if node.op.op_type == "Identity" {
+            super::ShapeRule::SameAsInput0
+        } else {
+            super::ShapeRule::Other
+        }
+    }
+
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let x = cx.input(0)?;
         Ok(vec![x.with_dims(view_dims(cx)?)])

@@ -239,87 +239,41 @@ pub fn fixed_tensor(name: &str, ty: &TensorType, values: &[i64]) -> Result<Tenso
 const EXPECT_DEPTH: usize = 8;
 
 /// Whether `node`'s output 0 has exactly the shape of its input `index`,
-/// given the output's rank: unary element-wise ops and casts, and binary
-/// element-wise ops whose other operand holds one element and has at most
-/// the output's rank (so it can neither stretch an axis nor, when the input
-/// has the output's rank, add one: rules that use the result check that
-/// rank, see [`crate::ops::NodeCx::expected_output`]).
+/// given the output's rank, as its rule says ([`ops::OpRule::shape_rule`]):
+/// ops whose output is their input 0's shape, and element-wise ops of
+/// several operands whose other operands hold one element and have at most
+/// the output's rank (so they can neither stretch an axis nor, when the
+/// input has the output's rank, add one: rules that use the result check
+/// that rank, see [`crate::ops::NodeCx::expected_output`]).
 ///
-/// A binary op whose other operand is not inferred yet (it comes later in
-/// the graph, typically from the same run-time-shaped value) is taken to
-/// keep the shape too: that is an assumption, not a fact, but a safe one.
-/// The op that plans with the expected dims checks its run-time data
-/// against them, and the other operand's shape, once inferred, must then
-/// broadcast to the declared value's, or generation fails. A model that
-/// relies on broadcasting a one-element run-time result over it gets a
-/// run-time error, never a wrong result.
+/// An operand that is not inferred yet (it comes later in the graph,
+/// typically from the same run-time-shaped value) is taken to keep the
+/// shape too: that is an assumption, not a fact, but a safe one. The op
+/// that plans with the expected dims checks its run-time data against
+/// them, and the other operand's shape, once inferred, must then broadcast
+/// to the declared value's, or generation fails. A model that relies on
+/// broadcasting a one-element run-time result over it gets a run-time
+/// error, never a wrong result.
 fn keeps_shape<'t>(
     node: &Node,
     index: usize,
     out_rank: usize,
     ty: impl Fn(ValueId) -> Option<&'t TensorType>,
 ) -> bool {
-    const UNARY: &[&str] = &[
-        "Identity",
-        "Cast",
-        "CastLike",
-        "Abs",
-        "Neg",
-        "Sqrt",
-        "Exp",
-        "Log",
-        "Reciprocal",
-        "Floor",
-        "Ceil",
-        "Round",
-        "Sign",
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Erf",
-        "Sin",
-        "Cos",
-        "Not",
-        "Softplus",
-        "Softsign",
-        "HardSigmoid",
-        "LeakyRelu",
-        "Elu",
-        "Selu",
-        "Gelu",
-        "IsNaN",
-        "IsInf",
-    ];
-    const BINARY: &[&str] = &[
-        "Add",
-        "Sub",
-        "Mul",
-        "Div",
-        "Pow",
-        "Max",
-        "Min",
-        "Mod",
-        "And",
-        "Or",
-        "Xor",
-        "Equal",
-        "Less",
-        "Greater",
-        "LessOrEqual",
-        "GreaterOrEqual",
-    ];
-    let op = node.op.op_type.as_str();
-    if !node.op.domain.is_empty() && node.op.domain != "ai.onnx" {
-        return false;
+    let Some(rule) = ops::rule(&node.op.domain, &node.op.op_type) else { return false };
+    match rule.shape_rule(node) {
+        ops::ShapeRule::Other => false,
+        ops::ShapeRule::SameAsInput0 => index == 0,
+        ops::ShapeRule::Broadcast => {
+            index < node.inputs.len()
+                && node.inputs.len() >= 2
+                && node.inputs.iter().enumerate().filter(|&(i, _)| i != index).all(|(_, v)| {
+                    v.is_some_and(|v| {
+                        ty(v).is_none_or(|t| t.numel() == Some(1) && t.rank() <= out_rank)
+                    })
+                })
+        }
     }
-    if UNARY.contains(&op) {
-        return index == 0;
-    }
-    if BINARY.contains(&op) && node.inputs.len() == 2 && index < 2 {
-        let Some(other) = node.inputs[1 - index] else { return false };
-        return ty(other).is_none_or(|t| t.numel() == Some(1) && t.rank() <= out_rank);
-    }
-    false
 }
 
 fn infer_graph_with(
@@ -823,6 +777,7 @@ fn too_large(t: &TensorType) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::ir::{Node, TensorType, ValueId};
     use crate::ops::testing::{run, ty, types, unsupported};
 
     /// `n` is the model's input, so a Range up to it has a run-time length.
@@ -935,5 +890,64 @@ mod tests {
             "{:?}",
             unsupported(&a)
         );
+    }
+
+    /// A node of `op_type` reading `inputs` values, for [`keeps_shape`].
+    fn node(op_type: &str, inputs: usize) -> Node {
+        Node {
+            name: String::new(),
+            op: crate::ir::Op {
+                domain: String::new(),
+                op_type: op_type.to_owned(),
+                overload: String::new(),
+                opset_version: 21,
+                schema: None,
+            },
+            inputs: (0..inputs).map(|i| Some(ValueId(i as u32))).collect(),
+            outputs: vec![Some(ValueId(99))],
+            attributes: Vec::new(),
+            doc_string: String::new(),
+            lowering: None,
+        }
+    }
+
+    #[test]
+    fn shape_keeping_comes_from_the_rules() {
+        use crate::ir::ElemType;
+        let unknown = |_: ValueId| None;
+        // Unary element-wise ops, including those a hand-kept list missed.
+        for op in [
+            "Relu",
+            "HardSwish",
+            "Celu",
+            "Mish",
+            "Swish",
+            "Shrink",
+            "ThresholdedRelu",
+            "Tan",
+            "Atan",
+            "Cast",
+            "Identity",
+            "IsNaN",
+            "Not",
+            "Clip",
+            "PRelu",
+        ] {
+            assert!(super::keeps_shape(&node(op, 1), 0, 2, unknown), "{op}");
+        }
+        // Views that change the shape, and ops with another shape rule.
+        for op in ["Reshape", "Flatten", "Transpose", "MatMul", "Where", "Concat"] {
+            assert!(!super::keeps_shape(&node(op, 2), 0, 2, unknown), "{op}");
+        }
+        // Element-wise ops of several operands: only when the others hold
+        // one element (or are not inferred yet) and do not raise the rank.
+        let one = TensorType::new(ElemType::Float, vec![1, 1]);
+        let row = TensorType::new(ElemType::Float, vec![1, 4]);
+        for op in ["Add", "Less", "And", "Sum", "BitShift"] {
+            assert!(super::keeps_shape(&node(op, 2), 0, 2, |_| Some(&one)), "{op}");
+            assert!(super::keeps_shape(&node(op, 2), 1, 2, unknown), "{op}");
+            assert!(!super::keeps_shape(&node(op, 2), 0, 2, |_| Some(&row)), "{op}");
+            assert!(!super::keeps_shape(&node(op, 2), 0, 1, |_| Some(&one)), "{op}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Arithmetic cost of one node, estimated from its operator and inferred shapes.
 //!
-//! MACs (multiply-accumulates) are counted exactly for the operators that are
-//! made of them (convolutions, matrix products, recurrent cells); FLOPs count
+//! MACs (multiply-accumulates) are counted exactly by the rules of the
+//! operators that are made of them (convolutions, matrix products, recurrent
+//! cells: [`crate::ops::OpRule::macs`]); FLOPs count
 //! a MAC as two operations and add an estimate of the elementwise work of
 //! every other operator (one operation per output element, a few for
 //! normalisations). Data movement (Reshape, Transpose, Gather, ...) costs
@@ -29,45 +30,12 @@ pub fn node_cost(node: &Node, types: &[Option<TensorType>]) -> Cost {
     };
     let numel = |t: Option<&TensorType>| t.and_then(TensorType::numel).map_or(0, to_u64);
     let out_numel = numel(out(0));
-    let macs =
-        match node.op.op_type.as_str() {
-            // Each output element takes one filter's worth of MACs: W is
-            // [M, C/group, k...], so numel(W)/M per output element.
-            "Conv" | "ConvInteger" => per_output_of_filter(out_numel, ty(1)),
-            "QLinearConv" => per_output_of_filter(out_numel, ty(3)),
-            // Each input element is spread over one filter slice: W is [C, M/group, k...].
-            "ConvTranspose" => {
-                let x = numel(ty(0));
-                ty(1).map_or(0, |w| {
-                    let c = w.dims.first().copied().map_or(0, to_u64);
-                    numel(Some(w)).checked_div(c).map_or(0, |per| x.saturating_mul(per))
-                })
-            }
-            "MatMul" | "MatMulInteger" | "FusedMatMul" => out_numel
-                .saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64)),
-            "QLinearMatMul" => out_numel
-                .saturating_mul(ty(0).and_then(|a| a.dims.last().copied()).map_or(0, to_u64)),
-            "Gemm" => {
-                let trans_a = node.attr_int("transA").unwrap_or(0) != 0;
-                let k = ty(0).and_then(|a| if trans_a { a.dims.first() } else { a.dims.get(1) });
-                out_numel.saturating_mul(k.copied().map_or(0, to_u64))
-            }
-            // Every time step multiplies the input by W and the state by R, for
-            // every batch entry: numel(W) + numel(R) MACs per (step, batch entry).
-            "LSTM" | "GRU" | "RNN" => {
-                // X is [seq, batch, input] or, with layout 1, [batch, seq, input].
-                let steps_batch = ty(0).map_or(0, |x| {
-                    let seq = x.dims.first().copied().unwrap_or(0);
-                    let batch = x.dims.get(1).copied().unwrap_or(0);
-                    to_u64(seq).saturating_mul(to_u64(batch))
-                });
-                steps_batch.saturating_mul(numel(ty(1)).saturating_add(numel(ty(2))))
-            }
-            _ => 0,
-        };
+    let inputs: Vec<Option<&TensorType>> = (0..node.inputs.len()).map(ty).collect();
+    let outputs: Vec<Option<&TensorType>> = (0..node.outputs.len()).map(out).collect();
+    let rule = crate::ops::rule(&node.op.domain, &node.op.op_type);
+    let macs = rule.and_then(|r| r.macs(node, &inputs, &outputs));
     let extra = match node.op.op_type.as_str() {
-        "Conv" | "ConvInteger" | "QLinearConv" | "ConvTranspose" | "MatMul" | "MatMulInteger"
-        | "QLinearMatMul" | "FusedMatMul" | "Gemm" | "LSTM" | "GRU" | "RNN" => 0,
+        _ if macs.is_some() => 0,
         op if is_data_movement(op) => 0,
         "MaxPool" | "AveragePool" | "LpPool" => {
             let kernel = match node.attr("kernel_shape") {
@@ -92,6 +60,7 @@ pub fn node_cost(node: &Node, types: &[Option<TensorType>]) -> Cost {
         | "RMSNormalization" => out_numel.saturating_mul(5),
         _ => out_numel,
     };
+    let macs = macs.unwrap_or(0);
     Cost { macs, flops: macs.saturating_mul(2).saturating_add(extra) }
 }
 
@@ -135,13 +104,49 @@ fn is_data_movement(op: &str) -> bool {
     )
 }
 
-fn per_output_of_filter(out_numel: u64, w: Option<&TensorType>) -> u64 {
-    let Some(w) = w else { return 0 };
-    let m = w.dims.first().copied().map_or(0, to_u64);
-    let total = w.numel().map_or(0, to_u64);
-    total.checked_div(m).map_or(0, |per| out_numel.saturating_mul(per))
-}
-
 fn to_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::run;
+
+    /// The MACs of each node of `graph` (opset 14), in order.
+    fn macs(graph: &str) -> Vec<(String, u64)> {
+        let a = run(14, graph);
+        let g = &a.model().graph;
+        g.nodes()
+            .map(|(_, n)| (n.op.op_type.clone(), super::node_cost(n, &a.inferred.types).macs))
+            .collect()
+    }
+
+    #[test]
+    fn products_count_their_multiply_accumulates() {
+        let got = macs(
+            "g (float[1, 2, 5, 5] x, float[3, 2, 3, 3] w, float[2, 3, 4] a, float[4, 5] b, \
+             float[3, 2] p, float[3, 4] c, float[2, 1, 3] s, float[1, 16, 3] lw, \
+             float[1, 16, 4] lr) => \
+             (float[1, 3, 5, 5] y, float[2, 3, 5] z, float[2, 4] q, float[2, 1, 1, 4] h)\n{\n \
+             y = Conv <pads = [1, 1, 1, 1]> (x, w)\n z = MatMul (a, b)\n \
+             q = Gemm <transA = 1> (p, c)\n h = LSTM <hidden_size = 4> (s, lw, lr)\n}",
+        );
+        let want = [
+            // 75 outputs, each a filter of 2 x 3 x 3.
+            ("Conv", 75 * 18),
+            // 30 outputs, each a dot product of 4.
+            ("MatMul", 30 * 4),
+            // A transposed: k is A's first dim, 3; 8 outputs.
+            ("Gemm", 8 * 3),
+            // 2 steps x 1 batch entry x (16 x 3 + 16 x 4).
+            ("LSTM", 2 * (48 + 64)),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|&(o, m)| (o.to_owned(), m)).collect();
+        assert_eq!(got, want);
+        // Element-wise work has no MACs.
+        assert_eq!(
+            macs("g (float[2, 3] x) => (float[2, 3] y) {\n y = Relu (x)\n}"),
+            [("Relu".to_owned(), 0)]
+        );
+    }
 }
