@@ -3,9 +3,10 @@
 
 use crate::diag::{Diagnostic, Error, PathStep, Result};
 use crate::emit::{self, EmitOptions, WeightSource};
-use crate::ir::{Graph, Model, TensorType};
+use crate::ir::{Model, TensorType};
 use crate::limits::{self, Limits};
 use crate::passes::infer::{self, InferOptions, Inferred, Unsupported};
+use crate::passes::pipeline::{self, Config, Lowered};
 use crate::passes::plan::{self, Buffer, Plan};
 use crate::passes::{self, Prepared};
 use crate::proto::ModelProto;
@@ -141,124 +142,19 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     }
     fold_fixed_inputs(&mut prepared.model.graph, opts);
     let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
-    // Before inference: an activation needs no types to fuse into its product.
-    let fused = passes::fuse::fuse_activations(&mut prepared.model.graph);
-    let mut changes = Changes { fused, rewrites: Vec::new() };
-    let infer_opts = InferOptions {
-        dims: opts.dims.clone(),
-        fixed_inputs: opts.fixed_inputs.clone(),
-        ..Default::default()
+    let config = Config {
+        infer: InferOptions {
+            dims: opts.dims.clone(),
+            fixed_inputs: opts.fixed_inputs.clone(),
+            ..Default::default()
+        },
+        winograd: opts.winograd,
     };
-    let mut inferred = infer::infer(&prepared.model, &infer_opts);
-    for stage in PIPELINE {
-        if !inferred.is_complete() {
-            break;
-        }
-        let mut changed = false;
-        for pass in *stage {
-            changed |= (pass.run)(&mut prepared.model.graph, &inferred, opts, &mut changes);
-        }
-        if changed {
-            inferred = infer::infer(&prepared.model, &infer_opts);
-        }
-    }
+    let Lowered { mut inferred, fused, rewrites } =
+        pipeline::run(&mut prepared.model.graph, &config, &[]);
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
-    let Changes { fused, rewrites } = changes;
     Ok(Analysis { prepared, fused, rewrites, inferred, plan })
-}
-
-/// What the rewriting passes did, for the summary (which still describes
-/// the model as written).
-#[derive(Default)]
-struct Changes {
-    fused: Vec<passes::fuse::Fused>,
-    rewrites: Vec<passes::optimize::Rewrite>,
-}
-
-/// A pass after inference: it rewrites the graph or records decisions in
-/// its nodes' [`Lowering`](crate::ir::Lowering), reading the types and
-/// constants of the last inference, and says whether it changed anything.
-struct Pass {
-    #[allow(dead_code, reason = "names the pass for readers and debuggers")]
-    name: &'static str,
-    run: fn(&mut Graph, &Inferred, &Options, &mut Changes) -> bool,
-}
-
-/// The passes after the first inference, in stages: the passes of a stage
-/// read the same inference, and the graph is inferred again after a stage
-/// that changed it (the next stage needs the new weights and types). The
-/// pipeline stops at the first stage that finds inference incomplete.
-const PIPELINE: &[&[Pass]] = &[
-    // Graph rewrites into fewer, larger ops (zero Pads and BatchNorms into
-    // Convs and Gemms, transposes and biases into MatMuls, GELU, SiLU,
-    // LayerNorm and softmax prologues recognised); LSTM weights regrouped;
-    // activations freed by those rewrites fused into their products.
-    &[
-        Pass { name: "optimize", run: optimize },
-        Pass { name: "pack-lstm-weights", run: pack_lstm_weights },
-        Pass { name: "fuse-activations", run: fuse_activations },
-    ],
-    // Activations into the BatchNormalizations that did not fold.
-    &[Pass { name: "fuse-batch-norm-activations", run: fuse_batch_norm_activations }],
-    // Weight layouts, on the final weights: Winograd first, then panels
-    // for the other Convs and strips for the products.
-    &[
-        Pass { name: "winograd", run: winograd },
-        Pass { name: "pack-conv-weights", run: pack_conv_weights },
-        Pass { name: "pack-matmul-weights", run: pack_matmul_weights },
-    ],
-    // Residuals and smooth activations into the products' epilogues.
-    &[Pass { name: "fuse-epilogues", run: fuse_epilogues }],
-];
-
-fn optimize(g: &mut Graph, inferred: &Inferred, _: &Options, changes: &mut Changes) -> bool {
-    let done = passes::optimize::optimize(g, inferred);
-    let changed = !done.is_empty();
-    changes.rewrites.extend(done);
-    changed
-}
-
-fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
-    passes::optimize::pack_lstm_weights(g, inferred) > 0
-}
-
-fn fuse_activations(g: &mut Graph, _: &Inferred, _: &Options, changes: &mut Changes) -> bool {
-    let done = passes::fuse::fuse_activations(g);
-    let changed = !done.is_empty();
-    changes.fused.extend(done);
-    changed
-}
-
-fn fuse_batch_norm_activations(
-    g: &mut Graph,
-    _: &Inferred,
-    _: &Options,
-    changes: &mut Changes,
-) -> bool {
-    let done = passes::fuse::fuse_batch_norm_activations(g);
-    let changed = !done.is_empty();
-    changes.fused.extend(done);
-    changed
-}
-
-fn winograd(g: &mut Graph, inferred: &Inferred, opts: &Options, _: &mut Changes) -> bool {
-    opts.winograd && passes::optimize::winograd_convs(g, inferred) > 0
-}
-
-fn pack_conv_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
-    passes::optimize::pack_conv_weights(g, inferred) > 0
-}
-
-fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred, _: &Options, _: &mut Changes) -> bool {
-    passes::optimize::pack_matmul_weights(g, inferred) > 0
-}
-
-fn fuse_epilogues(g: &mut Graph, inferred: &Inferred, _: &Options, changes: &mut Changes) -> bool {
-    let done = passes::fuse::fuse_epilogues(g, inferred);
-    let changed = !done.is_empty();
-    changes.fused.extend(done);
-    changed
 }
 
 /// Every use of an input fixed at generation time (`--fix`) reads a

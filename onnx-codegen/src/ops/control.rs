@@ -1339,4 +1339,26 @@ mod tests {
         assert_eq!(value(&a, 1), [0.0]);
         assert_eq!(types(&a)[2], ty("float[2]"));
     }
+
+    #[test]
+    fn bodies_go_through_the_rewriting_passes() {
+        // A Gemm and the Relu after it in a branch: the pipeline fuses them
+        // there as in a main graph, so the branch makes one call with the
+        // activation in its epilogue and no Relu of its own.
+        let src = "<ir_version: 8, opset_import: [\"\" : 17]>
+            g (bool c, float[1, 2] x) => (float[1, 2] y) <float[2, 2] w = {1, 0, 0, 1}> {
+              y = If (c) <then_branch: graph = t () => (float[1, 2] a) {
+                            m = Gemm (x, w)
+                            a = Relu (m)
+                          },
+                          else_branch: graph = e () => (float[1, 2] b) { b = Neg (x) }>
+            }";
+        let model = crate::text::parse_model(src, "t.onnxtxt").expect("parses");
+        let opts = crate::generate::Options::default();
+        let code = crate::generate::generate(&model, &opts, "t").expect("generates");
+        let code = code.tokens.to_string().replace(' ', "");
+        assert!(code.contains("sgemm_act("), "{code}");
+        assert!(code.contains("Activation::Relu"), "{code}");
+        assert!(!code.contains("Unary::Relu"), "{code}");
+    }
 }

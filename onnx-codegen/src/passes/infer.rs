@@ -12,10 +12,8 @@
 //! unsupported operator, attribute or type is reported, not only the first.
 
 use crate::diag::{Diagnostic, PathStep};
-use crate::ir::{
-    Dim, Graph, Model, Node, NodeId, Tensor, TensorType, Type, Use, ValueId, ValueKind,
-};
-use crate::ops::{self, CompiledGraph, Compiler, HostTensor, Lowered, NodeCx, OpError};
+use crate::ir::{Dim, Graph, Node, NodeId, Tensor, TensorType, Type, Use, ValueId, ValueKind};
+use crate::ops::{self, Compiler, HostTensor, Lowered, NodeCx, OpError};
 use std::collections::BTreeMap;
 
 /// What inference needs from the caller.
@@ -84,115 +82,19 @@ impl Inferred {
     }
 }
 
-/// Infers types and folds constants over `model`'s main graph.
-pub fn infer(model: &Model, opts: &InferOptions) -> Inferred {
-    infer_graph(&model.graph, opts, &[])
-}
-
 pub use crate::ops::Seed;
 
 /// Infers types and folds constants over `g`. Graph inputs listed in `seeds`
 /// take the seed's type instead of their declared one (a subgraph's inputs
-/// and captures are typed by its node); the main graph has no seeds.
-pub fn infer_graph(g: &Graph, opts: &InferOptions, seeds: &[Seed]) -> Inferred {
-    infer_nested(g, opts, seeds, 0)
-}
-
-/// [`infer_graph`] for a graph nested `depth` control-flow bodies deep.
-fn infer_nested(g: &Graph, opts: &InferOptions, seeds: &[Seed], depth: usize) -> Inferred {
-    let compiler = Subgraphs { opts, depth };
-    infer_graph_with(g, opts, seeds, &compiler)
-}
-
-/// How deeply bodies may nest (each level is compiled twice: once for
-/// inference, once for lowering).
-const MAX_NESTING: usize = 8;
-
-/// The [`Compiler`] the rules of one graph see: it compiles their bodies
-/// with the options of that graph (so symbolic dimensions the user bound,
-/// `--dim`, hold there too), one level deeper.
-struct Subgraphs<'o> {
-    opts: &'o InferOptions,
-    depth: usize,
-}
-
-impl Compiler for Subgraphs<'_> {
-    fn compile_subgraph(
-        &self,
-        graph: &Graph,
-        seeds: &[Seed],
-        what: &str,
-    ) -> Result<Box<dyn CompiledGraph>, OpError> {
-        if self.depth >= MAX_NESTING {
-            return Err(OpError::Unsupported(format!(
-                "control flow nested more than {MAX_NESTING} levels deep is not supported"
-            )));
-        }
-        let inferred = infer_nested(graph, self.opts, seeds, self.depth + 1);
-        if let Some(u) = inferred.unsupported.first() {
-            return Err(OpError::Unsupported(format!(
-                "in {what}, node {} ({}): {}",
-                u.node, u.op_type, u.reason
-            )));
-        }
-        if !inferred.errors.is_empty() {
-            let all: Vec<String> = inferred.errors.iter().map(|d| d.message.clone()).collect();
-            return Err(OpError::Invalid(format!("in {what}: {}", all.join("; "))));
-        }
-        for &o in &graph.outputs {
-            if inferred.types.get(o.index()).is_none_or(Option::is_none) {
-                return Err(OpError::Invalid(format!(
-                    "the type of output '{}' of body '{}' could not be inferred",
-                    graph.value(o).name,
-                    graph.name
-                )));
-            }
-        }
-        let plan = crate::passes::plan::plan(graph, &inferred);
-        Ok(Box::new(Body { graph: graph.clone(), inferred, plan }))
-    }
-}
-
-/// A compiled control-flow body: its graph, inferred and planned.
-struct Body {
-    graph: Graph,
-    inferred: Inferred,
-    plan: crate::passes::plan::Plan,
-}
-
-impl CompiledGraph for Body {
-    fn output_types(&self) -> Vec<TensorType> {
-        self.graph
-            .outputs
-            .iter()
-            .filter_map(|v| self.inferred.types.get(v.index()).cloned().flatten())
-            .collect()
-    }
-
-    fn constant_outputs(&self) -> Option<Vec<Tensor>> {
-        self.graph
-            .outputs
-            .iter()
-            .map(|v| self.inferred.constants.get(v.index()).cloned().flatten())
-            .collect()
-    }
-
-    fn arena_bytes(&self) -> usize {
-        self.plan.arena_bytes
-    }
-
-    fn reads_capture(&self, c: ValueId) -> bool {
-        self.inferred.constants.get(c.index()).is_some_and(Option::is_none)
-    }
-
-    fn tokens(
-        &self,
-        inputs: Vec<proc_macro2::Ident>,
-        outputs: Vec<proc_macro2::Ident>,
-        rt: &proc_macro2::TokenStream,
-    ) -> Result<proc_macro2::TokenStream, String> {
-        crate::emit::emit_body(&self.graph, &self.inferred, &self.plan, inputs, outputs, rt)
-    }
+/// and captures are typed by its node); the main graph has no seeds. Rules
+/// compile their subgraphs with `compiler`.
+pub fn infer_graph(
+    g: &Graph,
+    opts: &InferOptions,
+    seeds: &[Seed],
+    compiler: &dyn Compiler,
+) -> Inferred {
+    infer_graph_with(g, opts, seeds, compiler)
 }
 
 /// The constant for input `name` of type `ty` fixed to `values` (`--fix`):

@@ -9,6 +9,7 @@ pub mod fuse;
 pub mod infer;
 pub mod inline;
 pub mod optimize;
+pub mod pipeline;
 pub mod plan;
 pub mod sequences;
 pub mod validate;

@@ -504,12 +504,12 @@ fn place_sweep(spans: &[Span], high: bool) -> (Vec<usize>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::passes::infer::{InferOptions, infer};
+    use crate::passes::pipeline::{Config, infer};
 
     fn planned(src: &str) -> (crate::ir::Model, Inferred, Plan) {
         let proto = crate::text::parse_model(src, "t.onnxtxt").expect("parses");
         let model = crate::passes::prepare(&proto).expect("valid").model;
-        let inferred = infer(&model, &InferOptions::default());
+        let inferred = infer(&model.graph, &Config::default());
         assert!(inferred.is_complete(), "{:?} {:?}", inferred.errors, inferred.unsupported);
         let plan = plan(&model.graph, &inferred);
         (model, inferred, plan)
