@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn stems_match_the_staged_kernel_and_the_exact_conv() {
-        let Some(cpu) = Avx512::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx512() else { return };
         let mut seed = 0x2545_f491;
         let cases: &[Case] = &[
             // The models' stems (narrower): MobileNet's 3x3 stride 2,
@@ -586,7 +586,7 @@ mod tests {
 
     #[test]
     fn transpose_swaps_rows_and_lanes() {
-        let Some(cpu) = Avx512::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx512() else { return };
         let got = cpu.within(|| {
             let rows: [__m512; 16] = core::array::from_fn(|i| {
                 let vals: [f32; 16] = core::array::from_fn(|j| (i * 16 + j) as f32);

@@ -19,6 +19,30 @@
 //! aarch64 with NEON (a compile-time target feature, present on every
 //! aarch64 Linux and macOS target) the NEON kernel runs; every other target
 //! uses the portable kernel.
+//!
+//! # Capping the instruction set
+//!
+//! [`set_max_isa`] caps the kernels the dispatcher chooses at an [`Isa`],
+//! on top of what the CPU reports, so the AVX2 and portable paths run (and
+//! are tested) on an AVX-512 machine: `set_max_isa(Isa::Avx2)` behaves as
+//! an AVX2-only CPU would, `Isa::Portable` as a CPU without AVX2. It works
+//! without `std`. In `std` builds the environment variable
+//! [`MAX_ISA_VAR`], `ONNX_CODEGEN_MAX_ISA=portable|avx2|avx512`, sets the
+//! cap when a kernel first asks for it (any other non-empty value panics
+//! there with the values it takes); [`set_max_isa`] overrides it. For
+//! example `ONNX_CODEGEN_MAX_ISA=avx2 cargo test -p onnx-codegen-runtime
+//! --features std` runs the crate's tests on the AVX2 paths.
+//!
+//! The cap covers every explicit vector path (micro-kernels, the direct
+//! and stem convolutions, depthwise, pooling, Winograd transforms, `vexp`,
+//! the loops compiled for AVX2 or AVX-512 by `vectorize`) and the tuning
+//! hints that belong to an extension (Zen 4's split 512-bit operations go
+//! with AVX-512). On aarch64 `Isa::Portable` turns the NEON kernels off
+//! (they are chosen through the same run-time switch, though NEON itself is
+//! a compile-time feature), and the other caps leave them on. No cap
+//! changes the code the compiler generates for the target's baseline: the
+//! portable loops stay auto-vectorised for SSE2 on x86-64 and NEON on
+//! aarch64.
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
@@ -49,6 +73,8 @@ mod avx512_wino;
 mod cpu;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod direct;
+mod isa;
+pub use isa::{Isa, MAX_ISA_VAR, max_isa, set_max_isa};
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
 mod neon;
@@ -2091,14 +2117,19 @@ impl WinogradTransforms {
         None
     }
 
-    /// The AVX2 transforms even where AVX-512 is there (tests).
+    /// Each unit's transforms, for tests: AVX-512's, then AVX2's even where
+    /// AVX-512 is there; `None` for a unit this CPU (under the ISA cap)
+    /// lacks, reported by [`tests::needs`]. None at all on targets without
+    /// them.
     #[cfg(test)]
-    pub(crate) fn avx2() -> Option<Self> {
+    pub(crate) fn each_unit() -> [Option<Self>; 2] {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return avx2::Avx2::detect()
-            .map(|cpu| WinogradTransforms { unit: WinogradUnit::Avx2(cpu) });
+        return [
+            tests::avx512().map(|cpu| WinogradTransforms { unit: WinogradUnit::Avx512(cpu) }),
+            tests::avx2().map(|cpu| WinogradTransforms { unit: WinogradUnit::Avx2(cpu) }),
+        ];
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-        None
+        [None, None]
     }
 
     /// The input transform of `n` tiles of each of `channels` channels of
@@ -2292,6 +2323,97 @@ pub(crate) fn softmax_row(_: Option<&[f32]>, _: &mut [f32]) -> bool {
 pub(crate) mod tests {
     use super::*;
 
+    /// An extension a test needs from the CPU (under the ISA cap).
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) enum Need {
+        /// AVX2 and FMA (`avx2::Avx2`).
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+        Avx2,
+        /// AVX-512F (`avx512::Avx512`).
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+        Avx512,
+        /// NEON's kernels (aarch64), off only under `Isa::Portable`.
+        #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+        Neon,
+    }
+
+    impl Need {
+        fn name(self) -> &'static str {
+            match self {
+                Need::Avx2 => "avx2+fma",
+                Need::Avx512 => "avx512f",
+                Need::Neon => "neon",
+            }
+        }
+
+        /// The environment variable that turns a skip for want of this
+        /// extension into a failure (x86-64 test binaries only: the
+        /// variables describe the x86-64 machine CI runs on).
+        fn required_by(self) -> Option<&'static str> {
+            match self {
+                Need::Avx2 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX2"),
+                Need::Avx512 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512"),
+                _ => None,
+            }
+        }
+    }
+
+    /// Whether a test (or the part of one) that needs `need` can run:
+    /// `available` says whether the CPU has it under the ISA cap. When it
+    /// cannot, prints `skipped: <test>: needs <extension>` to stderr (past
+    /// the harness's capture) and returns `false`, or fails the test when
+    /// the environment requires the extension (`REQUIRE_AVX2=1`,
+    /// `REQUIRE_AVX512=1`; CI sets them on machines that have it, so
+    /// nothing there is skipped unnoticed).
+    pub(crate) fn can_run(need: Need, available: bool) -> bool {
+        use std::io::Write;
+        if available {
+            return true;
+        }
+        let thread = std::thread::current();
+        let test = thread.name().unwrap_or("<unnamed test>");
+        let cap = max_isa();
+        let why = if cap == Isa::Avx512 {
+            std::format!("needs {}", need.name())
+        } else {
+            std::format!("needs {} ({}={})", need.name(), MAX_ISA_VAR, cap.name())
+        };
+        if let Some(var) = need.required_by()
+            && std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
+        {
+            panic!("{test}: {why}, which {var} requires");
+        }
+        // Straight to the stream: the test harness captures `eprintln!`
+        // of passing tests, and a skip must show in a plain `cargo test`.
+        let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+        false
+    }
+
+    /// [`can_run`] on the extension `token` proves, passing it on.
+    pub(crate) fn needs<T>(need: Need, token: Option<T>) -> Option<T> {
+        can_run(need, token.is_some()).then_some(token).flatten()
+    }
+
+    /// The AVX2 kernels' token, or `None` after [`can_run`] reported the skip.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub(crate) fn avx2() -> Option<avx2::Avx2> {
+        needs(Need::Avx2, avx2::Avx2::detect())
+    }
+
+    /// The AVX-512 kernels' token, or `None` after [`can_run`] reported the
+    /// skip.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub(crate) fn avx512() -> Option<avx512::Avx512> {
+        needs(Need::Avx512, avx512::Avx512::detect())
+    }
+
+    /// The NEON kernels' token, or `None` after [`can_run`] reported the
+    /// skip.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    pub(crate) fn neon() -> Option<neon::Neon> {
+        needs(Need::Neon, neon::Neon::detect())
+    }
+
     /// Deterministic values in [-1, 1) with a few exact zeros, any length.
     pub(crate) fn fill(out: &mut [f32], seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
@@ -2441,7 +2563,7 @@ pub(crate) mod tests {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx2_kernel_matches_portable_on_awkward_sizes() {
-        if let Some(kern) = avx2::Avx2::detect() {
+        if let Some(kern) = avx2() {
             sweep(kern);
         }
     }
@@ -2449,7 +2571,7 @@ pub(crate) mod tests {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_kernel_matches_portable_on_awkward_sizes() {
-        if let Some(kern) = avx512::Avx512::detect() {
+        if let Some(kern) = avx512() {
             sweep(kern);
         }
     }
@@ -2457,7 +2579,7 @@ pub(crate) mod tests {
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     #[test]
     fn neon_kernel_matches_portable_on_awkward_sizes() {
-        if let Some(kern) = neon::Neon::detect() {
+        if let Some(kern) = neon() {
             sweep(kern);
             check_special(kern);
         }
@@ -2508,7 +2630,7 @@ pub(crate) mod tests {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn large_a_operands_match_portable() {
-        let Some(kern) = avx512::Avx512::detect() else { return };
+        let Some(kern) = avx512() else { return };
         let (m, n, k) = (37, 45, 1800);
         let mut a = std::vec![0.0f32; m * k + 5];
         fill(&mut a, 21);
@@ -2641,15 +2763,15 @@ pub(crate) mod tests {
             $check(Portable::<8>);
             $check(Portable::<4>);
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            if let Some(kern) = avx2::Avx2::detect() {
+            if let Some(kern) = avx2() {
                 $check(kern);
             }
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            if let Some(kern) = avx512::Avx512::detect() {
+            if let Some(kern) = avx512() {
                 $check(kern);
             }
             #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-            if let Some(kern) = neon::Neon::detect() {
+            if let Some(kern) = neon() {
                 $check(kern);
             }
         };
@@ -2709,7 +2831,7 @@ pub(crate) mod tests {
         fill(&mut b, 6);
         let bias: std::vec::Vec<f32> = (0..8 * STRIP).map(|j| j as f32 * 0.125 - 9.0).collect();
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        let fast = avx512::Avx512::detect();
+        let fast = avx512();
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         let fast: Option<()> = None;
         for k in [1, 2, 7, 70] {
@@ -2821,10 +2943,10 @@ pub(crate) mod tests {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn fast_kernels_keep_special_values_through_activations() {
-        if let Some(kern) = avx2::Avx2::detect() {
+        if let Some(kern) = avx2() {
             check_special(kern);
         }
-        if let Some(kern) = avx512::Avx512::detect() {
+        if let Some(kern) = avx512() {
             check_special(kern);
         }
     }

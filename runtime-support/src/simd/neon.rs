@@ -5,9 +5,11 @@
 //!
 //! NEON is part of every aarch64 target this module is compiled for (the
 //! `mod` line asks for `target_feature = "neon"` at compile time), so there
-//! is no run-time detection. The kernel is instantiated for every row count
-//! 1..=8 (no dropped rows on short products). B is always a packed strip,
-//! zero past the last column, so the sums of a partial strip need no mask:
+//! is no run-time detection: [`Neon::detect`] consults only the ISA cap
+//! (`Isa::Portable` turns the kernel off). The kernel is instantiated for
+//! every row count 1..=8 (no dropped rows on short products). B is always
+//! a packed strip, zero past the last column, so the sums of a partial
+//! strip need no mask:
 //! only the loads and stores of the destination stop at the last column,
 //! through a small stack buffer for the last partial vector of a row.
 //!
@@ -20,7 +22,7 @@
 //! feature; [`Micro::kernel`] checks every index the loop will read or
 //! write before entering the unsafe code.
 
-use super::{Activation, Fused, FusedC, Micro, Tail, block_fits, finish};
+use super::{Activation, Fused, FusedC, Isa, Micro, Tail, block_fits, finish};
 use core::arch::aarch64::{
     float32x4_t, vaddq_f32, vaddvq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_f32,
     vfmaq_n_f32, vld1q_f32, vld2q_f32, vmulq_n_f32, vst1q_f32,
@@ -34,12 +36,11 @@ pub(crate) struct Neon {
 }
 
 impl Neon {
-    /// Always `Some`: this module is compiled only where NEON is a target
-    /// feature. The `Option` keeps the dispatch the same shape as the
-    /// run-time detected kernels'.
+    /// `Some` unless the ISA cap is [`Isa::Portable`]: this module is
+    /// compiled only where NEON is a target feature, so the CPU has it.
     #[inline(always)]
     pub(crate) fn detect() -> Option<Neon> {
-        Some(Neon { _private: () })
+        (super::max_isa() > Isa::Portable).then_some(Neon { _private: () })
     }
 }
 
@@ -510,6 +511,7 @@ mod tests {
     /// lengths: the checks run before any unsafe read or write.
     #[test]
     fn short_operands_write_nothing() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let a = [1.0f32; 20];
         let b = [1.0f32; 12 * 4];
         let rows = [0usize, 4, 8, 12, 16, 16, 16, 16];
@@ -525,20 +527,7 @@ mod tests {
         ] {
             let mut d = [7.0f32; 8 * 12];
             let ok = kc == 4 && cs == 1 && blen == 48 && dlen == 96 && ldb == 12;
-            Neon::detect().unwrap().kernel(
-                kc,
-                &a,
-                &rows,
-                cs,
-                &b[..blen],
-                ldb,
-                &mut d[..dlen],
-                12,
-                8,
-                12,
-                false,
-                tail,
-            );
+            cpu.kernel(kc, &a, &rows, cs, &b[..blen], ldb, &mut d[..dlen], 12, 8, 12, false, tail);
             assert_eq!(d.iter().all(|&v| v == 7.0), !ok, "kc {kc} cs {cs} b {blen} d {dlen}");
         }
     }
@@ -548,6 +537,7 @@ mod tests {
     /// `ncols` columns and read nothing past them.
     #[test]
     fn partial_tiles_stop_at_the_last_column() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let mut a = [0.0f32; 8 * 5];
         for (i, v) in a.iter_mut().enumerate() {
             *v = (i % 7) as f32 - 3.0;
@@ -565,7 +555,7 @@ mod tests {
                 let len = (nrows - 1) * ldd + ncols;
                 for load in [false, true] {
                     let mut d = [1.5f32; 8 * 13];
-                    Neon::detect().unwrap().kernel(
+                    cpu.kernel(
                         5,
                         &a,
                         &rows,
@@ -602,6 +592,7 @@ mod tests {
     /// columns.
     #[test]
     fn dots_match_plain_sums() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let mut a = [0.0f32; 40];
         let mut b = [0.0f32; 9 * 43];
         for (i, v) in a.iter_mut().enumerate() {
@@ -615,7 +606,7 @@ mod tests {
                 let cs = k + 3;
                 let len = (n - 1) * cs + k;
                 let mut out = [f32::NAN; 9];
-                Neon::detect().unwrap().dots(&a[..k], &b[..len], cs, &mut out[..n]);
+                cpu.dots(&a[..k], &b[..len], cs, &mut out[..n]);
                 for (j, &g) in out.iter().enumerate() {
                     if j >= n {
                         assert!(g.is_nan(), "k {k} n {n}: wrote {j}");
@@ -641,6 +632,7 @@ mod tests {
     /// every activation, values of both signs.
     #[test]
     fn depthwise_plane_matches_plain_taps() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         use crate::simd::Geom2d;
         let mut x = [0.0f32; 7 * 40];
         let mut wk = [0.0f32; 25];
@@ -675,7 +667,7 @@ mod tests {
                                 let bias = 0.375 - (case % 3) as f32;
                                 let mut y = [f32::NAN; 1024];
                                 let ok = depthwise_plane(
-                                    Neon::detect().unwrap(),
+                                    cpu,
                                     &g,
                                     &x[..h * w],
                                     &wk[..kh * kw],
@@ -728,7 +720,6 @@ mod tests {
             pl: 0,
         };
         let mut y = [f32::NAN; 12];
-        let cpu = Neon::detect().unwrap();
         assert!(!depthwise_plane(cpu, &g, &x[..40], &wk[..3], 0.0, Activation::None, &mut y));
         let g2 = Geom2d { sx: 1, ow: 18, ..g };
         let mut y2 = [f32::NAN; 36];

@@ -537,14 +537,14 @@ mod tests {
 
     #[test]
     fn avx512_matches_the_exact_functions() {
-        let Some(cpu) = Avx512::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx512() else { return };
         // SAFETY: `cpu` proves AVX-512F.
         check_loop(|f, rows| unsafe { map512(cpu, f, rows) });
     }
 
     #[test]
     fn avx2_matches_the_exact_functions() {
-        let Some(cpu) = Avx2::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx2() else { return };
         // SAFETY: `cpu` proves AVX2 and FMA.
         check_loop(|f, rows| unsafe { map256(cpu, f, rows) });
     }
