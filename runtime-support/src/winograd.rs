@@ -188,6 +188,7 @@ impl Plane {
     /// columns outside the row are left as they are (zero).
     #[inline(always)]
     fn split_row(&self, row: &[f32], tx0: usize, len: usize, e: &mut [f32], o: &mut [f32]) {
+        debug_assert!(e.len() >= len && o.len() >= len, "split_row: {len} pairs of columns");
         let first = 2 * tx0;
         let (w, left) = (row.len(), self.left);
         // Columns j whose pair lies inside the row: first + 2j >= left and

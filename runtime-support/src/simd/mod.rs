@@ -269,7 +269,8 @@ pub(crate) trait Micro: Copy {
     /// the `nrows x ncols` sums go to `dst[r * ldd + c]`, which holds the
     /// starting sums when `load` (zero otherwise); with a `tail`, the
     /// final sums go through its epilogue on the way. Implementations check
-    /// these bounds and do nothing when they do not hold.
+    /// these bounds: one that does not hold is the caller's bug, a panic in
+    /// debug builds, nothing done in release builds.
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         self,
@@ -616,6 +617,7 @@ impl<const NR: usize> Micro for Portable<NR> {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        debug_assert_eq!(ldb, NR, "portable tile: B a packed strip {NR} wide");
         if ldb != NR {
             return;
         }
@@ -668,7 +670,8 @@ pub(crate) type PortableKernel = Portable<4>;
 pub(crate) trait PackB {
     /// Writes `B(p0 + p, j0 + c)` to `out[p * stride + c]` for `p < kc`,
     /// `c < nr`, and zero for `nr <= c < stride`. `out` has `kc * stride`
-    /// entries; the caller keeps `p0 + kc` and `j0 + nr` within B.
+    /// entries and `nr <= stride` ([`debug_check_pack`]); the caller keeps
+    /// `p0 + kc` and `j0 + nr` within B.
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]);
 
     /// B's storage and row stride when its rows are contiguous (`B(p, j)`
@@ -693,6 +696,17 @@ pub(crate) trait PackB {
     }
 }
 
+/// [`PackB::pack`]'s bounds on `out` (panics in debug builds when they do
+/// not hold; a packer then writes what fits).
+#[inline(always)]
+pub(crate) fn debug_check_pack(kc: usize, nr: usize, stride: usize, out: &[f32]) {
+    debug_assert!(
+        nr <= stride && kc.checked_mul(stride).is_some_and(|v| v <= out.len()),
+        "PackB::pack: {kc} rows of {nr} columns, {stride} apart, in {} floats",
+        out.len()
+    );
+}
+
 /// The width of the strips a constant B is laid out in ahead of time
 /// ([`crate::gemm::pack_b_strips`]): the AVX-512 kernel's tile width.
 pub const STRIP: usize = 32;
@@ -708,6 +722,7 @@ pub(crate) struct StripsB<'a> {
 impl PackB for StripsB<'_> {
     #[inline]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        debug_check_pack(kc, nr, stride, out);
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {
             let (head, tail) = row.split_at_mut(nr.min(stride));
             let row_off = (p0 + p) * STRIP;
@@ -763,6 +778,7 @@ impl PackB for DenseB<'_> {
     // Inlined into the product driver, so the copies take its vector width.
     #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        debug_check_pack(kc, nr, stride, out);
         if self.rs == 1 && self.cs != 1 && nr <= stride {
             // A transposed B (attention's K): each column is contiguous,
             // read once instead of one element per row.
@@ -1398,7 +1414,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 let (blk, ldb, step) = match direct {
                     Some((data, rs)) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs, nr),
-                        None => return,
+                        None => {
+                            debug_assert!(false, "product: B short of row {pc}, column {jc}");
+                            return;
+                        }
                     },
                     None => {
                         let buf = strip.get(nstrips * kc * nr);
@@ -1418,8 +1437,12 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     }
                     for s in 0..nstrips {
                         let j = jc + s * nr;
-                        let Some(bs) = blk.get(s * step..) else { return };
-                        let Some(dst) = y.get_mut(ir * ldy + j..) else { return };
+                        let (Some(bs), Some(dst)) =
+                            (blk.get(s * step..), y.get_mut(ir * ldy + j..))
+                        else {
+                            debug_assert!(false, "product: B or Y short of tile ({ir}, {j})");
+                            return;
+                        };
                         let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: j });
                         let ncols = nr.min(n - j);
                         let t = TileB { b: bs, ldb };
@@ -1446,7 +1469,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                     (Some(s), _) => (s, nr),
                     (None, Some((data, rs))) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
-                        None => return,
+                        None => {
+                            debug_assert!(false, "product: B short of row {pc}, column {jc}");
+                            return;
+                        }
                     },
                     (None, None) => {
                         let buf = strip.get(kc * nr);
@@ -1470,7 +1496,10 @@ fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         // Rows past the end repeat the last one; their sums are dropped.
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
-                    let Some(dst) = y.get_mut(ir * ldy + jc..) else { return };
+                    let Some(dst) = y.get_mut(ir * ldy + jc..) else {
+                        debug_assert!(false, "product: Y short of tile ({ir}, {jc})");
+                        return;
+                    };
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
                     let t = TileB { b: buf, ldb };
                     tile(kern, kc, a, rows, t, dst, ldy, nrows, ncols, !first, tail);
@@ -1542,7 +1571,10 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                 let (blk, ldb): (&[f32], usize) = match in_place {
                     Some((data, rs)) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
-                        None => return,
+                        None => {
+                            debug_assert!(false, "product: B short of row {pc}, column {jc}");
+                            return;
+                        }
                     },
                     None => {
                         let buf = strip.get(kc * cw);
@@ -1584,6 +1616,11 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                         let w = w.min(cw - j);
                         let (Some(bw), Some(dst)) = (blk.get(j..), y.get_mut(ir * ldy + jc + j..))
                         else {
+                            debug_assert!(
+                                false,
+                                "product: B or Y short of tile ({ir}, {})",
+                                jc + j
+                            );
                             return;
                         };
                         let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc + j });
@@ -1605,6 +1642,7 @@ fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: usize>(
                             }
                             for jt in (0..w).step_by(nr) {
                                 let (Some(bt), Some(dt)) = (bw.get(jt..), dst.get_mut(jt..)) else {
+                                    debug_assert!(false, "product: B or Y short of a wide tile");
                                     return;
                                 };
                                 let tail = tail.map(|t| Tail { j0: t.j0 + jt, ..t });
@@ -2389,6 +2427,14 @@ pub(crate) mod tests {
         false
     }
 
+    /// Runs `f`, a kernel call whose bounds do not hold: its
+    /// `debug_assert!` stops it in debug builds; in release builds it
+    /// returns (having written nothing, which the test then checks).
+    pub(crate) fn out_of_bounds(f: impl FnOnce()) {
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+        assert_eq!(stopped, cfg!(debug_assertions), "a call out of bounds stopped: {stopped}");
+    }
+
     /// [`can_run`] on the extension `token` proves, passing it on.
     pub(crate) fn needs<T>(need: Need, token: Option<T>) -> Option<T> {
         can_run(need, token.is_some()).then_some(token).flatten()
@@ -2875,7 +2921,7 @@ pub(crate) mod tests {
         assert_eq!(r, Err(crate::Error::ShapeMismatch));
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(f) = fast {
-            f.strips_row(&a[..4], &b[..STRIP * 4], &mut y);
+            out_of_bounds(|| f.strips_row(&a[..4], &b[..STRIP * 4], &mut y));
             assert_eq!(y, [7.0; 33]);
         }
     }

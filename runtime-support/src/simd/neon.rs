@@ -71,16 +71,31 @@ impl Micro for Neon {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        debug_assert_eq!(rows.len(), MR, "NEON tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
-        if kc == 0 || nrows == 0 || ncols == 0 || ldb != NR {
+        if nrows == 0 || ncols == 0 {
             return;
         }
-        if kc.checked_mul(NR).is_none_or(|v| v > b.len()) || !block_fits(dst, ldd, nrows, ncols) {
+        let fits = kc > 0
+            && ldb == NR
+            && kc.checked_mul(NR).is_some_and(|v| v <= b.len())
+            && block_fits(dst, ldd, nrows, ncols);
+        debug_assert!(
+            fits,
+            "NEON tile: kc {kc} > 0 steps of a packed B ({ldb} wide, {} floats), {nrows}x{ncols} \
+             rows {ldd} apart within {}",
+            b.len(),
+            dst.len()
+        );
+        if !fits {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };
-        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+        let a_fits =
+            rows[..nrows].iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        debug_assert!(a_fits, "NEON tile: A rows + (kc - 1) * {cs} within {}", a.len());
+        if !a_fits {
             return;
         }
         // A residual or a smooth activation: finished in memory.
@@ -262,13 +277,15 @@ fn activate(x: float32x4_t, act: Activation) -> float32x4_t {
 impl Neon {
     /// `out[j] = sum_p a[p] * b[j * cs + p]`: four columns at a time, each
     /// summed in eight lanes (a different summation order from the exact
-    /// kernel). Does nothing when a column would run past `b`.
+    /// kernel). Every column lies within `b` (the caller's bound: a panic
+    /// in debug builds, nothing done in release builds).
     pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
         let (k, n) = (a.len(), out.len());
         if k == 0 || n == 0 {
             return;
         }
         let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        debug_assert!(last.is_some_and(|v| v <= b.len()), "dots: {n} columns of {k}, {cs} apart");
         if last.is_none_or(|v| v > b.len()) {
             return;
         }
@@ -508,7 +525,8 @@ mod tests {
     use crate::simd::{Epilogue, Tail};
 
     /// A tile whose operands are too short is left alone, whatever the
-    /// lengths: the checks run before any unsafe read or write.
+    /// lengths: the checks run before any unsafe read or write (and stop
+    /// the test's calls in debug builds).
     #[test]
     fn short_operands_write_nothing() {
         let Some(cpu) = crate::simd::tests::neon() else { return };
@@ -527,7 +545,15 @@ mod tests {
         ] {
             let mut d = [7.0f32; 8 * 12];
             let ok = kc == 4 && cs == 1 && blen == 48 && dlen == 96 && ldb == 12;
-            cpu.kernel(kc, &a, &rows, cs, &b[..blen], ldb, &mut d[..dlen], 12, 8, 12, false, tail);
+            let mut call = || {
+                let (b, d) = (&b[..blen], &mut d[..dlen]);
+                cpu.kernel(kc, &a, &rows, cs, b, ldb, d, 12, 8, 12, false, tail)
+            };
+            if ok {
+                call()
+            } else {
+                crate::simd::tests::out_of_bounds(call)
+            }
             assert_eq!(d.iter().all(|&v| v == 7.0), !ok, "kc {kc} cs {cs} b {blen} d {dlen}");
         }
     }
@@ -620,7 +646,8 @@ mod tests {
                 }
                 // One element short: nothing is written.
                 let mut out = [f32::NAN; 9];
-                Neon::detect().unwrap().dots(&a[..k], &b[..len - 1], cs, &mut out[..n]);
+                let short = || cpu.dots(&a[..k], &b[..len - 1], cs, &mut out[..n]);
+                crate::simd::tests::out_of_bounds(short);
                 assert!(out.iter().all(|v| v.is_nan()));
             }
         }
