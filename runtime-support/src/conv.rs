@@ -212,6 +212,7 @@ struct Im2col<'a> {
 impl PackB for Im2col<'_> {
     #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        simd::debug_check_pack(kc, nr, stride, out);
         // The strip's columns split into runs on one output row each:
         // (first column, length, output row, first output column).
         const MAX_RUNS: usize = 16;
@@ -552,6 +553,7 @@ impl Subsample<'_> {
 impl PackB for Subsample<'_> {
     #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
+        simd::debug_check_pack(kc, nr, stride, out);
         let nr = nr.min(stride);
         if self.ow == 0 {
             out.fill(0.0);

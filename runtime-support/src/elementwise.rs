@@ -507,6 +507,7 @@ fn zip2_rows<A: Copy, B: Copy, U>(
     let outer = &p.shape[..rank - 1];
     let strides = [&p.strides[0][..rank - 1], &p.strides[1][..rank - 1], &out_strides[..rank - 1]];
     walk(outer, strides, [0, 0, 0], |[i, j, o]| {
+        debug_assert!(o + len <= out.len(), "zip2 row at {o}: {len} outputs past {}", out.len());
         let Some(dst) = out.get_mut(o..o + len) else { return };
         match (sa, sb) {
             (1, 1) => {

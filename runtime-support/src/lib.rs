@@ -23,8 +23,10 @@
 //! - [`elementwise`]: unary maps (in- and out-of-place), broadcasting binary
 //!   ops, comparisons, logic, bit shifts and `Where`.
 //! - [`gemm`]: Gemm and batched, broadcasting MatMul.
-//! - [`simd`]: the blocked SGEMM driver and micro-kernels (AVX2+FMA detected
-//!   at run time with the `std` feature, portable otherwise), activations.
+//! - [`simd`]: the blocked SGEMM driver and micro-kernels (AVX-512 or
+//!   AVX2+FMA detected at run time, NEON on aarch64, portable otherwise;
+//!   capped by [`simd::set_max_isa`] or, with `std`, the environment
+//!   variable `ONNX_CODEGEN_MAX_ISA`), activations.
 //! - [`conv`]: N-d convolution with groups, strides, dilations, pads, bias.
 //! - [`pool`]: N-d max / average / Lp pooling and their global forms.
 //! - [`norm`]: batch (inference), layer, instance and Lp normalisation.

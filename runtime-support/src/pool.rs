@@ -392,9 +392,16 @@ fn max_pool_2d_separable<T: Num>(g: &Geom2, in_size: usize, out_size: usize, x: 
                 let (c0, _) = in_cols(first);
                 let c1 = in_cols(last).1.max(c0);
                 let width = c1 - c0;
+                debug_assert!(width <= buf.len(), "max pool: {width} columns per pass");
                 let Some(acc) = buf.get_mut(..width) else { return };
                 let row_at =
                     |r: usize| xp.get((rows.start + r) * g.w + c0..).and_then(|v| v.get(..width));
+                debug_assert!(
+                    row_at(nrows - 1).is_some(),
+                    "max pool: input rows {}..{} of a {in_size}-float plane",
+                    rows.start,
+                    rows.start + nrows
+                );
                 let Some(top) = row_at(0) else { return };
                 acc.copy_from_slice(top);
                 for r in 1..nrows {

@@ -94,7 +94,9 @@ pub(crate) fn walk<const K: usize>(
     mut f: impl FnMut([usize; K]),
 ) {
     let rank = shape.len();
-    // Callers check the rank with `check_strided`; an unchecked one walks nothing.
+    // Callers check the rank with `check_strided`; an unchecked one walks
+    // nothing (a panic in debug builds).
+    debug_assert!(rank <= MAX_RANK, "walk: rank {rank} above {MAX_RANK}");
     if shape.contains(&0) || rank > MAX_RANK {
         return;
     }

@@ -63,12 +63,28 @@ impl Micro for Avx2 {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        debug_assert_eq!(rows.len(), MR, "AVX2 tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
-        if kc == 0 || nrows == 0 || ncols == 0 || ldd == 0 || ldb != NR || b.len() < kc * NR {
+        if nrows == 0 || ncols == 0 {
+            return;
+        }
+        let b_fits = kc > 0 && ldd > 0 && ldb == NR && b.len() >= kc * NR;
+        debug_assert!(
+            b_fits,
+            "AVX2 tile: kc {kc} and ldd {ldd} above 0, B a packed strip ({ldb} wide, {} floats)",
+            b.len()
+        );
+        if !b_fits {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };
-        if rows.iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+        let a_fits = rows.iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        debug_assert!(
+            a_fits,
+            "AVX2 tile: A rows {rows:?} + (kc - 1) * {cs} within A's {} floats",
+            a.len()
+        );
+        if !a_fits {
             return;
         }
         if nrows >= MR && ncols >= NR && block_fits(dst, ldd, MR, NR) {
@@ -85,7 +101,13 @@ impl Micro for Avx2 {
         }
         // An edge tile: the sums go through a full tile on the stack.
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
-        if !block_fits(dst, ldd, nrows, ncols) {
+        let d_fits = block_fits(dst, ldd, nrows, ncols);
+        debug_assert!(
+            d_fits,
+            "AVX2 tile: {nrows}x{ncols} rows {ldd} apart within Y's {} floats",
+            dst.len()
+        );
+        if !d_fits {
             return;
         }
         let mut tile = [0.0f32; MR * NR];
@@ -181,6 +203,11 @@ impl Avx2 {
 fn axpy_rows_avx2(a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
     let n = acc.len();
     for (p, &av) in a.iter().enumerate() {
+        debug_assert!(
+            p * rs + n <= b.len(),
+            "axpy_rows: B's row {p} ({rs} apart) within its {} floats",
+            b.len()
+        );
         let Some(row) = b.get(p * rs..p * rs + n) else { return };
         for (y, &bv) in acc.iter_mut().zip(row) {
             *y += av * bv;
@@ -192,6 +219,11 @@ fn axpy_rows_avx2(a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
 fn dots_avx2(a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
     let k = a.len();
     for (j, o) in out.iter_mut().enumerate() {
+        debug_assert!(
+            j * cs + k <= b.len(),
+            "dots: B's column {j} ({cs} apart) within its {} floats",
+            b.len()
+        );
         let Some(col) = b.get(j * cs..j * cs + k) else { return };
         let mut lanes = [0.0f32; 16];
         let (ac, at) = (a.chunks_exact(16), a.len() / 16 * 16);

@@ -105,18 +105,33 @@ impl Micro for Avx512 {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        debug_assert_eq!(rows.len(), MR, "AVX-512 tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
+        if nrows == 0 || ncols == 0 {
+            return;
+        }
         let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
-        if kc == 0 || ncols == 0 || b_need.is_none_or(|v| v > b.len()) {
+        let b_fits = kc > 0 && b_need.is_some_and(|v| v <= b.len());
+        debug_assert!(b_fits, "AVX-512 tile: kc {kc} > 0 rows of B, {ldb} apart, in {}", b.len());
+        if !b_fits {
             return;
         }
         let src = Strided { b: b.as_ptr(), ldb };
         // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
         // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
-        unsafe {
+        let done = unsafe {
             self.run(kc, a, rows, cs, src, dst, ldd, nrows, Runs::cols(ncols), false, load, tail)
         };
+        // Columns in one or two contiguous runs, no extra column: `run`
+        // refuses only A rows or a destination out of bounds.
+        debug_assert!(
+            done,
+            "AVX-512 tile: A rows {rows:?} + (kc - 1) * {cs} within {}, {nrows}x{ncols} rows {ldd} \
+             apart within {}",
+            a.len(),
+            dst.len()
+        );
     }
 
     const WIDE: usize = WIDE;
@@ -857,13 +872,15 @@ fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
 impl Avx512 {
     /// `out[j] = sum_p a[p] * b[j * cs + p]`: eight columns at a time, each
     /// summed in sixteen lanes (a different summation order from the exact
-    /// kernel). Does nothing when a column would run past `b`.
+    /// kernel). Every column lies within `b` (the caller's bound: a panic
+    /// in debug builds, nothing done in release builds).
     pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
         let (k, n) = (a.len(), out.len());
         if k == 0 || n == 0 {
             return;
         }
         let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        debug_assert!(last.is_some_and(|v| v <= b.len()), "dots: {n} columns of {k}, {cs} apart");
         if last.is_none_or(|v| v > b.len()) {
             return;
         }
@@ -931,12 +948,20 @@ impl Avx512 {
     /// [`super::STRIP`] columns (`strips[s * STRIP * k + p * STRIP + c]` is
     /// `B(p, s * STRIP + c)`, `k = a.len()`). Each sum is a chain of fused
     /// multiply-adds in ascending `p`, starting from zero. Four strips are
-    /// read at once, as four streams. Does nothing when the strips are
-    /// shorter than `y` needs.
+    /// read at once, as four streams. The strips cover `y` (the caller's
+    /// bound: a panic in debug builds, nothing done in release builds).
     pub(crate) fn strips_row(self, a: &[f32], strips: &[f32], y: &mut [f32]) {
         let (k, n) = (a.len(), y.len());
         let need = n.div_ceil(NR).checked_mul(NR * k);
-        if n == 0 || need.is_none_or(|v| v > strips.len()) {
+        if n == 0 {
+            return;
+        }
+        debug_assert!(
+            need.is_some_and(|v| v <= strips.len()),
+            "strips_row: {n} columns of {k} steps in {} floats of strips",
+            strips.len()
+        );
+        if need.is_none_or(|v| v > strips.len()) {
             return;
         }
         if k == 0 {

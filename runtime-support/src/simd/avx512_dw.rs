@@ -153,12 +153,15 @@ struct Job<'a> {
 
 impl Job<'_> {
     /// The kernel and bias of each plane in turn (channel `p % channels`
-    /// for plane `p`, counted without a division).
+    /// for plane `p`, counted without a division). [`depthwise`] checked
+    /// the weights' length: a kernel cut short (the loops then stop) is a
+    /// bug, a panic in debug builds.
     #[inline(always)]
     fn kernels(&self) -> impl Iterator<Item = (&[f32], f32)> + '_ {
         let ks = self.g.kh * self.g.kw;
         let mut c = 0;
         (0..self.planes).map(move |_| {
+            debug_assert!((c + 1) * ks <= self.w.len(), "depthwise: channel {c}'s {ks} taps");
             let wk = self.w.get(c * ks..(c + 1) * ks).unwrap_or(&[]);
             let b = self.bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0);
             c += 1;

@@ -204,6 +204,7 @@ fn rows_of<const SX: usize>(
             for (b, block) in wts.chunks_exact(s.k * L).enumerate() {
                 let ch = L.min(s.m - b * L);
                 let at = b * L * ohw + oy * g.ow + ox0;
+                debug_assert!(at <= y.len(), "stem: Y short of channel block {b}, row {oy}");
                 let Some(dst) = y.get_mut(at..) else { return };
                 let bias = bias.map(|v| &v[b * L..b * L + L]);
                 let epi = (bias, act, smooth);
@@ -235,13 +236,23 @@ fn tile<const SX: usize>(
     let (kw, dx) = (s.g.kw, s.g.dx);
     let reach = (s.rows - 1) * s.lx + off + (P - 1) * SX + (kw - 1) * dx;
     let last = (ch.max(1) - 1) * ldd + np;
-    if reach >= band.len()
-        || wts.len() < s.k * L
-        || bias.is_some_and(|b| b.len() < L)
-        || ch == 0
-        || np == 0
-        || last > dst.len()
-    {
+    if ch == 0 || np == 0 {
+        return;
+    }
+    let fits = reach < band.len()
+        && wts.len() >= s.k * L
+        && bias.is_none_or(|b| b.len() >= L)
+        && last <= dst.len();
+    debug_assert!(
+        fits,
+        "stem tile: staged rows reach {reach} of {}, {} weights for {} taps, {ch}x{np} outputs \
+         {ldd} apart in {}",
+        band.len(),
+        wts.len(),
+        s.k,
+        dst.len()
+    );
+    if !fits {
         return;
     }
     let bias = bias.map(|b| b.as_ptr());
@@ -533,7 +544,7 @@ mod tests {
 
     #[test]
     fn stems_match_the_staged_kernel_and_the_exact_conv() {
-        let Some(cpu) = Avx512::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx512() else { return };
         let mut seed = 0x2545_f491;
         let cases: &[Case] = &[
             // The models' stems (narrower): MobileNet's 3x3 stride 2,
@@ -586,7 +597,7 @@ mod tests {
 
     #[test]
     fn transpose_swaps_rows_and_lanes() {
-        let Some(cpu) = Avx512::detect() else { return };
+        let Some(cpu) = crate::simd::tests::avx512() else { return };
         let got = cpu.within(|| {
             let rows: [__m512; 16] = core::array::from_fn(|i| {
                 let vals: [f32; 16] = core::array::from_fn(|j| (i * 16 + j) as f32);

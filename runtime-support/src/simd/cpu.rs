@@ -5,8 +5,10 @@
 //!
 //! An extension counts only when the CPU reports it and the operating
 //! system saves its registers (XCR0): the vector state of a kernel that
-//! never enabled AVX would not survive a context switch.
+//! never enabled AVX would not survive a context switch. The kernels see
+//! it only under the ISA cap ([`super::set_max_isa`]).
 
+use super::Isa;
 use core::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -24,9 +26,22 @@ const PROBED: u8 = 0x80;
 
 static FEATURES: AtomicU8 = AtomicU8::new(0);
 
-/// The extensions this CPU and OS support, probed once and then cached.
+/// The extensions the kernels may use: those this CPU and OS support
+/// ([`supported`]) up to the ISA cap ([`super::max_isa`]). Hints about an
+/// extension ([`SPLIT512`]) go with it.
 #[inline]
 pub(crate) fn features() -> u8 {
+    let allowed = match super::max_isa() {
+        Isa::Portable => 0,
+        Isa::Avx2 => AVX2_FMA,
+        Isa::Avx512 => AVX2_FMA | AVX512F | SPLIT512,
+    };
+    supported() & allowed
+}
+
+/// The extensions this CPU and OS support, probed once and then cached.
+#[inline]
+fn supported() -> u8 {
     let f = FEATURES.load(Ordering::Relaxed);
     if f & PROBED != 0 {
         return f;
@@ -98,10 +113,15 @@ mod tests {
         let std_avx2 =
             std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
         let std_avx512 = std_avx2 && std::is_x86_feature_detected!("avx512f");
-        let f = features();
+        let f = supported();
         assert_eq!(f & AVX2_FMA != 0, std_avx2);
         assert_eq!(f & AVX512F != 0, std_avx512);
         // Cached: the same answer again.
-        assert_eq!(features(), f);
+        assert_eq!(supported(), f);
+        // What the kernels see: no more than the CPU and the cap allow.
+        let seen = features();
+        assert_eq!(seen & !f, 0);
+        assert_eq!(seen & AVX2_FMA != 0, std_avx2 && super::super::max_isa() >= Isa::Avx2);
+        assert_eq!(seen & AVX512F != 0, std_avx512 && super::super::max_isa() >= Isa::Avx512);
     }
 }

@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn avx512_depthwise_matches_exact_conv() {
-        if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+        if let Some(cpu) = crate::simd::tests::avx512() {
             // Blocks of 30 outputs: a block of one channel when planes are
             // larger, so every block boundary is crossed.
             let taken = sweep(&|g, c, x, w, b, a, y| {
@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn avx512_depthwise_on_large_planes() {
-        if let Some(cpu) = crate::simd::avx512::Avx512::detect() {
+        if let Some(cpu) = crate::simd::tests::avx512() {
             let taken = large(&|g, c, x, w, b, a, y| {
                 by_blocks(g, c, x, w, b, a.1, BLOCK, y, |c, x, w, b, y| {
                     crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn avx2_depthwise_matches_exact_conv() {
-        if let Some(cpu) = crate::simd::avx2::Avx2::detect() {
+        if let Some(cpu) = crate::simd::tests::avx2() {
             let taken = sweep(&|g, c, x, w, b, a, y| {
                 plane_by_plane(g, c, x, w, b, a.0, a.1, y, |g, xp, wk, bv, act, yp| {
                     crate::simd::avx2_dw::depthwise_plane(cpu, g, xp, wk, bv, act, yp)

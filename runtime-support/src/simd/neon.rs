@@ -5,9 +5,11 @@
 //!
 //! NEON is part of every aarch64 target this module is compiled for (the
 //! `mod` line asks for `target_feature = "neon"` at compile time), so there
-//! is no run-time detection. The kernel is instantiated for every row count
-//! 1..=8 (no dropped rows on short products). B is always a packed strip,
-//! zero past the last column, so the sums of a partial strip need no mask:
+//! is no run-time detection: [`Neon::detect`] consults only the ISA cap
+//! (`Isa::Portable` turns the kernel off). The kernel is instantiated for
+//! every row count 1..=8 (no dropped rows on short products). B is always
+//! a packed strip, zero past the last column, so the sums of a partial
+//! strip need no mask:
 //! only the loads and stores of the destination stop at the last column,
 //! through a small stack buffer for the last partial vector of a row.
 //!
@@ -20,7 +22,7 @@
 //! feature; [`Micro::kernel`] checks every index the loop will read or
 //! write before entering the unsafe code.
 
-use super::{Activation, Fused, FusedC, Micro, Tail, block_fits, finish};
+use super::{Activation, Fused, FusedC, Isa, Micro, Tail, block_fits, finish};
 use core::arch::aarch64::{
     float32x4_t, vaddq_f32, vaddvq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_f32,
     vfmaq_n_f32, vld1q_f32, vld2q_f32, vmulq_n_f32, vst1q_f32,
@@ -34,12 +36,11 @@ pub(crate) struct Neon {
 }
 
 impl Neon {
-    /// Always `Some`: this module is compiled only where NEON is a target
-    /// feature. The `Option` keeps the dispatch the same shape as the
-    /// run-time detected kernels'.
+    /// `Some` unless the ISA cap is [`Isa::Portable`]: this module is
+    /// compiled only where NEON is a target feature, so the CPU has it.
     #[inline(always)]
     pub(crate) fn detect() -> Option<Neon> {
-        Some(Neon { _private: () })
+        (super::max_isa() > Isa::Portable).then_some(Neon { _private: () })
     }
 }
 
@@ -70,16 +71,31 @@ impl Micro for Neon {
         load: bool,
         tail: Option<Tail<'_>>,
     ) {
+        debug_assert_eq!(rows.len(), MR, "NEON tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
-        if kc == 0 || nrows == 0 || ncols == 0 || ldb != NR {
+        if nrows == 0 || ncols == 0 {
             return;
         }
-        if kc.checked_mul(NR).is_none_or(|v| v > b.len()) || !block_fits(dst, ldd, nrows, ncols) {
+        let fits = kc > 0
+            && ldb == NR
+            && kc.checked_mul(NR).is_some_and(|v| v <= b.len())
+            && block_fits(dst, ldd, nrows, ncols);
+        debug_assert!(
+            fits,
+            "NEON tile: kc {kc} > 0 steps of a packed B ({ldb} wide, {} floats), {nrows}x{ncols} \
+             rows {ldd} apart within {}",
+            b.len(),
+            dst.len()
+        );
+        if !fits {
             return;
         }
         let Some(span) = (kc - 1).checked_mul(cs) else { return };
-        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+        let a_fits =
+            rows[..nrows].iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        debug_assert!(a_fits, "NEON tile: A rows + (kc - 1) * {cs} within {}", a.len());
+        if !a_fits {
             return;
         }
         // A residual or a smooth activation: finished in memory.
@@ -261,13 +277,15 @@ fn activate(x: float32x4_t, act: Activation) -> float32x4_t {
 impl Neon {
     /// `out[j] = sum_p a[p] * b[j * cs + p]`: four columns at a time, each
     /// summed in eight lanes (a different summation order from the exact
-    /// kernel). Does nothing when a column would run past `b`.
+    /// kernel). Every column lies within `b` (the caller's bound: a panic
+    /// in debug builds, nothing done in release builds).
     pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
         let (k, n) = (a.len(), out.len());
         if k == 0 || n == 0 {
             return;
         }
         let last = (n - 1).checked_mul(cs).and_then(|v| v.checked_add(k));
+        debug_assert!(last.is_some_and(|v| v <= b.len()), "dots: {n} columns of {k}, {cs} apart");
         if last.is_none_or(|v| v > b.len()) {
             return;
         }
@@ -507,9 +525,11 @@ mod tests {
     use crate::simd::{Epilogue, Tail};
 
     /// A tile whose operands are too short is left alone, whatever the
-    /// lengths: the checks run before any unsafe read or write.
+    /// lengths: the checks run before any unsafe read or write (and stop
+    /// the test's calls in debug builds).
     #[test]
     fn short_operands_write_nothing() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let a = [1.0f32; 20];
         let b = [1.0f32; 12 * 4];
         let rows = [0usize, 4, 8, 12, 16, 16, 16, 16];
@@ -525,20 +545,15 @@ mod tests {
         ] {
             let mut d = [7.0f32; 8 * 12];
             let ok = kc == 4 && cs == 1 && blen == 48 && dlen == 96 && ldb == 12;
-            Neon::detect().unwrap().kernel(
-                kc,
-                &a,
-                &rows,
-                cs,
-                &b[..blen],
-                ldb,
-                &mut d[..dlen],
-                12,
-                8,
-                12,
-                false,
-                tail,
-            );
+            let mut call = || {
+                let (b, d) = (&b[..blen], &mut d[..dlen]);
+                cpu.kernel(kc, &a, &rows, cs, b, ldb, d, 12, 8, 12, false, tail)
+            };
+            if ok {
+                call()
+            } else {
+                crate::simd::tests::out_of_bounds(call)
+            }
             assert_eq!(d.iter().all(|&v| v == 7.0), !ok, "kc {kc} cs {cs} b {blen} d {dlen}");
         }
     }
@@ -548,6 +563,7 @@ mod tests {
     /// `ncols` columns and read nothing past them.
     #[test]
     fn partial_tiles_stop_at_the_last_column() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let mut a = [0.0f32; 8 * 5];
         for (i, v) in a.iter_mut().enumerate() {
             *v = (i % 7) as f32 - 3.0;
@@ -565,7 +581,7 @@ mod tests {
                 let len = (nrows - 1) * ldd + ncols;
                 for load in [false, true] {
                     let mut d = [1.5f32; 8 * 13];
-                    Neon::detect().unwrap().kernel(
+                    cpu.kernel(
                         5,
                         &a,
                         &rows,
@@ -602,6 +618,7 @@ mod tests {
     /// columns.
     #[test]
     fn dots_match_plain_sums() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         let mut a = [0.0f32; 40];
         let mut b = [0.0f32; 9 * 43];
         for (i, v) in a.iter_mut().enumerate() {
@@ -615,7 +632,7 @@ mod tests {
                 let cs = k + 3;
                 let len = (n - 1) * cs + k;
                 let mut out = [f32::NAN; 9];
-                Neon::detect().unwrap().dots(&a[..k], &b[..len], cs, &mut out[..n]);
+                cpu.dots(&a[..k], &b[..len], cs, &mut out[..n]);
                 for (j, &g) in out.iter().enumerate() {
                     if j >= n {
                         assert!(g.is_nan(), "k {k} n {n}: wrote {j}");
@@ -629,7 +646,8 @@ mod tests {
                 }
                 // One element short: nothing is written.
                 let mut out = [f32::NAN; 9];
-                Neon::detect().unwrap().dots(&a[..k], &b[..len - 1], cs, &mut out[..n]);
+                let short = || cpu.dots(&a[..k], &b[..len - 1], cs, &mut out[..n]);
+                crate::simd::tests::out_of_bounds(short);
                 assert!(out.iter().all(|v| v.is_nan()));
             }
         }
@@ -641,6 +659,7 @@ mod tests {
     /// every activation, values of both signs.
     #[test]
     fn depthwise_plane_matches_plain_taps() {
+        let Some(cpu) = crate::simd::tests::neon() else { return };
         use crate::simd::Geom2d;
         let mut x = [0.0f32; 7 * 40];
         let mut wk = [0.0f32; 25];
@@ -675,7 +694,7 @@ mod tests {
                                 let bias = 0.375 - (case % 3) as f32;
                                 let mut y = [f32::NAN; 1024];
                                 let ok = depthwise_plane(
-                                    Neon::detect().unwrap(),
+                                    cpu,
                                     &g,
                                     &x[..h * w],
                                     &wk[..kh * kw],
@@ -728,7 +747,6 @@ mod tests {
             pl: 0,
         };
         let mut y = [f32::NAN; 12];
-        let cpu = Neon::detect().unwrap();
         assert!(!depthwise_plane(cpu, &g, &x[..40], &wk[..3], 0.0, Activation::None, &mut y));
         let g2 = Geom2d { sx: 1, ow: 18, ..g };
         let mut y2 = [f32::NAN; 36];
