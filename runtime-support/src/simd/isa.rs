@@ -48,9 +48,10 @@ impl Isa {
 /// The environment variable that sets the cap in `std` builds:
 /// `portable`, `avx2` or `avx512` (ASCII case ignored); unset or empty, no
 /// cap. It is read once, the first time a kernel asks for the cap (unless
-/// [`set_max_isa`] ran before); any other value panics there, naming the
-/// variable and the values it takes (a misspelt cap must not quietly test
-/// the widest path).
+/// [`set_max_isa`] ran before). Any other value caps at
+/// [`Isa::Portable`] and prints a warning naming the variable and the values
+/// it takes: a misspelt cap must not quietly test the widest path, and
+/// generated code must not panic over its environment.
 pub const MAX_ISA_VAR: &str = "ONNX_CODEGEN_MAX_ISA";
 
 /// Whether the cap is read from [`MAX_ISA_VAR`] on first use.
@@ -76,10 +77,6 @@ pub fn set_max_isa(isa: Isa) {
 
 /// The cap in effect: the last [`set_max_isa`], else [`MAX_ISA_VAR`]
 /// (`std` builds), else [`Isa::Avx512`] (no cap).
-///
-/// # Panics
-/// When [`MAX_ISA_VAR`] is read here and holds none of the names it
-/// takes.
 #[inline]
 pub fn max_isa() -> Isa {
     match Isa::from_bits(CAP.load(Ordering::Relaxed)) {
@@ -111,8 +108,12 @@ fn from_env() -> Isa {
 
 #[cfg(all(feature = "std", target_has_atomic = "8"))]
 #[cold]
-fn bad_var(v: &str) -> ! {
-    panic!("{MAX_ISA_VAR}={v:?}: expected portable, avx2 or avx512 (or unset or empty, no cap)")
+fn bad_var(v: &str) -> Isa {
+    eprintln!(
+        "warning: {MAX_ISA_VAR}={v:?} is not portable, avx2 or avx512 (or unset or empty, no \
+         cap): the kernels take the portable path"
+    );
+    Isa::Portable
 }
 
 #[cfg(test)]

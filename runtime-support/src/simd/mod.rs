@@ -28,8 +28,9 @@
 //! an AVX2-only CPU would, `Isa::Portable` as a CPU without AVX2. It works
 //! without `std`. In `std` builds the environment variable
 //! [`MAX_ISA_VAR`], `ONNX_CODEGEN_MAX_ISA=portable|avx2|avx512`, sets the
-//! cap when a kernel first asks for it (any other non-empty value panics
-//! there with the values it takes); [`set_max_isa`] overrides it. For
+//! cap when a kernel first asks for it (any other non-empty value caps at
+//! the portable path, with a warning naming the values it takes);
+//! [`set_max_isa`] overrides it. For
 //! example `ONNX_CODEGEN_MAX_ISA=avx2 cargo test -p onnx-codegen-runtime
 //! --features std` runs the crate's tests on the AVX2 paths.
 //!
