@@ -121,6 +121,47 @@ fn clip_runtime(cx: &NodeCx<'_>) -> [bool; 2] {
 }
 
 impl OpRule for UnaryRule {
+    /// Relu, LeakyRelu, Clip (bounds known at generation time), Gelu and
+    /// HardSwish fuse into the product before them.
+    fn as_activation(
+        &self,
+        node: &crate::ir::Node,
+        input: &dyn Fn(usize) -> super::ScalarInput,
+    ) -> Option<crate::ir::lowering::Activation> {
+        use super::ScalarInput;
+        use crate::ir::AttrValue;
+        use crate::ir::lowering::Activation;
+        let float = |name: &str, default: f32| match node.attr(name) {
+            Some(AttrValue::Float(f)) => *f,
+            _ => default,
+        };
+        let bound = |i: usize, default: f32| match input(i) {
+            ScalarInput::Absent => Some(default),
+            ScalarInput::Known(v) => Some(v),
+            ScalarInput::Unknown => None,
+        };
+        match node.op.op_type.as_str() {
+            "Relu" => Some(Activation::Relu),
+            "LeakyRelu" => Some(Activation::LeakyRelu { alpha: float("alpha", 0.01) }),
+            "Clip" if node.op.opset_version < 11 => Some(Activation::Clip {
+                min: float("min", f32::NEG_INFINITY),
+                max: float("max", f32::INFINITY),
+            }),
+            "Clip" => Some(Activation::Clip {
+                min: bound(1, f32::NEG_INFINITY)?,
+                max: bound(2, f32::INFINITY)?,
+            }),
+            "HardSwish" => Some(Activation::HardSwish),
+            "Gelu" => match node.attr("approximate") {
+                None => Some(Activation::Gelu),
+                Some(AttrValue::String(s)) if s == b"none" => Some(Activation::Gelu),
+                Some(AttrValue::String(s)) if s == b"tanh" => Some(Activation::GeluTanh),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
         super::ShapeRule::SameAsInput0
     }

@@ -213,6 +213,24 @@ fn run_act<T: Float + HostElem>(
 }
 
 impl OpRule for ActRule {
+    /// `Swish` of alpha 1 (SiLU) fuses into the product before it.
+    fn as_activation(
+        &self,
+        node: &crate::ir::Node,
+        _input: &dyn Fn(usize) -> super::ScalarInput,
+    ) -> Option<crate::ir::lowering::Activation> {
+        use crate::ir::AttrValue;
+        use crate::ir::lowering::Activation;
+        if node.op.op_type != "Swish" {
+            return None;
+        }
+        match node.attr("alpha") {
+            None => Some(Activation::Silu),
+            Some(AttrValue::Float(a)) if *a == 1.0 => Some(Activation::Silu),
+            _ => None,
+        }
+    }
+
     fn shape_rule(&self, _node: &crate::ir::Node) -> super::ShapeRule {
         super::ShapeRule::SameAsInput0
     }

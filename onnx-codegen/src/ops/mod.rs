@@ -487,6 +487,18 @@ pub trait OpRule: Sync {
         None
     }
 
+    /// The activation the node computes, when a product or normalisation
+    /// before it can apply it in its epilogue with the same operations
+    /// ([`Lowering`]'s epilogue); `input(i)` says what input `i` holds when
+    /// it is a one-element f32 constant (a Clip's bound).
+    fn as_activation(
+        &self,
+        _node: &Node,
+        _input: &dyn Fn(usize) -> ScalarInput,
+    ) -> Option<crate::ir::lowering::Activation> {
+        None
+    }
+
     /// Output values known from the node alone, whatever its inputs hold
     /// (Constant, Shape, Size): the node never runs.
     fn constant_outputs(
@@ -496,6 +508,17 @@ pub trait OpRule: Sync {
     ) -> OpResult<Option<Vec<Tensor>>> {
         Ok(None)
     }
+}
+
+/// An input of a node as [`OpRule::as_activation`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScalarInput {
+    /// Not given (an optional input).
+    Absent,
+    /// A one-element f32 constant.
+    Known(f32),
+    /// Anything else.
+    Unknown,
 }
 
 /// How an operator's output 0 takes its shape from its inputs

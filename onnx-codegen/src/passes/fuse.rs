@@ -108,35 +108,22 @@ fn f32_scalar(g: &Graph, v: ValueId) -> Option<f32> {
     }
 }
 
-/// The activation `consumer` computes, when it is one every fusing kernel
-/// applies per element with the standalone op's comparisons.
-fn piecewise_activation(g: &Graph, consumer: &Node) -> Option<Activation> {
-    let float = |name: &str, default: f32| match consumer.attr(name) {
-        Some(AttrValue::Float(f)) => *f,
-        _ => default,
+/// The activation `consumer` computes, as its rule says
+/// ([`crate::ops::OpRule::as_activation`]), when a product can apply it.
+fn activation(g: &Graph, consumer: &Node) -> Option<Activation> {
+    use crate::ops::ScalarInput;
+    let rule = crate::ops::rule(&consumer.op.domain, &consumer.op.op_type)?;
+    let input = |i: usize| match consumer.inputs.get(i).copied().flatten() {
+        None => ScalarInput::Absent,
+        Some(v) => f32_scalar(g, v).map_or(ScalarInput::Unknown, ScalarInput::Known),
     };
-    if !consumer.op.domain.is_empty() {
-        return None;
-    }
-    match consumer.op.op_type.as_str() {
-        "Relu" => Some(Activation::Relu),
-        "LeakyRelu" => Some(Activation::LeakyRelu { alpha: float("alpha", 0.01) }),
-        "Clip" if consumer.op.opset_version < 11 => Some(Activation::Clip {
-            min: float("min", f32::NEG_INFINITY),
-            max: float("max", f32::INFINITY),
-        }),
-        "Clip" => {
-            let bound = |i: usize, default: f32| match consumer.inputs.get(i).copied().flatten() {
-                None => Some(default),
-                Some(v) => f32_scalar(g, v),
-            };
-            Some(Activation::Clip {
-                min: bound(1, f32::NEG_INFINITY)?,
-                max: bound(2, f32::INFINITY)?,
-            })
-        }
-        _ => None,
-    }
+    rule.as_activation(consumer, &input)
+}
+
+/// The activations every fusing kernel applies per element with the
+/// standalone op's comparisons (Relu, LeakyRelu, Clip).
+fn piecewise_activation(g: &Graph, consumer: &Node) -> Option<Activation> {
+    activation(g, consumer).filter(|a| a.is_piecewise_linear())
 }
 
 /// Folds each activation into the `Conv`/`Gemm` producing its input when
@@ -196,32 +183,6 @@ fn fuse_into(g: &mut Graph, producer: impl Fn(&crate::ir::Node) -> bool) -> Vec<
     let removed: Vec<NodeId> = done.iter().map(|f| f.consumer).collect();
     g.retain_nodes(|id, _| !removed.contains(&id));
     done
-}
-
-/// The activation `consumer` computes for [`fuse_epilogues`]: those of
-/// [`piecewise_activation`], `Gelu`, `HardSwish` (MobileNet-V3's), and
-/// `Swish` of alpha 1 (SiLU; exporters' `Mul(x, Sigmoid(x))` has become one
-/// by then, `optimize::fold_silu`).
-fn epilogue_activation(g: &Graph, consumer: &Node) -> Option<Activation> {
-    if consumer.op.is("HardSwish") {
-        return Some(Activation::HardSwish);
-    }
-    if consumer.op.is("Swish") {
-        return match consumer.attr("alpha") {
-            None => Some(Activation::Silu),
-            Some(AttrValue::Float(a)) if *a == 1.0 => Some(Activation::Silu),
-            _ => None,
-        };
-    }
-    if consumer.op.is("Gelu") {
-        return match consumer.attr("approximate") {
-            None => Some(Activation::Gelu),
-            Some(AttrValue::String(s)) if s == b"none" => Some(Activation::Gelu),
-            Some(AttrValue::String(s)) if s == b"tanh" => Some(Activation::GeluTanh),
-            _ => None,
-        };
-    }
-    piecewise_activation(g, consumer)
 }
 
 /// Folds residual `Add`s and the activations after them into the f32
@@ -335,7 +296,7 @@ pub fn fuse_epilogues(g: &mut Graph, inferred: &Inferred) -> Vec<Fused> {
         if ty(y) != Some(&pty) {
             continue;
         }
-        let Some(act) = epilogue_activation(g, consumer) else { continue };
+        let Some(act) = activation(g, consumer) else { continue };
         let consumer_op = consumer.op.op_type.clone();
         let p = g.node_mut(id);
         if !set_activation(p, act) {

@@ -1,6 +1,6 @@
 //! The pipeline after validation: inference and the rewriting passes, in
 //! stages, over the main graph and, through the same code, over every
-//! control-flow body (the rules compile their bodies with [`Subgraphs`]).
+//! control-flow body (the rules compile their bodies through this module).
 
 use super::infer::{self, InferOptions, Inferred, Seed};
 use crate::ir::{Graph, Tensor, TensorType, ValueId};

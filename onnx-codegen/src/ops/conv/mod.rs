@@ -35,6 +35,8 @@ use onnx_codegen_runtime::shape::MAX_RANK;
 use proc_macro2::TokenStream;
 use quote::quote;
 
+pub mod winograd;
+
 /// The rule for `op_type`, if it is a convolution or a pooling operator.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
     match op_type {
