@@ -24,6 +24,11 @@ pub(crate) const SPLIT512: u8 = 4;
 /// Set once the probe has run.
 const PROBED: u8 = 0x80;
 
+/// What this CPU and OS support, with [`PROBED`] once probed.
+static SUPPORTED: AtomicU8 = AtomicU8::new(0);
+/// What the kernels may use under the cap, with [`PROBED`]; 0 until
+/// computed, and again after [`forget_cap`]. One load on the hot path: the
+/// dispatch runs on every kernel call, so the cap costs nothing there.
 static FEATURES: AtomicU8 = AtomicU8::new(0);
 
 /// The extensions the kernels may use: those this CPU and OS support
@@ -31,23 +36,39 @@ static FEATURES: AtomicU8 = AtomicU8::new(0);
 /// extension ([`SPLIT512`]) go with it.
 #[inline]
 pub(crate) fn features() -> u8 {
+    let f = FEATURES.load(Ordering::Relaxed);
+    if f & PROBED != 0 {
+        return f;
+    }
+    capped()
+}
+
+#[cold]
+fn capped() -> u8 {
     let allowed = match super::max_isa() {
         Isa::Portable => 0,
         Isa::Avx2 => AVX2_FMA,
         Isa::Avx512 => AVX2_FMA | AVX512F | SPLIT512,
     };
-    supported() & allowed
+    let f = (supported() & allowed) | PROBED;
+    FEATURES.store(f, Ordering::Relaxed);
+    f
+}
+
+/// Drops the capped features, so the next [`features`] applies a new cap.
+pub(crate) fn forget_cap() {
+    FEATURES.store(0, Ordering::Relaxed);
 }
 
 /// The extensions this CPU and OS support, probed once and then cached.
 #[inline]
 fn supported() -> u8 {
-    let f = FEATURES.load(Ordering::Relaxed);
+    let f = SUPPORTED.load(Ordering::Relaxed);
     if f & PROBED != 0 {
         return f;
     }
     let f = probe() | PROBED;
-    FEATURES.store(f, Ordering::Relaxed);
+    SUPPORTED.store(f, Ordering::Relaxed);
     f
 }
 

@@ -70,9 +70,13 @@ static CAP: AtomicU8 = AtomicU8::new(if FROM_ENV { UNSET } else { Isa::Avx512 as
 /// For tests and comparisons: results on each path are within the
 /// rounding [`simd`](super) describes. Takes effect for every kernel
 /// called afterwards, on every thread; one already running finishes on
-/// the path it chose. Overrides [`MAX_ISA_VAR`].
+/// the path it chose. Call it while no kernel starts on another thread (a
+/// kernel starting at that moment may keep the old cap in force). Overrides
+/// [`MAX_ISA_VAR`].
 pub fn set_max_isa(isa: Isa) {
     CAP.store(isa as u8, Ordering::Relaxed);
+    #[cfg(target_arch = "x86_64")]
+    super::cpu::forget_cap();
 }
 
 /// The cap in effect: the last [`set_max_isa`], else [`MAX_ISA_VAR`]
