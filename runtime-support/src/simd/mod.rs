@@ -47,48 +47,25 @@
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
-mod avx2;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx2_dw;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx2_wino;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx512;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx512_dw;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx512_pool;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx512_stem;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod avx512_wino;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
 mod cpu;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-mod direct;
 mod isa;
 pub use isa::{Isa, MAX_ISA_VAR, max_isa, set_max_isa};
-#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-#[allow(unsafe_code)]
-mod neon;
 #[allow(unsafe_code)]
 mod strip;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod vexp;
+use strip::Strip;
 pub(crate) use strip::prefetch;
 
-pub(crate) use dw::{Geom2d, depthwise};
-mod dw;
-use strip::Strip;
+mod conv;
+mod gemm;
+mod math;
+mod pool;
+mod winograd;
+pub(crate) use conv::depthwise::{Geom2d, depthwise};
+// The ISA tokens (`Avx2`, `Avx512`, `Neon`) live with their micro-kernels.
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+use gemm::micro::neon;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use gemm::micro::{avx2, avx512};
 
 /// An activation applied to each output of a fused kernel, after the bias;
 /// the same comparisons as the standalone elementwise ops, so fusing does not
@@ -206,7 +183,7 @@ impl Smooth {
     pub fn apply_all(self, y: &mut [f32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(f) = self.vector()
-            && vexp::apply(f, None, y)
+            && math::vexp::apply(f, None, y)
         {
             return;
         }
@@ -444,7 +421,7 @@ fn smooth_block(s: Smooth, dst: &mut [f32], ldd: usize, nrows: usize, ncols: usi
     // faster one.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(f) = s.vector().filter(|_| s != Smooth::HardSwish)
-        && vexp::apply_rows(f, dst, ldd, nrows, ncols)
+        && math::vexp::apply_rows(f, dst, ldd, nrows, ncols)
     {
         return;
     }
@@ -883,7 +860,7 @@ impl Evens {
     pub(crate) fn copy(self, d: &mut [f32; 16], s: &[f32; 32]) {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         if let Some(cpu) = self.cpu {
-            avx512_dw::evens(cpu, core::slice::from_mut(d), core::slice::from_ref(s));
+            conv::depthwise::avx512::evens(cpu, core::slice::from_mut(d), core::slice::from_ref(s));
             return;
         }
         for (i, v) in d.iter_mut().enumerate() {
@@ -899,7 +876,7 @@ impl Evens {
 pub(crate) fn max_rows(acc: &mut [f32], src: &[f32]) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        avx512_pool::max_rows(cpu, acc, src);
+        pool::avx512::max_rows(cpu, acc, src);
         return true;
     }
     let _ = (acc, src);
@@ -914,7 +891,7 @@ pub(crate) fn max_rows(acc: &mut [f32], src: &[f32]) -> bool {
 pub(crate) fn max_windows_s2<const K: usize>(acc: &[f32], out: &mut [f32]) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return Some(avx512_pool::windows_s2::<K>(cpu, acc, out));
+        return Some(pool::avx512::windows_s2::<K>(cpu, acc, out));
     }
     let _ = (acc, out);
     None
@@ -928,7 +905,7 @@ pub(crate) fn max_windows_s2<const K: usize>(acc: &[f32], out: &mut [f32]) -> Op
 pub(crate) fn max_windows_s1(acc: &[f32], out: &mut [f32], k: usize) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return Some(avx512_pool::windows_s1(cpu, acc, out, k));
+        return Some(pool::avx512::windows_s1(cpu, acc, out, k));
     }
     let _ = (acc, out, k);
     None
@@ -950,7 +927,7 @@ pub(crate) fn max_pool_same(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return avx512_pool::max_pool_same(cpu, planes, hw, k, pad, x, y);
+        return pool::avx512::max_pool_same(cpu, planes, hw, k, pad, x, y);
     }
     let _ = (planes, hw, k, pad, x, y);
     false
@@ -974,8 +951,8 @@ pub(crate) fn max_pool_s2(
     if let Some(cpu) = avx512::Avx512::detect() {
         let window = (kh, pt, pl);
         return match kw {
-            2 => avx512_pool::max_pool_s2::<2>(cpu, planes, hw, out, window, x, y),
-            3 => avx512_pool::max_pool_s2::<3>(cpu, planes, hw, out, window, x, y),
+            2 => pool::avx512::max_pool_s2::<2>(cpu, planes, hw, out, window, x, y),
+            3 => pool::avx512::max_pool_s2::<3>(cpu, planes, hw, out, window, x, y),
             _ => false,
         };
     }
@@ -996,7 +973,7 @@ pub(crate) fn avg_pool_2x2(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return avx512_pool::avg_pool_2x2(cpu, planes, hw, out, x, y);
+        return pool::avx512::avg_pool_2x2(cpu, planes, hw, out, x, y);
     }
     let _ = (planes, hw, out, x, y);
     false
@@ -1853,7 +1830,7 @@ pub(crate) fn product<A: ReadA, B: PackB>(
 }
 
 /// 2-D convolution of a few input planes (a network's stem, narrow strided
-/// layers; see `avx512_stem` for which) into
+/// layers; see `conv::stem::avx512` for which) into
 /// `m` output planes (groups of one, geometry `g`; the weights `w` an `m x
 /// cin * kh * kw` A operand), adding `bias`, applying `act`, then `smooth`,
 /// with the output channels in the vector lanes. Returns `false`, `y`
@@ -1877,7 +1854,7 @@ pub(crate) fn conv2d_stem<A: ReadA>(
             Some(Some(f)) => Some(f),
             Some(None) => return false,
         };
-        return avx512_stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+        return conv::stem::avx512::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
     }
     let _ = (g, cin, m, x, w, bias, act, smooth, y);
     false
@@ -1891,7 +1868,7 @@ pub(crate) fn conv2d_stem<A: ReadA>(
 pub(crate) fn patch16_rows(src: &[f32], len: usize, dst: &mut [f32], stride: usize) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return avx512_stem::patch16(cpu, src, len, dst, stride);
+        return conv::stem::avx512::patch16(cpu, src, len, dst, stride);
     }
     let _ = (src, len, dst, stride);
     false
@@ -1916,7 +1893,7 @@ pub(crate) fn conv2d_direct<A: ReadA>(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return direct::conv2d(cpu, g, cin, m, x, w, bias, act, y);
+        return conv::direct::avx512::conv2d(cpu, g, cin, m, x, w, bias, act, y);
     }
     let _ = (g, cin, m, x, w, bias, act, y);
     false
@@ -2172,7 +2149,7 @@ impl WinogradTransforms {
     }
 
     /// The input transform of `n` tiles of each of `channels` channels of
-    /// `x` (see `avx512_wino::input_tiles`): `V_xi` of channel `c`'s tile
+    /// `x` (see `winograd::avx512::input_tiles`): `V_xi` of channel `c`'s tile
     /// `j` to `v[xi * xs + c * cs + at + j]`. False when nothing was
     /// written (an operand too short).
     #[allow(clippy::too_many_arguments)]
@@ -2190,10 +2167,10 @@ impl WinogradTransforms {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         return match self.unit {
             WinogradUnit::Avx512(cpu) => {
-                avx512_wino::input_tiles(cpu, x, src, channels, n, v, at, strides)
+                winograd::avx512::input_tiles(cpu, x, src, channels, n, v, at, strides)
             }
             WinogradUnit::Avx2(cpu) => {
-                avx2_wino::input_tiles(cpu, x, src, channels, n, v, at, strides)
+                winograd::avx2::input_tiles(cpu, x, src, channels, n, v, at, strides)
             }
         };
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
@@ -2204,7 +2181,7 @@ impl WinogradTransforms {
     }
 
     /// The output transform of `n` tiles of one output channel, bias and
-    /// activation included (see `avx512_wino::output_tiles`). False when
+    /// activation included (see `winograd::avx512::output_tiles`). False when
     /// nothing was written.
     #[allow(clippy::too_many_arguments)]
     #[inline]
@@ -2222,10 +2199,10 @@ impl WinogradTransforms {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         return match self.unit {
             WinogradUnit::Avx512(cpu) => {
-                avx512_wino::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
+                winograd::avx512::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
             }
             WinogradUnit::Avx2(cpu) => {
-                avx2_wino::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
+                winograd::avx2::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
             }
         };
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
@@ -2329,7 +2306,7 @@ pub(crate) enum VFunc {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
 pub(crate) fn exp_family(f: VFunc, x: Option<&[f32]>, y: &mut [f32]) -> bool {
-    vexp::apply(f, x, y)
+    math::vexp::apply(f, x, y)
 }
 
 /// No explicit vector code on this target: the portable loops run.
@@ -2348,7 +2325,7 @@ pub(crate) fn exp_family(_: VFunc, _: Option<&[f32]>, _: &mut [f32]) -> bool {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
 pub(crate) fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) -> bool {
-    vexp::softmax_row(x, y)
+    math::vexp::softmax_row(x, y)
 }
 
 /// No explicit vector code on this target: the portable row runs.
