@@ -26,7 +26,7 @@ use crate::simd::gemm::micro::avx512::Avx512;
 use crate::vmath::{GELU_CLAMP, GELU_K, GELU_P};
 use core::arch::x86_64::*;
 
-pub(crate) use crate::simd::VFunc;
+pub(crate) use crate::simd::math::VFunc;
 
 /// `y[i] = f(x[i])` for `i < min(x.len(), y.len())`, or in place when `x`
 /// is `None`, on the widest unit present; `false` (nothing done) without
@@ -244,7 +244,7 @@ map_rows!(
     map512, Avx512, "avx512f", 16, _mm512_loadu_ps, _mm512_storeu_ps, eval512
 );
 
-/// See [`crate::simd::softmax_row`].
+/// See [`crate::simd::math::softmax_row`].
 #[inline]
 pub(crate) fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) -> bool {
     let Some(cpu) = Avx512::detect() else { return false };

@@ -11,8 +11,9 @@
 //! portable code. Every load and store is masked to the lanes inside its
 //! slice, or checked against the slice before the loop.
 
+use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::micro::avx512::{Avx512, activate, evens, lanes, lanes_between, odds};
-use crate::simd::{Activation, TileRows};
+use crate::simd::winograd::TileRows;
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
     _mm512_permutex2var_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sub_ps,

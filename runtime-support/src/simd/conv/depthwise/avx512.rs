@@ -26,8 +26,8 @@
 //! the plane, and every store keeps only lanes whose output lies inside the
 //! output plane.
 
-use crate::simd::Activation;
 use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::micro::avx512::{Avx512, lanes_between};
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_epi32,

@@ -1,6 +1,7 @@
 //! Dispatch for the vectorised depthwise convolution.
 
-use crate::simd::{Activation, Smooth};
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Smooth;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
@@ -113,7 +114,7 @@ const BLOCK: usize = 8192;
 ))]
 fn smooth_all(s: Smooth, y: &mut [f32]) {
     let n = y.len();
-    crate::simd::smooth_block(s, y, n, 1, n);
+    crate::simd::gemm::epilogue::smooth_block(s, y, n, 1, n);
 }
 
 /// [`depthwise`] on a kernel that takes every plane of a layer at once

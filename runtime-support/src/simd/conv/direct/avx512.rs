@@ -28,9 +28,14 @@
 //! `w * 0.0`, as the im2col strips do.
 
 use crate::conv::{copy_any, copy_short};
+use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Epilogue;
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::avx512::{Avx512, Runs};
+use crate::simd::gemm::pack::ReadA;
 use crate::simd::strip::Strip;
-use crate::simd::{Activation, Epilogue, Geom2d, Micro, ReadA, Tail};
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
 /// micro-kernel checks once per tile instead of once per row.
@@ -671,12 +676,12 @@ mod tests {
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
                 FORCE_TILING.with(|f| f.set(tiling));
                 let kd = cin * k[0] * k[1];
-                let view = crate::simd::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
+                let view = crate::simd::gemm::pack::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
                 let took = conv2d_with(cpu, &g, cin, m, &x, view, b, act, &mut got, false);
                 // The same weights packed in panels: the same sums.
                 let mut packed = vec![0.0f32; m.div_ceil(8) * 8 * kd];
                 crate::conv::pack_conv_weights(m, kd, &wt, &mut packed).unwrap();
-                let panels = crate::simd::PanelA { data: &packed, k: kd };
+                let panels = crate::simd::gemm::pack::PanelA { data: &packed, k: kd };
                 let mut again = vec![f32::NAN; yl];
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
                 FORCE_TILING.with(|f| f.set(tiling));

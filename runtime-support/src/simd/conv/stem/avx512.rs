@@ -31,9 +31,13 @@
 //! passed by reference to the activation ran twice slower: the compiler
 //! stored every sum after every multiply-add.
 
+use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::avx512::{Avx512, activate};
+use crate::simd::gemm::pack::ReadA;
+use crate::simd::math::VFunc;
 use crate::simd::math::vexp::eval512;
-use crate::simd::{Activation, Geom2d, Micro, ReadA, VFunc};
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
     _mm512_set1_ps, _mm512_setzero_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps, _mm512_unpackhi_ps,
@@ -425,7 +429,7 @@ fn lanes(v: __m512) -> [f32; 16] {
 mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};
-    use crate::simd::Smooth;
+    use crate::simd::gemm::epilogue::Smooth;
     use std::vec::Vec;
 
     fn values(seed: &mut u32, n: usize) -> Vec<f32> {
@@ -482,7 +486,7 @@ mod tests {
             Activation::LeakyRelu { alpha: 0.125 },
             Activation::Clip { min: -0.5, max: 0.25 },
         ];
-        let view = crate::simd::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
+        let view = crate::simd::gemm::pack::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
         let (mut took, mut compared) = (false, false);
         for (i, act) in acts.into_iter().enumerate() {
             let b = (i % 2 == 1).then_some(&bias[..]);

@@ -6,7 +6,10 @@
 //! FMA (so the `target_feature` function may run), and [`Micro::kernel`]
 //! checks every index the loop will read or write before entering it.
 
-use crate::simd::{Micro, Tail, block_fits, finish};
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::epilogue::block_fits;
+use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::micro::Micro;
 use core::arch::x86_64::{
     __m256, __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_broadcast_ss, _mm256_cmpgt_epi32,
     _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps,

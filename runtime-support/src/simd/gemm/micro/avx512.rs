@@ -12,7 +12,14 @@
 //! index the loop will read or write before entering it.
 
 use crate::simd::conv::direct::avx512::RowTable;
-use crate::simd::{Activation, Fused, FusedC, Micro, Tail, finish, finish_column, smooth_block};
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Fused;
+use crate::simd::gemm::epilogue::FusedC;
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::epilogue::finish_column;
+use crate::simd::gemm::epilogue::smooth_block;
+use crate::simd::gemm::micro::Micro;
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps,
     _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_add_ps,
@@ -39,12 +46,12 @@ impl Avx512 {
 const MR: usize = 8;
 const NR: usize = 32;
 /// Steps of `k` ahead of the sums that the kernel prefetches A (as many as
-/// the product driver fetches of the next tile, [`crate::simd::A_AHEAD`]).
-const PREFETCH: usize = crate::simd::A_AHEAD;
+/// the product driver fetches of the next tile, [`crate::simd::gemm::pack::A_AHEAD`]).
+const PREFETCH: usize = crate::simd::gemm::pack::A_AHEAD;
 /// Floats of A (256 KiB) above which the kernel prefetches it: smaller
 /// operands stay in cache between tiles, and the hint would only cost an
 /// instruction per step.
-const PREFETCH_FROM: usize = crate::simd::A_PREFETCH_FROM;
+const PREFETCH_FROM: usize = crate::simd::gemm::pack::A_PREFETCH_FROM;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
@@ -946,7 +953,7 @@ unsafe fn dots512(k: usize, a: *const f32, b: *const f32, cs: usize, out: &mut [
 
 impl Avx512 {
     /// `y[j] = sum_p a[p] * B(p, j)` for `j < y.len()`, with B in strips of
-    /// [`crate::simd::STRIP`] columns (`strips[s * STRIP * k + p * STRIP + c]` is
+    /// [`crate::simd::gemm::pack::STRIP`] columns (`strips[s * STRIP * k + p * STRIP + c]` is
     /// `B(p, s * STRIP + c)`, `k = a.len()`). Each sum is a chain of fused
     /// multiply-adds in ascending `p`, starting from zero. Four strips are
     /// read at once, as four streams. The strips cover `y` (the caller's
