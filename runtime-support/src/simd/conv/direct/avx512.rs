@@ -27,10 +27,15 @@
 //! multiply-adds, as the AVX-512 GEMM path does; taps in the padding add
 //! `w * 0.0`, as the im2col strips do.
 
-use super::avx512::{Avx512, Runs};
-use super::strip::Strip;
-use super::{Activation, Epilogue, Geom2d, Micro, ReadA, Tail};
 use crate::conv::{copy_any, copy_short};
+use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Epilogue;
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::avx512::{Avx512, Runs};
+use crate::simd::gemm::pack::ReadA;
+use crate::simd::strip::Strip;
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
 /// micro-kernel checks once per tile instead of once per row.
@@ -167,7 +172,7 @@ fn band_cost(rb: usize, ow: usize, lx: usize, k: usize) -> (Tiling, usize) {
 /// 3x3 stride-2 stem stayed faster on im2col (47 against 37), which the
 /// costs with 3 both predict (with 1, both stay on im2col).
 fn move_scale() -> usize {
-    if super::cpu::features() & super::cpu::SPLIT512 != 0 { 3 } else { 1 }
+    if crate::simd::cpu::features() & crate::simd::cpu::SPLIT512 != 0 { 3 } else { 1 }
 }
 
 /// What packing the im2col strips of `g` costs, in tenths of a cycle per
@@ -371,7 +376,11 @@ fn stage_row(cpu: Avx512, dst: &mut [f32], row: &[f32], qx: usize, sx: usize, pl
             let src = row.get(start..).unwrap_or(&[]);
             let full = (mid.len() / 16).min(src.len() / 32);
             let (blocks, rest) = mid.split_at_mut(full * 16);
-            super::avx512_dw::evens(cpu, blocks.as_chunks_mut::<16>().0, src.as_chunks::<32>().0);
+            crate::simd::conv::depthwise::avx512::evens(
+                cpu,
+                blocks.as_chunks_mut::<16>().0,
+                src.as_chunks::<32>().0,
+            );
             for (d, s) in rest.iter_mut().zip(src.iter().skip(full * 32).step_by(2)) {
                 *d = *s;
             }
@@ -435,7 +444,7 @@ pub(crate) fn conv2d<A: ReadA>(
 /// is expected to be faster); `y` may then be partly written, and the
 /// caller computes it another way.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn conv2d_with<A: ReadA>(
+pub(in crate::simd) fn conv2d_with<A: ReadA>(
     cpu: Avx512,
     g: &Geom2d,
     cin: usize,
@@ -667,12 +676,12 @@ mod tests {
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
                 FORCE_TILING.with(|f| f.set(tiling));
                 let kd = cin * k[0] * k[1];
-                let view = super::super::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
+                let view = crate::simd::gemm::pack::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
                 let took = conv2d_with(cpu, &g, cin, m, &x, view, b, act, &mut got, false);
                 // The same weights packed in panels: the same sums.
                 let mut packed = vec![0.0f32; m.div_ceil(8) * 8 * kd];
                 crate::conv::pack_conv_weights(m, kd, &wt, &mut packed).unwrap();
-                let panels = super::super::PanelA { data: &packed, k: kd };
+                let panels = crate::simd::gemm::pack::PanelA { data: &packed, k: kd };
                 let mut again = vec![f32::NAN; yl];
                 FORCE_LAYOUT.with(|f| f.set(Some(expand)));
                 FORCE_TILING.with(|f| f.set(tiling));

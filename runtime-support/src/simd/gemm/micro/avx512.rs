@@ -11,8 +11,15 @@
 //! `target_feature` functions may run), and [`Micro::kernel`] checks every
 //! index the loop will read or write before entering it.
 
-use super::direct::RowTable;
-use super::{Activation, Fused, FusedC, Micro, Tail, finish, finish_column, smooth_block};
+use crate::simd::conv::direct::avx512::RowTable;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Fused;
+use crate::simd::gemm::epilogue::FusedC;
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::epilogue::finish_column;
+use crate::simd::gemm::epilogue::smooth_block;
+use crate::simd::gemm::micro::Micro;
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps,
     _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps, _mm512_add_ps,
@@ -31,29 +38,30 @@ impl Avx512 {
     /// `Some` when the CPU supports AVX-512F.
     #[inline]
     pub(crate) fn detect() -> Option<Avx512> {
-        (super::cpu::features() & super::cpu::AVX512F != 0).then_some(Avx512 { _private: () })
+        (crate::simd::cpu::features() & crate::simd::cpu::AVX512F != 0)
+            .then_some(Avx512 { _private: () })
     }
 }
 
 const MR: usize = 8;
 const NR: usize = 32;
 /// Steps of `k` ahead of the sums that the kernel prefetches A (as many as
-/// the product driver fetches of the next tile, [`super::A_AHEAD`]).
-const PREFETCH: usize = super::A_AHEAD;
+/// the product driver fetches of the next tile, [`crate::simd::gemm::pack::A_AHEAD`]).
+const PREFETCH: usize = crate::simd::gemm::pack::A_AHEAD;
 /// Floats of A (256 KiB) above which the kernel prefetches it: smaller
 /// operands stay in cache between tiles, and the hint would only cost an
 /// instruction per step.
-const PREFETCH_FROM: usize = super::A_PREFETCH_FROM;
+const PREFETCH_FROM: usize = crate::simd::gemm::pack::A_PREFETCH_FROM;
 
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
-pub(super) fn lanes(n: usize) -> __mmask16 {
+pub(in crate::simd) fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { 0xffff } else { ((1u32 << n) - 1) as __mmask16 }
 }
 
 /// The lanes `l` of a 16-wide vector with `lo <= l < hi` (clamped to 0..16).
 #[inline(always)]
-pub(super) fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
+pub(in crate::simd) fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
     let below = |n: isize| -> u32 {
         if n <= 0 {
             0
@@ -69,7 +77,7 @@ pub(super) fn lanes_between(lo: isize, hi: isize) -> __mmask16 {
 /// The even-indexed lanes of the 32 floats `lo` then `hi`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) fn evens(lo: __m512, hi: __m512) -> __m512 {
+pub(in crate::simd) fn evens(lo: __m512, hi: __m512) -> __m512 {
     let at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     _mm512_permutex2var_ps(lo, at, hi)
 }
@@ -77,7 +85,7 @@ pub(super) fn evens(lo: __m512, hi: __m512) -> __m512 {
 /// The odd-indexed lanes of the 32 floats `lo` then `hi`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) fn odds(lo: __m512, hi: __m512) -> __m512 {
+pub(in crate::simd) fn odds(lo: __m512, hi: __m512) -> __m512 {
     let at = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     _mm512_permutex2var_ps(lo, at, hi)
 }
@@ -222,7 +230,7 @@ impl Micro for Avx512 {
             {
                 for row in 0..MR {
                     let at = base + row * rs + j + W;
-                    super::prefetch(r.data.get(at..at + W).unwrap_or(&[]));
+                    crate::simd::prefetch(r.data.get(at..at + W).unwrap_or(&[]));
                 }
             }
             let epi = fused.map(|f| f.shifted(j));
@@ -844,7 +852,7 @@ fn activate_all(v: &mut [__m512], act: Activation) {
 /// [`Activation::apply`] on 16 lanes: the same comparisons, as blends.
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(super) fn activate(x: __m512, act: Activation) -> __m512 {
+pub(in crate::simd) fn activate(x: __m512, act: Activation) -> __m512 {
     match act {
         Activation::None => x,
         Activation::Relu => {
@@ -945,7 +953,7 @@ unsafe fn dots512(k: usize, a: *const f32, b: *const f32, cs: usize, out: &mut [
 
 impl Avx512 {
     /// `y[j] = sum_p a[p] * B(p, j)` for `j < y.len()`, with B in strips of
-    /// [`super::STRIP`] columns (`strips[s * STRIP * k + p * STRIP + c]` is
+    /// [`crate::simd::gemm::pack::STRIP`] columns (`strips[s * STRIP * k + p * STRIP + c]` is
     /// `B(p, s * STRIP + c)`, `k = a.len()`). Each sum is a chain of fused
     /// multiply-adds in ascending `p`, starting from zero. Four strips are
     /// read at once, as four streams. The strips cover `y` (the caller's
@@ -977,7 +985,7 @@ impl Avx512 {
 
 /// How many strips [`strips_row512`] reads at once with `left` columns
 /// still to do: four, two or one, never more than the columns need.
-pub(super) fn strips_at_once(left: usize) -> usize {
+pub(in crate::simd) fn strips_at_once(left: usize) -> usize {
     if left > 3 * NR {
         4
     } else if left > NR {

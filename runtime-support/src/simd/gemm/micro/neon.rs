@@ -15,14 +15,21 @@
 //!
 //! The epilogue (alpha, per-row bias, `beta * C`, activation) is applied in
 //! registers before the store, with the operations and order of
-//! [`super::Epilogue::one`], so results match the row-wise epilogue bit for
+//! [`crate::simd::Epilogue::one`], so results match the row-wise epilogue bit for
 //! bit.
 //!
 //! Soundness: the intrinsics need NEON, present by the compile-time target
 //! feature; [`Micro::kernel`] checks every index the loop will read or
 //! write before entering the unsafe code.
 
-use super::{Activation, Fused, FusedC, Isa, Micro, Tail, block_fits, finish};
+use crate::simd::Isa;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Fused;
+use crate::simd::gemm::epilogue::FusedC;
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::epilogue::block_fits;
+use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::micro::Micro;
 use core::arch::aarch64::{
     float32x4_t, vaddq_f32, vaddvq_f32, vbslq_f32, vcgtq_f32, vcltq_f32, vdupq_n_f32, vfmaq_f32,
     vfmaq_n_f32, vld1q_f32, vld2q_f32, vmulq_n_f32, vst1q_f32,
@@ -40,7 +47,7 @@ impl Neon {
     /// compiled only where NEON is a target feature, so the CPU has it.
     #[inline(always)]
     pub(crate) fn detect() -> Option<Neon> {
-        (super::max_isa() > Isa::Portable).then_some(Neon { _private: () })
+        (crate::simd::max_isa() > Isa::Portable).then_some(Neon { _private: () })
     }
 }
 
@@ -377,7 +384,7 @@ const DW_MAX_KW: usize = 16;
 /// a kernel row wider than 16, sizes that do not fit the slices).
 pub(crate) fn depthwise_plane(
     _cpu: Neon,
-    g: &super::Geom2d,
+    g: &crate::simd::conv::depthwise::Geom2d,
     x: &[f32],
     wk: &[f32],
     bias: f32,
@@ -429,7 +436,7 @@ pub(crate) fn depthwise_plane(
 /// columns `ox0..min(ox0 + 8, ow)`.
 #[target_feature(enable = "neon")]
 unsafe fn dw_plane<const S: usize, const K3: bool>(
-    g: &super::Geom2d,
+    g: &crate::simd::conv::depthwise::Geom2d,
     x: &[f32],
     wk: &[f32],
     bias: f32,
@@ -522,7 +529,8 @@ unsafe fn dw_plane<const S: usize, const K3: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::{Epilogue, Tail};
+    use crate::simd::gemm::epilogue::Epilogue;
+    use crate::simd::gemm::epilogue::Tail;
 
     /// A tile whose operands are too short is left alone, whatever the
     /// lengths: the checks run before any unsafe read or write (and stop
@@ -660,7 +668,7 @@ mod tests {
     #[test]
     fn depthwise_plane_matches_plain_taps() {
         let Some(cpu) = crate::simd::tests::neon() else { return };
-        use crate::simd::Geom2d;
+        use crate::simd::conv::depthwise::Geom2d;
         let mut x = [0.0f32; 7 * 40];
         let mut wk = [0.0f32; 25];
         for (i, v) in x.iter_mut().enumerate() {

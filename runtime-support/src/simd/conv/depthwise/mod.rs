@@ -1,10 +1,18 @@
 //! Dispatch for the vectorised depthwise convolution.
 
-use super::{Activation, Smooth};
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Smooth;
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod avx512;
 
 /// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
-/// vector kernels read it (depthwise here, direct in `direct.rs`).
+/// vector kernels read it (depthwise here, direct in `conv/direct/avx512.rs`).
 #[cfg_attr(
     not(any(
         all(target_arch = "x86_64", target_feature = "sse2"),
@@ -61,15 +69,15 @@ pub(crate) fn depthwise(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        if let Some(cpu) = super::avx512::Avx512::detect() {
+        if let Some(cpu) = crate::simd::gemm::micro::avx512::Avx512::detect() {
             let kernel = |c: usize, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]| {
-                super::avx512_dw::depthwise(cpu, g, c, x, w, b, act, y)
+                avx512::depthwise(cpu, g, c, x, w, b, act, y)
             };
             if by_blocks(g, channels, x, w, bias, smooth, BLOCK, y, kernel) {
                 return true;
             }
         }
-        if let Some(cpu) = super::avx2::Avx2::detect() {
+        if let Some(cpu) = crate::simd::gemm::micro::avx2::Avx2::detect() {
             return plane_by_plane(
                 g,
                 channels,
@@ -79,14 +87,14 @@ pub(crate) fn depthwise(
                 act,
                 smooth,
                 y,
-                |g, xp, wk, b, act, yp| super::avx2_dw::depthwise_plane(cpu, g, xp, wk, b, act, yp),
+                |g, xp, wk, b, act, yp| avx2::depthwise_plane(cpu, g, xp, wk, b, act, yp),
             );
         }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    if let Some(cpu) = super::neon::Neon::detect() {
+    if let Some(cpu) = crate::simd::gemm::micro::neon::Neon::detect() {
         return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
-            super::neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
+            crate::simd::gemm::micro::neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
     }
     let _ = (g, channels, x, w, bias, act, smooth, y);
@@ -106,7 +114,7 @@ const BLOCK: usize = 8192;
 ))]
 fn smooth_all(s: Smooth, y: &mut [f32]) {
     let n = y.len();
-    super::smooth_block(s, y, n, 1, n);
+    crate::simd::gemm::epilogue::smooth_block(s, y, n, 1, n);
 }
 
 /// [`depthwise`] on a kernel that takes every plane of a layer at once
@@ -355,7 +363,7 @@ mod tests {
             // larger, so every block boundary is crossed.
             let taken = sweep(&|g, c, x, w, b, a, y| {
                 by_blocks(g, c, x, w, b, a.1, 30, y, |c, x, w, b, y| {
-                    crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                    crate::simd::conv::depthwise::avx512::depthwise(cpu, g, c, x, w, b, a.0, y)
                 })
             });
             // Every geometry has a horizontal stride of 1 or 2: all are taken.
@@ -392,7 +400,7 @@ mod tests {
         if let Some(cpu) = crate::simd::tests::avx512() {
             let taken = large(&|g, c, x, w, b, a, y| {
                 by_blocks(g, c, x, w, b, a.1, BLOCK, y, |c, x, w, b, y| {
-                    crate::simd::avx512_dw::depthwise(cpu, g, c, x, w, b, a.0, y)
+                    crate::simd::conv::depthwise::avx512::depthwise(cpu, g, c, x, w, b, a.0, y)
                 })
             });
             assert_eq!(taken, 160);
@@ -404,7 +412,7 @@ mod tests {
         if let Some(cpu) = crate::simd::tests::avx2() {
             let taken = sweep(&|g, c, x, w, b, a, y| {
                 plane_by_plane(g, c, x, w, b, a.0, a.1, y, |g, xp, wk, bv, act, yp| {
-                    crate::simd::avx2_dw::depthwise_plane(cpu, g, xp, wk, bv, act, yp)
+                    crate::simd::conv::depthwise::avx2::depthwise_plane(cpu, g, xp, wk, bv, act, yp)
                 })
             });
             assert!(taken > 10_000, "{taken}");
@@ -422,7 +430,7 @@ mod tests {
         for s in [[1, 1], [2, 2]] {
             let silu = (Activation::None, Some(Smooth::Silu));
             let r = check(dispatch, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], silu, true);
-            assert_eq!(r, Some(crate::simd::avx2::Avx2::detect().is_some()));
+            assert_eq!(r, Some(crate::simd::gemm::micro::avx2::Avx2::detect().is_some()));
         }
     }
 }

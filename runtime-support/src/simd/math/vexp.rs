@@ -21,12 +21,12 @@
 //! within each row, checked against the slices first (whole vectors, the
 //! row's tail through a stack buffer).
 
-use super::avx2::Avx2;
-use super::avx512::Avx512;
+use crate::simd::gemm::micro::avx2::Avx2;
+use crate::simd::gemm::micro::avx512::Avx512;
 use crate::vmath::{GELU_CLAMP, GELU_K, GELU_P};
 use core::arch::x86_64::*;
 
-pub(crate) use super::VFunc;
+pub(crate) use crate::simd::math::VFunc;
 
 /// `y[i] = f(x[i])` for `i < min(x.len(), y.len())`, or in place when `x`
 /// is `None`, on the widest unit present; `false` (nothing done) without
@@ -166,7 +166,7 @@ fn gelu512(x: __m512) -> __m512 {
 
 /// `f` on sixteen lanes.
 #[target_feature(enable = "avx512f")]
-pub(super) fn eval512(f: VFunc, x: __m512) -> __m512 {
+pub(in crate::simd) fn eval512(f: VFunc, x: __m512) -> __m512 {
     match f {
         VFunc::Exp => return exp512(x),
         VFunc::Gelu => return gelu512(x),
@@ -244,7 +244,7 @@ map_rows!(
     map512, Avx512, "avx512f", 16, _mm512_loadu_ps, _mm512_storeu_ps, eval512
 );
 
-/// See [`super::softmax_row`].
+/// See [`crate::simd::math::softmax_row`].
 #[inline]
 pub(crate) fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) -> bool {
     let Some(cpu) = Avx512::detect() else { return false };

@@ -2,7 +2,7 @@
 //! channels, 3x3 or 7x7, stride 1 or 2) on AVX-512, with the output
 //! channels in the vector lanes.
 //!
-//! The pixel-in-lanes kernels ([`super::direct`], the im2col product) need
+//! The pixel-in-lanes kernels ([`crate::simd::conv::direct::avx512`], the im2col product) need
 //! the inputs of 16 consecutive output pixels contiguous, so a strided
 //! convolution first copies its input into phase planes; with 3 input
 //! channels and 16 or 32 output channels that copy and the per-tile work
@@ -31,9 +31,13 @@
 //! passed by reference to the activation ran twice slower: the compiler
 //! stored every sum after every multiply-add.
 
-use super::avx512::{Avx512, activate};
-use super::vexp::eval512;
-use super::{Activation, Geom2d, Micro, ReadA, VFunc};
+use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::avx512::{Avx512, activate};
+use crate::simd::gemm::pack::ReadA;
+use crate::simd::math::VFunc;
+use crate::simd::math::vexp::eval512;
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_mask_storeu_ps,
     _mm512_set1_ps, _mm512_setzero_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps, _mm512_unpackhi_ps,
@@ -373,7 +377,7 @@ fn transpose(r: [__m512; 16]) -> [__m512; 16] {
 /// time through [`transpose`] (the last block's missing patches as zeros,
 /// its stores masked). `false`, nothing written, when the slices are too
 /// short.
-pub(super) fn patch16(
+pub(in crate::simd) fn patch16(
     _cpu: Avx512,
     src: &[f32],
     len: usize,
@@ -423,9 +427,9 @@ fn lanes(v: __m512) -> [f32; 16] {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Smooth;
     use super::*;
     use crate::conv::{Conv, Window, conv};
+    use crate::simd::gemm::epilogue::Smooth;
     use std::vec::Vec;
 
     fn values(seed: &mut u32, n: usize) -> Vec<f32> {
@@ -482,7 +486,7 @@ mod tests {
             Activation::LeakyRelu { alpha: 0.125 },
             Activation::Clip { min: -0.5, max: 0.25 },
         ];
-        let view = super::super::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
+        let view = crate::simd::gemm::pack::ViewA { data: &wt, off: 0, rs: kd, cs: 1 };
         let (mut took, mut compared) = (false, false);
         for (i, act) in acts.into_iter().enumerate() {
             let b = (i % 2 == 1).then_some(&bias[..]);
@@ -507,7 +511,7 @@ mod tests {
                 );
             }
             let mut staged = vec![f32::NAN; yl];
-            let direct = super::super::direct::conv2d_with(
+            let direct = crate::simd::conv::direct::avx512::conv2d_with(
                 cpu,
                 &g,
                 cin,

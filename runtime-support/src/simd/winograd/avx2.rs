@@ -1,5 +1,5 @@
 //! AVX2 transforms of Winograd's F(2x2, 3x3) (`crate::winograd`), for CPUs
-//! without AVX-512: [`super::avx512_wino`]'s steps on eight tiles at a
+//! without AVX-512: [`crate::simd::winograd::avx512`]'s steps on eight tiles at a
 //! time. Even and odd columns are split with an in-lane shuffle and a
 //! cross-lane permute; the two columns of each tile are interleaved back
 //! with unpacks and a lane swap.
@@ -10,8 +10,9 @@
 //! store is masked to the lanes inside its slice, or checked against the
 //! slice before the loop.
 
-use super::avx2::{Avx2, lanes_in_row};
-use super::{Activation, TileRows};
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::micro::avx2::{Avx2, lanes_in_row};
+use crate::simd::winograd::TileRows;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_castpd_ps,
     _mm256_castps_pd, _mm256_cmp_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps,

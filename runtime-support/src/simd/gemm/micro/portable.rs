@@ -1,0 +1,82 @@
+//! The portable micro-kernel: multiply then add, bit-exact with the exact
+//! kernels; every target has it.
+
+use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::micro::Micro;
+
+/// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the
+/// exact kernels' arithmetic).
+#[derive(Clone, Copy)]
+pub(crate) struct Portable<const NR: usize>;
+
+impl<const NR: usize> Micro for Portable<NR> {
+    const MR: usize = 4;
+    const NR: usize = NR;
+    const MC: usize = 64;
+    const KC: usize = 256;
+
+    #[inline]
+    fn kernel(
+        self,
+        kc: usize,
+        a: &[f32],
+        rows: &[usize],
+        cs: usize,
+        b: &[f32],
+        ldb: usize,
+        dst: &mut [f32],
+        ldd: usize,
+        nrows: usize,
+        ncols: usize,
+        load: bool,
+        tail: Option<Tail<'_>>,
+    ) {
+        debug_assert_eq!(ldb, NR, "portable tile: B a packed strip {NR} wide");
+        if ldb != NR {
+            return;
+        }
+        let (nrows, ncols) = (nrows.min(4), ncols.min(NR));
+        let mut acc = [[0.0f32; NR]; 4];
+        if load {
+            for (r, row) in acc.iter_mut().enumerate().take(nrows) {
+                for (c, v) in row.iter_mut().enumerate().take(ncols) {
+                    *v = dst.get(r * ldd + c).copied().unwrap_or(0.0);
+                }
+            }
+        }
+        let r: [usize; 4] = core::array::from_fn(|i| rows.get(i).copied().unwrap_or(0));
+        for (p, bp) in b.chunks_exact(NR).take(kc).enumerate() {
+            let off = p * cs;
+            let av: [f32; 4] = core::array::from_fn(|i| a.get(r[i] + off).copied().unwrap_or(0.0));
+            for i in 0..4 {
+                for c in 0..NR {
+                    acc[i][c] += av[i] * bp[c];
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate().take(nrows) {
+            for (c, v) in row.iter().enumerate().take(ncols) {
+                if let Some(t) = dst.get_mut(r * ldd + c) {
+                    *t = *v;
+                }
+            }
+        }
+        finish(dst, ldd, nrows, ncols, tail);
+    }
+}
+
+/// The portable strip width: 8 columns where there are vector registers
+/// to spare, 4 on small FPUs (Cortex-M4F has 32 single registers).
+#[cfg(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "x86",
+    target_arch = "aarch64"
+))]
+pub(crate) type PortableKernel = Portable<8>;
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    target_arch = "x86",
+    target_arch = "aarch64"
+)))]
+pub(crate) type PortableKernel = Portable<4>;
