@@ -223,12 +223,12 @@ pub(crate) trait ReadA: Copy {
     fn prefetch(&self, i: usize, rows: usize, p0: usize, steps: usize);
 }
 
-/// Steps of `k` of the next tile of a large A that [`drive_buf`] asks the
+/// Steps of `k` of the next tile of a large A that [`drive_buf`](super::drive_buf) asks the
 /// caches for while the current tile runs (the AVX-512 kernel fetches the
 /// rest of each tile as it goes, this many steps ahead).
 pub(in crate::simd) const A_AHEAD: usize = 64;
 
-/// Floats of A (256 KiB) from which [`drive_buf`] prefetches the tiles of A:
+/// Floats of A (256 KiB) from which [`drive_buf`](super::drive_buf) prefetches the tiles of A:
 /// smaller operands stay in cache from one strip to the next.
 pub(in crate::simd) const A_PREFETCH_FROM: usize = 1 << 16;
 

@@ -9,6 +9,9 @@ pub(in crate::simd) mod avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod avx512;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod neon;
 
 /// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
@@ -94,7 +97,7 @@ pub(crate) fn depthwise(
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     if let Some(cpu) = crate::simd::gemm::micro::neon::Neon::detect() {
         return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
-            crate::simd::gemm::micro::neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
+            neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
     }
     let _ = (g, channels, x, w, bias, act, smooth, y);
