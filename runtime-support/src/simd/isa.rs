@@ -75,7 +75,7 @@ static CAP: AtomicU8 = AtomicU8::new(if FROM_ENV { UNSET } else { Isa::Avx512 as
 /// [`MAX_ISA_VAR`].
 pub fn set_max_isa(isa: Isa) {
     CAP.store(isa as u8, Ordering::Relaxed);
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     super::cpu::forget_cap();
 }
 
