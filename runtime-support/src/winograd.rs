@@ -424,7 +424,7 @@ fn finish(act: Activation, v: &mut [f32; W]) {
 /// activations), in a pass over the output after the transforms: the
 /// same operations in the same order as the unfused nodes.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sconv3x3_fused(
+pub fn sconv3x3_fused(
     p: &Conv<'_>,
     x: &[f32],
     u: &[f32],
@@ -455,7 +455,7 @@ pub(crate) fn sconv3x3_fused(
 /// twice the tiles per block in the same scratch), and the output transform
 /// reads each channel's runs of `M` and writes whole output rows.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sconv3x3(
+pub fn sconv3x3(
     p: &Conv<'_>,
     x: &[f32],
     u: &[f32],

@@ -384,7 +384,7 @@ enum WeightsAt {
     /// Input 1.
     Given,
     /// The read holding the f32 weights laid out in panels for
-    /// `conv::sconv` (`ConvWeights::Panels`); the code reads that copy only.
+    /// `conv::sconv_packed`; the code reads that copy only.
     Packed(usize),
     /// The read holding the f32 weights transformed for Winograd's
     /// F(2x2, 3x3) (`winograd::sconv3x3`); the code reads that copy only,
@@ -784,25 +784,55 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
-        if !self.transpose && p.elem == ElemType::Float {
-            // f32 Conv runs on the fast paths: implicit GEMM over packed
-            // panels or im2col strips, direct kernels, or Winograd.
-            let (post, after) = super::gemm::post_tokens(p.act, io.read(p.residual), y, rt);
-            let read = |at: usize| io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
-            let w = match p.weights {
-                WeightsAt::Given => quote!(#rt::conv::ConvWeights::Dense(#w)),
-                WeightsAt::Packed(at) => {
-                    let pw = read(at);
-                    quote!(#rt::conv::ConvWeights::Panels(#pw))
+        let smooth = super::gemm::smooth(p.act);
+        let forward_f32 = !self.transpose && p.elem == ElemType::Float;
+        let residual = io.read(p.residual);
+        match p.weights {
+            WeightsAt::Winograd { at, .. } if forward_f32 => {
+                let u = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                if residual.is_some() || smooth {
+                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
+                    return quote! {
+                        #rt::winograd::sconv3x3_fused(#params, #x, #u, #b, #y, #post, #scratch)?;
+                        #after
+                    };
                 }
-                WeightsAt::Winograd { at, .. } => {
-                    let u = read(at);
-                    let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
-                    quote!(#rt::conv::ConvWeights::Winograd { u: #u, scratch: #scratch })
+                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+                return quote! {
+                    #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
+                    #after
+                };
+            }
+            WeightsAt::Packed(at) if forward_f32 => {
+                let pw = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+                if residual.is_some() || smooth {
+                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
+                    return quote! {
+                        #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
+                        #after
+                    };
                 }
-            };
+                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+                return quote! {
+                    #rt::conv::sconv_packed(#params, #x, #pw, #b, #y, #act)?;
+                    #after
+                };
+            }
+            _ => {}
+        }
+        if forward_f32 && (residual.is_some() || smooth) {
+            let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
             return quote! {
-                #rt::conv::sconv(#params, #x, #w, #b, #y, #post)?;
+                #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
+                #after
+            };
+        }
+        if !self.transpose && p.elem == ElemType::Float {
+            // f32 Conv runs on the implicit-GEMM / depthwise fast path.
+            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+            return quote! {
+                #rt::conv::sconv(#params, #x, #w, #b, #y, #act)?;
                 #after
             };
         }
