@@ -186,6 +186,32 @@ impl Lowering {
         });
     }
 
+    /// The Conv lowering in `slot`, created empty when the slot holds none
+    /// yet; `None` when it holds another kind.
+    pub fn conv_in(slot: &mut Option<Lowering>) -> Option<&mut ConvLowering> {
+        match slot.get_or_insert_with(|| Lowering::Conv(ConvLowering::default())) {
+            Lowering::Conv(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The product lowering in `slot`, created empty when the slot holds
+    /// none yet; `None` when it holds another kind.
+    pub fn product_in(slot: &mut Option<Lowering>) -> Option<&mut ProductLowering> {
+        match slot.get_or_insert_with(|| Lowering::Product(ProductLowering::default())) {
+            Lowering::Product(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The lowering of a Gemm or MatMul, if this is one.
+    pub fn as_product(&self) -> Option<&ProductLowering> {
+        match self {
+            Lowering::Product(p) => Some(p),
+            _ => None,
+        }
+    }
+
     /// The epilogue of a product.
     pub fn epilogue(&self) -> Option<&Epilogue> {
         match self {

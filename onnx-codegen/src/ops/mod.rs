@@ -545,6 +545,16 @@ pub(crate) fn numel_u64(t: Option<&TensorType>) -> u64 {
     t.and_then(TensorType::numel).map_or(0, to_u64)
 }
 
+/// The MACs of a matrix product: each output element is a dot product
+/// along A's (input 0's) last axis.
+pub(crate) fn macs_of_product(
+    inputs: &[Option<&TensorType>],
+    outputs: &[Option<&TensorType>],
+) -> u64 {
+    let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
+    numel_u64(outputs.first().copied().flatten()).saturating_mul(k.map_or(0, to_u64))
+}
+
 /// The MACs of a convolution whose output is `out` and weights `w`
 /// (`[M, C / group, k...]`): one filter's worth per output element.
 pub(crate) fn macs_per_filter(out: Option<&TensorType>, w: Option<&TensorType>) -> u64 {

@@ -648,11 +648,7 @@ impl OpRule for MatMulIntegerRule {
         inputs: &[Option<&TensorType>],
         outputs: &[Option<&TensorType>],
     ) -> Option<u64> {
-        let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
-        Some(
-            super::numel_u64(outputs.first().copied().flatten())
-                .saturating_mul(k.map_or(0, super::to_u64)),
-        )
+        Some(super::macs_of_product(inputs, outputs))
     }
 
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
@@ -750,11 +746,7 @@ impl OpRule for QLinearMatMulRule {
         inputs: &[Option<&TensorType>],
         outputs: &[Option<&TensorType>],
     ) -> Option<u64> {
-        let k = inputs.first().copied().flatten().and_then(|a| a.dims.last().copied());
-        Some(
-            super::numel_u64(outputs.first().copied().flatten())
-                .saturating_mul(k.map_or(0, super::to_u64)),
-        )
+        Some(super::macs_of_product(inputs, outputs))
     }
 
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {

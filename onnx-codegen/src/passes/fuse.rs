@@ -37,7 +37,7 @@
 //! [`Lowering`](crate::ir::Lowering) (its epilogue), never in the model's
 //! own inputs or attributes.
 
-use crate::ir::lowering::{Activation, ConvLowering, Epilogue, Lowering, ProductLowering};
+use crate::ir::lowering::{Activation, Epilogue, Lowering};
 use crate::ir::{AttrValue, ElemType, Graph, Node, NodeId, Use, ValueId, ValueKind};
 use crate::passes::infer::Inferred;
 
@@ -56,19 +56,12 @@ pub struct Fused {
 /// The epilogue of a product node (`Conv`, `Gemm`, `MatMul`), created empty
 /// when the node has no lowering yet; `None` for other nodes.
 fn epilogue_mut(node: &mut Node) -> Option<&mut Epilogue> {
-    if node.lowering.is_none() {
-        node.lowering = if node.op.is("Conv") {
-            Some(Lowering::Conv(ConvLowering::default()))
-        } else if node.op.is("Gemm") || node.op.is("MatMul") {
-            Some(Lowering::Product(ProductLowering::default()))
-        } else {
-            None
-        };
-    }
-    match node.lowering.as_mut()? {
-        Lowering::Conv(c) => Some(&mut c.epilogue),
-        Lowering::Product(p) => Some(&mut p.epilogue),
-        _ => None,
+    if node.op.is("Conv") {
+        Lowering::conv_in(&mut node.lowering).map(|c| &mut c.epilogue)
+    } else if node.op.is("Gemm") || node.op.is("MatMul") {
+        Lowering::product_in(&mut node.lowering).map(|p| &mut p.epilogue)
+    } else {
+        None
     }
 }
 

@@ -132,20 +132,12 @@ fn string_attr<'a>(node: &'a crate::ir::Node, name: &str) -> Option<&'a [u8]> {
 /// The lowering of a `Gemm` or `MatMul`, created empty when the node has
 /// none yet; `None` for a node lowered otherwise.
 fn product_mut(node: &mut Node) -> Option<&mut ProductLowering> {
-    let l = node.lowering.get_or_insert_with(|| Lowering::Product(ProductLowering::default()));
-    match l {
-        Lowering::Product(p) => Some(p),
-        _ => None,
-    }
+    Lowering::product_in(&mut node.lowering)
 }
 
 /// The lowering of a `Conv`, created empty when the node has none yet.
 fn conv_mut(node: &mut Node) -> Option<&mut ConvLowering> {
-    let l = node.lowering.get_or_insert_with(|| Lowering::Conv(ConvLowering::default()));
-    match l {
-        Lowering::Conv(c) => Some(c),
-        _ => None,
-    }
+    Lowering::conv_in(&mut node.lowering)
 }
 
 /// Whether a `Conv` reads its weights as the model gives them.
@@ -164,10 +156,7 @@ fn has_epilogue(node: &Node) -> bool {
 
 /// The product lowering of `node`, if it has one.
 fn product_of(node: &Node) -> Option<&ProductLowering> {
-    match &node.lowering {
-        Some(Lowering::Product(p)) => Some(p),
-        _ => None,
-    }
+    node.lowering.as_ref().and_then(Lowering::as_product)
 }
 
 fn set_attr(node: &mut crate::ir::Node, name: &str, value: AttrValue) {

@@ -28,7 +28,7 @@ pub fn node_cost(node: &Node, types: &[Option<TensorType>]) -> Cost {
     let out = |i: usize| -> Option<&TensorType> {
         types.get(node.output(i)?.index()).and_then(Option::as_ref)
     };
-    let numel = |t: Option<&TensorType>| t.and_then(TensorType::numel).map_or(0, to_u64);
+    let numel = crate::ops::numel_u64;
     let out_numel = numel(out(0));
     let inputs: Vec<Option<&TensorType>> = (0..node.inputs.len()).map(ty).collect();
     let outputs: Vec<Option<&TensorType>> = (0..node.outputs.len()).map(out).collect();
@@ -102,10 +102,6 @@ fn is_data_movement(op: &str) -> bool {
             | "ReverseSequence"
             | "Trilu"
     )
-}
-
-fn to_u64(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
