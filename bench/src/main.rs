@@ -260,6 +260,7 @@ fn sgemm(n: usize, reps: usize) -> f64 {
 
 /// GFLOP/s of one `m x k` by `k x n` product.
 fn sgemm_mnk(m: usize, n: usize, k: usize, reps: usize) -> f64 {
+    use onnx_codegen_runtime::gemm;
     let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
     let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
     let mut y = vec![0.0f32; m * n];
@@ -276,7 +277,8 @@ fn sgemm_mnk(m: usize, n: usize, k: usize, reps: usize) -> f64 {
     let mut times = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
-        if onnx_codegen_runtime::gemm::sgemm(&p, &a, &b, None, &mut y).is_err() {
+        let (b, post) = (gemm::Weights::Dense(&b), gemm::Post::NONE);
+        if gemm::sgemm(&p, &a, b, None, &mut y, &post).is_err() {
             return 0.0;
         }
         times.push(t.elapsed().as_secs_f64());
@@ -306,8 +308,8 @@ struct ConvShape {
 }
 
 /// GFLOP/s and median milliseconds of one convolution through the kernel the
-/// generated code calls (`sconv_packed` for groups of one, `sconv` for
-/// depthwise), with bias and Relu; `None` when the kernel rejects the shape or
+/// generated code calls (`sconv` with packed panels for groups of one, as
+/// given for depthwise), with bias and Relu; `None` when the kernel rejects the shape or
 /// its result differs from the exact `conv`.
 fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
     use onnx_codegen_runtime::conv::{self, Activation, Conv, Window};
@@ -368,11 +370,10 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
         }
     };
     let fused = smooth.is_some() || resid;
-    let run = |y: &mut [f32]| match (&packed, fused) {
-        (Some(pw), true) => conv::sconv_packed_fused(&p, &x, pw, Some(&bias), y, &post),
-        (None, true) => conv::sconv_fused(&p, &x, &w, Some(&bias), y, &post),
-        (Some(pw), false) => conv::sconv_packed(&p, &x, pw, Some(&bias), y, Activation::Relu),
-        (None, false) => conv::sconv(&p, &x, &w, Some(&bias), y, Activation::Relu),
+    let post = if fused { post } else { onnx_codegen_runtime::gemm::Post::act(Activation::Relu) };
+    let run = |y: &mut [f32]| match &packed {
+        Some(pw) => conv::sconv(&p, &x, conv::ConvWeights::Panels(pw), Some(&bias), y, &post),
+        None => conv::sconv(&p, &x, conv::ConvWeights::Dense(&w), Some(&bias), y, &post),
     };
     // `CONV_COLD=1`: 64 MiB written between runs, so that the operands come
     // from memory as they do inside a large model.
@@ -418,8 +419,9 @@ fn conv_shape(s: &ConvShape, reps: usize) -> Option<(f64, f64, Option<f64>)> {
         let mut times = Vec::new();
         for _ in 0..reps {
             let t = Instant::now();
-            winograd::sconv3x3(&p, &x, &u, Some(&bias), &mut y, Activation::Relu, &mut scratch)
-                .ok()?;
+            let w = conv::ConvWeights::Winograd { u: &u, scratch: &mut scratch };
+            let relu = onnx_codegen_runtime::gemm::Post::act(Activation::Relu);
+            conv::sconv(&p, &x, w, Some(&bias), &mut y, &relu).ok()?;
             times.push(t.elapsed().as_secs_f64());
         }
         if !close(&y) {

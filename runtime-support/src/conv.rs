@@ -192,7 +192,7 @@ pub fn conv<T: Num>(p: &Conv<'_>, x: &[T], w: &[T], bias: Option<&[T]>, y: &mut 
     Ok(())
 }
 
-/// An activation fused into [`sconv`] and [`crate::gemm::sgemm_act`].
+/// An activation fused into [`sconv`] and [`crate::gemm::sgemm`].
 pub use crate::simd::Activation;
 
 /// Packs strips of the im2col matrix of one 2-D image group: row
@@ -845,19 +845,49 @@ fn depthwise_plane_staged(
     true
 }
 
-/// ONNX `Conv` on f32 for generated code, with `act` applied to every output:
-/// 2-D convolutions run as an implicit GEMM on the blocked SIMD product
-/// (im2col strips packed on the fly, no scratch memory), depthwise ones on a
-/// direct kernel; other ranks use [`conv`]. Same checks as [`conv`].
+/// Where an f32 convolution reads its weights.
+#[derive(Debug)]
+pub enum ConvWeights<'a> {
+    /// As the model gives them: `[M, C / group, k...]`.
+    Dense(&'a [f32]),
+    /// Laid out in panels of filters by [`pack_conv_weights`] when the code
+    /// was generated (2-D convolutions of groups of one).
+    Panels(&'a [f32]),
+    /// Transformed for Winograd's F(2x2, 3x3) by
+    /// [`crate::winograd::transform_weights`] (3x3, stride and dilation 1,
+    /// group 1), with the scratch its transforms and products work in
+    /// ([`crate::winograd::scratch_len`]).
+    Winograd { u: &'a [f32], scratch: &'a mut [f32] },
+}
+
+/// ONNX `Conv` on f32 for generated code, then `post` (a residual of the
+/// output's shape added after the bias, then the activations) on every
+/// output. 2-D convolutions run as an implicit GEMM on the blocked SIMD
+/// product (im2col strips packed on the fly, or the weights' panels), on a
+/// direct kernel (depthwise, stems, small channel counts), or by Winograd;
+/// other ranks use [`conv`]. Same checks as [`conv`].
+///
+/// `#[inline(always)]`: each call site names its weights' variant, so the
+/// match folds away and the call goes straight to that variant's
+/// implementation. Left out of line, the implementations are inlined into
+/// this one function and their frames add up: the KWS firmware's stack
+/// grew from 8,420 to 11,480 bytes (Cortex-M4F, QEMU).
+#[inline(always)]
 pub fn sconv(
     p: &Conv<'_>,
     x: &[f32],
-    w: &[f32],
+    w: ConvWeights<'_>,
     bias: Option<&[f32]>,
     y: &mut [f32],
-    act: Activation,
+    post: &Post<'_>,
 ) -> Result {
-    sconv_fused(p, x, w, bias, y, &Post::act(act))
+    match w {
+        ConvWeights::Dense(w) => sconv_fused(p, x, w, bias, y, post),
+        ConvWeights::Panels(w) => sconv_packed_fused(p, x, w, bias, y, post),
+        ConvWeights::Winograd { u, scratch } => {
+            crate::winograd::sconv3x3_fused(p, x, u, bias, y, post, scratch)
+        }
+    }
 }
 
 /// `post`'s residual, then its activations, on every output of `y` (the
@@ -876,13 +906,13 @@ pub(crate) fn post_pass(post: &Post<'_>, y: &mut [f32]) -> Result {
     Ok(())
 }
 
-/// [`sconv`] followed by `post`: a residual of the output's shape added
-/// after the bias, then the activations. 2-D convolutions of groups of one
+/// [`sconv`] with the weights as the model gives them. 2-D convolutions of
+/// groups of one
 /// apply it per tile of the implicit GEMM, while the tile is in L1;
 /// depthwise ones without a residual apply the smooth activation to each
 /// block of planes right after the kernel wrote it; other convolutions in
 /// a pass after the kernel.
-pub fn sconv_fused(
+fn sconv_fused(
     p: &Conv<'_>,
     x: &[f32],
     w: &[f32],
@@ -1056,7 +1086,7 @@ pub fn packed_weights_len(m: usize, k: usize) -> Option<usize> {
 }
 
 /// Lays out the weights `w` of a convolution of groups of one (`m` filters
-/// of `k = C * kernel size` taps, row-major `[m, k]`) for [`sconv_packed`]:
+/// of `k = C * kernel size` taps, row-major `[m, k]`) for [`ConvWeights::Panels`]:
 /// in panels of 8 filters, tap by tap, so the filters one register tile
 /// reads at each step are adjacent. Element `(i, p)` goes to
 /// `out[(i / 8) * 8 * k + p * 8 + i % 8]`; the rows padding `m` to a
@@ -1081,22 +1111,11 @@ pub fn pack_conv_weights(m: usize, k: usize, w: &[f32], out: &mut [f32]) -> Resu
 
 /// [`sconv`] for a 2-D convolution of groups of one whose weights were
 /// laid out by [`pack_conv_weights`] when the code was generated (`w` has
-/// [`packed_weights_len`]`(M, C * kh * kw)` floats). Same checks and same
-/// results as [`sconv`] on the unpacked weights, up to float rounding; on
-/// every CPU (the portable kernel reads the same layout).
-pub fn sconv_packed(
-    p: &Conv<'_>,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    act: Activation,
-) -> Result {
-    sconv_packed_fused(p, x, w, bias, y, &Post::act(act))
-}
-
-/// [`sconv_packed`] followed by `post` (see [`sconv_fused`]), per tile.
-pub fn sconv_packed_fused(
+/// [`packed_weights_len`]`(M, C * kh * kw)` floats), `post` applied per
+/// tile. Same checks and same results as on the unpacked weights, up to
+/// float rounding; on every CPU (the portable kernel reads the same
+/// layout).
+fn sconv_packed_fused(
     p: &Conv<'_>,
     x: &[f32],
     w: &[f32],
@@ -1622,7 +1641,15 @@ mod tests {
             ] {
                 conv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut want[..yl]).unwrap();
                 act.apply_all(&mut want[..yl]);
-                sconv(&p, &x[..xl], &w[..wl], Some(&b[..m]), &mut got[..yl], act).unwrap();
+                sconv(
+                    &p,
+                    &x[..xl],
+                    ConvWeights::Dense(&w[..wl]),
+                    Some(&b[..m]),
+                    &mut got[..yl],
+                    &Post::act(act),
+                )
+                .unwrap();
                 for (i, (g, e)) in got[..yl].iter().zip(&want[..yl]).enumerate() {
                     assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "case {t} [{i}]: {g} vs {e}");
                 }
@@ -1652,7 +1679,14 @@ mod tests {
                 }
             }
             assert_eq!(
-                sconv(&p, &x[..xl - 1], &w[..wl], None, &mut got[..yl], Activation::None),
+                sconv(
+                    &p,
+                    &x[..xl - 1],
+                    ConvWeights::Dense(&w[..wl]),
+                    None,
+                    &mut got[..yl],
+                    &Post::act(Activation::None)
+                ),
                 Err(Error::ShapeMismatch)
             );
         }
@@ -1738,7 +1772,8 @@ mod tests {
                 conv(&p, &x, &w, bias, &mut want).unwrap();
                 act.apply_all(&mut want);
                 got.fill(f32::NAN);
-                sconv_packed(&p, &x, &packed, bias, &mut got, act).unwrap();
+                sconv(&p, &x, ConvWeights::Panels(&packed), bias, &mut got, &Post::act(act))
+                    .unwrap();
                 let tol = 4.0 * kd as f32 * f32::EPSILON;
                 for (j, (g, e)) in got.iter().zip(&want).enumerate() {
                     assert!((g - e).abs() <= tol * (1.0 + e.abs()), "case {t} [{j}]: {g} vs {e}");
@@ -1766,7 +1801,15 @@ mod tests {
                 // that path (pointwise; the direct kernel is not fused).
                 if k == [1, 1] && s == [1, 1] {
                     let mut plain = vec![0.0f32; yl];
-                    sconv_packed(&p, &x, &packed, bias, &mut plain, Activation::None).unwrap();
+                    sconv(
+                        &p,
+                        &x,
+                        ConvWeights::Panels(&packed),
+                        bias,
+                        &mut plain,
+                        &Post::act(Activation::None),
+                    )
+                    .unwrap();
                     for (v, q) in plain.iter_mut().zip(&r) {
                         *v = act.apply(*v + q);
                         *v = smooth.map_or(*v, |s| s.apply(*v));
@@ -1776,16 +1819,30 @@ mod tests {
             }
             // The unpacked weights, or a short input: refused.
             let none = Activation::None;
-            let short = sconv_packed(&p, &x, &w, None, &mut got, none);
+            let short = sconv(&p, &x, ConvWeights::Panels(&w), None, &mut got, &Post::act(none));
             assert!(m % 8 == 0 || short == Err(Error::ShapeMismatch), "case {t}");
-            let short = sconv_packed(&p, &x[..xl - 1], &packed, None, &mut got, none);
+            let short = sconv(
+                &p,
+                &x[..xl - 1],
+                ConvWeights::Panels(&packed),
+                None,
+                &mut got,
+                &Post::act(none),
+            );
             assert_eq!(short, Err(Error::ShapeMismatch));
         }
         // Grouped or not 2-D: not this kernel's.
         let window = win(&[5], &[5], &[3], &[1], &[1], &[1]);
         let p = Conv { batch: 1, in_channels: 1, out_channels: 1, groups: 1, window };
         let mut y = [0.0f32; 5];
-        let r = sconv_packed(&p, &[0.0; 5], &[0.0; 24], None, &mut y, Activation::None);
+        let r = sconv(
+            &p,
+            &[0.0; 5],
+            ConvWeights::Panels(&[0.0; 24]),
+            None,
+            &mut y,
+            &Post::act(Activation::None),
+        );
         assert_eq!(r, Err(Error::InvalidParams));
     }
 
@@ -1802,7 +1859,8 @@ mod tests {
         let (mut want, mut got) = ([0.0f32; 33], [0.0f32; 33]);
         for _ in 0..2 {
             conv(&p, &x, &w, None, &mut want).unwrap();
-            sconv(&p, &x, &w, None, &mut got, Activation::Relu).unwrap();
+            sconv(&p, &x, ConvWeights::Dense(&w), None, &mut got, &Post::act(Activation::Relu))
+                .unwrap();
             Activation::Relu.apply_all(&mut want);
             for (i, (g, e)) in got.iter().zip(&want).enumerate() {
                 let same =

@@ -111,27 +111,65 @@ pub fn gemm<T: Num>(p: &Gemm<T>, a: &[T], b: &[T], c: Option<&[T]>, y: &mut [T])
     Ok(())
 }
 
-/// ONNX `Gemm` on f32 through the blocked, packed SIMD path (see
-/// [`crate::simd`]): same checks and the same summation order as [`gemm`],
-/// but fused multiply-adds where the CPU has them.
-pub fn sgemm(p: &Gemm<f32>, a: &[f32], b: &[f32], c: Option<&[f32]>, y: &mut [f32]) -> Result {
-    sgemm_act(p, a, b, c, y, Activation::None)
+/// Where an f32 product reads its B.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Weights<'a> {
+    /// As the model gives it: `[k, n]`, or `[n, k]` for a Gemm with `trans_b`
+    /// (a MatMul's B may be batched).
+    Dense(&'a [f32]),
+    /// Laid out in 32-column strips by [`pack_b_strips`] when the code was
+    /// generated (which took care of `trans_b`), shared by every matrix of
+    /// a batch.
+    Strips(&'a [f32]),
 }
 
-/// [`sgemm`] followed by `act` on every output, in the same pass.
-pub fn sgemm_act(
+/// ONNX `Gemm` on f32 for generated code, then `post` (a residual, then
+/// activations) on each tile while it is in L1: the blocked, packed SIMD
+/// product (see [`crate::simd`]), with the same checks and the same
+/// summation order as [`gemm`], but fused multiply-adds where the CPU has
+/// them.
+///
+/// `#[inline(always)]` so the match folds at each call site, as for
+/// [`crate::conv::sconv`] (which says what it saves).
+#[inline(always)]
+pub fn sgemm(
     p: &Gemm<f32>,
     a: &[f32],
-    b: &[f32],
+    b: Weights<'_>,
     c: Option<&[f32]>,
     y: &mut [f32],
-    act: Activation,
+    post: &Post<'_>,
 ) -> Result {
-    sgemm_fused(p, a, b, c, y, &Post::act(act))
+    match b {
+        Weights::Dense(b) => sgemm_fused(p, a, b, c, y, post),
+        Weights::Strips(b) => sgemm_packed_fused(p, a, b, c, y, post),
+    }
 }
 
-/// [`sgemm`] followed by `post` (a residual, activations) in the same pass.
-pub fn sgemm_fused(
+/// ONNX `MatMul` on f32 for generated code (see [`sgemm`]), plus `bias[j]`
+/// on every output of column `j` (a following `Add` of a row vector, folded
+/// at generation time), then `post`. A residual needs `p.y_layout` to be
+/// `None`.
+///
+/// `#[inline(always)]` so the match folds at each call site, as for
+/// [`crate::conv::sconv`] (which says what it saves).
+#[inline(always)]
+pub fn smatmul(
+    p: &MatMul<'_>,
+    a: &[f32],
+    b: Weights<'_>,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    post: &Post<'_>,
+) -> Result {
+    match b {
+        Weights::Dense(b) => smatmul_fused(p, a, b, bias, y, post),
+        Weights::Strips(b) => smatmul_packed_fused(p, a, b, bias, y, post),
+    }
+}
+
+/// [`sgemm`] with B as the model gives it.
+fn sgemm_fused(
     p: &Gemm<f32>,
     a: &[f32],
     b: &[f32],
@@ -151,23 +189,6 @@ pub fn sgemm_fused(
         return simd::vector_product(n, k, va, &vb, y, &epi);
     }
     simd::product(m, n, k, va, &vb, Out { y, ldy: n }, &epi)
-}
-
-/// ONNX `MatMul` on f32 through the SIMD path (see [`sgemm`]).
-pub fn smatmul(p: &MatMul<'_>, a: &[f32], b: &[f32], y: &mut [f32]) -> Result {
-    smatmul_bias(p, a, b, None, y)
-}
-
-/// [`smatmul`] plus `bias[j]` on every output of column `j`, in the same pass
-/// (a following `Add` of a row vector, folded at generation time).
-pub fn smatmul_bias(
-    p: &MatMul<'_>,
-    a: &[f32],
-    b: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-) -> Result {
-    smatmul_fused(p, a, b, bias, y, &Post::NONE)
 }
 
 /// The epilogue of a MatMul with a folded `bias` and `post`, checked against
@@ -222,9 +243,8 @@ fn empty_product(p: &MatMul<'_>, at: &Placed, epi: &Epilogue<'_>, y: &mut [f32])
     Ok(())
 }
 
-/// [`smatmul_bias`] followed by `post` (a residual, activations) in the
-/// same pass. A residual needs `p.y_layout` to be `None`.
-pub fn smatmul_fused(
+/// [`smatmul`] with B as the model gives it.
+fn smatmul_fused(
     p: &MatMul<'_>,
     a: &[f32],
     b: &[f32],
@@ -271,8 +291,8 @@ pub const fn packed_b_len(k: usize, n: usize) -> Option<usize> {
     }
 }
 
-/// Lays out a constant B once (at generation time) for [`sgemm_packed`] and
-/// [`smatmul_packed`]: `b` is `[k, n]`, or `[n, k]` used transposed when
+/// Lays out a constant B once (at generation time) for [`sgemm`] and
+/// [`smatmul`] (as [`Weights::Strips`]): `b` is `[k, n]`, or `[n, k]` used transposed when
 /// `trans`; element `(p, j)` of the product's B goes to
 /// `out[(j / 32) * 32 * k + p * 32 + j % 32]`, columns past `n` are zero.
 /// Each 32-column strip is then what the AVX-512 kernel reads in place, and
@@ -334,23 +354,10 @@ fn a_and_epilogue<'a>(
     Ok((va, Epilogue { alpha: p.alpha, row_bias: None, c, res, act, smooth }))
 }
 
-/// [`sgemm_act`] with B given as laid out by [`pack_b_strips`] (which took
-/// care of `transB`: `p.trans_b` is not read). No copy of B is made on
-/// CPUs whose kernel is 32 columns wide; the others copy from the strips.
-pub fn sgemm_packed(
-    p: &Gemm<f32>,
-    a: &[f32],
-    packed: &[f32],
-    c: Option<&[f32]>,
-    y: &mut [f32],
-    act: Activation,
-) -> Result {
-    sgemm_packed_fused(p, a, packed, c, y, &Post::act(act))
-}
-
-/// [`sgemm_packed`] followed by `post` (a residual, activations) in the
-/// same pass.
-pub fn sgemm_packed_fused(
+/// [`sgemm`] with B laid out by [`pack_b_strips`] (which took care of
+/// `transB`: `p.trans_b` is not read). No copy of B is made on CPUs whose
+/// kernel is 32 columns wide; the others copy from the strips.
+fn sgemm_packed_fused(
     p: &Gemm<f32>,
     a: &[f32],
     packed: &[f32],
@@ -395,23 +402,11 @@ fn uniform_rows(batch: &[usize], strides: &[isize], m: usize, row: usize) -> Opt
     Some(row)
 }
 
-/// [`smatmul_bias`] with a B shared by the whole batch (every B batch stride
-/// 0) given as laid out by [`pack_b_strips`] (`p.b_strides` is not read).
-/// When A's and Y's matrices follow one another row after row, the batch
-/// runs as one product of all their rows.
-pub fn smatmul_packed(
-    p: &MatMul<'_>,
-    a: &[f32],
-    packed: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-) -> Result {
-    smatmul_packed_fused(p, a, packed, bias, y, &Post::NONE)
-}
-
-/// [`smatmul_packed`] followed by `post` (a residual, activations) in the
-/// same pass. A residual needs `p.y_layout` to be `None`.
-pub fn smatmul_packed_fused(
+/// [`smatmul`] with a B shared by the whole batch (every B batch stride 0)
+/// laid out by [`pack_b_strips`] (`p.b_strides` is not read). When A's and
+/// Y's matrices follow one another row after row, the batch runs as one
+/// product of all their rows.
+fn smatmul_packed_fused(
     p: &MatMul<'_>,
     a: &[f32],
     packed: &[f32],
@@ -753,7 +748,7 @@ mod tests {
                 let mut got = [0.0f32; 1024];
                 for cc in [None, Some(&c[..n])] {
                     gemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
-                    sgemm(&p, a, b, cc, &mut got[..m * n]).unwrap();
+                    sgemm(&p, a, Weights::Dense(b), cc, &mut got[..m * n], &Post::NONE).unwrap();
                     close(&got[..m * n], &want[..m * n], k);
                     // The portable kernel is the exact kernel's arithmetic.
                     let va = if ta {
@@ -775,7 +770,10 @@ mod tests {
             }
         }
         let p = g(2, 2, 2);
-        assert_eq!(sgemm(&p, &[1.0; 3], &[1.0; 4], None, &mut [0.0; 4]), Err(Error::ShapeMismatch));
+        assert_eq!(
+            sgemm(&p, &[1.0; 3], Weights::Dense(&[1.0; 4]), None, &mut [0.0; 4], &Post::NONE),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]
@@ -785,10 +783,13 @@ mod tests {
         let p = MatMul::dense(&[2], &[95], &[0], 5, 19, 23);
         let (mut want, mut got) = ([0.0f32; 230], [0.0f32; 230]);
         matmul(&p, &a[..190], &b[..437], &mut want).unwrap();
-        smatmul(&p, &a[..190], &b[..437], &mut got).unwrap();
+        smatmul(&p, &a[..190], Weights::Dense(&b[..437]), None, &mut got, &Post::NONE).unwrap();
         close(&got, &want, 19);
         let bad = MatMul { a_batch_strides: &[96], ..p };
-        assert_eq!(smatmul(&bad, &a[..190], &b[..437], &mut got), Err(Error::ShapeMismatch));
+        assert_eq!(
+            smatmul(&bad, &a[..190], Weights::Dense(&b[..437]), None, &mut got, &Post::NONE),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]
@@ -832,8 +833,14 @@ mod tests {
         // A [3, 0, 3, 1] @ B [1, 2]: no matrix of A exists, B is broadcast.
         let p = MatMul::dense(&[3, 0], &[0, 3], &[0, 0], 3, 1, 2);
         assert_eq!(matmul(&p, &[] as &[f32], &[1.0, 2.0], &mut []), Ok(()));
-        assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut []), Ok(()));
-        assert_eq!(smatmul(&p, &[], &[1.0, 2.0], &mut [0.0]), Err(Error::ShapeMismatch));
+        assert_eq!(
+            smatmul(&p, &[], Weights::Dense(&[1.0, 2.0]), None, &mut [], &Post::NONE),
+            Ok(())
+        );
+        assert_eq!(
+            smatmul(&p, &[], Weights::Dense(&[1.0, 2.0]), None, &mut [0.0], &Post::NONE),
+            Err(Error::ShapeMismatch)
+        );
     }
 
     #[test]
@@ -870,7 +877,7 @@ mod tests {
         };
         let (mut exact, mut fast) = ([0.0f32; 30], [0.0f32; 30]);
         matmul(&strided, &q, &kk, &mut exact).unwrap();
-        smatmul(&strided, &q, &kk, &mut fast).unwrap();
+        smatmul(&strided, &q, Weights::Dense(&kk), None, &mut fast, &Post::NONE).unwrap();
         for h in 0..2 {
             for i in 0..3 {
                 for j in 0..5 {
@@ -882,22 +889,28 @@ mod tests {
         }
         // With a bias per column, also when k is 0.
         let bias = [1.0f32, -2.0, 0.5, 0.0, 3.0];
-        smatmul_bias(&strided, &q, &kk, Some(&bias), &mut fast).unwrap();
+        smatmul(&strided, &q, Weights::Dense(&kk), Some(&bias), &mut fast, &Post::NONE).unwrap();
         for i in 0..30 {
             let w = exact[i] + bias[i % 5];
             assert!((fast[i] - w).abs() <= 1e-5 * (1.0 + w.abs()), "{i}");
         }
         let empty = MatMul { k: 0, a_strides: [0, 1], b_strides: [1, 8], ..strided };
-        smatmul_bias(&empty, &[], &[], Some(&bias), &mut fast).unwrap();
+        smatmul(&empty, &[], Weights::Dense(&[]), Some(&bias), &mut fast, &Post::NONE).unwrap();
         assert_eq!(fast[..10], [1.0, -2.0, 0.5, 0.0, 3.0, 1.0, -2.0, 0.5, 0.0, 3.0]);
         assert_eq!(
-            smatmul_bias(&strided, &q, &kk, Some(&bias[..4]), &mut fast),
+            smatmul(&strided, &q, Weights::Dense(&kk), Some(&bias[..4]), &mut fast, &Post::NONE),
             Err(Error::ShapeMismatch)
         );
         // A row stride shorter than a row, or an output too short, is refused.
         let bad = MatMul { y_layout: Some((&[5], 4)), ..strided };
-        assert_eq!(smatmul(&bad, &q, &kk, &mut fast), Err(Error::InvalidParams));
-        assert_eq!(smatmul(&strided, &q, &kk, &mut fast[..29]), Err(Error::ShapeMismatch));
+        assert_eq!(
+            smatmul(&bad, &q, Weights::Dense(&kk), None, &mut fast, &Post::NONE),
+            Err(Error::InvalidParams)
+        );
+        assert_eq!(
+            smatmul(&strided, &q, Weights::Dense(&kk), None, &mut fast[..29], &Post::NONE),
+            Err(Error::ShapeMismatch)
+        );
     }
     use crate::simd::tests::fill;
 
@@ -964,7 +977,7 @@ mod tests {
         }
     }
 
-    /// `sgemm_packed` against the exact `gemm` on one shape, every
+    /// `sgemm_packed_fused` against the exact `gemm` on one shape, every
     /// transposition, each kind of C and an activation.
     fn check_gemm_packed(m: usize, n: usize, k: usize) {
         let (mut a, mut b, mut c) = ([0.0f32; BIG], [0.0f32; BIG], [0.0f32; BIG]);
@@ -996,7 +1009,15 @@ mod tests {
                 let (mut want, mut got) = ([0.0f32; BIG], [0.0f32; BIG]);
                 gemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
                 for act in [Activation::None, Activation::Relu] {
-                    sgemm_packed(&p, a, &packed[..len], cc, &mut got[..m * n], act).unwrap();
+                    sgemm(
+                        &p,
+                        a,
+                        Weights::Strips(&packed[..len]),
+                        cc,
+                        &mut got[..m * n],
+                        &Post::act(act),
+                    )
+                    .unwrap();
                     let want_act = want.map(|v| act.apply(v));
                     close(&got[..m * n], &want_act[..m * n], k);
                 }
@@ -1018,14 +1039,29 @@ mod tests {
         }
         let p = g(2, 3, 4);
         let len = packed_b_len(4, 3).unwrap();
-        let r = sgemm_packed(&p, &[0.0; 8], &[0.0; 8], None, &mut [0.0; 6], Activation::None);
+        let r = sgemm(
+            &p,
+            &[0.0; 8],
+            Weights::Strips(&[0.0; 8]),
+            None,
+            &mut [0.0; 6],
+            &Post::act(Activation::None),
+        );
         assert_eq!(r, Err(Error::ShapeMismatch));
         let mut y = [1.0f32; 6];
-        sgemm_packed(&p, &[0.0; 8], &[0.0; BIG][..len], None, &mut y, Activation::None).unwrap();
+        sgemm(
+            &p,
+            &[0.0; 8],
+            Weights::Strips(&[0.0; BIG][..len]),
+            None,
+            &mut y,
+            &Post::act(Activation::None),
+        )
+        .unwrap();
         assert_eq!(y, [0.0; 6]);
     }
 
-    /// `smatmul_packed` against the exact `matmul` plus the bias, for one
+    /// `smatmul_packed_fused` against the exact `matmul` plus the bias, for one
     /// placement of the batch.
     fn check_matmul_packed(p: &MatMul<'_>, a_len: usize, y_len: usize, trans: bool) {
         let (m, n, k) = (p.m, p.n, p.k);
@@ -1044,7 +1080,8 @@ mod tests {
         for with_bias in [false, true] {
             let bias = with_bias.then_some(&bias[..n]);
             got[..y_len].fill(3.0);
-            smatmul_packed(p, &a[..a_len], packed, bias, &mut got[..y_len]).unwrap();
+            smatmul(p, &a[..a_len], Weights::Strips(packed), bias, &mut got[..y_len], &Post::NONE)
+                .unwrap();
             let mut w = want;
             if let Some(c) = bias {
                 // Every layout tested fills Y with whole rows of `n`.
@@ -1086,17 +1123,38 @@ mod tests {
         let p = MatMul::dense(&[2], &[6], &[6], 2, 3, 2);
         let len = packed_b_len(3, 2).unwrap();
         let packed = [0.0f32; 96];
-        let r = smatmul_packed(&p, &[0.0; 12], &packed[..len], None, &mut [0.0; 8]);
+        let r = smatmul(
+            &p,
+            &[0.0; 12],
+            Weights::Strips(&packed[..len]),
+            None,
+            &mut [0.0; 8],
+            &Post::NONE,
+        );
         assert_eq!(r, Err(Error::InvalidParams));
         let p = MatMul::dense(&[2], &[6], &[0], 2, 3, 2);
-        let r = smatmul_packed(&p, &[0.0; 12], &packed[..len - 1], None, &mut [0.0; 8]);
+        let r = smatmul(
+            &p,
+            &[0.0; 12],
+            Weights::Strips(&packed[..len - 1]),
+            None,
+            &mut [0.0; 8],
+            &Post::NONE,
+        );
         assert_eq!(r, Err(Error::ShapeMismatch));
-        let r = smatmul_packed(&p, &[0.0; 11], &packed[..len], None, &mut [0.0; 8]);
+        let r = smatmul(
+            &p,
+            &[0.0; 11],
+            Weights::Strips(&packed[..len]),
+            None,
+            &mut [0.0; 8],
+            &Post::NONE,
+        );
         assert_eq!(r, Err(Error::ShapeMismatch));
         // k = 0: the bias alone.
         let p = MatMul::dense(&[], &[], &[], 2, 0, 2);
         let mut y = [9.0f32; 4];
-        smatmul_packed(&p, &[], &[], Some(&[1.0, -1.0]), &mut y).unwrap();
+        smatmul(&p, &[], Weights::Strips(&[]), Some(&[1.0, -1.0]), &mut y, &Post::NONE).unwrap();
         assert_eq!(y, [1.0, -1.0, 1.0, -1.0]);
     }
 
@@ -1162,7 +1220,7 @@ mod tests {
                         c_strides: [0, 1],
                     };
                     let (mut want, mut exact) = ([0.0f32; BIG], [0.0f32; BIG]);
-                    sgemm(&p, a, b, cc, &mut want[..m * n]).unwrap();
+                    sgemm(&p, a, Weights::Dense(b), cc, &mut want[..m * n], &Post::NONE).unwrap();
                     gemm(&p, a, b, cc, &mut exact[..m * n]).unwrap();
                     for post in posts(r) {
                         let mut w = want;
@@ -1177,8 +1235,15 @@ mod tests {
                         sgemm_packed_fused(&p, a, &packed[..len], cc, &mut got[..m * n], &post)
                             .unwrap();
                         let mut w = [0.0f32; BIG];
-                        sgemm_packed(&p, a, &packed[..len], cc, &mut w[..m * n], Activation::None)
-                            .unwrap();
+                        sgemm(
+                            &p,
+                            a,
+                            Weights::Strips(&packed[..len]),
+                            cc,
+                            &mut w[..m * n],
+                            &Post::act(Activation::None),
+                        )
+                        .unwrap();
                         apply_post(&post, &mut w[..m * n]);
                         assert_eq!(got[..m * n], w[..m * n], "packed {m}x{n}x{k} {ta} {tb}");
                     }
@@ -1216,13 +1281,22 @@ mod tests {
                 for bb in [None, Some(&bias[..n])] {
                     for post in posts(r) {
                         let mut want = [0.0f32; BIG];
-                        smatmul_bias(&p, a, b, bb, &mut want[..6 * m * n]).unwrap();
+                        smatmul(&p, a, Weights::Dense(b), bb, &mut want[..6 * m * n], &Post::NONE)
+                            .unwrap();
                         apply_post(&post, &mut want[..6 * m * n]);
                         let mut got = [0.0f32; BIG];
                         smatmul_fused(&p, a, b, bb, &mut got[..6 * m * n], &post).unwrap();
                         assert_eq!(got[..6 * m * n], want[..6 * m * n], "{m}x{n}x{k} {post:?}");
                         let mut want = [0.0f32; BIG];
-                        smatmul_packed(&p, a, &packed[..len], bb, &mut want[..6 * m * n]).unwrap();
+                        smatmul(
+                            &p,
+                            a,
+                            Weights::Strips(&packed[..len]),
+                            bb,
+                            &mut want[..6 * m * n],
+                            &Post::NONE,
+                        )
+                        .unwrap();
                         apply_post(&post, &mut want[..6 * m * n]);
                         let mut got = [0.0f32; BIG];
                         smatmul_packed_fused(

@@ -35,7 +35,7 @@ pub enum Elem {
     I2,
     U2,
     /// UTF-8 strings (feature `alloc`): no fixed size; they cross
-    /// [`Model::run_encoded`] as one little-endian `u32` byte length then the
+    /// `Model::run_encoded` as one little-endian `u32` byte length then the
     /// bytes, per element.
     String,
 }

@@ -564,7 +564,7 @@ pub fn packed_lstm_len(directions: usize, hidden: usize, input: usize) -> Option
 
 /// Regroups an LSTM's `W` (`[directions, 4H, input]`) and `R`
 /// (`[directions, 4H, H]`) for [`slstm_packed`]: per direction, `W` then `R`,
-/// each by eight rows (see [`pack_rows8`]). The generator runs this once, on
+/// each by eight rows (see `pack_rows8`). The generator runs this once, on
 /// constant weights, and stores the result with the other weights.
 pub fn pack_lstm_weights(
     directions: usize,

@@ -30,11 +30,12 @@ use crate::shape::numel;
 use crate::simd::{self, DenseB, Epilogue, Out, PANEL, PanelA, panels_len};
 use crate::{Error, Result, ensure};
 
-/// Tiles one block of [`sconv3x3`] handles at most; the generator sizes the
-/// scratch for `min(tiles of one image, MAX_BLOCK)` tiles. Measured (Zen 4,
-/// AVX-512 transforms), blocks of 64 tiles against 96 to 256: 64->64 at
-/// 56x56 1.25 against 1.16-1.21 ms, 128->128 at 28x28 1.12 against
-/// 1.07-1.10; no gain past 96.
+/// Tiles one block of [the Winograd
+/// convolution](crate::conv::ConvWeights::Winograd) handles at most; the
+/// generator sizes the scratch for `min(tiles of one image, MAX_BLOCK)`
+/// tiles. Measured (Zen 4, AVX-512 transforms), blocks of 64 tiles against
+/// 96 to 256: 64->64 at 56x56 1.25 against 1.16-1.21 ms, 128->128 at 28x28
+/// 1.12 against 1.07-1.10; no gain past 96.
 pub const MAX_BLOCK: usize = 128;
 
 /// Floats of the transformed weights of a convolution of `cin` input and
@@ -44,10 +45,11 @@ pub fn weights_len(cin: usize, cout: usize) -> Option<usize> {
     panels_len(cout, cin)?.checked_mul(16)
 }
 
-/// Floats of scratch memory [`sconv3x3`] needs to handle `tiles` tiles at a
-/// time: the 16 transformed inputs `V_xi` and the 16 sums `M_xi` of the
-/// block (see [`Layout`]), `16 max(cin, cout) + min(cin, cout)` floats per
-/// tile and `17` [`SKEW`]s. `None` on overflow.
+/// Floats of scratch memory [the Winograd
+/// convolution](crate::conv::ConvWeights::Winograd) needs to handle `tiles`
+/// tiles at a time: the 16 transformed inputs `V_xi` and the 16 sums `M_xi`
+/// of the block (see `Layout`), `16 max(cin, cout) + min(cin, cout)` floats
+/// per tile and `17` `SKEW`s. `None` on overflow.
 pub fn scratch_len(cin: usize, cout: usize, tiles: usize) -> Option<usize> {
     Layout::new(cin, cout, tiles)?.len()
 }
@@ -57,7 +59,7 @@ pub fn scratch_len(cin: usize, cout: usize, tiles: usize) -> Option<usize> {
 /// (`cout x tb`, written by product `xi`, read by the output transform) at
 /// `xi * ms`: each `M_xi` ends before `V_xi` starts, so product `xi` writes
 /// over the inputs of the products before it, dead by then, and never over
-/// its own or a later one's. Every matrix is followed by [`SKEW`] floats,
+/// its own or a later one's. Every matrix is followed by `SKEW` floats,
 /// and so is the first `V_xi`'s distance from the first `M_xi`.
 #[derive(Clone, Copy)]
 struct Layout {
@@ -99,14 +101,15 @@ pub fn tiles_of(oh: usize, ow: usize) -> Option<usize> {
     oh.div_ceil(2).checked_mul(ow.div_ceil(2))
 }
 
-/// Lays out the filters `w` (`[cout, cin, 3, 3]`, row-major) for
-/// [`sconv3x3`]: for each of the 16 positions `xi` of `U = G g Gᵀ`, the
-/// `cout x cin` matrix `U_xi[o, c]` in panels of [`PANEL`] output channels
-/// (`U_xi[o, c]` at `(o / PANEL) * PANEL * cin + c * PANEL + o % PANEL`,
-/// zero in the rows past `cout`), the A operand of the product as the
-/// micro-kernels read it, the 16 one after another ([`weights_len`]
-/// floats). Computed in f64, rounded once. Refuses weights that are not
-/// all finite (see the module's notes).
+/// Lays out the filters `w` (`[cout, cin, 3, 3]`, row-major) for [the
+/// Winograd convolution](crate::conv::ConvWeights::Winograd): for each of
+/// the 16 positions `xi` of `U = G g Gᵀ`, the `cout x cin` matrix
+/// `U_xi[o, c]` in panels of `PANEL` output channels (`U_xi[o, c]` at
+/// `(o / PANEL) * PANEL * cin + c * PANEL + o % PANEL`, zero in the rows
+/// past `cout`), the A operand of the product as the micro-kernels read it,
+/// the 16 one after another ([`weights_len`] floats). Computed in f64,
+/// rounded once. Refuses weights that are not all finite (see the module's
+/// notes).
 pub fn transform_weights(cin: usize, cout: usize, w: &[f32], out: &mut [f32]) -> Result {
     let taps = cin.checked_mul(cout).and_then(|v| v.checked_mul(9)).ok_or(Error::Overflow)?;
     let one = panels_len(cout, cin).ok_or(Error::Overflow)?;
@@ -424,7 +427,7 @@ fn finish(act: Activation, v: &mut [f32; W]) {
 /// activations), in a pass over the output after the transforms: the
 /// same operations in the same order as the unfused nodes.
 #[allow(clippy::too_many_arguments)]
-pub fn sconv3x3_fused(
+pub(crate) fn sconv3x3_fused(
     p: &Conv<'_>,
     x: &[f32],
     u: &[f32],
@@ -455,7 +458,7 @@ pub fn sconv3x3_fused(
 /// twice the tiles per block in the same scratch), and the output transform
 /// reads each channel's runs of `M` and writes whole output rows.
 #[allow(clippy::too_many_arguments)]
-pub fn sconv3x3(
+pub(crate) fn sconv3x3(
     p: &Conv<'_>,
     x: &[f32],
     u: &[f32],

@@ -1,7 +1,7 @@
 //! The ISA cap through the public API, in a process of its own: the cap is
 //! global, and the unit tests (running in parallel) must not see it change.
 
-use onnx_codegen_runtime::gemm::{Gemm, gemm, sgemm};
+use onnx_codegen_runtime::gemm::{Gemm, Post, Weights, gemm, sgemm};
 use onnx_codegen_runtime::simd::{Isa, max_isa, set_max_isa, uses_fma};
 
 /// Whether this CPU runs fused kernels under `cap`.
@@ -34,7 +34,7 @@ fn each_cap_takes_its_path_and_portable_is_exact() {
         assert_eq!(max_isa(), cap);
         assert_eq!(uses_fma(), fused_under(cap), "{cap:?}");
         let mut y = vec![f32::NAN; m * n];
-        sgemm(&p, &a, &b, None, &mut y).unwrap();
+        sgemm(&p, &a, Weights::Dense(&b), None, &mut y, &Post::NONE).unwrap();
         for (i, (g, w)) in y.iter().zip(&exact).enumerate() {
             if uses_fma() {
                 assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{cap:?} [{i}]: {g} vs {w}");

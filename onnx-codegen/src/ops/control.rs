@@ -1357,8 +1357,8 @@ mod tests {
         let opts = crate::generate::Options::default();
         let code = crate::generate::generate(&model, &opts, "t").expect("generates");
         let code = code.tokens.to_string().replace(' ', "");
-        assert!(code.contains("sgemm_act("), "{code}");
-        assert!(code.contains("Activation::Relu"), "{code}");
+        assert!(code.contains("gemm::sgemm("), "{code}");
+        assert!(code.contains("Post::act(") && code.contains("Activation::Relu"), "{code}");
         assert!(!code.contains("Unary::Relu"), "{code}");
     }
 }

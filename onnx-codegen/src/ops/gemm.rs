@@ -182,6 +182,7 @@ pub(super) fn post_tokens(
     rt: &TokenStream,
 ) -> (TokenStream, TokenStream) {
     let none = quote!(#rt::gemm::Activation::None);
+    let none_text = none.to_string();
     let (act, smooth, after) = match act {
         Some(Unary::Gelu) => (none, quote!(Some(#rt::gemm::Smooth::Gelu)), TokenStream::new()),
         Some(Unary::GeluTanh) => {
@@ -196,17 +197,29 @@ pub(super) fn post_tokens(
             (a, quote!(None), after)
         }
     };
-    let r = match r {
-        Some(r) => quote!(Some(#r)),
-        None => quote!(None),
+    let plain_smooth = smooth.to_string() == "None";
+    let post = match r {
+        None if plain_smooth && act.to_string() == none_text => {
+            quote!(&#rt::gemm::Post::NONE)
+        }
+        None if plain_smooth => quote!(&#rt::gemm::Post::act(#act)),
+        None => quote!(&#rt::gemm::Post { residual: None, act: #act, smooth: #smooth }),
+        Some(r) => quote!(&#rt::gemm::Post { residual: Some(#r), act: #act, smooth: #smooth }),
     };
-    (quote!(&#rt::gemm::Post { residual: #r, act: #act, smooth: #smooth }), after)
+    (post, after)
 }
 
-/// Whether an f32 product's fused activation is applied as a smooth one
-/// (through `gemm::Post`, not the kernels' `Activation`).
-pub(super) fn smooth(act: Option<Unary<f64>>) -> bool {
-    matches!(act, Some(Unary::Gelu | Unary::GeluTanh | Unary::Silu | Unary::HardSwish))
+/// `rt::gemm::Weights` in generated code: the strips when the product has
+/// them, else B as given.
+fn weights_tokens(
+    strips: Option<&TokenStream>,
+    b: &Option<TokenStream>,
+    rt: &TokenStream,
+) -> TokenStream {
+    match strips {
+        Some(s) => quote!(#rt::gemm::Weights::Strips(#s)),
+        None => quote!(#rt::gemm::Weights::Dense(#b)),
+    }
 }
 
 /// `y[i] += r[i]`, then the activation: what a fused residual and
@@ -309,35 +322,17 @@ impl Kernel for GemmKernel {
                 alpha: #alpha, beta: #beta, c_strides: #cs,
             }
         };
-        if self.elem == ElemType::Float && (self.residual.is_some() || smooth(self.act)) {
+        if self.elem == ElemType::Float {
             let (post, after) = post_tokens(self.act, io.read(self.residual), y, rt);
-            if let Some(packed) = io.read(self.packed) {
-                return quote! {
-                    #rt::gemm::sgemm_packed_fused(#params, #a, #packed, #c, #y, #post)?;
-                    #after
-                };
-            }
+            let b = weights_tokens(io.read(self.packed), b, rt);
             return quote! {
-                #rt::gemm::sgemm_fused(#params, #a, #b, #c, #y, #post)?;
+                #rt::gemm::sgemm(#params, #a, #b, #c, #y, #post)?;
                 #after
             };
         }
-        let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
-        if let Some(packed) = io.read(self.packed) {
-            return quote! {
-                #rt::gemm::sgemm_packed(#params, #a, #packed, #c, #y, #act)?;
-                #after
-            };
-        }
-        if self.elem == ElemType::Float && self.act.is_some() {
-            return quote! {
-                #rt::gemm::sgemm_act(#params, #a, #b, #c, #y, #act)?;
-                #after
-            };
-        }
-        let f = if self.elem == ElemType::Float { quote!(sgemm) } else { quote!(gemm) };
+        let (_, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
         quote! {
-            #rt::gemm::#f(#params, #a, #b, #c, #y)?;
+            #rt::gemm::gemm(#params, #a, #b, #c, #y)?;
             #after
         }
     }
@@ -720,27 +715,15 @@ impl Kernel for MatMulKernel {
             Some(c) => quote!(Some(#c)),
             None => quote!(None),
         };
-        if self.residual.is_some() || self.act.is_some() {
+        if self.elem == ElemType::Float {
             let (post, after) = post_tokens(self.act, io.read(self.residual), y, rt);
-            if let Some(packed) = io.read(self.packed) {
-                return quote! {
-                    #rt::gemm::smatmul_packed_fused(&#p, #a, #packed, #c, #y, #post)?;
-                    #after
-                };
-            }
+            let b = weights_tokens(io.read(self.packed), b, rt);
             return quote! {
-                #rt::gemm::smatmul_fused(&#p, #a, #b, #c, #y, #post)?;
+                #rt::gemm::smatmul(&#p, #a, #b, #c, #y, #post)?;
                 #after
             };
         }
-        if let Some(packed) = io.read(self.packed) {
-            return quote!(#rt::gemm::smatmul_packed(&#p, #a, #packed, #c, #y)?;);
-        }
-        if self.bias.is_some() {
-            return quote!(#rt::gemm::smatmul_bias(&#p, #a, #b, #c, #y)?;);
-        }
-        let f = if self.elem == ElemType::Float { quote!(smatmul) } else { quote!(matmul) };
-        quote!(#rt::gemm::#f(&#p, #a, #b, #y)?;)
+        quote!(#rt::gemm::matmul(&#p, #a, #b, #y)?;)
     }
 
     /// B's own storage is not read when the strips are.

@@ -1156,7 +1156,7 @@ pub fn pack_lstm_weights(g: &mut Graph, inferred: &Inferred) -> usize {
 
 /// Lays out the constant f32 weights of each 2-D Conv of group 1 computed
 /// at run time (not a one-channel depthwise one) in panels of 8 filters for
-/// `conv::sconv_packed`, read instead of W ([`ConvWeights::Packed`]); the rows of a
+/// `conv::sconv` (`ConvWeights::Panels`), read instead of W ([`ConvWeights::Packed`]); the rows of a
 /// register tile are then adjacent in memory instead of `C * kh * kw`
 /// floats apart. Only weights that Conv alone reads: the original is then
 /// not stored (the copy is padded to a multiple of 8 filters). Returns how
@@ -1238,7 +1238,7 @@ fn free_arena_bytes(g: &Graph, inferred: &Inferred) -> Vec<(NodeId, usize)> {
 /// at run time, whose constant weights only it reads and are all finite,
 /// where the conv rule's measured thresholds say Winograd pays and its
 /// scratch fits in the arena bytes free during the step
-/// ([`crate::ops::conv::winograd::choose_block`]), for `winograd::sconv3x3`: its
+/// ([`crate::ops::conv::winograd::choose_block`]), for `ConvWeights::Winograd`: its
 /// weights are transformed once, here, into the 16 strip-packed matrices that
 /// kernel reads ([`ConvWeights::Winograd`], with the tiles its kernel
 /// handles at a time, which sizes its scratch; the original
@@ -1307,7 +1307,7 @@ pub fn winograd_convs(g: &mut Graph, inferred: &Inferred) -> usize {
 
 /// Lays out, once, the constant f32 B of each `MatMul` (2-D B, any batch of
 /// A) and `Gemm` computed at run time in the 32-column strips
-/// `gemm::smatmul_packed` and `gemm::sgemm_packed` read (the lowering's
+/// `gemm::smatmul` and `gemm::sgemm` read as `Weights::Strips` (the lowering's
 /// `packed_b`, read instead of B), so no run copies B. Skipped when padding B's columns to a multiple
 /// of 32 would add more than an eighth to it. Returns how many products were
 /// given a packed B.
@@ -1763,7 +1763,7 @@ mod tests {
         let model = crate::text::parse_model(&src, "t.onnxtxt").expect("parses");
         let opts = crate::generate::Options::default();
         let code = crate::generate::generate(&model, &opts, "t").expect("generates");
-        assert!(code.tokens.to_string().contains("sconv_packed"));
+        assert!(code.tokens.to_string().replace(' ', "").contains("ConvWeights::Panels"));
         // Weights a BatchNormalization was folded into: the folded ones packed.
         let a = run(
             14,
@@ -1917,11 +1917,11 @@ mod tests {
         // input: the arena is the pool's step, as without Winograd.
         assert_eq!(arena(&opts), arena(&plain));
         let code = crate::generate::generate(&model(&src), &opts, "t").expect("generates");
-        assert!(code.tokens.to_string().contains("sconv3x3"));
+        assert!(code.tokens.to_string().replace(' ', "").contains("ConvWeights::Winograd"));
         // Turned off: the panel-packed implicit GEMM instead.
         let code = crate::generate::generate(&model(&src), &plain, "t").expect("generates");
-        let code = code.tokens.to_string();
-        assert!(!code.contains("sconv3x3") && code.contains("sconv_packed"));
+        let code = code.tokens.to_string().replace(' ', "");
+        assert!(!code.contains("ConvWeights::Winograd") && code.contains("ConvWeights::Panels"));
     }
 
     #[test]
@@ -1939,7 +1939,8 @@ mod tests {
         let model = crate::text::parse_model(&model, "t.onnxtxt").expect("parses");
         let opts = crate::generate::Options::default();
         let code = crate::generate::generate(&model, &opts, "t").expect("generates");
-        assert!(code.tokens.to_string().contains("sconv3x3_fused"));
+        let code = code.tokens.to_string().replace(' ', "");
+        assert!(code.contains("ConvWeights::Winograd") && code.contains("residual:Some("));
     }
 
     #[test]

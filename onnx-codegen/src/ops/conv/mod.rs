@@ -384,10 +384,10 @@ enum WeightsAt {
     /// Input 1.
     Given,
     /// The read holding the f32 weights laid out in panels for
-    /// `conv::sconv_packed`; the code reads that copy only.
+    /// `conv::sconv` (`ConvWeights::Panels`); the code reads that copy only.
     Packed(usize),
     /// The read holding the f32 weights transformed for Winograd's
-    /// F(2x2, 3x3) (`winograd::sconv3x3`); the code reads that copy only,
+    /// F(2x2, 3x3) (`ConvWeights::Winograd`); the code reads that copy only,
     /// with a scratch buffer of `scratch` floats.
     Winograd { at: usize, scratch: usize },
 }
@@ -487,7 +487,7 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
 }
 
 /// The scratch floats of a Conv whose weights `u` were transformed for
-/// `winograd::sconv3x3`: for the tiles per block the pass chose (`block`),
+/// `ConvWeights::Winograd`: for the tiles per block the pass chose (`block`),
 /// else up to `MAX_BLOCK` tiles of one image. `None` when the Conv or `u`
 /// does not fit that kernel.
 fn winograd_scratch(
@@ -784,55 +784,25 @@ impl Kernel for ConvKernel {
                 window: #window,
             }
         };
-        let smooth = super::gemm::smooth(p.act);
-        let forward_f32 = !self.transpose && p.elem == ElemType::Float;
-        let residual = io.read(p.residual);
-        match p.weights {
-            WeightsAt::Winograd { at, .. } if forward_f32 => {
-                let u = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
-                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
-                if residual.is_some() || smooth {
-                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
-                    return quote! {
-                        #rt::winograd::sconv3x3_fused(#params, #x, #u, #b, #y, #post, #scratch)?;
-                        #after
-                    };
-                }
-                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
-                return quote! {
-                    #rt::winograd::sconv3x3(#params, #x, #u, #b, #y, #act, #scratch)?;
-                    #after
-                };
-            }
-            WeightsAt::Packed(at) if forward_f32 => {
-                let pw = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
-                if residual.is_some() || smooth {
-                    let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
-                    return quote! {
-                        #rt::conv::sconv_packed_fused(#params, #x, #pw, #b, #y, #post)?;
-                        #after
-                    };
-                }
-                let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
-                return quote! {
-                    #rt::conv::sconv_packed(#params, #x, #pw, #b, #y, #act)?;
-                    #after
-                };
-            }
-            _ => {}
-        }
-        if forward_f32 && (residual.is_some() || smooth) {
-            let (post, after) = super::gemm::post_tokens(p.act, residual, y, rt);
-            return quote! {
-                #rt::conv::sconv_fused(#params, #x, #w, #b, #y, #post)?;
-                #after
-            };
-        }
         if !self.transpose && p.elem == ElemType::Float {
-            // f32 Conv runs on the implicit-GEMM / depthwise fast path.
-            let (act, after) = fused_epilogue(p.act, p.elem, y, rt);
+            // f32 Conv runs on the fast paths: implicit GEMM over packed
+            // panels or im2col strips, direct kernels, or Winograd.
+            let (post, after) = super::gemm::post_tokens(p.act, io.read(p.residual), y, rt);
+            let read = |at: usize| io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+            let w = match p.weights {
+                WeightsAt::Given => quote!(#rt::conv::ConvWeights::Dense(#w)),
+                WeightsAt::Packed(at) => {
+                    let pw = read(at);
+                    quote!(#rt::conv::ConvWeights::Panels(#pw))
+                }
+                WeightsAt::Winograd { at, .. } => {
+                    let u = read(at);
+                    let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                    quote!(#rt::conv::ConvWeights::Winograd { u: #u, scratch: #scratch })
+                }
+            };
             return quote! {
-                #rt::conv::sconv(#params, #x, #w, #b, #y, #act)?;
+                #rt::conv::sconv(#params, #x, #w, #b, #y, #post)?;
                 #after
             };
         }
