@@ -24,6 +24,7 @@ pub mod attention;
 pub mod control;
 pub mod conv;
 pub mod elementwise;
+mod epilogue;
 pub mod extra;
 pub mod gemm;
 pub mod image;

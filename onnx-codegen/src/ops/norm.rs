@@ -279,7 +279,7 @@ fn run_batch_norm<T: Float + HostElem>(
         let p = BatchNormParams { scale, bias, mean, var, epsilon };
         let y = host_out::<T>(outputs, 0)?;
         rt_norm::batch_norm(k.plan.s, &p, x, y)?;
-        super::gemm::finish_host(y, None, k.act);
+        super::epilogue::finish_host(y, None, k.act);
         return Ok(());
     }
     let p = BatchNormTraining {
@@ -294,7 +294,7 @@ fn run_batch_norm<T: Float + HostElem>(
     let mut take = |i: usize| rest.get_mut(i).and_then(Option::take);
     let stats = BatchNormStats { running_mean: take(0), running_var: take(1), batch_mean: take(2) };
     rt_norm::batch_norm_training(k.plan.s, &p, x, y, stats)?;
-    super::gemm::finish_host(y, None, k.act);
+    super::epilogue::finish_host(y, None, k.act);
     Ok(())
 }
 
@@ -310,7 +310,7 @@ impl Kernel for BatchNormKernel {
         let i = &io.inputs;
         let (x, scale, bias, mean, var) = (&i[0], &i[1], &i[2], &i[3], &i[4]);
         let y = &io.outputs[0];
-        let (act, after) = super::conv::fused_epilogue(self.act, self.elem, y, rt);
+        let (act, after) = super::epilogue::fused_epilogue(self.act, self.elem, y, rt);
         if !self.plan.training {
             let params = quote! {
                 &#rt::norm::BatchNormParams {

@@ -18,6 +18,11 @@
 //!
 //! The runtime kernels (`conv`, `pool`) support `f32`/`f64` and, for
 //! MaxPool, the integer types; float16 and bfloat16 are reported unsupported.
+//!
+//! Here: the Conv and ConvTranspose rules and their kernel (which weights
+//! layout and epilogue the f32 fast path takes). `window`: the geometry
+//! above, shared with the pools; `pool`: the pooling rules; `winograd`:
+//! when Winograd's F(2x2, 3x3) pays, and the block of tiles it runs.
 
 use super::host::HostElem;
 use super::{
@@ -35,7 +40,13 @@ use onnx_codegen_runtime::shape::MAX_RANK;
 use proc_macro2::TokenStream;
 use quote::quote;
 
+mod pool;
+mod window;
 pub mod winograd;
+
+use pool::{GlobalPoolRule, PoolRule};
+use window::*;
+pub(super) use window::{Geometry, forward_geometry, overflow};
 
 /// The rule for `op_type`, if it is a convolution or a pooling operator.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
@@ -86,234 +97,6 @@ fn spatial<'a>(cx: &NodeCx<'_>, x: &'a TensorType) -> OpResult<&'a [usize]> {
         ));
     }
     Ok(s)
-}
-
-fn to_usize(v: i64, what: &str) -> OpResult<usize> {
-    usize::try_from(v).or_else(|_| invalid(format!("{what} must not be negative, got {v}")))
-}
-
-pub(super) fn overflow<T>(what: &str) -> OpResult<T> {
-    invalid(format!("{what} overflows"))
-}
-
-/// A per-axis integer-list attribute: `n` values, each at least `min`, or
-/// `default` on every axis when absent.
-fn spatial_ints(
-    cx: &NodeCx<'_>,
-    name: &str,
-    n: usize,
-    default: usize,
-    min: usize,
-) -> OpResult<Vec<usize>> {
-    let Some(v) = cx.ints(name) else { return Ok(vec![default; n]) };
-    if v.len() != n {
-        return invalid(format!(
-            "attribute '{name}' has {} values; the input has {n} spatial axes",
-            v.len()
-        ));
-    }
-    v.iter()
-        .map(|&x| {
-            let u = to_usize(x, &format!("attribute '{name}'"))?;
-            if u < min {
-                return invalid(format!("attribute '{name}' must be at least {min}, got {x}"));
-            }
-            Ok(u)
-        })
-        .collect()
-}
-
-/// The `auto_pad` attribute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AutoPad {
-    NotSet,
-    SameUpper,
-    SameLower,
-    Valid,
-}
-
-fn auto_pad(cx: &NodeCx<'_>) -> OpResult<AutoPad> {
-    match cx.string_or("auto_pad", "NOTSET").as_str() {
-        "NOTSET" => Ok(AutoPad::NotSet),
-        "SAME_UPPER" => Ok(AutoPad::SameUpper),
-        "SAME_LOWER" => Ok(AutoPad::SameLower),
-        "VALID" => Ok(AutoPad::Valid),
-        other => invalid(format!(
-            "auto_pad '{other}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
-        )),
-    }
-}
-
-/// The explicit `pads` attribute as `(begin, end)`, all zero when absent.
-/// With an `auto_pad` other than NOTSET the spec forbids `pads`; all-zero
-/// pads (which some exporters write anyway) are accepted.
-fn explicit_pads(cx: &NodeCx<'_>, n: usize, ap: AutoPad) -> OpResult<(Vec<usize>, Vec<usize>)> {
-    let Some(p) = cx.ints("pads") else { return Ok((vec![0; n], vec![0; n])) };
-    if p.len() != 2 * n {
-        return invalid(format!(
-            "attribute 'pads' has {} values; {n} spatial axes need {}",
-            p.len(),
-            2 * n
-        ));
-    }
-    let p: Vec<usize> =
-        p.iter().map(|&v| to_usize(v, "attribute 'pads'")).collect::<OpResult<_>>()?;
-    if ap != AutoPad::NotSet && p.iter().any(|&v| v != 0) {
-        return invalid("attributes 'pads' and 'auto_pad' cannot be used together");
-    }
-    Ok((p[..n].to_vec(), p[n..].to_vec()))
-}
-
-/// An owned sliding-window geometry (see [`Window`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Geometry {
-    pub(super) in_dims: Vec<usize>,
-    pub(super) out_dims: Vec<usize>,
-    pub(super) kernel: Vec<usize>,
-    pub(super) strides: Vec<usize>,
-    pub(super) dilations: Vec<usize>,
-    pub(super) pads_begin: Vec<usize>,
-    pub(super) pads_end: Vec<usize>,
-}
-
-impl Geometry {
-    pub(super) fn window(&self) -> Window<'_> {
-        Window {
-            in_dims: &self.in_dims,
-            out_dims: &self.out_dims,
-            kernel: &self.kernel,
-            strides: &self.strides,
-            dilations: &self.dilations,
-            pads_begin: &self.pads_begin,
-            pads_end: &self.pads_end,
-        }
-    }
-
-    /// A 1-D window as the 2-D one of height 1 over the same data (`[N, C,
-    /// L]` is `[N, C, 1, L]` in memory): the runtime's fast convolution and
-    /// pooling kernels are 2-D ones. Other ranks are returned unchanged.
-    pub(super) fn into_2d(self) -> Geometry {
-        if self.in_dims.len() != 1 {
-            return self;
-        }
-        let lift = |v: Vec<usize>, unit: usize| [vec![unit], v].concat();
-        Geometry {
-            in_dims: lift(self.in_dims, 1),
-            out_dims: lift(self.out_dims, 1),
-            kernel: lift(self.kernel, 1),
-            strides: lift(self.strides, 1),
-            dilations: lift(self.dilations, 1),
-            pads_begin: lift(self.pads_begin, 0),
-            pads_end: lift(self.pads_end, 0),
-        }
-    }
-
-    pub(super) fn tokens(&self, rt: &TokenStream) -> TokenStream {
-        let (i, o, k) =
-            (lit::usizes(&self.in_dims), lit::usizes(&self.out_dims), lit::usizes(&self.kernel));
-        let (s, d) = (lit::usizes(&self.strides), lit::usizes(&self.dilations));
-        let (pb, pe) = (lit::usizes(&self.pads_begin), lit::usizes(&self.pads_end));
-        quote! {
-            #rt::conv::Window {
-                in_dims: #i, out_dims: #o, kernel: #k, strides: #s, dilations: #d,
-                pads_begin: #pb, pads_end: #pe,
-            }
-        }
-    }
-}
-
-/// `d * (k - 1) + 1`: the extent of a dilated kernel.
-fn span(k: usize, d: usize) -> OpResult<usize> {
-    match k.checked_sub(1).and_then(|v| v.checked_mul(d)).and_then(|v| v.checked_add(1)) {
-        Some(v) if k > 0 => Ok(v),
-        _ if k == 0 => invalid("kernel dims must be at least 1"),
-        _ => overflow("the dilated kernel size"),
-    }
-}
-
-/// The geometry of a forward sliding window (Conv and the pools) over
-/// `in_dims` with the node's strides, dilations, pads and `auto_pad`;
-/// `ceil_mode` rounds the output size up (pooling only).
-pub(super) fn forward_geometry(
-    cx: &NodeCx<'_>,
-    in_dims: &[usize],
-    kernel: Vec<usize>,
-    ceil_mode: bool,
-) -> OpResult<Geometry> {
-    let n = in_dims.len();
-    let strides = spatial_ints(cx, "strides", n, 1, 1)?;
-    let dilations = spatial_ints(cx, "dilations", n, 1, 1)?;
-    let ap = auto_pad(cx)?;
-    let (mut pads_begin, mut pads_end) = explicit_pads(cx, n, ap)?;
-    let mut out_dims = Vec::with_capacity(n);
-    for i in 0..n {
-        let (x, s) = (in_dims[i], strides[i]);
-        let sp = span(kernel[i], dilations[i])?;
-        let out = match ap {
-            AutoPad::NotSet | AutoPad::Valid => {
-                let (pb, pe) = (pads_begin[i], pads_end[i]);
-                let Some(padded) = x.checked_add(pb).and_then(|v| v.checked_add(pe)) else {
-                    return overflow("the padded input size");
-                };
-                let Some(room) = padded.checked_sub(sp) else {
-                    return invalid(format!(
-                        "on spatial axis {i} the window spans {sp} elements (kernel {}, \
-                         dilation {}), more than the padded input's {padded}",
-                        kernel[i], dilations[i]
-                    ));
-                };
-                // VALID's output size is the same with or without ceil_mode.
-                if ceil_mode && ap == AutoPad::NotSet {
-                    let mut out = room.div_ceil(s) + 1;
-                    // A last window starting in the end padding is dropped.
-                    if (out - 1).checked_mul(s).is_none_or(|start| start >= x + pb) {
-                        out -= 1;
-                    }
-                    if out < room / s + 1 {
-                        // Even floor's last window lies wholly in the end padding.
-                        return unsupported(format!(
-                            "ceil_mode with an end padding ({pe}) at least as large as the \
-                             window ({sp}) on spatial axis {i}"
-                        ));
-                    }
-                    out
-                } else {
-                    room / s + 1
-                }
-            }
-            AutoPad::SameUpper | AutoPad::SameLower => {
-                let out = x.div_ceil(s);
-                let Some(need) = (out - 1).checked_mul(s).and_then(|v| v.checked_add(sp)) else {
-                    return overflow("the padded input size");
-                };
-                let total = need.saturating_sub(x);
-                let small = total / 2;
-                if ap == AutoPad::SameUpper {
-                    (pads_begin[i], pads_end[i]) = (small, total - small);
-                } else {
-                    (pads_begin[i], pads_end[i]) = (total - small, small);
-                }
-                out
-            }
-        };
-        out_dims.push(out);
-    }
-    let g = Geometry {
-        in_dims: in_dims.to_vec(),
-        out_dims,
-        kernel,
-        strides,
-        dilations,
-        pads_begin,
-        pads_end,
-    };
-    if g.window().check(ceil_mode).is_err() {
-        return invalid(format!(
-            "the window geometry is inconsistent (input {:?}, kernel {:?}, output {:?})",
-            g.in_dims, g.kernel, g.out_dims
-        ));
-    }
-    Ok(g)
 }
 
 /// The `kernel_shape` attribute must agree with the weights' spatial dims.
@@ -753,7 +536,7 @@ fn run_conv<T: Float + HostElem>(
         rt_conv::conv(&params, x, w, b, y)?;
     }
     let r = super::host_read(inputs, p.residual).map(|r| host::<T>(Some(r), p.elem)).transpose()?;
-    super::gemm::finish_host(y, r, p.act);
+    super::epilogue::finish_host(y, r, p.act);
     Ok(())
 }
 
@@ -787,7 +570,7 @@ impl Kernel for ConvKernel {
         if !self.transpose && p.elem == ElemType::Float {
             // f32 Conv runs on the fast paths: implicit GEMM over packed
             // panels or im2col strips, direct kernels, or Winograd.
-            let (post, after) = super::gemm::post_tokens(p.act, io.read(p.residual), y, rt);
+            let (post, after) = super::epilogue::post_tokens(p.act, io.read(p.residual), y, rt);
             let read = |at: usize| io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
             let w = match p.weights {
                 WeightsAt::Given => quote!(#rt::conv::ConvWeights::Dense(#w)),
@@ -806,7 +589,7 @@ impl Kernel for ConvKernel {
                 #after
             };
         }
-        let (_, after) = fused_epilogue(p.act, p.elem, y, rt);
+        let (_, after) = super::epilogue::fused_epilogue(p.act, p.elem, y, rt);
         quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?; #after)
     }
 
@@ -823,336 +606,6 @@ impl Kernel for ConvKernel {
                 Some(TensorType::new(ElemType::Float, vec![scratch]))
             }
             _ => None,
-        }
-    }
-}
-
-/// The generated form of an activation fused by `passes::fuse`: the
-/// `Activation` the f32 fast kernels apply in their epilogue, and the
-/// statement to run after the call when they cannot (other element types):
-/// the standalone op in place on `y`.
-pub(super) fn fused_epilogue(
-    act: Option<Unary<f64>>,
-    elem: ElemType,
-    y: &impl quote::ToTokens,
-    rt: &TokenStream,
-) -> (TokenStream, TokenStream) {
-    let path = quote!(#rt::conv::Activation);
-    let f = |v: f64| lit::float(v, ElemType::Float);
-    match (act, elem) {
-        (None, _) => (quote!(#path::None), TokenStream::new()),
-        (Some(Unary::Relu), ElemType::Float) => (quote!(#path::Relu), TokenStream::new()),
-        (Some(Unary::LeakyRelu { alpha }), ElemType::Float) => {
-            let a = f(alpha);
-            (quote!(#path::LeakyRelu { alpha: #a }), TokenStream::new())
-        }
-        (Some(Unary::Clip { min, max }), ElemType::Float) => {
-            let (a, b) = (f(min), f(max));
-            (quote!(#path::Clip { min: #a, max: #b }), TokenStream::new())
-        }
-        (Some(op), _) => {
-            let op = super::elementwise::unary_tokens(op, elem, rt);
-            (quote!(#path::None), quote!(#rt::elementwise::unary_in_place(#op, #y);))
-        }
-    }
-}
-
-/// What a windowed pool computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PoolKind {
-    /// MaxPool; `indices` when the Indices output is wanted, `column_major`
-    /// for `storage_order = 1`.
-    Max {
-        indices: bool,
-        column_major: bool,
-    },
-    Average {
-        count_include_pad: bool,
-    },
-    Lp(u32),
-}
-
-/// LpPool's and GlobalLpPool's `p`: a float attribute in opset 1, an
-/// integer later; the kernel takes a positive integer.
-fn lp_p(cx: &NodeCx<'_>) -> OpResult<u32> {
-    if cx.version() < 2 {
-        let p = cx.float_or("p", 2.0);
-        if p >= 1.0 && p.fract() == 0.0 && p <= u32::MAX as f32 {
-            return Ok(p as u32);
-        }
-        return unsupported(format!(
-            "{} with p = {p}: only positive integer p is supported",
-            op_name(cx)
-        ));
-    }
-    let p = cx.int_or("p", 2);
-    match u32::try_from(p) {
-        Ok(p) if p >= 1 => Ok(p),
-        _ => invalid(format!("attribute 'p' must be a positive integer, got {p}")),
-    }
-}
-
-struct PoolRule;
-
-#[derive(Clone, Debug)]
-struct PoolPlan {
-    elem: ElemType,
-    kind: PoolKind,
-    planes: usize,
-    geom: Geometry,
-    out: Vec<usize>,
-}
-
-fn pool_plan(cx: &NodeCx<'_>) -> OpResult<PoolPlan> {
-    let x = cx.input(0)?;
-    let op = op_name(cx);
-    let kind = match op {
-        "MaxPool" => {
-            match x.elem {
-                ElemType::Float | ElemType::Double => {}
-                ElemType::Int8 | ElemType::Uint8 if cx.version() >= 12 => {}
-                other => {
-                    return unsupported(format!(
-                        "MaxPool on {other} tensors: the runtime kernel supports float32, \
-                         float64, int8 and uint8 (from opset 12)"
-                    ));
-                }
-            }
-            let indices = cx.node.outputs.get(1).is_some_and(Option::is_some);
-            let column_major = match cx.int_or("storage_order", 0) {
-                0 => false,
-                1 => true,
-                other => return invalid(format!("storage_order must be 0 or 1, got {other}")),
-            };
-            PoolKind::Max { indices, column_major }
-        }
-        "AveragePool" => {
-            float_elem(cx, x)?;
-            PoolKind::Average { count_include_pad: cx.int_or("count_include_pad", 0) != 0 }
-        }
-        _ => {
-            float_elem(cx, x)?;
-            PoolKind::Lp(lp_p(cx)?)
-        }
-    };
-    let in_dims = spatial(cx, x)?;
-    let Some(kernel) = cx.ints("kernel_shape") else {
-        return invalid(format!("{op} needs the attribute 'kernel_shape'"));
-    };
-    let kernel = spatial_ints(cx, "kernel_shape", in_dims.len(), 1, 1).map_err(|e| match e {
-        OpError::Invalid(m) => OpError::Invalid(format!("{m} (kernel_shape {kernel:?})")),
-        other => other,
-    })?;
-    let ceil_mode = cx.int_or("ceil_mode", 0) != 0;
-    let geom = forward_geometry(cx, in_dims, kernel, ceil_mode)?;
-    let Some(planes) = x.dims[0].checked_mul(x.dims[1]) else { return overflow("N * C") };
-    let mut out = x.dims[..2].to_vec();
-    out.extend_from_slice(&geom.out_dims);
-    Ok(PoolPlan { elem: x.elem, kind, planes, geom: geom.into_2d(), out })
-}
-
-impl OpRule for PoolRule {
-    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
-        let p = pool_plan(cx)?;
-        let mut outs = vec![TensorType::new(p.elem, p.out.clone())];
-        if op_name(cx) == "MaxPool" && cx.node.outputs.len() > 1 {
-            outs.push(TensorType::new(ElemType::Int64, p.out));
-        }
-        Ok(outs)
-    }
-
-    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Kernel(Box::new(PoolKernel { plan: pool_plan(cx)? })))
-    }
-}
-
-struct PoolKernel {
-    plan: PoolPlan,
-}
-
-fn run_max_pool<T: Num + HostElem>(
-    p: &PoolPlan,
-    indices: bool,
-    column_major: bool,
-    inputs: &[Option<&HostTensor>],
-    outputs: &mut [HostTensor],
-) -> EvalResult {
-    let params = Pool { planes: p.planes, window: p.geom.window() };
-    let x = host::<T>(inputs.first().copied().flatten(), p.elem)?;
-    let (y, rest) = outputs.split_first_mut().ok_or(EvalError::Type(p.elem))?;
-    let y = host_mut::<T>(Some(y), p.elem)?;
-    if indices {
-        let ix = host_mut::<i64>(rest.first_mut(), ElemType::Int64)?;
-        rt_pool::max_pool(&params, x, y, Some(&mut *ix))?;
-        if column_major {
-            rt_pool::max_pool_indices_column_major(&p.geom.in_dims, ix)?;
-        }
-    } else {
-        rt_pool::max_pool(&params, x, y, None)?;
-    }
-    Ok(())
-}
-
-fn run_float_pool<T: Float + HostElem>(
-    p: &PoolPlan,
-    inputs: &[Option<&HostTensor>],
-    outputs: &mut [HostTensor],
-) -> EvalResult {
-    let params = Pool { planes: p.planes, window: p.geom.window() };
-    let x = host::<T>(inputs.first().copied().flatten(), p.elem)?;
-    let y = host_mut::<T>(outputs.first_mut(), p.elem)?;
-    match p.kind {
-        PoolKind::Average { count_include_pad } => {
-            rt_pool::average_pool(&params, count_include_pad, x, y)?;
-        }
-        PoolKind::Lp(pp) => rt_pool::lp_pool(&params, pp, x, y)?,
-        PoolKind::Max { .. } => return Err(EvalError::Type(p.elem)),
-    }
-    Ok(())
-}
-
-impl Kernel for PoolKernel {
-    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
-        let p = &self.plan;
-        match p.kind {
-            PoolKind::Max { indices, column_major } => {
-                crate::by_num_type!(p.elem, run_max_pool(p, indices, column_major, inputs, outputs))
-            }
-            _ => crate::by_float_type!(p.elem, run_float_pool(p, inputs, outputs)),
-        }
-    }
-
-    fn emit(&self, io: &Io) -> TokenStream {
-        let rt = &io.rt;
-        let p = &self.plan;
-        let window = p.geom.tokens(rt);
-        let planes = lit::usize_lit(p.planes);
-        let params = quote!(&#rt::pool::Pool { planes: #planes, window: #window });
-        let (x, y) = (&io.inputs[0], &io.outputs[0]);
-        match p.kind {
-            PoolKind::Max { indices, column_major } => match io.outputs.get(1) {
-                Some(Some(ix)) if indices => {
-                    let reorder = if column_major {
-                        let dims = lit::usizes(&p.geom.in_dims);
-                        quote!(#rt::pool::max_pool_indices_column_major(#dims, indices)?;)
-                    } else {
-                        quote!()
-                    };
-                    quote! {
-                        let indices: &mut [i64] = #ix;
-                        #rt::pool::max_pool(#params, #x, #y, Some(&mut *indices))?;
-                        #reorder
-                    }
-                }
-                _ => quote!(#rt::pool::max_pool(#params, #x, #y, None)?;),
-            },
-            PoolKind::Average { count_include_pad } => {
-                quote!(#rt::pool::average_pool(#params, #count_include_pad, #x, #y)?;)
-            }
-            PoolKind::Lp(pp) => {
-                let pp = proc_macro2::Literal::u32_unsuffixed(pp);
-                quote!(#rt::pool::lp_pool(#params, #pp, #x, #y)?;)
-            }
-        }
-    }
-}
-
-/// What a global pool computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GlobalKind {
-    Average,
-    Max,
-    Lp(u32),
-}
-
-struct GlobalPoolRule;
-
-#[derive(Clone, Debug)]
-struct GlobalPlan {
-    elem: ElemType,
-    kind: GlobalKind,
-    planes: usize,
-    size: usize,
-    out: Vec<usize>,
-}
-
-fn global_plan(cx: &NodeCx<'_>) -> OpResult<GlobalPlan> {
-    let x = cx.input(0)?;
-    float_elem(cx, x)?;
-    let kind = match op_name(cx) {
-        "GlobalAveragePool" => GlobalKind::Average,
-        "GlobalMaxPool" => GlobalKind::Max,
-        _ => GlobalKind::Lp(lp_p(cx)?),
-    };
-    if x.dims.len() < 2 {
-        return invalid(format!(
-            "{} needs an input of rank 2 or more ([N, C, ...]), got {x}",
-            op_name(cx)
-        ));
-    }
-    let Some(planes) = x.dims[0].checked_mul(x.dims[1]) else { return overflow("N * C") };
-    let Some(size) = x.dims[2..].iter().try_fold(1usize, |a, &d| a.checked_mul(d)) else {
-        return overflow("the spatial size");
-    };
-    let mut out = x.dims[..2].to_vec();
-    out.resize(x.dims.len(), 1);
-    Ok(GlobalPlan { elem: x.elem, kind, planes, size, out })
-}
-
-impl OpRule for GlobalPoolRule {
-    fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
-        let p = global_plan(cx)?;
-        Ok(vec![TensorType::new(p.elem, p.out)])
-    }
-
-    fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Kernel(Box::new(GlobalKernel { plan: global_plan(cx)? })))
-    }
-}
-
-struct GlobalKernel {
-    plan: GlobalPlan,
-}
-
-fn run_global<T: Float + HostElem>(
-    p: &GlobalPlan,
-    inputs: &[Option<&HostTensor>],
-    outputs: &mut [HostTensor],
-) -> EvalResult {
-    let x = host::<T>(inputs.first().copied().flatten(), p.elem)?;
-    let y = host_mut::<T>(outputs.first_mut(), p.elem)?;
-    match p.kind {
-        GlobalKind::Average => rt_pool::global_average_pool(p.planes, p.size, x, y)?,
-        GlobalKind::Max => rt_pool::global_max_pool(p.planes, p.size, x, y)?,
-        GlobalKind::Lp(pp) => rt_pool::global_lp_pool(p.planes, p.size, pp, x, y)?,
-    }
-    Ok(())
-}
-
-impl Kernel for GlobalKernel {
-    fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
-        crate::by_float_type!(self.plan.elem, run_global(&self.plan, inputs, outputs))
-    }
-
-    fn emit(&self, io: &Io) -> TokenStream {
-        let rt = &io.rt;
-        let p = &self.plan;
-        let (planes, size) = (lit::usize_lit(p.planes), lit::usize_lit(p.size));
-        let (x, y) = (&io.inputs[0], &io.outputs[0]);
-        match p.kind {
-            // f32 takes the vectorised entry point (partial sums: the same
-            // mean up to rounding); constant folding keeps the generic kernel.
-            GlobalKind::Average if p.elem == ElemType::Float => {
-                quote!(#rt::pool::sglobal_average_pool(#planes, #size, #x, #y)?;)
-            }
-            GlobalKind::Average => {
-                quote!(#rt::pool::global_average_pool(#planes, #size, #x, #y)?;)
-            }
-            GlobalKind::Max => quote!(#rt::pool::global_max_pool(#planes, #size, #x, #y)?;),
-            GlobalKind::Lp(pp) => {
-                let pp = proc_macro2::Literal::u32_unsuffixed(pp);
-                quote!(#rt::pool::global_lp_pool(#planes, #size, #pp, #x, #y)?;)
-            }
         }
     }
 }
