@@ -9,9 +9,12 @@
 //! folding) and write the Rust call ([`Kernel::emit`]), so folding and the
 //! generated code always run the same function with the same parameters.
 //!
-//! One file per operator family; [`rule`] maps an operator to its rule.
-//! Adding an operator touches its family's file here, its kernel in the
-//! runtime crate, and one line in [`rule`].
+//! One file per operator family, or one folder for the heavy families (its
+//! `mod.rs` registers the family's operators and holds what they share,
+//! and a file per operator or kind of operator holds its rule, kernel and
+//! emission); [`rule`] maps an operator to its rule. Adding an operator
+//! touches its family's file here, its kernel in the runtime crate, and one
+//! line in [`rule`].
 
 mod host;
 #[cfg(test)]
