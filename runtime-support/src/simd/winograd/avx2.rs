@@ -11,7 +11,7 @@
 //! slice before the loop.
 
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::gemm::micro::avx2::{Avx2, lanes_in_row};
+use crate::simd::isa::avx2::{Avx2, lanes_in_row};
 use crate::simd::winograd::TileRows;
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_castpd_ps,

@@ -6,13 +6,13 @@
 //! interleaves the two columns of each tile back with permutes.
 //!
 //! The additions and subtractions are the portable transforms', in the
-//! same order, and the activation is [`crate::simd::gemm::micro::avx512::activate`] (the
+//! same order, and the activation is [`crate::simd::isa::avx512::activate`] (the
 //! scalar comparisons as blends): the results are bit for bit those of the
 //! portable code. Every load and store is masked to the lanes inside its
 //! slice, or checked against the slice before the loop.
 
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::gemm::micro::avx512::{Avx512, activate, evens, lanes, lanes_between, odds};
+use crate::simd::isa::avx512::{Avx512, activate, evens, lanes, lanes_between, odds};
 use crate::simd::winograd::TileRows;
 use core::arch::x86_64::{
     __m512, __mmask16, _mm512_add_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,

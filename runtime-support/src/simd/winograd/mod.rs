@@ -9,9 +9,9 @@ pub(in crate::simd) mod avx512;
 
 use crate::simd::gemm::epilogue::Activation;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx2::Avx2;
+use crate::simd::isa::avx2::Avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx512::Avx512;
+use crate::simd::isa::avx512::Avx512;
 
 /// Where the vector input transform of `crate::winograd` reads: planes of
 /// `plane` floats, one per channel, in which the four input rows of the
