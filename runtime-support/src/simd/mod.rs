@@ -53,6 +53,11 @@ pub(crate) use strip::prefetch;
 
 mod conv;
 mod gemm;
+// Vector code written once over the lanes of every ISA (the x86-64 tokens
+// implement them so far).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+mod lanes;
 mod math;
 mod pool;
 mod winograd;
