@@ -12,7 +12,7 @@
 //! keeps the exact kernels.
 //!
 //! On x86-64 the AVX-512 or AVX2+FMA kernels are chosen at run time
-//! (`cpu.rs`: `cpuid` and `xgetbv`, probed once; no `std` needed). They
+//! (`isa/cpu.rs`: `cpuid` and `xgetbv`, probed once; no `std` needed). They
 //! are compiled only where SSE2 is on (every x86-64 target but the
 //! soft-float `x86_64-unknown-none`, whose code generator cannot lower
 //! vector functions: there the portable kernel runs). On
@@ -45,9 +45,6 @@
 //! portable loops stay auto-vectorised for SSE2 on x86-64 and NEON on
 //! aarch64.
 
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-mod cpu;
 mod isa;
 pub use isa::{Isa, MAX_ISA_VAR, max_isa, set_max_isa};
 #[allow(unsafe_code)]
@@ -56,15 +53,21 @@ pub(crate) use strip::prefetch;
 
 mod conv;
 mod gemm;
+// Vector code written once over the lanes of every ISA (the x86-64 tokens
+// implement them so far).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+mod lanes;
 mod math;
 mod pool;
 mod winograd;
 
-// The ISA tokens (`Avx2`, `Avx512`, `Neon`) live with their micro-kernels.
+// The ISA tokens (`Avx2`, `Avx512`, `Neon`), with the lane helpers each
+// instruction set's kernels share.
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-use gemm::micro::neon;
+use isa::neon;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use gemm::micro::{avx2, avx512};
+use isa::{avx2, avx512};
 
 // The kernels under the paths the rest of the crate calls them by.
 pub(crate) use conv::depthwise::{Geom2d, depthwise};
@@ -145,6 +148,12 @@ pub(crate) mod tests {
     use crate::simd::gemm::micro::*;
     use crate::simd::gemm::pack::*;
     use crate::simd::gemm::*;
+    // The tokens by name: `micro::*` brings the micro-kernel modules of the
+    // same names.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    use crate::simd::isa::neon;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    use crate::simd::isa::{avx2, avx512};
 
     /// An extension a test needs from the CPU (under the ISA cap).
     #[derive(Clone, Copy, Debug)]
@@ -694,7 +703,7 @@ pub(crate) mod tests {
         for n in 1..=12 * STRIP {
             let (mut s, need) = (0, n.div_ceil(STRIP));
             while s * STRIP < n {
-                let g = avx512::strips_at_once(n - s * STRIP);
+                let g = micro::avx512::strips_at_once(n - s * STRIP);
                 assert!(s + g <= need, "{n} columns: strips {s}..{} of {need}", s + g);
                 s += g;
             }

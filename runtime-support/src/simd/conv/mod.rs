@@ -8,9 +8,9 @@ pub(in crate::simd) mod stem;
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Smooth;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx512;
 use crate::simd::gemm::pack::ReadA;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::simd::isa::avx512;
 
 /// 2-D convolution of a few input planes (a network's stem, narrow strided
 /// layers; see `conv::stem::avx512` for which) into

@@ -12,12 +12,6 @@ use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::smooth_block;
 use crate::simd::gemm::micro::MAX_MR;
 use crate::simd::gemm::micro::Micro;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx2;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx512;
-#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-use crate::simd::gemm::micro::neon;
 use crate::simd::gemm::micro::portable::PortableKernel;
 use crate::simd::gemm::pack::A_AHEAD;
 use crate::simd::gemm::pack::A_PREFETCH_FROM;
@@ -27,6 +21,12 @@ use crate::simd::gemm::pack::ReadA;
 use crate::simd::gemm::pack::STRIP;
 use crate::simd::gemm::pack::StripsB;
 use crate::simd::gemm::pack::ViewA;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::simd::isa::avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::simd::isa::avx512;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+use crate::simd::isa::neon;
 use crate::simd::strip::Strip;
 use crate::simd::vectorize;
 

@@ -21,8 +21,8 @@
 //! within each row, checked against the slices first (whole vectors, the
 //! row's tail through a stack buffer).
 
-use crate::simd::gemm::micro::avx2::Avx2;
-use crate::simd::gemm::micro::avx512::Avx512;
+use crate::simd::isa::avx2::Avx2;
+use crate::simd::isa::avx512::Avx512;
 use crate::vmath::{GELU_CLAMP, GELU_K, GELU_P};
 use core::arch::x86_64::*;
 

@@ -15,7 +15,7 @@
 //!
 //! Every load and store is masked to the lanes inside its slice.
 
-use crate::simd::gemm::micro::avx512::{Avx512, evens, lanes, odds};
+use crate::simd::isa::avx512::{Avx512, evens, lanes, odds};
 use core::arch::x86_64::{
     __m512, _CMP_UNORD_Q, _mm512_add_epi32, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpge_epi32_mask,

@@ -5,7 +5,7 @@
 pub(in crate::simd) mod avx512;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx512::Avx512;
+use crate::simd::isa::avx512::Avx512;
 
 /// Copies the even floats of 32 (`d[i] = s[2 * i]`, stride-2 convolution
 /// inputs) with one vector permute where the CPU has AVX-512, one by one

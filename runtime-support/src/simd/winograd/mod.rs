@@ -1,17 +1,19 @@
-//! Winograd F(2x2, 3x3) input and output transforms, one module per ISA.
+//! Winograd F(2x2, 3x3) input and output transforms: written once over
+//! [`crate::simd::lanes::Lanes`] (`vector.rs`), run on AVX-512 or AVX2.
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
-pub(in crate::simd) mod avx2;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[allow(unsafe_code)]
-pub(in crate::simd) mod avx512;
+mod vector;
 
 use crate::simd::gemm::epilogue::Activation;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx2::Avx2;
+use crate::simd::isa::avx2::Avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::gemm::micro::avx512::Avx512;
+use crate::simd::isa::avx512::Avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::simd::lanes::Lanes;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use vector::{InputTiles, OutputTiles};
 
 /// Where the vector input transform of `crate::winograd` reads: planes of
 /// `plane` floats, one per channel, in which the four input rows of the
@@ -34,6 +36,7 @@ impl TileRows {
     /// of channel `c`'s tile `j` at `xi * xs + c * cs + at + j` inside
     /// `v_len` floats; false for no tiles or no channels. The vector units
     /// check this before their unchecked loops.
+    #[inline]
     pub(crate) fn input_fits(
         self,
         x_len: usize,
@@ -65,6 +68,7 @@ impl TileRows {
     /// Whether an output transform of `n` tiles reads `M_xi` of tile `j` at
     /// `xi * stride + at + j` inside `m_len` floats and each given output
     /// row holds the `cols <= 2 n` floats written; false for no tiles.
+    #[inline]
     pub(crate) fn output_fits(
         m_len: usize,
         at: usize,
@@ -132,9 +136,9 @@ impl WinogradTransforms {
     }
 
     /// The input transform of `n` tiles of each of `channels` channels of
-    /// `x` (see `winograd::avx512::input_tiles`): `V_xi` of channel `c`'s tile
-    /// `j` to `v[xi * xs + c * cs + at + j]`. False when nothing was
-    /// written (an operand too short).
+    /// `x` (see `vector::InputTiles`): `V_xi` of channel `c`'s tile `j` to
+    /// `v[xi * xs + c * cs + at + j]`. False when nothing was written (an
+    /// operand too short).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn inputs(
@@ -148,12 +152,13 @@ impl WinogradTransforms {
         strides: [usize; 2],
     ) -> bool {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return match self.unit {
-            WinogradUnit::Avx512(cpu) => {
-                avx512::input_tiles(cpu, x, src, channels, n, v, at, strides)
+        {
+            let k = InputTiles { x, src, channels, n, v, at, strides };
+            match self.unit {
+                WinogradUnit::Avx512(cpu) => cpu.enter(k),
+                WinogradUnit::Avx2(cpu) => cpu.enter(k),
             }
-            WinogradUnit::Avx2(cpu) => avx2::input_tiles(cpu, x, src, channels, n, v, at, strides),
-        };
+        }
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         {
             let _ = (x, src, channels, n, v, at, strides);
@@ -162,8 +167,8 @@ impl WinogradTransforms {
     }
 
     /// The output transform of `n` tiles of one output channel, bias and
-    /// activation included (see `winograd::avx512::output_tiles`). False when
-    /// nothing was written.
+    /// activation included (see `vector::OutputTiles`). False when nothing
+    /// was written.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn outputs(
@@ -178,14 +183,13 @@ impl WinogradTransforms {
         cols: usize,
     ) -> bool {
         #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-        return match self.unit {
-            WinogradUnit::Avx512(cpu) => {
-                avx512::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
+        {
+            let k = OutputTiles { m, at, stride, n, bias: bias.as_ref(), act: &act, out, cols };
+            match self.unit {
+                WinogradUnit::Avx512(cpu) => cpu.enter(k),
+                WinogradUnit::Avx2(cpu) => cpu.enter(k),
             }
-            WinogradUnit::Avx2(cpu) => {
-                avx2::output_tiles(cpu, m, at, stride, n, bias, act, out, cols)
-            }
-        };
+        }
         #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         {
             let _ = (m, at, stride, n, bias, act, out, cols);

@@ -15,7 +15,7 @@
 
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::gemm::micro::avx2::{Avx2, lanes_in_row};
+use crate::simd::isa::avx2::{Avx2, lanes_in_row};
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_broadcast_ss,
     _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpgt_epi32,

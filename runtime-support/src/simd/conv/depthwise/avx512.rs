@@ -28,7 +28,7 @@
 
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::gemm::micro::avx512::{Avx512, lanes_between};
+use crate::simd::isa::avx512::{Avx512, lanes_between};
 use core::arch::x86_64::{
     __m512, __m512i, __mmask16, _CMP_LT_OQ, _MM_HINT_T0, _mm_prefetch, _mm512_add_epi32,
     _mm512_add_ps, _mm512_alignr_epi32, _mm512_castps_si512, _mm512_castsi512_ps,

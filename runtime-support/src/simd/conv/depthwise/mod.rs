@@ -72,7 +72,7 @@ pub(crate) fn depthwise(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        if let Some(cpu) = crate::simd::gemm::micro::avx512::Avx512::detect() {
+        if let Some(cpu) = crate::simd::isa::avx512::Avx512::detect() {
             let kernel = |c: usize, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]| {
                 avx512::depthwise(cpu, g, c, x, w, b, act, y)
             };
@@ -80,7 +80,7 @@ pub(crate) fn depthwise(
                 return true;
             }
         }
-        if let Some(cpu) = crate::simd::gemm::micro::avx2::Avx2::detect() {
+        if let Some(cpu) = crate::simd::isa::avx2::Avx2::detect() {
             return plane_by_plane(
                 g,
                 channels,
@@ -95,7 +95,7 @@ pub(crate) fn depthwise(
         }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    if let Some(cpu) = crate::simd::gemm::micro::neon::Neon::detect() {
+    if let Some(cpu) = crate::simd::isa::neon::Neon::detect() {
         return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
             neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
@@ -433,7 +433,7 @@ mod tests {
         for s in [[1, 1], [2, 2]] {
             let silu = (Activation::None, Some(Smooth::Silu));
             let r = check(dispatch, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], silu, true);
-            assert_eq!(r, Some(crate::simd::gemm::micro::avx2::Avx2::detect().is_some()));
+            assert_eq!(r, Some(crate::simd::isa::avx2::Avx2::detect().is_some()));
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::gemm::micro::neon::{Neon, activate, store_part};
+use crate::simd::isa::neon::{Neon, activate, store_part};
 use core::arch::aarch64::{float32x4_t, vaddq_f32, vdupq_n_f32, vfmaq_f32, vld1q_f32, vld2q_f32};
 
 /// The widest kernel row [`depthwise_plane`] handles (one lane range per

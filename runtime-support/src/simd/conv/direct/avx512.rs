@@ -33,8 +33,9 @@ use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Epilogue;
 use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::micro::Micro;
-use crate::simd::gemm::micro::avx512::{Avx512, Runs};
+use crate::simd::gemm::micro::avx512::Runs;
 use crate::simd::gemm::pack::ReadA;
+use crate::simd::isa::avx512::Avx512;
 use crate::simd::strip::Strip;
 
 /// Offsets of B's rows in a staged buffer, with their maximum, which the
@@ -172,7 +173,7 @@ fn band_cost(rb: usize, ow: usize, lx: usize, k: usize) -> (Tiling, usize) {
 /// 3x3 stride-2 stem stayed faster on im2col (47 against 37), which the
 /// costs with 3 both predict (with 1, both stay on im2col).
 fn move_scale() -> usize {
-    if crate::simd::cpu::features() & crate::simd::cpu::SPLIT512 != 0 { 3 } else { 1 }
+    if crate::simd::isa::cpu::features() & crate::simd::isa::cpu::SPLIT512 != 0 { 3 } else { 1 }
 }
 
 /// What packing the im2col strips of `g` costs, in tenths of a cycle per

@@ -34,8 +34,8 @@
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::micro::Micro;
-use crate::simd::gemm::micro::avx512::{Avx512, activate};
 use crate::simd::gemm::pack::ReadA;
+use crate::simd::isa::avx512::{Avx512, activate};
 use crate::simd::math::VFunc;
 use crate::simd::math::vexp::eval512;
 use core::arch::x86_64::{

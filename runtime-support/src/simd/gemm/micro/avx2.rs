@@ -1,46 +1,21 @@
 //! The AVX2+FMA micro-kernel: a 6 x 16 tile of f32 sums in twelve `ymm`
 //! registers, one broadcast of A and two loads of B per step.
 //!
-//! The only unsafe code of the crate lives here. Two invariants make it sound:
-//! an [`Avx2`] value exists only after the CPU was found to support AVX2 and
-//! FMA (so the `target_feature` function may run), and [`Micro::kernel`]
-//! checks every index the loop will read or write before entering it.
+//! Two invariants make the unsafe code sound: an [`Avx2`] value exists only
+//! after the CPU was found to support AVX2 and FMA (see
+//! [`crate::simd::isa::avx2`]; so the `target_feature` function may run),
+//! and [`Micro::kernel`] checks every index the loop will read or write
+//! before entering it.
 
 use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::block_fits;
 use crate::simd::gemm::epilogue::finish;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::isa::avx2::Avx2;
 use core::arch::x86_64::{
-    __m256, __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_broadcast_ss, _mm256_cmpgt_epi32,
-    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_ps,
+    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
     _mm256_storeu_ps,
 };
-
-/// Proof that AVX2 and FMA are available on this CPU.
-#[derive(Clone, Copy)]
-pub(crate) struct Avx2 {
-    _private: (),
-}
-
-impl Avx2 {
-    /// `Some` when the CPU supports AVX2 and FMA.
-    #[inline]
-    pub(crate) fn detect() -> Option<Avx2> {
-        (crate::simd::cpu::features() & crate::simd::cpu::AVX2_FMA != 0)
-            .then_some(Avx2 { _private: () })
-    }
-}
-
-/// Lanes `l` with `0 <= base + l < w`, as a load/store mask.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(in crate::simd) fn lanes_in_row(base: i32, w: i32) -> __m256i {
-    let idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(base));
-    _mm256_and_si256(
-        _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)),
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(w), idx),
-    )
-}
 
 const MR: usize = 6;
 const NR: usize = 16;
@@ -242,57 +217,4 @@ fn dots_avx2(a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
         }
         *o = lanes.iter().sum::<f32>() + s;
     }
-}
-
-impl Avx2 {
-    /// Runs `f` inside a function compiled for AVX2, so the loops inlined
-    /// into it vectorize eight lanes wide (same arithmetic, wider registers).
-    #[inline]
-    pub(crate) fn vectorized<R>(self, f: impl FnOnce() -> R) -> R {
-        // SAFETY: `self` proves AVX2 is present; `f` is safe code.
-        unsafe { with_avx2(f) }
-    }
-}
-
-#[target_feature(enable = "avx2")]
-#[inline]
-fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
-    f()
-}
-
-impl Avx2 {
-    /// Runs `k` inside a function compiled for AVX2; `k.run` is
-    /// `#[inline(always)]`, so its loops are compiled there.
-    #[inline]
-    pub(crate) fn vectorize<K: crate::simd::Vectorize>(self, k: K) -> K::Output {
-        // SAFETY: `self` proves AVX2 is present; `k.run` is safe code.
-        unsafe { run_avx2(k) }
-    }
-}
-
-#[target_feature(enable = "avx2")]
-#[inline]
-fn run_avx2<K: crate::simd::Vectorize>(k: K) -> K::Output {
-    k.run()
-}
-
-/// Runs `k` compiled for AVX-512 (sixteen lanes) when the CPU has AVX-512F,
-/// else as [`crate::simd::vectorize`] does (AVX2 or the baseline); the element-wise
-/// kernels' loops (`vmath`, Softmax, LayerNorm) are compute-bound and gain
-/// the width. No fused multiply-adds appear (Rust does not contract `a * b +
-/// c`), so results are the same bit for bit at every width.
-#[inline]
-pub(crate) fn vectorize_wide<K: crate::simd::Vectorize>(k: K) -> K::Output {
-    if crate::simd::gemm::micro::avx512::Avx512::detect().is_some() {
-        // SAFETY: AVX-512F was detected on this CPU (which implies the AVX2
-        // and FMA the function also enables); `k.run` is safe code.
-        return unsafe { run_avx512(k) };
-    }
-    crate::simd::vectorize(k)
-}
-
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[inline]
-fn run_avx512<K: crate::simd::Vectorize>(k: K) -> K::Output {
-    k.run()
 }

@@ -1,7 +1,5 @@
-//! Register-tiled GEMM micro-kernels, one module per ISA. Each module also
-//! holds its ISA's token (`Avx2`, `Avx512`, `Neon`: proof that the CPU
-//! runs the extension under the cap) and the lane helpers the other kernels
-//! of that ISA share.
+//! Register-tiled GEMM micro-kernels, one module per ISA, each implementing
+//! [`Micro`] for its ISA's token (`crate::simd::isa`).
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]

@@ -1,6 +1,31 @@
-//! The instruction-set cap: the widest family of explicit vector kernels
-//! the dispatcher may choose, applied on top of what the CPU reports (see
-//! the [module documentation](super) for what it covers and what not).
+//! What the vector kernels may run on: the CPU probe, the instruction-set
+//! cap, and one token per instruction set.
+//!
+//! - The cap (here): the widest family of explicit vector kernels the
+//!   dispatcher may choose, applied on top of what the CPU reports (see the
+//!   [module documentation](super) for what it covers and what not).
+//! - `cpu.rs`: the x86-64 probe (`cpuid`, `xgetbv`), capped.
+//! - `avx2.rs`, `avx512.rs`, `neon.rs`: the tokens `avx2::Avx2`,
+//!   `avx512::Avx512` and `neon::Neon`, and the lane helpers the
+//!   kernels of that instruction set share (masks, even/odd splits, the
+//!   activation in registers). A token is a zero-sized proof: a value
+//!   exists only after the CPU was found to support the extension (under
+//!   the cap), so a kernel holding one may call that extension's
+//!   `#[target_feature]` functions and intrinsics. Every kernel takes its
+//!   token from here, whatever algorithm it belongs to.
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod cpu;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod neon;
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -76,7 +101,7 @@ static CAP: AtomicU8 = AtomicU8::new(if FROM_ENV { UNSET } else { Isa::Avx512 as
 pub fn set_max_isa(isa: Isa) {
     CAP.store(isa as u8, Ordering::Relaxed);
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    super::cpu::forget_cap();
+    cpu::forget_cap();
 }
 
 /// The cap in effect: the last [`set_max_isa`], else [`MAX_ISA_VAR`]
