@@ -5,13 +5,20 @@
 pub(in crate::simd) mod epilogue;
 pub(in crate::simd) mod micro;
 pub(in crate::simd) mod pack;
+#[cfg(test)]
+mod tests;
 
 use crate::simd::Vectorize;
 use crate::simd::gemm::epilogue::Epilogue;
 use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::smooth_block;
+use crate::simd::gemm::micro::APanel;
+use crate::simd::gemm::micro::ARows;
+use crate::simd::gemm::micro::BStrip;
+use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::MAX_MR;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::Tile;
 use crate::simd::gemm::micro::portable::PortableKernel;
 use crate::simd::gemm::pack::A_AHEAD;
 use crate::simd::gemm::pack::A_PREFETCH_FROM;
@@ -176,8 +183,16 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                         };
                         let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: j });
                         let ncols = nr.min(n - j);
-                        let t = TileB { b: bs, ldb };
-                        tile(kern, kc, a, rows, t, dst, ldy, nrows, ncols, !first, tail);
+                        tile(
+                            kern,
+                            Tile {
+                                kc,
+                                a: ARows { data: a.data(), rows, cs: a.cs() },
+                                b: BStrip { data: bs, ldb },
+                                dst: DstBlock { data: dst, ldd: ldy, nrows, ncols, load: !first },
+                                tail,
+                            },
+                        );
                     }
                     ir += mr;
                 }
@@ -232,8 +247,16 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                         return;
                     };
                     let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
-                    let t = TileB { b: buf, ldb };
-                    tile(kern, kc, a, rows, t, dst, ldy, nrows, ncols, !first, tail);
+                    tile(
+                        kern,
+                        Tile {
+                            kc,
+                            a: ARows { data: a.data(), rows, cs: a.cs() },
+                            b: BStrip { data: buf, ldb },
+                            dst: DstBlock { data: dst, ldd: ldy, nrows, ncols, load: !first },
+                            tail,
+                        },
+                    );
                     ir += mr;
                 }
                 jc += nr;
@@ -340,8 +363,13 @@ pub(in crate::simd) fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: u
                         && w + 1 == K::WIDE
                         && let Some(dst) = y.get_mut(ir * ldy + jc..)
                     {
-                        let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
-                        j = kern.sweep(kc, data, row0, cs, blk, ldb, dst, ldy, cw, !first, tail);
+                        j = kern.sweep(Tile {
+                            kc,
+                            a: APanel { data, row0, cs },
+                            b: BStrip { data: blk, ldb },
+                            dst: DstBlock { data: dst, ldd: ldy, nrows, ncols: cw, load: !first },
+                            tail: (last && !identity).then_some(Tail { epi, i0: ir, j0: jc }),
+                        });
                     }
                     while j < cw {
                         let w = w.min(cw - j);
@@ -365,9 +393,21 @@ pub(in crate::simd) fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: u
                                 crate::simd::strip::prefetch(r.data.get(at..at + w).unwrap_or(&[]));
                             }
                         }
-                        if !(panel
-                            && kern.wide(kc, data, row0, cs, bw, ldb, dst, ldy, w, !first, tail))
-                        {
+                        let wide = panel
+                            && kern.wide(Tile {
+                                kc,
+                                a: APanel { data, row0, cs },
+                                b: BStrip { data: bw, ldb },
+                                dst: DstBlock {
+                                    data: &mut *dst,
+                                    ldd: ldy,
+                                    nrows,
+                                    ncols: w,
+                                    load: !first,
+                                },
+                                tail,
+                            });
+                        if !wide {
                             for (r, row) in rows.iter_mut().enumerate() {
                                 *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                             }
@@ -376,10 +416,23 @@ pub(in crate::simd) fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: u
                                     debug_assert!(false, "product: B or Y short of a wide tile");
                                     return;
                                 };
-                                let tail = tail.map(|t| Tail { j0: t.j0 + jt, ..t });
-                                let t = TileB { b: bt, ldb };
                                 let ncols = nr.min(w - jt);
-                                tile(kern, kc, a, rows, t, dt, ldy, nrows, ncols, !first, tail);
+                                tile(
+                                    kern,
+                                    Tile {
+                                        kc,
+                                        a: ARows { data, rows, cs },
+                                        b: BStrip { data: bt, ldb },
+                                        dst: DstBlock {
+                                            data: dt,
+                                            ldd: ldy,
+                                            nrows,
+                                            ncols,
+                                            load: !first,
+                                        },
+                                        tail: tail.map(|t| Tail { j0: t.j0 + jt, ..t }),
+                                    },
+                                );
                             }
                         }
                         j += w;
@@ -421,33 +474,19 @@ pub(in crate::simd) const WIDE_UP_TO: usize = 4;
 /// See [`WIDE_UP_TO`]: the fewest rows for wide tiles over a packed B.
 pub(in crate::simd) const WIDE_ROWS_FROM: usize = 96;
 
-/// A tile's B operand for [`tile`]: `(p, c)` at `b[p * ldb + c]`.
-#[derive(Clone, Copy)]
-pub(in crate::simd) struct TileB<'b> {
-    b: &'b [f32],
-    ldb: usize,
-}
-
-/// One tile of [`drive_buf`]: rows `rows` of A (the first `nrows` real)
-/// times `ncols` columns of `t` into `dst`. A tile of `16q + t` columns (`t`
-/// small: a 7x7 output's 49 = 32 + 16 + 1, a 14x14 one's last 4) runs its
-/// last `t` as one vector over the rows when those are adjacent in A.
-#[allow(clippy::too_many_arguments)]
+/// One tile of [`drive_buf`], as [`Micro::kernel`] takes it. A tile of
+/// `16q + t` columns (`t` small: a 7x7 output's 49 = 32 + 16 + 1, a 14x14
+/// one's last 4) runs its last `t` as one vector over the rows when those
+/// are adjacent in A.
 #[inline(always)]
-pub(in crate::simd) fn tile<K: Micro, A: ReadA>(
-    kern: K,
-    kc: usize,
-    a: A,
-    rows: &[usize],
-    t: TileB<'_>,
-    dst: &mut [f32],
-    ldd: usize,
-    nrows: usize,
-    ncols: usize,
-    load: bool,
-    tail: Option<Tail<'_>>,
-) {
-    let TileB { b, ldb } = t;
+pub(in crate::simd) fn tile<K: Micro>(kern: K, t: Tile<'_>) {
+    let Tile {
+        kc,
+        a: ARows { data: a, rows, cs },
+        b: BStrip { data: b, ldb },
+        dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+        tail,
+    } = t;
     let rest = ncols % 16;
     // A whole tile of a few columns, when its sums are long enough to repay
     // the column kernel's epilogue in memory.
@@ -458,22 +497,14 @@ pub(in crate::simd) fn tile<K: Micro, A: ReadA>(
     let mut main = ncols;
     if split {
         let j = ncols - rest;
-        let tail_t = tail.map(|t| Tail { j0: t.j0 + j, ..t });
         let done = match (b.get(j..), dst.get_mut(j..)) {
-            (Some(bt), Some(dt)) => kern.columns(
+            (Some(bt), Some(dt)) => kern.columns(Tile {
                 kc,
-                a.data(),
-                rows[0],
-                a.cs(),
-                bt,
-                ldb,
-                dt,
-                ldd,
-                nrows,
-                rest,
-                load,
-                tail_t,
-            ),
+                a: APanel { data: a, row0: rows[0], cs },
+                b: BStrip { data: bt, ldb },
+                dst: DstBlock { data: dt, ldd, nrows, ncols: rest, load },
+                tail: tail.map(|t| Tail { j0: t.j0 + j, ..t }),
+            }),
             _ => false,
         };
         if done {
@@ -481,7 +512,10 @@ pub(in crate::simd) fn tile<K: Micro, A: ReadA>(
         }
     }
     if main > 0 {
-        kern.kernel(kc, a.data(), rows, a.cs(), b, ldb, dst, ldd, nrows, main, load, tail);
+        let a = ARows { data: a, rows, cs };
+        let b = BStrip { data: b, ldb };
+        let dst = DstBlock { data: dst, ldd, nrows, ncols: main, load };
+        kern.kernel(Tile { kc, a, b, dst, tail });
     }
 }
 
@@ -557,7 +591,6 @@ pub(in crate::simd) const SMOOTH_WHOLE: usize = 4096;
 
 /// `Y[i, j] = epi(i, j, sum_p A(i, p) B(p, j))` on the best kernel for this CPU.
 /// The B packer must cover `k x n`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn product<A: ReadA, B: PackB>(
     m: usize,
     n: usize,
@@ -717,7 +750,6 @@ pub(crate) fn strips_vector_product(
 
 /// [`product`] with the portable kernel forced, for tests comparing paths.
 #[cfg(test)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn product_portable<A: ReadA, B: PackB>(
     m: usize,
     n: usize,

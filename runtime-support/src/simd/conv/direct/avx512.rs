@@ -32,8 +32,11 @@ use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Epilogue;
 use crate::simd::gemm::epilogue::Tail;
+use crate::simd::gemm::micro::ARows;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::Tile;
 use crate::simd::gemm::micro::avx512::Runs;
+use crate::simd::gemm::micro::avx512::{BTable, DstRuns};
 use crate::simd::gemm::pack::ReadA;
 use crate::simd::isa::avx512::Avx512;
 use crate::simd::strip::Strip;
@@ -503,9 +506,13 @@ fn run<A: ReadA>(
         let tile = |ir: usize, base: usize, dst: &mut [f32], ldd: usize, runs: Runs, j0: usize| {
             let nrows = MR.min(m - ir);
             let rows: [usize; MR] = core::array::from_fn(|r| w.row(ir + r.min(nrows - 1)));
-            let tail = (!identity).then_some(Tail { epi, i0: ir, j0 });
-            let (a, cs) = (w.data(), w.cs());
-            cpu.kernel_table(k, a, &rows, cs, buf, table, base, dst, ldd, nrows, runs, tail)
+            cpu.kernel_table(Tile {
+                kc: k,
+                a: ARows { data: w.data(), rows: &rows, cs: w.cs() },
+                b: BTable { data: buf, table, base },
+                dst: DstRuns { data: dst, ldd, nrows, runs, load: false },
+                tail: (!identity).then_some(Tail { epi, i0: ir, j0 }),
+            })
         };
         let (tiling, _) = band_cost(rb, ow, lx, k);
         #[cfg(test)]

@@ -20,7 +20,12 @@ use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::finish;
 use crate::simd::gemm::epilogue::finish_column;
 use crate::simd::gemm::epilogue::smooth_block;
+use crate::simd::gemm::micro::APanel;
+use crate::simd::gemm::micro::ARows;
+use crate::simd::gemm::micro::BStrip;
+use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::Tile;
 use crate::simd::isa::avx512::{Avx512, activate, lanes};
 use core::arch::x86_64::{
     __m512, __mmask16, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps,
@@ -46,24 +51,16 @@ impl Micro for Avx512 {
     const KC: usize = 256;
     const DIRECT_B: bool = true;
 
-    #[inline]
-    fn kernel(
-        self,
-        kc: usize,
-        a: &[f32],
-        rows: &[usize],
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) {
+    #[inline(always)]
+    fn kernel(self, t: Tile<'_>) {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
         debug_assert_eq!(rows.len(), MR, "AVX-512 tile: one A row offset per tile row");
-        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
         if nrows == 0 || ncols == 0 {
             return;
@@ -74,41 +71,35 @@ impl Micro for Avx512 {
         if !b_fits {
             return;
         }
-        let src = Strided { b: b.as_ptr(), ldb };
+        let (a_len, d_len) = (a.len(), dst.len());
+        let a = ARows { data: a, rows, cs };
+        let b = Strided { b: b.as_ptr(), ldb };
+        let dst = DstRuns { data: dst, ldd, nrows, runs: Runs::cols(ncols), load };
         // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
         // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
-        let done = unsafe {
-            self.run(kc, a, rows, cs, src, dst, ldd, nrows, Runs::cols(ncols), false, load, tail)
-        };
+        let done = unsafe { self.run(Tile { kc, a, b, dst, tail }, false) };
         // Columns in one or two contiguous runs, no extra column: `run`
-        // refuses only A rows or a destination out of bounds.
+        // refuses only A rows (other than `MR` of them) or a destination
+        // out of bounds.
         debug_assert!(
             done,
-            "AVX-512 tile: A rows {rows:?} + (kc - 1) * {cs} within {}, {nrows}x{ncols} rows {ldd} \
-             apart within {}",
-            a.len(),
-            dst.len()
+            "AVX-512 tile: A rows {rows:?} + (kc - 1) * {cs} within {a_len}, {nrows}x{ncols} rows \
+             {ldd} apart within {d_len}"
         );
     }
 
     const WIDE: usize = WIDE;
 
     #[inline]
-    fn wide(
-        self,
-        kc: usize,
-        a: &[f32],
-        row0: usize,
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) -> bool {
-        if !(2 * 16 + 1..=WIDE).contains(&ncols) {
+    fn wide(self, t: Tile<'_, APanel<'_>>) -> bool {
+        let Tile {
+            kc,
+            a: APanel { data: a, row0, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
+        if nrows != MR || !(2 * 16 + 1..=WIDE).contains(&ncols) {
             return false;
         }
         let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
@@ -118,28 +109,24 @@ impl Micro for Avx512 {
         let rows: [usize; MR] = core::array::from_fn(|r| row0.saturating_add(r));
         let extra = ncols == WIDE;
         let runs = Runs::cols(ncols - usize::from(extra));
-        let src = Strided { b: b.as_ptr(), ldb };
+        let a = ARows { data: a, rows: &rows, cs };
+        let b = Strided { b: b.as_ptr(), ldb };
+        let dst = DstRuns { data: dst, ldd, nrows: MR, runs, load };
         // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
         // floats (the runs' 48 and the extra column): `(kc - 1) * ldb +
         // ncols <= b.len()` was checked above.
-        unsafe { self.run(kc, a, &rows, cs, src, dst, ldd, MR, runs, extra, load, tail) }
+        unsafe { self.run(Tile { kc, a, b, dst, tail }, extra) }
     }
 
     #[inline]
-    fn sweep(
-        self,
-        kc: usize,
-        a: &[f32],
-        row0: usize,
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) -> usize {
+    fn sweep(self, t: Tile<'_, APanel<'_>>) -> usize {
+        let Tile {
+            kc,
+            a: APanel { data: a, row0, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
         // The tiles of `wide` without its extra column: three full runs.
         const W: usize = WIDE - 1;
         let done = ncols / W * W;
@@ -148,6 +135,7 @@ impl Micro for Avx512 {
         let a_last = (kc.max(1) - 1).checked_mul(cs).and_then(|v| v.checked_add(row0 + MR - 1));
         if kc == 0
             || done == 0
+            || nrows != MR
             || b_need.is_none_or(|v| v > b.len())
             || d_need.is_none_or(|v| v > dst.len())
             || a_last.is_none_or(|v| v >= a.len())
@@ -218,21 +206,14 @@ impl Micro for Avx512 {
     const COLS: usize = 4;
 
     #[inline]
-    fn columns(
-        self,
-        kc: usize,
-        a: &[f32],
-        row0: usize,
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) -> bool {
+    fn columns(self, t: Tile<'_, APanel<'_>>) -> bool {
+        let Tile {
+            kc,
+            a: APanel { data: a, row0, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
         if kc == 0 || !(1..=MR).contains(&nrows) || !(1..=Self::COLS).contains(&ncols) {
             return false;
         }
@@ -344,31 +325,36 @@ impl BRows for Table {
     }
 }
 
+/// B's rows as [`Avx512::kernel_table`] reads them: row `p` at
+/// `data[base + table.offs()[p]..]` instead of `p * ldb` (the direct
+/// convolution's staged input, read in place).
+#[derive(Clone, Copy)]
+pub(crate) struct BTable<'a> {
+    pub data: &'a [f32],
+    pub table: &'a RowTable<'a>,
+    pub base: usize,
+}
+
+/// Where a tile whose columns are [`Runs`] puts its sums: run `h` of row
+/// `r < nrows` at `data[r * ldd + runs.d[h]..]`, `runs.n[h]` floats (B's
+/// at `runs.b[h]` from the start of its row), which hold the starting sums
+/// when `load`.
+pub(crate) struct DstRuns<'a> {
+    pub data: &'a mut [f32],
+    pub ldd: usize,
+    pub nrows: usize,
+    pub runs: Runs,
+    pub load: bool,
+}
+
 impl Avx512 {
-    /// [`Micro::kernel`] without `load` (A's row `r` at `a[rows[r] + p *
-    /// cs]`), with B's row `p` at
-    /// `b[base + table.offs()[p]]` instead of `p * ldb` (the direct
-    /// convolution's staged input, read in place). Returns `false`, doing
-    /// nothing, when a bound does not hold (`kc` past the table, a B row,
-    /// A row or destination row too short).
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub(crate) fn kernel_table(
-        self,
-        kc: usize,
-        a: &[f32],
-        rows: &[usize; MR],
-        cs: usize,
-        b: &[f32],
-        table: &RowTable<'_>,
-        base: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        runs: Runs,
-        tail: Option<Tail<'_>>,
-    ) -> bool {
-        let offs = table.offs();
+    /// [`Micro::kernel`] with B's rows in a [`BTable`] and the columns in
+    /// [`Runs`]. Returns `false`, doing nothing, when a bound does not hold
+    /// (`kc` past the table, a B row, A row or destination row too short).
+    #[inline(always)]
+    pub(crate) fn kernel_table(self, t: Tile<'_, ARows<'_>, BTable<'_>, DstRuns<'_>>) -> bool {
+        let Tile { kc, a, b: BTable { data: b, table, base }, dst, tail } = t;
+        let (offs, runs) = (table.offs(), dst.runs);
         let b_fits = (0..2).all(|h| {
             let end = table.max().checked_add(base).and_then(|v| v.checked_add(runs.b[h]));
             runs.n[h] == 0
@@ -377,41 +363,34 @@ impl Avx512 {
         if kc == 0 || kc > offs.len() || !b_fits {
             return false;
         }
-        let src = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
+        let b = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
         // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
         // and its half `h` at `runs.b[h]` from there holds `runs.n[h]`
         // floats: `offs[p] <= table.max()` (the table's invariant) and
         // `table.max() + base + runs.b[h] + runs.n[h] <= b.len()`.
-        unsafe { self.run(kc, a, rows, cs, src, dst, ldd, nrows, runs, false, false, tail) }
+        unsafe { self.run(Tile { kc, a, b, dst, tail }, false) }
     }
 
-    /// Checks the destination and A bounds, then runs the tile through
-    /// [`kernel_r32`] and its epilogue; `false`, doing nothing, when they
-    /// do not hold. Three runs (48 columns) and the `extra` column after
-    /// them take eight adjacent rows of A (a panel); other tiles return
-    /// `false`.
+    /// Checks the destination and A bounds (`MR` rows of A), then runs the
+    /// tile through [`kernel_r32`] and its epilogue; `false`, doing
+    /// nothing, when they do not hold. Three runs (48 columns) and the
+    /// `extra` column after them take eight adjacent rows of A (a panel);
+    /// other tiles return `false`.
     ///
     /// # Safety
     /// For `p < kc` and each run `h` with `runs.n[h] > 0`,
-    /// `src.row(p) + runs.b[h]` points at `runs.n[h]` readable floats, and
-    /// with `extra`, `src.row(p) + 48` at one more.
-    #[allow(clippy::too_many_arguments)]
+    /// `t.b.row(p) + runs.b[h]` points at `runs.n[h]` readable floats, and
+    /// with `extra`, `t.b.row(p) + 48` at one more.
     #[inline(always)]
-    unsafe fn run<S: BRows>(
-        self,
-        kc: usize,
-        a: &[f32],
-        rows: &[usize; MR],
-        cs: usize,
-        src: S,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        runs: Runs,
-        extra: bool,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) -> bool {
+    unsafe fn run<S: BRows>(self, t: Tile<'_, ARows<'_>, S, DstRuns<'_>>, extra: bool) -> bool {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: src,
+            dst: DstRuns { data: dst, ldd, nrows, runs, load },
+            tail,
+        } = t;
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return false };
         let nrows = nrows.min(MR);
         let [n0, n1, n2] = runs.n;
         if kc == 0 || nrows == 0 || !(1..=16).contains(&n0) || n1 > 16 || n2 > 16 {
@@ -567,6 +546,10 @@ const STEPPED: u8 = 2;
 /// (`runs.n[h]` columns, the last half not empty), and for C at `cdata`
 /// when `epi` has a `FusedC::Rows` term, and for the residual at `rdata`
 /// when it has one.
+///
+/// The arguments stay scalars (not a struct): this call is not inlined, and
+/// a struct would reach the loop through memory (0.5-1% slower on 64^3
+/// products, measured).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn kernel_r32<

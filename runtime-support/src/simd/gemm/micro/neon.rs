@@ -23,10 +23,13 @@
 
 use crate::simd::gemm::epilogue::Fused;
 use crate::simd::gemm::epilogue::FusedC;
-use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::block_fits;
 use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::micro::ARows;
+use crate::simd::gemm::micro::BStrip;
+use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::Tile;
 use crate::simd::isa::neon::{Neon, activate, load_part, store_part};
 use core::arch::aarch64::{
     float32x4_t, vaddq_f32, vaddvq_f32, vdupq_n_f32, vfmaq_f32, vfmaq_n_f32, vld1q_f32, vmulq_n_f32,
@@ -43,22 +46,15 @@ impl Micro for Neon {
     const MC: usize = 128;
     const KC: usize = 256;
 
-    #[inline]
-    fn kernel(
-        self,
-        kc: usize,
-        a: &[f32],
-        rows: &[usize],
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) {
+    #[inline(always)]
+    fn kernel(self, t: Tile<'_>) {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
         debug_assert_eq!(rows.len(), MR, "NEON tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         let (nrows, ncols) = (nrows.min(MR), ncols.min(NR));
@@ -121,7 +117,9 @@ impl Micro for Neon {
 
 /// `R` rows of [`Neon::kernel`]; the caller guarantees the bounds described
 /// there for `r < R` and `c < ncols` (`1 <= ncols <= 12`), and for C at
-/// `cdata` when `epi` has a `FusedC::Rows` term.
+/// `cdata` when `epi` has a `FusedC::Rows` term. (Scalar arguments, as
+/// AVX-512's `kernel_r32` takes them: where the call is not inlined, a
+/// struct would reach the loop through memory.)
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "neon")]
 #[inline]
@@ -318,8 +316,11 @@ mod tests {
             let mut d = [7.0f32; 8 * 12];
             let ok = kc == 4 && cs == 1 && blen == 48 && dlen == 96 && ldb == 12;
             let mut call = || {
-                let (b, d) = (&b[..blen], &mut d[..dlen]);
-                cpu.kernel(kc, &a, &rows, cs, b, ldb, d, 12, 8, 12, false, tail)
+                let a = ARows { data: &a, rows: &rows, cs };
+                let b = BStrip { data: &b[..blen], ldb };
+                let dst =
+                    DstBlock { data: &mut d[..dlen], ldd: 12, nrows: 8, ncols: 12, load: false };
+                cpu.kernel(Tile { kc, a, b, dst, tail })
             };
             if ok {
                 call()
@@ -353,20 +354,13 @@ mod tests {
                 let len = (nrows - 1) * ldd + ncols;
                 for load in [false, true] {
                     let mut d = [1.5f32; 8 * 13];
-                    cpu.kernel(
-                        5,
-                        &a,
-                        &rows,
-                        1,
-                        &b,
-                        12,
-                        &mut d[..len],
-                        ldd,
-                        nrows,
-                        ncols,
-                        load,
-                        None,
-                    );
+                    cpu.kernel(Tile {
+                        kc: 5,
+                        a: ARows { data: &a, rows: &rows, cs: 1 },
+                        b: BStrip { data: &b, ldb: 12 },
+                        dst: DstBlock { data: &mut d[..len], ldd, nrows, ncols, load },
+                        tail: None,
+                    });
                     for (i, &g) in d.iter().enumerate() {
                         let (r, c) = (i / ldd, i % ldd);
                         if r >= nrows || c >= ncols {

@@ -1,9 +1,12 @@
 //! The portable micro-kernel: multiply then add, bit-exact with the exact
 //! kernels; every target has it.
 
-use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::micro::ARows;
+use crate::simd::gemm::micro::BStrip;
+use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
+use crate::simd::gemm::micro::Tile;
 
 /// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the
 /// exact kernels' arithmetic).
@@ -17,21 +20,14 @@ impl<const NR: usize> Micro for Portable<NR> {
     const KC: usize = 256;
 
     #[inline]
-    fn kernel(
-        self,
-        kc: usize,
-        a: &[f32],
-        rows: &[usize],
-        cs: usize,
-        b: &[f32],
-        ldb: usize,
-        dst: &mut [f32],
-        ldd: usize,
-        nrows: usize,
-        ncols: usize,
-        load: bool,
-        tail: Option<Tail<'_>>,
-    ) {
+    fn kernel(self, t: Tile<'_>) {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
         debug_assert_eq!(ldb, NR, "portable tile: B a packed strip {NR} wide");
         if ldb != NR {
             return;
