@@ -262,7 +262,7 @@ pub fn check(
     let n = inputs.len();
     if sig.repeated_triples {
         let fixed = sig.inputs.len().saturating_sub(3);
-        if n < fixed + 3 || (n - fixed) % 3 != 0 {
+        if n < fixed + 3 || !(n - fixed).is_multiple_of(3) {
             problems.push(format!(
                 "node '{label}' has {n} inputs, but {desc} takes {fixed} followed by one or more (tensor, scale, zero point) triples ({}, {}, ...)",
                 fixed + 3,
@@ -1211,21 +1211,26 @@ fn elem_of(g: &Graph, v: ValueId, depth: usize) -> Option<ElemType> {
         return None;
     }
     let n = g.node(node);
-    let follow = |i: usize| n.input(i).and_then(|x| elem_of(g, x, depth + 1));
+    // Follows the first present input of `order` only (one chain, so the
+    // walk is linear in its length).
+    let follow = |order: &[usize]| {
+        let x = order.iter().find_map(|&i| n.input(i))?;
+        elem_of(g, x, depth + 1)
+    };
     match (n.op.domain.as_str(), n.op.op_type.as_str()) {
         ("", "DynamicQuantizeLinear") => Some(ElemType::Uint8),
         ("" | DOMAIN, "QuantizeLinear") => {
-            if let Some(e) = follow(2) {
-                return Some(e);
+            if n.input(2).is_some() {
+                return follow(&[2]);
             }
             match n.attr_int("output_dtype") {
                 Some(code) if code != 0 => ElemType::from_proto(i32::try_from(code).ok()?),
                 _ => Some(ElemType::Uint8),
             }
         }
-        (DOMAIN, "QGemm") => follow(8),
-        (DOMAIN, "QLinearAdd" | "QLinearMul") => follow(7).or_else(|| follow(0)),
-        (DOMAIN, "QLinearConcat") => follow(1),
+        (DOMAIN, "QGemm") => follow(&[8]),
+        (DOMAIN, "QLinearAdd" | "QLinearMul") => follow(&[7, 0]),
+        (DOMAIN, "QLinearConcat") => follow(&[1]),
         (
             DOMAIN,
             "QLinearAveragePool"
@@ -1233,12 +1238,12 @@ fn elem_of(g: &Graph, v: ValueId, depth: usize) -> Option<ElemType> {
             | "QLinearSoftmax"
             | "QLinearSigmoid"
             | "QLinearLeakyRelu",
-        ) => follow(4).or_else(|| follow(0)),
-        ("", "QLinearConv" | "QLinearMatMul") => follow(7),
+        ) => follow(&[4, 0]),
+        ("", "QLinearConv" | "QLinearMatMul") => follow(&[7]),
         (
             "",
             "Transpose" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "MaxPool" | "Relu",
-        ) => follow(0),
+        ) => follow(&[0]),
         _ => None,
     }
 }
@@ -1644,6 +1649,23 @@ mod tests {
             }",
         );
         assert!(e.contains("'p'") && e.contains("channels_last"), "{e}");
+    }
+
+    #[test]
+    fn contrib_nodes_in_subgraphs_are_expanded() {
+        // A constant condition: the then branch folds. A' = ([10, 20] - 10) * 0.5
+        // = [0, 5], B' = 4 * 0.5 = 2: [0, 10], quantized at 0.5 with zero point 10.
+        let a = run(
+            17,
+            "g () => (uint8[2] y) <bool c = {1}, uint8[2] x = {10, 20}, float s = {0.5},
+                 uint8 z = {10}, uint8 b = {4}> {
+                y = If (c) <then_branch: graph = t () => (uint8[2] o) {
+                                [inner] o = com.microsoft.QLinearMul (x, s, z, b, s, , s, z)
+                            },
+                            else_branch: graph = e () => (uint8[2] p) { p = Identity (x) }>
+            }",
+        );
+        assert_eq!(out(&a, 0), HostData::U8(vec![10, 30]));
     }
 
     #[test]
