@@ -842,13 +842,21 @@ impl Cx<'_, '_> {
             0 => None,
             _ => {
                 let x = self.required(0)?;
-                let Some(r) = known_rank(self.g, x).filter(|&r| r >= 3) else {
-                    return Err(format!(
-                        "attribute 'channels_last' = 1 needs the rank of '{}' (at least 3), which is not known before inference; declare its shape",
-                        self.name_of(x)
-                    ));
-                };
-                Some(r)
+                match known_rank(self.g, x) {
+                    Some(r) if r >= 3 => Some(r),
+                    Some(r) => {
+                        return Err(format!(
+                            "attribute 'channels_last' = 1 needs '{}' of rank 3 or more (N, spatial axes, C), but its rank is {r}",
+                            self.name_of(x)
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "attribute 'channels_last' = 1 needs the rank of '{}', which is not known before inference; declare its shape",
+                            self.name_of(x)
+                        ));
+                    }
+                }
             }
         };
         self.pool("GlobalAveragePool", Vec::new(), rank)
