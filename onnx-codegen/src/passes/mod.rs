@@ -1,10 +1,13 @@
 //! Passes over the IR, in pipeline order: reading `ModelProto` into the IR
 //! with validation ([`validate`]), inlining of model-local functions
-//! ([`inline`]), sequences unrolled into tensors ([`sequences`]), shape
-//! inference with constant folding ([`infer`]), graph rewrites and weight
-//! layouts ([`optimize`], [`fuse`]; their decisions live in each node's
-//! [`Lowering`](crate::ir::Lowering)), and memory planning ([`plan`]).
+//! ([`inline`]) and expansion of onnxruntime's quantized contrib operators
+//! into standard ones ([`contrib`]), sequences unrolled into tensors
+//! ([`sequences`]), shape inference with constant folding ([`infer`]),
+//! graph rewrites and weight layouts ([`optimize`], [`fuse`]; their
+//! decisions live in each node's [`Lowering`](crate::ir::Lowering)), and
+//! memory planning ([`plan`]).
 
+pub mod contrib;
 pub mod fuse;
 pub mod infer;
 pub mod inline;
@@ -27,12 +30,17 @@ pub struct Prepared {
 }
 
 /// Lowers `model` into the IR, validates it against the IR spec and the
-/// operator schemas, and inlines model-local functions. Every problem found
-/// is reported at once: the error lists all errors and warnings.
+/// operator schemas, inlines model-local functions and expands the
+/// `com.microsoft` quantized operators (after inlining, so those in function
+/// bodies are expanded too). Every problem found is reported at once: the
+/// error lists all errors and warnings.
 pub fn prepare(model: &ModelProto) -> crate::Result<Prepared> {
     let (mut ir, mut diags) = validate::validate_model(model);
     if !diags.has_errors() {
         inline::inline_functions(&mut ir, &mut diags);
+    }
+    if !diags.has_errors() {
+        contrib::expand(&mut ir, &mut diags);
     }
     let (model, warnings) = diags.finish(ir)?;
     Ok(Prepared { model, warnings })

@@ -584,6 +584,21 @@ impl Lowerer {
         let schema = match ops::lookup(&domain, op_type, version) {
             Lookup::Found(s) => s,
             Lookup::Unknown => {
+                // onnxruntime's quantized operators: checked here, expanded
+                // into standard operators after inlining (`passes::contrib`).
+                if let Some(problems) = super::contrib::check(
+                    &domain,
+                    op_type,
+                    label,
+                    &np.input,
+                    np.output.len(),
+                    attributes,
+                ) {
+                    for p in problems {
+                        self.error(p);
+                    }
+                    return op;
+                }
                 self.error(format!(
                     "node '{label}' uses operator '{op_type}', which is unknown in domain {shown_domain}"
                 ));
