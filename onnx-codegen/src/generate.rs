@@ -150,7 +150,7 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         },
         winograd: opts.winograd,
     };
-    let Lowered { mut inferred, fused, rewrites } =
+    let Lowered { mut inferred, fused, rewrites, .. } =
         pipeline::run(&mut prepared.model.graph, &config, &[]);
     inferred.unsupported.splice(0..0, refused);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));

@@ -285,7 +285,7 @@ pub enum Use {
 }
 
 /// A computation graph.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Graph {
     pub name: String,
     pub doc_string: String,
@@ -299,12 +299,58 @@ pub struct Graph {
     /// Values captured from the enclosing graph (kind `Captured`), in first-use order.
     pub captures: Vec<ValueId>,
     by_name: HashMap<String, ValueId>,
+    /// How many times a `&mut self` method ran (see [`Graph::revision`]).
+    revision: u64,
+}
+
+/// Equal names, values, nodes, order, inputs, outputs and captures; the
+/// revision is not part of a graph's contents.
+impl PartialEq for Graph {
+    fn eq(&self, other: &Graph) -> bool {
+        let Graph {
+            name,
+            doc_string,
+            values,
+            nodes,
+            order,
+            inputs,
+            outputs,
+            captures,
+            by_name,
+            revision: _,
+        } = self;
+        *name == other.name
+            && *doc_string == other.doc_string
+            && *values == other.values
+            && *nodes == other.nodes
+            && *order == other.order
+            && *inputs == other.inputs
+            && *outputs == other.outputs
+            && *captures == other.captures
+            && *by_name == other.by_name
+    }
 }
 
 impl Graph {
     /// An empty graph.
     pub fn new(name: impl Into<String>) -> Graph {
         Graph { name: name.into(), ..Graph::default() }
+    }
+
+    /// A number that every method taking the graph mutably (`&mut self`)
+    /// increases: while it and the public fields (`name`, `doc_string`,
+    /// `inputs`, `outputs`, `captures`) stay the same, the graph has not
+    /// changed, so an inference of it still holds (the pipeline skips
+    /// inferring again after a stage that did not touch the graph). Every
+    /// `&mut self` method here calls `touch` first (`retain_nodes` only
+    /// when it removes a node).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Notes that the graph may change.
+    fn touch(&mut self) {
+        self.revision = self.revision.wrapping_add(1);
     }
 
     /// All values, indexed by [`ValueId`].
@@ -320,6 +366,7 @@ impl Graph {
 
     /// The value `id`, mutably.
     pub fn value_mut(&mut self, id: ValueId) -> &mut Value {
+        self.touch();
         &mut self.values[id.index()]
     }
 
@@ -330,6 +377,7 @@ impl Graph {
 
     /// The node `id`, mutably.
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        self.touch();
         &mut self.nodes[id.index()]
     }
 
@@ -360,6 +408,7 @@ impl Graph {
 
     /// Adds a value (its name must be new in this graph).
     pub fn add_value(&mut self, value: Value) -> ValueId {
+        self.touch();
         let id = ValueId(u32::try_from(self.values.len()).unwrap_or(u32::MAX));
         self.by_name.insert(value.name.clone(), id);
         self.values.push(value);
@@ -368,6 +417,7 @@ impl Graph {
 
     /// Adds a graph input.
     pub fn add_input(&mut self, name: impl Into<String>, ty: Option<Type>) -> ValueId {
+        self.touch();
         let id = self.add_value(Value {
             name: name.into(),
             ty,
@@ -380,6 +430,7 @@ impl Graph {
 
     /// Adds a constant.
     pub fn add_initializer(&mut self, name: impl Into<String>, tensor: Tensor) -> ValueId {
+        self.touch();
         self.add_value(Value {
             name: name.into(),
             ty: None,
@@ -390,6 +441,7 @@ impl Graph {
 
     /// Adds a capture of `outer` (a value of the enclosing graph) named `name`.
     pub fn add_capture(&mut self, name: impl Into<String>, outer: ValueId) -> ValueId {
+        self.touch();
         let id = self.add_value(Value {
             name: name.into(),
             ty: None,
@@ -403,6 +455,7 @@ impl Graph {
     /// Appends a node at the end of the order, creating its output values
     /// (names must be new in this graph; `None` for an absent output).
     pub fn add_node(&mut self, mut node: Node, outputs: &[Option<String>]) -> NodeId {
+        self.touch();
         let id = NodeId(u32::try_from(self.nodes.len()).unwrap_or(u32::MAX));
         node.outputs = outputs
             .iter()
@@ -427,6 +480,7 @@ impl Graph {
     /// [`Graph::add_value`] as `NodeOutput` of the id this call returns, which
     /// is the number of nodes pushed so far).
     pub fn push_node(&mut self, node: Node) -> NodeId {
+        self.touch();
         let id = self.next_node_id();
         self.nodes.push(node);
         self.order.push(id);
@@ -441,6 +495,7 @@ impl Graph {
     /// Replaces the topological order (the caller guarantees it is one and
     /// lists live nodes only).
     pub fn set_order(&mut self, order: Vec<NodeId>) {
+        self.touch();
         self.order = order;
     }
 
@@ -448,12 +503,16 @@ impl Graph {
     /// output values stay in the arena, defined by a removed node; the caller
     /// redirects their uses first.
     pub fn retain_nodes(&mut self, mut keep: impl FnMut(NodeId, &Node) -> bool) {
-        let nodes = &self.nodes;
+        let (nodes, live) = (&self.nodes, self.order.len());
         self.order.retain(|&id| keep(id, &nodes[id.index()]));
+        if self.order.len() != live {
+            self.touch();
+        }
     }
 
     /// Renames a value (the new name must be unused in this graph).
     pub fn rename_value(&mut self, id: ValueId, name: String) {
+        self.touch();
         let old = std::mem::replace(&mut self.values[id.index()].name, name.clone());
         if self.by_name.get(&old) == Some(&id) {
             self.by_name.remove(&old);
@@ -501,6 +560,7 @@ impl Graph {
     /// Replaces every use of `old` by `new`: node inputs, lowering operands,
     /// graph outputs, and captures of subgraphs of this graph's nodes.
     pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
+        self.touch();
         let order = self.order.clone();
         for id in order {
             let node = &mut self.nodes[id.index()];

@@ -10,6 +10,35 @@
 //! Symbolic dimensions are bound by the caller (`--dim N=4`); declared shapes
 //! (graph outputs, value_info) are checked against inferred ones. Every
 //! unsupported operator, attribute or type is reported, not only the first.
+//!
+//! # Inference again after a rewrite
+//!
+//! The rewriting passes ([`super::pipeline`]) change a few nodes at a time;
+//! [`reinfer_graph`] then runs only the rules whose answer may differ. A
+//! node's visit is a function of what it sees: the node itself (operator,
+//! inputs, outputs, attributes and their subgraphs, lowering), the types and
+//! constants of the values it reads, the names and declared types of its
+//! outputs, and the dims expected for them downstream; plus what stays fixed
+//! for a whole inference (the options, the graph's name, the compiler),
+//! which is compared once. Inference records, per node, what it saw and
+//! what the visit did (the types and constants of its outputs, whether it
+//! runs, folds or is skipped, its errors and unsupported reports, its
+//! lowered step). Re-inference walks the nodes in order like a first
+//! inference, from freshly seeded inputs and initializers, and replays the
+//! record of every node that sees exactly what it saw; the others run their
+//! rules. Nothing is trusted to a pass: a node a pass added, rewired or
+//! lowered differently, a new or changed initializer, a value whose
+//! producer now computes another type or constant, a graph output that
+//! moves (expected dims) all show up as a difference in what a node sees,
+//! and only there. Removed nodes are not visited; values they defined are
+//! left untyped, as by a first inference.
+//!
+//! Replaying in order keeps the state each rule sees (types of the values
+//! visited so far, none of those after) exactly that of a first inference,
+//! so the result is identical to inferring from scratch, order of errors
+//! included; what depends on the whole graph (which steps are live, whether
+//! graph outputs got a type) is recomputed at the end, as it is cheap. The
+//! pipeline checks this identity in tests ([`difference`]).
 
 use crate::diag::{Diagnostic, PathStep};
 use crate::ir::{Dim, Graph, Node, NodeId, Tensor, TensorType, Type, Use, ValueId, ValueKind};
@@ -17,7 +46,7 @@ use crate::ops::{self, Compiler, HostTensor, Lowered, NodeCx, OpError};
 use std::collections::BTreeMap;
 
 /// What inference needs from the caller.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct InferOptions {
     /// Values of symbolic dimensions (`dim_param`), by name.
     pub dims: BTreeMap<String, usize>,
@@ -73,12 +102,134 @@ pub struct Inferred {
     pub errors: Vec<Diagnostic>,
     /// What this compiler does not support yet.
     pub unsupported: Vec<Unsupported>,
+    /// What each visit saw and did, for [`reinfer_graph`]; `None` once
+    /// forgotten.
+    visits: Option<Visits>,
 }
 
 impl Inferred {
     /// Whether code can be generated.
     pub fn is_complete(&self) -> bool {
         self.errors.is_empty() && self.unsupported.is_empty()
+    }
+
+    /// How many nodes this inference visited, and for how many of them it
+    /// ran the operator's rule (the others replayed their previous visit);
+    /// `None` once forgotten.
+    pub fn visit_counts(&self) -> Option<(usize, usize)> {
+        self.visits.as_ref().map(|v| (v.visited, v.ran))
+    }
+
+    /// Drops the record of each visit [`reinfer_graph`] replays, once the
+    /// graph will not change again.
+    pub fn forget_visits(&mut self) {
+        self.visits = None;
+    }
+}
+
+/// The record of one inference's visits, for the next.
+struct Visits {
+    /// What stays fixed for a whole inference and was not compared per node.
+    opts: InferOptions,
+    graph: String,
+    /// Per node id: its last visit, if it was visited.
+    records: Vec<Option<Record>>,
+    /// The steps of nodes that run but that no graph output needs.
+    dead: Vec<Step>,
+    visited: usize,
+    ran: usize,
+}
+
+/// One visit: what the node was and saw, and what the visit did.
+struct Record {
+    node: Node,
+    seen: Seen,
+    outcome: Outcome,
+    /// Per output: the value's type and constant after the visit (`None`
+    /// for an absent output).
+    outputs: Vec<Option<(Option<TensorType>, Option<Tensor>)>>,
+    errors: Vec<Diagnostic>,
+    unsupported: Vec<Unsupported>,
+}
+
+/// What a visit reads besides the node itself and what is fixed for the
+/// whole inference.
+#[derive(PartialEq)]
+struct Seen {
+    /// Per read ([`Node::reads`]): its type and constant.
+    read_types: Vec<Option<TensorType>>,
+    read_constants: Vec<Option<Tensor>>,
+    /// Per output: the value's name and declared type (errors and folded
+    /// constants name it; it is checked against the declaration), and its
+    /// type and constant before the visit (none in a graph where the node
+    /// defines it).
+    outputs: Vec<Option<OutputSeen>>,
+    /// Per output: its expected dims ([`State::expected_dims`]).
+    expected: Vec<Option<Vec<usize>>>,
+}
+
+#[derive(PartialEq)]
+struct OutputSeen {
+    name: String,
+    declared: Option<Type>,
+    ty: Option<TensorType>,
+    constant: Option<Tensor>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Outcome {
+    Run,
+    Folded,
+    Skipped,
+}
+
+/// Whether `a` and `b` are the same node: `==`, with the schemas (static
+/// tables) compared by address first. Destructured, so that a new field
+/// of [`Node`] or [`crate::ir::Op`] cannot be left out.
+fn same_node(a: &Node, b: &Node) -> bool {
+    let Node { name, op, inputs, outputs, attributes, doc_string, lowering } = a;
+    let crate::ir::Op { domain, op_type, overload, opset_version, schema } = op;
+    let same_schema = match (schema, b.op.schema) {
+        (Some(x), Some(y)) => std::ptr::eq(*x, y) || **x == *y,
+        (None, None) => true,
+        _ => false,
+    };
+    *inputs == b.inputs
+        && *outputs == b.outputs
+        && *op_type == b.op.op_type
+        && *domain == b.op.domain
+        && *overload == b.op.overload
+        && *opset_version == b.op.opset_version
+        && same_schema
+        && *lowering == b.lowering
+        && *attributes == b.attributes
+        && *name == b.name
+        && *doc_string == b.doc_string
+}
+
+/// The previous inference, taken apart for replaying.
+struct Reuse {
+    records: Vec<Option<Record>>,
+    /// Per node id: the lowered step of a node that ran.
+    lowered: Vec<Option<Lowered>>,
+}
+
+impl Reuse {
+    /// What of `previous` can be replayed in an inference of `g` under
+    /// `opts`: nothing if these changed.
+    fn new(previous: Inferred, g: &Graph, opts: &InferOptions) -> Option<Reuse> {
+        let Inferred { steps, visits, .. } = previous;
+        let visits = visits?;
+        if visits.opts != *opts || visits.graph != g.name {
+            return None;
+        }
+        let mut lowered: Vec<Option<Lowered>> = visits.records.iter().map(|_| None).collect();
+        for step in steps.into_iter().chain(visits.dead) {
+            if let Some(slot) = lowered.get_mut(step.node.index()) {
+                *slot = Some(step.lowered);
+            }
+        }
+        Some(Reuse { records: visits.records, lowered })
     }
 }
 
@@ -94,7 +245,21 @@ pub fn infer_graph(
     seeds: &[Seed],
     compiler: &dyn Compiler,
 ) -> Inferred {
-    infer_graph_with(g, opts, seeds, compiler)
+    infer_graph_with(g, opts, seeds, compiler, None)
+}
+
+/// [`infer_graph`] after `g` was rewritten since `previous` was inferred
+/// from it (with the same `opts`, `seeds` and `compiler`): runs the rules
+/// of the nodes that see something else than last time, replays the other
+/// visits. The result is the same as [`infer_graph`]'s.
+pub fn reinfer_graph(
+    g: &Graph,
+    opts: &InferOptions,
+    seeds: &[Seed],
+    compiler: &dyn Compiler,
+    previous: Inferred,
+) -> Inferred {
+    infer_graph_with(g, opts, seeds, compiler, Some(previous))
 }
 
 /// The constant for input `name` of type `ty` fixed to `values` (`--fix`):
@@ -183,7 +348,9 @@ fn infer_graph_with(
     opts: &InferOptions,
     seeds: &[Seed],
     compiler: &dyn Compiler,
+    previous: Option<Inferred>,
 ) -> Inferred {
+    let mut reuse = previous.and_then(|p| Reuse::new(p, g, opts));
     let n = g.values().len();
     let mut st = State {
         g,
@@ -198,15 +365,22 @@ fn infer_graph_with(
     st.seed_inputs_and_constants(seeds);
     let mut steps = Vec::new();
     let mut folded = 0;
+    let mut records: Vec<Option<Record>> = (0..g.next_node_id().index()).map(|_| None).collect();
+    let mut ran = 0;
     for &id in g.order() {
-        match st.visit(id) {
+        let (visit, record, replayed) = st.visit(id, reuse.as_mut());
+        ran += usize::from(!replayed);
+        if let Some(slot) = records.get_mut(id.index()) {
+            *slot = Some(record);
+        }
+        match visit {
             Visit::Run(lowered) => steps.push(Step { node: id, lowered }),
             Visit::Folded => folded += 1,
             Visit::Skipped => {}
         }
     }
     st.check_outputs();
-    let steps = live_steps(g, steps);
+    let (steps, dead) = live_steps(g, steps);
     Inferred {
         types: st.types,
         constants: st.constants,
@@ -214,6 +388,14 @@ fn infer_graph_with(
         folded,
         errors: st.errors,
         unsupported: st.unsupported,
+        visits: Some(Visits {
+            opts: opts.clone(),
+            graph: g.name.clone(),
+            records,
+            dead,
+            visited: g.order().len(),
+            ran,
+        }),
     }
 }
 
@@ -234,6 +416,16 @@ enum Visit {
     Run(Lowered),
     Folded,
     Skipped,
+}
+
+impl Visit {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Visit::Run(_) => Outcome::Run,
+            Visit::Folded => Outcome::Folded,
+            Visit::Skipped => Outcome::Skipped,
+        }
+    }
 }
 
 struct State<'a> {
@@ -375,12 +567,131 @@ impl State<'_> {
         Ok(ty)
     }
 
-    fn visit(&mut self, id: NodeId) -> Visit {
+    /// Visits node `id`: replays its previous visit (from `reuse`) when it
+    /// sees exactly what it saw then, else runs its rule. Returns the visit,
+    /// its record, and whether it was replayed.
+    fn visit(&mut self, id: NodeId, reuse: Option<&mut Reuse>) -> (Visit, Record, bool) {
+        let node = self.g.node(id);
+        if let Some(reuse) = reuse
+            && let Some(previous) = reuse.records.get_mut(id.index()).and_then(Option::take)
+            && same_node(&previous.node, node)
+            && self.sees(node, &previous.seen)
+        {
+            let visit = match previous.outcome {
+                Outcome::Run => {
+                    reuse.lowered.get_mut(id.index()).and_then(Option::take).map(Visit::Run)
+                }
+                Outcome::Folded => Some(Visit::Folded),
+                Outcome::Skipped => Some(Visit::Skipped),
+            };
+            if let Some(visit) = visit {
+                self.replay(node, &previous);
+                return (visit, previous, true);
+            }
+        }
+        let seen = self.seen(node);
+        let (errors, unsupported) = (self.errors.len(), self.unsupported.len());
+        let visit = self.run_rule(id, &seen);
+        let record = Record {
+            node: node.clone(),
+            seen,
+            outcome: visit.outcome(),
+            outputs: node
+                .outputs
+                .iter()
+                .map(|v| {
+                    v.map(|v| (self.types[v.index()].clone(), self.constants[v.index()].clone()))
+                })
+                .collect(),
+            errors: self.errors[errors..].to_vec(),
+            unsupported: self.unsupported[unsupported..].to_vec(),
+        };
+        (visit, record, false)
+    }
+
+    /// What a visit of `node` reads, now.
+    fn seen(&self, node: &Node) -> Seen {
+        let reads = node.reads();
+        // Clones share the data (`Bytes`), so this costs names and dims only.
+        let value = |v: ValueId| (self.types[v.index()].clone(), self.constants[v.index()].clone());
+        let (read_types, read_constants) =
+            reads.iter().map(|v| v.map(value).unwrap_or_default()).unzip();
+        let outputs = node
+            .outputs
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    let (ty, constant) = value(v);
+                    let value = self.g.value(v);
+                    OutputSeen {
+                        name: value.name.clone(),
+                        declared: value.ty.clone(),
+                        ty,
+                        constant,
+                    }
+                })
+            })
+            .collect();
+        let expected = node
+            .outputs
+            .iter()
+            .map(|v| v.and_then(|v| self.expected_dims(v, EXPECT_DEPTH)))
+            .collect();
+        Seen { read_types, read_constants, outputs, expected }
+    }
+
+    /// Whether a visit of `node` would see exactly `seen` now: [`State::seen`]
+    /// compared in place, without copying what the node reads (most visits
+    /// are replayed).
+    fn sees(&self, node: &Node, seen: &Seen) -> bool {
+        let reads = node.reads();
+        let value = |v: &ValueId, ty: &Option<TensorType>, constant: &Option<Tensor>| {
+            self.types[v.index()] == *ty && self.constants[v.index()] == *constant
+        };
+        let same_reads = reads.len() == seen.read_types.len()
+            && reads.iter().zip(seen.read_types.iter().zip(&seen.read_constants)).all(
+                |(v, (ty, constant))| match v {
+                    Some(v) => value(v, ty, constant),
+                    None => ty.is_none() && constant.is_none(),
+                },
+            );
+        let same_outputs = node.outputs.len() == seen.outputs.len()
+            && node.outputs.iter().zip(&seen.outputs).all(|(v, o)| match (v, o) {
+                (Some(v), Some(o)) => {
+                    let declared = self.g.value(*v);
+                    declared.name == o.name
+                        && declared.ty == o.declared
+                        && value(v, &o.ty, &o.constant)
+                }
+                (None, None) => true,
+                _ => false,
+            });
+        same_reads
+            && same_outputs
+            && node.outputs.len() == seen.expected.len()
+            && node.outputs.iter().zip(&seen.expected).all(|(v, expected)| {
+                v.and_then(|v| self.expected_dims(v, EXPECT_DEPTH)) == *expected
+            })
+    }
+
+    /// Does again what the visit `previous` of `node` did to the state.
+    fn replay(&mut self, node: &Node, previous: &Record) {
+        for (out, after) in node.outputs.iter().zip(&previous.outputs) {
+            if let (Some(v), Some((ty, constant))) = (out, after) {
+                self.types[v.index()] = ty.clone();
+                self.constants[v.index()] = constant.clone();
+            }
+        }
+        self.errors.extend(previous.errors.iter().cloned());
+        self.unsupported.extend(previous.unsupported.iter().cloned());
+    }
+
+    /// Runs the rule of node `id`, which sees `seen`.
+    fn run_rule(&mut self, id: NodeId, seen: &Seen) -> Visit {
         let g = self.g;
         let node = g.node(id);
         let reads = node.reads();
-        let inputs: Vec<Option<TensorType>> =
-            reads.iter().map(|v| v.and_then(|v| self.types[v.index()].clone())).collect();
+        let inputs = &seen.read_types;
         let report_unsupported = |st: &mut State<'_>, reason: String| {
             st.unsupported.push(Unsupported {
                 node: node.label(id),
@@ -392,7 +703,7 @@ impl State<'_> {
         };
         // An input whose type is unknown failed upstream, already reported;
         // an operator without a rule is still worth reporting (all at once).
-        if reads.iter().zip(&inputs).any(|(v, t)| v.is_some() && t.is_none()) {
+        if reads.iter().zip(inputs).any(|(v, t)| v.is_some() && t.is_none()) {
             if ops::rule(&node.op.domain, &node.op.op_type).is_none() {
                 return report_unsupported(
                     self,
@@ -407,27 +718,20 @@ impl State<'_> {
                 format!("operator {} is not supported yet", node.op.op_type),
             );
         };
-        // Clones share the data (`Bytes`), so this costs names and dims only.
-        let owned: Vec<Option<Tensor>> =
-            reads.iter().map(|v| v.and_then(|v| self.constants[v.index()].clone())).collect();
-        let constants: Vec<Option<&Tensor>> = owned.iter().map(Option::as_ref).collect();
+        let constants: Vec<Option<&Tensor>> =
+            seen.read_constants.iter().map(Option::as_ref).collect();
         let declared: Vec<Option<TensorType>> =
             node.outputs.iter().map(|v| v.and_then(|v| self.declared_type(v))).collect();
-        let expected: Vec<Option<Vec<usize>>> = node
-            .outputs
-            .iter()
-            .map(|v| v.and_then(|v| self.expected_dims(v, EXPECT_DEPTH)))
-            .collect();
         let own = node.inputs.len().min(reads.len());
         let cx = NodeCx {
             node,
             inputs: &inputs[..own],
             constants: &constants[..own],
             reads: &reads,
-            read_types: &inputs,
+            read_types: inputs,
             read_constants: &constants,
             declared: &declared,
-            expected: &expected,
+            expected: &seen.expected,
             compiler: self.compiler,
         };
         let result = rule.infer(&cx).and_then(|outs| {
@@ -651,8 +955,8 @@ impl State<'_> {
     }
 }
 
-/// The steps some graph output depends on, in order.
-fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
+/// The steps some graph output depends on, in order, and the others.
+fn live_steps(g: &Graph, steps: Vec<Step>) -> (Vec<Step>, Vec<Step>) {
     let mut needed = vec![false; g.values().len()];
     for &v in &g.outputs {
         needed[v.index()] = true;
@@ -667,7 +971,92 @@ fn live_steps(g: &Graph, steps: Vec<Step>) -> Vec<Step> {
             }
         }
     }
-    steps.into_iter().zip(keep).filter_map(|(s, k)| k.then_some(s)).collect()
+    let (live, dead): (Vec<_>, Vec<_>) = steps.into_iter().zip(keep).partition(|(_, k)| *k);
+    (live.into_iter().map(|(s, _)| s).collect(), dead.into_iter().map(|(s, _)| s).collect())
+}
+
+/// The first way `a` and `b`, two inferences of `g`, differ, if any (the
+/// pipeline checks re-inference against inference from scratch with it).
+/// Steps are compared by node, kernel properties and the code the kernel
+/// emits for placeholder buffers.
+pub fn difference(g: &Graph, a: &Inferred, b: &Inferred) -> Option<String> {
+    let name = |i: usize| g.values().get(i).map_or("?", |v| v.name.as_str());
+    if a.types.len() != b.types.len() || a.constants.len() != b.constants.len() {
+        return Some("the number of values differs".to_owned());
+    }
+    if let Some(i) = (0..a.types.len()).find(|&i| a.types[i] != b.types[i]) {
+        return Some(format!(
+            "type of '{}': {:?} vs {:?}",
+            name(i),
+            a.types[i].as_ref().map(ToString::to_string),
+            b.types[i].as_ref().map(ToString::to_string)
+        ));
+    }
+    if let Some(i) = (0..a.constants.len()).find(|&i| a.constants[i] != b.constants[i]) {
+        return Some(format!("constant of '{}' differs", name(i)));
+    }
+    if a.steps.len() != b.steps.len() {
+        return Some(format!("{} steps vs {}", a.steps.len(), b.steps.len()));
+    }
+    for (x, y) in a.steps.iter().zip(&b.steps) {
+        let node = g.node(x.node);
+        let (dx, dy) = (describe(node, &x.lowered), describe(node, &y.lowered));
+        if x.node != y.node || dx != dy {
+            return Some(format!(
+                "step of node {} ({}): {dx} vs {}: {dy}",
+                node.label(x.node),
+                node.op.op_type,
+                g.node(y.node).label(y.node)
+            ));
+        }
+    }
+    if a.folded != b.folded {
+        return Some(format!("{} nodes folded vs {}", a.folded, b.folded));
+    }
+    if a.errors != b.errors {
+        return Some(format!("errors {:?} vs {:?}", a.errors, b.errors));
+    }
+    if a.unsupported != b.unsupported {
+        return Some(format!("unsupported {:?} vs {:?}", a.unsupported, b.unsupported));
+    }
+    None
+}
+
+/// A lowered step of `node` as text: its kernel's properties and the code
+/// it emits for placeholder buffers.
+fn describe(node: &Node, lowered: &Lowered) -> String {
+    use quote::{format_ident, quote};
+    let Lowered::Kernel(k) = lowered else { return "alias".to_owned() };
+    let reads = node.reads();
+    let io = ops::Io {
+        inputs: (0..reads.len())
+            .map(|i| {
+                reads[i].map(|_| {
+                    let id = format_ident!("in{}", i);
+                    quote!(#id)
+                })
+            })
+            .collect(),
+        outputs: (0..node.outputs.len())
+            .map(|i| {
+                node.outputs[i].map(|_| {
+                    let id = format_ident!("out{}", i);
+                    quote!(#id)
+                })
+            })
+            .collect(),
+        in_place: false,
+        scratch: k.scratch().map(|_| quote!(scratch)),
+        rt: quote!(rt),
+    };
+    let reads_input: Vec<bool> = (0..reads.len()).map(|i| k.reads_input(i)).collect();
+    format!(
+        "in place {:?}, scratch {:?}, data-sized {:?}, reads {reads_input:?}: {}",
+        k.in_place(),
+        k.scratch().map(|t| t.to_string()),
+        k.data_sized(),
+        k.emit(&io)
+    )
 }
 
 /// Whether a tensor of fixed-size elements has more bytes than `usize` can
