@@ -15,12 +15,16 @@ fn main() -> ExitCode {
     }
     println!("cargo:rustc-link-search={}", out.display());
     println!("cargo:rerun-if-changed=memory.x");
-    for name in ["input_0", "output_0"] {
-        let pb = manifest.join("model/test_data_set_0").join(format!("{name}.pb"));
-        println!("cargo:rerun-if-changed={}", pb.display());
-        if let Err(e) = raw_f32(&pb, &out.join(format!("{name}.f32"))) {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
+    // The float model's reference data, and the int8 model's (its input is
+    // the same; its output is onnxruntime's int8 kernels').
+    for (model, set) in [("kws", "test_data_set_0"), ("kws_int8", "test_data_set_int8")] {
+        for name in ["input_0", "output_0"] {
+            let pb = manifest.join("model").join(set).join(format!("{name}.pb"));
+            println!("cargo:rerun-if-changed={}", pb.display());
+            if let Err(e) = raw_f32(&pb, &out.join(format!("{model}_{name}.f32"))) {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
     ExitCode::SUCCESS
