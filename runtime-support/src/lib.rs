@@ -93,6 +93,7 @@ pub mod image;
 #[cfg(feature = "image")]
 pub mod image_decode;
 pub mod indexing;
+pub mod int8;
 pub mod layout;
 pub mod loss;
 pub mod misc;

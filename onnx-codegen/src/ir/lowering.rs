@@ -32,6 +32,53 @@ pub enum Lowering {
     /// An `LSTM` whose constant `W` and `R` are regrouped by gate for
     /// `rnn::slstm_packed` (f32, `[directions * (input + hidden) * 4 * hidden]`).
     Lstm { packed: ValueId },
+    /// A `QLinearConv` or `QLinearMatMul` on the int8 kernels.
+    Integer(IntegerLowering),
+    /// An element-wise function of one quantized value, computed at
+    /// generation time for each of the 256 values it can take: `y =
+    /// table[x]`, indexed by `x`'s byte (`[0, 255]`; for int8, `0, 1, ...,
+    /// 127, -128, ..., -1`). The node reads its quantized input 0 and
+    /// `table` (int8 or uint8, 256 elements), whatever its operator.
+    Lookup { table: ValueId },
+    /// The operator on quantized values: it reads its data inputs as
+    /// integers of the given quantizations and writes its output quantized,
+    /// as the dequantize, compute, quantize steps around it did (an `Add`,
+    /// a `Mul`, an `AveragePool` on the int8 kernels).
+    Requantized(Requantized),
+}
+
+/// The quantizations of a [`Lowering::Requantized`] node: `real = scale *
+/// (q - zero)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requantized {
+    /// One per data input, in order.
+    pub inputs: Vec<Quantization>,
+    pub output: Quantization,
+}
+
+/// A per-tensor quantization.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantization {
+    pub scale: f32,
+    pub zero: i32,
+}
+
+/// How a `QLinearConv` or `QLinearMatMul` runs on the runtime's int8
+/// kernels (`int8::qconv`, `int8::qmatmul`): int8 weights of zero point 0,
+/// int32 sums, fixed-point requantization.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IntegerLowering {
+    /// The int8 weights laid out by the runtime's `int8::pack_conv_weights`
+    /// or `int8::pack_weights` (read instead of the node's weights input).
+    pub packed: Option<ValueId>,
+    /// An int32 bias per output column (scale `a_scale * b_scale`, zero
+    /// point 0) of a `QLinearMatMul`, from the `C` of the `Gemm` it was
+    /// rewritten from.
+    pub bias: Option<ValueId>,
+    /// The output range in output integers, narrower than the output type's
+    /// when a `Relu` or `Clip` between the product and its quantization was
+    /// folded into the requantization.
+    pub range: Option<(i32, i32)>,
 }
 
 /// A `Conv`'s weight layout and epilogue.
@@ -174,6 +221,9 @@ impl Lowering {
             Lowering::BatchNorm { .. } => Vec::new(),
             Lowering::Softmax(s) => s.mask.iter().map(|m| m.mask).collect(),
             Lowering::Lstm { packed } => vec![*packed],
+            Lowering::Integer(q) => q.packed.into_iter().chain(q.bias).collect(),
+            Lowering::Lookup { table } => vec![*table],
+            Lowering::Requantized(_) => Vec::new(),
         }
     }
 
@@ -246,6 +296,13 @@ impl Lowering {
                 }
             }
             Lowering::Lstm { packed } => f(packed),
+            Lowering::Integer(q) => {
+                for v in [&mut q.packed, &mut q.bias].into_iter().flatten() {
+                    f(v);
+                }
+            }
+            Lowering::Lookup { table } => f(table),
+            Lowering::Requantized(_) => {}
         }
     }
 }

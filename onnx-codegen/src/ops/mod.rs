@@ -432,6 +432,16 @@ impl From<onnx_codegen_runtime::Error> for EvalError {
     }
 }
 
+/// The rule that runs `node`: its operator's ([`rule`]), unless its
+/// lowering replaced what it computes (a [`Lowering::Lookup`] table).
+pub fn rule_for(node: &Node) -> Option<&'static dyn OpRule> {
+    match node.lowering {
+        Some(Lowering::Lookup { .. }) => Some(&quant::LookupRule),
+        Some(Lowering::Requantized(_)) => Some(&quant::RequantizedRule),
+        _ => rule(&node.op.domain, &node.op.op_type),
+    }
+}
+
 /// The rule for `op_type` in `domain`, if this compiler supports it.
 pub fn rule(domain: &str, op_type: &str) -> Option<&'static dyn OpRule> {
     match normalize_domain(domain) {

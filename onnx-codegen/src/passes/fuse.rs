@@ -105,7 +105,7 @@ fn f32_scalar(g: &Graph, v: ValueId) -> Option<f32> {
 /// ([`crate::ops::OpRule::as_activation`]), when a product can apply it.
 fn activation(g: &Graph, consumer: &Node) -> Option<Activation> {
     use crate::ops::ScalarInput;
-    let rule = crate::ops::rule(&consumer.op.domain, &consumer.op.op_type)?;
+    let rule = crate::ops::rule_for(consumer)?;
     let input = |i: usize| match consumer.inputs.get(i).copied().flatten() {
         None => ScalarInput::Absent,
         Some(v) => f32_scalar(g, v).map_or(ScalarInput::Unknown, ScalarInput::Known),

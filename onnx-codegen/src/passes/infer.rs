@@ -327,7 +327,7 @@ fn keeps_shape<'t>(
     out_rank: usize,
     ty: impl Fn(ValueId) -> Option<&'t TensorType>,
 ) -> bool {
-    let Some(rule) = ops::rule(&node.op.domain, &node.op.op_type) else { return false };
+    let Some(rule) = ops::rule_for(node) else { return false };
     match rule.shape_rule(node) {
         ops::ShapeRule::Other => false,
         ops::ShapeRule::SameAsInput0 => index == 0,
@@ -704,7 +704,7 @@ impl State<'_> {
         // An input whose type is unknown failed upstream, already reported;
         // an operator without a rule is still worth reporting (all at once).
         if reads.iter().zip(inputs).any(|(v, t)| v.is_some() && t.is_none()) {
-            if ops::rule(&node.op.domain, &node.op.op_type).is_none() {
+            if ops::rule_for(node).is_none() {
                 return report_unsupported(
                     self,
                     format!("operator {} is not supported yet", node.op.op_type),
@@ -712,7 +712,7 @@ impl State<'_> {
             }
             return Visit::Skipped;
         }
-        let Some(rule) = ops::rule(&node.op.domain, &node.op.op_type) else {
+        let Some(rule) = ops::rule_for(node) else {
             return report_unsupported(
                 self,
                 format!("operator {} is not supported yet", node.op.op_type),

@@ -14,6 +14,7 @@ pub mod inline;
 pub mod optimize;
 pub mod pipeline;
 pub mod plan;
+pub mod qdq;
 pub mod sequences;
 pub mod validate;
 

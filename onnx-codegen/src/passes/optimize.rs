@@ -70,6 +70,10 @@
 //!   B of a product is laid out once, here, in the 32-column strips the
 //!   micro-kernels read (an internal fourth input), so no run copies it.
 //!
+//! * **int8 weights by column** ([`pack_int8_weights`]): the constant int8
+//!   weights of a `QLinearMatMul` on the int8 kernels, each output column's
+//!   together (the node's `IntegerLowering` names the copy).
+//!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
 
@@ -1355,6 +1359,52 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
             && let Some(p) = product_mut(g.node_mut(id))
         {
             p.packed_b = Some(packed);
+            done += 1;
+        }
+    }
+    done
+}
+
+/// Lays out the constant int8 weights of every `QLinearMatMul` that runs
+/// on the int8 kernels ([`IntegerLowering`]) as `int8::pack_weights` does:
+/// each output column's weights together. Returns how many were packed.
+pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
+    use onnx_codegen_runtime::int8::{pack_weights, packed_len};
+    let uses = g.uses();
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        let lowered = match &node.lowering {
+            Some(Lowering::Integer(l)) => l.packed.is_none(),
+            _ => false,
+        };
+        if !node.op.is("QLinearMatMul") || !lowered || !computed_at_run_time(node, inferred) {
+            continue;
+        }
+        let Some(wid) = node.input(3) else { continue };
+        let Some(w) = constant(g, inferred, Some(wid)) else { continue };
+        let &[k, n] = w.dims.as_slice() else { continue };
+        let (Ok(k), Ok(n)) = (usize::try_from(k), usize::try_from(n)) else { continue };
+        if w.elem != ElemType::Int8 || sole_reader(&uses, wid) != Some((id, 3)) {
+            continue;
+        }
+        let Some(bytes) = w.bytes() else { continue };
+        let values: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
+        let mut packed = vec![0i8; packed_len(k, n)];
+        if pack_weights(&values, k, n, false, &mut packed).is_err() {
+            continue;
+        }
+        let base = format!("{}_packed_W", g.node(id).name);
+        let name = crate::passes::sequences::fresh(g, base);
+        let bytes: Vec<u8> = packed.iter().map(|&v| v as u8).collect();
+        let len = packed.len() as u64;
+        let Ok(t) = Tensor::from_bytes(name.clone(), ElemType::Int8, vec![len], bytes.into())
+        else {
+            continue;
+        };
+        let packed = g.add_initializer(name, t);
+        if let Some(Lowering::Integer(l)) = &mut g.node_mut(id).lowering {
+            l.packed = Some(packed);
             done += 1;
         }
     }

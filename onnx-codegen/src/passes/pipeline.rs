@@ -245,6 +245,9 @@ struct Pass {
 /// after each stage (the next stage needs the new weights and types). The
 /// pipeline stops at the first stage that finds inference incomplete.
 const PIPELINE: &[&[Pass]] = &[
+    // Quantized (QDQ) regions around Convs and products into the integer
+    // operators that compute them, on int8 values.
+    &[Pass { name: "integer-regions", run: integer_regions }],
     // Graph rewrites into fewer, larger ops (zero Pads and BatchNorms into
     // Convs and Gemms, transposes and biases into MatMuls, GELU, SiLU,
     // LayerNorm and softmax prologues recognised); LSTM weights regrouped;
@@ -262,10 +265,15 @@ const PIPELINE: &[&[Pass]] = &[
         Pass { name: "winograd", run: winograd },
         Pass { name: "pack-conv-weights", run: pack_conv_weights },
         Pass { name: "pack-matmul-weights", run: pack_matmul_weights },
+        Pass { name: "pack-int8-weights", run: pack_int8_weights },
     ],
     // Residuals and smooth activations into the products' epilogues.
     &[Pass { name: "fuse-epilogues", run: fuse_epilogues }],
 ];
+
+fn integer_regions(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
+    changes.rewrites.extend(super::qdq::integer_regions(g, inferred));
+}
 
 fn optimize(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
     changes.rewrites.extend(super::optimize::optimize(g, inferred));
@@ -295,6 +303,10 @@ fn pack_conv_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Cha
 
 fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Changes) {
     super::optimize::pack_matmul_weights(g, inferred);
+}
+
+fn pack_int8_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Changes) {
+    super::optimize::pack_int8_weights(g, inferred);
 }
 
 fn fuse_epilogues(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
@@ -458,10 +470,10 @@ mod tests {
         assert!(
             matches!(lowering(&g, "Conv"), Lowering::Conv(c) if c.epilogue.activation.is_some())
         );
-        // The BatchNormalization folds and the Relu fuses (stage 1): only the
+        // The BatchNormalization folds and the Relu fuses (stage 2): only the
         // Conv, which took their place, is inferred again; then its weights
-        // are packed (stage 3).
-        assert_eq!(counts(&l), [(6, 6), (4, 1), (0, 0), (4, 1), (0, 0)]);
+        // are packed (stage 4).
+        assert_eq!(counts(&l), [(6, 6), (0, 0), (4, 1), (0, 0), (4, 1), (0, 0)]);
     }
 
     #[test]
@@ -478,9 +490,9 @@ mod tests {
         assert_eq!(ops(&g), ["MatMul", "Neg", "Abs", "Sigmoid"]);
         let Lowering::Product(p) = lowering(&g, "MatMul") else { panic!("a product") };
         assert!(p.bias.is_some() && p.packed_b.is_some() && p.epilogue.activation.is_some());
-        // The Add folds (stage 1), B is packed (stage 3), the Relu goes into
-        // the epilogue (stage 4): each time, only the MatMul runs its rule.
-        assert_eq!(counts(&l), [(6, 6), (5, 1), (0, 0), (5, 1), (4, 1)]);
+        // The Add folds (stage 2), B is packed (stage 4), the Relu goes into
+        // the epilogue (stage 5): each time, only the MatMul runs its rule.
+        assert_eq!(counts(&l), [(6, 6), (0, 0), (5, 1), (0, 0), (5, 1), (4, 1)]);
     }
 
     #[test]
@@ -496,7 +508,7 @@ mod tests {
         );
         let Lowering::Product(p) = lowering(&g, "Gemm") else { panic!("a product") };
         assert!(p.packed_b.is_some());
-        assert_eq!(counts(&l), [(4, 4), (0, 0), (0, 0), (4, 1), (0, 0)]);
+        assert_eq!(counts(&l), [(4, 4), (0, 0), (0, 0), (0, 0), (4, 1), (0, 0)]);
     }
 
     #[test]
@@ -517,7 +529,7 @@ mod tests {
             Lowering::Conv(c) if matches!(c.weights, ConvWeights::Winograd { .. })
         ));
         // The Relu fuses before the first inference.
-        assert_eq!(counts(&l), [(6, 6), (0, 0), (0, 0), (6, 1), (0, 0)]);
+        assert_eq!(counts(&l), [(6, 6), (0, 0), (0, 0), (0, 0), (6, 1), (0, 0)]);
     }
 
     #[test]
@@ -534,7 +546,7 @@ mod tests {
         assert_eq!(ops(&g), ["Conv", "Neg", "Abs", "Sigmoid"]);
         let Lowering::Conv(c) = lowering(&g, "Conv") else { panic!("a conv") };
         assert!(c.epilogue.residual.is_some() && c.epilogue.activation.is_some());
-        assert_eq!(counts(&l), [(6, 6), (0, 0), (0, 0), (6, 1), (4, 1)]);
+        assert_eq!(counts(&l), [(6, 6), (0, 0), (0, 0), (0, 0), (6, 1), (4, 1)]);
     }
 
     #[test]
@@ -549,7 +561,7 @@ mod tests {
             ),
         );
         assert!(matches!(lowering(&g, "LSTM"), Lowering::Lstm { .. }));
-        assert_eq!(counts(&l), [(4, 4), (4, 1), (0, 0), (0, 0), (0, 0)]);
+        assert_eq!(counts(&l), [(4, 4), (0, 0), (4, 1), (0, 0), (0, 0), (0, 0)]);
     }
 
     #[test]
@@ -638,6 +650,6 @@ mod tests {
             ),
         );
         assert_eq!(ops(&g), ["If", "Neg", "Abs", "Sigmoid"]);
-        assert_eq!(counts(&l), [(4, 4), (0, 0), (0, 0), (0, 0), (0, 0)]);
+        assert_eq!(counts(&l), [(4, 4), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0)]);
     }
 }

@@ -32,7 +32,7 @@ pub fn node_cost(node: &Node, types: &[Option<TensorType>]) -> Cost {
     let out_numel = numel(out(0));
     let inputs: Vec<Option<&TensorType>> = (0..node.inputs.len()).map(ty).collect();
     let outputs: Vec<Option<&TensorType>> = (0..node.outputs.len()).map(out).collect();
-    let rule = crate::ops::rule(&node.op.domain, &node.op.op_type);
+    let rule = crate::ops::rule_for(node);
     let macs = rule.and_then(|r| r.macs(node, &inputs, &outputs));
     let extra = match node.op.op_type.as_str() {
         _ if macs.is_some() => 0,

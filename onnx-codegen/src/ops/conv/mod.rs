@@ -45,6 +45,7 @@ mod window;
 pub mod winograd;
 
 use pool::{GlobalPoolRule, PoolRule};
+pub(super) use pool::{PoolWindow, window_of};
 use window::*;
 pub(super) use window::{Geometry, forward_geometry, overflow};
 

@@ -82,6 +82,23 @@ fn pool_plan(cx: &NodeCx<'_>) -> OpResult<PoolPlan> {
             PoolKind::Lp(lp_p(cx)?)
         }
     };
+    let w = window_of(cx, x)?;
+    Ok(PoolPlan { elem: x.elem, kind, planes: w.planes, geom: w.geom, out: w.out })
+}
+
+/// A pool's window over `x` (`[N, C, spatial...]`): the planes, the
+/// geometry (in its 2-D form) and the output dims.
+#[derive(Clone, Debug)]
+pub(in crate::ops) struct PoolWindow {
+    pub(in crate::ops) planes: usize,
+    pub(in crate::ops) geom: Geometry,
+    pub(in crate::ops) out: Vec<usize>,
+}
+
+/// The window of node `cx`, a windowed pool of `x`: its `kernel_shape`,
+/// pads, strides, dilations and `ceil_mode`.
+pub(in crate::ops) fn window_of(cx: &NodeCx<'_>, x: &TensorType) -> OpResult<PoolWindow> {
+    let op = op_name(cx);
     let in_dims = spatial(cx, x)?;
     let Some(kernel) = cx.ints("kernel_shape") else {
         return invalid(format!("{op} needs the attribute 'kernel_shape'"));
@@ -95,7 +112,7 @@ fn pool_plan(cx: &NodeCx<'_>) -> OpResult<PoolPlan> {
     let Some(planes) = x.dims[0].checked_mul(x.dims[1]) else { return overflow("N * C") };
     let mut out = x.dims[..2].to_vec();
     out.extend_from_slice(&geom.out_dims);
-    Ok(PoolPlan { elem: x.elem, kind, planes, geom: geom.into_2d(), out })
+    Ok(PoolWindow { planes, geom: geom.into_2d(), out })
 }
 
 impl OpRule for PoolRule {

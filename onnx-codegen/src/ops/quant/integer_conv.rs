@@ -2,6 +2,7 @@
 //! (pads, strides, dilations, `auto_pad`, groups), with zero points
 //! subtracted and, for QLinearConv, the result requantized.
 
+use super::int8::Int8Op;
 use super::{
     check_vector, host_in, host_opt, host_out, in_tokens, int8_operand, op_name, opt_tokens,
     out_tokens, scales_type, zp_of,
@@ -25,16 +26,16 @@ use quote::quote;
 /// window of [`forward_geometry`] (the Conv rules for pads, strides,
 /// dilations and `auto_pad`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct ConvGeom {
+pub(super) struct ConvGeom {
     batch: usize,
     in_channels: usize,
     out_channels: usize,
     groups: usize,
-    window: Geometry,
+    pub(super) window: Geometry,
 }
 
 impl ConvGeom {
-    fn params(&self) -> Conv<'_> {
+    pub(super) fn params(&self) -> Conv<'_> {
         Conv {
             batch: self.batch,
             in_channels: self.in_channels,
@@ -44,7 +45,7 @@ impl ConvGeom {
         }
     }
 
-    fn tokens(&self, rt: &TokenStream) -> TokenStream {
+    pub(super) fn tokens(&self, rt: &TokenStream) -> TokenStream {
         let window = self.window.tokens(rt);
         let (n, c, m, g) = (
             lit::usize_lit(self.batch),
@@ -235,8 +236,15 @@ impl OpRule for QLinearConvRule {
         Ok(vec![TensorType::new(p.y, p.geom.out())])
     }
 
+    /// The int8 kernels where the node qualifies ([`super::int8`]), else
+    /// the reference kernel.
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Kernel(Box::new(QLinearConvKernel(qlinear_conv_plan(cx)?))))
+        let p = qlinear_conv_plan(cx)?;
+        let op = Int8Op::Conv(p.geom.clone());
+        Ok(match super::int8::plan(cx, op, p.geom.out_channels, p.y)? {
+            Some(k) => Lowered::Kernel(Box::new(k)),
+            None => Lowered::Kernel(Box::new(QLinearConvKernel(p))),
+        })
     }
 }
 

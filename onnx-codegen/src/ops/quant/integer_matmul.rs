@@ -2,6 +2,7 @@
 //! broadcasting plan, with zero points subtracted and, for QLinearMatMul,
 //! the result requantized.
 
+use super::int8::Int8Op;
 use super::{
     check_vector, host_in, host_opt, host_out, in_tokens, int8_operand, opt_tokens, out_tokens,
     scales_type, zp_of,
@@ -130,8 +131,24 @@ impl OpRule for QLinearMatMulRule {
         Ok(vec![TensorType::new(p.y, p.mat.out)])
     }
 
+    /// The int8 kernels where the node qualifies ([`super::int8`]): a
+    /// constant 2-D B, batches of A folded into its rows. Else the
+    /// reference kernel.
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        Ok(Lowered::Kernel(Box::new(QLinearMatMulKernel(qlinear_matmul_plan(cx)?))))
+        let p = qlinear_matmul_plan(cx)?;
+        let rows = p.mat.batch.iter().product::<usize>().checked_mul(p.mat.m);
+        let plain = p.mat.y_layout.is_none() && p.mat.a_mat == [p.mat.k, 1];
+        let kernel = match rows {
+            Some(m) if plain => {
+                let op = Int8Op::MatMul { m, n: p.mat.n, k: p.mat.k };
+                super::int8::plan(cx, op, p.mat.n, p.y)?
+            }
+            _ => super::int8::plan(cx, Int8Op::Unsupported, p.mat.n, p.y)?,
+        };
+        Ok(match kernel {
+            Some(k) => Lowered::Kernel(Box::new(k)),
+            None => Lowered::Kernel(Box::new(QLinearMatMulKernel(p))),
+        })
     }
 }
 

@@ -110,13 +110,18 @@ macro_rules! q_real {
     };
 }
 
+mod int8;
 mod integer_conv;
 mod integer_matmul;
+mod lookup;
 mod quantize;
+mod requantized;
 
 use integer_conv::{ConvIntegerRule, QLinearConvRule};
 use integer_matmul::{MatMulIntegerRule, QLinearMatMulRule};
+pub use lookup::LookupRule;
 use quantize::{DequantizeRule, DynamicQuantizeRule, QuantizeRule};
+pub use requantized::RequantizedRule;
 
 /// The rule for `op_type`, if it is a quantization operator.
 pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
