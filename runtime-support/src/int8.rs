@@ -1,0 +1,703 @@
+//! The fast integer path for quantized models: int8 or uint8 activations,
+//! int8 weights (symmetric: zero point 0, one scale per tensor or per
+//! output channel), `i32` bias and accumulation, fixed-point
+//! requantization.
+//!
+//! Every result is defined by integer arithmetic only (the float scales are
+//! turned into [`Scale`]s once, when the code is generated), so the
+//! portable, AVX2, AVX-512 and NEON paths give the same bits. The
+//! reference functions in [`crate::quant`] keep defining ONNX's semantics
+//! (float requantization) for the cases the compiler does not bring here.
+//!
+//! - [`qmatmul`]: `y = requant(a · w + bias)` with `w` constant, packed at
+//!   generation time by [`pack_weights`] (Gemm, MatMul, 1x1 convolutions in
+//!   NHWC terms).
+//! - [`qconv`]: NCHW convolution, weights packed by [`pack_conv_weights`];
+//!   group 1 and grouped convolutions run as products over blocks of
+//!   im2col columns in a small `scratch` ([`qconv_scratch_len`]), depthwise
+//!   ones directly.
+//! - [`qadd`], [`qmul`]: element-wise, with [`add_scales`] and
+//!   [`mul_scale`] for the generator; [`qavgpool`], [`qglobal_avgpool`];
+//!   [`qlookup`] (any unary function, tabulated by the generator).
+//!
+//! # Arithmetic
+//!
+//! Sums are `i32` and wrap on overflow (they cannot overflow below
+//! `k = 2^16` terms); every path computes the same sum, so wrapping, where
+//! it happens, happens alike. A result is requantized by [`Scale::apply`]
+//! (one rounding, ties towards `+inf`), offset by the output zero point
+//! and clamped to `[min, max]` ([`Requant`]), into which the compiler folds
+//! Relu and Clip.
+//!
+//! The vector kernels live in `simd/q8/` (see `docs/architecture.md`).
+
+use crate::conv::Conv;
+use crate::shape::numel;
+use crate::simd::q8;
+use crate::{Error, Result, ensure};
+
+/// Fixed-point scale of one output channel: real multiplier
+/// `mult * 2^-(31 + shift)`.
+///
+/// A valid scale ([`Scale::is_valid`]) has `mult` in `[2^30, 2^31)` and a
+/// total shift `31 + shift` in `2..=62` (real multipliers in about
+/// `[2^-32, 2^29)`; `simd/q8/requant.rs` needs `t >= 2`); [`Scale::from_real`] makes only
+/// those, and the kernels refuse others with [`Error::InvalidParams`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scale {
+    /// The mantissa, in `[2^30, 2^31)`.
+    pub mult: i32,
+    /// The exponent: the total right shift is `31 + shift`, in `2..=62`.
+    pub shift: i32,
+}
+
+impl Scale {
+    /// The nearest `Scale` to `real` (`> 0`, finite): `mult` in
+    /// `[2^30, 2^31)`; `None` when `real` is out of the representable range
+    /// (the total shift `31 + shift` must lie in `2..=62`, so `real` in
+    /// about `[2^-32, 2^29)`). For the generator (host side; uses `f64`).
+    pub fn from_real(real: f64) -> Option<Scale> {
+        if !(real.is_finite() && real > 0.0) {
+            return None;
+        }
+        // real = f * 2^e, f in [0.5, 1): mult = round(f * 2^31) (exact
+        // scaling, one rounding), total shift 31 - e.
+        let (f, e) = libm::frexp(real);
+        let mut mult = libm::round(f * 2_147_483_648.0) as i64;
+        let mut e = e;
+        if mult == 1 << 31 {
+            mult = 1 << 30;
+            e += 1;
+        }
+        let t = 31 - e;
+        let s = Scale { mult: mult as i32, shift: t - 31 };
+        s.is_valid().then_some(s)
+    }
+
+    /// Whether `mult` lies in `[2^30, 2^31)` and the total shift
+    /// `31 + shift` in `2..=62`: what the kernels accept.
+    pub const fn is_valid(self) -> bool {
+        self.mult >= 1 << 30 && self.shift >= -29 && self.shift <= 31
+    }
+
+    /// The total right shift `31 + shift`, clamped into `1..=62` (an
+    /// invalid scale's shift is clamped; kernels never see one).
+    #[inline(always)]
+    pub const fn total_shift(self) -> u32 {
+        let t = 31i64 + self.shift as i64;
+        (if t < 1 {
+            1
+        } else if t > 62 {
+            62
+        } else {
+            t
+        }) as u32
+    }
+
+    /// The real multiplier, `mult * 2^-(31 + shift)`.
+    pub fn to_real(self) -> f64 {
+        f64::from(self.mult) * libm::exp2(-f64::from(self.total_shift()))
+    }
+
+    /// `round(acc * mult / 2^t)`, `t = 31 + shift`, ties rounded up
+    /// (towards `+inf`): `((acc as i64 * mult as i64) + (1 << (t - 1))) >>
+    /// t`, saturated to `i32`. The reference definition every vector path
+    /// reproduces exactly (within the output range of a [`Requant`]: a
+    /// vector path may saturate sooner, beyond `2^29`, which no output
+    /// range reaches).
+    #[inline(always)]
+    pub fn apply(self, acc: i32) -> i32 {
+        let t = self.total_shift();
+        let v = (i64::from(acc) * i64::from(self.mult) + (1i64 << (t - 1))) >> t;
+        v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+    }
+}
+
+/// The most an output zero point may be away from 0 (a [`Requant`]'s and
+/// the element-wise kernels' `zero`).
+pub const MAX_ZERO: i32 = 1 << 15;
+
+/// Output requantization: `y = clamp(zero + scale_c.apply(acc), min,
+/// max)`, with the scale of output channel `c` (`scales.len() ==
+/// channels`) or one for all (`scales.len() == 1`). `min` and `max` lie
+/// within the output type's range (an activation, Relu or Clip, is folded
+/// into them by the compiler); `|zero| <= MAX_ZERO`.
+#[derive(Clone, Copy, Debug)]
+pub struct Requant<'a> {
+    /// One valid [`Scale`] per output channel, or one for all.
+    pub scales: &'a [Scale],
+    /// The output zero point.
+    pub zero: i32,
+    /// The smallest output.
+    pub min: i32,
+    /// The largest output.
+    pub max: i32,
+}
+
+impl Requant<'_> {
+    /// Checks the fields against `channels` output channels of type `Y`.
+    pub fn check<Y: Q8>(&self, channels: usize) -> Result {
+        ensure(self.scales.len() == 1 || self.scales.len() == channels, Error::ShapeMismatch)?;
+        ensure(self.scales.iter().all(|s| s.is_valid()), Error::InvalidParams)?;
+        check_out::<Y>(self.zero, self.min, self.max)
+    }
+
+    /// The scale of output channel `c`.
+    #[inline(always)]
+    pub fn scale(&self, c: usize) -> Scale {
+        match self.scales {
+            [one] => *one,
+            all => all.get(c).copied().unwrap_or(Scale { mult: 1 << 30, shift: 0 }),
+        }
+    }
+
+    /// `clamp(zero + scale_c.apply(acc), min, max)`.
+    #[inline(always)]
+    pub fn apply(&self, c: usize, acc: i32) -> i32 {
+        self.zero.saturating_add(self.scale(c).apply(acc)).clamp(self.min, self.max)
+    }
+}
+
+fn check_out<Y: Q8>(zero: i32, min: i32, max: i32) -> Result {
+    ensure((-MAX_ZERO..=MAX_ZERO).contains(&zero), Error::InvalidParams)?;
+    ensure(Y::MIN <= min && min <= max && max <= Y::MAX, Error::InvalidParams)
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for i8 {}
+    impl Sealed for u8 {}
+}
+
+/// `i8` and `u8`, the activation element types (sealed).
+pub trait Q8: Copy + Default + PartialEq + core::fmt::Debug + sealed::Sealed + 'static {
+    /// The smallest value.
+    const MIN: i32;
+    /// The largest value.
+    const MAX: i32;
+    /// Whether the type is `i8`.
+    const SIGNED: bool;
+    /// The value.
+    fn get(self) -> i32;
+    /// `v` clamped to `[MIN, MAX]`.
+    fn saturate(v: i32) -> Self;
+    /// The byte (its bits).
+    fn bits(self) -> u8;
+    /// The elements' bytes.
+    fn as_bytes(s: &[Self]) -> &[u8];
+    /// The elements' bytes, for writing.
+    fn as_bytes_mut(s: &mut [Self]) -> &mut [u8];
+    /// The value of the byte `b`.
+    #[inline(always)]
+    fn of_bits(b: u8) -> i32 {
+        if Self::SIGNED { i32::from(b as i8) } else { i32::from(b) }
+    }
+}
+
+macro_rules! q8 {
+    ($t:ty, $signed:expr) => {
+        impl Q8 for $t {
+            const MIN: i32 = <$t>::MIN as i32;
+            const MAX: i32 = <$t>::MAX as i32;
+            const SIGNED: bool = $signed;
+            #[inline(always)]
+            fn get(self) -> i32 {
+                self as i32
+            }
+            #[inline(always)]
+            fn saturate(v: i32) -> Self {
+                v.clamp(<Self as Q8>::MIN, <Self as Q8>::MAX) as $t
+            }
+            #[inline(always)]
+            fn bits(self) -> u8 {
+                self as u8
+            }
+            #[inline(always)]
+            fn as_bytes(s: &[Self]) -> &[u8] {
+                bytemuck::cast_slice(s)
+            }
+            #[inline(always)]
+            fn as_bytes_mut(s: &mut [Self]) -> &mut [u8] {
+                bytemuck::cast_slice_mut(s)
+            }
+        }
+    };
+}
+q8!(i8, true);
+q8!(u8, false);
+
+/// The shape of a [`qmatmul`]: `[m, k] x [k, n]`, and the activations'
+/// zero point.
+#[derive(Clone, Copy, Debug)]
+pub struct QMatMul {
+    /// Rows of `a` and `y` (a batch folded in by the caller).
+    pub m: usize,
+    /// Columns of `y` (output channels).
+    pub n: usize,
+    /// The summed dimension.
+    pub k: usize,
+    /// The activations' zero point, within their type's range.
+    pub a_zero: i32,
+}
+
+/// The weights of a [`qmatmul`].
+#[derive(Clone, Copy, Debug)]
+pub enum QWeights<'a> {
+    /// `[k, n]` row-major, or `[n, k]` when `trans`. Read by a plain
+    /// (portable) loop: for constant folding and odd cases.
+    Dense {
+        /// The weights.
+        w: &'a [i8],
+        /// Whether `w` is `[n, k]`.
+        trans: bool,
+    },
+    /// The blob [`pack_weights`] wrote ([`packed_len`] bytes), which every
+    /// vector path reads.
+    Packed(&'a [i8]),
+}
+
+/// The bytes of [`pack_weights`]'s blob for a `[k, n]` matrix:
+/// `4 * n16` bytes of column sums, then `n16 * k4` bytes of weights, with
+/// `n16 = n` rounded up to 16 and `k4 = k` rounded up to 4 (`None`-like
+/// `usize::MAX` on overflow, which no slice has).
+pub const fn packed_len(k: usize, n: usize) -> usize {
+    match packed_dims(k, n) {
+        Some((n16, k4)) => match n16.checked_mul(k4) {
+            Some(w) => match w.checked_add(4 * n16) {
+                Some(l) => l,
+                None => usize::MAX,
+            },
+            None => usize::MAX,
+        },
+        None => usize::MAX,
+    }
+}
+
+const fn packed_dims(k: usize, n: usize) -> Option<(usize, usize)> {
+    match (n.checked_next_multiple_of(16), k.checked_next_multiple_of(4)) {
+        (Some(n16), Some(k4)) if n16 <= usize::MAX / 4 => Some((n16, k4)),
+        _ => None,
+    }
+}
+
+/// Lays out `w` (`[k, n]`, or `[n, k]` when `trans`) for [`qmatmul`]'s
+/// `QWeights::Packed`, into `out` ([`packed_len`]`(k, n)` bytes), at
+/// generation time. One layout for every instruction set:
+///
+/// - bytes `0..4 * n16`: `colsum[j] = sum_k w[k, j]` as little-endian `i32`
+///   (0 for the padding columns `j >= n`); the kernels subtract
+///   `a_zero * colsum[j]` once per output instead of `a_zero` per term;
+/// - then one strip per 16 columns, `k4 / 4` groups of 64 bytes each:
+///   group `g` of strip `s` holds, for column `c` in `0..16`, the four
+///   weights `w[4g..4g + 4, 16s + c]` (zeros past `k` and `n`). A 32-bit
+///   lane is then four consecutive `k` of one column: what `vpdpbusd`
+///   (AVX-512 VNNI), `sdot` (NEON) and two `SMLAD`s (Cortex-M) consume,
+///   and `vpmaddwd` (AVX2) after widening.
+pub fn pack_weights(w: &[i8], k: usize, n: usize, trans: bool, out: &mut [i8]) -> Result {
+    ensure(w.len() == k.checked_mul(n).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    let (n16, k4) = packed_dims(k, n).ok_or(Error::Overflow)?;
+    ensure(out.len() == packed_len(k, n), Error::ShapeMismatch)?;
+    let at = |kk: usize, j: usize| if trans { w[j * k + kk] } else { w[kk * n + j] };
+    let (sums, body) = out.split_at_mut(4 * n16);
+    for j in 0..n16 {
+        let s: i32 = if j < n { (0..k).map(|kk| i32::from(at(kk, j))).sum() } else { 0 };
+        for (d, b) in sums[4 * j..4 * j + 4].iter_mut().zip(s.to_le_bytes()) {
+            *d = b as i8;
+        }
+    }
+    for s in 0..n16 / 16 {
+        let strip = &mut body[s * k4 * 16..(s + 1) * k4 * 16];
+        for (g, grp) in strip.chunks_exact_mut(64).enumerate() {
+            for (i, v) in grp.iter_mut().enumerate() {
+                let (j, kk) = (16 * s + i / 4, 4 * g + i % 4);
+                *v = if j < n && kk < k { at(kk, j) } else { 0 };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `y[i, j] = clamp(zero + scale_j.apply(sum_k (a[i, k] - a_zero) * w[k,
+/// j] + bias[j]), min, max)`: `a` row-major `[m, k]`, `y` row-major `[m,
+/// n]`, requantized per column (output channel). The sum wraps in `i32`
+/// (see the [module documentation](self)).
+pub fn qmatmul<A: Q8, Y: Q8>(
+    p: &QMatMul,
+    a: &[A],
+    w: QWeights<'_>,
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: &mut [Y],
+) -> Result {
+    let &QMatMul { m, n, k, a_zero } = p;
+    ensure(a.len() == m.checked_mul(k).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(y.len() == m.checked_mul(n).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure((A::MIN..=A::MAX).contains(&a_zero), Error::InvalidParams)?;
+    ensure(bias.is_none_or(|b| b.len() == n), Error::ShapeMismatch)?;
+    rq.check::<Y>(n)?;
+    match w {
+        QWeights::Dense { w, trans } => {
+            ensure(w.len() == k * n, Error::ShapeMismatch)?;
+            q8::gemm::dense(p, a, w, trans, bias, rq, y);
+        }
+        QWeights::Packed(w) => {
+            ensure(w.len() == packed_len(k, n), Error::ShapeMismatch)?;
+            q8::gemm::packed(p, a, bytemuck::cast_slice(w), bias, rq, y);
+        }
+    }
+    Ok(())
+}
+
+/// The weights of a [`qconv`]: `[M, C / group, kernel...]`.
+#[derive(Clone, Copy, Debug)]
+pub enum QConvWeights<'a> {
+    /// As ONNX lays them out. Read by a plain (portable) loop: for
+    /// constant folding and odd cases.
+    Dense(&'a [i8]),
+    /// The blob [`pack_conv_weights`] wrote ([`packed_conv_len`] bytes).
+    Packed(&'a [i8]),
+}
+
+/// Whether `p` is a depthwise convolution (`group == C == M`).
+fn depthwise(p: &Conv<'_>) -> bool {
+    p.groups == p.in_channels && p.groups == p.out_channels
+}
+
+/// The 2-d geometry of `p`'s window (a 1-d one as one row), `None` for
+/// other ranks.
+pub(crate) fn geometry(p: &Conv<'_>) -> Option<q8::conv::Geom> {
+    q8::conv::Geom::of(&p.window)
+}
+
+/// The bytes of [`pack_conv_weights`]'s blob for `p` (`usize::MAX` on
+/// overflow).
+pub fn packed_conv_len(p: &Conv<'_>) -> usize {
+    q8::conv::packed_len(p).unwrap_or(usize::MAX)
+}
+
+/// Lays out `w` (`[M, C / group, kernel...]`) for [`qconv`]'s
+/// `QConvWeights::Packed`, into `out` ([`packed_conv_len`] bytes), at
+/// generation time. One layout for every instruction set:
+///
+/// - depthwise (`group == C == M`): `w` unchanged;
+/// - otherwise, with `K = C / group * prod(kernel)` and `k4 = K` rounded up
+///   to 4: `4 * M` bytes of row sums (`sum_k w[m, k]`, little-endian `i32`,
+///   so the input zero point costs one multiply per output), then per
+///   group, per panel of 8 output channels (the last one padded with zero
+///   rows), `k4 / 4` groups of 32 bytes: for row `r` in `0..8`, the four
+///   weights `w[m0 + r, 4g..4g + 4]` (zeros past `K`). Each 32-bit word is
+///   one channel's four consecutive `k`, broadcast against four pixels'
+///   (a 64-byte group of the im2col block, laid out as [`pack_weights`]'s
+///   strips).
+pub fn pack_conv_weights(p: &Conv<'_>, w: &[i8], out: &mut [i8]) -> Result {
+    p.window.check(false)?;
+    ensure(p.groups > 0, Error::InvalidParams)?;
+    ensure(
+        p.in_channels.is_multiple_of(p.groups) && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )?;
+    let taps = numel(p.window.kernel)?;
+    let kk = (p.in_channels / p.groups).checked_mul(taps).ok_or(Error::Overflow)?;
+    ensure(
+        w.len() == p.out_channels.checked_mul(kk).ok_or(Error::Overflow)?,
+        Error::ShapeMismatch,
+    )?;
+    ensure(out.len() == packed_conv_len(p), Error::ShapeMismatch)?;
+    if depthwise(p) {
+        out.copy_from_slice(w);
+        return Ok(());
+    }
+    q8::conv::pack(p, w, bytemuck::cast_slice_mut(out));
+    Ok(())
+}
+
+/// The elements of `scratch` [`qconv`] needs for `p` (0 when its path
+/// needs none): a block of im2col columns, at most about 32 KiB (and at
+/// least 16 columns), whatever the image size.
+pub fn qconv_scratch_len(p: &Conv<'_>) -> usize {
+    if depthwise(p) || geometry(p).is_none() {
+        return 0;
+    }
+    q8::conv::scratch_len(p).unwrap_or(usize::MAX)
+}
+
+/// NCHW convolution: `y[n, m, o] = clamp(zero + scale_m.apply(sum (x - x_zero)
+/// * w + bias[m]), min, max)` summed over the group's input channels and
+/// the kernel taps; padding reads as `x_zero` (zero in real terms).
+/// Requantized per output channel `m`. `scratch` holds
+/// [`qconv_scratch_len`] elements (more are left alone).
+///
+/// Paths: depthwise (`group == C == M`, any kernel, stride, padding,
+/// dilation) directly; other 1-d and 2-d convolutions as products of the
+/// packed weights by blocks of im2col columns; 3-d and higher, and `Dense`
+/// weights, by a plain loop.
+#[allow(clippy::too_many_arguments)]
+pub fn qconv<A: Q8, Y: Q8>(
+    p: &Conv<'_>,
+    x: &[A],
+    x_zero: i32,
+    w: QConvWeights<'_>,
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: &mut [Y],
+    scratch: &mut [A],
+) -> Result {
+    p.window.check(false)?;
+    ensure(p.groups > 0, Error::InvalidParams)?;
+    ensure(
+        p.in_channels.is_multiple_of(p.groups) && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )?;
+    ensure((A::MIN..=A::MAX).contains(&x_zero), Error::InvalidParams)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    let taps = numel(p.window.kernel)?;
+    let len3 = |a: usize, b: usize, c: usize| {
+        a.checked_mul(b).and_then(|v| v.checked_mul(c)).ok_or(Error::Overflow)
+    };
+    ensure(x.len() == len3(p.batch, p.in_channels, in_size)?, Error::ShapeMismatch)?;
+    ensure(y.len() == len3(p.batch, p.out_channels, out_size)?, Error::ShapeMismatch)?;
+    ensure(bias.is_none_or(|b| b.len() == p.out_channels), Error::ShapeMismatch)?;
+    rq.check::<Y>(p.out_channels)?;
+    let dense_len = len3(p.out_channels, p.in_channels / p.groups, taps)?;
+    match w {
+        QConvWeights::Dense(w) => {
+            ensure(w.len() == dense_len, Error::ShapeMismatch)?;
+            q8::conv::reference(p, x, x_zero, w, bias, rq, y);
+        }
+        QConvWeights::Packed(w) => {
+            ensure(w.len() == packed_conv_len(p), Error::ShapeMismatch)?;
+            if depthwise(p) {
+                match geometry(p) {
+                    Some(g) => q8::conv::depthwise::run(p, &g, x, x_zero, w, bias, rq, y),
+                    None => q8::conv::reference(p, x, x_zero, w, bias, rq, y),
+                }
+            } else {
+                match geometry(p) {
+                    Some(g) => {
+                        let need = qconv_scratch_len(p);
+                        ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+                        let w = bytemuck::cast_slice(w);
+                        q8::conv::im2col(p, &g, x, x_zero, w, bias, rq, y, &mut scratch[..need]);
+                    }
+                    None => {
+                        let mut dense = DenseOf { packed: bytemuck::cast_slice(w), p };
+                        q8::conv::reference_with(p, x, x_zero, &mut dense, bias, rq, y);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `w[m, k]` out of a packed blob (3-d and higher convolutions,
+/// which have no packed path of their own).
+pub(crate) struct DenseOf<'a, 'c> {
+    packed: &'a [u8],
+    p: &'a Conv<'c>,
+}
+
+impl q8::conv::WeightAt for DenseOf<'_, '_> {
+    fn at(&mut self, m: usize, k: usize) -> i32 {
+        q8::conv::packed_weight(self.p, self.packed, m, k)
+    }
+}
+
+/// The zero point, range and clamp of an element-wise kernel's output.
+#[derive(Clone, Copy, Debug)]
+pub struct QOut {
+    /// The zero point (`|zero| <= MAX_ZERO`).
+    pub zero: i32,
+    /// The smallest output, within the type's range.
+    pub min: i32,
+    /// The largest output, within the type's range.
+    pub max: i32,
+}
+
+/// [`qadd`]'s fixed-point constants, from [`add_scales`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddScales {
+    /// Applied to `(a - a_zero) << left_shift`.
+    pub a: Scale,
+    /// Applied to `(b - b_zero) << left_shift`.
+    pub b: Scale,
+    /// Applied to the sum of the two.
+    pub out: Scale,
+    /// The headroom the inputs get before their scales round them.
+    pub left_shift: u32,
+}
+
+/// The left shift [`add_scales`] chooses: 20 bits above a difference of
+/// at most 9 bits leaves one bit of headroom for the sum in `i32`.
+pub const ADD_LEFT_SHIFT: u32 = 20;
+
+/// [`qadd`]'s constants for input scales `sa`, `sb` and output scale `sy`
+/// (positive, finite), at generation time: with `twice = 2 max(sa, sb)`,
+/// the inputs get `sa / twice` and `sb / twice` (at most 1/2), the sum
+/// `twice / (2^20 sy)`. `None` when a multiplier is out of [`Scale`]'s
+/// range.
+pub fn add_scales(sa: f64, sb: f64, sy: f64) -> Option<AddScales> {
+    let twice = 2.0 * sa.max(sb);
+    let shift = ADD_LEFT_SHIFT;
+    Some(AddScales {
+        a: Scale::from_real(sa / twice)?,
+        b: Scale::from_real(sb / twice)?,
+        out: Scale::from_real(twice / (libm::exp2(f64::from(shift)) * sy))?,
+        left_shift: shift,
+    })
+}
+
+/// Same-shape quantized addition (TFLite's formulation): with `da = (a -
+/// a_zero) << left_shift` and `db` alike, `y = clamp(zero + s.out.apply(
+/// s.a.apply(da) + s.b.apply(db)), min, max)`: about `zero + (sa (a - za) +
+/// sb (b - zb)) / sy`, in integers only.
+pub fn qadd<T: Q8>(
+    a: &[T],
+    a_zero: i32,
+    b: &[T],
+    b_zero: i32,
+    s: &AddScales,
+    y: &mut [T],
+    out: &QOut,
+) -> Result {
+    ensure(a.len() == y.len() && b.len() == y.len(), Error::ShapeMismatch)?;
+    ensure([s.a, s.b, s.out].iter().all(|s| s.is_valid()), Error::InvalidParams)?;
+    ensure(s.left_shift <= ADD_LEFT_SHIFT, Error::InvalidParams)?;
+    ensure(
+        (T::MIN..=T::MAX).contains(&a_zero) && (T::MIN..=T::MAX).contains(&b_zero),
+        Error::InvalidParams,
+    )?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    q8::elementwise::add(a, a_zero, b, b_zero, s, y, out);
+    Ok(())
+}
+
+/// [`qmul`]'s scale for input scales `sa`, `sb` and output scale `sy`:
+/// `sa * sb / sy` (`None` out of [`Scale`]'s range).
+pub fn mul_scale(sa: f64, sb: f64, sy: f64) -> Option<Scale> {
+    Scale::from_real(sa * sb / sy)
+}
+
+/// Same-shape quantized multiplication: `y = clamp(zero + s.apply((a -
+/// a_zero) * (b - b_zero)), min, max)` with `s` from [`mul_scale`].
+pub fn qmul<T: Q8>(
+    a: &[T],
+    a_zero: i32,
+    b: &[T],
+    b_zero: i32,
+    s: Scale,
+    y: &mut [T],
+    out: &QOut,
+) -> Result {
+    ensure(a.len() == y.len() && b.len() == y.len(), Error::ShapeMismatch)?;
+    ensure(s.is_valid(), Error::InvalidParams)?;
+    ensure(
+        (T::MIN..=T::MAX).contains(&a_zero) && (T::MIN..=T::MAX).contains(&b_zero),
+        Error::InvalidParams,
+    )?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
+        let v = s.apply((a.get() - a_zero) * (b.get() - b_zero));
+        *y = T::saturate(out.zero.saturating_add(v).clamp(out.min, out.max));
+    }
+    Ok(())
+}
+
+/// `clamp(zero + round(r * mult / (count * 2^t)), min, max)`, one rounding
+/// with ties up: the average of `count` differences summing to `r`, scaled
+/// by `s`.
+#[inline]
+pub(crate) fn average(r: i64, count: usize, s: Scale, out: &QOut) -> i32 {
+    let num = i128::from(r) * i128::from(s.mult);
+    let den = (count.max(1) as i128) << s.total_shift();
+    let q = (2 * num + den).div_euclid(2 * den);
+    let v = q.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32;
+    out.zero.saturating_add(v).clamp(out.min, out.max)
+}
+
+/// The parameters of a [`qavgpool`].
+#[derive(Clone, Copy, Debug)]
+pub struct QPool<'a> {
+    /// `N * C`, the planes.
+    pub planes: usize,
+    /// The window (1-d or 2-d; no dilation beyond 1 needed, any allowed).
+    pub window: crate::conv::Window<'a>,
+    /// Whether padded positions count (as `x_zero`) in the divisor.
+    pub count_include_pad: bool,
+    /// The input zero point.
+    pub x_zero: i32,
+    /// `s_in / s_out`.
+    pub scale: Scale,
+}
+
+/// Quantized average pooling, NCHW: each output is `clamp(zero +
+/// round(scale * sum(x - x_zero) / count), min, max)` over the window's
+/// taps inside the input, with `count` the taps inside (or all of them,
+/// padding included, with `count_include_pad`); one rounding, ties up
+/// (see `average`). Windows past the end padding (`ceil_mode`) count only
+/// the taps within the padded input, as ONNX does.
+pub fn qavgpool<T: Q8>(p: &QPool<'_>, x: &[T], y: &mut [T], out: &QOut) -> Result {
+    p.window.check(true)?;
+    ensure(p.scale.is_valid(), Error::InvalidParams)?;
+    ensure((T::MIN..=T::MAX).contains(&p.x_zero), Error::InvalidParams)?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    let in_size = numel(p.window.in_dims)?;
+    let out_size = numel(p.window.out_dims)?;
+    ensure(x.len() == p.planes.checked_mul(in_size).ok_or(Error::Overflow)?, Error::ShapeMismatch)?;
+    ensure(
+        y.len() == p.planes.checked_mul(out_size).ok_or(Error::Overflow)?,
+        Error::ShapeMismatch,
+    )?;
+    q8::elementwise::avgpool(p, x, y, out);
+    Ok(())
+}
+
+/// Quantized global average pooling: `x` is `[planes, size]`, `y`
+/// `[planes]`, each `clamp(zero + round(scale * sum(x - x_zero) / size),
+/// min, max)` (one rounding, ties up).
+pub fn qglobal_avgpool<T: Q8>(
+    x: &[T],
+    planes: usize,
+    x_zero: i32,
+    scale: Scale,
+    y: &mut [T],
+    out: &QOut,
+) -> Result {
+    ensure(y.len() == planes, Error::ShapeMismatch)?;
+    ensure(planes > 0 || x.is_empty(), Error::ShapeMismatch)?;
+    ensure(planes == 0 || x.len().is_multiple_of(planes), Error::ShapeMismatch)?;
+    ensure(scale.is_valid(), Error::InvalidParams)?;
+    ensure((T::MIN..=T::MAX).contains(&x_zero), Error::InvalidParams)?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    if planes == 0 {
+        return Ok(());
+    }
+    let size = x.len() / planes;
+    for (y, plane) in y.iter_mut().zip(x.chunks_exact(size.max(1))) {
+        let r: i64 = plane.iter().map(|v| i64::from(v.get() - x_zero)).sum();
+        *y = T::saturate(average(r, size, scale, out));
+    }
+    if size == 0 {
+        y.iter_mut().for_each(|v| *v = T::saturate(out.zero.clamp(out.min, out.max)));
+    }
+    Ok(())
+}
+
+/// `y[i] = table[x[i] as u8]`: any unary function of a quantized value
+/// (Sigmoid, Tanh, HardSwish, LeakyRelu...), tabulated by the generator
+/// over the 256 inputs, indexed by the input's byte.
+pub fn qlookup<T: Q8>(x: &[T], table: &[T; 256], y: &mut [T]) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    for (y, x) in y.iter_mut().zip(x) {
+        *y = table[usize::from(x.bits())];
+    }
+    Ok(())
+}
+
+/// [`qlookup`] in place.
+pub fn qlookup_in_place<T: Q8>(y: &mut [T], table: &[T; 256]) {
+    for v in y.iter_mut() {
+        *v = table[usize::from(v.bits())];
+    }
+}
