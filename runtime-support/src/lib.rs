@@ -36,6 +36,10 @@
 //!   tile, expand, depth/space rearrangements, generic strided copy).
 //! - [`cast`]: ONNX `Cast` between all numeric types, bool, f16 and bf16.
 //! - [`rnn`]: LSTM, GRU and RNN following the ONNX equations.
+//! - [`int8`]: the fast integer path for quantized models (int8/uint8
+//!   activations, int8 weights, fixed-point requantization): products,
+//!   convolutions, element-wise, pooling, table lookups; bit-identical on
+//!   every instruction set.
 //! - [`quant`]: integer quantization kernels (Quantize/DequantizeLinear,
 //!   DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
 //!   QLinearConv).

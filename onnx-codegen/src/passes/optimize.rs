@@ -70,9 +70,10 @@
 //!   B of a product is laid out once, here, in the 32-column strips the
 //!   micro-kernels read (an internal fourth input), so no run copies it.
 //!
-//! * **int8 weights by column** ([`pack_int8_weights`]): the constant int8
-//!   weights of a `QLinearMatMul` on the int8 kernels, each output column's
-//!   together (the node's `IntegerLowering` names the copy).
+//! * **int8 weights packed** ([`pack_int8_weights`]): the constant int8
+//!   weights of a `QLinearMatMul` or `QLinearConv` on the int8 kernels, laid
+//!   out by the runtime's `int8::pack_weights` / `pack_conv_weights` with
+//!   their column sums (the node's `IntegerLowering` names the copy).
 //!
 //! All keep the graph's outputs and every other node as they are. The caller
 //! runs inference again after a rewrite.
@@ -1365,11 +1366,14 @@ pub fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     done
 }
 
-/// Lays out the constant int8 weights of every `QLinearMatMul` that runs
-/// on the int8 kernels ([`IntegerLowering`]) as `int8::pack_weights` does:
-/// each output column's weights together. Returns how many were packed.
+/// Lays out the constant int8 weights of every `QLinearMatMul` and
+/// `QLinearConv` that runs on the int8 kernels (its `IntegerLowering`) as
+/// the runtime's `int8::pack_weights` and `pack_conv_weights` do. Returns
+/// how many were packed.
 pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
-    use onnx_codegen_runtime::int8::{pack_weights, packed_len};
+    use onnx_codegen_runtime::int8::{
+        pack_conv_weights, pack_weights, packed_conv_len, packed_len,
+    };
     let uses = g.uses();
     let mut done = 0;
     for &id in g.order().to_vec().iter() {
@@ -1378,22 +1382,62 @@ pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
             Some(Lowering::Integer(l)) => l.packed.is_none(),
             _ => false,
         };
-        if !node.op.is("QLinearMatMul") || !lowered || !computed_at_run_time(node, inferred) {
+        let (conv, product) = (node.op.is("QLinearConv"), node.op.is("QLinearMatMul"));
+        if !(conv || product) || !lowered || !computed_at_run_time(node, inferred) {
             continue;
         }
         let Some(wid) = node.input(3) else { continue };
         let Some(w) = constant(g, inferred, Some(wid)) else { continue };
-        let &[k, n] = w.dims.as_slice() else { continue };
-        let (Ok(k), Ok(n)) = (usize::try_from(k), usize::try_from(n)) else { continue };
-        if w.elem != ElemType::Int8 || sole_reader(&uses, wid) != Some((id, 3)) {
+        // Other readers may only be folded (the dequantization of a
+        // rewritten region): the original weights are then not stored.
+        let others_fold = uses[wid.index()].iter().all(|u| match *u {
+            Use::Input { node, index } => {
+                (node, index) == (id, 3) || !computed_at_run_time(g.node(node), inferred)
+            }
+            _ => false,
+        });
+        if w.elem != ElemType::Int8 || !others_fold {
             continue;
         }
         let Some(bytes) = w.bytes() else { continue };
         let values: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
-        let mut packed = vec![0i8; packed_len(k, n)];
-        if pack_weights(&values, k, n, false, &mut packed).is_err() {
-            continue;
-        }
+        let dims: Vec<usize> = w.dims.iter().filter_map(|&d| usize::try_from(d).ok()).collect();
+        let packed = match (conv, dims.as_slice()) {
+            (false, &[k, n]) => {
+                let mut packed = vec![0i8; packed_len(k, n)];
+                pack_weights(&values, k, n, false, &mut packed).ok().map(|()| packed)
+            }
+            (true, &[m, cg, kh, kw]) => {
+                let groups = match node.attr("group") {
+                    None => 1,
+                    Some(AttrValue::Int(g)) => usize::try_from(*g).unwrap_or(0),
+                    Some(_) => 0,
+                };
+                // The layout depends on the filters only (channels, groups,
+                // kernel): a window the size of the kernel describes them.
+                let (kernel, one, zero) = ([kh, kw], [1, 1], [0, 0]);
+                let window = onnx_codegen_runtime::conv::Window {
+                    in_dims: &kernel,
+                    out_dims: &one,
+                    kernel: &kernel,
+                    strides: &one,
+                    dilations: &one,
+                    pads_begin: &zero,
+                    pads_end: &zero,
+                };
+                let p = onnx_codegen_runtime::conv::Conv {
+                    batch: 1,
+                    in_channels: cg * groups,
+                    out_channels: m,
+                    groups,
+                    window,
+                };
+                let mut packed = vec![0i8; packed_conv_len(&p)];
+                pack_conv_weights(&p, &values, &mut packed).ok().map(|()| packed)
+            }
+            _ => None,
+        };
+        let Some(packed) = packed else { continue };
         let base = format!("{}_packed_W", g.node(id).name);
         let name = crate::passes::sequences::fresh(g, base);
         let bytes: Vec<u8> = packed.iter().map(|&v| v as u8).collect();

@@ -60,6 +60,7 @@ mod gemm;
 mod lanes;
 mod math;
 mod pool;
+pub(crate) mod q8;
 mod winograd;
 
 // The ISA tokens (`Avx2`, `Avx512`, `Neon`), with the lane helpers each

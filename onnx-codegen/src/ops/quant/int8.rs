@@ -212,7 +212,7 @@ impl Int8Kernel {
         let rq = self.requant();
         match &self.op {
             Int8Op::Conv(g) => {
-                let mut scratch = vec![0i32; self.scratch];
+                let mut scratch = vec![A::default(); self.scratch];
                 let w =
                     if self.at.packed { QConvWeights::Packed(w) } else { QConvWeights::Dense(w) };
                 let y = host_out::<Y>(outputs, 0)?;
@@ -303,8 +303,8 @@ impl Kernel for Int8Kernel {
         }
     }
 
-    /// A convolution's int32 sums of one output plane.
+    /// A convolution's block of im2col columns.
     fn scratch(&self) -> Option<TensorType> {
-        (self.scratch > 0).then(|| TensorType::new(ElemType::Int32, vec![self.scratch]))
+        (self.scratch > 0).then(|| TensorType::new(self.x, vec![self.scratch]))
     }
 }

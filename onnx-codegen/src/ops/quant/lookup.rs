@@ -56,6 +56,9 @@ fn run<T: crate::ops::host::HostElem + onnx_codegen_runtime::int8::Q8>(
     outputs: &mut [HostTensor],
 ) -> EvalResult {
     let (x, table) = (host_in::<T>(inputs, 0)?, host_in::<T>(inputs, p.table)?);
+    let table: &[T; 256] = table
+        .try_into()
+        .map_err(|_| EvalError::Runtime(onnx_codegen_runtime::Error::ShapeMismatch))?;
     onnx_codegen_runtime::int8::qlookup(x, table, host_out::<T>(outputs, 0)?)?;
     Ok(())
 }
@@ -72,6 +75,12 @@ impl Kernel for LookupKernel {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, table, y) = (in_tokens(io, 0), in_tokens(io, self.0.table), out_tokens(io, 0));
-        quote!(#rt::int8::qlookup(#x, #table, #y)?;)
+        quote! {
+            #rt::int8::qlookup(
+                #x,
+                #table.try_into().map_err(|_| #rt::Error::ShapeMismatch)?,
+                #y,
+            )?;
+        }
     }
 }

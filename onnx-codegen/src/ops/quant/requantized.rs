@@ -7,7 +7,7 @@
 
 use super::{host_in, host_out, in_tokens, out_tokens};
 use crate::emit::lit;
-use crate::ir::lowering::{Quantization, Requantized};
+use crate::ir::lowering::Requantized;
 use crate::ir::{ElemType, Lowering, TensorType};
 use crate::ops::conv::{PoolWindow, window_of};
 use crate::ops::host::HostElem;
@@ -15,7 +15,7 @@ use crate::ops::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, invalid,
     unsupported,
 };
-use onnx_codegen_runtime::int8::{self as rt_i8, Q8, Scale};
+use onnx_codegen_runtime::int8::{self as rt_i8, AddScales, Q8, QOut, QPool, Scale};
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -30,7 +30,7 @@ enum Op {
     /// `AveragePool` on its window.
     Pool { window: PoolWindow, count_include_pad: bool },
     /// `GlobalAveragePool`: `planes` means of `size` values.
-    Global { planes: usize, size: usize },
+    Global { planes: usize },
 }
 
 struct Plan {
@@ -77,10 +77,9 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
                 return invalid(format!("GlobalAveragePool needs [N, C, spatial...], got {x}"));
             }
             let planes = x.dims[0] * x.dims[1];
-            let size = x.dims[2..].iter().product();
             let mut out = x.dims[..2].to_vec();
             out.resize(x.dims.len(), 1);
-            (Op::Global { planes, size }, out)
+            (Op::Global { planes }, out)
         }
         other => return unsupported(format!("{other} on quantized values")),
     };
@@ -107,80 +106,49 @@ impl OpRule for RequantizedRule {
         let kernel = match p.op {
             Op::Binary { mul: false } => {
                 let (a, b) = (p.q.inputs[0], p.q.inputs[1]);
-                let q = |q: Quantization| (f64::from(q.scale), q.zero);
-                let params = rt_i8::QAdd::new(q(a), q(b), q(out), (lo, hi)).ok_or_else(|| {
-                    crate::ops::OpError::Unsupported(
-                        "an Add of quantizations too far apart for the fixed-point kernel".into(),
-                    )
-                })?;
-                Kernel8::Add { params }
+                let scales =
+                    rt_i8::add_scales(f64::from(a.scale), f64::from(b.scale), f64::from(out.scale))
+                        .ok_or_else(|| {
+                            crate::ops::OpError::Unsupported(
+                                "an Add of quantizations too far apart for the fixed-point kernel"
+                                    .into(),
+                            )
+                        })?;
+                Kernel8::Add { a_zero: a.zero, b_zero: b.zero, scales }
             }
             Op::Binary { mul: true } => {
                 let (a, b) = (p.q.inputs[0], p.q.inputs[1]);
                 let real = f64::from(a.scale) * f64::from(b.scale) / f64::from(out.scale);
-                Kernel8::Mul {
-                    a_zero: a.zero,
-                    b_zero: b.zero,
-                    scale: scale(real)?,
-                    out,
-                    range: (lo, hi),
-                }
+                Kernel8::Mul { a_zero: a.zero, b_zero: b.zero, scale: scale(real)? }
             }
             Op::Pool { window, count_include_pad } => {
                 let x = p.q.inputs[0];
                 let real = f64::from(x.scale) / f64::from(out.scale);
-                Kernel8::Pool {
-                    window,
-                    count_include_pad,
-                    x,
-                    scale: scale(real)?,
-                    out,
-                    range: (lo, hi),
-                }
+                Kernel8::Pool { window, count_include_pad, x_zero: x.zero, scale: scale(real)? }
             }
-            Op::Global { planes, size } => {
+            Op::Global { planes } => {
                 let x = p.q.inputs[0];
                 let real = f64::from(x.scale) / f64::from(out.scale);
-                Kernel8::Global { planes, size, x, scale: scale(real)?, out, range: (lo, hi) }
+                Kernel8::Global { planes, x_zero: x.zero, scale: scale(real)? }
             }
         };
-        Ok(Lowered::Kernel(Box::new(Requant8 { elem: p.elem, kernel })))
+        let out = QOut { zero: out.zero, min: lo, max: hi };
+        Ok(Lowered::Kernel(Box::new(Requant8 { elem: p.elem, kernel, out })))
     }
 }
 
 /// An integer kernel call with its generation-time constants.
 enum Kernel8 {
-    Add {
-        params: rt_i8::QAdd,
-    },
-    Mul {
-        a_zero: i32,
-        b_zero: i32,
-        scale: Scale,
-        out: Quantization,
-        range: (i32, i32),
-    },
-    Pool {
-        window: PoolWindow,
-        count_include_pad: bool,
-        x: Quantization,
-        scale: Scale,
-        out: Quantization,
-        range: (i32, i32),
-    },
-    Global {
-        planes: usize,
-        size: usize,
-        x: Quantization,
-        scale: Scale,
-        out: Quantization,
-        range: (i32, i32),
-    },
+    Add { a_zero: i32, b_zero: i32, scales: AddScales },
+    Mul { a_zero: i32, b_zero: i32, scale: Scale },
+    Pool { window: PoolWindow, count_include_pad: bool, x_zero: i32, scale: Scale },
+    Global { planes: usize, x_zero: i32, scale: Scale },
 }
 
 struct Requant8 {
     elem: ElemType,
     kernel: Kernel8,
+    out: QOut,
 }
 
 impl Requant8 {
@@ -191,52 +159,37 @@ impl Requant8 {
     ) -> EvalResult {
         let x = host_in::<T>(inputs, 0)?;
         let y = host_out::<T>(outputs, 0)?;
+        let out = &self.out;
         match &self.kernel {
-            Kernel8::Add { params } => rt_i8::qadd(params, x, host_in::<T>(inputs, 1)?, y)?,
-            Kernel8::Mul { a_zero, b_zero, scale, out, range } => {
-                let rq = rt_i8::Requant {
-                    scales: core::slice::from_ref(scale),
-                    zero: out.zero,
-                    min: range.0,
-                    max: range.1,
-                };
-                rt_i8::qmul(x, *a_zero, host_in::<T>(inputs, 1)?, *b_zero, &rq, y)?
+            Kernel8::Add { a_zero, b_zero, scales } => {
+                let b = host_in::<T>(inputs, 1)?;
+                rt_i8::qadd(x, *a_zero, b, *b_zero, scales, y, out)?
             }
-            Kernel8::Pool { window, count_include_pad, x: xq, scale, out, range } => {
-                let rq = rt_i8::Requant {
-                    scales: core::slice::from_ref(scale),
-                    zero: out.zero,
-                    min: range.0,
-                    max: range.1,
-                };
-                let params = onnx_codegen_runtime::pool::Pool {
+            Kernel8::Mul { a_zero, b_zero, scale } => {
+                let b = host_in::<T>(inputs, 1)?;
+                rt_i8::qmul(x, *a_zero, b, *b_zero, *scale, y, out)?
+            }
+            Kernel8::Pool { window, count_include_pad, x_zero, scale } => {
+                let p = QPool {
                     planes: window.planes,
                     window: window.geom.window(),
+                    count_include_pad: *count_include_pad,
+                    x_zero: *x_zero,
+                    scale: *scale,
                 };
-                rt_i8::qavgpool(&params, *count_include_pad, x, xq.zero, &rq, y)?
+                rt_i8::qavgpool(&p, x, y, out)?
             }
-            Kernel8::Global { planes, size, x: xq, scale, out, range } => {
-                let rq = rt_i8::Requant {
-                    scales: core::slice::from_ref(scale),
-                    zero: out.zero,
-                    min: range.0,
-                    max: range.1,
-                };
-                rt_i8::qglobal_avgpool(*planes, *size, x, xq.zero, &rq, y)?
+            Kernel8::Global { planes, x_zero, scale } => {
+                rt_i8::qglobal_avgpool(x, *planes, *x_zero, *scale, y, out)?
             }
         }
         Ok(())
     }
 }
 
-fn requant_tokens(
-    scale: &Scale,
-    out: &Quantization,
-    range: (i32, i32),
-    rt: &TokenStream,
-) -> TokenStream {
-    let (m, s, z, lo, hi) = (scale.mult, scale.shift, out.zero, range.0, range.1);
-    quote!(&#rt::int8::Requant { scales: &[#rt::int8::Scale { mult: #m, shift: #s }], zero: #z, min: #lo, max: #hi })
+fn scale_tokens(s: &Scale, rt: &TokenStream) -> TokenStream {
+    let (m, sh) = (s.mult, s.shift);
+    quote!(#rt::int8::Scale { mult: #m, shift: #sh })
 }
 
 impl Kernel for Requant8 {
@@ -251,45 +204,47 @@ impl Kernel for Requant8 {
     fn emit(&self, io: &Io) -> TokenStream {
         let rt = &io.rt;
         let (x, y) = (in_tokens(io, 0), out_tokens(io, 0));
+        let QOut { zero, min, max } = self.out;
+        let out = quote!(&#rt::int8::QOut { zero: #zero, min: #min, max: #max });
         match &self.kernel {
-            Kernel8::Add { params: p } => {
-                let scale = |s: &Scale| {
-                    let (m, sh) = (s.mult, s.shift);
-                    quote!(#rt::int8::Scale { mult: #m, shift: #sh })
-                };
-                let (sa, sb, so) = (scale(&p.a_scale), scale(&p.b_scale), scale(&p.out_scale));
-                let (za, zb, z, lo, hi) = (p.a_zero, p.b_zero, p.zero, p.min, p.max);
+            Kernel8::Add { a_zero, b_zero, scales } => {
+                let (sa, sb, so) = (
+                    scale_tokens(&scales.a, rt),
+                    scale_tokens(&scales.b, rt),
+                    scale_tokens(&scales.out, rt),
+                );
+                let shift = scales.left_shift;
                 let b = in_tokens(io, 1);
                 quote! {
                     #rt::int8::qadd(
-                        &#rt::int8::QAdd {
-                            a_zero: #za, a_scale: #sa, b_zero: #zb, b_scale: #sb,
-                            out_scale: #so, zero: #z, min: #lo, max: #hi,
-                        },
-                        #x, #b, #y,
+                        #x, #a_zero, #b, #b_zero,
+                        &#rt::int8::AddScales { a: #sa, b: #sb, out: #so, left_shift: #shift },
+                        #y, #out,
                     )?;
                 }
             }
-            Kernel8::Mul { a_zero, b_zero, scale, out, range } => {
-                let rq = requant_tokens(scale, out, *range, rt);
+            Kernel8::Mul { a_zero, b_zero, scale } => {
+                let s = scale_tokens(scale, rt);
                 let b = in_tokens(io, 1);
-                quote!(#rt::int8::qmul(#x, #a_zero, #b, #b_zero, #rq, #y)?;)
+                quote!(#rt::int8::qmul(#x, #a_zero, #b, #b_zero, #s, #y, #out)?;)
             }
-            Kernel8::Pool { window, count_include_pad, x: xq, scale, out, range } => {
-                let rq = requant_tokens(scale, out, *range, rt);
+            Kernel8::Pool { window, count_include_pad, x_zero, scale } => {
                 let (planes, w) = (lit::usize_lit(window.planes), window.geom.tokens(rt));
-                let z = xq.zero;
+                let s = scale_tokens(scale, rt);
                 quote! {
                     #rt::int8::qavgpool(
-                        &#rt::pool::Pool { planes: #planes, window: #w },
-                        #count_include_pad, #x, #z, #rq, #y,
+                        &#rt::int8::QPool {
+                            planes: #planes, window: #w, count_include_pad: #count_include_pad,
+                            x_zero: #x_zero, scale: #s,
+                        },
+                        #x, #y, #out,
                     )?;
                 }
             }
-            Kernel8::Global { planes, size, x: xq, scale, out, range } => {
-                let rq = requant_tokens(scale, out, *range, rt);
-                let (planes, size, z) = (lit::usize_lit(*planes), lit::usize_lit(*size), xq.zero);
-                quote!(#rt::int8::qglobal_avgpool(#planes, #size, #x, #z, #rq, #y)?;)
+            Kernel8::Global { planes, x_zero, scale } => {
+                let planes = lit::usize_lit(*planes);
+                let s = scale_tokens(scale, rt);
+                quote!(#rt::int8::qglobal_avgpool(#x, #planes, #x_zero, #s, #y, #out)?;)
             }
         }
     }

@@ -1,0 +1,127 @@
+//! The int8 products: `qmatmul`'s driver over packed weight strips, and
+//! the kernel dispatch the convolutions share.
+
+pub(crate) mod micro;
+
+use crate::int8::{Q8, QMatMul, Requant};
+use crate::simd::q8::gemm::micro::portable::Portable;
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
+use crate::simd::q8::requant::{Chan16, OutRange};
+
+/// A body generic over the tile kernel, run with the best one the CPU has
+/// (under the ISA cap) by [`dispatch`].
+pub(crate) trait WithKernel {
+    /// Runs the body with `kern`.
+    fn run<K: QMicro>(self, kern: K);
+}
+
+/// Runs `body` with the widest tile kernel available: AVX-512 VNNI, AVX2,
+/// NEON, else the portable one.
+#[inline]
+pub(crate) fn dispatch(body: impl WithKernel) {
+    body.run(Portable)
+}
+
+/// The little-endian `i32` at `blob[4 * j..]` (0 past the end).
+#[inline(always)]
+pub(crate) fn sum_at(blob: &[u8], j: usize) -> i32 {
+    match blob.get(4 * j..4 * j + 4) {
+        Some(b) => i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        None => 0,
+    }
+}
+
+/// `qmatmul` with `QWeights::Dense`: the plain loop.
+pub(crate) fn dense<A: Q8, Y: Q8>(
+    p: &QMatMul,
+    a: &[A],
+    w: &[i8],
+    trans: bool,
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: &mut [Y],
+) {
+    let &QMatMul { m, n, k, a_zero } = p;
+    let out = OutRange::of(rq);
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = bias.map_or(0, |b| b[j]);
+            for kk in 0..k {
+                let wv = if trans { w[j * k + kk] } else { w[kk * n + j] };
+                acc = acc.wrapping_add((a[i * k + kk].get() - a_zero) * i32::from(wv));
+            }
+            y[i * n + j] = out.put(rq.scale(j).apply(acc));
+        }
+    }
+}
+
+/// `qmatmul` with `QWeights::Packed` (lengths checked by the caller).
+pub(crate) fn packed<A: Q8, Y: Q8>(
+    p: &QMatMul,
+    a: &[A],
+    w: &[u8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: &mut [Y],
+) {
+    dispatch(Packed { p, a, w, bias, rq, y });
+}
+
+struct Packed<'a, 'r, A, Y> {
+    p: &'a QMatMul,
+    a: &'a [A],
+    w: &'a [u8],
+    bias: Option<&'a [i32]>,
+    rq: &'a Requant<'r>,
+    y: &'a mut [Y],
+}
+
+impl<A: Q8, Y: Q8> WithKernel for Packed<'_, '_, A, Y> {
+    #[inline(always)]
+    fn run<K: QMicro>(self, kern: K) {
+        let Packed { p, a, w, bias, rq, y } = self;
+        let &QMatMul { m, n, k, a_zero } = p;
+        let (n16, k4) = (n.next_multiple_of(16), k.next_multiple_of(4));
+        let Some((sums, body)) = w.split_at_checked(4 * n16) else { return };
+        let a = A::as_bytes(a);
+        let (groups, tail) = (k / 4, k % 4);
+        let zoff = a_zero + kern.offset::<A>();
+        let out = OutRange::of(rq);
+        let mr = K::MR.min(MAX_MR);
+        for s in 0..n.div_ceil(16) {
+            let Some(strip) = body.get(s * k4 * 16..(s + 1) * k4 * 16) else { return };
+            let j0 = NR * s;
+            let ncols = NR.min(n - j0);
+            let add = |j: usize| {
+                bias.map_or(0, |b| b[j]).wrapping_sub(zoff.wrapping_mul(sum_at(sums, j)))
+            };
+            let ch = Chan16::new(j0, n, add, rq);
+            let mut i0 = 0;
+            while i0 < m {
+                let nrows = mr.min(m - i0);
+                let rows = core::array::from_fn(|r| (i0 + r.min(nrows - 1)) * k);
+                let mut acc: Acc = [[0; NR]; MAX_MR];
+                kern.act_rows::<A>(&Tile { groups, bcast: a, rows, gstep: 4, strip }, &mut acc);
+                if tail > 0 {
+                    let mut last = [0u8; 4 * MAX_MR];
+                    for (r, &row) in rows.iter().enumerate().take(mr) {
+                        last[4 * r..4 * r + tail].copy_from_slice(&a[row + 4 * groups..][..tail]);
+                    }
+                    let t = Tile {
+                        groups: 1,
+                        bcast: &last,
+                        rows: core::array::from_fn(|r| 4 * r),
+                        gstep: 4,
+                        strip: &strip[groups * GROUP_BYTES..],
+                    };
+                    kern.act_rows::<A>(&t, &mut acc);
+                }
+                for (r, acc) in acc.iter().enumerate().take(nrows) {
+                    let row = (i0 + r) * n + j0;
+                    kern.cols(acc, &ch, &out, &mut y[row..row + ncols]);
+                }
+                i0 += nrows;
+            }
+        }
+    }
+}

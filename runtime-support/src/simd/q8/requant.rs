@@ -1,0 +1,153 @@
+//! The output stage of a product: per output channel, the constant added
+//! to the raw sum (the bias, less the zero point times the weights' sum)
+//! and the [`Scale`] in the form the vector kernels apply.
+//!
+//! The vector form of [`Scale::apply`] (`t = 31 + shift`, `v` the sum):
+//! with `lsh = max(32 - t, 0)` and `rsh = max(t - 32, 0)`,
+//! `r = ((clamp(v, lo, hi) << lsh) * mult + 2^(31 + rsh)) >> 32 >> rsh`
+//! (a 64-bit product, its high half, an arithmetic shift), where `[lo,
+//! hi]` is `[-2^(t-1), 2^(t-1) - 1]` when `lsh > 0` and all of `i32`
+//! otherwise. Within the clamp this is `floor((v mult + 2^(t-1)) / 2^t)`
+//! exactly (floor shifts compose). Outside it, `|v mult / 2^t|` is at
+//! least `2^29` (`mult >= 2^30`), and so is the clamped result's, with
+//! the same sign (`t >= 2` keeps `hi >= 1`): both saturate any output
+//! range, `|zero| + 255 < 2^29`, alike.
+
+use crate::int8::{Q8, Requant, Scale};
+
+/// One channel's output stage, see the module documentation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Chan {
+    /// Added (wrapping) to the raw sum.
+    pub add: i32,
+    /// `Scale::mult`.
+    pub mult: i32,
+    /// `Scale::total_shift`.
+    pub t: u32,
+    /// Left shift before the product.
+    pub lsh: u32,
+    /// Right shift of the high half.
+    pub rsh: u32,
+    /// Clamp before the left shift.
+    pub lo: i32,
+    /// Clamp before the left shift.
+    pub hi: i32,
+    /// `2^(31 + rsh)`.
+    pub round: i64,
+}
+
+impl Chan {
+    /// The stage adding `add` and applying `s` (a valid scale).
+    #[inline]
+    pub(crate) fn new(add: i32, s: Scale) -> Chan {
+        let t = s.total_shift().max(2);
+        let (lsh, rsh) = (32u32.saturating_sub(t), t.saturating_sub(32));
+        let (lo, hi) =
+            if lsh > 0 { (-(1 << (t - 1)), (1 << (t - 1)) - 1) } else { (i32::MIN, i32::MAX) };
+        Chan { add, mult: s.mult, t, lsh, rsh, lo, hi, round: 1i64 << (31 + rsh) }
+    }
+
+    /// `s.apply(raw + add)`, the reference way.
+    #[inline(always)]
+    pub(crate) fn apply(&self, raw: i32) -> i32 {
+        Scale { mult: self.mult, shift: self.t as i32 - 31 }.apply(raw.wrapping_add(self.add))
+    }
+
+    /// The vector form (module documentation), in scalars: what the SIMD
+    /// kernels compute lane by lane.
+    #[cfg(test)]
+    pub(crate) fn apply_vector_form(&self, raw: i32) -> i32 {
+        let v = raw.wrapping_add(self.add).clamp(self.lo, self.hi) << self.lsh;
+        let x = i64::from(v) * i64::from(self.mult) + self.round;
+        ((x >> 32) as i32) >> self.rsh
+    }
+}
+
+/// Sixteen channels' stages, by field (one vector each).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Chan16 {
+    pub add: [i32; 16],
+    pub mult: [i32; 16],
+    pub lsh: [u32; 16],
+    pub rsh: [u32; 16],
+    pub lo: [i32; 16],
+    pub hi: [i32; 16],
+    pub round: [i64; 16],
+    /// For the portable path.
+    pub t: [u32; 16],
+}
+
+impl Chan16 {
+    /// The stages of channels `j0..j0 + 16` (past the last channel, `n`,
+    /// copies of channel 0's, harmless).
+    #[inline]
+    pub(crate) fn new(j0: usize, n: usize, add: impl Fn(usize) -> i32, rq: &Requant<'_>) -> Chan16 {
+        let mut c = Chan16::default();
+        for l in 0..16 {
+            let j = if j0 + l < n { j0 + l } else { 0 };
+            let s = Chan::new(add(j), rq.scale(j));
+            c.add[l] = s.add;
+            c.mult[l] = s.mult;
+            c.lsh[l] = s.lsh;
+            c.rsh[l] = s.rsh;
+            c.lo[l] = s.lo;
+            c.hi[l] = s.hi;
+            c.round[l] = s.round;
+            c.t[l] = s.t;
+        }
+        c
+    }
+
+    /// Lane `l`'s stage.
+    #[inline(always)]
+    pub(crate) fn lane(&self, l: usize) -> Chan {
+        Chan {
+            add: self.add[l],
+            mult: self.mult[l],
+            t: self.t[l],
+            lsh: self.lsh[l],
+            rsh: self.rsh[l],
+            lo: self.lo[l],
+            hi: self.hi[l],
+            round: self.round[l],
+        }
+    }
+}
+
+/// The output's zero point and clamp.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OutRange {
+    pub zero: i32,
+    pub min: i32,
+    pub max: i32,
+}
+
+impl OutRange {
+    pub(crate) fn of(rq: &Requant<'_>) -> OutRange {
+        OutRange { zero: rq.zero, min: rq.min, max: rq.max }
+    }
+
+    /// `clamp(zero + r, min, max)` as `Y`.
+    #[inline(always)]
+    pub(crate) fn put<Y: Q8>(&self, r: i32) -> Y {
+        Y::saturate(self.zero.saturating_add(r).clamp(self.min, self.max))
+    }
+}
+
+/// `dst[c] = out(lane c's stage of acc[c])` for `c < dst.len()` (at most
+/// 16), portably.
+#[inline]
+pub(crate) fn cols_portable<Y: Q8>(acc: &[i32; 16], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
+    for (c, d) in dst.iter_mut().enumerate().take(16) {
+        *d = out.put(ch.lane(c).apply(acc[c]));
+    }
+}
+
+/// `dst[c] = out(ch's stage of acc[c])` for `c < dst.len()` (at most 16),
+/// portably.
+#[inline]
+pub(crate) fn splat_portable<Y: Q8>(acc: &[i32; 16], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+    for (d, &a) in dst.iter_mut().zip(acc) {
+        *d = out.put(ch.apply(a));
+    }
+}

@@ -1,0 +1,770 @@
+//! The int8 kernels against plain integer references written here, on
+//! awkward shapes, at extreme values and zero points; the paths the CPU
+//! runs under the ISA cap are the ones `int8`'s entry points choose, and
+//! each vector tile is also compared with the portable one directly.
+
+use crate::Error;
+use crate::conv::{Conv, Window};
+use crate::int8::*;
+use crate::simd::q8::gemm::micro::portable::Portable;
+use crate::simd::q8::gemm::micro::{Acc, MAX_MR, NR, QMicro, Tile};
+use crate::simd::q8::requant::{Chan, Chan16, OutRange};
+use std::vec;
+use std::vec::Vec;
+
+/// A deterministic stream of numbers.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// In `lo..=hi`, the ends often.
+    pub(super) fn int(&mut self, lo: i32, hi: i32) -> i32 {
+        match self.next() % 8 {
+            0 => lo,
+            1 => hi,
+            _ => {
+                (i64::from(lo) + (self.next() % (i64::from(hi) - i64::from(lo) + 1) as u64) as i64)
+                    as i32
+            }
+        }
+    }
+    pub(super) fn q8<T: Q8>(&mut self, n: usize) -> Vec<T> {
+        (0..n).map(|_| T::saturate(self.int(T::MIN, T::MAX))).collect()
+    }
+    pub(super) fn i8s(&mut self, n: usize) -> Vec<i8> {
+        self.q8::<i8>(n)
+    }
+}
+
+fn scales(rng: &mut Rng, n: usize, per_channel: bool) -> Vec<Scale> {
+    let count = if per_channel { n.max(1) } else { 1 };
+    (0..count)
+        .map(|_| {
+            let e = rng.int(-16, 2);
+            let f = 1.0 + (rng.next() % 1000) as f64 / 1000.0;
+            Scale::from_real(f * libm::exp2(f64::from(e))).unwrap()
+        })
+        .collect()
+}
+
+/// `clamp(zero + s.apply(acc), min, max)`, straight from the definition.
+fn requant_ref(s: Scale, acc: i32, zero: i32, min: i32, max: i32) -> i32 {
+    let t = 31 + s.shift;
+    let r = (i64::from(acc) * i64::from(s.mult) + (1i64 << (t - 1))) >> t;
+    (i64::from(zero) + r).clamp(i64::from(min), i64::from(max)) as i32
+}
+
+#[test]
+fn scale_from_real_is_nearest_and_apply_rounds_ties_up() {
+    for &real in &[1.0, 0.5, 0.25, 0.003_921_568_627_451, 1e-9, 3.7, 123_456.0, 0.999_999_999_9] {
+        let s = Scale::from_real(real).unwrap();
+        assert!(s.is_valid(), "{real}: {s:?}");
+        let rel = (s.to_real() - real).abs() / real;
+        assert!(rel <= libm::exp2(-31.0), "{real}: {s:?} off by {rel}");
+    }
+    assert_eq!(Scale::from_real(1.0), Some(Scale { mult: 1 << 30, shift: -1 }));
+    // Rounding up to 2^31 renormalises.
+    assert_eq!(Scale::from_real(1.0 - 1e-12), Some(Scale { mult: 1 << 30, shift: -1 }));
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-12, 1e10] {
+        assert_eq!(Scale::from_real(bad), None, "{bad}");
+    }
+    assert!(Scale::from_real(libm::exp2(28.9)).is_some());
+    assert!(Scale::from_real(libm::exp2(29.0)).is_none());
+    // Exact ties go up: 0.5 * odd.
+    let half = Scale::from_real(0.5).unwrap();
+    assert_eq!([half.apply(1), half.apply(-1), half.apply(3), half.apply(-3)], [1, 0, 2, -1]);
+    // Against f64 on many values: within half a unit, ties up.
+    let mut rng = Rng::new(7);
+    for _ in 0..20_000 {
+        let real = libm::exp2(f64::from(rng.int(-30, 20)) + (rng.next() % 1000) as f64 / 1000.0);
+        let Some(s) = Scale::from_real(real) else { continue };
+        let acc = rng.int(i32::MIN, i32::MAX);
+        let exact = f64::from(acc) * s.to_real();
+        let got = s.apply(acc);
+        if exact.abs() < 2e9 {
+            let want = libm::floor(exact + 0.5);
+            assert!((f64::from(got) - want).abs() <= 1.0, "{acc} * {s:?}: {got} vs {exact}");
+        }
+        assert_eq!(
+            i64::from(got),
+            ((i64::from(acc) * i64::from(s.mult) + (1i64 << (30 + s.shift))) >> (31 + s.shift))
+                .clamp(i32::MIN.into(), i32::MAX.into())
+        );
+    }
+}
+
+#[test]
+fn vector_form_of_the_scale_agrees_within_any_output_range() {
+    let mut rng = Rng::new(3);
+    for t in 2..=62u32 {
+        for _ in 0..2000 {
+            let mult = (1 << 30) + (rng.next() % (1 << 30)) as i32;
+            let s = Scale { mult, shift: t as i32 - 31 };
+            let add = rng.int(-1000, 1000);
+            let ch = Chan::new(add, s);
+            let raw = match rng.next() % 3 {
+                0 => rng.int(i32::MIN, i32::MAX),
+                1 => rng.int(-(1 << (t.min(31) - 1)) - 3, (1 << (t.min(31) - 1)) + 3),
+                _ => rng.int(-70_000, 70_000),
+            };
+            for (zero, min, max) in [(0, -128, 127), (MAX_ZERO, 0, 255), (-MAX_ZERO, -128, 127)] {
+                let out = OutRange { zero, min, max };
+                let want: i32 = out.put::<u8>(ch.apply(raw)).into();
+                let got: i32 = out.put::<u8>(ch.apply_vector_form(raw)).into();
+                assert_eq!(got, want, "t {t} mult {mult} raw {raw} add {add}");
+                let want: i32 = out.put::<i8>(ch.apply(raw)).into();
+                let got: i32 = out.put::<i8>(ch.apply_vector_form(raw)).into();
+                assert_eq!(got, want, "t {t} mult {mult} raw {raw} add {add}");
+            }
+        }
+    }
+}
+
+/// The reference product: `y[i, j]` from the definition (`w` is `[k, n]`).
+#[allow(clippy::too_many_arguments)]
+fn matmul_ref<A: Q8, Y: Q8>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[A],
+    za: i32,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+) -> Vec<Y> {
+    let mut y = vec![Y::default(); m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = bias.map_or(0i32, |b| b[j]);
+            for kk in 0..k {
+                acc = acc.wrapping_add((a[i * k + kk].get() - za) * i32::from(w[kk * n + j]));
+            }
+            let s = rq.scale(j);
+            y[i * n + j] = Y::saturate(requant_ref(s, acc, rq.zero, rq.min, rq.max));
+        }
+    }
+    y
+}
+
+fn transpose(w: &[i8], k: usize, n: usize) -> Vec<i8> {
+    (0..n * k).map(|i| w[(i % k) * n + i / k]).collect()
+}
+
+fn check_matmul<A: Q8, Y: Q8>(rng: &mut Rng, m: usize, n: usize, k: usize, case: usize) {
+    let a = rng.q8::<A>(m * k);
+    let w = rng.i8s(k * n);
+    let za = match case % 3 {
+        0 => A::MIN,
+        1 => A::MAX,
+        _ => rng.int(A::MIN, A::MAX),
+    };
+    let bias: Vec<i32> = (0..n).map(|_| rng.int(-100_000, 100_000)).collect();
+    let bias = (case % 4 != 3).then_some(&bias[..]);
+    let sc = scales(rng, n, case.is_multiple_of(2));
+    let (min, max) = match case % 5 {
+        0 => (Y::MIN, Y::MAX),
+        1 => (Y::MIN + 20, Y::MAX - 50),
+        _ => (rng.int(Y::MIN, 0), rng.int(1, Y::MAX)),
+    };
+    let zero = rng.int(Y::MIN, Y::MAX);
+    let rq = Requant { scales: &sc, zero, min, max };
+    let p = QMatMul { m, n, k, a_zero: za };
+    let want = matmul_ref::<A, Y>(m, n, k, &a, za, &w, bias, &rq);
+    let mut packed = vec![0i8; packed_len(k, n)];
+    pack_weights(&w, k, n, false, &mut packed).unwrap();
+    let mut packed_t = vec![0i8; packed_len(k, n)];
+    pack_weights(&transpose(&w, k, n), k, n, true, &mut packed_t).unwrap();
+    assert_eq!(packed, packed_t);
+    let mut y = vec![Y::default(); m * n];
+    qmatmul(&p, &a, QWeights::Packed(&packed), bias, &rq, &mut y).unwrap();
+    assert_eq!(y, want, "packed {m}x{n}x{k} case {case}");
+    let mut y = vec![Y::default(); m * n];
+    qmatmul(&p, &a, QWeights::Dense { w: &w, trans: false }, bias, &rq, &mut y).unwrap();
+    assert_eq!(y, want, "dense {m}x{n}x{k} case {case}");
+    let wt = transpose(&w, k, n);
+    qmatmul(&p, &a, QWeights::Dense { w: &wt, trans: true }, bias, &rq, &mut y).unwrap();
+    assert_eq!(y, want, "dense^T {m}x{n}x{k} case {case}");
+}
+
+#[test]
+fn qmatmul_matches_the_definition() {
+    let mut rng = Rng::new(11);
+    let mut case = 0;
+    for &m in &[1, 2, 3, 5, 8, 9, 17] {
+        for &n in &[1, 3, 15, 16, 17, 33, 50] {
+            for &k in &[0, 1, 3, 4, 5, 15, 16, 17, 63, 130] {
+                case += 1;
+                check_matmul::<u8, u8>(&mut rng, m, n, k, case);
+                check_matmul::<i8, i8>(&mut rng, m, n, k, case + 1);
+                check_matmul::<u8, i8>(&mut rng, m, n, k, case + 2);
+                check_matmul::<i8, u8>(&mut rng, m, n, k, case + 3);
+            }
+        }
+    }
+    check_matmul::<u8, u8>(&mut rng, 70, 96, 300, 0);
+    check_matmul::<i8, i8>(&mut rng, 33, 40, 1000, 1);
+}
+
+#[test]
+fn qmatmul_extremes_saturate_alike() {
+    // All 255 times all -128 over long sums, the widest zero points.
+    for (av, za) in [(255u8, 0), (0, 255), (255, 255), (128, 0)] {
+        let (m, n, k) = (5, 20, 2051);
+        let a = vec![av; m * k];
+        let w = vec![-128i8; k * n];
+        let sc = [Scale::from_real(1e-5).unwrap()];
+        let rq = Requant { scales: &sc, zero: 3, min: 0, max: 255 };
+        let p = QMatMul { m, n, k, a_zero: za };
+        let want = matmul_ref::<u8, u8>(m, n, k, &a, za, &w, None, &rq);
+        let mut packed = vec![0i8; packed_len(k, n)];
+        pack_weights(&w, k, n, false, &mut packed).unwrap();
+        let mut y = vec![0u8; m * n];
+        qmatmul(&p, &a, QWeights::Packed(&packed), None, &rq, &mut y).unwrap();
+        assert_eq!(y, want);
+    }
+}
+
+#[test]
+fn qmatmul_refuses_bad_arguments() {
+    let (m, n, k) = (2, 3, 5);
+    let a = vec![0u8; m * k];
+    let w = vec![0i8; k * n];
+    let mut packed = vec![0i8; packed_len(k, n)];
+    pack_weights(&w, k, n, false, &mut packed).unwrap();
+    let sc = [Scale::from_real(0.1).unwrap()];
+    let rq = Requant { scales: &sc, zero: 0, min: 0, max: 255 };
+    let p = QMatMul { m, n, k, a_zero: 0 };
+    let mut y = vec![0u8; m * n];
+    let w_ok = QWeights::Packed(&packed);
+    assert_eq!(qmatmul(&p, &a[1..], w_ok, None, &rq, &mut y), Err(Error::ShapeMismatch));
+    assert_eq!(qmatmul(&p, &a, w_ok, None, &rq, &mut y[1..]), Err(Error::ShapeMismatch));
+    let short = QWeights::Packed(&packed[1..]);
+    assert_eq!(qmatmul(&p, &a, short, None, &rq, &mut y), Err(Error::ShapeMismatch));
+    let dense = QWeights::Dense { w: &w[1..], trans: false };
+    assert_eq!(qmatmul(&p, &a, dense, None, &rq, &mut y), Err(Error::ShapeMismatch));
+    assert_eq!(qmatmul(&p, &a, w_ok, Some(&[0, 0]), &rq, &mut y), Err(Error::ShapeMismatch));
+    let two = [sc[0]; 2];
+    let bad = Requant { scales: &two, ..rq };
+    assert_eq!(qmatmul(&p, &a, w_ok, None, &bad, &mut y), Err(Error::ShapeMismatch));
+    let bad = Requant { min: -1, ..rq };
+    assert_eq!(qmatmul(&p, &a, w_ok, None, &bad, &mut y), Err(Error::InvalidParams));
+    let bad = Requant { min: 9, max: 8, ..rq };
+    assert_eq!(qmatmul(&p, &a, w_ok, None, &bad, &mut y), Err(Error::InvalidParams));
+    let bad_scale = [Scale { mult: 5, shift: 0 }];
+    let bad = Requant { scales: &bad_scale, ..rq };
+    assert_eq!(qmatmul(&p, &a, w_ok, None, &bad, &mut y), Err(Error::InvalidParams));
+    let bad = QMatMul { a_zero: 256, ..p };
+    assert_eq!(qmatmul(&bad, &a, w_ok, None, &rq, &mut y), Err(Error::InvalidParams));
+    assert_eq!(pack_weights(&w[1..], k, n, false, &mut packed), Err(Error::ShapeMismatch));
+    assert_eq!(pack_weights(&w, k, n, false, &mut packed[1..]), Err(Error::ShapeMismatch));
+    assert_eq!(packed_len(usize::MAX, 2), usize::MAX);
+}
+
+#[test]
+fn packed_layout_is_as_documented() {
+    let (k, n) = (6, 18);
+    let w: Vec<i8> = (0..k * n).map(|i| (i as i32 - 50) as i8).collect();
+    let mut p = vec![0i8; packed_len(k, n)];
+    pack_weights(&w, k, n, false, &mut p).unwrap();
+    assert_eq!(p.len(), 4 * 32 + 32 * 8);
+    let sum = |j: usize| i32::from_le_bytes(core::array::from_fn(|b| p[4 * j + b] as u8));
+    for j in 0..32 {
+        let want: i32 = if j < n { (0..k).map(|kk| i32::from(w[kk * n + j])).sum() } else { 0 };
+        assert_eq!(sum(j), want);
+    }
+    let body = &p[128..];
+    // Strip 1, group 1, column 1 (j = 17): k = 4, 5, then zeros.
+    let at = 8 * 16 + 64 + 4;
+    assert_eq!(&body[at..at + 4], &[w[4 * n + 17], w[5 * n + 17], 0, 0]);
+    // Strip 0, group 0, column 3.
+    assert_eq!(&body[12..16], &[w[3], w[n + 3], w[2 * n + 3], w[3 * n + 3]]);
+}
+
+/// A convolution case: the geometry and the buffers' shapes.
+struct ConvCase {
+    n: usize,
+    c: usize,
+    m: usize,
+    groups: usize,
+    in_dims: Vec<usize>,
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads: Vec<usize>,
+    pads_end: Vec<usize>,
+}
+
+impl ConvCase {
+    fn out_dims(&self) -> Vec<usize> {
+        (0..self.in_dims.len())
+            .map(|i| {
+                let span = self.dilations[i] * (self.kernel[i] - 1) + 1;
+                (self.in_dims[i] + self.pads[i] + self.pads_end[i] - span) / self.strides[i] + 1
+            })
+            .collect()
+    }
+}
+
+/// Each output from the definition, in the test's own loops (any rank up
+/// to 3).
+#[allow(clippy::too_many_arguments)]
+fn conv_ref<A: Q8, Y: Q8>(
+    cc: &ConvCase,
+    x: &[A],
+    zx: i32,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+) -> Vec<Y> {
+    let out = cc.out_dims();
+    let r = cc.in_dims.len();
+    let pad3 = |v: &[usize], fill: usize| -> [usize; 3] {
+        core::array::from_fn(|i| if i + r >= 3 { v[i + r - 3] } else { fill })
+    };
+    let (id, od, kd) = (pad3(&cc.in_dims, 1), pad3(&out, 1), pad3(&cc.kernel, 1));
+    let (sd, dd, pd) = (pad3(&cc.strides, 1), pad3(&cc.dilations, 1), pad3(&cc.pads, 0));
+    let (cg, mg) = (cc.c / cc.groups, cc.m / cc.groups);
+    let (isz, osz, ksz) =
+        (id.iter().product::<usize>(), od.iter().product::<usize>(), kd.iter().product::<usize>());
+    let mut y = vec![Y::default(); cc.n * cc.m * osz];
+    for b in 0..cc.n {
+        for m in 0..cc.m {
+            let g = m / mg;
+            for o in 0..osz {
+                let opos = [o / (od[1] * od[2]), o / od[2] % od[1], o % od[2]];
+                let mut acc = bias.map_or(0i32, |v| v[m]);
+                for ci in 0..cg {
+                    for t in 0..ksz {
+                        let kp = [t / (kd[1] * kd[2]), t / kd[2] % kd[1], t % kd[2]];
+                        let mut at = 0;
+                        let mut inside = true;
+                        for d in 0..3 {
+                            let pos = (opos[d] * sd[d] + kp[d] * dd[d]) as isize - pd[d] as isize;
+                            inside &= pos >= 0 && (pos as usize) < id[d];
+                            at = at * id[d] + pos.max(0) as usize;
+                        }
+                        let xv =
+                            if inside { x[(b * cc.c + g * cg + ci) * isz + at].get() } else { zx };
+                        acc = acc.wrapping_add((xv - zx) * i32::from(w[(m * cg + ci) * ksz + t]));
+                    }
+                }
+                let s = rq.scale(m);
+                y[(b * cc.m + m) * osz + o] =
+                    Y::saturate(requant_ref(s, acc, rq.zero, rq.min, rq.max));
+            }
+        }
+    }
+    y
+}
+
+fn check_conv<A: Q8, Y: Q8>(rng: &mut Rng, cc: &ConvCase, case: usize) {
+    let out = cc.out_dims();
+    let window = Window {
+        in_dims: &cc.in_dims,
+        out_dims: &out,
+        kernel: &cc.kernel,
+        strides: &cc.strides,
+        dilations: &cc.dilations,
+        pads_begin: &cc.pads,
+        pads_end: &cc.pads_end,
+    };
+    let p = Conv { batch: cc.n, in_channels: cc.c, out_channels: cc.m, groups: cc.groups, window };
+    let isz: usize = cc.in_dims.iter().product();
+    let osz: usize = out.iter().product();
+    let ksz: usize = cc.kernel.iter().product();
+    let x = rng.q8::<A>(cc.n * cc.c * isz);
+    let w = rng.i8s(cc.m * cc.c / cc.groups * ksz);
+    let zx = match case % 3 {
+        0 => A::MIN,
+        1 => A::MAX,
+        _ => rng.int(A::MIN, A::MAX),
+    };
+    let bias: Vec<i32> = (0..cc.m).map(|_| rng.int(-50_000, 50_000)).collect();
+    let bias = (case % 4 != 1).then_some(&bias[..]);
+    let sc = scales(rng, cc.m, case.is_multiple_of(2));
+    let (min, max) = if case % 3 == 2 { (Y::MIN + 30, Y::MAX - 7) } else { (Y::MIN, Y::MAX) };
+    let rq = Requant { scales: &sc, zero: rng.int(Y::MIN, Y::MAX), min, max };
+    let want = conv_ref::<A, Y>(cc, &x, zx, &w, bias, &rq);
+    let mut packed = vec![0i8; packed_conv_len(&p)];
+    pack_conv_weights(&p, &w, &mut packed).unwrap();
+    let mut scratch = vec![A::default(); qconv_scratch_len(&p)];
+    let mut y = vec![Y::default(); cc.n * cc.m * osz];
+    qconv(&p, &x, zx, QConvWeights::Packed(&packed), bias, &rq, &mut y, &mut scratch).unwrap();
+    assert_eq!(y, want, "packed conv case {case}: {:?} {:?}", cc.in_dims, cc.kernel);
+    let mut y = vec![Y::default(); cc.n * cc.m * osz];
+    qconv(&p, &x, zx, QConvWeights::Dense(&w), bias, &rq, &mut y, &mut scratch).unwrap();
+    assert_eq!(y, want, "dense conv case {case}");
+}
+
+fn conv_cases() -> Vec<ConvCase> {
+    let mut v = Vec::new();
+    let two = |a: usize, b: usize| vec![a, b];
+    // (c, m, groups, in, kernel, stride, dilation, pads, pads_end)
+    for &(c, m, g, i, k, s, d, pb, pe) in &[
+        (3, 5, 1, (7, 9), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (16, 17, 1, (5, 6), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (5, 9, 1, (6, 11), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (4, 8, 1, (9, 9), (1, 1), (2, 2), (1, 1), (0, 0), (0, 0)),
+        (6, 7, 1, (8, 7), (3, 2), (2, 1), (1, 2), (2, 0), (1, 3)),
+        (2, 3, 1, (4, 4), (4, 4), (1, 1), (1, 1), (3, 3), (3, 3)),
+        (8, 12, 2, (6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (6, 9, 3, (5, 7), (2, 3), (2, 2), (2, 1), (1, 0), (0, 2)),
+        (12, 24, 4, (4, 4), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (7, 7, 7, (9, 10), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (5, 5, 5, (8, 8), (3, 3), (2, 2), (1, 1), (1, 1), (0, 0)),
+        (3, 3, 3, (7, 12), (5, 3), (1, 2), (2, 1), (4, 0), (2, 3)),
+        (4, 4, 4, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (2, 2, 2, (3, 70), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (33, 20, 1, (12, 13), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (64, 9, 1, (20, 20), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+    ] {
+        for n in [1, 2] {
+            v.push(ConvCase {
+                n,
+                c,
+                m,
+                groups: g,
+                in_dims: two(i.0, i.1),
+                kernel: two(k.0, k.1),
+                strides: two(s.0, s.1),
+                dilations: two(d.0, d.1),
+                pads: two(pb.0, pb.1),
+                pads_end: two(pe.0, pe.1),
+            });
+        }
+    }
+    // 1-d and 3-d.
+    v.push(ConvCase {
+        n: 1,
+        c: 5,
+        m: 6,
+        groups: 1,
+        in_dims: vec![19],
+        kernel: vec![3],
+        strides: vec![2],
+        dilations: vec![2],
+        pads: vec![2],
+        pads_end: vec![1],
+    });
+    v.push(ConvCase {
+        n: 1,
+        c: 4,
+        m: 4,
+        groups: 4,
+        in_dims: vec![17],
+        kernel: vec![5],
+        strides: vec![1],
+        dilations: vec![1],
+        pads: vec![2],
+        pads_end: vec![2],
+    });
+    v.push(ConvCase {
+        n: 2,
+        c: 4,
+        m: 6,
+        groups: 2,
+        in_dims: vec![3, 4, 5],
+        kernel: vec![2, 2, 3],
+        strides: vec![1, 2, 1],
+        dilations: vec![1, 1, 2],
+        pads: vec![1, 0, 1],
+        pads_end: vec![0, 1, 1],
+    });
+    v
+}
+
+#[test]
+fn qconv_matches_the_definition() {
+    let mut rng = Rng::new(5);
+    for (case, cc) in conv_cases().iter().enumerate() {
+        check_conv::<u8, u8>(&mut rng, cc, case);
+        check_conv::<i8, i8>(&mut rng, cc, case + 1);
+        check_conv::<u8, i8>(&mut rng, cc, case + 2);
+        check_conv::<i8, u8>(&mut rng, cc, case + 5);
+    }
+}
+
+#[test]
+fn qconv_scratch_stays_small() {
+    let cc = ConvCase {
+        n: 1,
+        c: 512,
+        m: 8,
+        groups: 1,
+        in_dims: vec![64, 64],
+        kernel: vec![3, 3],
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![1, 1],
+        pads_end: vec![1, 1],
+    };
+    let out = cc.out_dims();
+    let window = Window {
+        in_dims: &cc.in_dims,
+        out_dims: &out,
+        kernel: &cc.kernel,
+        strides: &cc.strides,
+        dilations: &cc.dilations,
+        pads_begin: &cc.pads,
+        pads_end: &cc.pads_end,
+    };
+    let p = Conv { batch: 1, in_channels: 512, out_channels: 8, groups: 1, window };
+    assert_eq!(qconv_scratch_len(&p), 512 * 9 * 16);
+    let p = Conv { in_channels: 16, ..p };
+    assert_eq!(qconv_scratch_len(&p), 144 * 128);
+    let p = Conv { in_channels: 8, groups: 8, ..p };
+    assert_eq!(qconv_scratch_len(&p), 0);
+}
+
+#[test]
+fn qconv_refuses_bad_arguments() {
+    let window = Window {
+        in_dims: &[4, 4],
+        out_dims: &[4, 4],
+        kernel: &[3, 3],
+        strides: &[1, 1],
+        dilations: &[1, 1],
+        pads_begin: &[1, 1],
+        pads_end: &[1, 1],
+    };
+    let p = Conv { batch: 1, in_channels: 2, out_channels: 3, groups: 1, window };
+    let x = vec![0u8; 32];
+    let w = vec![0i8; 54];
+    let mut packed = vec![0i8; packed_conv_len(&p)];
+    pack_conv_weights(&p, &w, &mut packed).unwrap();
+    let sc = [Scale::from_real(0.1).unwrap()];
+    let rq = Requant { scales: &sc, zero: 0, min: 0, max: 255 };
+    let mut y = vec![0u8; 48];
+    let mut scratch = vec![0u8; qconv_scratch_len(&p)];
+    let wp = QConvWeights::Packed(&packed);
+    assert_eq!(qconv(&p, &x, 0, wp, None, &rq, &mut y, &mut scratch), Ok(()));
+    let short = &mut scratch[1..];
+    assert_eq!(qconv(&p, &x, 0, wp, None, &rq, &mut y, short), Err(Error::ShapeMismatch));
+    assert_eq!(
+        qconv(&p, &x[1..], 0, wp, None, &rq, &mut y, &mut scratch),
+        Err(Error::ShapeMismatch)
+    );
+    assert_eq!(
+        qconv(&p, &x, 0, wp, None, &rq, &mut y[1..], &mut scratch),
+        Err(Error::ShapeMismatch)
+    );
+    let bad = QConvWeights::Packed(&packed[1..]);
+    assert_eq!(qconv(&p, &x, 0, bad, None, &rq, &mut y, &mut scratch), Err(Error::ShapeMismatch));
+    let bad = QConvWeights::Dense(&w[1..]);
+    assert_eq!(qconv(&p, &x, 0, bad, None, &rq, &mut y, &mut scratch), Err(Error::ShapeMismatch));
+    assert_eq!(qconv(&p, &x, -1, wp, None, &rq, &mut y, &mut scratch), Err(Error::InvalidParams));
+    let g = Conv { groups: 2, ..p };
+    assert_eq!(qconv(&g, &x, 0, wp, None, &rq, &mut y, &mut scratch), Err(Error::InvalidParams));
+    assert_eq!(pack_conv_weights(&p, &w[1..], &mut packed), Err(Error::ShapeMismatch));
+}
+
+#[test]
+fn elementwise_match_their_definitions() {
+    let mut rng = Rng::new(9);
+    for (sa, sb, sy) in [(0.02, 0.03, 0.05), (0.5, 0.001, 0.1), (0.1, 0.1, 0.1), (1.0, 2.0, 0.01)] {
+        let s = add_scales(sa, sb, sy).unwrap();
+        let (a, b) = (rng.q8::<u8>(300), rng.q8::<u8>(300));
+        let (za, zb) = (rng.int(0, 255), rng.int(0, 255));
+        let out = QOut { zero: rng.int(0, 255), min: 0, max: 255 };
+        let mut y = vec![0u8; 300];
+        qadd(&a, za, &b, zb, &s, &mut y, &out).unwrap();
+        for i in 0..300 {
+            let f =
+                (sa * f64::from(i32::from(a[i]) - za) + sb * f64::from(i32::from(b[i]) - zb)) / sy;
+            let want = (f64::from(out.zero) + f).round().clamp(0.0, 255.0);
+            assert!((f64::from(y[i]) - want).abs() <= 1.0, "{i}: {} vs {want}", y[i]);
+            // The integer formulation exactly.
+            let da = s.a.apply((i32::from(a[i]) - za) << 20);
+            let db = s.b.apply((i32::from(b[i]) - zb) << 20);
+            let v = requant_ref(s.out, da + db, out.zero, 0, 255);
+            assert_eq!(i32::from(y[i]), v);
+        }
+        let ms = mul_scale(sa, sb, sy).unwrap();
+        let (a, b) = (rng.q8::<i8>(300), rng.q8::<i8>(300));
+        let out = QOut { zero: -3, min: -100, max: 120 };
+        let mut y = vec![0i8; 300];
+        qmul(&a, -128, &b, 127, ms, &mut y, &out).unwrap();
+        for i in 0..300 {
+            let v = (i32::from(a[i]) + 128) * (i32::from(b[i]) - 127);
+            assert_eq!(i32::from(y[i]), requant_ref(ms, v, -3, -100, 120));
+        }
+    }
+    let table: [i8; 256] = core::array::from_fn(|i| (i as u8 as i8).wrapping_mul(3));
+    let x = rng.q8::<i8>(100);
+    let mut y = vec![0i8; 100];
+    qlookup(&x, &table, &mut y).unwrap();
+    assert!(y.iter().zip(&x).all(|(y, x)| *y == x.wrapping_mul(3)));
+    assert_eq!(qlookup(&x, &table, &mut y[1..]), Err(Error::ShapeMismatch));
+}
+
+#[test]
+fn average_pools_round_once() {
+    let mut rng = Rng::new(2);
+    for include in [false, true] {
+        let (h, w) = (7, 6);
+        let x = rng.q8::<u8>(2 * h * w);
+        let s = Scale::from_real(0.7).unwrap();
+        let window = Window {
+            in_dims: &[h, w],
+            out_dims: &[4, 3],
+            kernel: &[3, 3],
+            strides: &[2, 2],
+            dilations: &[1, 1],
+            pads_begin: &[1, 1],
+            pads_end: &[1, 0],
+        };
+        let p = QPool { planes: 2, window, count_include_pad: include, x_zero: 5, scale: s };
+        let out = QOut { zero: 2, min: 0, max: 255 };
+        let mut y = vec![0u8; 24];
+        qavgpool(&p, &x, &mut y, &out).unwrap();
+        for pl in 0..2 {
+            for oy in 0..4 {
+                for ox in 0..3 {
+                    let (mut sum, mut cnt, mut all) = (0i64, 0i64, 0i64);
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let (iy, ix) = (2 * oy + ky - 1, 2 * ox + kx - 1);
+                            if iy > h as i64 || ix >= w as i64 {
+                                continue;
+                            }
+                            all += 1;
+                            if iy >= 0 && ix >= 0 && iy < h as i64 {
+                                cnt += 1;
+                                sum += i64::from(x[pl * h * w + (iy * w as i64 + ix) as usize]) - 5;
+                            }
+                        }
+                    }
+                    let c = if include { all } else { cnt };
+                    let exact = sum as f64 * s.to_real() / c as f64;
+                    let want = (2.0 + libm::floor(exact + 0.5)).clamp(0.0, 255.0);
+                    assert_eq!(
+                        f64::from(y[pl * 12 + (oy * 3 + ox) as usize]),
+                        want,
+                        "{pl} {oy} {ox}"
+                    );
+                }
+            }
+        }
+    }
+    let x: Vec<i8> = (0..40).map(|i| (i * 7 - 128) as i8).collect();
+    let mut y = vec![0i8; 4];
+    let s = Scale::from_real(1.0).unwrap();
+    qglobal_avgpool(&x, 4, -10, s, &mut y, &QOut { zero: 0, min: -128, max: 127 }).unwrap();
+    for (c, v) in y.iter().enumerate() {
+        let sum: i32 = x[c * 10..c * 10 + 10].iter().map(|&v| i32::from(v) + 10).sum();
+        assert_eq!(
+            i32::from(*v),
+            (f64::from(sum) / 10.0 + 0.5).floor().clamp(-128.0, 127.0) as i32
+        );
+    }
+}
+
+/// Runs `kern`'s tiles and the portable ones on the same random operands
+/// (both orientations, every row count, group counts around the
+/// unrolls), and its output stages against the portable ones.
+#[allow(dead_code)]
+pub(super) fn tiles_agree<K: QMicro>(kern: K) {
+    let mut rng = Rng::new(17);
+    for groups in [0usize, 1, 2, 3, 4, 5, 8, 17, 64] {
+        for gstep in [4usize, 32] {
+            let bcast: Vec<u8> =
+                (0..MAX_MR * 4 + groups * gstep + 64).map(|_| rng.next() as u8).collect();
+            let strip: Vec<u8> = (0..groups * 64).map(|_| rng.next() as u8).collect();
+            let rows = core::array::from_fn(|r| if gstep == 4 { r * groups * 4 } else { 4 * r });
+            let t = Tile { groups, bcast: &bcast, rows, gstep, strip: &strip };
+            if gstep == 4 && !t.fits(MAX_MR) {
+                continue;
+            }
+            #[allow(clippy::needless_range_loop)]
+            fn same<K: QMicro, A: Q8>(kern: K, t: &Tile<'_>, rows_side: bool) {
+                let (mut got, mut want): (Acc, Acc) = ([[7; NR]; MAX_MR], [[7; NR]; MAX_MR]);
+                let mut i = 0;
+                while i < K::MR {
+                    let mut sub = *t;
+                    sub.rows = core::array::from_fn(|r| t.rows[(i + r).min(MAX_MR - 1)]);
+                    let mut part: Acc = [[0; NR]; MAX_MR];
+                    if rows_side {
+                        kern.act_rows::<A>(&sub, &mut part);
+                    } else {
+                        kern.act_strip::<A>(&sub, &mut part);
+                    }
+                    let cnt = K::MR.min(MAX_MR - i);
+                    got[i..i + cnt].copy_from_slice(&part[..cnt]);
+                    i += K::MR;
+                }
+                let mut i = 0;
+                while i < MAX_MR {
+                    let mut sub = *t;
+                    sub.rows = core::array::from_fn(|r| t.rows[(i + r).min(MAX_MR - 1)]);
+                    let mut part: Acc = [[0; NR]; MAX_MR];
+                    if rows_side {
+                        Portable.act_rows::<A>(&sub, &mut part);
+                    } else {
+                        Portable.act_strip::<A>(&sub, &mut part);
+                    }
+                    let cnt = Portable::MR.min(MAX_MR - i);
+                    want[i..i + cnt].copy_from_slice(&part[..cnt]);
+                    i += Portable::MR;
+                }
+                // The kernel's sums include its activation offset times the
+                // weights' sums: take it off.
+                let off = kern.offset::<A>();
+                for r in 0..MAX_MR.min(K::MR * MAX_MR.div_ceil(K::MR)) {
+                    for c in 0..NR {
+                        let mut wsum = 0i32;
+                        for g in 0..t.groups {
+                            for q in 0..4 {
+                                wsum += if rows_side {
+                                    i32::from(t.strip[g * 64 + c * 4 + q] as i8)
+                                } else {
+                                    i32::from(t.bcast[t.rows[r] + g * t.gstep + q] as i8)
+                                };
+                            }
+                        }
+                        got[r][c] = got[r][c].wrapping_sub(off.wrapping_mul(wsum));
+                    }
+                }
+                assert_eq!(
+                    got, want,
+                    "groups {} gstep {} rows_side {rows_side}",
+                    t.groups, t.gstep
+                );
+            }
+            same::<K, u8>(kern, &t, true);
+            same::<K, i8>(kern, &t, true);
+            same::<K, u8>(kern, &t, false);
+            same::<K, i8>(kern, &t, false);
+        }
+    }
+    // Output stages.
+    for case in 0..400 {
+        let sc = scales(&mut rng, 16, true);
+        let rq = Requant { scales: &sc, zero: rng.int(-128, 127), min: -128, max: 127 };
+        let ch = Chan16::new(0, 16, |j| (j as i32 - 8) * 1000 * case, &rq);
+        let acc: [i32; 16] = core::array::from_fn(|_| match rng.next() % 3 {
+            0 => rng.int(i32::MIN, i32::MAX),
+            _ => rng.int(-1 << 20, 1 << 20),
+        });
+        let out = OutRange { zero: rq.zero, min: rng.int(-128, 0), max: rng.int(0, 127) };
+        for len in [16, 15, 1, 0] {
+            let (mut got, mut want) = ([0i8; 16], [0i8; 16]);
+            kern.cols(&acc, &ch, &out, &mut got[..len]);
+            crate::simd::q8::requant::cols_portable(&acc, &ch, &out, &mut want[..len]);
+            assert_eq!(got, want);
+            let one = ch.lane(case as usize % 16);
+            let (mut got, mut want) = ([0u8; 16], [0u8; 16]);
+            let out = OutRange { zero: out.zero + 128, min: out.min + 128, max: out.max + 128 };
+            kern.splat(&acc, &one, &out, &mut got[..len]);
+            crate::simd::q8::requant::splat_portable(&acc, &one, &out, &mut want[..len]);
+            assert_eq!(got, want);
+        }
+    }
+}
