@@ -787,3 +787,13 @@ fn avx512_vnni_tiles_match_portable() {
         crate::simd::tests::can_run(crate::simd::tests::Need::Avx512Vnni, false);
     }
 }
+
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[test]
+fn neon_tiles_match_portable() {
+    if let Some(k) = crate::simd::q8::gemm::micro::neon::Q8Neon::detect() {
+        tiles_agree(k);
+    } else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Neon, false);
+    }
+}

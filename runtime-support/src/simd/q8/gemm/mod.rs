@@ -28,6 +28,10 @@ pub(crate) fn dispatch(body: impl WithKernel) {
             return body.run(k);
         }
     }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if let Some(k) = micro::neon::Q8Neon::detect() {
+        return body.run(k);
+    }
     body.run(Portable)
 }
 
