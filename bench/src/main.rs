@@ -4,8 +4,9 @@
 //! and SGEMM throughput against the core's FMA peak.
 //!
 //! `cargo run --release -p onnx-codegen-bench` runs everything;
-//! `... -- models`, `... -- sgemm`, `... -- conv` (layer shapes) or `... -- unary`
-//! (ns per element of the f32 activation maps) one part; `--runs N` sets the timed runs
+//! `... -- models`, `... -- sgemm`, `... -- conv` (layer shapes), `... -- unary`
+//! (ns per element of the f32 activation maps) or `... -- q8` (the int8
+//! product and 1x1 convolution under each ISA cap) one part; `--runs N` sets the timed runs
 //! per model (default 200); `BENCH_ONLY=name` keeps the models whose name
 //! contains it; `BENCH_JSON=file` writes the figures for
 //! `tools/bench_table.py`, which adds onnxruntime measured on this machine.
@@ -292,6 +293,90 @@ fn sgemm_mnk(m: usize, n: usize, k: usize, reps: usize) -> f64 {
         return 0.0;
     }
     2.0 * (m * n * k) as f64 / med / 1e9
+}
+
+/// The int8 part: `qmatmul` at 64^3 and 256^3 and a 1x1 and a 3x3
+/// convolution 64 -> 64 channels at 32x32 (u8 activations, per-channel
+/// scales), in GOP/s (two per multiply-add; medians), under each ISA cap;
+/// every cap's output must equal the portable one.
+fn run_q8(reps: usize) -> bool {
+    use onnx_codegen_runtime::conv::{Conv, Window};
+    use onnx_codegen_runtime::int8::*;
+    use onnx_codegen_runtime::simd::{Isa, set_max_isa};
+    let scales: Vec<Scale> =
+        (0..256).map(|i| Scale::from_real(1e-4 * (1.0 + i as f64 / 256.0)).unwrap()).collect();
+    let time = |f: &mut dyn FnMut()| {
+        let mut t: Vec<f64> = (0..reps)
+            .map(|_| {
+                let s = Instant::now();
+                f();
+                s.elapsed().as_secs_f64()
+            })
+            .collect();
+        stats(&mut t).0
+    };
+    let mut ok = true;
+    for n in [64usize, 256] {
+        let a: Vec<u8> = (0..n * n).map(|i| (i * 7 % 251) as u8).collect();
+        let w: Vec<i8> = (0..n * n).map(|i| (i * 5 % 255) as i8).collect();
+        let mut packed = vec![0i8; packed_len(n, n)];
+        pack_weights(&w, n, n, false, &mut packed).unwrap();
+        let bias: Vec<i32> = (0..n as i32).map(|i| i * 100 - 3000).collect();
+        let rq = Requant { scales: &scales[..n], zero: 3, min: 0, max: 255 };
+        let p = QMatMul { m: n, n, k: n, a_zero: 128 };
+        let mut first: Option<Vec<u8>> = None;
+        let mut line = format!("qmatmul {n}^3 u8 x i8:");
+        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+            set_max_isa(isa);
+            let mut y = vec![0u8; n * n];
+            let med = time(&mut || {
+                let w = QWeights::Packed(&packed);
+                qmatmul(&p, &a, w, Some(&bias), &rq, &mut y).unwrap();
+            });
+            ok &= *first.get_or_insert_with(|| y.clone()) == y;
+            line += &format!("  {}: {:.1} GOP/s", isa.name(), 2.0 * (n * n * n) as f64 / med / 1e9);
+        }
+        println!("{line}");
+    }
+    for k in [1usize, 3] {
+        let (c, m, h) = (64usize, 64usize, 32usize);
+        let pad = k / 2;
+        let window = Window {
+            in_dims: &[h, h],
+            out_dims: &[h, h],
+            kernel: &[k, k],
+            strides: &[1, 1],
+            dilations: &[1, 1],
+            pads_begin: &[pad, pad],
+            pads_end: &[pad, pad],
+        };
+        let p = Conv { batch: 1, in_channels: c, out_channels: m, groups: 1, window };
+        let x: Vec<u8> = (0..c * h * h).map(|i| (i * 7 % 251) as u8).collect();
+        let w: Vec<i8> = (0..m * c * k * k).map(|i| (i * 5 % 255) as i8).collect();
+        let mut packed = vec![0i8; packed_conv_len(&p)];
+        pack_conv_weights(&p, &w, &mut packed).unwrap();
+        let mut scratch = vec![0u8; qconv_scratch_len(&p)];
+        let rq = Requant { scales: &scales[..m], zero: 3, min: 0, max: 255 };
+        let mut first: Option<Vec<u8>> = None;
+        let mut line = format!("qconv {k}x{k} {c}->{m} at {h}x{h} u8:");
+        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+            set_max_isa(isa);
+            let mut y = vec![0u8; m * h * h];
+            let med = time(&mut || {
+                let w = QConvWeights::Packed(&packed);
+                qconv(&p, &x, 128, w, None, &rq, &mut y, &mut scratch).unwrap();
+            });
+            ok &= *first.get_or_insert_with(|| y.clone()) == y;
+            let ops = 2.0 * (m * c * k * k * h * h) as f64;
+            line += &format!("  {}: {:.1} GOP/s", isa.name(), ops / med / 1e9);
+        }
+        println!("{line}");
+    }
+    set_max_isa(Isa::Avx512);
+    if !ok {
+        println!("FAIL q8: an ISA's output differs from the portable one");
+    }
+    ok
 }
 
 /// One convolution shape for the `conv` part: `[cin, h, w] -> cout` with a
@@ -709,7 +794,9 @@ fn main() -> ExitCode {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let want = |what: &str| {
-        !args.iter().any(|a| a == "models" || a == "sgemm" || a == "conv" || a == "unary")
+        !args
+            .iter()
+            .any(|a| a == "models" || a == "sgemm" || a == "conv" || a == "unary" || a == "q8")
             || args.iter().any(|a| a == what)
     };
     let mut ok = true;
@@ -743,6 +830,9 @@ fn main() -> ExitCode {
                 None => println!("SGEMM {n}^3: {g:.1} GFLOP/s"),
             }
         }
+    }
+    if want("q8") {
+        ok &= run_q8(runs.min(100));
     }
     if want("unary") {
         run_unary(runs.min(50));

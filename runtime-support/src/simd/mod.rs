@@ -154,6 +154,9 @@ pub(crate) mod tests {
         /// AVX-512F (`avx512::Avx512`).
         #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
         Avx512,
+        /// AVX-512F, BW and VNNI (`avx512::Avx512Vnni`).
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+        Avx512Vnni,
         /// NEON's kernels (aarch64), off only under `Isa::Portable`.
         #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
         Neon,
@@ -164,6 +167,7 @@ pub(crate) mod tests {
             match self {
                 Need::Avx2 => "avx2+fma",
                 Need::Avx512 => "avx512f",
+                Need::Avx512Vnni => "avx512f+bw+vnni",
                 Need::Neon => "neon",
             }
         }
@@ -175,6 +179,7 @@ pub(crate) mod tests {
             match self {
                 Need::Avx2 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX2"),
                 Need::Avx512 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512"),
+                Need::Avx512Vnni if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512_VNNI"),
                 _ => None,
             }
         }

@@ -31,6 +31,23 @@ impl Avx512 {
     }
 }
 
+/// Proof that AVX-512F, AVX-512BW and AVX-512 VNNI are available on this
+/// CPU (the int8 products' `vpdpbusd`).
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512Vnni {
+    _private: (),
+}
+
+impl Avx512Vnni {
+    /// `Some` when the CPU supports AVX-512F, BW and VNNI (under the cap).
+    #[inline]
+    pub(crate) fn detect() -> Option<Avx512Vnni> {
+        use crate::simd::isa::cpu;
+        let f = cpu::features();
+        (f & cpu::AVX512F != 0 && f & cpu::AVX512VNNI != 0).then_some(Avx512Vnni { _private: () })
+    }
+}
+
 /// The lanes of a 16-wide vector below `n` (all of them from 16 up).
 #[inline(always)]
 pub(in crate::simd) fn lanes(n: usize) -> __mmask16 {

@@ -21,6 +21,9 @@ pub(crate) const AVX512F: u8 = 2;
 /// whole vectors (packing, staging) costs more still. A tuning hint for
 /// cost models, never a correctness matter.
 pub(crate) const SPLIT512: u8 = 4;
+/// AVX-512BW and AVX-512 VNNI (on top of [`AVX512F`]), with the same
+/// state saved: the int8 products' `vpdpbusd`.
+pub(crate) const AVX512VNNI: u8 = 8;
 /// Set once the probe has run.
 const PROBED: u8 = 0x80;
 
@@ -48,7 +51,7 @@ fn capped() -> u8 {
     let allowed = match super::max_isa() {
         Isa::Portable => 0,
         Isa::Avx2 => AVX2_FMA,
-        Isa::Avx512 => AVX2_FMA | AVX512F | SPLIT512,
+        Isa::Avx512 => AVX2_FMA | AVX512F | SPLIT512 | AVX512VNNI,
     };
     let f = (supported() & allowed) | PROBED;
     FEATURES.store(f, Ordering::Relaxed);
@@ -110,6 +113,9 @@ fn probe() -> u8 {
             if amd && family == 0x19 {
                 f |= SPLIT512;
             }
+            if bit(l7.ebx, 30) && bit(l7.ecx, 11) {
+                f |= AVX512VNNI;
+            }
         }
     }
     f
@@ -137,6 +143,10 @@ mod tests {
         let f = supported();
         assert_eq!(f & AVX2_FMA != 0, std_avx2);
         assert_eq!(f & AVX512F != 0, std_avx512);
+        let std_vnni = std_avx512
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vnni");
+        assert_eq!(f & AVX512VNNI != 0, std_vnni);
         // Cached: the same answer again.
         assert_eq!(supported(), f);
         // What the kernels see: no more than the CPU and the cap allow.

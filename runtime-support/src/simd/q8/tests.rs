@@ -670,7 +670,6 @@ fn average_pools_round_once() {
 /// Runs `kern`'s tiles and the portable ones on the same random operands
 /// (both orientations, every row count, group counts around the
 /// unrolls), and its output stages against the portable ones.
-#[allow(dead_code)]
 pub(super) fn tiles_agree<K: QMicro>(kern: K) {
     let mut rng = Rng::new(17);
     for groups in [0usize, 1, 2, 3, 4, 5, 8, 17, 64] {
@@ -687,7 +686,7 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             fn same<K: QMicro, A: Q8>(kern: K, t: &Tile<'_>, rows_side: bool) {
                 let (mut got, mut want): (Acc, Acc) = ([[7; NR]; MAX_MR], [[7; NR]; MAX_MR]);
                 let mut i = 0;
-                while i < K::MR {
+                while i < MAX_MR {
                     let mut sub = *t;
                     sub.rows = core::array::from_fn(|r| t.rows[(i + r).min(MAX_MR - 1)]);
                     let mut part: Acc = [[0; NR]; MAX_MR];
@@ -717,7 +716,7 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                 // The kernel's sums include its activation offset times the
                 // weights' sums: take it off.
                 let off = kern.offset::<A>();
-                for r in 0..MAX_MR.min(K::MR * MAX_MR.div_ceil(K::MR)) {
+                for r in 0..MAX_MR {
                     for c in 0..NR {
                         let mut wsum = 0i32;
                         for g in 0..t.groups {
@@ -766,5 +765,35 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             crate::simd::q8::requant::splat_portable(&acc, &one, &out, &mut want[..len]);
             assert_eq!(got, want);
         }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn avx2_tiles_match_portable() {
+    if let Some(k) = crate::simd::q8::gemm::micro::avx2::Q8Avx2::detect() {
+        tiles_agree(k);
+    } else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Avx2, false);
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn avx512_vnni_tiles_match_portable() {
+    if let Some(k) = crate::simd::q8::gemm::micro::avx512::Vnni::detect() {
+        tiles_agree(k);
+    } else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Avx512Vnni, false);
+    }
+}
+
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[test]
+fn neon_tiles_match_portable() {
+    if let Some(k) = crate::simd::q8::gemm::micro::neon::Q8Neon::detect() {
+        tiles_agree(k);
+    } else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Neon, false);
     }
 }

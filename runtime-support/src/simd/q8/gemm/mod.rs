@@ -19,6 +19,19 @@ pub(crate) trait WithKernel {
 /// NEON, else the portable one.
 #[inline]
 pub(crate) fn dispatch(body: impl WithKernel) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        if let Some(k) = micro::avx512::Vnni::detect() {
+            return body.run(k);
+        }
+        if let Some(k) = micro::avx2::Q8Avx2::detect() {
+            return body.run(k);
+        }
+    }
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    if let Some(k) = micro::neon::Q8Neon::detect() {
+        return body.run(k);
+    }
     body.run(Portable)
 }
 

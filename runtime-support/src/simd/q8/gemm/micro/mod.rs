@@ -9,6 +9,15 @@
 //! convolution the broadcast rows are a weight panel's and the strip a
 //! block of im2col columns ([`QMicro::act_strip`]).
 
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(crate) mod avx2;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(crate) mod avx512;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+#[allow(unsafe_code)]
+pub(crate) mod neon;
 pub(crate) mod portable;
 
 use crate::int8::Q8;

@@ -1,0 +1,214 @@
+//! The AVX2 tile: two rows of 16 columns. Both operands are widened to
+//! `i16` and multiplied by `vpmaddwd`, which is exact (no saturation,
+//! unlike `vpmaddubsw`): a 16-byte quarter of a strip group (four columns
+//! of four `k`) against a row's four bytes repeated gives each column's
+//! two pair sums, added together once at the end of the tile.
+
+use crate::int8::Q8;
+use crate::simd::isa::avx2::Avx2;
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile};
+use crate::simd::q8::requant::{Chan, Chan16, OutRange};
+use core::arch::x86_64::{
+    __m128i, __m256i, _mm_loadu_si128, _mm_set1_epi32, _mm_storel_epi64, _mm256_add_epi32,
+    _mm256_add_epi64, _mm256_and_si256, _mm256_blend_epi32, _mm256_castsi256_si128,
+    _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16, _mm256_hadd_epi32, _mm256_loadu_si256,
+    _mm256_madd_epi16, _mm256_max_epi32, _mm256_min_epi32, _mm256_mul_epi32,
+    _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_set1_epi64x,
+    _mm256_setr_epi8, _mm256_setr_epi32, _mm256_setzero_si256, _mm256_shuffle_epi8,
+    _mm256_sllv_epi32, _mm256_sllv_epi64, _mm256_srav_epi32, _mm256_srli_epi64,
+    _mm256_storeu_si256,
+};
+
+/// The AVX2 tile kernel.
+#[derive(Clone, Copy)]
+pub(crate) struct Q8Avx2(Avx2);
+
+impl Q8Avx2 {
+    /// `Some` when the CPU has AVX2 under the ISA cap.
+    #[inline]
+    pub(crate) fn detect() -> Option<Q8Avx2> {
+        Avx2::detect().map(Q8Avx2)
+    }
+}
+
+/// Rows of the tile.
+const MR: usize = 2;
+
+impl QMicro for Q8Avx2 {
+    const MR: usize = MR;
+
+    #[inline(always)]
+    fn act_rows<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc) {
+        debug_assert!(t.fits(MR), "q8 AVX2 tile out of bounds");
+        if t.fits(MR) {
+            // SAFETY: `self` proves AVX2; `fits` checked every byte read.
+            unsafe { tile(t, A::SIGNED, true, acc) }
+        }
+    }
+
+    #[inline(always)]
+    fn act_strip<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc) {
+        debug_assert!(t.fits(MR), "q8 AVX2 tile out of bounds");
+        if t.fits(MR) {
+            // SAFETY: as in `act_rows`.
+            unsafe { tile(t, true, A::SIGNED, acc) }
+        }
+    }
+
+    #[inline(always)]
+    fn cols<Y: Q8>(self, acc: &[i32; NR], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
+        let mut bytes = [0u8; 16];
+        for h in 0..2 {
+            let l = 8 * h;
+            // SAFETY: `self` proves AVX2; every array read holds 16 lanes,
+            // `l + 8 <= 16`, and `bytes[l..]` has room for 8.
+            unsafe {
+                let at = |p: *const i32| _mm256_loadu_si256(p.add(l).cast());
+                let v = stage(
+                    _mm256_loadu_si256(acc.as_ptr().add(l).cast()),
+                    at(ch.add.as_ptr()),
+                    at(ch.mult.as_ptr()),
+                    at(ch.lsh.as_ptr().cast()),
+                    at(ch.rsh.as_ptr().cast()),
+                    at(ch.lo.as_ptr()),
+                    at(ch.hi.as_ptr()),
+                    out,
+                );
+                low_bytes(v, bytes.as_mut_ptr().add(l));
+            }
+        }
+        let n = dst.len().min(16);
+        Y::as_bytes_mut(dst)[..n].copy_from_slice(&bytes[..n]);
+    }
+
+    #[inline(always)]
+    fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+        let mut bytes = [0u8; 16];
+        for h in 0..2 {
+            let l = 8 * h;
+            // SAFETY: as in `cols`.
+            unsafe {
+                let v = stage(
+                    _mm256_loadu_si256(acc.as_ptr().add(l).cast()),
+                    _mm256_set1_epi32(ch.add),
+                    _mm256_set1_epi32(ch.mult),
+                    _mm256_set1_epi32(ch.lsh as i32),
+                    _mm256_set1_epi32(ch.rsh as i32),
+                    _mm256_set1_epi32(ch.lo),
+                    _mm256_set1_epi32(ch.hi),
+                    out,
+                );
+                low_bytes(v, bytes.as_mut_ptr().add(l));
+            }
+        }
+        let n = dst.len().min(16);
+        Y::as_bytes_mut(dst)[..n].copy_from_slice(&bytes[..n]);
+    }
+}
+
+/// Sixteen `i16` from 16 bytes, sign- or zero-extended.
+///
+/// # Safety
+/// AVX2 is available.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn widen(b: __m128i, signed: bool) -> __m256i {
+    if signed { _mm256_cvtepi8_epi16(b) } else { _mm256_cvtepu8_epi16(b) }
+}
+
+/// `acc[r][c] += sum_g sum_q b(r, g, q) s(g, c, q)` for two rows, the
+/// broadcast bytes (`b_signed`) and the strip's (`s_signed`) widened to
+/// `i16`.
+///
+/// # Safety
+/// AVX2 is available; `t.fits(2)`.
+#[target_feature(enable = "avx2")]
+#[allow(clippy::needless_range_loop)]
+unsafe fn tile(t: &Tile<'_>, b_signed: bool, s_signed: bool, acc: &mut Acc) {
+    // c[r][q]: columns 4q..4q + 4 of row r, two pair sums per column.
+    let mut c = [[_mm256_setzero_si256(); 4]; MR];
+    let (b, s) = (t.bcast.as_ptr(), t.strip.as_ptr());
+    for g in 0..t.groups {
+        // SAFETY: `fits` covers the strip's group `g` and each row's four
+        // bytes of it.
+        unsafe {
+            let a: [__m256i; MR] = core::array::from_fn(|r| {
+                let four = b.add(t.rows[r] + g * t.gstep).cast::<i32>().read_unaligned();
+                widen(_mm_set1_epi32(four), b_signed)
+            });
+            for q in 0..4 {
+                let w = _mm_loadu_si128(s.add(g * GROUP_BYTES + 16 * q).cast());
+                let w = widen(w, s_signed);
+                for r in 0..MR {
+                    c[r][q] = _mm256_add_epi32(c[r][q], _mm256_madd_epi16(w, a[r]));
+                }
+            }
+        }
+    }
+    for (row, c) in acc.iter_mut().zip(c) {
+        // hadd of quarters q and q + 1 gives, per 128-bit half, columns
+        // (0, 1, 4, 5 | 2, 3, 6, 7) of the eight: put in order.
+        let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(c[0], c[1]));
+        let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(c[2], c[3]));
+        let mut sum = [0i32; NR];
+        // SAFETY: `sum` holds 16 `i32`s.
+        unsafe {
+            _mm256_storeu_si256(sum.as_mut_ptr().cast(), lo);
+            _mm256_storeu_si256(sum.as_mut_ptr().add(8).cast(), hi);
+        }
+        for (d, s) in row.iter_mut().zip(sum) {
+            *d = d.wrapping_add(s);
+        }
+    }
+}
+
+/// The output stage of eight sums (`requant.rs`'s vector form), clamped
+/// to the output range.
+///
+/// # Safety
+/// AVX2 is available.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn stage(
+    v: __m256i,
+    add: __m256i,
+    mult: __m256i,
+    lsh: __m256i,
+    rsh: __m256i,
+    lo: __m256i,
+    hi: __m256i,
+    out: &OutRange,
+) -> __m256i {
+    let v = _mm256_add_epi32(v, add);
+    let v = _mm256_sllv_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), lsh);
+    let one = _mm256_set1_epi64x(1 << 31);
+    let round_e = _mm256_sllv_epi64(one, _mm256_and_si256(rsh, _mm256_set1_epi64x(0xffff_ffff)));
+    let round_o = _mm256_sllv_epi64(one, _mm256_srli_epi64::<32>(rsh));
+    let even = _mm256_add_epi64(_mm256_mul_epi32(v, mult), round_e);
+    let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(v), _mm256_srli_epi64::<32>(mult));
+    let odd = _mm256_add_epi64(odd, round_o);
+    // High halves: the even lanes' moved down (the bits that come in above
+    // them are dropped by the blend), the odd lanes' in place.
+    let r = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+    let r = _mm256_srav_epi32(r, rsh);
+    let r = _mm256_add_epi32(r, _mm256_set1_epi32(out.zero));
+    _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(out.min)), _mm256_set1_epi32(out.max))
+}
+
+/// Stores the low byte of each of the eight lanes at `p`.
+///
+/// # Safety
+/// AVX2 is available; `p..p + 8` is writable.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn low_bytes(v: __m256i, p: *mut u8) {
+    let pick = _mm256_setr_epi8(
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1,
+    );
+    let b = _mm256_shuffle_epi8(v, pick);
+    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    // SAFETY: the caller's bound.
+    unsafe { _mm_storel_epi64(p.cast(), _mm256_castsi256_si128(b)) }
+}
