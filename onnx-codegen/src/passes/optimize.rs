@@ -1388,11 +1388,15 @@ pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
         }
         let Some(wid) = node.input(3) else { continue };
         let Some(w) = constant(g, inferred, Some(wid)) else { continue };
-        // Other readers may only be folded (the dequantization of a
-        // rewritten region): the original weights are then not stored.
+        // Other readers may only be folded or dead (the dequantization of a
+        // rewritten region, too large to fold): the original weights are
+        // then not stored.
         let others_fold = uses[wid.index()].iter().all(|u| match *u {
             Use::Input { node, index } => {
-                (node, index) == (id, 3) || !computed_at_run_time(g.node(node), inferred)
+                let reader = g.node(node);
+                (node, index) == (id, 3)
+                    || !computed_at_run_time(reader, inferred)
+                    || reader.outputs.iter().flatten().all(|v| uses[v.index()].is_empty())
             }
             _ => false,
         });
