@@ -17,6 +17,35 @@ pub fn read_f32s(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// Runs a keyword-spotting model once on the reference data and checks it:
+/// `run` maps the 490 MFCC features to the 12 class probabilities and says
+/// whether it succeeded; `input` and `expected` are little-endian f32
+/// bytes; `weights` and `arena` are the model's sizes. Starts SysTick,
+/// paints the stack around the run, reports and exits QEMU.
+pub fn run_kws(
+    name: &str,
+    (weights, arena): (usize, usize),
+    (input, expected): (&[u8], &[u8]),
+    (atol, rtol): (f32, f32),
+    run: impl FnOnce(&[f32; 490], &mut [f32; 12]) -> bool,
+) -> ! {
+    let peripherals = cortex_m::Peripherals::take().unwrap_or_else(|| fail("peripherals taken"));
+    count::start(peripherals.SYST);
+    let mut features = [0.0f32; 490];
+    let mut want = [0.0f32; 12];
+    read_f32s(input, &mut features);
+    read_f32s(expected, &mut want);
+    let mut probs = [0.0f32; 12];
+    let painted = stack::paint();
+    let (ok, work) = count::measure(|| run(&features, &mut probs));
+    if !ok {
+        fail("the model returned an error");
+    }
+    let stack = stack::used(painted);
+    let report = Report { model: name, weights, arena, stack, work };
+    check(&probs, &want, atol, rtol, &report)
+}
+
 /// What one run of a model took.
 pub struct Report<'a> {
     pub model: &'a str,

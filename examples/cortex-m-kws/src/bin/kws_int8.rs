@@ -12,7 +12,7 @@
 #![no_std]
 #![no_main]
 
-use cortex_m_kws::{Report, check, count, fail, read_f32s, stack};
+use cortex_m_kws::{fail, run_kws};
 use cortex_m_rt::entry;
 
 onnx_codegen_macros::onnx_model!("model/kws_dscnn_int8.onnx", name = Kws);
@@ -29,27 +29,13 @@ const ATOL: f32 = 0.02;
 
 #[entry]
 fn main() -> ! {
-    let peripherals = cortex_m::Peripherals::take().unwrap_or_else(|| fail("peripherals taken"));
-    count::start(peripherals.SYST);
-    let painted = stack::paint();
     let model: &'static mut Kws =
         cortex_m::singleton!(: Kws = Kws::new()).unwrap_or_else(|| fail("model taken twice"));
-    let mut input = [0.0f32; 490];
-    let mut expected = [0.0f32; 12];
-    read_f32s(INPUT, &mut input);
-    read_f32s(EXPECTED, &mut expected);
-    let mut probs = [0.0f32; 12];
-    let (result, work) = count::measure(|| model.run(&input, &mut probs));
-    if result.is_err() {
-        fail("the model returned an error");
-    }
-    let stack = stack::used(painted);
-    let report = Report {
-        model: "kws_dscnn (int8)",
-        weights: Kws::WEIGHT_BYTES,
-        arena: Kws::ARENA_BYTES,
-        stack,
-        work,
-    };
-    check(&probs, &expected, ATOL, RTOL, &report)
+    run_kws(
+        "kws_dscnn (int8)",
+        (Kws::WEIGHT_BYTES, Kws::ARENA_BYTES),
+        (INPUT, EXPECTED),
+        (ATOL, RTOL),
+        |input, probs| model.run(input, probs).is_ok(),
+    )
 }
