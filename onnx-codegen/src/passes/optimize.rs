@@ -115,14 +115,18 @@ pub fn optimize(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
 
 /// The node reading `v` when that is its only use (not a graph output, not
 /// captured): `(node, input index)`.
-fn sole_reader(uses: &[Vec<Use>], v: ValueId) -> Option<(NodeId, usize)> {
+pub(super) fn sole_reader(uses: &[Vec<Use>], v: ValueId) -> Option<(NodeId, usize)> {
     match uses.get(v.index()).map(Vec::as_slice) {
         Some([Use::Input { node, index }]) => Some((*node, *index)),
         _ => None,
     }
 }
 
-fn constant<'a>(g: &'a Graph, inferred: &'a Inferred, v: Option<ValueId>) -> Option<&'a Tensor> {
+pub(super) fn constant<'a>(
+    g: &'a Graph,
+    inferred: &'a Inferred,
+    v: Option<ValueId>,
+) -> Option<&'a Tensor> {
     let v = v?;
     inferred.constants.get(v.index())?.as_ref().or_else(|| g.value(v).constant())
 }

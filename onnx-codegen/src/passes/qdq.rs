@@ -99,8 +99,9 @@ struct Region {
     transpose_w: bool,
 }
 
+/// A value known at generation time ([`super::optimize::constant`]).
 fn constant<'a>(g: &'a Graph, inferred: &'a Inferred, v: ValueId) -> Option<&'a Tensor> {
-    inferred.constants.get(v.index())?.as_ref().or_else(|| g.value(v).constant())
+    super::optimize::constant(g, inferred, Some(v))
 }
 
 fn elem_of(inferred: &Inferred, v: ValueId) -> Option<ElemType> {
@@ -109,10 +110,7 @@ fn elem_of(inferred: &Inferred, v: ValueId) -> Option<ElemType> {
 
 /// The node reading `v` when that is its only use.
 fn sole_reader(uses: &[Vec<Use>], v: ValueId) -> Option<NodeId> {
-    match uses.get(v.index()).map(Vec::as_slice) {
-        Some([Use::Input { node, .. }]) => Some(*node),
-        _ => None,
-    }
+    super::optimize::sole_reader(uses, v).map(|(node, _)| node)
 }
 
 fn producer(g: &Graph, v: ValueId) -> Option<&Node> {

@@ -16,7 +16,7 @@
 //! and name weights packed at generation time.
 
 use super::integer_conv::ConvGeom;
-use super::{host_in, host_out, in_tokens, out_tokens};
+use super::{host_in, host_out, in_tokens, out_tokens, scale_tokens};
 use crate::emit::lit;
 use crate::ir::lowering::IntegerLowering;
 use crate::ir::{ElemType, Lowering, TensorType};
@@ -130,15 +130,12 @@ fn qualify(
     let (Some(xs), Some(ws), Some(ys)) = (floats(cx, XS), floats(cx, WS), floats(cx, YS)) else {
         return Ok(None);
     };
-    let x_zero = match cx.opt_input(XZ) {
+    // A one-value constant zero point, or 0 when absent.
+    let zero = |i: usize| match cx.opt_input(i) {
         None => Some(0),
-        Some(_) => ints(cx, XZ).and_then(|z| <[i64; 1]>::try_from(z).ok()).map(|[z]| z),
+        Some(_) => ints(cx, i).and_then(|z| <[i64; 1]>::try_from(z).ok()).map(|[z]| z),
     };
-    let y_zero = match cx.opt_input(YZ) {
-        None => Some(0),
-        Some(_) => ints(cx, YZ).and_then(|z| <[i64; 1]>::try_from(z).ok()).map(|[z]| z),
-    };
-    let (Some(x_zero), Some(y_zero)) = (x_zero, y_zero) else { return Ok(None) };
+    let (Some(x_zero), Some(y_zero)) = (zero(XZ), zero(YZ)) else { return Ok(None) };
     let conv_ok = match &op {
         Int8Op::Conv(g) => g.window.out_dims.len() == 2 && g.window.kernel.len() == 2,
         Int8Op::MatMul { .. } => cx.input(X)?.rank() >= 2 && cx.input(W)?.rank() == 2,
@@ -186,11 +183,6 @@ fn qualify(
     let (x_zero, y_zero) = (x_zero as i32, y_zero as i32);
     let at = At { x: X, w, packed, bias };
     Ok(Some(Int8Kernel { op, x, y, x_zero, scales, y_zero, range, at, scratch }))
-}
-
-fn scale_tokens(s: &Scale, rt: &TokenStream) -> TokenStream {
-    let (m, sh) = (s.mult, s.shift);
-    quote!(#rt::int8::Scale { mult: #m, shift: #sh })
 }
 
 impl Int8Kernel {

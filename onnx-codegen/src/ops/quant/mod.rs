@@ -171,6 +171,12 @@ fn host_out<T: HostElem>(outputs: &mut [HostTensor], k: usize) -> Result<&mut [T
     }
 }
 
+/// A fixed-point scale of the int8 kernels as a literal of generated code.
+fn scale_tokens(s: &onnx_codegen_runtime::int8::Scale, rt: &TokenStream) -> TokenStream {
+    let (m, sh) = (s.mult, s.shift);
+    quote!(#rt::int8::Scale { mult: #m, shift: #sh })
+}
+
 /// An optional input's buffer expression in generated code.
 fn opt_tokens(io: &Io, i: usize) -> TokenStream {
     match io.inputs.get(i) {

@@ -5,7 +5,7 @@
 //! integer kernels (`runtime::int8`) rescale with fixed-point [`Scale`]s
 //! computed here, at generation time.
 
-use super::{host_in, host_out, in_tokens, out_tokens};
+use super::{host_in, host_out, in_tokens, out_tokens, scale_tokens};
 use crate::emit::lit;
 use crate::ir::lowering::Requantized;
 use crate::ir::{ElemType, Lowering, TensorType};
@@ -185,11 +185,6 @@ impl Requant8 {
         }
         Ok(())
     }
-}
-
-fn scale_tokens(s: &Scale, rt: &TokenStream) -> TokenStream {
-    let (m, sh) = (s.mult, s.shift);
-    quote!(#rt::int8::Scale { mult: #m, shift: #sh })
 }
 
 impl Kernel for Requant8 {
