@@ -224,7 +224,9 @@ pub(crate) fn reference_with<A: Q8, Y: Q8>(
 
 /// Writes the im2col block of output positions `p0..p0 + pb` of image
 /// `n`, group `g`, into `block` (strips of 16 positions, four `k` per
-/// word; positions past `pb` and `k` past `K` read `x_zero`).
+/// word; taps in the padding read `x_zero`, and so do positions past `pb`
+/// and `k` past `K`, except in a pointwise block, where nothing reads
+/// them: zero weights meet the `k` past `K`).
 #[allow(clippy::too_many_arguments)]
 fn fill_block(
     p: &Conv<'_>,
@@ -244,11 +246,28 @@ fn fill_block(
     let strip = 16 * k4;
     let plane = geo.ih * geo.iw;
     let nstrips = pb.div_ceil(NR);
-    block[..nstrips * strip].fill(x_zero);
     let x0 = (n * p.in_channels + g * cg) * plane;
     if geo.pointwise() {
-        for ci in 0..cg {
-            let row = &x[x0 + ci * plane + p0..][..pb];
+        // No padding to fill: the bytes past `K` meet zero weights and the
+        // positions past `pb` are never stored, so what they hold is moot.
+        // Four channels' bytes of a position make one word of the strip.
+        let row = |ci: usize| &x[x0 + ci * plane + p0..][..pb];
+        let whole = cg / 4;
+        for grp in 0..whole {
+            let (r0, r1, r2, r3) =
+                (row(4 * grp), row(4 * grp + 1), row(4 * grp + 2), row(4 * grp + 3));
+            for (s, dst) in block.chunks_exact_mut(strip).take(nstrips).enumerate() {
+                let dst = &mut dst[grp * 64..][..64];
+                let c0 = s * NR;
+                let n = NR.min(pb - c0);
+                for (i, d) in dst.chunks_exact_mut(4).take(n).enumerate() {
+                    let c = c0 + i;
+                    d.copy_from_slice(&[r0[c], r1[c], r2[c], r3[c]]);
+                }
+            }
+        }
+        for ci in 4 * whole..cg {
+            let row = row(ci);
             let (grp, q) = (ci / 4, ci % 4);
             for (c, &v) in row.iter().enumerate() {
                 block[c / NR * strip + grp * 64 + c % NR * 4 + q] = v;
@@ -256,6 +275,7 @@ fn fill_block(
         }
         return;
     }
+    block[..nstrips * strip].fill(x_zero);
     for kk in 0..k {
         let (ci, tap) = (kk / taps, kk % taps);
         let (ky, kx) = (tap / geo.kw, tap % geo.kw);
@@ -321,6 +341,8 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let zoff = x_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
         let mr = K::MR.min(MAX_MR);
+        // The tile's sums; only its first `mr` rows are used (and cleared).
+        let mut acc: Acc = [[0; NR]; MAX_MR];
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let mut p0 = 0;
@@ -347,7 +369,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 let strip = &block[s * 16 * k4..][..16 * k4];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
-                                let mut acc: Acc = [[0; NR]; MAX_MR];
+                                acc[..mr].fill([0; NR]);
                                 kern.act_strip::<A>(&t, &mut acc);
                                 let c0 = p0 + s * NR;
                                 let ncols = NR.min(out_size - c0);
