@@ -279,20 +279,49 @@ fn fill_block(
     for kk in 0..k {
         let (ci, tap) = (kk / taps, kk % taps);
         let (ky, kx) = (tap / geo.kw, tap % geo.kw);
-        let base = x0 + ci * plane;
+        let src = &x[x0 + ci * plane..][..plane];
         let (grp, q) = (kk / 4, kk % 4);
-        let (mut oy, mut ox) = (p0 / geo.ow, p0 % geo.ow);
-        for c in 0..pb {
+        // The output columns whose tap `kx` falls inside the input row:
+        // `ox_lo..ox_hi` (`ix = ox sw + kx dw - pw`).
+        let off = kx * geo.dw;
+        let ox_lo = geo.pw.saturating_sub(off).div_ceil(geo.sw).min(geo.ow);
+        let ox_hi = match (geo.iw + geo.pw).checked_sub(off + 1) {
+            Some(last) => (last / geo.sw + 1).min(geo.ow),
+            None => 0,
+        };
+        // The block's positions, one output row's run at a time.
+        let (mut c, mut oy, mut ox0) = (0, p0 / geo.ow, p0 % geo.ow);
+        while c < pb {
+            let run = (geo.ow - ox0).min(pb - c);
             let iy = (oy * geo.sh + ky * geo.dh).wrapping_sub(geo.ph);
-            let ix = (ox * geo.sw + kx * geo.dw).wrapping_sub(geo.pw);
-            if iy < geo.ih && ix < geo.iw {
-                block[c / NR * strip + grp * 64 + c % NR * 4 + q] = x[base + iy * geo.iw + ix];
+            let (a, b) = (ox0.max(ox_lo), (ox0 + run).min(ox_hi));
+            if iy < geo.ih && a < b {
+                let row = &src[iy * geo.iw..][..geo.iw];
+                // Position `cc` of the block takes input column `ix`; the
+                // strip's bytes of one `k` lie four apart.
+                let (mut cc, end) = (c + a - ox0, c + b - ox0);
+                let mut ix = a * geo.sw + off - geo.pw;
+                while cc < end {
+                    let n = (NR - cc % NR).min(end - cc);
+                    let at = cc / NR * strip + grp * 64 + cc % NR * 4 + q;
+                    let dst = &mut block[at..at + 4 * n - 3];
+                    if geo.sw == 1 {
+                        for (j, &v) in row[ix..ix + n].iter().enumerate() {
+                            dst[4 * j] = v;
+                        }
+                    } else {
+                        let src = &row[ix..ix + geo.sw * (n - 1) + 1];
+                        for j in 0..n {
+                            dst[4 * j] = src[geo.sw * j];
+                        }
+                    }
+                    cc += n;
+                    ix += n * geo.sw;
+                }
             }
-            ox += 1;
-            if ox == geo.ow {
-                ox = 0;
-                oy += 1;
-            }
+            c += run;
+            oy += 1;
+            ox0 = 0;
         }
     }
 }
