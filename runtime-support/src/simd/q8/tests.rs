@@ -752,6 +752,12 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             same::<K, i8>(kern, &t, true);
             same::<K, u8>(kern, &t, false);
             same::<K, i8>(kern, &t, false);
+            // One row repeated, as the driver passes the last rows of a
+            // product (a dense layer at batch 1 has only one).
+            let one = Tile { rows: [t.rows[2]; MAX_MR], ..t };
+            same::<K, u8>(kern, &one, true);
+            same::<K, i8>(kern, &one, true);
+            same::<K, i8>(kern, &one, false);
         }
     }
     // Output stages.

@@ -49,6 +49,31 @@ fn tile<const B: bool, const S: bool>(t: &Tile<'_>, acc: &mut Acc) {
     if !t.fits(MR) {
         return;
     }
+    if t.rows[1..MR].iter().all(|&r| r == t.rows[0]) {
+        // One row repeated (a product with one row left, as a dense layer
+        // at batch 1): 1x4 blocks, then the row's sums copied to the rest.
+        for c in (0..NR).step_by(4) {
+            // SAFETY: `fits` checked row 0's four bytes at every `g *
+            // gstep` and the strip's 64 bytes per group, of which columns
+            // `c..c + 4` take bytes `4 c..4 c + 16`.
+            let sums = unsafe {
+                row4::<B, S>(
+                    t.bcast.as_ptr().add(t.rows[0]),
+                    t.gstep,
+                    t.strip.as_ptr().add(4 * c),
+                    t.groups,
+                )
+            };
+            for (a, v) in acc[0][c..c + 4].iter_mut().zip(sums) {
+                *a = a.wrapping_add(v);
+            }
+        }
+        let (first, rest) = acc.split_at_mut(1);
+        for r in rest.iter_mut().take(MR - 1) {
+            *r = first[0];
+        }
+        return;
+    }
     for rp in 0..MR / 2 {
         for c in (0..NR).step_by(2) {
             // SAFETY: `fits` checked that rows `2 rp` and `2 rp + 1` hold
@@ -73,6 +98,37 @@ fn tile<const B: bool, const S: bool>(t: &Tile<'_>, acc: &mut Acc) {
             bottom[c + 1] = bottom[c + 1].wrapping_add(a11);
         }
     }
+}
+
+/// The sums of one row at `r` (four bytes per group, groups `gstep`
+/// apart) with the four columns at `s..s + 16` (groups 64 bytes apart).
+///
+/// # Safety
+/// `r + g * gstep..+ 4` and `s + g * 64..+ 16` are readable for `g <
+/// groups`.
+#[inline(always)]
+unsafe fn row4<const B: bool, const S: bool>(
+    mut r: *const u8,
+    gstep: usize,
+    mut s: *const u8,
+    groups: usize,
+) -> [i32; 4] {
+    let mut a = [0i32; 4];
+    for _ in 0..groups {
+        // SAFETY: the caller's bound (unaligned loads).
+        let w = u32::from_le(unsafe { r.cast::<u32>().read_unaligned() });
+        let (we, wo) = split::<B>(w);
+        for (j, a) in a.iter_mut().enumerate() {
+            // SAFETY: as above, column `j`'s word.
+            let x = u32::from_le(unsafe { s.add(4 * j).cast::<u32>().read_unaligned() });
+            let (xe, xo) = split::<S>(x);
+            *a = smlad(wo, xo, smlad(we, xe, *a));
+        }
+        // Past the last group: never read (`wrapping_add`).
+        r = r.wrapping_add(gstep);
+        s = s.wrapping_add(GROUP_BYTES);
+    }
+    a
 }
 
 /// The four sums of a 2x2 block over `groups` groups: rows at `r0` and
