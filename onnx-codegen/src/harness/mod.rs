@@ -210,14 +210,18 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         .collect();
     entries.sort();
     let graph = model.graph.as_ref();
-    let input_forms: Vec<(String, data::ValueForm)> = graph
+    // The K-th data file is the K-th graph input without an initializer,
+    // as onnx's backend runner reads them.
+    let data_inputs: Vec<&crate::proto::ValueInfoProto> = graph
         .map(|g| {
-            g.input
-                .iter()
-                .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
-                .collect()
+            let initialized = |name: &str| g.initializer.iter().any(|t| t.name() == name);
+            g.input.iter().filter(|v| !initialized(v.name())).collect()
         })
         .unwrap_or_default();
+    let input_forms: Vec<(String, data::ValueForm)> = data_inputs
+        .iter()
+        .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
+        .collect();
     let output_forms: Vec<data::ValueForm> = graph
         .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
         .unwrap_or_default();
@@ -248,8 +252,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     opts.alloc = false;
     opts.image = false;
     if let Some((_, inputs, _)) = raw_sets.first() {
-        let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
-        for (v, values) in declared.iter().zip(inputs) {
+        for (v, values) in data_inputs.iter().zip(inputs) {
             if let Some([t]) = values.as_deref() {
                 bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
             }
@@ -341,6 +344,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     };
     let mut sets = Vec::new();
     for (set, inputs, outputs) in raw_sets {
+        let inputs = with_defaults(&model, &opts, inputs).map_err(fail)?;
         let inputs: Vec<Tensor> = inputs.into_iter().flatten().flatten().collect();
         let outputs: Vec<Tensor> = outputs.into_iter().flatten().flatten().collect();
         if inputs.len() != generated.inputs.len() {
@@ -372,6 +376,41 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         sets,
         fixed_inputs,
     })
+}
+
+/// The values of `run`'s inputs, in the graph's order, from the values of
+/// the inputs without an initializer (`data`, in order): an input with an
+/// initializer that stays an input of `run` takes its default (see
+/// [`crate::passes::input_defaults`]); the others are constants.
+fn with_defaults(
+    model: &crate::proto::ModelProto,
+    opts: &Options,
+    data: Vec<Option<Vec<Tensor>>>,
+) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+    let Some(g) = &model.graph else { return Ok(data) };
+    let mut data = data.into_iter();
+    let mut out = Vec::new();
+    for v in &g.input {
+        let Some(t) = g.initializer.iter().find(|t| t.name() == v.name()) else {
+            // Fewer files than inputs is reported against the model's signature.
+            out.extend(data.next());
+            continue;
+        };
+        let stays = crate::passes::input_defaults::stays_input(
+            model.ir_version(),
+            v.name(),
+            &opts.runtime_inputs,
+        );
+        if stays {
+            let t = Tensor::from_proto(t).map_err(|e| {
+                let text: Vec<String> = e.iter().map(|d| d.message.clone()).collect();
+                format!("initializer '{}': {}", v.name(), text.join("; "))
+            })?;
+            out.push(Some(vec![t]));
+        }
+    }
+    out.extend(data);
+    Ok(out)
 }
 
 /// Binds the symbolic dimensions of a tensor input's declared type (or a
