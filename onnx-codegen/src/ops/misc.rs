@@ -279,10 +279,27 @@ fn prelu_strides(cx: &NodeCx<'_>) -> OpResult<(Vec<usize>, Vec<isize>)> {
     if slope.elem != x.elem {
         return invalid(format!("PRelu's slope is {} but its input is {}", slope.elem, x.elem));
     }
-    if cx.version() < 7 && slope.numel() != Some(1) && slope.dims != x.dims {
-        return unsupported(
-            "PRelu before opset 7 with a slope neither scalar nor of the input's shape",
-        );
+    if cx.version() < 7 {
+        // Before opset 7 the slope does not broadcast: it is one value
+        // shared by every channel, one per element, or (as Caffe2 and
+        // PyTorch's exporter mean it) one per channel, the input's axis 1.
+        let dims = match (slope.numel(), slope.dims.as_slice(), x.dims.get(1)) {
+            (Some(1), _, _) => vec![1; x.dims.len()],
+            (_, d, _) if d == x.dims.as_slice() => x.dims.clone(),
+            (_, &[c], Some(&channels)) if c == channels => {
+                let mut d = vec![1; x.dims.len()];
+                d[1] = c;
+                d
+            }
+            _ => {
+                return unsupported(format!(
+                    "PRelu before opset 7 with a slope of shape {:?} on an input of shape {:?}: \
+                     the slope must hold one value, one per channel (axis 1) or one per element",
+                    slope.dims, x.dims
+                ));
+            }
+        };
+        return Ok((x.dims.clone(), broadcast_strides(&dims, &x.dims)));
     }
     if slope.dims.len() > x.dims.len() || broadcast_shapes(&[&x.dims, &slope.dims])? != x.dims {
         return invalid(format!(

@@ -612,6 +612,62 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<isize> {
     strides
 }
 
+/// The shape under which the second operand `b` of a binary element-wise
+/// operator (Add, Sub, Mul, Div, Pow, the comparisons, And, Or, Xor)
+/// broadcasts against the first, `a`. From opset 7 on that is `b` itself
+/// (numpy broadcasting). Before, operands broadcast only when the node says
+/// `broadcast = 1`, and then only `b` into `a`'s shape: `b` (of at most
+/// `a`'s rank) lines up with `a`'s dimensions from `axis` on (by default
+/// with its last ones), so its shape becomes `b`'s with ones around it, of
+/// `a`'s rank, each dimension equal to `a`'s or 1 (the spec's examples have
+/// equal dimensions or a single element; PyTorch's exporter relies on ones
+/// broadcasting too). Without `broadcast`, the shapes must be equal.
+pub fn legacy_operand_dims(cx: &NodeCx<'_>, a: &[usize], b: &[usize]) -> OpResult<Vec<usize>> {
+    if cx.version() >= 7 {
+        return Ok(b.to_vec());
+    }
+    let name = &cx.node.op.op_type;
+    let axis = cx.node.attr_int("axis");
+    if cx.int_or("broadcast", 0) == 0 {
+        if let Some(axis) = axis {
+            return invalid(format!(
+                "{name} before opset 7 has 'axis' = {axis} but not 'broadcast' = 1; the axis \
+                 places a broadcast operand, and without 'broadcast' nothing broadcasts"
+            ));
+        }
+        if a != b {
+            return invalid(format!(
+                "{name} before opset 7 without 'broadcast' = 1 takes operands of one shape, got \
+                 {a:?} and {b:?}"
+            ));
+        }
+        return Ok(b.to_vec());
+    }
+    let (ra, rb) = (a.len(), b.len());
+    if rb > ra {
+        return invalid(format!(
+            "{name} before opset 7 broadcasts its second operand into its first, but {b:?} has \
+             more dimensions than {a:?}"
+        ));
+    }
+    let start = axis.unwrap_or((ra - rb) as i64);
+    let Some(start) = usize::try_from(start).ok().filter(|&s| s + rb <= ra) else {
+        return invalid(format!(
+            "{name} before opset 7: 'axis' = {start} places the second operand {b:?} outside \
+             the first's {ra} dimensions {a:?}"
+        ));
+    };
+    let mut dims = vec![1; ra];
+    dims[start..start + rb].copy_from_slice(b);
+    if dims.iter().zip(a).any(|(&d, &n)| d != 1 && d != n) {
+        return invalid(format!(
+            "{name} before opset 7: the second operand {b:?}, placed at axis {start}, does not \
+             broadcast into the first's shape {a:?}"
+        ));
+    }
+    Ok(dims)
+}
+
 /// The fewest axes that walk the same elements as `shape` with each
 /// operand's `strides` (row-major output): size-1 axes dropped, and each
 /// axis merged into the one before it where every operand steps across the

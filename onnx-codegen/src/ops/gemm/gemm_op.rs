@@ -58,6 +58,13 @@ impl OpRule for GemmRule {
         }
         let (m, _, n) = gemm_dims(cx)?;
         if let Some(c) = cx.opt_input(2) {
+            // Before opset 7, C broadcasts only when the node says so.
+            if cx.version() < 7 && cx.int_or("broadcast", 0) == 0 && c.dims != [m, n] {
+                return invalid(format!(
+                    "Gemm before opset 7 without 'broadcast' = 1 takes C of shape [{m}, {n}], \
+                     got {c}"
+                ));
+            }
             let out = broadcast_shapes(&[&c.dims, &[m, n]])?;
             if out != [m, n] {
                 return invalid(format!("Gemm's C {c} does not broadcast to [{m}, {n}]"));
