@@ -569,3 +569,59 @@ pub fn tally(outcomes: &[Outcome]) -> (usize, usize, usize) {
     let get = |k: &str| counts.get(k).copied().unwrap_or(0);
     (get("Pass"), get("Fail"), get("Unsupported"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(ir: i64) -> crate::proto::ModelProto {
+        let src = format!(
+            "<ir_version: {ir}, opset_import: [\"\" : 13]>
+g (float[2] x, float[2] w = {{1, 2}}, float[2] z, float[1] b = {{5}}) => (float[2] y) {{
+  xw = Mul (x, w)
+  xz = Add (xw, z)
+  y = Add (xz, b)
+}}"
+        );
+        crate::text::parse_model(&src, "t").unwrap()
+    }
+
+    fn floats(list: &[Option<Vec<Tensor>>]) -> Vec<Vec<f32>> {
+        list.iter()
+            .map(|v| {
+                let t = &v.as_ref().unwrap()[0];
+                match crate::ops::HostTensor::from_tensor(t).unwrap().data {
+                    crate::ops::HostData::F32(v) => v,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    fn data() -> Vec<Option<Vec<Tensor>>> {
+        let t = |v: &[f32]| {
+            let h = crate::ops::HostTensor {
+                ty: TensorType::new(crate::ir::ElemType::Float, vec![2]),
+                data: crate::ops::HostData::F32(v.to_vec()),
+            };
+            Some(vec![h.to_tensor("d")])
+        };
+        vec![t(&[7.0, 8.0]), t(&[9.0, 10.0])]
+    }
+
+    /// The data files are the inputs without an initializer; the inputs
+    /// with one that stay inputs of `run` take their default, in the
+    /// graph's order.
+    #[test]
+    fn data_files_fill_the_inputs_without_an_initializer() {
+        let opts = Options::default();
+        let ir3 = with_defaults(&model(3), &opts, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0]]);
+        let mut named = Options::default();
+        named.runtime_inputs.insert("b".into());
+        let ir3 = with_defaults(&model(3), &named, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0], vec![5.0]]);
+        let ir7 = with_defaults(&model(7), &opts, data()).unwrap();
+        assert_eq!(floats(&ir7), [vec![7.0, 8.0], vec![1.0, 2.0], vec![9.0, 10.0], vec![5.0]]);
+    }
+}

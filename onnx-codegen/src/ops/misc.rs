@@ -688,6 +688,36 @@ mod tests {
     }
 
     #[test]
+    fn prelu_before_opset_7_takes_one_slope_per_channel() {
+        // [2, 3, 2] with a slope per channel (axis 1), as PyTorch exports it.
+        let a = run(
+            6,
+            "g () => (float[2,3,2] y, float[2,3,2] z) <float[2,3,2] x = {-1, 1, -1, 1, -1, 1, -2, 2, -2, 2, -2, 2}, float[3] s = {0.5, 2, 3}, float[1] one = {0.25}> {
+                y = PRelu (x, s)
+                z = PRelu (x, one)
+            }",
+        );
+        assert_eq!(
+            value(&a, 0),
+            [-0.5, 1.0, -2.0, 1.0, -3.0, 1.0, -1.0, 2.0, -4.0, 2.0, -6.0, 2.0]
+        );
+        assert_eq!(
+            value(&a, 1),
+            [-0.25, 1.0, -0.25, 1.0, -0.25, 1.0, -0.5, 2.0, -0.5, 2.0, -0.5, 2.0]
+        );
+        // Neither one value, one per channel nor one per element.
+        let a = run(6, "g (float[2,3,4] x, float[4] s) => (float[2,3,4] y) { y = PRelu (x, s) }");
+        let u = unsupported(&a);
+        assert!(
+            u.len() == 1
+                && u[0].contains(
+                    "PRelu before opset 7 with a slope of shape [4] on an input of shape [2, 3, 4]"
+                ),
+            "{u:?}"
+        );
+    }
+
+    #[test]
     fn unpool_shapes() {
         let a = run(
             22,

@@ -873,6 +873,105 @@ mod tests {
     }
 
     #[test]
+    fn legacy_broadcast_places_the_second_operand_at_axis() {
+        use crate::ops::testing::{run, ty, types, value};
+        // [2, 3] + [2] at axis 0: row i gets b[i].
+        let a = run(
+            6,
+            "g () => (float[2,3] y) <float[2,3] a = {1, 2, 3, 4, 5, 6}, float[2] b = {10, 20}> {
+                y = Add <broadcast: int = 1, axis: int = 0> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [11.0, 12.0, 13.0, 24.0, 25.0, 26.0]);
+        // Suffix matching by default; Sub, Mul, Div and Pow (opset 1) alike.
+        let a = run(
+            6,
+            "g () => (float[2,3] s, float[2,3] m, float[2,3] d) <float[2,3] a = {1, 2, 3, 4, 5, 6}, float[3] b = {1, 2, 4}> {
+                s = Sub <broadcast: int = 1> (a, b)
+                m = Mul <broadcast: int = 1> (a, b)
+                d = Div <broadcast: int = 1> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 0.0, -1.0, 3.0, 3.0, 2.0]);
+        assert_eq!(value(&a, 1), [1.0, 4.0, 12.0, 4.0, 10.0, 24.0]);
+        assert_eq!(value(&a, 2), [1.0, 1.0, 0.75, 4.0, 2.5, 1.5]);
+        let a = run(
+            1,
+            "g () => (float[2,2] y) <float[2,2] a = {1, 2, 3, 4}, float[1] b = {2}> {
+                y = Pow <broadcast: int = 1> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 4.0, 9.0, 16.0]);
+        // A middle block ([3, 4] of [2, 3, 4, 5] at axis 1), and ones
+        // broadcasting as PyTorch's exporter uses them ([2, 1] at axis 0).
+        let a = run(
+            6,
+            "g (float[2,3,4,5] x, float[3,4] b, float[2,3] p, float[2,1] q) => (float[2,3,4,5] y, float[2,3] z) {
+                y = Add <broadcast: int = 1, axis: int = 1> (x, b)
+                z = Add <broadcast: int = 1, axis: int = 0> (p, q)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4, 5]"), ty("float[2, 3]")]);
+        // The comparisons and logic ops of opset 1 too.
+        let a = run(
+            1,
+            "g () => (bool[2,2] y, bool[2,2] z) <float[2,2] a = {1, 5, 3, 0}, float[2] b = {2, 1}, bool[2,2] p = {1, 1, 0, 1}, bool[2] q = {1, 0}> {
+                y = Greater <broadcast: int = 1, axis: int = 0> (a, b)
+                z = And <broadcast: int = 1> (p, q)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 1.0, 1.0, 0.0]);
+        assert_eq!(value(&a, 1), [1.0, 0.0, 0.0, 0.0]);
+        // From opset 7 on the attributes are gone and numpy rules apply.
+        let a = run(7, "g (float[2,3] a, float[2,1] b) => (float[2,3] y) { y = Add (a, b) }");
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+    }
+
+    #[test]
+    fn legacy_broadcast_refuses_what_the_spec_does_not_define() {
+        use crate::ops::testing::{errors, run};
+        let cases = [
+            (
+                "y = Add (a, b)",
+                "float[2,3] a, float[3] b",
+                "Add before opset 7 without 'broadcast' = 1 takes operands of one shape, got [2, 3] and [3]",
+            ),
+            (
+                "y = Mul <axis: int = 1> (a, b)",
+                "float[2,3] a, float[2,3] b",
+                "Mul before opset 7 has 'axis' = 1 but not 'broadcast' = 1",
+            ),
+            (
+                "y = Add <broadcast: int = 1> (a, b)",
+                "float[3] a, float[2,3] b",
+                "has more dimensions than [3]",
+            ),
+            (
+                "y = Sub <broadcast: int = 1, axis: int = 1> (a, b)",
+                "float[2,3] a, float[2] b",
+                "Sub before opset 7: the second operand [2], placed at axis 1, does not broadcast into the first's shape [2, 3]",
+            ),
+            (
+                "y = Div <broadcast: int = 1, axis: int = 2> (a, b)",
+                "float[2,3] a, float[3] b",
+                "'axis' = 2 places the second operand [3] outside the first's 2 dimensions",
+            ),
+            (
+                "y = Add <broadcast: int = 1, axis: int = -1> (a, b)",
+                "float[2,3] a, float[3] b",
+                "'axis' = -1 places the second operand",
+            ),
+        ];
+        for (node, inputs, message) in cases {
+            let a = run(6, &format!("g ({inputs}) => (float[2,3] y) {{ {node} }}"));
+            let e = errors(&a);
+            assert!(e.len() == 1 && e[0].contains(message), "{node}: {e:?}");
+            // The node is named.
+            assert!(e[0].contains("node '#0'"), "{e:?}");
+        }
+    }
+
+    #[test]
     fn broadcasts_coalesce_to_the_fewest_axes() {
         let co = |shape: &[usize], a: &[isize], b: &[isize]| {
             let (d, [a, b]) = coalesce_broadcast(shape, [a, b]);
