@@ -72,6 +72,14 @@ impl Build {
         self
     }
 
+    /// Keeps a graph input that has an initializer as an input of `run`
+    /// (in models of IR version 3 or older such inputs are constants by
+    /// default; see [`crate::passes::input_defaults`]).
+    pub fn runtime_input(mut self, input: &str) -> Build {
+        self.options.runtime_inputs.insert(input.to_owned());
+        self
+    }
+
     /// The file name in the output folder (default: `<model stem>.rs`).
     pub fn out_file(mut self, file: &str) -> Build {
         self.out_file = Some(file.to_owned());

@@ -11,7 +11,7 @@ use crate::passes::plan::{self, Buffer, Plan};
 use crate::passes::{self, Prepared};
 use crate::proto::ModelProto;
 use proc_macro2::TokenStream;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the user decides about the generated code.
 #[derive(Clone, Debug)]
@@ -44,6 +44,11 @@ pub struct Options {
     /// (on by default): faster, but their weights take 16/9 the space, which
     /// flash-constrained targets may not afford (`--no-winograd`).
     pub winograd: bool,
+    /// Graph inputs with an initializer that stay inputs of `run` in a
+    /// model of IR version 3 or older, where such inputs are constants by
+    /// default (`--runtime-input`; see [`passes::input_defaults`]). Each
+    /// must name an input with an initializer.
+    pub runtime_inputs: BTreeSet<String>,
 }
 
 impl Default for Options {
@@ -59,6 +64,7 @@ impl Default for Options {
             image: false,
             fixed_inputs: BTreeMap::new(),
             winograd: true,
+            runtime_inputs: BTreeSet::new(),
         }
     }
 }
@@ -125,16 +131,28 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_model(model, &opts.limits)?;
     let mut prepared = passes::prepare(model)?;
     limits::check_prepared(&prepared.model, &opts.limits)?;
+    passes::input_defaults::resolve(&mut prepared.model, &opts.runtime_inputs)
+        .map_err(Error::new)?;
     let g = &prepared.model.graph;
     let unknown: Vec<Diagnostic> = opts
         .fixed_inputs
         .keys()
         .filter(|name| !g.inputs.iter().any(|&v| &g.value(v).name == *name))
         .map(|name| {
-            Diagnostic::error(format!(
-                "a value is fixed for '{name}', but graph '{}' has no input of that name",
-                g.name
-            ))
+            let constant = g.value_by_name(name).is_some_and(|v| g.value(v).constant().is_some());
+            Diagnostic::error(if constant {
+                format!(
+                    "a value is fixed for '{name}', but '{name}' is a constant of graph '{}' (an \
+                     initializer; in a model of IR version 3 or older an input with an \
+                     initializer is one unless named a run-time input)",
+                    g.name
+                )
+            } else {
+                format!(
+                    "a value is fixed for '{name}', but graph '{}' has no input of that name",
+                    g.name
+                )
+            })
         })
         .collect();
     if !unknown.is_empty() {

@@ -18,6 +18,9 @@
 //! - `alloc`: allow string tensors (the code allocates; enable the
 //!   runtime's `alloc` feature); `image`: allow ImageDecoder (enable the
 //!   runtime's `image` feature);
+//! - `runtime_inputs("w", ...)`: graph inputs with an initializer that stay
+//!   inputs of `run` (in models of IR version 3 or older such inputs are
+//!   constants by default);
 //! - `no_winograd`: keep 3x3 convolutions off Winograd's F(2x2, 3x3), whose
 //!   transformed weights are 16/9 as large (for flash-constrained targets).
 //!
@@ -53,6 +56,7 @@ struct Args {
     alloc: bool,
     image: bool,
     no_winograd: bool,
+    runtime_inputs: Vec<LitStr>,
 }
 
 impl Parse for Args {
@@ -66,6 +70,7 @@ impl Parse for Args {
             alloc: false,
             image: false,
             no_winograd: false,
+            runtime_inputs: Vec::new(),
         };
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
@@ -85,6 +90,12 @@ impl Parse for Args {
                     input.parse::<Token![=]>()?;
                     args.runtime = Some(input.parse()?);
                 }
+                "runtime_inputs" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let names = content.parse_terminated(<LitStr as Parse>::parse, Token![,])?;
+                    args.runtime_inputs.extend(names);
+                }
                 "dims" => {
                     let content;
                     syn::parenthesized!(content in input);
@@ -102,7 +113,7 @@ impl Parse for Args {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc`, `image` or `no_winograd`"
+                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `runtime_inputs`, `alloc`, `image` or `no_winograd`"
                         ),
                     ));
                 }
@@ -128,6 +139,7 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
     opts.alloc = args.alloc;
     opts.image = args.image;
     opts.winograd = !args.no_winograd;
+    opts.runtime_inputs = args.runtime_inputs.iter().map(LitStr::value).collect();
     if let Some(runtime) = &args.runtime {
         opts.runtime_path = quote::quote!(#runtime).to_string();
     }
@@ -207,6 +219,11 @@ mod tests {
         let dims: Vec<String> = a.dims.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(dims, ["N=4", "S=16"]);
         assert!(syn::parse_str::<Args>(r#""m.onnx", colour = red"#).is_err());
+        let a = args(r#""m.onnx", runtime_inputs("w", "b"), alloc"#);
+        let names: Vec<String> = a.runtime_inputs.iter().map(LitStr::value).collect();
+        assert_eq!(names, ["w", "b"]);
+        assert!(a.alloc);
+        assert!(syn::parse_str::<Args>(r#""m.onnx", runtime_inputs(w)"#).is_err());
     }
 
     #[test]

@@ -228,3 +228,11 @@ fn an_input_fixed_at_generation_time_refuses_other_values() {
     assert_eq!(y, [0.0, 2.0, 4.0, 6.0, 8.0]);
     assert_eq!(m.run(&[4], &[2.0], &mut y), Err(onnx_codegen_runtime::Error::InputValue));
 }
+
+#[test]
+fn an_ir3_model_with_legacy_broadcasting_matches_the_reference() {
+    // Its weights are graph inputs with initializers: constants, so `run`
+    // takes x alone.
+    assert_eq!(generated::model("legacy_ir3").unwrap().inputs().len(), 1);
+    check("legacy_ir3");
+}

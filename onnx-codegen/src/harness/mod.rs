@@ -210,14 +210,18 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         .collect();
     entries.sort();
     let graph = model.graph.as_ref();
-    let input_forms: Vec<(String, data::ValueForm)> = graph
+    // The K-th data file is the K-th graph input without an initializer,
+    // as onnx's backend runner reads them.
+    let data_inputs: Vec<&crate::proto::ValueInfoProto> = graph
         .map(|g| {
-            g.input
-                .iter()
-                .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
-                .collect()
+            let initialized = |name: &str| g.initializer.iter().any(|t| t.name() == name);
+            g.input.iter().filter(|v| !initialized(v.name())).collect()
         })
         .unwrap_or_default();
+    let input_forms: Vec<(String, data::ValueForm)> = data_inputs
+        .iter()
+        .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
+        .collect();
     let output_forms: Vec<data::ValueForm> = graph
         .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
         .unwrap_or_default();
@@ -248,8 +252,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     opts.alloc = false;
     opts.image = false;
     if let Some((_, inputs, _)) = raw_sets.first() {
-        let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
-        for (v, values) in declared.iter().zip(inputs) {
+        for (v, values) in data_inputs.iter().zip(inputs) {
             if let Some([t]) = values.as_deref() {
                 bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
             }
@@ -341,6 +344,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     };
     let mut sets = Vec::new();
     for (set, inputs, outputs) in raw_sets {
+        let inputs = with_defaults(&model, &opts, inputs).map_err(fail)?;
         let inputs: Vec<Tensor> = inputs.into_iter().flatten().flatten().collect();
         let outputs: Vec<Tensor> = outputs.into_iter().flatten().flatten().collect();
         if inputs.len() != generated.inputs.len() {
@@ -372,6 +376,41 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         sets,
         fixed_inputs,
     })
+}
+
+/// The values of `run`'s inputs, in the graph's order, from the values of
+/// the inputs without an initializer (`data`, in order): an input with an
+/// initializer that stays an input of `run` takes its default (see
+/// [`crate::passes::input_defaults`]); the others are constants.
+fn with_defaults(
+    model: &crate::proto::ModelProto,
+    opts: &Options,
+    data: Vec<Option<Vec<Tensor>>>,
+) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+    let Some(g) = &model.graph else { return Ok(data) };
+    let mut data = data.into_iter();
+    let mut out = Vec::new();
+    for v in &g.input {
+        let Some(t) = g.initializer.iter().find(|t| t.name() == v.name()) else {
+            // Fewer files than inputs is reported against the model's signature.
+            out.extend(data.next());
+            continue;
+        };
+        let stays = crate::passes::input_defaults::stays_input(
+            model.ir_version(),
+            v.name(),
+            &opts.runtime_inputs,
+        );
+        if stays {
+            let t = Tensor::from_proto(t).map_err(|e| {
+                let text: Vec<String> = e.iter().map(|d| d.message.clone()).collect();
+                format!("initializer '{}': {}", v.name(), text.join("; "))
+            })?;
+            out.push(Some(vec![t]));
+        }
+    }
+    out.extend(data);
+    Ok(out)
 }
 
 /// Binds the symbolic dimensions of a tensor input's declared type (or a
@@ -529,4 +568,60 @@ pub fn tally(outcomes: &[Outcome]) -> (usize, usize, usize) {
     }
     let get = |k: &str| counts.get(k).copied().unwrap_or(0);
     (get("Pass"), get("Fail"), get("Unsupported"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(ir: i64) -> crate::proto::ModelProto {
+        let src = format!(
+            "<ir_version: {ir}, opset_import: [\"\" : 13]>
+g (float[2] x, float[2] w = {{1, 2}}, float[2] z, float[1] b = {{5}}) => (float[2] y) {{
+  xw = Mul (x, w)
+  xz = Add (xw, z)
+  y = Add (xz, b)
+}}"
+        );
+        crate::text::parse_model(&src, "t").unwrap()
+    }
+
+    fn floats(list: &[Option<Vec<Tensor>>]) -> Vec<Vec<f32>> {
+        list.iter()
+            .map(|v| {
+                let t = &v.as_ref().unwrap()[0];
+                match crate::ops::HostTensor::from_tensor(t).unwrap().data {
+                    crate::ops::HostData::F32(v) => v,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    fn data() -> Vec<Option<Vec<Tensor>>> {
+        let t = |v: &[f32]| {
+            let h = crate::ops::HostTensor {
+                ty: TensorType::new(crate::ir::ElemType::Float, vec![2]),
+                data: crate::ops::HostData::F32(v.to_vec()),
+            };
+            Some(vec![h.to_tensor("d")])
+        };
+        vec![t(&[7.0, 8.0]), t(&[9.0, 10.0])]
+    }
+
+    /// The data files are the inputs without an initializer; the inputs
+    /// with one that stay inputs of `run` take their default, in the
+    /// graph's order.
+    #[test]
+    fn data_files_fill_the_inputs_without_an_initializer() {
+        let opts = Options::default();
+        let ir3 = with_defaults(&model(3), &opts, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0]]);
+        let mut named = Options::default();
+        named.runtime_inputs.insert("b".into());
+        let ir3 = with_defaults(&model(3), &named, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0], vec![5.0]]);
+        let ir7 = with_defaults(&model(7), &opts, data()).unwrap();
+        assert_eq!(floats(&ir7), [vec![7.0, 8.0], vec![1.0, 2.0], vec![9.0, 10.0], vec![5.0]]);
+    }
 }

@@ -69,6 +69,8 @@ pub struct ModelArgs {
     /// generated `run` returns `Error::InputValue` if called with other values.
     #[arg(long = "fix", value_name = "NAME=V,V,...", value_parser = parse_fix)]
     fixes: Vec<(String, Vec<i64>)>,
+    #[command(flatten)]
+    runtime_inputs: RuntimeInputArgs,
 }
 
 impl ModelArgs {
@@ -78,6 +80,27 @@ impl ModelArgs {
 
     fn fixed_inputs(&self) -> std::collections::BTreeMap<String, Vec<i64>> {
         self.fixes.iter().cloned().collect()
+    }
+
+    fn runtime_inputs(&self) -> std::collections::BTreeSet<String> {
+        self.runtime_inputs.names()
+    }
+}
+
+/// Which inputs with an initializer stay inputs of `run`.
+#[derive(clap::Args, Debug, Default)]
+pub struct RuntimeInputArgs {
+    /// Keep a graph input that has an initializer as an input of `run`
+    /// (repeatable). In models of IR version 3 or older such inputs (every
+    /// weight, there) are constants by default; from IR version 4 on they
+    /// are inputs anyway.
+    #[arg(long = "runtime-input", value_name = "NAME")]
+    runtime_inputs: Vec<String>,
+}
+
+impl RuntimeInputArgs {
+    fn names(&self) -> std::collections::BTreeSet<String> {
+        self.runtime_inputs.iter().cloned().collect()
     }
 }
 

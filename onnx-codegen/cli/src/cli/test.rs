@@ -33,6 +33,8 @@ pub struct Args {
     #[arg(long, default_value_t = 40)]
     shard_size: usize,
     #[command(flatten)]
+    runtime_inputs: super::RuntimeInputArgs,
+    #[command(flatten)]
     limits: super::LimitArgs,
     /// Accepted for symmetry with `generate`: the harness turns `alloc` and
     /// `image` on by itself for the models that need them.
@@ -44,6 +46,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mut generate = Options {
         dims: args.dims.iter().cloned().collect(),
         limits: args.limits.limits(),
+        runtime_inputs: args.runtime_inputs.names(),
         ..Options::default()
     };
     args.features.apply(&mut generate);
