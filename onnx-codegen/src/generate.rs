@@ -78,6 +78,9 @@ pub struct Analysis {
     pub inferred: Inferred,
     /// The plan, when inference succeeded for the whole graph.
     pub plan: Option<Plan>,
+    /// The graph outputs as the model declares them (sequences and
+    /// optionals), and which outputs of the generated code hold each.
+    pub outputs: Vec<passes::sequences::OutputGroup>,
 }
 
 /// A serialisable summary of an analysis (`inspect --json`).
@@ -141,7 +144,7 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         return Err(Error::new(unknown));
     }
     fold_fixed_inputs(&mut prepared.model.graph, opts);
-    let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
+    let expanded = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
     let config = Config {
         infer: InferOptions {
             dims: opts.dims.clone(),
@@ -152,9 +155,9 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     };
     let Lowered { mut inferred, fused, rewrites, .. } =
         pipeline::run(&mut prepared.model.graph, &config, &[]);
-    inferred.unsupported.splice(0..0, refused);
+    inferred.unsupported.splice(0..0, expanded.unsupported);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
-    Ok(Analysis { prepared, fused, rewrites, inferred, plan })
+    Ok(Analysis { prepared, fused, rewrites, inferred, plan, outputs: expanded.outputs })
 }
 
 /// Every use of an input fixed at generation time (`--fix`) reads a
@@ -446,6 +449,9 @@ pub struct Generated {
     /// The types of the graph inputs and outputs, in `run`'s order.
     pub inputs: Vec<TensorType>,
     pub outputs: Vec<TensorType>,
+    /// The graph outputs as the model declares them, each held by the next
+    /// `count` entries of `outputs`.
+    pub output_groups: Vec<passes::sequences::OutputGroup>,
 }
 
 impl Generated {
@@ -551,6 +557,7 @@ impl Compiled {
             summary: analysis.summary(),
             inputs: types(&g.inputs),
             outputs: types(&g.outputs),
+            output_groups: analysis.outputs.clone(),
         })
     }
 }

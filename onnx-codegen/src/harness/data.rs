@@ -2,6 +2,8 @@
 //! results with the reference tolerance, and writing results back as `.pb`.
 
 use crate::ir::{ElemType, Tensor, TensorData, TensorType};
+pub use crate::passes::sequences::Form;
+use crate::passes::sequences::OutputGroup;
 use crate::proto::{Message, TensorProto};
 use bytes::Bytes;
 use std::path::Path;
@@ -188,8 +190,8 @@ pub fn compare(
     }
 }
 
-/// Writes `bytes` of type `ty` as a `TensorProto` file named `name`.
-pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> Result<(), String> {
+/// `bytes` of type `ty` as a `TensorProto` named `name`.
+pub fn tensor_proto(name: &str, ty: &TensorType, bytes: &[u8]) -> Result<TensorProto, String> {
     let mut proto = TensorProto {
         name: Some(name.to_owned()),
         data_type: Some(ty.elem.to_proto()),
@@ -201,10 +203,63 @@ pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> R
     } else {
         proto.raw_data = Some(Bytes::copy_from_slice(bytes));
     }
+    Ok(proto)
+}
+
+/// Writes one graph output as the ONNX test layout has it: a
+/// `TensorProto`, or a `SequenceProto` / `OptionalProto` as the output's
+/// declared type says, named after the output. `elems` are the tensors
+/// the generated code gave for it (`group.count` of them): the tensor, the
+/// sequence's elements, or the optional's content (none when absent).
+pub fn write_value(
+    path: &Path,
+    group: &OutputGroup,
+    elems: &[(TensorType, &[u8])],
+) -> Result<(), String> {
+    use crate::proto::{OptionalProto, SequenceProto};
+    // The `elem_type` codes of SequenceProto and OptionalProto.
+    const TENSOR: i32 = 1;
+    const SEQUENCE: i32 = 3;
+    let name = Some(group.name.clone());
+    let tensors = |elem_name: &str| -> Result<Vec<TensorProto>, String> {
+        elems.iter().map(|(ty, bytes)| tensor_proto(elem_name, ty, bytes)).collect()
+    };
+    let sequence = |name: Option<String>| -> Result<SequenceProto, String> {
+        Ok(SequenceProto {
+            name,
+            elem_type: Some(TENSOR),
+            tensor_values: tensors("")?,
+            ..Default::default()
+        })
+    };
+    let one = |what: &str| -> Result<TensorProto, String> {
+        match tensors(&group.name)?.as_mut_slice() {
+            [t] => Ok(std::mem::take(t)),
+            list => {
+                Err(format!("{what} '{}' is held by {} tensors, not one", group.name, list.len()))
+            }
+        }
+    };
+    let bytes = match group.form {
+        Form::Tensor => one("tensor output")?.encode_to_vec(),
+        Form::Sequence => sequence(name)?.encode_to_vec(),
+        Form::OptionalTensor => {
+            let tensor_value = if elems.is_empty() { None } else { Some(one("optional output")?) };
+            OptionalProto { name, elem_type: Some(TENSOR), tensor_value, ..Default::default() }
+                .encode_to_vec()
+        }
+        Form::OptionalSequence => OptionalProto {
+            name,
+            elem_type: Some(SEQUENCE),
+            sequence_value: Some(Box::new(sequence(None)?)),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    crate::load::write_atomically(path, &proto.encode_to_vec()).map_err(|e| e.to_string())
+    crate::load::write_atomically(path, &bytes).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -266,28 +321,18 @@ mod tests {
 }
 
 /// What a graph input or output holds, as far as test data goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueForm {
-    Tensor,
-    Sequence,
-    OptionalTensor,
-    OptionalSequence,
-}
+pub type ValueForm = Form;
 
-impl ValueForm {
-    /// The form of a declared ONNX type (tensor when undeclared).
-    pub fn of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
-        use crate::proto::type_proto::Value;
-        match ty.and_then(|t| t.value.as_ref()) {
-            Some(Value::SequenceType(_)) => ValueForm::Sequence,
-            Some(Value::OptionalType(o)) => {
-                match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
-                    Some(Value::SequenceType(_)) => ValueForm::OptionalSequence,
-                    _ => ValueForm::OptionalTensor,
-                }
-            }
-            _ => ValueForm::Tensor,
-        }
+/// The form of a declared ONNX type (tensor when undeclared).
+pub fn form_of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
+    use crate::proto::type_proto::Value;
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(Value::SequenceType(_)) => Form::Sequence,
+        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::SequenceType(_)) => Form::OptionalSequence,
+            _ => Form::OptionalTensor,
+        },
+        _ => Form::Tensor,
     }
 }
 

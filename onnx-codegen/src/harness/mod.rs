@@ -214,12 +214,12 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         .map(|g| {
             g.input
                 .iter()
-                .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
+                .map(|v| (v.name().to_owned(), data::form_of(v.r#type.as_ref())))
                 .collect()
         })
         .unwrap_or_default();
     let output_forms: Vec<data::ValueForm> = graph
-        .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
+        .map(|g| g.output.iter().map(|v| data::form_of(v.r#type.as_ref())).collect())
         .unwrap_or_default();
     let mut raw_sets = Vec::new();
     for set in entries {
@@ -481,31 +481,27 @@ fn judge(
         if let Some(Err(e)) = results.get(s) {
             return fail(format!("{}: {e}", set.name));
         }
+        let mut got: Vec<(TensorType, Vec<u8>)> = Vec::with_capacity(job.outputs.len());
         for (j, (raw, want)) in job.outputs.iter().zip(&set.outputs).enumerate() {
             let declared: &TensorType = &case.generated.outputs[j];
             let actual = match std::fs::read(raw) {
                 Ok(b) => b,
                 Err(e) => return fail(format!("{}: output {j} was not written: {e}", set.name)),
             };
-            let sized;
             let ty = match read_shape(&shape_file(raw), declared) {
-                Ok(None) => declared,
-                Ok(Some(t)) => {
-                    sized = t;
-                    &sized
-                }
+                Ok(None) => declared.clone(),
+                Ok(Some(t)) => t,
                 Err(e) => return fail(format!("{}: output {j}: {e}", set.name)),
             };
-            if let Some(dir) = save {
-                let path = dir.join(&case.name).join(&set.name).join(format!("output_{j}.pb"));
-                let name = case.generated.summary.outputs.get(j).map_or("", |v| v.name.as_str());
-                if let Err(e) = data::write_tensor(&path, name, ty, &actual) {
-                    return fail(format!("cannot save output {j}: {e}"));
-                }
-            }
-            if let Some(diff) = data::compare(&actual, ty, want, opts.tolerance) {
+            if let Some(diff) = data::compare(&actual, &ty, want, opts.tolerance) {
                 problems.push(format!("{} output {j}: {diff}", set.name));
             }
+            got.push((ty, actual));
+        }
+        if let Some(dir) = save
+            && let Err(e) = save_outputs(&dir.join(&case.name).join(&set.name), case, &got)
+        {
+            return fail(format!("{}: cannot save the outputs: {e}", set.name));
         }
     }
     if problems.is_empty() {
@@ -519,6 +515,28 @@ fn judge(
     } else {
         fail(problems.join("; "))
     }
+}
+
+/// Writes a data set's results in the ONNX test layout: `output_K.pb`
+/// per graph output of the model, of the form its declared type says.
+fn save_outputs(dir: &Path, case: &Case, got: &[(TensorType, Vec<u8>)]) -> Result<(), String> {
+    let groups = &case.generated.output_groups;
+    if groups.iter().map(|g| g.count).sum::<usize>() != got.len() {
+        return Err(format!(
+            "the graph outputs are held by {} tensors but the code gave {}",
+            groups.iter().map(|g| g.count).sum::<usize>(),
+            got.len()
+        ));
+    }
+    let mut rest = got;
+    for (k, group) in groups.iter().enumerate() {
+        let (mine, tail) = rest.split_at(group.count);
+        rest = tail;
+        let elems: Vec<(TensorType, &[u8])> =
+            mine.iter().map(|(ty, bytes)| (ty.clone(), bytes.as_slice())).collect();
+        data::write_value(&dir.join(format!("output_{k}.pb")), group, &elems)?;
+    }
+    Ok(())
 }
 
 /// Counts outcomes by status: (passed, failed, unsupported).

@@ -64,14 +64,65 @@ impl IoSpec {
     }
 }
 
-/// Rewrites the sequences and optionals of `g` (see the module doc); what
-/// cannot be rewritten is returned, and left for inference to refuse.
-pub fn expand(g: &mut Graph, spec: &IoSpec) -> Vec<Unsupported> {
+/// What a graph input or output holds, as its declared type says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Form {
+    Tensor,
+    Sequence,
+    OptionalTensor,
+    OptionalSequence,
+}
+
+impl Form {
+    /// The form of a declared type (a tensor when undeclared).
+    pub fn of(ty: Option<&Type>) -> Form {
+        match ty {
+            Some(Type::Sequence(_)) => Form::Sequence,
+            Some(Type::Optional(inner)) => match **inner {
+                Type::Sequence(_) => Form::OptionalSequence,
+                _ => Form::OptionalTensor,
+            },
+            _ => Form::Tensor,
+        }
+    }
+}
+
+/// A graph output as the model declares it, and how many of the tensor
+/// outputs of the generated code hold it (in order): one for a tensor, the
+/// length for a sequence (its elements), none for an absent optional.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct OutputGroup {
+    pub name: String,
+    pub form: Form,
+    pub count: usize,
+}
+
+/// What [`expand`] did: its refusals, and the graph outputs as declared.
+pub struct Expanded {
+    /// What cannot be rewritten, left for inference to refuse.
+    pub unsupported: Vec<Unsupported>,
+    /// Per graph output of the model, the generated outputs that hold it.
+    pub outputs: Vec<OutputGroup>,
+}
+
+/// Rewrites the sequences and optionals of `g` (see the module doc).
+pub fn expand(g: &mut Graph, spec: &IoSpec) -> Expanded {
     let mut x = Expander::default();
     x.inputs(g, spec);
     x.nodes(g);
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|v| OutputGroup {
+            name: g.value(*v).name.clone(),
+            form: Form::of(g.value(*v).ty.as_ref()),
+            count: x.seqs.get(v).map_or(1, Vec::len),
+        })
+        .collect();
     x.outputs(g);
-    x.unsupported
+    Expanded { unsupported: x.unsupported, outputs }
 }
 
 /// How many nodes unrolling loops and maps may add to one model, in all.
