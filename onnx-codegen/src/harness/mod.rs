@@ -252,6 +252,10 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         for (v, values) in declared.iter().zip(inputs) {
             if let Some([t]) = values.as_deref() {
                 bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
+                if has_open_dims(v.r#type.as_ref()) {
+                    let shape = t.dims.iter().map(|&d| d as usize).collect();
+                    opts.input_shapes.entry(v.name().to_owned()).or_insert(shape);
+                }
             }
         }
         for ((name, form), values) in input_forms.iter().zip(inputs) {
@@ -401,6 +405,21 @@ fn bind_dims(
             dims.entry(s.clone()).or_insert(n);
         }
     }
+}
+
+/// Whether a tensor input's declared shape leaves a dimension open that
+/// no symbol names (`-1`, or neither a value nor a name), or has no shape
+/// at all: the data then gives the whole shape (as `--input-shape` would).
+fn has_open_dims(ty: Option<&crate::proto::TypeProto>) -> bool {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value;
+    let Some(Value::TensorType(t)) = ty.and_then(|t| t.value.as_ref()) else { return false };
+    let Some(shape) = &t.shape else { return true };
+    shape.dim.iter().any(|d| match &d.value {
+        Some(D::DimValue(v)) => *v < 0,
+        Some(D::DimParam(p)) => p.is_empty(),
+        None => true,
+    })
 }
 
 fn first_line(s: &str) -> String {
