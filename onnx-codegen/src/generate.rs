@@ -156,6 +156,7 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     }
     let opts = opts.as_ref();
     fold_fixed_inputs(&mut prepared.model.graph, opts);
+    let differentiated = passes::gradient::expand(&mut prepared.model);
     let expanded = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
     let config = Config {
         infer: InferOptions {
@@ -168,6 +169,7 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     let Lowered { mut inferred, fused, rewrites, .. } =
         pipeline::run(&mut prepared.model.graph, &config, &[]);
     inferred.unsupported.splice(0..0, expanded.unsupported);
+    inferred.unsupported.splice(0..0, differentiated);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
     Ok(Analysis { prepared, fused, rewrites, inferred, plan, outputs: expanded.outputs })
 }

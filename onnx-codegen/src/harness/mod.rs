@@ -229,11 +229,14 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
                 .take_while(|p| p.is_file())
                 .collect()
         };
+        let files = numbered("input");
+        let fed = fed_inputs(&model, files.len());
         let mut inputs = Vec::new();
-        for (j, path) in numbered("input").iter().enumerate() {
-            let form = input_forms.get(j).map_or(data::ValueForm::Tensor, |f| f.1);
+        for (j, path) in files.iter().enumerate() {
+            let form = input_forms.get(fed[j]).map_or(data::ValueForm::Tensor, |f| f.1);
             inputs.push(data::read_values(path, form).map_err(fail)?);
         }
+        let inputs = with_defaults(&model, &fed, inputs).map_err(fail)?;
         let mut outputs = Vec::new();
         for (j, path) in numbered("output").iter().enumerate() {
             let form = output_forms.get(j).copied().unwrap_or(data::ValueForm::Tensor);
@@ -376,6 +379,53 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         sets,
         fixed_inputs,
     })
+}
+
+/// Which graph inputs the `files` input files of a data set stand for:
+/// all of them in order, or, when there are fewer files, the inputs
+/// without an initializer (from IR version 4 on an initializer that is
+/// also an input is its default, and the backend tests give files only
+/// for the others).
+fn fed_inputs(model: &crate::proto::ModelProto, files: usize) -> Vec<usize> {
+    let Some(g) = model.graph.as_ref() else { return (0..files).collect() };
+    let has_default = |name: &str| g.initializer.iter().any(|t| t.name() == name);
+    let open: Vec<usize> =
+        (0..g.input.len()).filter(|&i| !has_default(g.input[i].name())).collect();
+    if model.ir_version() >= 4 && files < g.input.len() && files == open.len() {
+        open
+    } else {
+        (0..files).collect()
+    }
+}
+
+/// The values of every graph input in order: the data set's, and the
+/// initializer (the default) of the inputs it gives no file for.
+fn with_defaults(
+    model: &crate::proto::ModelProto,
+    fed: &[usize],
+    values: Vec<Option<Vec<Tensor>>>,
+) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+    let Some(g) = model.graph.as_ref() else { return Ok(values) };
+    if fed.iter().copied().eq(0..values.len()) {
+        return Ok(values);
+    }
+    let mut out: Vec<Option<Vec<Tensor>>> = Vec::with_capacity(g.input.len());
+    let mut given = fed.iter().zip(values).peekable();
+    for (i, v) in g.input.iter().enumerate() {
+        if let Some((_, value)) = given.next_if(|(j, _)| **j == i) {
+            out.push(value);
+            continue;
+        }
+        let init = g.initializer.iter().find(|t| t.name() == v.name()).ok_or_else(|| {
+            format!("graph input '{}' has neither a data file nor an initializer", v.name())
+        })?;
+        let t = Tensor::from_proto(init).map_err(|errors| {
+            let text: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
+            format!("the default of input '{}': {}", v.name(), text.join("; "))
+        })?;
+        out.push(Some(vec![t]));
+    }
+    Ok(out)
 }
 
 /// Binds the symbolic dimensions of a tensor input's declared type (or a

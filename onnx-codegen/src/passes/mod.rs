@@ -9,6 +9,7 @@
 
 pub mod contrib;
 pub mod fuse;
+pub mod gradient;
 pub mod infer;
 pub mod inline;
 pub mod optimize;
