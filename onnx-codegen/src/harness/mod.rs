@@ -406,7 +406,7 @@ fn with_defaults(
     values: Vec<Option<Vec<Tensor>>>,
 ) -> Result<Vec<Option<Vec<Tensor>>>, String> {
     let Some(g) = model.graph.as_ref() else { return Ok(values) };
-    if fed.iter().copied().eq(0..values.len()) {
+    if model.ir_version() < 4 || values.len() >= g.input.len() {
         return Ok(values);
     }
     let mut out: Vec<Option<Vec<Tensor>>> = Vec::with_capacity(g.input.len());

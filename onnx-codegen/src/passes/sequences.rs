@@ -112,6 +112,10 @@ pub fn expand(g: &mut Graph, spec: &IoSpec) -> Expanded {
     let mut x = Expander::default();
     x.inputs(g, spec);
     x.nodes(g);
+    for v in g.outputs.clone() {
+        // `add_node` has put the new nodes at the end of the order already.
+        x.materialize(g, v, &mut Vec::new());
+    }
     let outputs = g
         .outputs
         .iter()
@@ -137,6 +141,20 @@ struct Expander {
     /// Elements that become graph outputs as they are, without an
     /// `Identity`: data-sized values, which only a graph output may hold.
     direct: BTreeSet<ValueId>,
+    /// Sequences whose order depends on positions known only at run time.
+    indexed: HashMap<ValueId, Indexed>,
+}
+
+/// A sequence of static length whose elements are picked at run time:
+/// element `j` is `sources[map[j]]`, where `map` is an `int64[len]` value
+/// that the nodes inserting and erasing at run-time positions compute.
+/// The elements are not copied until something reads them (`SequenceAt`,
+/// or any other consumer, which reads them all).
+#[derive(Clone, Debug)]
+struct Indexed {
+    sources: Vec<ValueId>,
+    map: ValueId,
+    len: usize,
 }
 
 fn is_sequence(ty: Option<&Type>) -> bool {
@@ -364,6 +382,40 @@ impl Expander {
 
     fn node(&mut self, g: &mut Graph, id: NodeId, order: &mut Vec<NodeId>) {
         let n = g.node(id).clone();
+        let positional = n.op.domain.is_empty()
+            && matches!(
+                n.op.op_type.as_str(),
+                "SequenceInsert" | "SequenceErase" | "SequenceAt" | "SequenceLength" | "Identity"
+            );
+        if positional && n.input(0).is_some_and(|v| self.indexed.contains_key(&v)) {
+            match self.indexed_node(g, id, order) {
+                Ok(true) => order.push(id),
+                Ok(false) => {}
+                Err(reason) => {
+                    self.refuse(g, Some(id), reason);
+                    order.push(id);
+                }
+            }
+            return;
+        }
+        if positional && self.runtime_position(g, &n).is_some() {
+            let Some(list) = self.seq_input(g, id, 0) else {
+                self.refuse(g, Some(id), "its sequence is not known".to_owned());
+                order.push(id);
+                return;
+            };
+            let seq = n.input(0).unwrap_or(ValueId(u32::MAX));
+            self.seqs.remove(&seq);
+            let len = list.len();
+            let base = g.value(seq).name.clone();
+            let map = self.index_constant(g, &base, &(0..len as i64).collect::<Vec<_>>());
+            self.indexed.insert(seq, Indexed { sources: list, map, len });
+            self.node(g, id, order);
+            return;
+        }
+        for v in n.reads().into_iter().flatten() {
+            self.materialize(g, v, order);
+        }
         let reads_seq = n.inputs.iter().flatten().any(|v| self.seqs.contains_key(v));
         let opset = n.op.opset_version;
         if !n.op.domain.is_empty() {
@@ -436,11 +488,6 @@ impl Expander {
     fn insert(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
         let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
         let t = g.node(id).input(1).ok_or("SequenceInsert needs a tensor")?;
-        if let Some(p) = g.node(id).input(2)
-            && const_ints(g, p).is_none()
-        {
-            return Ok(self.insert_at_run_time(g, id, list, t, p));
-        }
         let at = self.position(g, id, 2, list.len())?.unwrap_or(list.len());
         if at > list.len() {
             return Err(format!("position {at} is past the end of a sequence of {}", list.len()));
@@ -526,6 +573,13 @@ impl Expander {
     ) -> Result<bool, String> {
         let n = g.node(id).clone();
         let x = n.input(0).ok_or("SplitToSequence needs an input")?;
+        if let Some(split) = n.input(1)
+            && const_ints(g, split).is_none()
+        {
+            // The number of pieces is the split's declared length, whatever
+            // the input's shape.
+            return self.split_at_run_time(g, id, split);
+        }
         let dims = match &g.value(x).ty {
             Some(Type::Tensor { shape, .. }) => shape.dims.as_ref().and_then(|d| {
                 d.iter()
@@ -623,40 +677,6 @@ impl Expander {
         Ok(false)
     }
 
-    /// SequenceInsert at a position known only at run time: the node stays,
-    /// with the inputs `(tensor, position, elements...)` and one output per
-    /// element of the result, chosen at run time (see `ops::indexing`).
-    /// Its outputs may be data-sized, so they are graph outputs as they are.
-    fn insert_at_run_time(
-        &mut self,
-        g: &mut Graph,
-        id: NodeId,
-        list: Vec<ValueId>,
-        t: ValueId,
-        p: ValueId,
-    ) -> bool {
-        let Some(out) = g.node(id).output(0) else { return false };
-        let base = g.value(out).name.clone();
-        let mut outputs = Vec::with_capacity(list.len() + 1);
-        for k in 0..=list.len() {
-            let v = g.add_value(crate::ir::Value {
-                name: fresh(g, format!("{base}_{k}")),
-                ty: None,
-                kind: ValueKind::NodeOutput { node: id, index: k },
-                doc_string: String::new(),
-            });
-            self.direct.insert(v);
-            outputs.push(v);
-        }
-        self.seqs.insert(out, outputs.clone());
-        let mut inputs = vec![Some(t), Some(p)];
-        inputs.extend(list.into_iter().map(Some));
-        let node = g.node_mut(id);
-        node.inputs = inputs;
-        node.outputs = outputs.into_iter().map(Some).collect();
-        true
-    }
-
     /// SplitToSequence whose sizes come at run time: with a 1-D split of
     /// declared length K, the node stays and gets K outputs, the pieces,
     /// whose lengths along the axis are data-sized (see `ops::indexing`).
@@ -692,6 +712,131 @@ impl Expander {
         self.seqs.insert(out, list.iter().flatten().copied().collect());
         g.node_mut(id).outputs = list;
         Ok(true)
+    }
+
+    /// The position input of a sequence operator when it is known only at
+    /// run time.
+    fn runtime_position(&self, g: &Graph, n: &Node) -> Option<ValueId> {
+        let i = match n.op.op_type.as_str() {
+            "SequenceInsert" => 2,
+            "SequenceErase" | "SequenceAt" => 1,
+            _ => return None,
+        };
+        n.input(i).filter(|&p| const_ints(g, p).is_none())
+    }
+
+    /// A new `int64[len]` constant (a sequence's map).
+    fn index_constant(&self, g: &mut Graph, base: &str, values: &[i64]) -> ValueId {
+        let name = fresh(g, format!("{base}_map"));
+        g.add_initializer(name, Tensor::from_i64s("map", vec![values.len() as u64], values))
+    }
+
+    /// A node reading a sequence of run-time order (see [`Indexed`]):
+    /// inserting, erasing or reading at a position (run-time or not)
+    /// becomes a node of `ops::indexing` on the map; the length is known.
+    fn indexed_node(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let seq =
+            self.indexed.get(&n.input(0).ok_or("no sequence")?).cloned().ok_or("no sequence")?;
+        let out = n.output(0);
+        let base = out.map_or_else(|| "seq".to_owned(), |v| g.value(v).name.clone());
+        let opset = n.op.opset_version;
+        // Where the map is read: (map, position) as the node's first inputs.
+        let position = |i: usize| n.input(i);
+        match n.op.op_type.as_str() {
+            "Identity" => {
+                if let Some(v) = out {
+                    self.indexed.insert(v, seq);
+                }
+                Ok(false)
+            }
+            "SequenceLength" => {
+                let len = i64::try_from(seq.len).unwrap_or(i64::MAX);
+                self.make_constant(g, id, Tensor::from_i64s("length", Vec::new(), &[len]));
+                Ok(true)
+            }
+            "SequenceAt" => {
+                let p = position(1).ok_or("SequenceAt needs a position")?;
+                let mut inputs = vec![Some(seq.map), Some(p)];
+                inputs.extend(seq.sources.iter().map(|&s| Some(s)));
+                let node = g.node_mut(id);
+                node.inputs = inputs;
+                if out.is_some_and(|v| g.outputs.contains(&v)) {
+                    // A graph output may be data-sized: no Identity after it.
+                    self.direct.extend(out);
+                }
+                Ok(true)
+            }
+            "SequenceInsert" | "SequenceErase" => {
+                let insert = n.op.op_type == "SequenceInsert";
+                let mut sources = seq.sources.clone();
+                let mut inputs = vec![Some(seq.map)];
+                let len = if insert {
+                    let t = n.input(1).ok_or("SequenceInsert needs a tensor")?;
+                    sources.push(t);
+                    // The position (absent: the end), then the new source's index.
+                    let p = match position(2) {
+                        Some(p) => p,
+                        None => self.index_constant(g, &base, &[seq.len as i64]),
+                    };
+                    let k = sources.len() as i64 - 1;
+                    let index = fresh(g, format!("{base}_source"));
+                    let index =
+                        g.add_initializer(index, Tensor::from_i64s("source", Vec::new(), &[k]));
+                    inputs.extend([Some(p), Some(index)]);
+                    seq.len + 1
+                } else {
+                    if seq.len == 0 {
+                        return Err("SequenceErase on an empty sequence".to_owned());
+                    }
+                    let p = match position(1) {
+                        Some(p) => p,
+                        None => self.index_constant(g, &base, &[-1]),
+                    };
+                    inputs.push(Some(p));
+                    seq.len - 1
+                };
+                let map_name = fresh(g, format!("{base}_map"));
+                let mut node = plain(opset, &n.op.op_type, inputs);
+                node.name = n.name.clone();
+                let nid = g.add_node(node, &[Some(map_name)]);
+                order.push(nid);
+                let map = g.node(nid).output(0).ok_or("no map")?;
+                if let Some(v) = out {
+                    self.indexed.insert(v, Indexed { sources, map, len });
+                }
+                Ok(false)
+            }
+            other => Err(format!("{other} of a sequence whose order is known only at run time")),
+        }
+    }
+
+    /// Gives a sequence of run-time order (see [`Indexed`]) its elements:
+    /// one `SequenceAt` per position, each picking its source at run time.
+    fn materialize(&mut self, g: &mut Graph, v: ValueId, order: &mut Vec<NodeId>) {
+        let Some(seq) = self.indexed.remove(&v) else { return };
+        let base = g.value(v).name.clone();
+        let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
+        let mut list = Vec::with_capacity(seq.len);
+        for j in 0..seq.len {
+            let name = fresh(g, format!("{base}_at{j}"));
+            let p = g.add_initializer(name, Tensor::from_i64s("position", Vec::new(), &[j as i64]));
+            let mut inputs = vec![Some(seq.map), Some(p)];
+            inputs.extend(seq.sources.iter().map(|&s| Some(s)));
+            let name = fresh(g, format!("{base}_{j}"));
+            let nid = g.add_node(plain(opset, "SequenceAt", inputs), &[Some(name)]);
+            order.push(nid);
+            if let Some(e) = g.node(nid).output(0) {
+                self.direct.insert(e);
+                list.push(e);
+            }
+        }
+        self.seqs.insert(v, list);
     }
 
     /// Whether `v` is a constant of rank 0 (a `split` given as one size).
