@@ -302,6 +302,48 @@ mod tests {
     }
 
     #[test]
+    fn saved_outputs_take_the_form_of_the_graph_output() {
+        use crate::proto::{OptionalProto, SequenceProto};
+        let dir = std::env::temp_dir().join(format!("onnx-codegen-save-{}", std::process::id()));
+        let group = |name: &str, form, count| OutputGroup { name: name.into(), form, count };
+        let (a, b) = (got_f(&[1.0, 2.0]), got_f(&[3.0]));
+        let elems = [
+            (TensorType::new(ElemType::Float, vec![2]), a.as_slice()),
+            (TensorType::new(ElemType::Float, vec![1]), b.as_slice()),
+        ];
+        // A sequence: one SequenceProto named after the output, its elements in order.
+        let path = dir.join("output_0.pb");
+        write_value(&path, &group("seq", Form::Sequence, 2), &elems).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let s = SequenceProto::decode(Bytes::from(bytes)).unwrap();
+        assert_eq!((s.name.as_deref(), s.elem_type), (Some("seq"), Some(1)));
+        let dims: Vec<Vec<i64>> = s.tensor_values.iter().map(|t| t.dims.clone()).collect();
+        assert_eq!(dims, [vec![2], vec![1]]);
+        let back = read_values(&path, Form::Sequence).unwrap().unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(compare(&a, &elems[0].0, &back[0], Tolerance::default()), None);
+        assert_eq!(compare(&b, &elems[1].0, &back[1], Tolerance::default()), None);
+        // An optional tensor, present then absent; an optional sequence.
+        let path = dir.join("output_1.pb");
+        write_value(&path, &group("opt", Form::OptionalTensor, 1), &elems[..1]).unwrap();
+        let o = OptionalProto::decode(Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        assert_eq!((o.name.as_deref(), o.elem_type), (Some("opt"), Some(1)));
+        assert_eq!(o.tensor_value.as_ref().and_then(|t| t.name.as_deref()), Some("opt"));
+        let back = read_values(&path, Form::OptionalTensor).unwrap().unwrap();
+        assert_eq!(compare(&a, &elems[0].0, &back[0], Tolerance::default()), None);
+        write_value(&path, &group("opt", Form::OptionalTensor, 0), &[]).unwrap();
+        assert_eq!(read_values(&path, Form::OptionalTensor).unwrap(), None);
+        write_value(&path, &group("os", Form::OptionalSequence, 2), &elems).unwrap();
+        let o = OptionalProto::decode(Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        assert_eq!(o.elem_type, Some(3));
+        assert_eq!(o.sequence_value.map(|s| s.tensor_values.len()), Some(2));
+        // A tensor output held by two tensors is refused, naming it.
+        let e = write_value(&path, &group("t", Form::Tensor, 2), &elems).unwrap_err();
+        assert!(e.contains("tensor output 't' is held by 2 tensors"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn integers_compare_exactly() {
         let ty = TensorType::new(ElemType::Int64, vec![2]);
         let want = Tensor::from_i64s("t", vec![2], &[5, -1]);

@@ -33,14 +33,21 @@
 //!   the same length (inference then checks the element types agree).
 //!   Captured outer sequences become captures of their elements.
 //!
-//! Two forms depend on run-time data yet keep a static number of elements,
-//! so they stay nodes with one output per element, computed by kernels in
-//! `ops::indexing`: `SequenceInsert` at a run-time position (each element
-//! picked at run time, the position checked) and `SplitToSequence` with a
-//! 1-D split of declared length known only at run time. Their elements may
-//! be data-sized (see `Kernel::data_sized`), so they become graph outputs
-//! as they are rather than through an `Identity`. A single run-time split
-//! size makes the number of pieces depend on the data, and stays refused.
+//! Positions known only at run time (`SequenceInsert`, `SequenceErase`,
+//! `SequenceAt` with a position that is an input or computed) keep the
+//! sequence's length static: it is its capacity, and the positions are
+//! checked against it at run time (`Error::InvalidParams`, never out of
+//! bounds). Such a sequence becomes its sources and an `int64[len]` map
+//! (element `j` is `sources[map[j]]`, see [`Indexed`]): inserting and
+//! erasing stay nodes that compute the new map, `SequenceAt` a node that
+//! copies the source the map names (`ops::indexing`). Nothing is copied
+//! until read; another reader gets every element, one `SequenceAt` per
+//! position. When the sources differ in length along one axis, what
+//! `SequenceAt` gives is data-sized (see `Kernel::data_sized`): only a
+//! graph output may hold it. `SplitToSequence` with a 1-D split known only
+//! at run time (of static length K) keeps its node with K data-sized
+//! outputs; a single run-time split size makes the number of pieces depend
+//! on the data, and stays refused.
 
 use crate::ir::{AttrValue, Attribute, Graph, Node, NodeId, Op, Tensor, TensorType, Type, ValueId};
 use crate::ir::{ElemType, ValueKind};
