@@ -1386,7 +1386,7 @@ mod tests {
     }
 
     #[test]
-    fn a_position_known_only_at_run_time_is_unsupported() {
+    fn a_position_known_only_at_run_time_picks_at_run_time() {
         let a = run_with(
             17,
             "g (float[1] a, int64 p) => (float[1] y) {
@@ -1395,7 +1395,22 @@ mod tests {
              }",
             IoSpec::default(),
         );
-        assert!(unsupported(&a).iter().any(|r| r.contains("not known at generation time")));
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[1]")]);
+        // Elements of different lengths along two axes cannot share one output.
+        let a = run_with(
+            17,
+            "g (float[1,2] a, float[2,1] b, int64 p) => (float[?,?] y) {
+               s = SequenceConstruct (a, b)
+               y = SequenceAt (s, p)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("differ in more than one axis")),
+            "{:?}",
+            unsupported(&a)
+        );
     }
 
     #[test]
@@ -1553,7 +1568,8 @@ mod tests {
 
     #[test]
     fn run_time_insert_and_split_give_one_output_per_element() {
-        // Element j is a[j], t or a[j-1] depending on p: the largest of them.
+        // Each element is picked among a[0], a[1] and t at run time: the
+        // largest of them is its capacity.
         let a = run_with(
             11,
             "g (seq(int64[N]) s, int64[3] t, int64[1] p) => (seq(int64[N]) y) {
@@ -1562,7 +1578,7 @@ mod tests {
             seq("s", &[(ElemType::Int64, &[4]), (ElemType::Int64, &[2])]),
         );
         assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
-        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[3]")]);
+        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[4]")]);
         // Two pieces whose sizes come at run time: each may take the whole axis.
         let a = run_with(
             13,
