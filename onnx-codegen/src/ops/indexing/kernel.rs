@@ -364,7 +364,8 @@ impl Kernel for IndexKernel {
                 quote! {{
                     let _p: usize = #ix::insert_position(#p, #n)?;
                     #check
-                    let (_map, _out): (&[i64], &mut [i64]) = (#map, &mut *#y);
+                    let _map: &[i64] = #map;
+                    let _out: &mut [i64] = #y;
                     if _map.len() != #n || _out.len() != #out {
                         return Err(#rt::Error::ShapeMismatch);
                     }
@@ -383,7 +384,7 @@ impl Kernel for IndexKernel {
                     let src = input(2 + k);
                     let k = proc_macro2::Literal::i64_suffixed(k as i64);
                     quote!(#k => {
-                        #rt::control::copy(#src, #rt::control::row_mut(&mut *#y, 0, #numel)?)?;
+                        #rt::control::copy(#src, #rt::control::row_mut(#y, 0, #numel)?)?;
                         #along
                     })
                 });
