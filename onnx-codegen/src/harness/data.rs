@@ -262,6 +262,72 @@ pub fn write_value(
     crate::load::write_atomically(path, &bytes).map_err(|e| e.to_string())
 }
 
+/// What a graph input or output holds, as far as test data goes.
+pub type ValueForm = Form;
+
+/// The form of a declared ONNX type (tensor when undeclared).
+pub fn form_of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
+    use crate::proto::type_proto::Value;
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(Value::SequenceType(_)) => Form::Sequence,
+        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::SequenceType(_)) => Form::OptionalSequence,
+            _ => Form::OptionalTensor,
+        },
+        _ => Form::Tensor,
+    }
+}
+
+/// Reads a test value file as the tensors the generated code takes or
+/// gives for it: a tensor is one, a sequence is its elements in order, an
+/// optional is its element (or nothing when absent). `None` in the result
+/// marks an absent optional.
+pub fn read_values(path: &Path, form: ValueForm) -> Result<Option<Vec<Tensor>>, String> {
+    use crate::proto::{OptionalProto, SequenceProto};
+    if form == ValueForm::Tensor {
+        return read_tensor(path).map(|t| Some(vec![t]));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let convert = |protos: &[TensorProto]| -> Result<Vec<Tensor>, String> {
+        protos
+            .iter()
+            .map(|p| {
+                Tensor::from_proto(p).map_err(|errors| {
+                    let text: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
+                    format!("{}: {}", path.display(), text.join("; "))
+                })
+            })
+            .collect()
+    };
+    let sequence = |s: &SequenceProto| -> Result<Vec<Tensor>, String> {
+        if !s.sequence_values.is_empty()
+            || !s.map_values.is_empty()
+            || !s.optional_values.is_empty()
+        {
+            return Err(format!("{}: only sequences of tensors are supported", path.display()));
+        }
+        convert(&s.tensor_values)
+    };
+    match form {
+        ValueForm::Sequence => {
+            let s = SequenceProto::decode(Bytes::from(bytes))
+                .map_err(|e| format!("{}: not a SequenceProto ({e})", path.display()))?;
+            sequence(&s).map(Some)
+        }
+        _ => {
+            let o = OptionalProto::decode(Bytes::from(bytes))
+                .map_err(|e| format!("{}: not an OptionalProto ({e})", path.display()))?;
+            if let Some(t) = &o.tensor_value {
+                return convert(std::slice::from_ref(t)).map(Some);
+            }
+            if let Some(s) = &o.sequence_value {
+                return sequence(s).map(Some);
+            }
+            Ok(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,71 +425,5 @@ mod tests {
             loose,
         );
         assert_eq!(near, None);
-    }
-}
-
-/// What a graph input or output holds, as far as test data goes.
-pub type ValueForm = Form;
-
-/// The form of a declared ONNX type (tensor when undeclared).
-pub fn form_of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
-    use crate::proto::type_proto::Value;
-    match ty.and_then(|t| t.value.as_ref()) {
-        Some(Value::SequenceType(_)) => Form::Sequence,
-        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(Value::SequenceType(_)) => Form::OptionalSequence,
-            _ => Form::OptionalTensor,
-        },
-        _ => Form::Tensor,
-    }
-}
-
-/// Reads a test value file as the tensors the generated code takes or
-/// gives for it: a tensor is one, a sequence is its elements in order, an
-/// optional is its element (or nothing when absent). `None` in the result
-/// marks an absent optional.
-pub fn read_values(path: &Path, form: ValueForm) -> Result<Option<Vec<Tensor>>, String> {
-    use crate::proto::{OptionalProto, SequenceProto};
-    if form == ValueForm::Tensor {
-        return read_tensor(path).map(|t| Some(vec![t]));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let convert = |protos: &[TensorProto]| -> Result<Vec<Tensor>, String> {
-        protos
-            .iter()
-            .map(|p| {
-                Tensor::from_proto(p).map_err(|errors| {
-                    let text: Vec<String> = errors.iter().map(|d| d.message.clone()).collect();
-                    format!("{}: {}", path.display(), text.join("; "))
-                })
-            })
-            .collect()
-    };
-    let sequence = |s: &SequenceProto| -> Result<Vec<Tensor>, String> {
-        if !s.sequence_values.is_empty()
-            || !s.map_values.is_empty()
-            || !s.optional_values.is_empty()
-        {
-            return Err(format!("{}: only sequences of tensors are supported", path.display()));
-        }
-        convert(&s.tensor_values)
-    };
-    match form {
-        ValueForm::Sequence => {
-            let s = SequenceProto::decode(Bytes::from(bytes))
-                .map_err(|e| format!("{}: not a SequenceProto ({e})", path.display()))?;
-            sequence(&s).map(Some)
-        }
-        _ => {
-            let o = OptionalProto::decode(Bytes::from(bytes))
-                .map_err(|e| format!("{}: not an OptionalProto ({e})", path.display()))?;
-            if let Some(t) = &o.tensor_value {
-                return convert(std::slice::from_ref(t)).map(Some);
-            }
-            if let Some(s) = &o.sequence_value {
-                return sequence(s).map(Some);
-            }
-            Ok(None)
-        }
     }
 }
