@@ -34,6 +34,12 @@ STRINGS = {
     },
 }
 
+# Integer inputs whose values must be in range (sequence positions), by
+# model then input name.
+VALUES = {
+    "sequence_positions": {"ins": 1, "era": -3, "at": 1},
+}
+
 
 def shape_of(value_info):
     dims = []
@@ -48,6 +54,8 @@ def make_input(rng, value_info, model_name):
         return np.array(words, dtype=object).reshape(shape_of(value_info))
     dtype = helper.tensor_dtype_to_np_dtype(value_info.type.tensor_type.elem_type)
     shape = shape_of(value_info)
+    if value_info.name in VALUES.get(model_name, {}):
+        return np.array(VALUES[model_name][value_info.name], dtype=dtype).reshape(shape)
     if np.issubdtype(dtype, np.integer):
         values = rng.integers(-20, 20, size=shape)
         values[values == 0] = 7  # divisors stay non-zero

@@ -64,6 +64,13 @@ impl Build {
         self
     }
 
+    /// Gives an input its whole shape, for dimensions the model leaves open
+    /// (`-1`, unnamed or symbolic); its fixed dimensions must agree.
+    pub fn input_shape(mut self, input: &str, shape: &[usize]) -> Build {
+        self.options.input_shapes.insert(input.to_owned(), shape.to_vec());
+        self
+    }
+
     /// Fixes an integer input's values (row-major) at generation time: shapes
     /// computed from it become static, and `run` returns
     /// `Error::InputValue` if called with other values.

@@ -13,6 +13,9 @@
 //! Options:
 //! - `name = Ident`: the struct's name (default: from the file name);
 //! - `dims(N = 4, ...)`: values of symbolic dimensions;
+//! - `input_shapes(x = [1, 3, 48, 192], "input.1" = [2], ...)`: inputs'
+//!   whole shapes, for dimensions the model leaves open (`-1`, unnamed or
+//!   symbolic); a name that is not an identifier is a string;
 //! - `runtime = path`: where the runtime crate is (default
 //!   `::onnx_codegen_runtime`).
 //! - `alloc`: allow string tensors (the code allocates; enable the
@@ -52,6 +55,7 @@ struct Args {
     path: LitStr,
     name: Option<Ident>,
     dims: Vec<(Ident, LitInt)>,
+    input_shapes: Vec<(String, Vec<LitInt>)>,
     runtime: Option<syn::Path>,
     alloc: bool,
     image: bool,
@@ -66,6 +70,7 @@ impl Parse for Args {
             path,
             name: None,
             dims: Vec::new(),
+            input_shapes: Vec::new(),
             runtime: None,
             alloc: false,
             image: false,
@@ -109,11 +114,30 @@ impl Parse for Args {
                         }
                     }
                 }
+                "input_shapes" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    while !content.is_empty() {
+                        let name = if content.peek(LitStr) {
+                            content.parse::<LitStr>()?.value()
+                        } else {
+                            content.parse::<Ident>()?.to_string()
+                        };
+                        content.parse::<Token![=]>()?;
+                        let list;
+                        syn::bracketed!(list in content);
+                        let dims = list.parse_terminated(LitInt::parse, Token![,])?;
+                        args.input_shapes.push((name, dims.into_iter().collect()));
+                        if !content.is_empty() {
+                            content.parse::<Token![,]>()?;
+                        }
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `runtime_inputs`, `alloc`, `image` or `no_winograd`"
+                            "unknown option `{other}`; expected `name`, `dims`, `input_shapes`, `runtime`, `runtime_inputs`, `alloc`, `image` or `no_winograd`"
                         ),
                     ));
                 }
@@ -135,6 +159,10 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
         Options { name: args.name.as_ref().map(ToString::to_string), ..Options::default() };
     for (name, value) in &args.dims {
         opts.dims.insert(name.to_string(), value.base10_parse()?);
+    }
+    for (name, dims) in &args.input_shapes {
+        let dims = dims.iter().map(LitInt::base10_parse).collect::<syn::Result<Vec<usize>>>()?;
+        opts.input_shapes.insert(name.clone(), dims);
     }
     opts.alloc = args.alloc;
     opts.image = args.image;
@@ -218,6 +246,15 @@ mod tests {
         assert_eq!(a.name.unwrap().to_string(), "Net");
         let dims: Vec<String> = a.dims.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(dims, ["N=4", "S=16"]);
+        let a = args(r#""m.onnx", input_shapes(x = [1, 3, 48, 192], "input.1" = [2], s = [])"#);
+        let shapes: Vec<String> = a
+            .input_shapes
+            .iter()
+            .map(|(n, d)| {
+                format!("{n}={}", d.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))
+            })
+            .collect();
+        assert_eq!(shapes, ["x=1,3,48,192", "input.1=2", "s="]);
         assert!(syn::parse_str::<Args>(r#""m.onnx", colour = red"#).is_err());
         let a = args(r#""m.onnx", runtime_inputs("w", "b"), alloc"#);
         let names: Vec<String> = a.runtime_inputs.iter().map(LitStr::value).collect();

@@ -220,10 +220,10 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         .unwrap_or_default();
     let input_forms: Vec<(String, data::ValueForm)> = data_inputs
         .iter()
-        .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
+        .map(|v| (v.name().to_owned(), data::form_of(v.r#type.as_ref())))
         .collect();
     let output_forms: Vec<data::ValueForm> = graph
-        .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
+        .map(|g| g.output.iter().map(|v| data::form_of(v.r#type.as_ref())).collect())
         .unwrap_or_default();
     let mut raw_sets = Vec::new();
     for set in entries {
@@ -255,6 +255,10 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         for (v, values) in data_inputs.iter().zip(inputs) {
             if let Some([t]) = values.as_deref() {
                 bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
+                if has_open_dims(v.r#type.as_ref()) {
+                    let shape = t.dims.iter().map(|&d| d as usize).collect();
+                    opts.input_shapes.entry(v.name().to_owned()).or_insert(shape);
+                }
             }
         }
         for ((name, form), values) in input_forms.iter().zip(inputs) {
@@ -442,6 +446,21 @@ fn bind_dims(
     }
 }
 
+/// Whether a tensor input's declared shape leaves a dimension open that
+/// no symbol names (`-1`, or neither a value nor a name), or has no shape
+/// at all: the data then gives the whole shape (as `--input-shape` would).
+fn has_open_dims(ty: Option<&crate::proto::TypeProto>) -> bool {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value;
+    let Some(Value::TensorType(t)) = ty.and_then(|t| t.value.as_ref()) else { return false };
+    let Some(shape) = &t.shape else { return true };
+    shape.dim.iter().any(|d| match &d.value {
+        Some(D::DimValue(v)) => *v < 0,
+        Some(D::DimParam(p)) => p.is_empty(),
+        None => true,
+    })
+}
+
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
 }
@@ -520,31 +539,27 @@ fn judge(
         if let Some(Err(e)) = results.get(s) {
             return fail(format!("{}: {e}", set.name));
         }
+        let mut got: Vec<(TensorType, Vec<u8>)> = Vec::with_capacity(job.outputs.len());
         for (j, (raw, want)) in job.outputs.iter().zip(&set.outputs).enumerate() {
             let declared: &TensorType = &case.generated.outputs[j];
             let actual = match std::fs::read(raw) {
                 Ok(b) => b,
                 Err(e) => return fail(format!("{}: output {j} was not written: {e}", set.name)),
             };
-            let sized;
             let ty = match read_shape(&shape_file(raw), declared) {
-                Ok(None) => declared,
-                Ok(Some(t)) => {
-                    sized = t;
-                    &sized
-                }
+                Ok(None) => declared.clone(),
+                Ok(Some(t)) => t,
                 Err(e) => return fail(format!("{}: output {j}: {e}", set.name)),
             };
-            if let Some(dir) = save {
-                let path = dir.join(&case.name).join(&set.name).join(format!("output_{j}.pb"));
-                let name = case.generated.summary.outputs.get(j).map_or("", |v| v.name.as_str());
-                if let Err(e) = data::write_tensor(&path, name, ty, &actual) {
-                    return fail(format!("cannot save output {j}: {e}"));
-                }
-            }
-            if let Some(diff) = data::compare(&actual, ty, want, opts.tolerance) {
+            if let Some(diff) = data::compare(&actual, &ty, want, opts.tolerance) {
                 problems.push(format!("{} output {j}: {diff}", set.name));
             }
+            got.push((ty, actual));
+        }
+        if let Some(dir) = save
+            && let Err(e) = save_outputs(&dir.join(&case.name).join(&set.name), case, &got)
+        {
+            return fail(format!("{}: cannot save the outputs: {e}", set.name));
         }
     }
     if problems.is_empty() {
@@ -558,6 +573,28 @@ fn judge(
     } else {
         fail(problems.join("; "))
     }
+}
+
+/// Writes a data set's results in the ONNX test layout: `output_K.pb`
+/// per graph output of the model, of the form its declared type says.
+fn save_outputs(dir: &Path, case: &Case, got: &[(TensorType, Vec<u8>)]) -> Result<(), String> {
+    let groups = &case.generated.output_groups;
+    if groups.iter().map(|g| g.count).sum::<usize>() != got.len() {
+        return Err(format!(
+            "the graph outputs are held by {} tensors but the code gave {}",
+            groups.iter().map(|g| g.count).sum::<usize>(),
+            got.len()
+        ));
+    }
+    let mut rest = got;
+    for (k, group) in groups.iter().enumerate() {
+        let (mine, tail) = rest.split_at(group.count);
+        rest = tail;
+        let elems: Vec<(TensorType, &[u8])> =
+            mine.iter().map(|(ty, bytes)| (ty.clone(), bytes.as_slice())).collect();
+        data::write_value(&dir.join(format!("output_{k}.pb")), group, &elems)?;
+    }
+    Ok(())
 }
 
 /// Counts outcomes by status: (passed, failed, unsupported).

@@ -11,6 +11,7 @@
 
 pub mod contrib;
 pub mod fuse;
+pub mod gradient;
 pub mod infer;
 pub mod inline;
 pub mod input_defaults;

@@ -71,6 +71,10 @@ pub struct ModelArgs {
     fixes: Vec<(String, Vec<i64>)>,
     #[command(flatten)]
     runtime_inputs: RuntimeInputArgs,
+    /// An input's whole shape, as NAME=D,D,... (repeatable): for dimensions
+    /// the model leaves open (-1, unnamed or symbolic); fixed ones must agree.
+    #[arg(long = "input-shape", value_name = "NAME=D,D,...", value_parser = parse_input_shape)]
+    input_shapes: Vec<(String, Vec<usize>)>,
 }
 
 impl ModelArgs {
@@ -80,6 +84,10 @@ impl ModelArgs {
 
     fn fixed_inputs(&self) -> std::collections::BTreeMap<String, Vec<i64>> {
         self.fixes.iter().cloned().collect()
+    }
+
+    fn input_shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
+        self.input_shapes.iter().cloned().collect()
     }
 
     fn runtime_inputs(&self) -> std::collections::BTreeSet<String> {
@@ -102,6 +110,20 @@ impl RuntimeInputArgs {
     fn names(&self) -> std::collections::BTreeSet<String> {
         self.runtime_inputs.iter().cloned().collect()
     }
+}
+
+/// `NAME=D,D,...`; `NAME=` is a scalar's (empty) shape.
+pub(crate) fn parse_input_shape(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, dims) = s.split_once('=').ok_or("expected NAME=D,D,...")?;
+    let dims = dims.trim();
+    let dims = if dims.is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| d.trim().parse::<usize>().map_err(|_| format!("'{}' is not a size", d.trim())))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok((name.trim().to_owned(), dims))
 }
 
 fn parse_fix(s: &str) -> Result<(String, Vec<i64>), String> {

@@ -26,6 +26,7 @@ pub fn run(args: &Args) -> ExitCode {
         dims: args.model.dims(),
         fixed_inputs: args.model.fixed_inputs(),
         runtime_inputs: args.model.runtime_inputs(),
+        input_shapes: args.model.input_shapes(),
         ..Options::default()
     };
     args.features.apply(&mut opts);
