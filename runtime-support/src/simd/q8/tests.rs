@@ -8,7 +8,7 @@ use crate::conv::{Conv, Window};
 use crate::int8::*;
 use crate::simd::q8::gemm::micro::portable::Portable;
 use crate::simd::q8::gemm::micro::{Acc, MAX_MR, NR, QMicro, Tile};
-use crate::simd::q8::requant::{Chan, Chan16, OutRange};
+use crate::simd::q8::requant::{Chan, Chan16, OutRange, splat_row};
 use std::vec;
 use std::vec::Vec;
 
@@ -132,6 +132,38 @@ fn vector_form_of_the_scale_agrees_within_any_output_range() {
             );
         }
     }
+}
+
+/// The row form of the output stage, with each bound of the range left to
+/// the type's saturation where it is the type's own, is the definition.
+#[test]
+fn row_output_stage_matches_the_definition_for_every_kind_of_range() {
+    fn rows<Y: Q8>(rng: &mut Rng) {
+        for t in [20u32, 31, 33, 40, 50] {
+            let mult = (1 << 30) + (rng.next() % (1 << 30)) as i32;
+            let ch = Chan::new(rng.int(-1000, 1000), Scale { mult, shift: t as i32 - 31 });
+            let (lo, hi) = (Y::MIN, Y::MAX);
+            for (min, max) in [(lo, hi), (lo + 40, hi), (lo, hi - 30), (lo + 7, hi - 100)] {
+                let out = OutRange { zero: rng.int(-20, 20), min, max };
+                let acc: Vec<i32> = (0..37)
+                    .map(|i| {
+                        if i % 5 == 0 {
+                            rng.int(i32::MIN, i32::MAX)
+                        } else {
+                            rng.int(-1 << 22, 1 << 22)
+                        }
+                    })
+                    .collect();
+                let mut got = vec![Y::default(); acc.len()];
+                splat_row(&acc, &ch, &out, &mut got);
+                let want: Vec<Y> = acc.iter().map(|&a| out.put(ch.apply(a))).collect();
+                assert_eq!(got, want, "t {t} range {min}..={max}");
+            }
+        }
+    }
+    let mut rng = Rng::new(41);
+    rows::<i8>(&mut rng);
+    rows::<u8>(&mut rng);
 }
 
 /// The reference product: `y[i, j]` from the definition (`w` is `[k, n]`).
@@ -862,7 +894,8 @@ fn dsp_depthwise_matches_portable() {
         depthwise::channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want);
         assert_eq!(got, want, "{g:?} signed {}", A::SIGNED);
     }
-    for (ih, iw) in [(1, 1), (1, 2), (3, 3), (25, 5), (6, 7), (9, 16), (12, 13)] {
+    for (ih, iw) in [(1, 1), (1, 2), (3, 3), (25, 5), (6, 7), (9, 16), (12, 13), (4, 150), (30, 2)]
+    {
         for (sh, sw) in [(1, 1), (2, 2), (1, 2), (2, 1)] {
             for (ph, pw) in [(0, 0), (1, 1), (2, 1)] {
                 let span =

@@ -16,7 +16,7 @@
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, halves, smlabb, smlabt, smlad, smlatb, smlatt, split};
 use crate::simd::q8::conv::Geom;
-use crate::simd::q8::conv::depthwise::{PLANE_SLACK, Plane};
+use crate::simd::q8::conv::depthwise::{ACC, PLANE_SLACK, Plane, for_pieces};
 use crate::simd::q8::requant::{Chan, OutRange, splat_row};
 
 /// Whether the window is one this kernel takes: 3x3, no dilation,
@@ -87,36 +87,52 @@ fn rows<const SIGNED: bool, Y: Q8>(
     out: &OutRange,
     yp: &mut [Y],
 ) {
-    // The sums of a row (up to 64 outputs at a time) first, then their
-    // output stage: the stage's constants would not fit in the registers
-    // beside the weights.
-    let mut acc = [0i32; 64];
-    for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate() {
-        let top = pad[oy * g.sh * pitch..].as_ptr();
-        for (ox0, yc) in (0..g.ow).step_by(64).zip(yr.chunks_mut(64)) {
-            let acc = &mut acc[..yc.len()];
+    // The sums of up to 64 outputs (whole rows when they fit: narrow
+    // planes pay the output stage's setup once for several rows) first,
+    // then their output stage: the stage's constants would not fit in the
+    // registers beside the weights.
+    let mut acc = [0i32; ACC];
+    for_pieces(g, yp, |oy0, ox0, width, yc| {
+        let acc = &mut acc[..yc.len()];
+        for (r, a) in acc.chunks_exact_mut(width).enumerate() {
+            let top = pad[(oy0 + r) * g.sh * pitch..].as_ptr();
             if g.sw == 1 {
-                let mut pairs = acc.chunks_exact_mut(2);
-                for (i, a) in (&mut pairs).enumerate() {
-                    // SAFETY: the words at columns `ox..ox + 4`, `ox = ox0 +
-                    // 2 i`, of the window's three rows lie within `pad`
-                    // (checked above: `ox + 3 <= ow + 1 = plane.cols`).
-                    let (s0, s1) = unsafe { pair::<SIGNED>(top.add(ox0 + 2 * i), pitch, w) };
-                    a[0] = s0;
-                    a[1] = s1;
-                }
-                if let [last] = pairs.into_remainder() {
-                    // SAFETY: as above, the word at the last column.
-                    *last = unsafe { single::<SIGNED>(top.add(ox0 + yc.len() - 1), pitch, w) };
-                }
+                // SAFETY: the words at columns `ox..ox + 4`, `ox0 <= ox <
+                // ox0 + width`, of the window's three rows lie within
+                // `pad` (checked above: `ox + 3 <= ow + 1 = plane.cols`).
+                unsafe { row_s1::<SIGNED>(top.add(ox0), pitch, w, a) };
             } else {
-                for (i, a) in acc.iter_mut().enumerate() {
+                for (i, a) in a.iter_mut().enumerate() {
                     // SAFETY: as above, the word at column `2 (ox0 + i)`.
                     *a = unsafe { single::<SIGNED>(top.add(2 * (ox0 + i)), pitch, w) };
                 }
             }
-            splat_row(acc, ch, out, yc);
         }
+        splat_row(acc, ch, out, yc);
+    });
+}
+
+/// The sums of `acc.len()` windows of stride 1 starting at `p`, two at a
+/// time: a function of its own, so that the weights, the pointers and both
+/// sums stay in registers through the loop.
+///
+/// # Safety
+/// `p + r * pitch + i..+ 4` is readable for `r < 3`, `i < acc.len()`.
+#[inline(never)]
+unsafe fn row_s1<const SIGNED: bool>(p: *const u8, pitch: usize, w: &Weights, acc: &mut [i32]) {
+    let w = *w;
+    let mut pairs = acc.chunks_exact_mut(2);
+    let mut q = p;
+    for a in &mut pairs {
+        // SAFETY: the caller's bound, at `i = 2 j, 2 j + 1`.
+        let (s0, s1) = unsafe { pair::<SIGNED>(q, pitch, &w) };
+        a[0] = s0;
+        a[1] = s1;
+        q = q.wrapping_add(2);
+    }
+    if let [last] = pairs.into_remainder() {
+        // SAFETY: the caller's bound at the last window.
+        *last = unsafe { single::<SIGNED>(q, pitch, &w) };
     }
 }
 

@@ -131,22 +131,52 @@ pub(crate) fn channel<A: Q8, Y: Q8>(
     out: &OutRange,
     yp: &mut [Y],
 ) {
-    let mut acc = [0i32; 64];
-    for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate().take(g.oh) {
-        for (ox0, yc) in (0..g.ow).step_by(64).zip(yr.chunks_mut(64)) {
-            let acc = &mut acc[..yc.len()];
-            acc.fill(0);
+    let mut acc = [0i32; ACC];
+    for_pieces(g, yp, |oy0, ox0, width, yc| {
+        let acc = &mut acc[..yc.len()];
+        acc.fill(0);
+        for (r, a) in acc.chunks_exact_mut(width).enumerate() {
             for ky in 0..g.kh {
-                let row = &pad[(oy * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
+                let row = &pad[((oy0 + r) * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
                 for kx in 0..g.kw {
                     let wv = i32::from(wc[ky * g.kw + kx]);
                     let from = &row[ox0 * g.sw + kx * g.dw..];
-                    for (a, &v) in acc.iter_mut().zip(from.iter().step_by(g.sw)) {
+                    for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
                         *a = a.wrapping_add(A::of_bits(v) * wv);
                     }
                 }
             }
-            splat_row(acc, ch, out, yc);
+        }
+        splat_row(acc, ch, out, yc);
+    });
+}
+
+/// Sums held at a time before their output stage.
+pub(crate) const ACC: usize = 64;
+
+/// Calls `f(oy0, ox0, width, yc)` for pieces of the output plane `yp`
+/// (`oh x ow`) that cover it in order, each at most [`ACC`] outputs: whole
+/// rows `oy0..` when a row fits (`ox0 = 0`, `width = ow`; narrow planes
+/// then pay the output stage's setup once for several rows), else parts
+/// of one row `oy0`, columns `ox0..ox0 + width`. `yc` is the piece's
+/// outputs, `width` per row.
+#[inline(always)]
+pub(crate) fn for_pieces<Y>(
+    g: &Geom,
+    yp: &mut [Y],
+    mut f: impl FnMut(usize, usize, usize, &mut [Y]),
+) {
+    debug_assert!(yp.len() == g.oh * g.ow && g.ow > 0);
+    if g.ow <= ACC {
+        for (i, yc) in yp.chunks_mut(ACC / g.ow * g.ow).enumerate() {
+            f(i * (ACC / g.ow), 0, g.ow, yc);
+        }
+    } else {
+        for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate() {
+            for (j, yc) in yr.chunks_mut(ACC).enumerate() {
+                let width = yc.len();
+                f(oy, j * ACC, width, yc);
+            }
         }
     }
 }
