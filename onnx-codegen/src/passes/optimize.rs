@@ -79,7 +79,7 @@
 //! runs inference again after a rewrite.
 
 use crate::ir::lowering::{
-    ConvLowering, ConvWeights, ProductLowering, SoftmaxMask, SoftmaxPrologue,
+    ConvLowering, ConvWeights, IntegerLowering, ProductLowering, SoftmaxMask, SoftmaxPrologue,
 };
 use crate::ir::{
     AttrValue, Attribute, ElemType, Graph, Lowering, Node, NodeId, Tensor, Use, ValueId, ValueKind,
@@ -1382,8 +1382,19 @@ pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     let mut done = 0;
     for &id in g.order().to_vec().iter() {
         let node = g.node(id);
+        // Products rewritten from QDQ regions carry their lowering; those
+        // given as QLinearConv / QLinearMatMul (the QOperator format) get
+        // one here when their weights' zero point is 0, as the int8 kernels
+        // want.
+        let w_zero_is_0 = match node.input(5) {
+            None => true,
+            Some(z) => constant(g, inferred, Some(z))
+                .and_then(|t| t.to_i64s())
+                .is_some_and(|z| z.iter().all(|&v| v == 0)),
+        };
         let lowered = match &node.lowering {
             Some(Lowering::Integer(l)) => l.packed.is_none(),
+            None => w_zero_is_0,
             _ => false,
         };
         let (conv, product) = (node.op.is("QLinearConv"), node.op.is("QLinearMatMul"));
@@ -1455,10 +1466,17 @@ pub fn pack_int8_weights(g: &mut Graph, inferred: &Inferred) -> usize {
             continue;
         };
         let packed = g.add_initializer(name, t);
-        if let Some(Lowering::Integer(l)) = &mut g.node_mut(id).lowering {
-            l.packed = Some(packed);
-            done += 1;
+        let node = g.node_mut(id);
+        match &mut node.lowering {
+            Some(Lowering::Integer(l)) => l.packed = Some(packed),
+            lowering => {
+                *lowering = Some(Lowering::Integer(IntegerLowering {
+                    packed: Some(packed),
+                    ..IntegerLowering::default()
+                }))
+            }
         }
+        done += 1;
     }
     done
 }
@@ -1849,6 +1867,38 @@ mod tests {
     /// The packed B of a product, if it has one.
     fn packed_b(node: &crate::ir::Node) -> Option<crate::ir::ValueId> {
         super::product_of(node).and_then(|p| p.packed_b)
+    }
+
+    /// A QLinearConv given as such (the QOperator format) runs on packed
+    /// weights when their zero point is 0, as one rewritten from QDQ does;
+    /// with another zero point it keeps the reference loops' layout.
+    #[test]
+    fn qoperator_convs_get_packed_int8_weights() {
+        let graph = |wz: i32| {
+            format!(
+                r#"g (uint8[1,2,5,5] x) => (uint8[1,3,5,5] y)
+                <float xs = {{0.05}}, uint8 xz = {{128}},
+                 int8[3,2,3,3] w = {{{w}}}, float ws = {{0.01}}, int8 wz = {{{wz}}},
+                 float ys = {{0.1}}, uint8 yz = {{120}}, int32[3] b = {{5, -7, 11}}> {{
+                    y = QLinearConv <pads = [1, 1, 1, 1]> (x, xs, xz, w, ws, wz, ys, yz, b)
+                }}"#,
+                w = (0..54)
+                    .map(|i| ((i * 37) % 200 - 100).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let packed = |a: &crate::generate::Analysis| {
+            a.model()
+                .graph
+                .nodes()
+                .filter(|(_, n)| {
+                    matches!(&n.lowering, Some(crate::ir::Lowering::Integer(l)) if l.packed.is_some())
+                })
+                .count()
+        };
+        assert_eq!(packed(&run(13, &graph(0))), 1);
+        assert_eq!(packed(&run(13, &graph(3))), 0);
     }
 
     #[test]

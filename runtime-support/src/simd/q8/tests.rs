@@ -648,6 +648,53 @@ fn elementwise_match_their_definitions() {
     assert_eq!(qlookup(&x, &table, &mut y[1..]), Err(Error::ShapeMismatch));
 }
 
+/// Windows without padding (the row-by-row path), dilated or not, down to
+/// a window over the whole plane, against the definition.
+#[test]
+fn unpadded_average_pools_match_the_definition() {
+    let mut rng = Rng::new(5);
+    let s = Scale::from_real(0.37).unwrap();
+    // (in, kernel, stride, dilation)
+    for (i, k, st, d) in [
+        ((24, 5), (24, 5), (24, 5), (1, 1)),
+        ((9, 8), (3, 2), (2, 3), (1, 1)),
+        ((9, 11), (2, 3), (1, 2), (3, 2)),
+    ] {
+        let span = |n: usize, k: usize, s: usize, d: usize| (n - (k - 1) * d - 1) / s + 1;
+        let (oh, ow) = (span(i.0, k.0, st.0, d.0), span(i.1, k.1, st.1, d.1));
+        let x = rng.q8::<i8>(3 * i.0 * i.1);
+        let window = Window {
+            in_dims: &[i.0, i.1],
+            out_dims: &[oh, ow],
+            kernel: &[k.0, k.1],
+            strides: &[st.0, st.1],
+            dilations: &[d.0, d.1],
+            pads_begin: &[0, 0],
+            pads_end: &[0, 0],
+        };
+        let p = QPool { planes: 3, window, count_include_pad: false, x_zero: -7, scale: s };
+        let out = QOut { zero: 3, min: -128, max: 127 };
+        let mut y = vec![0i8; 3 * oh * ow];
+        qavgpool(&p, &x, &mut y, &out).unwrap();
+        for pl in 0..3 {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut sum = 0i64;
+                    for ky in 0..k.0 {
+                        for kx in 0..k.1 {
+                            let (iy, ix) = (oy * st.0 + ky * d.0, ox * st.1 + kx * d.1);
+                            sum += i64::from(x[pl * i.0 * i.1 + iy * i.1 + ix]) + 7;
+                        }
+                    }
+                    let exact = sum as f64 * s.to_real() / (k.0 * k.1) as f64;
+                    let want = (3.0 + libm::floor(exact + 0.5)).clamp(-128.0, 127.0);
+                    assert_eq!(f64::from(y[(pl * oh + oy) * ow + ox]), want, "{i:?} {k:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn average_pools_round_once() {
     let mut rng = Rng::new(2);

@@ -16,13 +16,35 @@
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, halves, smlabb, smlabt, smlad, smlatb, smlatt, split};
 use crate::simd::q8::conv::Geom;
-use crate::simd::q8::conv::depthwise::{ACC, PLANE_SLACK, Plane, for_pieces};
+use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane, for_pieces};
 use crate::simd::q8::requant::{Chan, OutRange, splat_row};
 
 /// Whether the window is one this kernel takes: 3x3, no dilation,
 /// horizontal stride 1 or 2 (any vertical stride).
 pub(crate) fn fits(g: &Geom) -> bool {
     g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && (g.sw == 1 || g.sw == 2)
+}
+
+/// This kernel as the parent's [`ChannelKernel`] (host tests call
+/// [`channel`] directly).
+#[derive(Clone, Copy)]
+#[cfg_attr(not(onnx_codegen_arm_dsp), allow(dead_code))]
+pub(crate) struct Kernel(pub Dsp);
+
+impl ChannelKernel for Kernel {
+    #[inline(always)]
+    fn channel<A: Q8, Y: Q8>(
+        self,
+        g: &Geom,
+        plane: &Plane,
+        pad: &[u8],
+        wc: &[i8],
+        ch: &Chan,
+        out: &OutRange,
+        yp: &mut [Y],
+    ) {
+        channel::<A, Y>(self.0, g, plane, pad, wc, ch, out, yp);
+    }
 }
 
 /// The window's weights as halves: each row's `(w0, w2)`, and the middle

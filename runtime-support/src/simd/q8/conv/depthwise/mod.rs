@@ -90,38 +90,107 @@ pub(crate) fn run<A: Q8, Y: Q8>(
     y: &mut [Y],
     scratch: &mut [A],
 ) {
-    let (iplane, oplane, taps) = (g.ih * g.iw, g.oh * g.ow, g.kh * g.kw);
-    let Some(plane) = Plane::of(g) else { return };
-    let Some(pad) = plane.len().and_then(|n| A::as_bytes_mut(scratch).get_mut(..n)) else {
-        debug_assert!(false, "depthwise scratch too small");
-        return;
-    };
-    let x = A::as_bytes(x);
-    let zbits = A::saturate(x_zero).bits();
-    let out = OutRange::of(rq);
+    let job = Channels { p, g, x, x_zero, w, bias, rq, y, scratch };
     #[cfg(onnx_codegen_arm_dsp)]
-    let dsp = crate::simd::isa::dsp::Dsp::detect().filter(|_| dsp::fits(g));
-    for n in 0..p.batch {
-        for c in 0..p.out_channels {
-            fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], zbits, pad);
-            let wc = &w[c * taps..][..taps];
-            let wsum: i32 = wc.iter().map(|&v| i32::from(v)).sum();
-            let add = bias.map_or(0, |b| b[c]).wrapping_sub(x_zero.wrapping_mul(wsum));
-            let ch = Chan::new(add, rq.scale(c));
-            let yp = &mut y[(n * p.out_channels + c) * oplane..][..oplane];
-            #[cfg(onnx_codegen_arm_dsp)]
-            if let Some(k) = dsp {
-                dsp::channel::<A, Y>(k, g, &plane, pad, wc, &ch, &out, yp);
-                continue;
+    if let Some(k) = crate::simd::isa::dsp::Dsp::detect().filter(|_| dsp::fits(g)) {
+        return job.each(dsp::Kernel(k));
+    }
+    // The plain loops, compiled for the widest vector unit there is.
+    crate::simd::vectorize_wide(job);
+}
+
+/// A depthwise convolution's arguments, as [`run`] takes them.
+struct Channels<'a, 'b, A, Y> {
+    p: &'b Conv<'a>,
+    g: &'b Geom,
+    x: &'b [A],
+    x_zero: i32,
+    w: &'b [i8],
+    bias: Option<&'b [i32]>,
+    rq: &'b Requant<'a>,
+    y: &'b mut [Y],
+    scratch: &'b mut [A],
+}
+
+impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
+    /// Every channel's plane padded into the scratch, then `kernel` on it.
+    #[inline(always)]
+    fn each(self, kernel: impl ChannelKernel) {
+        let Channels { p, g, x, x_zero, w, bias, rq, y, scratch } = self;
+        let (iplane, oplane, taps) = (g.ih * g.iw, g.oh * g.ow, g.kh * g.kw);
+        let Some(plane) = Plane::of(g) else { return };
+        let Some(pad) = plane.len().and_then(|n| A::as_bytes_mut(scratch).get_mut(..n)) else {
+            debug_assert!(false, "depthwise scratch too small");
+            return;
+        };
+        let x = A::as_bytes(x);
+        let zbits = A::saturate(x_zero).bits();
+        let out = OutRange::of(rq);
+        for n in 0..p.batch {
+            for c in 0..p.out_channels {
+                fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], zbits, pad);
+                let wc = &w[c * taps..][..taps];
+                let wsum: i32 = wc.iter().map(|&v| i32::from(v)).sum();
+                let add = bias.map_or(0, |b| b[c]).wrapping_sub(x_zero.wrapping_mul(wsum));
+                let ch = Chan::new(add, rq.scale(c));
+                let yp = &mut y[(n * p.out_channels + c) * oplane..][..oplane];
+                kernel.channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp);
             }
-            channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp);
         }
+    }
+}
+
+impl<A: Q8, Y: Q8> crate::simd::Vectorize for Channels<'_, '_, A, Y> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        self.each(Plain);
+    }
+}
+
+/// A kernel for one channel's padded plane, as [`channel`] takes it. The
+/// method is `#[inline(always)]` in every implementation, so that under
+/// [`crate::simd::vectorize_wide`] its loops are compiled for the vector
+/// unit (a closure there would be a function of its own, compiled for the
+/// baseline).
+pub(crate) trait ChannelKernel: Copy {
+    #[allow(clippy::too_many_arguments)]
+    fn channel<A: Q8, Y: Q8>(
+        self,
+        g: &Geom,
+        plane: &Plane,
+        pad: &[u8],
+        wc: &[i8],
+        ch: &Chan,
+        out: &OutRange,
+        yp: &mut [Y],
+    );
+}
+
+/// The plain loops ([`channel`]).
+#[derive(Clone, Copy)]
+struct Plain;
+
+impl ChannelKernel for Plain {
+    #[inline(always)]
+    fn channel<A: Q8, Y: Q8>(
+        self,
+        g: &Geom,
+        plane: &Plane,
+        pad: &[u8],
+        wc: &[i8],
+        ch: &Chan,
+        out: &OutRange,
+        yp: &mut [Y],
+    ) {
+        channel::<A, Y>(g, plane, pad, wc, ch, out, yp);
     }
 }
 
 /// One channel, the plain loops: `yp[oy, ox] = out(ch(sum of the window's
 /// taps))` over the padded plane `pad`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn channel<A: Q8, Y: Q8>(
     g: &Geom,
     plane: &Plane,
@@ -131,6 +200,9 @@ pub(crate) fn channel<A: Q8, Y: Q8>(
     out: &OutRange,
     yp: &mut [Y],
 ) {
+    if g.sh == 1 && g.sw == 1 && plane.cols <= ACC {
+        return channel_runs::<A, Y>(g, plane, pad, wc, ch, out, yp);
+    }
     let mut acc = [0i32; ACC];
     for_pieces(g, yp, |oy0, ox0, width, yc| {
         let acc = &mut acc[..yc.len()];
@@ -141,14 +213,64 @@ pub(crate) fn channel<A: Q8, Y: Q8>(
                 for kx in 0..g.kw {
                     let wv = i32::from(wc[ky * g.kw + kx]);
                     let from = &row[ox0 * g.sw + kx * g.dw..];
-                    for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
-                        *a = a.wrapping_add(A::of_bits(v) * wv);
+                    if g.sw == 1 {
+                        for (a, &v) in a.iter_mut().zip(from) {
+                            *a = a.wrapping_add(A::of_bits(v) * wv);
+                        }
+                    } else {
+                        for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
+                            *a = a.wrapping_add(A::of_bits(v) * wv);
+                        }
                     }
                 }
             }
         }
         splat_row(acc, ch, out, yc);
     });
+}
+
+/// [`channel`] at stride 1 on a plane whose rows fit [`ACC`]: output `(oy,
+/// ox)` is the sum at position `oy * cols + ox` of the taps' shifted copies
+/// of the plane, so several output rows (with the `cols - ow` positions
+/// between them, computed and dropped) are one run per tap, which the
+/// compiler vectorises.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn channel_runs<A: Q8, Y: Q8>(
+    g: &Geom,
+    plane: &Plane,
+    pad: &[u8],
+    wc: &[i8],
+    ch: &Chan,
+    out: &OutRange,
+    yp: &mut [Y],
+) {
+    let pitch = plane.cols;
+    debug_assert!(g.sh == 1 && g.sw == 1 && g.ow <= pitch && pitch <= ACC);
+    // Rows per run: `(rows - 1) pitch + ow <= ACC`.
+    let per = (ACC - g.ow) / pitch + 1;
+    let mut acc = [0i32; ACC];
+    for (i, yc) in yp.chunks_mut(per * g.ow).enumerate() {
+        let nr = yc.len() / g.ow;
+        let len = (nr - 1) * pitch + g.ow;
+        let acc = &mut acc[..len];
+        acc.fill(0);
+        for ky in 0..g.kh {
+            for kx in 0..g.kw {
+                let wv = i32::from(wc[ky * g.kw + kx]);
+                // The last position read, of the last row's last tap, is
+                // `(rows - 1) pitch + cols - 1`: inside the plane.
+                let from = &pad[(i * per + ky * g.dh) * pitch + kx * g.dw..][..len];
+                for (a, &v) in acc.iter_mut().zip(from) {
+                    *a = a.wrapping_add(A::of_bits(v) * wv);
+                }
+            }
+        }
+        for r in 1..nr {
+            acc.copy_within(r * pitch..r * pitch + g.ow, r * g.ow);
+        }
+        splat_row(&acc[..nr * g.ow], ch, out, yc);
+    }
 }
 
 /// Sums held at a time before their output stage.
