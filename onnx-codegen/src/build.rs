@@ -64,11 +64,26 @@ impl Build {
         self
     }
 
+    /// Gives an input its whole shape, for dimensions the model leaves open
+    /// (`-1`, unnamed or symbolic); its fixed dimensions must agree.
+    pub fn input_shape(mut self, input: &str, shape: &[usize]) -> Build {
+        self.options.input_shapes.insert(input.to_owned(), shape.to_vec());
+        self
+    }
+
     /// Fixes an integer input's values (row-major) at generation time: shapes
     /// computed from it become static, and `run` returns
     /// `Error::InputValue` if called with other values.
     pub fn fix(mut self, input: &str, values: &[i64]) -> Build {
         self.options.fixed_inputs.insert(input.to_owned(), values.to_vec());
+        self
+    }
+
+    /// Keeps a graph input that has an initializer as an input of `run`
+    /// (in models of IR version 3 or older such inputs are constants by
+    /// default; see [`crate::passes::input_defaults`]).
+    pub fn runtime_input(mut self, input: &str) -> Build {
+        self.options.runtime_inputs.insert(input.to_owned());
         self
     }
 

@@ -11,7 +11,7 @@ use crate::passes::plan::{self, Buffer, Plan};
 use crate::passes::{self, Prepared};
 use crate::proto::ModelProto;
 use proc_macro2::TokenStream;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the user decides about the generated code.
 #[derive(Clone, Debug)]
@@ -20,6 +20,11 @@ pub struct Options {
     pub name: Option<String>,
     /// Values of symbolic dimensions.
     pub dims: BTreeMap<String, usize>,
+    /// Whole shapes of graph inputs, by name (`--input-shape`): for
+    /// dimensions the model leaves open (`-1`, unnamed or symbolic); a
+    /// symbolic one is bound model-wide. They must agree with the model's
+    /// fixed dimensions and rank.
+    pub input_shapes: BTreeMap<String, Vec<usize>>,
     /// The runtime crate's path in the generated code.
     pub runtime_path: String,
     /// How the weights get into the code.
@@ -44,6 +49,11 @@ pub struct Options {
     /// (on by default): faster, but their weights take 16/9 the space, which
     /// flash-constrained targets may not afford (`--no-winograd`).
     pub winograd: bool,
+    /// Graph inputs with an initializer that stay inputs of `run` in a
+    /// model of IR version 3 or older, where such inputs are constants by
+    /// default (`--runtime-input`; see [`passes::input_defaults`]). Each
+    /// must name an input with an initializer.
+    pub runtime_inputs: BTreeSet<String>,
 }
 
 impl Default for Options {
@@ -51,6 +61,7 @@ impl Default for Options {
         Options {
             name: None,
             dims: BTreeMap::new(),
+            input_shapes: BTreeMap::new(),
             runtime_path: "::onnx_codegen_runtime".to_owned(),
             weights: WeightSource::Inline,
             limits: Limits::default(),
@@ -59,6 +70,7 @@ impl Default for Options {
             image: false,
             fixed_inputs: BTreeMap::new(),
             winograd: true,
+            runtime_inputs: BTreeSet::new(),
         }
     }
 }
@@ -78,6 +90,9 @@ pub struct Analysis {
     pub inferred: Inferred,
     /// The plan, when inference succeeded for the whole graph.
     pub plan: Option<Plan>,
+    /// The graph outputs as the model declares them (sequences and
+    /// optionals), and which outputs of the generated code hold each.
+    pub outputs: Vec<passes::sequences::OutputGroup>,
 }
 
 /// A serialisable summary of an analysis (`inspect --json`).
@@ -125,23 +140,42 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     limits::check_model(model, &opts.limits)?;
     let mut prepared = passes::prepare(model)?;
     limits::check_prepared(&prepared.model, &opts.limits)?;
+    passes::input_defaults::resolve(&mut prepared.model, &opts.runtime_inputs)
+        .map_err(Error::new)?;
     let g = &prepared.model.graph;
     let unknown: Vec<Diagnostic> = opts
         .fixed_inputs
         .keys()
         .filter(|name| !g.inputs.iter().any(|&v| &g.value(v).name == *name))
         .map(|name| {
-            Diagnostic::error(format!(
-                "a value is fixed for '{name}', but graph '{}' has no input of that name",
-                g.name
-            ))
+            let constant = g.value_by_name(name).is_some_and(|v| g.value(v).constant().is_some());
+            Diagnostic::error(if constant {
+                format!(
+                    "a value is fixed for '{name}', but '{name}' is a constant of graph '{}' (an \
+                     initializer; in a model of IR version 3 or older an input with an \
+                     initializer is one unless named a run-time input)",
+                    g.name
+                )
+            } else {
+                format!(
+                    "a value is fixed for '{name}', but graph '{}' has no input of that name",
+                    g.name
+                )
+            })
         })
         .collect();
     if !unknown.is_empty() {
         return Err(Error::new(unknown));
     }
+    let mut opts = std::borrow::Cow::Borrowed(opts);
+    if !opts.input_shapes.is_empty() {
+        let dims = apply_input_shapes(&mut prepared.model.graph, &opts)?;
+        opts.to_mut().dims = dims;
+    }
+    let opts = opts.as_ref();
     fold_fixed_inputs(&mut prepared.model.graph, opts);
-    let refused = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
+    let differentiated = passes::gradient::expand(&mut prepared.model);
+    let expanded = passes::sequences::expand(&mut prepared.model.graph, &opts.io);
     let config = Config {
         infer: InferOptions {
             dims: opts.dims.clone(),
@@ -152,9 +186,90 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
     };
     let Lowered { mut inferred, fused, rewrites, .. } =
         pipeline::run(&mut prepared.model.graph, &config, &[]);
-    inferred.unsupported.splice(0..0, refused);
+    inferred.unsupported.splice(0..0, expanded.unsupported);
+    inferred.unsupported.splice(0..0, differentiated);
     let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
-    Ok(Analysis { prepared, fused, rewrites, inferred, plan })
+    Ok(Analysis { prepared, fused, rewrites, inferred, plan, outputs: expanded.outputs })
+}
+
+/// Gives the graph inputs named in [`Options::input_shapes`] those static
+/// shapes, and returns the symbolic dimensions with the values this binds
+/// added. Refuses, naming the input and the dimension, a name that is no
+/// graph input, a non-tensor input, a rank other than the model's, a size
+/// other than a fixed one, and a symbol given two values.
+fn apply_input_shapes(g: &mut crate::ir::Graph, opts: &Options) -> Result<BTreeMap<String, usize>> {
+    use crate::ir::{Dim, Shape, Type};
+    let mut dims = opts.dims.clone();
+    let mut problems = Vec::new();
+    // Which input bound each symbol, for the message when two disagree.
+    let mut bound_by: BTreeMap<String, String> = BTreeMap::new();
+    for (name, shape) in &opts.input_shapes {
+        let Some(&v) = g.inputs.iter().find(|&&v| &g.value(v).name == name) else {
+            let known: Vec<String> = g.inputs.iter().map(|&v| g.value(v).name.clone()).collect();
+            problems.push(format!(
+                "--input-shape gives a shape for '{name}', but graph '{}' has no input of that \
+                 name (its inputs: {})",
+                g.name,
+                known.join(", ")
+            ));
+            continue;
+        };
+        let given = shape.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        let elem = match &g.value(v).ty {
+            Some(Type::Tensor { elem, shape: declared }) => {
+                if let Some(declared) = &declared.dims {
+                    if declared.len() != shape.len() {
+                        problems.push(format!(
+                            "input '{name}' has rank {} ({}), but --input-shape gives {} \
+                             dimensions ({given})",
+                            declared.len(),
+                            Shape::known(declared.clone()),
+                            shape.len()
+                        ));
+                        continue;
+                    }
+                    for (i, (d, &n)) in declared.iter().zip(shape).enumerate() {
+                        match d {
+                            Dim::Static(m) if *m != n as u64 => problems.push(format!(
+                                "dimension {i} of input '{name}' is fixed at {m} by the model, \
+                                 but --input-shape gives {n}"
+                            )),
+                            Dim::Symbolic(s) => match dims.get(s) {
+                                Some(&m) if m != n => problems.push(format!(
+                                    "dimension {i} of input '{name}' is the symbol '{s}', already \
+                                     {m} ({}), but --input-shape gives {n}",
+                                    bound_by.get(s).map_or("--dim".to_owned(), |o| format!(
+                                        "from input '{o}'"
+                                    ))
+                                )),
+                                Some(_) => {}
+                                None => {
+                                    dims.insert(s.clone(), n);
+                                    bound_by.insert(s.clone(), name.clone());
+                                }
+                            },
+                            _ => {}
+                        }
+                    }
+                }
+                *elem
+            }
+            None => None,
+            Some(other) => {
+                problems.push(format!(
+                    "input '{name}' is {other}, not a tensor: --input-shape gives tensor shapes"
+                ));
+                continue;
+            }
+        };
+        let static_dims: Vec<Dim> = shape.iter().map(|&n| Dim::Static(n as u64)).collect();
+        g.value_mut(v).ty = Some(Type::Tensor { elem, shape: Shape::known(static_dims) });
+    }
+    if problems.is_empty() {
+        Ok(dims)
+    } else {
+        Err(Error::new(problems.into_iter().map(Diagnostic::error).collect()))
+    }
 }
 
 /// Every use of an input fixed at generation time (`--fix`) reads a
@@ -446,6 +561,9 @@ pub struct Generated {
     /// The types of the graph inputs and outputs, in `run`'s order.
     pub inputs: Vec<TensorType>,
     pub outputs: Vec<TensorType>,
+    /// The graph outputs as the model declares them, each held by the next
+    /// `count` entries of `outputs`.
+    pub output_groups: Vec<passes::sequences::OutputGroup>,
 }
 
 impl Generated {
@@ -551,6 +669,7 @@ impl Compiled {
             summary: analysis.summary(),
             inputs: types(&g.inputs),
             outputs: types(&g.outputs),
+            output_groups: analysis.outputs.clone(),
         })
     }
 }
@@ -567,4 +686,99 @@ fn default_name<'a>(source: &'a str, graph: &'a str) -> &'a str {
     let stem = std::path::Path::new(source).file_stem().and_then(|s| s.to_str()).unwrap_or("");
     let stem = stem.strip_suffix(".onnx").unwrap_or(stem);
     if stem.is_empty() || stem == "model" { graph } else { stem }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `graph` in a model importing opset 17, with dimension 0 of input 0
+    /// written as `-1` (as exporters do; the text syntax has no way to).
+    fn model(graph: &str, minus_one: bool) -> ModelProto {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : 17]>\n{graph}");
+        let mut m = crate::text::parse_model(&src, "t.onnxtxt").expect("test model parses");
+        if minus_one {
+            use crate::proto::tensor_shape_proto::dimension::Value;
+            use crate::proto::type_proto::Value as T;
+            let g = m.graph.as_mut().expect("a graph");
+            let Some(T::TensorType(t)) = g.input[0].r#type.as_mut().and_then(|t| t.value.as_mut())
+            else {
+                panic!("input 0 is a tensor")
+            };
+            t.shape.as_mut().expect("a shape").dim[0].value = Some(Value::DimValue(-1));
+        }
+        m
+    }
+
+    fn shapes(list: &[(&str, &[usize])]) -> Options {
+        Options {
+            input_shapes: list.iter().map(|(n, d)| ((*n).to_owned(), d.to_vec())).collect(),
+            ..Options::default()
+        }
+    }
+
+    fn messages(e: Error) -> Vec<String> {
+        e.diagnostics().iter().map(|d| d.message.clone()).collect()
+    }
+
+    const OPEN: &str = "g (float[1,3,?,?] x, float[N] s) => (float[?,?,?,?] y, float[N] t) {
+        y = Relu (x)
+        t = Neg (s)
+    }";
+
+    #[test]
+    fn input_shapes_fill_minus_one_unnamed_and_symbolic_dims() {
+        let m = model(OPEN, true);
+        // Without shapes, the open dimensions are refused, naming the way out.
+        let e = compile(&m, &Options::default(), "t.onnx").err().expect("open dims are refused");
+        let text = messages(e).join("\n");
+        assert!(text.contains("dimension 0 of input 'x' is unknown"), "{text}");
+        assert!(text.contains("--input-shape x=D,D,..."), "{text}");
+        let opts = shapes(&[("x", &[1, 3, 48, 192]), ("s", &[5])]);
+        let g = generate(&m, &opts, "t.onnx").expect("shapes given");
+        let shown: Vec<String> = g.outputs.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["float[1, 3, 48, 192]", "float[5]"]);
+        // A symbol bound by --dim agrees with the shape that uses it.
+        let mut opts = shapes(&[("x", &[1, 3, 8, 8]), ("s", &[5])]);
+        opts.dims.insert("N".into(), 5);
+        assert!(compile(&m, &opts, "t.onnx").is_ok());
+    }
+
+    #[test]
+    fn input_shape_problems_name_the_input_and_the_dimension() {
+        let m = model(OPEN, true);
+        let cases = [
+            ("x=1,3,48 s=5", "input 'x' has rank 4 ([?,3,?,?]), but --input-shape gives 3"),
+            (
+                "x=1,4,48,192 s=5",
+                "dimension 1 of input 'x' is fixed at 3 by the model, but --input-shape gives 4",
+            ),
+            ("z=1 s=5", "has no input of that name (its inputs: x, s)"),
+        ];
+        for (list, want) in cases {
+            let mut opts = Options::default();
+            for item in list.split(' ') {
+                let (name, dims) = item.split_once('=').expect("NAME=D,...");
+                let dims = dims.split(',').map(|d| d.parse().expect("a size")).collect();
+                opts.input_shapes.insert(name.to_owned(), dims);
+            }
+            let e = analyze(&m, &opts).err().expect("refused");
+            let text = messages(e).join("\n");
+            assert!(text.contains(want), "{list}: {text}");
+        }
+        // Dimension 0 was -1: any size fits there.
+        assert!(analyze(&model(OPEN, true), &shapes(&[("x", &[7, 3, 1, 1])])).is_ok());
+        let mut opts = shapes(&[("s", &[5])]);
+        opts.dims.insert("N".into(), 4);
+        let text = messages(analyze(&m, &opts).err().expect("refused")).join("\n");
+        assert!(
+            text.contains("dimension 0 of input 's' is the symbol 'N', already 4 (--dim), but --input-shape gives 5"),
+            "{text}"
+        );
+        let m2 = model("g (float[N] a, float[N] b) => (float[N] c) { c = Add (a, b) }", false);
+        let text =
+            messages(analyze(&m2, &shapes(&[("a", &[2]), ("b", &[3])])).err().expect("refused"))
+                .join("\n");
+        assert!(text.contains("already 2 (from input 'a'), but --input-shape gives 3"), "{text}");
+    }
 }

@@ -13,11 +13,17 @@
 //! Options:
 //! - `name = Ident`: the struct's name (default: from the file name);
 //! - `dims(N = 4, ...)`: values of symbolic dimensions;
+//! - `input_shapes(x = [1, 3, 48, 192], "input.1" = [2], ...)`: inputs'
+//!   whole shapes, for dimensions the model leaves open (`-1`, unnamed or
+//!   symbolic); a name that is not an identifier is a string;
 //! - `runtime = path`: where the runtime crate is (default
 //!   `::onnx_codegen_runtime`).
 //! - `alloc`: allow string tensors (the code allocates; enable the
 //!   runtime's `alloc` feature); `image`: allow ImageDecoder (enable the
 //!   runtime's `image` feature);
+//! - `runtime_inputs("w", ...)`: graph inputs with an initializer that stay
+//!   inputs of `run` (in models of IR version 3 or older such inputs are
+//!   constants by default);
 //! - `no_winograd`: keep 3x3 convolutions off Winograd's F(2x2, 3x3), whose
 //!   transformed weights are 16/9 as large (for flash-constrained targets).
 //!
@@ -49,10 +55,12 @@ struct Args {
     path: LitStr,
     name: Option<Ident>,
     dims: Vec<(Ident, LitInt)>,
+    input_shapes: Vec<(String, Vec<LitInt>)>,
     runtime: Option<syn::Path>,
     alloc: bool,
     image: bool,
     no_winograd: bool,
+    runtime_inputs: Vec<LitStr>,
 }
 
 impl Parse for Args {
@@ -62,10 +70,12 @@ impl Parse for Args {
             path,
             name: None,
             dims: Vec::new(),
+            input_shapes: Vec::new(),
             runtime: None,
             alloc: false,
             image: false,
             no_winograd: false,
+            runtime_inputs: Vec::new(),
         };
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
@@ -85,6 +95,12 @@ impl Parse for Args {
                     input.parse::<Token![=]>()?;
                     args.runtime = Some(input.parse()?);
                 }
+                "runtime_inputs" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let names = content.parse_terminated(<LitStr as Parse>::parse, Token![,])?;
+                    args.runtime_inputs.extend(names);
+                }
                 "dims" => {
                     let content;
                     syn::parenthesized!(content in input);
@@ -98,11 +114,30 @@ impl Parse for Args {
                         }
                     }
                 }
+                "input_shapes" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    while !content.is_empty() {
+                        let name = if content.peek(LitStr) {
+                            content.parse::<LitStr>()?.value()
+                        } else {
+                            content.parse::<Ident>()?.to_string()
+                        };
+                        content.parse::<Token![=]>()?;
+                        let list;
+                        syn::bracketed!(list in content);
+                        let dims = list.parse_terminated(LitInt::parse, Token![,])?;
+                        args.input_shapes.push((name, dims.into_iter().collect()));
+                        if !content.is_empty() {
+                            content.parse::<Token![,]>()?;
+                        }
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown option `{other}`; expected `name`, `dims`, `runtime`, `alloc`, `image` or `no_winograd`"
+                            "unknown option `{other}`; expected `name`, `dims`, `input_shapes`, `runtime`, `runtime_inputs`, `alloc`, `image` or `no_winograd`"
                         ),
                     ));
                 }
@@ -125,9 +160,14 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
     for (name, value) in &args.dims {
         opts.dims.insert(name.to_string(), value.base10_parse()?);
     }
+    for (name, dims) in &args.input_shapes {
+        let dims = dims.iter().map(LitInt::base10_parse).collect::<syn::Result<Vec<usize>>>()?;
+        opts.input_shapes.insert(name.clone(), dims);
+    }
     opts.alloc = args.alloc;
     opts.image = args.image;
     opts.winograd = !args.no_winograd;
+    opts.runtime_inputs = args.runtime_inputs.iter().map(LitStr::value).collect();
     if let Some(runtime) = &args.runtime {
         opts.runtime_path = quote::quote!(#runtime).to_string();
     }
@@ -206,7 +246,21 @@ mod tests {
         assert_eq!(a.name.unwrap().to_string(), "Net");
         let dims: Vec<String> = a.dims.iter().map(|(n, v)| format!("{n}={v}")).collect();
         assert_eq!(dims, ["N=4", "S=16"]);
+        let a = args(r#""m.onnx", input_shapes(x = [1, 3, 48, 192], "input.1" = [2], s = [])"#);
+        let shapes: Vec<String> = a
+            .input_shapes
+            .iter()
+            .map(|(n, d)| {
+                format!("{n}={}", d.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))
+            })
+            .collect();
+        assert_eq!(shapes, ["x=1,3,48,192", "input.1=2", "s="]);
         assert!(syn::parse_str::<Args>(r#""m.onnx", colour = red"#).is_err());
+        let a = args(r#""m.onnx", runtime_inputs("w", "b"), alloc"#);
+        let names: Vec<String> = a.runtime_inputs.iter().map(LitStr::value).collect();
+        assert_eq!(names, ["w", "b"]);
+        assert!(a.alloc);
+        assert!(syn::parse_str::<Args>(r#""m.onnx", runtime_inputs(w)"#).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! - [`qconv`]: NCHW convolution, weights packed by [`pack_conv_weights`];
 //!   group 1 and grouped convolutions run as products over blocks of
 //!   im2col columns in a small `scratch` ([`qconv_scratch_len`]), depthwise
-//!   ones directly.
+//!   ones over one channel's padded plane in `scratch`.
 //! - [`qadd`], [`qmul`]: element-wise, with [`add_scales`] and
 //!   [`mul_scale`] for the generator; [`qavgpool`], [`qglobal_avgpool`];
 //!   [`qlookup`] (any unary function, tabulated by the generator).
@@ -413,12 +413,14 @@ pub fn pack_conv_weights(p: &Conv<'_>, w: &[i8], out: &mut [i8]) -> Result {
 
 /// The elements of `scratch` [`qconv`] needs for `p` (0 when its path
 /// needs none): a block of im2col columns, at most about 32 KiB (and at
-/// least 16 columns), whatever the image size.
+/// least 16 columns), whatever the image size; for a depthwise
+/// convolution, one channel's plane with its padding and 4 bytes.
 pub fn qconv_scratch_len(p: &Conv<'_>) -> usize {
-    if depthwise(p) || geometry(p).is_none() {
-        return 0;
+    match geometry(p) {
+        None => 0,
+        Some(g) if depthwise(p) => q8::conv::depthwise::scratch_len(&g).unwrap_or(usize::MAX),
+        Some(_) => q8::conv::scratch_len(p).unwrap_or(usize::MAX),
     }
-    q8::conv::scratch_len(p).unwrap_or(usize::MAX)
 }
 
 /// NCHW convolution: `y[n, m, o] = clamp(zero + scale_m.apply(sum (x - x_zero)
@@ -428,7 +430,8 @@ pub fn qconv_scratch_len(p: &Conv<'_>) -> usize {
 /// [`qconv_scratch_len`] elements (more are left alone).
 ///
 /// Paths: depthwise (`group == C == M`, any kernel, stride, padding,
-/// dilation) directly; other 1-d and 2-d convolutions as products of the
+/// dilation) over each channel's padded plane (3x3 windows of stride 1 or 2
+/// by the Arm DSP kernel where the target has it); other 1-d and 2-d convolutions as products of the
 /// packed weights by blocks of im2col columns; 3-d and higher, and `Dense`
 /// weights, by a plain loop.
 #[allow(clippy::too_many_arguments)]
@@ -469,7 +472,12 @@ pub fn qconv<A: Q8, Y: Q8>(
             ensure(w.len() == packed_conv_len(p), Error::ShapeMismatch)?;
             if depthwise(p) {
                 match geometry(p) {
-                    Some(g) => q8::conv::depthwise::run(p, &g, x, x_zero, w, bias, rq, y),
+                    Some(g) => {
+                        let need = qconv_scratch_len(p);
+                        ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+                        let scratch = &mut scratch[..need];
+                        q8::conv::depthwise::run(p, &g, x, x_zero, w, bias, rq, y, scratch);
+                    }
                     None => q8::conv::reference(p, x, x_zero, w, bias, rq, y),
                 }
             } else {

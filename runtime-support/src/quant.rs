@@ -43,8 +43,12 @@ impl Work {
 pub trait QReal: Copy + 'static {
     /// The precision the type carries.
     const WORK: Work;
+    /// Whether every value is an `f32` ([`QReal::to_f32`] is exact).
+    const F32_EXACT: bool;
     /// The value, exactly.
     fn to_f64(self) -> f64;
+    /// The value as an `f32` (exactly when [`QReal::F32_EXACT`]).
+    fn to_f32(self) -> f32;
 }
 
 /// Float element types the dequantized outputs are written as.
@@ -54,22 +58,28 @@ pub trait QFloat: QReal {
 }
 
 macro_rules! real {
-    ($t:ty, $w:ident, $to:expr) => {
+    ($t:ty, $w:ident, $exact:expr, $to:expr, $to32:expr) => {
         impl QReal for $t {
             const WORK: Work = Work::$w;
+            const F32_EXACT: bool = $exact;
             #[inline]
             fn to_f64(self) -> f64 {
                 let f: fn($t) -> f64 = $to;
+                f(self)
+            }
+            #[inline]
+            fn to_f32(self) -> f32 {
+                let f: fn($t) -> f32 = $to32;
                 f(self)
             }
         }
     };
 }
 
-real!(f32, F32, f64::from);
-real!(f16, F16, |v| v.to_f64());
-real!(bf16, Bf16, |v| v.to_f64());
-real!(i32, F64, f64::from);
+real!(f32, F32, true, f64::from, |v| v);
+real!(f16, F16, true, |v| v.to_f64(), |v| v.to_f32());
+real!(bf16, Bf16, true, |v| v.to_f64(), |v| v.to_f32());
+real!(i32, F64, false, f64::from, |v| v as f32);
 
 impl QFloat for f32 {
     fn from_f64(v: f64) -> Self {
@@ -204,6 +214,20 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         ensure(z.len() == scale.len(), Error::ShapeMismatch)?;
     }
     let per_tensor = p.block == 0 && scale.len() == 1;
+    if work == Work::F32 && X::F32_EXACT && S::F32_EXACT && Q::MAX - Q::MIN <= 0xffff {
+        // The common case, in `f32` (an FPU's single precision, no soft
+        // `f64` on a Cortex-M4F): the `f32` quotient of two `f32`s is the
+        // `f64` one rounded to `f32` (double rounding is harmless for a
+        // division with 53 >= 2 * 24 + 2 bits), and an integral `f32`
+        // saturated to `i32` then offset by a zero point within 16 bits
+        // saturates to `Q` as the `i64` would (NaN gives 0 both ways).
+        p.each(per_tensor, |e, k| {
+            let r = libm::rintf(x[e].to_f32() / scale[k].to_f32());
+            let zp = zero_point.map_or(0, |z| z[k].to_i64());
+            y[e] = Q::saturate(i64::from(r as i32) + zp);
+        });
+        return Ok(());
+    }
     p.each(per_tensor, |e, k| {
         let q = work.round(work.round(x[e].to_f64()) / work.round(scale[k].to_f64()));
         let r = libm::rint(q);
@@ -701,6 +725,44 @@ mod tests {
         quantize_linear(&flat(3), Work::F32, &[-300.0f32, 300.0, -3.0], &[1.0f32], None, &mut y)
             .unwrap();
         assert_eq!(y, [-128, 127, -3]);
+    }
+
+    /// The `f32` path (8- and 16-bit outputs) against the `f64` one (taken
+    /// for `i32` outputs, then offset and saturated the same way), over
+    /// quotients near ties, huge and tiny values, infinities and NaN.
+    #[test]
+    fn quantize_in_f32_matches_the_f64_definition() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let specials = [0.0f32, -0.0, 0.5, 1.5, 2.5, -2.5, 1e30, -1e30, f32::INFINITY, f32::NAN];
+        for i in 0..20_000 {
+            let scale = f32::from_bits((next() as u32 & 0x007f_ffff) | 0x3c00_0000) * 8.0;
+            let x = match i % 4 {
+                0 => specials[i / 4 % specials.len()],
+                1 => (next() % 600) as f32 * 0.5 * scale - 150.0 * scale,
+                2 => f32::from_bits(next() as u32),
+                _ => (next() as i32 as f32) * 1e-6,
+            };
+            let mut wide = [0i32];
+            quantize_linear(&flat(1), Work::F32, &[x], &[scale], None, &mut wide).unwrap();
+            for zp in [0i16, -128, 127, 300] {
+                let want = (i64::from(wide[0]) + i64::from(zp)).clamp(-32768, 32767) as i16;
+                let mut got = [0i16];
+                quantize_linear(&flat(1), Work::F32, &[x], &[scale], Some(&[zp][..]), &mut got)
+                    .unwrap();
+                assert_eq!(got[0], want, "x {x:e} scale {scale:e} zp {zp}");
+            }
+            let want = (i64::from(wide[0]) + 128).clamp(0, 255) as u8;
+            let mut got = [0u8];
+            quantize_linear(&flat(1), Work::F32, &[x], &[scale], Some(&[128u8][..]), &mut got)
+                .unwrap();
+            assert_eq!(got[0], want, "x {x:e} scale {scale:e}");
+        }
     }
 
     #[test]

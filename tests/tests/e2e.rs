@@ -233,3 +233,37 @@ fn an_input_fixed_at_generation_time_refuses_other_values() {
     assert_eq!(y, [0.0, 2.0, 4.0, 6.0, 8.0]);
     assert_eq!(m.run(&[4], &[2.0], &mut y), Err(onnx_codegen_runtime::Error::InputValue));
 }
+
+#[test]
+fn an_ir3_model_with_legacy_broadcasting_matches_the_reference() {
+    // Its weights are graph inputs with initializers: constants, so `run`
+    // takes x alone.
+    assert_eq!(generated::model("legacy_ir3").unwrap().inputs().len(), 1);
+    check("legacy_ir3");
+}
+
+#[test]
+fn sequence_positions_known_at_run_time_match_the_reference() {
+    check("sequence_positions");
+}
+
+#[test]
+fn sequence_positions_beyond_the_capacity_are_an_error() {
+    use generated::sequence_positions::SequencePositions;
+    let mut m = SequencePositions::new();
+    let (a, b, c) = ([1f32; 6], [2f32; 3], [3f32; 9]);
+    let (mut picked, mut first, mut n) = ([0f32; 9], [0f32; 9], [0i64; 1]);
+    let mut run = |ins: i64, era: i64, at: i64| {
+        m.run(&a, &b, &c, &[ins], &[era], &[at], &mut picked, &mut first, &mut n)
+    };
+    // Two elements, one inserted (3), one erased (2): 'at' lies in -2..=1.
+    assert!(run(1, -3, 1).is_ok());
+    assert!(run(2, 0, -2).is_ok());
+    let invalid = Err(onnx_codegen_runtime::Error::InvalidParams);
+    assert_eq!(run(1, -3, 2).map(|_| ()), invalid, "SequenceAt past the end");
+    assert_eq!(run(1, -3, -3).map(|_| ()), invalid, "SequenceAt before the start");
+    assert_eq!(run(3, 0, 0).map(|_| ()), invalid, "SequenceInsert past the end");
+    assert_eq!(run(-3, 0, 0).map(|_| ()), invalid, "SequenceInsert before the start");
+    assert_eq!(run(0, 3, 0).map(|_| ()), invalid, "SequenceErase past the end");
+    assert_eq!(run(0, -4, 0).map(|_| ()), invalid, "SequenceErase before the start");
+}

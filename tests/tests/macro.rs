@@ -5,6 +5,7 @@ use onnx_codegen_macros::onnx_model;
 
 onnx_model!("models/tiny_classifier.onnxtxt", name = MacroClassifier, dims(N = 2));
 onnx_model!("models/integer_math.onnxtxt");
+onnx_model!("models/legacy_ir3.onnxtxt", name = LegacyGain, runtime_inputs("gain"));
 
 fn expected(name: &str) -> serde_json::Value {
     let path = format!("{}/models/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -56,4 +57,28 @@ fn the_default_name_comes_from_the_file_name() {
     assert_eq!(q.iter().map(|&v| i64::from(v)).collect::<Vec<_>>(), want(0));
     assert_eq!(r.iter().map(|&v| i64::from(v)).collect::<Vec<_>>(), want(1));
     assert_eq!(g.to_vec(), want(2));
+}
+
+#[test]
+fn an_initializer_input_named_a_runtime_input_is_an_argument_of_run() {
+    let record = expected("legacy_ir3");
+    let x: Vec<f32> = floats(&record["inputs"][0]).iter().map(|&v| v as f32).collect();
+    let x: [f32; 24] = x.try_into().unwrap();
+    assert_eq!(LegacyGain::INPUTS.len(), 2);
+    assert_eq!(LegacyGain::INPUTS[1].name, "gain");
+    let mut model = LegacyGain::new();
+    let (mut q, mut z) = ([0f32; 24], [0f32; 30]);
+    // The initializer's values give the reference's outputs.
+    model.run(&x, &[1.0, -2.0, 0.5, 3.0], &mut q, &mut z).unwrap();
+    for (k, got) in [&q[..], &z[..]].into_iter().enumerate() {
+        for (g, w) in got.iter().zip(floats(&record["outputs"][k])) {
+            assert!((f64::from(*g) - w).abs() <= 1e-7 + 1e-3 * w.abs(), "{g} vs {w}");
+        }
+    }
+    // A gain of zero: q is zero, so z is the bias in every row.
+    model.run(&x, &[0.0; 4], &mut q, &mut z).unwrap();
+    assert_eq!(q, [0.0; 24]);
+    for row in z.chunks(5) {
+        assert_eq!(row, [1.0, -1.0, 0.5, 2.0, -2.0]);
+    }
 }

@@ -2,6 +2,8 @@
 //! results with the reference tolerance, and writing results back as `.pb`.
 
 use crate::ir::{ElemType, Tensor, TensorData, TensorType};
+pub use crate::passes::sequences::Form;
+use crate::passes::sequences::OutputGroup;
 use crate::proto::{Message, TensorProto};
 use bytes::Bytes;
 use std::path::Path;
@@ -188,8 +190,8 @@ pub fn compare(
     }
 }
 
-/// Writes `bytes` of type `ty` as a `TensorProto` file named `name`.
-pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> Result<(), String> {
+/// `bytes` of type `ty` as a `TensorProto` named `name`.
+pub fn tensor_proto(name: &str, ty: &TensorType, bytes: &[u8]) -> Result<TensorProto, String> {
     let mut proto = TensorProto {
         name: Some(name.to_owned()),
         data_type: Some(ty.elem.to_proto()),
@@ -201,93 +203,78 @@ pub fn write_tensor(path: &Path, name: &str, ty: &TensorType, bytes: &[u8]) -> R
     } else {
         proto.raw_data = Some(Bytes::copy_from_slice(bytes));
     }
+    Ok(proto)
+}
+
+/// Writes one graph output as the ONNX test layout has it: a
+/// `TensorProto`, or a `SequenceProto` / `OptionalProto` as the output's
+/// declared type says, named after the output. `elems` are the tensors
+/// the generated code gave for it (`group.count` of them): the tensor, the
+/// sequence's elements, or the optional's content (none when absent).
+pub fn write_value(
+    path: &Path,
+    group: &OutputGroup,
+    elems: &[(TensorType, &[u8])],
+) -> Result<(), String> {
+    use crate::proto::{OptionalProto, SequenceProto};
+    // The `elem_type` codes of SequenceProto and OptionalProto.
+    const TENSOR: i32 = 1;
+    const SEQUENCE: i32 = 3;
+    let name = Some(group.name.clone());
+    let tensors = |elem_name: &str| -> Result<Vec<TensorProto>, String> {
+        elems.iter().map(|(ty, bytes)| tensor_proto(elem_name, ty, bytes)).collect()
+    };
+    let sequence = |name: Option<String>| -> Result<SequenceProto, String> {
+        Ok(SequenceProto {
+            name,
+            elem_type: Some(TENSOR),
+            tensor_values: tensors("")?,
+            ..Default::default()
+        })
+    };
+    let one = |what: &str| -> Result<TensorProto, String> {
+        match tensors(&group.name)?.as_mut_slice() {
+            [t] => Ok(std::mem::take(t)),
+            list => {
+                Err(format!("{what} '{}' is held by {} tensors, not one", group.name, list.len()))
+            }
+        }
+    };
+    let bytes = match group.form {
+        Form::Tensor => one("tensor output")?.encode_to_vec(),
+        Form::Sequence => sequence(name)?.encode_to_vec(),
+        Form::OptionalTensor => {
+            let tensor_value = if elems.is_empty() { None } else { Some(one("optional output")?) };
+            OptionalProto { name, elem_type: Some(TENSOR), tensor_value, ..Default::default() }
+                .encode_to_vec()
+        }
+        Form::OptionalSequence => OptionalProto {
+            name,
+            elem_type: Some(SEQUENCE),
+            sequence_value: Some(Box::new(sequence(None)?)),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    crate::load::write_atomically(path, &proto.encode_to_vec()).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn floats(v: &[f32]) -> Tensor {
-        Tensor {
-            name: "t".into(),
-            elem: ElemType::Float,
-            dims: vec![v.len() as u64],
-            data: TensorData::Bytes(
-                v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into(),
-            ),
-        }
-    }
-
-    #[test]
-    fn float_comparison_uses_the_backend_tolerance() {
-        let ty = TensorType::new(ElemType::Float, vec![3]);
-        let want = floats(&[1.0, f32::NAN, 100.0]);
-        let got = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        assert_eq!(
-            compare(&got(&[1.0005, f32::NAN, 100.09]), &ty, &want, Tolerance::default()),
-            None
-        );
-        let bad = compare(&got(&[1.0, 0.0, 100.2]), &ty, &want, Tolerance::default()).unwrap();
-        assert!(bad.starts_with("2 of 3 values differ; first at index 1"), "{bad}");
-        let shape = compare(
-            &got(&[1.0, 2.0]),
-            &TensorType::new(ElemType::Float, vec![2]),
-            &want,
-            Tolerance::default(),
-        );
-        assert_eq!(shape.unwrap(), "shape [2] but the reference is [3]");
-    }
-
-    fn got_f(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    #[test]
-    fn integers_compare_exactly() {
-        let ty = TensorType::new(ElemType::Int64, vec![2]);
-        let want = Tensor::from_i64s("t", vec![2], &[5, -1]);
-        let got: Vec<u8> = [5i64, -2].iter().flat_map(|x| x.to_le_bytes()).collect();
-        assert!(
-            compare(&got, &ty, &want, Tolerance::default()).unwrap().contains("first at index 1")
-        );
-        let loose = Tolerance { rtol: 1e-3, atol: 1e-4 };
-        let near = compare(
-            &got_f(&[1.0, 5e-5]),
-            &TensorType::new(ElemType::Float, vec![2]),
-            &floats(&[1.0, 0.0]),
-            loose,
-        );
-        assert_eq!(near, None);
-    }
+    crate::load::write_atomically(path, &bytes).map_err(|e| e.to_string())
 }
 
 /// What a graph input or output holds, as far as test data goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueForm {
-    Tensor,
-    Sequence,
-    OptionalTensor,
-    OptionalSequence,
-}
+pub type ValueForm = Form;
 
-impl ValueForm {
-    /// The form of a declared ONNX type (tensor when undeclared).
-    pub fn of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
-        use crate::proto::type_proto::Value;
-        match ty.and_then(|t| t.value.as_ref()) {
-            Some(Value::SequenceType(_)) => ValueForm::Sequence,
-            Some(Value::OptionalType(o)) => {
-                match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
-                    Some(Value::SequenceType(_)) => ValueForm::OptionalSequence,
-                    _ => ValueForm::OptionalTensor,
-                }
-            }
-            _ => ValueForm::Tensor,
-        }
+/// The form of a declared ONNX type (tensor when undeclared).
+pub fn form_of(ty: Option<&crate::proto::TypeProto>) -> ValueForm {
+    use crate::proto::type_proto::Value;
+    match ty.and_then(|t| t.value.as_ref()) {
+        Some(Value::SequenceType(_)) => Form::Sequence,
+        Some(Value::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(Value::SequenceType(_)) => Form::OptionalSequence,
+            _ => Form::OptionalTensor,
+        },
+        _ => Form::Tensor,
     }
 }
 
@@ -338,5 +325,105 @@ pub fn read_values(path: &Path, form: ValueForm) -> Result<Option<Vec<Tensor>>, 
             }
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats(v: &[f32]) -> Tensor {
+        Tensor {
+            name: "t".into(),
+            elem: ElemType::Float,
+            dims: vec![v.len() as u64],
+            data: TensorData::Bytes(
+                v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into(),
+            ),
+        }
+    }
+
+    #[test]
+    fn float_comparison_uses_the_backend_tolerance() {
+        let ty = TensorType::new(ElemType::Float, vec![3]);
+        let want = floats(&[1.0, f32::NAN, 100.0]);
+        let got = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(
+            compare(&got(&[1.0005, f32::NAN, 100.09]), &ty, &want, Tolerance::default()),
+            None
+        );
+        let bad = compare(&got(&[1.0, 0.0, 100.2]), &ty, &want, Tolerance::default()).unwrap();
+        assert!(bad.starts_with("2 of 3 values differ; first at index 1"), "{bad}");
+        let shape = compare(
+            &got(&[1.0, 2.0]),
+            &TensorType::new(ElemType::Float, vec![2]),
+            &want,
+            Tolerance::default(),
+        );
+        assert_eq!(shape.unwrap(), "shape [2] but the reference is [3]");
+    }
+
+    fn got_f(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn saved_outputs_take_the_form_of_the_graph_output() {
+        use crate::proto::{OptionalProto, SequenceProto};
+        let dir = std::env::temp_dir().join(format!("onnx-codegen-save-{}", std::process::id()));
+        let group = |name: &str, form, count| OutputGroup { name: name.into(), form, count };
+        let (a, b) = (got_f(&[1.0, 2.0]), got_f(&[3.0]));
+        let elems = [
+            (TensorType::new(ElemType::Float, vec![2]), a.as_slice()),
+            (TensorType::new(ElemType::Float, vec![1]), b.as_slice()),
+        ];
+        // A sequence: one SequenceProto named after the output, its elements in order.
+        let path = dir.join("output_0.pb");
+        write_value(&path, &group("seq", Form::Sequence, 2), &elems).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let s = SequenceProto::decode(Bytes::from(bytes)).unwrap();
+        assert_eq!((s.name.as_deref(), s.elem_type), (Some("seq"), Some(1)));
+        let dims: Vec<Vec<i64>> = s.tensor_values.iter().map(|t| t.dims.clone()).collect();
+        assert_eq!(dims, [vec![2], vec![1]]);
+        let back = read_values(&path, Form::Sequence).unwrap().unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(compare(&a, &elems[0].0, &back[0], Tolerance::default()), None);
+        assert_eq!(compare(&b, &elems[1].0, &back[1], Tolerance::default()), None);
+        // An optional tensor, present then absent; an optional sequence.
+        let path = dir.join("output_1.pb");
+        write_value(&path, &group("opt", Form::OptionalTensor, 1), &elems[..1]).unwrap();
+        let o = OptionalProto::decode(Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        assert_eq!((o.name.as_deref(), o.elem_type), (Some("opt"), Some(1)));
+        assert_eq!(o.tensor_value.as_ref().and_then(|t| t.name.as_deref()), Some("opt"));
+        let back = read_values(&path, Form::OptionalTensor).unwrap().unwrap();
+        assert_eq!(compare(&a, &elems[0].0, &back[0], Tolerance::default()), None);
+        write_value(&path, &group("opt", Form::OptionalTensor, 0), &[]).unwrap();
+        assert_eq!(read_values(&path, Form::OptionalTensor).unwrap(), None);
+        write_value(&path, &group("os", Form::OptionalSequence, 2), &elems).unwrap();
+        let o = OptionalProto::decode(Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        assert_eq!(o.elem_type, Some(3));
+        assert_eq!(o.sequence_value.map(|s| s.tensor_values.len()), Some(2));
+        // A tensor output held by two tensors is refused, naming it.
+        let e = write_value(&path, &group("t", Form::Tensor, 2), &elems).unwrap_err();
+        assert!(e.contains("tensor output 't' is held by 2 tensors"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn integers_compare_exactly() {
+        let ty = TensorType::new(ElemType::Int64, vec![2]);
+        let want = Tensor::from_i64s("t", vec![2], &[5, -1]);
+        let got: Vec<u8> = [5i64, -2].iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert!(
+            compare(&got, &ty, &want, Tolerance::default()).unwrap().contains("first at index 1")
+        );
+        let loose = Tolerance { rtol: 1e-3, atol: 1e-4 };
+        let near = compare(
+            &got_f(&[1.0, 5e-5]),
+            &TensorType::new(ElemType::Float, vec![2]),
+            &floats(&[1.0, 0.0]),
+            loose,
+        );
+        assert_eq!(near, None);
     }
 }

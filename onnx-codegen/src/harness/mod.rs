@@ -210,16 +210,20 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
         .collect();
     entries.sort();
     let graph = model.graph.as_ref();
-    let input_forms: Vec<(String, data::ValueForm)> = graph
+    // The K-th data file is the K-th graph input without an initializer,
+    // as onnx's backend runner reads them.
+    let data_inputs: Vec<&crate::proto::ValueInfoProto> = graph
         .map(|g| {
-            g.input
-                .iter()
-                .map(|v| (v.name().to_owned(), data::ValueForm::of(v.r#type.as_ref())))
-                .collect()
+            let initialized = |name: &str| g.initializer.iter().any(|t| t.name() == name);
+            g.input.iter().filter(|v| !initialized(v.name())).collect()
         })
         .unwrap_or_default();
+    let input_forms: Vec<(String, data::ValueForm)> = data_inputs
+        .iter()
+        .map(|v| (v.name().to_owned(), data::form_of(v.r#type.as_ref())))
+        .collect();
     let output_forms: Vec<data::ValueForm> = graph
-        .map(|g| g.output.iter().map(|v| data::ValueForm::of(v.r#type.as_ref())).collect())
+        .map(|g| g.output.iter().map(|v| data::form_of(v.r#type.as_ref())).collect())
         .unwrap_or_default();
     let mut raw_sets = Vec::new();
     for set in entries {
@@ -248,10 +252,13 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     opts.alloc = false;
     opts.image = false;
     if let Some((_, inputs, _)) = raw_sets.first() {
-        let declared = graph.map(|g| g.input.as_slice()).unwrap_or_default();
-        for (v, values) in declared.iter().zip(inputs) {
+        for (v, values) in data_inputs.iter().zip(inputs) {
             if let Some([t]) = values.as_deref() {
                 bind_dims(v.r#type.as_ref(), t, &mut opts.dims);
+                if has_open_dims(v.r#type.as_ref()) {
+                    let shape = t.dims.iter().map(|&d| d as usize).collect();
+                    opts.input_shapes.entry(v.name().to_owned()).or_insert(shape);
+                }
             }
         }
         for ((name, form), values) in input_forms.iter().zip(inputs) {
@@ -341,6 +348,7 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     };
     let mut sets = Vec::new();
     for (set, inputs, outputs) in raw_sets {
+        let inputs = with_defaults(&model, &opts, inputs).map_err(fail)?;
         let inputs: Vec<Tensor> = inputs.into_iter().flatten().flatten().collect();
         let outputs: Vec<Tensor> = outputs.into_iter().flatten().flatten().collect();
         if inputs.len() != generated.inputs.len() {
@@ -374,6 +382,41 @@ fn prepare_case(dir: &Path, name: &str, opts: &Options) -> Result<Case, (Status,
     })
 }
 
+/// The values of `run`'s inputs, in the graph's order, from the values of
+/// the inputs without an initializer (`data`, in order): an input with an
+/// initializer that stays an input of `run` takes its default (see
+/// [`crate::passes::input_defaults`]); the others are constants.
+fn with_defaults(
+    model: &crate::proto::ModelProto,
+    opts: &Options,
+    data: Vec<Option<Vec<Tensor>>>,
+) -> Result<Vec<Option<Vec<Tensor>>>, String> {
+    let Some(g) = &model.graph else { return Ok(data) };
+    let mut data = data.into_iter();
+    let mut out = Vec::new();
+    for v in &g.input {
+        let Some(t) = g.initializer.iter().find(|t| t.name() == v.name()) else {
+            // Fewer files than inputs is reported against the model's signature.
+            out.extend(data.next());
+            continue;
+        };
+        let stays = crate::passes::input_defaults::stays_input(
+            model.ir_version(),
+            v.name(),
+            &opts.runtime_inputs,
+        );
+        if stays {
+            let t = Tensor::from_proto(t).map_err(|e| {
+                let text: Vec<String> = e.iter().map(|d| d.message.clone()).collect();
+                format!("initializer '{}': {}", v.name(), text.join("; "))
+            })?;
+            out.push(Some(vec![t]));
+        }
+    }
+    out.extend(data);
+    Ok(out)
+}
+
 /// Binds the symbolic dimensions of a tensor input's declared type (or a
 /// present optional tensor's) to the dimensions of its test data, unless
 /// the caller gave them: the data fixes the shapes the code is generated for.
@@ -401,6 +444,21 @@ fn bind_dims(
             dims.entry(s.clone()).or_insert(n);
         }
     }
+}
+
+/// Whether a tensor input's declared shape leaves a dimension open that
+/// no symbol names (`-1`, or neither a value nor a name), or has no shape
+/// at all: the data then gives the whole shape (as `--input-shape` would).
+fn has_open_dims(ty: Option<&crate::proto::TypeProto>) -> bool {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value;
+    let Some(Value::TensorType(t)) = ty.and_then(|t| t.value.as_ref()) else { return false };
+    let Some(shape) = &t.shape else { return true };
+    shape.dim.iter().any(|d| match &d.value {
+        Some(D::DimValue(v)) => *v < 0,
+        Some(D::DimParam(p)) => p.is_empty(),
+        None => true,
+    })
 }
 
 fn first_line(s: &str) -> String {
@@ -481,31 +539,27 @@ fn judge(
         if let Some(Err(e)) = results.get(s) {
             return fail(format!("{}: {e}", set.name));
         }
+        let mut got: Vec<(TensorType, Vec<u8>)> = Vec::with_capacity(job.outputs.len());
         for (j, (raw, want)) in job.outputs.iter().zip(&set.outputs).enumerate() {
             let declared: &TensorType = &case.generated.outputs[j];
             let actual = match std::fs::read(raw) {
                 Ok(b) => b,
                 Err(e) => return fail(format!("{}: output {j} was not written: {e}", set.name)),
             };
-            let sized;
             let ty = match read_shape(&shape_file(raw), declared) {
-                Ok(None) => declared,
-                Ok(Some(t)) => {
-                    sized = t;
-                    &sized
-                }
+                Ok(None) => declared.clone(),
+                Ok(Some(t)) => t,
                 Err(e) => return fail(format!("{}: output {j}: {e}", set.name)),
             };
-            if let Some(dir) = save {
-                let path = dir.join(&case.name).join(&set.name).join(format!("output_{j}.pb"));
-                let name = case.generated.summary.outputs.get(j).map_or("", |v| v.name.as_str());
-                if let Err(e) = data::write_tensor(&path, name, ty, &actual) {
-                    return fail(format!("cannot save output {j}: {e}"));
-                }
-            }
-            if let Some(diff) = data::compare(&actual, ty, want, opts.tolerance) {
+            if let Some(diff) = data::compare(&actual, &ty, want, opts.tolerance) {
                 problems.push(format!("{} output {j}: {diff}", set.name));
             }
+            got.push((ty, actual));
+        }
+        if let Some(dir) = save
+            && let Err(e) = save_outputs(&dir.join(&case.name).join(&set.name), case, &got)
+        {
+            return fail(format!("{}: cannot save the outputs: {e}", set.name));
         }
     }
     if problems.is_empty() {
@@ -521,6 +575,28 @@ fn judge(
     }
 }
 
+/// Writes a data set's results in the ONNX test layout: `output_K.pb`
+/// per graph output of the model, of the form its declared type says.
+fn save_outputs(dir: &Path, case: &Case, got: &[(TensorType, Vec<u8>)]) -> Result<(), String> {
+    let groups = &case.generated.output_groups;
+    if groups.iter().map(|g| g.count).sum::<usize>() != got.len() {
+        return Err(format!(
+            "the graph outputs are held by {} tensors but the code gave {}",
+            groups.iter().map(|g| g.count).sum::<usize>(),
+            got.len()
+        ));
+    }
+    let mut rest = got;
+    for (k, group) in groups.iter().enumerate() {
+        let (mine, tail) = rest.split_at(group.count);
+        rest = tail;
+        let elems: Vec<(TensorType, &[u8])> =
+            mine.iter().map(|(ty, bytes)| (ty.clone(), bytes.as_slice())).collect();
+        data::write_value(&dir.join(format!("output_{k}.pb")), group, &elems)?;
+    }
+    Ok(())
+}
+
 /// Counts outcomes by status: (passed, failed, unsupported).
 pub fn tally(outcomes: &[Outcome]) -> (usize, usize, usize) {
     let mut counts = BTreeMap::new();
@@ -529,4 +605,60 @@ pub fn tally(outcomes: &[Outcome]) -> (usize, usize, usize) {
     }
     let get = |k: &str| counts.get(k).copied().unwrap_or(0);
     (get("Pass"), get("Fail"), get("Unsupported"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(ir: i64) -> crate::proto::ModelProto {
+        let src = format!(
+            "<ir_version: {ir}, opset_import: [\"\" : 13]>
+g (float[2] x, float[2] w = {{1, 2}}, float[2] z, float[1] b = {{5}}) => (float[2] y) {{
+  xw = Mul (x, w)
+  xz = Add (xw, z)
+  y = Add (xz, b)
+}}"
+        );
+        crate::text::parse_model(&src, "t").unwrap()
+    }
+
+    fn floats(list: &[Option<Vec<Tensor>>]) -> Vec<Vec<f32>> {
+        list.iter()
+            .map(|v| {
+                let t = &v.as_ref().unwrap()[0];
+                match crate::ops::HostTensor::from_tensor(t).unwrap().data {
+                    crate::ops::HostData::F32(v) => v,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    fn data() -> Vec<Option<Vec<Tensor>>> {
+        let t = |v: &[f32]| {
+            let h = crate::ops::HostTensor {
+                ty: TensorType::new(crate::ir::ElemType::Float, vec![2]),
+                data: crate::ops::HostData::F32(v.to_vec()),
+            };
+            Some(vec![h.to_tensor("d")])
+        };
+        vec![t(&[7.0, 8.0]), t(&[9.0, 10.0])]
+    }
+
+    /// The data files are the inputs without an initializer; the inputs
+    /// with one that stay inputs of `run` take their default, in the
+    /// graph's order.
+    #[test]
+    fn data_files_fill_the_inputs_without_an_initializer() {
+        let opts = Options::default();
+        let ir3 = with_defaults(&model(3), &opts, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0]]);
+        let mut named = Options::default();
+        named.runtime_inputs.insert("b".into());
+        let ir3 = with_defaults(&model(3), &named, data()).unwrap();
+        assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0], vec![5.0]]);
+        let ir7 = with_defaults(&model(7), &opts, data()).unwrap();
+        assert_eq!(floats(&ir7), [vec![7.0, 8.0], vec![1.0, 2.0], vec![9.0, 10.0], vec![5.0]]);
+    }
 }

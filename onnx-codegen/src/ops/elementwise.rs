@@ -435,10 +435,8 @@ impl OpRule for BinaryRule {
                 cx.node.op.op_type, a.elem, b.elem
             ));
         }
-        if cx.version() < 7 && cx.node.attr("broadcast").is_some() {
-            return unsupported("legacy broadcasting (opset < 7, 'broadcast' attribute)");
-        }
-        let dims = broadcast_shapes(&[&a.dims, &b.dims])?;
+        let b_dims = super::legacy_operand_dims(cx, &a.dims, &b.dims)?;
+        let dims = broadcast_shapes(&[&a.dims, &b_dims])?;
         arith(cx)?;
         Ok(vec![a.with_dims(dims)])
     }
@@ -448,8 +446,9 @@ impl OpRule for BinaryRule {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
         let int_float = pow_int_float(cx, a.elem, b.elem);
         let cast_b = (a.elem != b.elem && !int_float).then(|| (b.elem, b.numel().unwrap_or(0)));
+        let b_dims = super::legacy_operand_dims(cx, &a.dims, &b.dims)?;
         let (sa, sb) =
-            (broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b.dims, &out.dims));
+            (broadcast_strides(&a.dims, &out.dims), broadcast_strides(&b_dims, &out.dims));
         let (shape, strides) = super::coalesce_broadcast(&out.dims, [&sa, &sb]);
         Ok(Lowered::Kernel(Box::new(BinaryKernel {
             op: arith(cx)?,

@@ -279,10 +279,27 @@ fn prelu_strides(cx: &NodeCx<'_>) -> OpResult<(Vec<usize>, Vec<isize>)> {
     if slope.elem != x.elem {
         return invalid(format!("PRelu's slope is {} but its input is {}", slope.elem, x.elem));
     }
-    if cx.version() < 7 && slope.numel() != Some(1) && slope.dims != x.dims {
-        return unsupported(
-            "PRelu before opset 7 with a slope neither scalar nor of the input's shape",
-        );
+    if cx.version() < 7 {
+        // Before opset 7 the slope does not broadcast: it is one value
+        // shared by every channel, one per element, or (as Caffe2 and
+        // PyTorch's exporter mean it) one per channel, the input's axis 1.
+        let dims = match (slope.numel(), slope.dims.as_slice(), x.dims.get(1)) {
+            (Some(1), _, _) => vec![1; x.dims.len()],
+            (_, d, _) if d == x.dims.as_slice() => x.dims.clone(),
+            (_, &[c], Some(&channels)) if c == channels => {
+                let mut d = vec![1; x.dims.len()];
+                d[1] = c;
+                d
+            }
+            _ => {
+                return unsupported(format!(
+                    "PRelu before opset 7 with a slope of shape {:?} on an input of shape {:?}: \
+                     the slope must hold one value, one per channel (axis 1) or one per element",
+                    slope.dims, x.dims
+                ));
+            }
+        };
+        return Ok((x.dims.clone(), broadcast_strides(&dims, &x.dims)));
     }
     if slope.dims.len() > x.dims.len() || broadcast_shapes(&[&x.dims, &slope.dims])? != x.dims {
         return invalid(format!(
@@ -668,6 +685,36 @@ mod tests {
             }",
         );
         assert_eq!(value(&a, 0), [-1.0, 3.0, -8.0, -2.0]);
+    }
+
+    #[test]
+    fn prelu_before_opset_7_takes_one_slope_per_channel() {
+        // [2, 3, 2] with a slope per channel (axis 1), as PyTorch exports it.
+        let a = run(
+            6,
+            "g () => (float[2,3,2] y, float[2,3,2] z) <float[2,3,2] x = {-1, 1, -1, 1, -1, 1, -2, 2, -2, 2, -2, 2}, float[3] s = {0.5, 2, 3}, float[1] one = {0.25}> {
+                y = PRelu (x, s)
+                z = PRelu (x, one)
+            }",
+        );
+        assert_eq!(
+            value(&a, 0),
+            [-0.5, 1.0, -2.0, 1.0, -3.0, 1.0, -1.0, 2.0, -4.0, 2.0, -6.0, 2.0]
+        );
+        assert_eq!(
+            value(&a, 1),
+            [-0.25, 1.0, -0.25, 1.0, -0.25, 1.0, -0.5, 2.0, -0.5, 2.0, -0.5, 2.0]
+        );
+        // Neither one value, one per channel nor one per element.
+        let a = run(6, "g (float[2,3,4] x, float[4] s) => (float[2,3,4] y) { y = PRelu (x, s) }");
+        let u = unsupported(&a);
+        assert!(
+            u.len() == 1
+                && u[0].contains(
+                    "PRelu before opset 7 with a slope of shape [4] on an input of shape [2, 3, 4]"
+                ),
+            "{u:?}"
+        );
     }
 
     #[test]

@@ -612,6 +612,62 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<isize> {
     strides
 }
 
+/// The shape under which the second operand `b` of a binary element-wise
+/// operator (Add, Sub, Mul, Div, Pow, the comparisons, And, Or, Xor)
+/// broadcasts against the first, `a`. From opset 7 on that is `b` itself
+/// (numpy broadcasting). Before, operands broadcast only when the node says
+/// `broadcast = 1`, and then only `b` into `a`'s shape: `b` (of at most
+/// `a`'s rank) lines up with `a`'s dimensions from `axis` on (by default
+/// with its last ones), so its shape becomes `b`'s with ones around it, of
+/// `a`'s rank, each dimension equal to `a`'s or 1 (the spec's examples have
+/// equal dimensions or a single element; PyTorch's exporter relies on ones
+/// broadcasting too). Without `broadcast`, the shapes must be equal.
+pub fn legacy_operand_dims(cx: &NodeCx<'_>, a: &[usize], b: &[usize]) -> OpResult<Vec<usize>> {
+    if cx.version() >= 7 {
+        return Ok(b.to_vec());
+    }
+    let name = &cx.node.op.op_type;
+    let axis = cx.node.attr_int("axis");
+    if cx.int_or("broadcast", 0) == 0 {
+        if let Some(axis) = axis {
+            return invalid(format!(
+                "{name} before opset 7 has 'axis' = {axis} but not 'broadcast' = 1; the axis \
+                 places a broadcast operand, and without 'broadcast' nothing broadcasts"
+            ));
+        }
+        if a != b {
+            return invalid(format!(
+                "{name} before opset 7 without 'broadcast' = 1 takes operands of one shape, got \
+                 {a:?} and {b:?}"
+            ));
+        }
+        return Ok(b.to_vec());
+    }
+    let (ra, rb) = (a.len(), b.len());
+    if rb > ra {
+        return invalid(format!(
+            "{name} before opset 7 broadcasts its second operand into its first, but {b:?} has \
+             more dimensions than {a:?}"
+        ));
+    }
+    let start = axis.unwrap_or((ra - rb) as i64);
+    let Some(start) = usize::try_from(start).ok().filter(|&s| s + rb <= ra) else {
+        return invalid(format!(
+            "{name} before opset 7: 'axis' = {start} places the second operand {b:?} outside \
+             the first's {ra} dimensions {a:?}"
+        ));
+    };
+    let mut dims = vec![1; ra];
+    dims[start..start + rb].copy_from_slice(b);
+    if dims.iter().zip(a).any(|(&d, &n)| d != 1 && d != n) {
+        return invalid(format!(
+            "{name} before opset 7: the second operand {b:?}, placed at axis {start}, does not \
+             broadcast into the first's shape {a:?}"
+        ));
+    }
+    Ok(dims)
+}
+
 /// The fewest axes that walk the same elements as `shape` with each
 /// operand's `strides` (row-major output): size-1 axes dropped, and each
 /// axis merged into the one before it where every operand steps across the
@@ -814,6 +870,105 @@ mod tests {
         assert!(broadcast_shapes(&[&[2, 3], &[3, 2]]).is_err());
         assert_eq!(broadcast_strides(&[4, 1], &[2, 4, 3]), [0, 1, 0]);
         assert_eq!(broadcast_strides(&[2, 1, 3], &[2, 4, 3]), [3, 0, 1]);
+    }
+
+    #[test]
+    fn legacy_broadcast_places_the_second_operand_at_axis() {
+        use crate::ops::testing::{run, ty, types, value};
+        // [2, 3] + [2] at axis 0: row i gets b[i].
+        let a = run(
+            6,
+            "g () => (float[2,3] y) <float[2,3] a = {1, 2, 3, 4, 5, 6}, float[2] b = {10, 20}> {
+                y = Add <broadcast: int = 1, axis: int = 0> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [11.0, 12.0, 13.0, 24.0, 25.0, 26.0]);
+        // Suffix matching by default; Sub, Mul, Div and Pow (opset 1) alike.
+        let a = run(
+            6,
+            "g () => (float[2,3] s, float[2,3] m, float[2,3] d) <float[2,3] a = {1, 2, 3, 4, 5, 6}, float[3] b = {1, 2, 4}> {
+                s = Sub <broadcast: int = 1> (a, b)
+                m = Mul <broadcast: int = 1> (a, b)
+                d = Div <broadcast: int = 1> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 0.0, -1.0, 3.0, 3.0, 2.0]);
+        assert_eq!(value(&a, 1), [1.0, 4.0, 12.0, 4.0, 10.0, 24.0]);
+        assert_eq!(value(&a, 2), [1.0, 1.0, 0.75, 4.0, 2.5, 1.5]);
+        let a = run(
+            1,
+            "g () => (float[2,2] y) <float[2,2] a = {1, 2, 3, 4}, float[1] b = {2}> {
+                y = Pow <broadcast: int = 1> (a, b)
+            }",
+        );
+        assert_eq!(value(&a, 0), [1.0, 4.0, 9.0, 16.0]);
+        // A middle block ([3, 4] of [2, 3, 4, 5] at axis 1), and ones
+        // broadcasting as PyTorch's exporter uses them ([2, 1] at axis 0).
+        let a = run(
+            6,
+            "g (float[2,3,4,5] x, float[3,4] b, float[2,3] p, float[2,1] q) => (float[2,3,4,5] y, float[2,3] z) {
+                y = Add <broadcast: int = 1, axis: int = 1> (x, b)
+                z = Add <broadcast: int = 1, axis: int = 0> (p, q)
+            }",
+        );
+        assert_eq!(types(&a), [ty("float[2, 3, 4, 5]"), ty("float[2, 3]")]);
+        // The comparisons and logic ops of opset 1 too.
+        let a = run(
+            1,
+            "g () => (bool[2,2] y, bool[2,2] z) <float[2,2] a = {1, 5, 3, 0}, float[2] b = {2, 1}, bool[2,2] p = {1, 1, 0, 1}, bool[2] q = {1, 0}> {
+                y = Greater <broadcast: int = 1, axis: int = 0> (a, b)
+                z = And <broadcast: int = 1> (p, q)
+            }",
+        );
+        assert_eq!(value(&a, 0), [0.0, 1.0, 1.0, 0.0]);
+        assert_eq!(value(&a, 1), [1.0, 0.0, 0.0, 0.0]);
+        // From opset 7 on the attributes are gone and numpy rules apply.
+        let a = run(7, "g (float[2,3] a, float[2,1] b) => (float[2,3] y) { y = Add (a, b) }");
+        assert_eq!(types(&a), [ty("float[2, 3]")]);
+    }
+
+    #[test]
+    fn legacy_broadcast_refuses_what_the_spec_does_not_define() {
+        use crate::ops::testing::{errors, run};
+        let cases = [
+            (
+                "y = Add (a, b)",
+                "float[2,3] a, float[3] b",
+                "Add before opset 7 without 'broadcast' = 1 takes operands of one shape, got [2, 3] and [3]",
+            ),
+            (
+                "y = Mul <axis: int = 1> (a, b)",
+                "float[2,3] a, float[2,3] b",
+                "Mul before opset 7 has 'axis' = 1 but not 'broadcast' = 1",
+            ),
+            (
+                "y = Add <broadcast: int = 1> (a, b)",
+                "float[3] a, float[2,3] b",
+                "has more dimensions than [3]",
+            ),
+            (
+                "y = Sub <broadcast: int = 1, axis: int = 1> (a, b)",
+                "float[2,3] a, float[2] b",
+                "Sub before opset 7: the second operand [2], placed at axis 1, does not broadcast into the first's shape [2, 3]",
+            ),
+            (
+                "y = Div <broadcast: int = 1, axis: int = 2> (a, b)",
+                "float[2,3] a, float[3] b",
+                "'axis' = 2 places the second operand [3] outside the first's 2 dimensions",
+            ),
+            (
+                "y = Add <broadcast: int = 1, axis: int = -1> (a, b)",
+                "float[2,3] a, float[3] b",
+                "'axis' = -1 places the second operand",
+            ),
+        ];
+        for (node, inputs, message) in cases {
+            let a = run(6, &format!("g ({inputs}) => (float[2,3] y) {{ {node} }}"));
+            let e = errors(&a);
+            assert!(e.len() == 1 && e[0].contains(message), "{node}: {e:?}");
+            // The node is named.
+            assert!(e[0].contains("node '#0'"), "{e:?}");
+        }
     }
 
     #[test]

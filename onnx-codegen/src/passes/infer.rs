@@ -532,7 +532,8 @@ impl State<'_> {
         };
         let Some(dims) = &shape.dims else {
             return Err(vec![format!(
-                "input '{name}' has no shape; the compiler needs static shapes"
+                "input '{name}' has no shape; the compiler needs static shapes: give it one \
+                 (--input-shape {name}=D,D,...)"
             )]);
         };
         let mut out = Vec::with_capacity(dims.len());
@@ -551,7 +552,9 @@ impl State<'_> {
                     )),
                 },
                 Dim::Unknown => problems.push(format!(
-                    "dimension {i} of input '{name}' is unknown ('?'); the compiler needs static shapes"
+                    "dimension {i} of input '{name}' is unknown ('?', -1 or unnamed); the \
+                     compiler needs static shapes: give the input's shape (--input-shape \
+                     {name}=D,D,...)"
                 )),
             }
         }

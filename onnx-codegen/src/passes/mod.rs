@@ -1,7 +1,9 @@
 //! Passes over the IR, in pipeline order: reading `ModelProto` into the IR
 //! with validation ([`validate`]), inlining of model-local functions
 //! ([`inline`]) and expansion of onnxruntime's quantized contrib operators
-//! into standard ones ([`contrib`]), sequences unrolled into tensors
+//! into standard ones ([`contrib`]), inputs with an initializer made
+//! constants where the IR version says so ([`input_defaults`]), sequences
+//! unrolled into tensors
 //! ([`sequences`]), shape inference with constant folding ([`infer`]),
 //! graph rewrites and weight layouts ([`optimize`], [`fuse`]; their
 //! decisions live in each node's [`Lowering`](crate::ir::Lowering)), and
@@ -9,8 +11,10 @@
 
 pub mod contrib;
 pub mod fuse;
+pub mod gradient;
 pub mod infer;
 pub mod inline;
+pub mod input_defaults;
 pub mod optimize;
 pub mod pipeline;
 pub mod plan;

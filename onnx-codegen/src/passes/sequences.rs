@@ -33,14 +33,21 @@
 //!   the same length (inference then checks the element types agree).
 //!   Captured outer sequences become captures of their elements.
 //!
-//! Two forms depend on run-time data yet keep a static number of elements,
-//! so they stay nodes with one output per element, computed by kernels in
-//! `ops::indexing`: `SequenceInsert` at a run-time position (each element
-//! picked at run time, the position checked) and `SplitToSequence` with a
-//! 1-D split of declared length known only at run time. Their elements may
-//! be data-sized (see `Kernel::data_sized`), so they become graph outputs
-//! as they are rather than through an `Identity`. A single run-time split
-//! size makes the number of pieces depend on the data, and stays refused.
+//! Positions known only at run time (`SequenceInsert`, `SequenceErase`,
+//! `SequenceAt` with a position that is an input or computed) keep the
+//! sequence's length static: it is its capacity, and the positions are
+//! checked against it at run time (`Error::InvalidParams`, never out of
+//! bounds). Such a sequence becomes its sources and an `int64[len]` map
+//! (element `j` is `sources[map[j]]`, see [`Indexed`]): inserting and
+//! erasing stay nodes that compute the new map, `SequenceAt` a node that
+//! copies the source the map names (`ops::indexing`). Nothing is copied
+//! until read; another reader gets every element, one `SequenceAt` per
+//! position. When the sources differ in length along one axis, what
+//! `SequenceAt` gives is data-sized (see `Kernel::data_sized`): only a
+//! graph output may hold it. `SplitToSequence` with a 1-D split known only
+//! at run time (of static length K) keeps its node with K data-sized
+//! outputs; a single run-time split size makes the number of pieces depend
+//! on the data, and stays refused.
 
 use crate::ir::{AttrValue, Attribute, Graph, Node, NodeId, Op, Tensor, TensorType, Type, ValueId};
 use crate::ir::{ElemType, ValueKind};
@@ -64,14 +71,69 @@ impl IoSpec {
     }
 }
 
-/// Rewrites the sequences and optionals of `g` (see the module doc); what
-/// cannot be rewritten is returned, and left for inference to refuse.
-pub fn expand(g: &mut Graph, spec: &IoSpec) -> Vec<Unsupported> {
+/// What a graph input or output holds, as its declared type says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Form {
+    Tensor,
+    Sequence,
+    OptionalTensor,
+    OptionalSequence,
+}
+
+impl Form {
+    /// The form of a declared type (a tensor when undeclared).
+    pub fn of(ty: Option<&Type>) -> Form {
+        match ty {
+            Some(Type::Sequence(_)) => Form::Sequence,
+            Some(Type::Optional(inner)) => match **inner {
+                Type::Sequence(_) => Form::OptionalSequence,
+                _ => Form::OptionalTensor,
+            },
+            _ => Form::Tensor,
+        }
+    }
+}
+
+/// A graph output as the model declares it, and how many of the tensor
+/// outputs of the generated code hold it (in order): one for a tensor, the
+/// length for a sequence (its elements), none for an absent optional.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct OutputGroup {
+    pub name: String,
+    pub form: Form,
+    pub count: usize,
+}
+
+/// What [`expand`] did: its refusals, and the graph outputs as declared.
+pub struct Expanded {
+    /// What cannot be rewritten, left for inference to refuse.
+    pub unsupported: Vec<Unsupported>,
+    /// Per graph output of the model, the generated outputs that hold it.
+    pub outputs: Vec<OutputGroup>,
+}
+
+/// Rewrites the sequences and optionals of `g` (see the module doc).
+pub fn expand(g: &mut Graph, spec: &IoSpec) -> Expanded {
     let mut x = Expander::default();
     x.inputs(g, spec);
     x.nodes(g);
+    for v in g.outputs.clone() {
+        // `add_node` has put the new nodes at the end of the order already.
+        x.materialize(g, v, &mut Vec::new());
+    }
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|v| OutputGroup {
+            name: g.value(*v).name.clone(),
+            form: Form::of(g.value(*v).ty.as_ref()),
+            count: x.seqs.get(v).map_or(1, Vec::len),
+        })
+        .collect();
     x.outputs(g);
-    x.unsupported
+    Expanded { unsupported: x.unsupported, outputs }
 }
 
 /// How many nodes unrolling loops and maps may add to one model, in all.
@@ -86,6 +148,20 @@ struct Expander {
     /// Elements that become graph outputs as they are, without an
     /// `Identity`: data-sized values, which only a graph output may hold.
     direct: BTreeSet<ValueId>,
+    /// Sequences whose order depends on positions known only at run time.
+    indexed: HashMap<ValueId, Indexed>,
+}
+
+/// A sequence of static length whose elements are picked at run time:
+/// element `j` is `sources[map[j]]`, where `map` is an `int64[len]` value
+/// that the nodes inserting and erasing at run-time positions compute.
+/// The elements are not copied until something reads them (`SequenceAt`,
+/// or any other consumer, which reads them all).
+#[derive(Clone, Debug)]
+struct Indexed {
+    sources: Vec<ValueId>,
+    map: ValueId,
+    len: usize,
 }
 
 fn is_sequence(ty: Option<&Type>) -> bool {
@@ -313,6 +389,40 @@ impl Expander {
 
     fn node(&mut self, g: &mut Graph, id: NodeId, order: &mut Vec<NodeId>) {
         let n = g.node(id).clone();
+        let positional = n.op.domain.is_empty()
+            && matches!(
+                n.op.op_type.as_str(),
+                "SequenceInsert" | "SequenceErase" | "SequenceAt" | "SequenceLength" | "Identity"
+            );
+        if positional && n.input(0).is_some_and(|v| self.indexed.contains_key(&v)) {
+            match self.indexed_node(g, id, order) {
+                Ok(true) => order.push(id),
+                Ok(false) => {}
+                Err(reason) => {
+                    self.refuse(g, Some(id), reason);
+                    order.push(id);
+                }
+            }
+            return;
+        }
+        if positional && self.runtime_position(g, &n).is_some() {
+            let Some(list) = self.seq_input(g, id, 0) else {
+                self.refuse(g, Some(id), "its sequence is not known".to_owned());
+                order.push(id);
+                return;
+            };
+            let seq = n.input(0).unwrap_or(ValueId(u32::MAX));
+            self.seqs.remove(&seq);
+            let len = list.len();
+            let base = g.value(seq).name.clone();
+            let map = self.index_constant(g, &base, &(0..len as i64).collect::<Vec<_>>());
+            self.indexed.insert(seq, Indexed { sources: list, map, len });
+            self.node(g, id, order);
+            return;
+        }
+        for v in n.reads().into_iter().flatten() {
+            self.materialize(g, v, order);
+        }
         let reads_seq = n.inputs.iter().flatten().any(|v| self.seqs.contains_key(v));
         let opset = n.op.opset_version;
         if !n.op.domain.is_empty() {
@@ -385,11 +495,6 @@ impl Expander {
     fn insert(&mut self, g: &mut Graph, id: NodeId) -> Result<bool, String> {
         let mut list = self.seq_input(g, id, 0).ok_or("its sequence is not known")?;
         let t = g.node(id).input(1).ok_or("SequenceInsert needs a tensor")?;
-        if let Some(p) = g.node(id).input(2)
-            && const_ints(g, p).is_none()
-        {
-            return Ok(self.insert_at_run_time(g, id, list, t, p));
-        }
         let at = self.position(g, id, 2, list.len())?.unwrap_or(list.len());
         if at > list.len() {
             return Err(format!("position {at} is past the end of a sequence of {}", list.len()));
@@ -475,6 +580,13 @@ impl Expander {
     ) -> Result<bool, String> {
         let n = g.node(id).clone();
         let x = n.input(0).ok_or("SplitToSequence needs an input")?;
+        if let Some(split) = n.input(1)
+            && const_ints(g, split).is_none()
+        {
+            // The number of pieces is the split's declared length, whatever
+            // the input's shape.
+            return self.split_at_run_time(g, id, split);
+        }
         let dims = match &g.value(x).ty {
             Some(Type::Tensor { shape, .. }) => shape.dims.as_ref().and_then(|d| {
                 d.iter()
@@ -572,40 +684,6 @@ impl Expander {
         Ok(false)
     }
 
-    /// SequenceInsert at a position known only at run time: the node stays,
-    /// with the inputs `(tensor, position, elements...)` and one output per
-    /// element of the result, chosen at run time (see `ops::indexing`).
-    /// Its outputs may be data-sized, so they are graph outputs as they are.
-    fn insert_at_run_time(
-        &mut self,
-        g: &mut Graph,
-        id: NodeId,
-        list: Vec<ValueId>,
-        t: ValueId,
-        p: ValueId,
-    ) -> bool {
-        let Some(out) = g.node(id).output(0) else { return false };
-        let base = g.value(out).name.clone();
-        let mut outputs = Vec::with_capacity(list.len() + 1);
-        for k in 0..=list.len() {
-            let v = g.add_value(crate::ir::Value {
-                name: fresh(g, format!("{base}_{k}")),
-                ty: None,
-                kind: ValueKind::NodeOutput { node: id, index: k },
-                doc_string: String::new(),
-            });
-            self.direct.insert(v);
-            outputs.push(v);
-        }
-        self.seqs.insert(out, outputs.clone());
-        let mut inputs = vec![Some(t), Some(p)];
-        inputs.extend(list.into_iter().map(Some));
-        let node = g.node_mut(id);
-        node.inputs = inputs;
-        node.outputs = outputs.into_iter().map(Some).collect();
-        true
-    }
-
     /// SplitToSequence whose sizes come at run time: with a 1-D split of
     /// declared length K, the node stays and gets K outputs, the pieces,
     /// whose lengths along the axis are data-sized (see `ops::indexing`).
@@ -641,6 +719,131 @@ impl Expander {
         self.seqs.insert(out, list.iter().flatten().copied().collect());
         g.node_mut(id).outputs = list;
         Ok(true)
+    }
+
+    /// The position input of a sequence operator when it is known only at
+    /// run time.
+    fn runtime_position(&self, g: &Graph, n: &Node) -> Option<ValueId> {
+        let i = match n.op.op_type.as_str() {
+            "SequenceInsert" => 2,
+            "SequenceErase" | "SequenceAt" => 1,
+            _ => return None,
+        };
+        n.input(i).filter(|&p| const_ints(g, p).is_none())
+    }
+
+    /// A new `int64[len]` constant (a sequence's map).
+    fn index_constant(&self, g: &mut Graph, base: &str, values: &[i64]) -> ValueId {
+        let name = fresh(g, format!("{base}_map"));
+        g.add_initializer(name, Tensor::from_i64s("map", vec![values.len() as u64], values))
+    }
+
+    /// A node reading a sequence of run-time order (see [`Indexed`]):
+    /// inserting, erasing or reading at a position (run-time or not)
+    /// becomes a node of `ops::indexing` on the map; the length is known.
+    fn indexed_node(
+        &mut self,
+        g: &mut Graph,
+        id: NodeId,
+        order: &mut Vec<NodeId>,
+    ) -> Result<bool, String> {
+        let n = g.node(id).clone();
+        let seq =
+            self.indexed.get(&n.input(0).ok_or("no sequence")?).cloned().ok_or("no sequence")?;
+        let out = n.output(0);
+        let base = out.map_or_else(|| "seq".to_owned(), |v| g.value(v).name.clone());
+        let opset = n.op.opset_version;
+        // Where the map is read: (map, position) as the node's first inputs.
+        let position = |i: usize| n.input(i);
+        match n.op.op_type.as_str() {
+            "Identity" => {
+                if let Some(v) = out {
+                    self.indexed.insert(v, seq);
+                }
+                Ok(false)
+            }
+            "SequenceLength" => {
+                let len = i64::try_from(seq.len).unwrap_or(i64::MAX);
+                self.make_constant(g, id, Tensor::from_i64s("length", Vec::new(), &[len]));
+                Ok(true)
+            }
+            "SequenceAt" => {
+                let p = position(1).ok_or("SequenceAt needs a position")?;
+                let mut inputs = vec![Some(seq.map), Some(p)];
+                inputs.extend(seq.sources.iter().map(|&s| Some(s)));
+                let node = g.node_mut(id);
+                node.inputs = inputs;
+                if out.is_some_and(|v| g.outputs.contains(&v)) {
+                    // A graph output may be data-sized: no Identity after it.
+                    self.direct.extend(out);
+                }
+                Ok(true)
+            }
+            "SequenceInsert" | "SequenceErase" => {
+                let insert = n.op.op_type == "SequenceInsert";
+                let mut sources = seq.sources.clone();
+                let mut inputs = vec![Some(seq.map)];
+                let len = if insert {
+                    let t = n.input(1).ok_or("SequenceInsert needs a tensor")?;
+                    sources.push(t);
+                    // The position (absent: the end), then the new source's index.
+                    let p = match position(2) {
+                        Some(p) => p,
+                        None => self.index_constant(g, &base, &[seq.len as i64]),
+                    };
+                    let k = sources.len() as i64 - 1;
+                    let index = fresh(g, format!("{base}_source"));
+                    let index =
+                        g.add_initializer(index, Tensor::from_i64s("source", Vec::new(), &[k]));
+                    inputs.extend([Some(p), Some(index)]);
+                    seq.len + 1
+                } else {
+                    if seq.len == 0 {
+                        return Err("SequenceErase on an empty sequence".to_owned());
+                    }
+                    let p = match position(1) {
+                        Some(p) => p,
+                        None => self.index_constant(g, &base, &[-1]),
+                    };
+                    inputs.push(Some(p));
+                    seq.len - 1
+                };
+                let map_name = fresh(g, format!("{base}_map"));
+                let mut node = plain(opset, &n.op.op_type, inputs);
+                node.name = n.name.clone();
+                let nid = g.add_node(node, &[Some(map_name)]);
+                order.push(nid);
+                let map = g.node(nid).output(0).ok_or("no map")?;
+                if let Some(v) = out {
+                    self.indexed.insert(v, Indexed { sources, map, len });
+                }
+                Ok(false)
+            }
+            other => Err(format!("{other} of a sequence whose order is known only at run time")),
+        }
+    }
+
+    /// Gives a sequence of run-time order (see [`Indexed`]) its elements:
+    /// one `SequenceAt` per position, each picking its source at run time.
+    fn materialize(&mut self, g: &mut Graph, v: ValueId, order: &mut Vec<NodeId>) {
+        let Some(seq) = self.indexed.remove(&v) else { return };
+        let base = g.value(v).name.clone();
+        let opset = g.order().first().map_or(17, |&id| g.node(id).op.opset_version);
+        let mut list = Vec::with_capacity(seq.len);
+        for j in 0..seq.len {
+            let name = fresh(g, format!("{base}_at{j}"));
+            let p = g.add_initializer(name, Tensor::from_i64s("position", Vec::new(), &[j as i64]));
+            let mut inputs = vec![Some(seq.map), Some(p)];
+            inputs.extend(seq.sources.iter().map(|&s| Some(s)));
+            let name = fresh(g, format!("{base}_{j}"));
+            let nid = g.add_node(plain(opset, "SequenceAt", inputs), &[Some(name)]);
+            order.push(nid);
+            if let Some(e) = g.node(nid).output(0) {
+                self.direct.insert(e);
+                list.push(e);
+            }
+        }
+        self.seqs.insert(v, list);
     }
 
     /// Whether `v` is a constant of rank 0 (a `split` given as one size).
@@ -1183,7 +1386,7 @@ mod tests {
     }
 
     #[test]
-    fn a_position_known_only_at_run_time_is_unsupported() {
+    fn a_position_known_only_at_run_time_picks_at_run_time() {
         let a = run_with(
             17,
             "g (float[1] a, int64 p) => (float[1] y) {
@@ -1192,7 +1395,22 @@ mod tests {
              }",
             IoSpec::default(),
         );
-        assert!(unsupported(&a).iter().any(|r| r.contains("not known at generation time")));
+        assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
+        assert_eq!(types(&a), [ty("float[1]")]);
+        // Elements of different lengths along two axes cannot share one output.
+        let a = run_with(
+            17,
+            "g (float[1,2] a, float[2,1] b, int64 p) => (float[?,?] y) {
+               s = SequenceConstruct (a, b)
+               y = SequenceAt (s, p)
+             }",
+            IoSpec::default(),
+        );
+        assert!(
+            unsupported(&a).iter().any(|r| r.contains("differ in more than one axis")),
+            "{:?}",
+            unsupported(&a)
+        );
     }
 
     #[test]
@@ -1350,7 +1568,8 @@ mod tests {
 
     #[test]
     fn run_time_insert_and_split_give_one_output_per_element() {
-        // Element j is a[j], t or a[j-1] depending on p: the largest of them.
+        // Each element is picked among a[0], a[1] and t at run time: the
+        // largest of them is its capacity.
         let a = run_with(
             11,
             "g (seq(int64[N]) s, int64[3] t, int64[1] p) => (seq(int64[N]) y) {
@@ -1359,7 +1578,7 @@ mod tests {
             seq("s", &[(ElemType::Int64, &[4]), (ElemType::Int64, &[2])]),
         );
         assert!(unsupported(&a).is_empty() && errors(&a).is_empty(), "{:?}", unsupported(&a));
-        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[3]")]);
+        assert_eq!(types(&a), [ty("int64[4]"), ty("int64[4]"), ty("int64[4]")]);
         // Two pieces whose sizes come at run time: each may take the whole axis.
         let a = run_with(
             13,

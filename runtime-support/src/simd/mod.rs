@@ -160,6 +160,10 @@ pub(crate) mod tests {
         /// NEON's kernels (aarch64), off only under `Isa::Portable`.
         #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
         Neon,
+        /// The Arm DSP extension's kernels, off only under `Isa::Portable`
+        /// (elsewhere the tests run them on emulated instructions).
+        #[cfg_attr(not(onnx_codegen_arm_dsp), allow(dead_code))]
+        Dsp,
     }
 
     impl Need {
@@ -169,17 +173,20 @@ pub(crate) mod tests {
                 Need::Avx512 => "avx512f",
                 Need::Avx512Vnni => "avx512f+bw+vnni",
                 Need::Neon => "neon",
+                Need::Dsp => "the Arm DSP extension",
             }
         }
 
         /// The environment variable that turns a skip for want of this
-        /// extension into a failure (x86-64 test binaries only: the
-        /// variables describe the x86-64 machine CI runs on).
+        /// extension into a failure (x86-64 test binaries only for the x86
+        /// extensions: the variables describe the machine CI runs on;
+        /// `REQUIRE_ARM_DSP` for the Arm test binaries CI runs in QEMU).
         fn required_by(self) -> Option<&'static str> {
             match self {
                 Need::Avx2 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX2"),
                 Need::Avx512 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512"),
                 Need::Avx512Vnni if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512_VNNI"),
+                Need::Dsp => Some("REQUIRE_ARM_DSP"),
                 _ => None,
             }
         }
@@ -219,12 +226,14 @@ pub(crate) mod tests {
     /// Runs `f`, a kernel call whose bounds do not hold: its
     /// `debug_assert!` stops it in debug builds; in release builds it
     /// returns (having written nothing, which the test then checks).
+    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
     pub(crate) fn out_of_bounds(f: impl FnOnce()) {
         let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
         assert_eq!(stopped, cfg!(debug_assertions), "a call out of bounds stopped: {stopped}");
     }
 
     /// [`can_run`] on the extension `token` proves, passing it on.
+    #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
     pub(crate) fn needs<T>(need: Need, token: Option<T>) -> Option<T> {
         can_run(need, token.is_some()).then_some(token).flatten()
     }

@@ -1,9 +1,13 @@
-//! Writes `docs/conformance.md`: for every operator in the ONNX node suite,
-//! how many tests use it, how many pass, and why the others do not.
+//! Writes `docs/conformance.md`: for every operator in the ONNX backend
+//! suites (node, and the older simple, pytorch-converted, pytorch-operator
+//! and light model suites), how many tests use it, how many pass, and why
+//! the others do not.
 //!
-//! Usage: `conformance_doc NODE_DIR RESULTS_JSON OUT_MD`, where RESULTS_JSON
-//! is what `onnx-codegen test NODE_DIR/* --json RESULTS_JSON` wrote. A test
-//! counts for every operator its model uses (expanded tests use several).
+//! Usage: `conformance_doc SUITE_DIR RESULTS_JSON [SUITE_DIR RESULTS_JSON]... OUT_MD`,
+//! where each RESULTS_JSON is what `onnx-codegen test SUITE_DIR/* --json
+//! RESULTS_JSON` wrote; a suite is named by its directory's last
+//! component. A test counts for every operator its model uses (expanded
+//! tests use several).
 
 use onnx_codegen_proto::{Message, ModelProto};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,12 +47,23 @@ fn known_failures() -> BTreeMap<String, String> {
         .collect()
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let [node_dir, results, out] = args.as_slice() else {
-        eprintln!("usage: conformance_doc NODE_DIR RESULTS_JSON OUT_MD");
-        std::process::exit(2);
-    };
+/// One suite's results: its directory and the outcomes `test --json` wrote.
+struct Suite {
+    name: String,
+    dir: String,
+    outcomes: Vec<serde_json::Value>,
+}
+
+/// One suite's counts, and the tests that did not pass with why.
+struct Tally<'a> {
+    suite: &'a str,
+    tests: usize,
+    passed: usize,
+    /// (test, status and reason).
+    failing: Vec<(String, String)>,
+}
+
+fn read_suite(dir: &str, results: &str) -> Suite {
     let text = std::fs::read_to_string(results).unwrap_or_else(|e| {
         eprintln!("{results}: {e}");
         std::process::exit(2);
@@ -57,11 +72,27 @@ fn main() {
         eprintln!("{results}: {e}");
         std::process::exit(2);
     });
+    let name = Path::new(dir)
+        .file_name()
+        .map_or_else(|| dir.to_owned(), |n| n.to_string_lossy().into_owned());
+    Suite { name, dir: dir.to_owned(), outcomes }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((out, pairs)) = args.split_last().filter(|(_, p)| !p.is_empty() && p.len() % 2 == 0)
+    else {
+        eprintln!(
+            "usage: conformance_doc SUITE_DIR RESULTS_JSON [SUITE_DIR RESULTS_JSON]... OUT_MD"
+        );
+        std::process::exit(2);
+    };
+    let suites: Vec<Suite> = pairs.chunks(2).map(|p| read_suite(&p[0], &p[1])).collect();
     let known = known_failures();
     // Tests whose code needed a runtime feature or inputs fixed from the data.
     let mut with_features: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut fixed: Vec<(String, String)> = Vec::new();
-    for o in &outcomes {
+    for o in suites.iter().flat_map(|s| &s.outcomes) {
         let name = o["name"].as_str().unwrap_or_default().to_owned();
         for f in o["features"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
             with_features.entry(f.to_owned()).or_default().push(name.clone());
@@ -73,30 +104,44 @@ fn main() {
         }
     }
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut per_suite: Vec<Tally> = Vec::new();
     let (mut total, mut passed) = (0, 0);
-    for o in &outcomes {
-        let name = o["name"].as_str().unwrap_or_default();
-        let pass = o["status"] == "pass";
-        total += 1;
-        passed += usize::from(pass);
-        for op in ops_of(&Path::new(node_dir).join(name).join("model.onnx")) {
-            let row = rows.entry(op).or_default();
-            row.tests += 1;
-            if pass {
-                row.passed += 1;
-            } else {
+    for suite in &suites {
+        let mut failing = Vec::new();
+        let (mut n, mut ok) = (0, 0);
+        for o in &suite.outcomes {
+            let name = o["name"].as_str().unwrap_or_default();
+            let pass = o["status"] == "pass";
+            n += 1;
+            ok += usize::from(pass);
+            let line = (!pass).then(|| {
                 let status = o["status"].as_str().unwrap_or_default();
                 let reason = o["reason"].as_str().unwrap_or_default();
-                let line = match known.get(name) {
+                match known.get(name) {
                     Some(why) => format!("{status} (known: {why}): {reason}"),
                     None => format!("{status}: {reason}"),
-                };
-                row.others.insert(name.to_owned(), line);
+                }
+            });
+            if let Some(line) = &line {
+                failing.push((name.to_owned(), line.clone()));
+            }
+            for op in ops_of(&Path::new(&suite.dir).join(name).join("model.onnx")) {
+                let row = rows.entry(op).or_default();
+                row.tests += 1;
+                match &line {
+                    None => row.passed += 1,
+                    Some(line) => {
+                        row.others.insert(name.to_owned(), line.clone());
+                    }
+                }
             }
         }
+        total += n;
+        passed += ok;
+        per_suite.push(Tally { suite: &suite.name, tests: n, passed: ok, failing });
     }
     let mut md = String::new();
-    writeln!(md, "# Conformance: the ONNX node suite\n").unwrap();
+    writeln!(md, "# Conformance: the ONNX backend test suites\n").unwrap();
     writeln!(
         md,
         "Written by `tests/src/bin/conformance_doc.rs` from `onnx-codegen test` results \
@@ -109,6 +154,12 @@ fn main() {
          on purpose are explained in `tests/known_failures.txt`.\n"
     )
     .unwrap();
+    writeln!(md, "| suite | tests | pass | not passing |\n| --- | ---: | ---: | ---: |").unwrap();
+    for t in &per_suite {
+        writeln!(md, "| {} | {} | {} | {} |", t.suite, t.tests, t.passed, t.tests - t.passed)
+            .unwrap();
+    }
+    writeln!(md, "| all | {total} | {passed} | {} |\n", total - passed).unwrap();
     for (feature, names) in &with_features {
         let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
         writeln!(md, "Generated with `{feature}` ({}): {}.\n", names.len(), list.join(", "))
@@ -132,7 +183,16 @@ fn main() {
         writeln!(md, "| {op} | {} | {} | {} |", row.tests, row.passed, row.tests - row.passed)
             .unwrap();
     }
-    writeln!(md, "\n## Why tests do not pass\n").unwrap();
+    writeln!(md, "\n## Tests that do not pass, by suite\n").unwrap();
+    for t in per_suite.iter().filter(|t| !t.failing.is_empty()) {
+        writeln!(md, "### {}\n", t.suite).unwrap();
+        for (test, reason) in &t.failing {
+            let reason: String = reason.chars().take(300).collect();
+            writeln!(md, "- `{test}`: {}", reason.replace('|', "\\|")).unwrap();
+        }
+        md.push('\n');
+    }
+    writeln!(md, "## Why tests do not pass, by operator\n").unwrap();
     for (op, row) in rows.iter().filter(|(_, r)| !r.others.is_empty()) {
         writeln!(md, "### {op}\n").unwrap();
         for (test, reason) in &row.others {

@@ -32,6 +32,8 @@ pub fn run(args: &Args) -> ExitCode {
         name: args.name.clone(),
         dims: args.model.dims(),
         fixed_inputs: args.model.fixed_inputs(),
+        runtime_inputs: args.model.runtime_inputs(),
+        input_shapes: args.model.input_shapes(),
         limits: args.limits.limits(),
         ..Options::default()
     };

@@ -24,6 +24,8 @@ pub fn run(args: &Args) -> ExitCode {
     let opts = Options {
         dims: args.model.dims(),
         fixed_inputs: args.model.fixed_inputs(),
+        runtime_inputs: args.model.runtime_inputs(),
+        input_shapes: args.model.input_shapes(),
         limits: args.limits.limits(),
         ..Options::default()
     };

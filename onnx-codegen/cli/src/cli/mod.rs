@@ -69,6 +69,12 @@ pub struct ModelArgs {
     /// generated `run` returns `Error::InputValue` if called with other values.
     #[arg(long = "fix", value_name = "NAME=V,V,...", value_parser = parse_fix)]
     fixes: Vec<(String, Vec<i64>)>,
+    #[command(flatten)]
+    runtime_inputs: RuntimeInputArgs,
+    /// An input's whole shape, as NAME=D,D,... (repeatable): for dimensions
+    /// the model leaves open (-1, unnamed or symbolic); fixed ones must agree.
+    #[arg(long = "input-shape", value_name = "NAME=D,D,...", value_parser = parse_input_shape)]
+    input_shapes: Vec<(String, Vec<usize>)>,
 }
 
 impl ModelArgs {
@@ -79,6 +85,45 @@ impl ModelArgs {
     fn fixed_inputs(&self) -> std::collections::BTreeMap<String, Vec<i64>> {
         self.fixes.iter().cloned().collect()
     }
+
+    fn input_shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
+        self.input_shapes.iter().cloned().collect()
+    }
+
+    fn runtime_inputs(&self) -> std::collections::BTreeSet<String> {
+        self.runtime_inputs.names()
+    }
+}
+
+/// Which inputs with an initializer stay inputs of `run`.
+#[derive(clap::Args, Debug, Default)]
+pub struct RuntimeInputArgs {
+    /// Keep a graph input that has an initializer as an input of `run`
+    /// (repeatable). In models of IR version 3 or older such inputs (every
+    /// weight, there) are constants by default; from IR version 4 on they
+    /// are inputs anyway.
+    #[arg(long = "runtime-input", value_name = "NAME")]
+    runtime_inputs: Vec<String>,
+}
+
+impl RuntimeInputArgs {
+    fn names(&self) -> std::collections::BTreeSet<String> {
+        self.runtime_inputs.iter().cloned().collect()
+    }
+}
+
+/// `NAME=D,D,...`; `NAME=` is a scalar's (empty) shape.
+pub(crate) fn parse_input_shape(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, dims) = s.split_once('=').ok_or("expected NAME=D,D,...")?;
+    let dims = dims.trim();
+    let dims = if dims.is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| d.trim().parse::<usize>().map_err(|_| format!("'{}' is not a size", d.trim())))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok((name.trim().to_owned(), dims))
 }
 
 fn parse_fix(s: &str) -> Result<(String, Vec<i64>), String> {

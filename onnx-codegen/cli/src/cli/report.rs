@@ -25,6 +25,8 @@ pub fn run(args: &Args) -> ExitCode {
     let mut opts = Options {
         dims: args.model.dims(),
         fixed_inputs: args.model.fixed_inputs(),
+        runtime_inputs: args.model.runtime_inputs(),
+        input_shapes: args.model.input_shapes(),
         ..Options::default()
     };
     args.features.apply(&mut opts);

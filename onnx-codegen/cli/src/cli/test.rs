@@ -13,7 +13,12 @@ pub struct Args {
     /// A symbolic dimension's value, as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N", value_parser = super::parse_dim)]
     dims: Vec<(String, usize)>,
-    /// Write what the generated code produced as TensorProto files under this directory.
+    /// An input's whole shape, as NAME=D,D,... (repeatable); by default the
+    /// data set gives the shapes of inputs with open dimensions.
+    #[arg(long = "input-shape", value_name = "NAME=D,D,...", value_parser = super::parse_input_shape)]
+    input_shapes: Vec<(String, Vec<usize>)>,
+    /// Write what the generated code produced under this directory, in the ONNX
+    /// test layout (OUTDIR/TEST/test_data_set_K/output_J.pb, one per graph output).
     #[arg(long, value_name = "OUTDIR")]
     save_outputs: Option<PathBuf>,
     /// Write the results as JSON to this file.
@@ -33,6 +38,8 @@ pub struct Args {
     #[arg(long, default_value_t = 40)]
     shard_size: usize,
     #[command(flatten)]
+    runtime_inputs: super::RuntimeInputArgs,
+    #[command(flatten)]
     limits: super::LimitArgs,
     /// Accepted for symmetry with `generate`: the harness turns `alloc` and
     /// `image` on by itself for the models that need them.
@@ -43,7 +50,9 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let mut generate = Options {
         dims: args.dims.iter().cloned().collect(),
+        input_shapes: args.input_shapes.iter().cloned().collect(),
         limits: args.limits.limits(),
+        runtime_inputs: args.runtime_inputs.names(),
         ..Options::default()
     };
     args.features.apply(&mut generate);

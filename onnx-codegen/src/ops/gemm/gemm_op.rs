@@ -58,6 +58,13 @@ impl OpRule for GemmRule {
         }
         let (m, _, n) = gemm_dims(cx)?;
         if let Some(c) = cx.opt_input(2) {
+            // Before opset 7, C broadcasts only when the node says so.
+            if cx.version() < 7 && cx.int_or("broadcast", 0) == 0 && c.dims != [m, n] {
+                return invalid(format!(
+                    "Gemm before opset 7 without 'broadcast' = 1 takes C of shape [{m}, {n}], \
+                     got {c}"
+                ));
+            }
             let out = broadcast_shapes(&[&c.dims, &[m, n]])?;
             if out != [m, n] {
                 return invalid(format!("Gemm's C {c} does not broadcast to [{m}, {n}]"));
@@ -254,4 +261,32 @@ fn run_gemm_float<T: onnx_codegen_runtime::num::Float + HostElem>(
     };
     finish_host(y, r, k.act);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::testing::{errors, run, value};
+
+    #[test]
+    fn gemm_before_opset_7_broadcasts_c_only_when_told() {
+        let src = |attrs: &str| {
+            format!(
+                "g () => (float[2,2] y) <float[2,2] a = {{1, 2, 3, 4}}, float[2,2] b = {{1, 0, 0, 1}}, float[2] c = {{10, 20}}> {{
+                    y = Gemm {attrs} (a, b, c)
+                }}"
+            )
+        };
+        let a = run(6, &src("<broadcast: int = 1>"));
+        assert_eq!(value(&a, 0), [11.0, 22.0, 13.0, 24.0]);
+        let a = run(6, &src(""));
+        let e = errors(&a);
+        assert!(
+            e.len() == 1
+                && e[0].contains("Gemm before opset 7 without 'broadcast' = 1 takes C of shape [2, 2], got float[2]"),
+            "{e:?}"
+        );
+        // Opset 7 broadcasts C without being told.
+        let a = run(7, &src(""));
+        assert_eq!(value(&a, 0), [11.0, 22.0, 13.0, 24.0]);
+    }
 }

@@ -2,13 +2,14 @@
 //! NonZero, Compress, NonMaxSuppression and Unique take the shape the
 //! model declares (or the one a constant input gives); Unique without
 //! declared lengths, the pieces of a SplitToSequence whose sizes come at
-//! run time and a SequenceInsert at a run-time position are data-sized
-//! instead.
+//! run time and a SequenceAt at a run-time position (of elements of
+//! different lengths) are data-sized instead.
 
 use super::{Plan, Planned, declared_of, is_data, product};
+use crate::ir::Tensor;
 use crate::ir::{ElemType, TensorType};
 use crate::ops::host::{Data, HostData};
-use crate::ops::{HostTensor, NodeCx, OpResult, axis, invalid, unsupported};
+use crate::ops::{HostTensor, NodeCx, OpError, OpResult, axis, invalid, unsupported};
 use onnx_codegen_runtime::indexing::{self as rt_ix, Nms, Slices};
 use onnx_codegen_runtime::{bf16, f16};
 
@@ -273,71 +274,92 @@ pub(super) fn plan_split_to_sequence(cx: &NodeCx<'_>) -> OpResult<Planned> {
     Ok(Planned { outputs: vec![x.clone(); pieces], plan: Plan::Split { s, pieces, axis: a } })
 }
 
-/// SequenceInsert at a run-time position, after `passes::sequences` gave
-/// it the inputs `(tensor, position, element 0, ...)` and one output per
-/// element of the result. Output `j` is element `j` when the position is
-/// past `j`, the tensor when it is `j`, element `j - 1` otherwise: when
-/// those differ in length along one axis, the output is data-sized.
-pub(super) fn plan_sequence_insert(cx: &NodeCx<'_>) -> OpResult<Planned> {
-    let n_in = cx.node.inputs.len();
-    if n_in < 2 || cx.node.outputs.len() + 1 != n_in {
-        return unsupported(
-            "SequenceInsert on a sequence that is not known at generation time is not supported",
-        );
+/// SequenceInsert and SequenceErase on a sequence whose order is known
+/// only at run time, after `passes::sequences` made them nodes on its map
+/// (see `passes::sequences::Indexed`): inputs `(map, position)`, and for
+/// SequenceInsert the index of the inserted tensor among the sources (a
+/// constant); the output is the new map, one longer or shorter.
+pub(super) fn plan_sequence_map(cx: &NodeCx<'_>, insert: bool) -> OpResult<Planned> {
+    let op = if insert { "SequenceInsert" } else { "SequenceErase" };
+    let map = cx.input(0)?;
+    if map.elem != ElemType::Int64 || map.rank() != 1 || cx.node.outputs.len() != 1 {
+        return unsupported(format!(
+            "{op} at a run-time position on a sequence that is not known at generation time"
+        ));
     }
-    let len = n_in - 2;
-    let t = cx.input(0)?;
     let p = cx.input(1)?;
     if !matches!(p.elem, ElemType::Int32 | ElemType::Int64) || p.numel() != Some(1) {
-        return invalid(format!("the position of SequenceInsert must be one integer, got {p}"));
+        return invalid(format!("the position of {op} must be one integer, got {p}"));
     }
+    let len = map.dims[0];
+    let (source, out) = if insert {
+        let k = cx
+            .constant(2)
+            .and_then(Tensor::to_i64s)
+            .and_then(|v| v.first().copied())
+            .ok_or_else(|| OpError::Invalid("SequenceInsert lost its source index".into()))?;
+        (Some(k), len + 1)
+    } else if len == 0 {
+        return invalid("SequenceErase on an empty sequence");
+    } else {
+        (None, len - 1)
+    };
+    Ok(Planned {
+        outputs: vec![TensorType::new(ElemType::Int64, vec![out])],
+        plan: Plan::SequenceMap { len, source },
+    })
+}
+
+/// SequenceAt on a sequence whose order is known only at run time: inputs
+/// `(map, position, source 0, ...)`; the output is the source the map
+/// names at the position. When the sources differ in length along one
+/// axis, the output is data-sized (its capacity is the longest).
+pub(super) fn plan_sequence_at(cx: &NodeCx<'_>) -> OpResult<Planned> {
+    let map = cx.input(0)?;
+    if map.elem != ElemType::Int64 || map.rank() != 1 || cx.node.inputs.len() < 3 {
+        return unsupported(
+            "SequenceAt at a run-time position on a sequence that is not known at generation time",
+        );
+    }
+    let p = cx.input(1)?;
+    if !matches!(p.elem, ElemType::Int32 | ElemType::Int64) || p.numel() != Some(1) {
+        return invalid(format!("the position of SequenceAt must be one integer, got {p}"));
+    }
+    let sources = (2..cx.node.inputs.len()).map(|i| cx.input(i)).collect::<OpResult<Vec<_>>>()?;
+    let t = sources[0];
     if !is_data(t.elem) {
-        return unsupported(format!("SequenceInsert of {} tensors at a run-time position", t.elem));
+        return unsupported(format!("SequenceAt of {} tensors at a run-time position", t.elem));
     }
-    let elems = (0..len).map(|i| cx.input(2 + i)).collect::<OpResult<Vec<_>>>()?;
-    let mut types = Vec::with_capacity(len + 1);
-    let mut outputs = Vec::with_capacity(len + 1);
-    let mut axes = Vec::with_capacity(len + 1);
-    for j in 0..=len {
-        let mut cands: Vec<&TensorType> = Vec::new();
-        if j < len {
-            cands.push(elems[j]);
-        }
-        cands.push(t);
-        if j > 0 {
-            cands.push(elems[j - 1]);
-        }
-        if let Some(c) = cands.iter().find(|c| c.elem != t.elem || c.rank() != t.rank()) {
-            return unsupported(format!(
-                "SequenceInsert at a run-time position: the tensor is {t} but an element is \
-                 {c}; they must share element type and rank"
-            ));
-        }
-        let differ: Vec<usize> =
-            (0..t.rank()).filter(|&a| cands.iter().any(|c| c.dims[a] != t.dims[a])).collect();
-        let axis = match differ.as_slice() {
-            [] => None,
-            [a] => Some(*a),
-            _ => {
-                return unsupported(format!(
-                    "SequenceInsert at a run-time position: the candidates for element {j} \
-                     differ in more than one axis"
-                ));
-            }
-        };
-        let mut dims = t.dims.clone();
-        if let Some(a) = axis {
-            dims[a] = cands.iter().map(|c| c.dims[a]).max().unwrap_or(0);
-        }
-        let counts = cands
-            .iter()
-            .map(|c| Ok((product(&c.dims)?, axis.map_or(0, |a| c.dims[a]))))
-            .collect::<OpResult<Vec<_>>>()?;
-        types.push(t.with_dims(dims));
-        outputs.push(counts);
-        axes.push(axis);
+    if let Some(c) = sources.iter().find(|c| c.elem != t.elem || c.rank() != t.rank()) {
+        return unsupported(format!(
+            "SequenceAt at a run-time position: the sequence holds {t} and {c}; its elements \
+             must share element type and rank"
+        ));
     }
-    Ok(Planned { outputs: types, plan: Plan::Insert { len, outputs, axes } })
+    let differ: Vec<usize> =
+        (0..t.rank()).filter(|&a| sources.iter().any(|c| c.dims[a] != t.dims[a])).collect();
+    let axis = match differ.as_slice() {
+        [] => None,
+        [a] => Some(*a),
+        _ => {
+            return unsupported(
+                "SequenceAt at a run-time position: the sequence's elements differ in more than \
+                 one axis",
+            );
+        }
+    };
+    let mut dims = t.dims.clone();
+    if let Some(a) = axis {
+        dims[a] = sources.iter().map(|c| c.dims[a]).max().unwrap_or(0);
+    }
+    let counts = sources
+        .iter()
+        .map(|c| Ok((product(&c.dims)?, axis.map_or(0, |a| c.dims[a]))))
+        .collect::<OpResult<Vec<_>>>()?;
+    Ok(Planned {
+        outputs: vec![t.with_dims(dims)],
+        plan: Plan::SequenceAt { len: map.dims[0], sources: counts, axis },
+    })
 }
 
 /// Unique whose outputs' lengths the model leaves to the data: they get

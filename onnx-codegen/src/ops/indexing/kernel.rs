@@ -207,9 +207,10 @@ impl Kernel for IndexKernel {
                 Ok(())
             }
             // The outputs present vary; Unique runs only in generated code.
-            Plan::Unique { .. } | Plan::Split { .. } | Plan::Insert { .. } => {
-                Err(EvalError::Type(self.elem))
-            }
+            Plan::Unique { .. }
+            | Plan::Split { .. }
+            | Plan::SequenceMap { .. }
+            | Plan::SequenceAt { .. } => Err(EvalError::Type(self.elem)),
             _ => by_data_type!(self.elem, run_move(self, inputs, outputs)),
         }
     }
@@ -221,6 +222,7 @@ impl Kernel for IndexKernel {
             | Plan::Det { .. }
             | Plan::NonZero { .. }
             | Plan::Unique { .. } => i == 0,
+            Plan::SequenceMap { .. } => i < 2,
             _ => true,
         }
     }
@@ -239,9 +241,7 @@ impl Kernel for IndexKernel {
         match self.plan {
             Plan::Unique { bounded: Some(axis), .. } => vec![(0, axis, 0), (1, 0, 0), (3, 0, 0)],
             Plan::Split { pieces, axis, .. } => (0..pieces).map(|j| (j, axis, j)).collect(),
-            Plan::Insert { ref axes, .. } => {
-                axes.iter().enumerate().filter_map(|(j, a)| a.map(|a| (j, a, j))).collect()
-            }
+            Plan::SequenceAt { axis: Some(axis), .. } => vec![(0, axis, 0)],
             _ => Vec::new(),
         }
     }
@@ -342,47 +342,65 @@ impl Kernel for IndexKernel {
                     )?;
                 }
             }
-            Plan::Insert { len, outputs, axes } => {
-                let (n, k) = (u(*len), u(*len + 1));
-                let p = input(1);
-                let copies = outputs.iter().enumerate().map(|(j, counts)| {
-                    let y = io.outputs.get(j).cloned().flatten().unwrap_or_else(
-                        || quote!(compile_error!("a SequenceInsert element is not bound")),
-                    );
-                    // The candidates in order: element j, the tensor, element j - 1.
-                    let mut sources = Vec::new();
-                    if j < *len {
-                        sources.push((quote!(_p > #j), input(2 + j)));
-                    }
-                    sources.push((quote!(_p == #j), input(0)));
-                    if j > 0 {
-                        sources.push((quote!(true), input(1 + j)));
-                    }
-                    let arms: Vec<TokenStream> = sources
-                        .iter()
-                        .zip(counts)
-                        .map(|((cond, src), &(numel, along))| {
-                            let (numel, along) = (u(numel), u(along));
-                            quote!(if #cond {
-                                #rt::control::copy(#src, #rt::control::row_mut(&mut *#y, 0, #numel)?)?;
-                                #along
-                            })
-                        })
-                        .collect();
-                    let slot = u(j);
-                    quote!(_lengths[#slot] = #(#arms)else* else { 0 };)
-                });
-                let tail = if axes.iter().any(Option::is_some) {
-                    quote!(_lengths)
-                } else {
-                    quote!(let _ = _lengths;)
+            Plan::SequenceMap { len, source } => {
+                let (map, p) = (input(0), input(1));
+                let y = y.unwrap_or_else(|| quote!(compile_error!("a sequence map is not bound")));
+                let n = u(*len);
+                // The position counts from the back when negative; inserting
+                // may go one past the last element (`insert_position` checks
+                // that), erasing may not.
+                let (out, check, pick) = match source {
+                    Some(k) => (
+                        u(*len + 1),
+                        quote!(),
+                        quote!(if _j < _p { _map[_j] } else if _j == _p { #k } else { _map[_j - 1] }),
+                    ),
+                    None => (
+                        u(len.saturating_sub(1)),
+                        quote!(if _p >= #n { return Err(#rt::Error::InvalidParams); }),
+                        quote!(if _j < _p { _map[_j] } else { _map[_j + 1] }),
+                    ),
                 };
                 quote! {{
                     let _p: usize = #ix::insert_position(#p, #n)?;
-                    let mut _lengths = [0usize; #k];
-                    #(#copies)*
-                    #tail
+                    #check
+                    let _map: &[i64] = #map;
+                    let _out: &mut [i64] = #y;
+                    if _map.len() != #n || _out.len() != #out {
+                        return Err(#rt::Error::ShapeMismatch);
+                    }
+                    for (_j, _y) in _out.iter_mut().enumerate() {
+                        *_y = #pick;
+                    }
                 }}
+            }
+            Plan::SequenceAt { len, sources, axis } => {
+                let (map, p) = (input(0), input(1));
+                let y =
+                    y.unwrap_or_else(|| quote!(compile_error!("a SequenceAt output is not bound")));
+                let n = u(*len);
+                let arms = sources.iter().enumerate().map(|(k, &(numel, along))| {
+                    let (numel, along) = (u(numel), u(along));
+                    let src = input(2 + k);
+                    let k = proc_macro2::Literal::i64_suffixed(k as i64);
+                    quote!(#k => {
+                        #rt::control::copy(#src, #rt::control::row_mut(#y, 0, #numel)?)?;
+                        #along
+                    })
+                });
+                let pick = quote! {{
+                    let _p: usize = #ix::insert_position(#p, #n)?;
+                    if _p >= #n {
+                        return Err(#rt::Error::InvalidParams);
+                    }
+                    let _map: &[i64] = #map;
+                    let _source: i64 = *_map.get(_p).ok_or(#rt::Error::ShapeMismatch)?;
+                    match _source {
+                        #(#arms)*
+                        _ => return Err(#rt::Error::InvalidParams),
+                    }
+                }};
+                if axis.is_some() { quote!([#pick]) } else { quote!(let _ = #pick;) }
             }
             Plan::Split { s, pieces, .. } => {
                 let (o, l, n, k) = (u(s.outer), u(s.len), u(s.inner), u(*pieces));

@@ -1,8 +1,8 @@
 //! Indexing and data-dependent operators: ScatterElements, Scatter,
 //! ScatterND, TensorScatter, GatherND, Einsum, CumProd, BitCast,
 //! ReverseSequence, Det, NonZero, Compress, NonMaxSuppression, Unique, and
-//! SplitToSequence with sizes (and SequenceInsert at a position) known only
-//! at run time.
+//! SplitToSequence with sizes (and SequenceInsert, SequenceErase and
+//! SequenceAt at a position) known only at run time.
 //!
 //! Einsum is planned at generation time: the equation becomes one stride
 //! per operand and label, so the kernel only walks the output and summed
@@ -51,8 +51,8 @@ mod kernel;
 mod scatter;
 
 use data_sized::{
-    plan_compress, plan_nms, plan_non_zero, plan_sequence_insert, plan_split_to_sequence,
-    plan_unique,
+    plan_compress, plan_nms, plan_non_zero, plan_sequence_at, plan_sequence_map,
+    plan_split_to_sequence, plan_unique,
 };
 use einsum::plan_einsum;
 use kernel::IndexKernel;
@@ -77,6 +77,8 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
         "Unique" => OpKind::Unique,
         "SplitToSequence" => OpKind::SplitToSequence,
         "SequenceInsert" => OpKind::SequenceInsert,
+        "SequenceErase" => OpKind::SequenceErase,
+        "SequenceAt" => OpKind::SequenceAt,
         _ => return None,
     };
     Some(RULES[op as usize])
@@ -100,9 +102,11 @@ enum OpKind {
     Unique,
     SplitToSequence,
     SequenceInsert,
+    SequenceErase,
+    SequenceAt,
 }
 
-static RULES: [&dyn OpRule; 16] = [
+static RULES: [&dyn OpRule; 18] = [
     &IndexRule(OpKind::ScatterElements),
     &IndexRule(OpKind::Scatter),
     &IndexRule(OpKind::ScatterNd),
@@ -119,6 +123,8 @@ static RULES: [&dyn OpRule; 16] = [
     &IndexRule(OpKind::Unique),
     &IndexRule(OpKind::SplitToSequence),
     &IndexRule(OpKind::SequenceInsert),
+    &IndexRule(OpKind::SequenceErase),
+    &IndexRule(OpKind::SequenceAt),
 ];
 
 struct IndexRule(OpKind);
@@ -278,15 +284,20 @@ enum Plan {
         /// indices and counts).
         bounded: Option<usize>,
     },
-    /// SequenceInsert at a run-time position (inputs: the tensor, the
-    /// position, then the `len` elements; one output per element after
-    /// the insertion). Per output, its candidates' element counts and
-    /// lengths along its data-sized axis, in the order: the element before
-    /// the position, the tensor, the element after.
-    Insert {
+    /// SequenceInsert (`source`: the inserted tensor's index among the
+    /// sources) or SequenceErase at a run-time position, on the map of a
+    /// sequence of `len` elements (see `data_sized::plan_sequence_map`).
+    SequenceMap {
         len: usize,
-        outputs: Vec<Vec<(usize, usize)>>,
-        axes: Vec<Option<usize>>,
+        source: Option<i64>,
+    },
+    /// SequenceAt at a run-time position in a sequence of `len` elements:
+    /// per source, its element count and length along `axis`, the axis
+    /// along which the sources differ (the output is then data-sized).
+    SequenceAt {
+        len: usize,
+        sources: Vec<(usize, usize)>,
+        axis: Option<usize>,
     },
     /// Data-sized pieces along the middle axis of `s`, one per output.
     Split {
@@ -406,7 +417,9 @@ fn plan(kind: OpKind, cx: &NodeCx<'_>) -> OpResult<Planned> {
         OpKind::Nms => plan_nms(cx),
         OpKind::Unique => plan_unique(cx),
         OpKind::SplitToSequence => plan_split_to_sequence(cx),
-        OpKind::SequenceInsert => plan_sequence_insert(cx),
+        OpKind::SequenceInsert => plan_sequence_map(cx, true),
+        OpKind::SequenceErase => plan_sequence_map(cx, false),
+        OpKind::SequenceAt => plan_sequence_at(cx),
     }
 }
 

@@ -63,7 +63,7 @@ impl OpRule for CompareRule {
         Ok(Lowered::Kernel(Box::new(CompareKernel {
             op: compare_op(cx)?,
             elem: a.elem,
-            plan: Plan::new(&[a, b], &out.dims),
+            plan: Plan::binary(cx, a, b, &out.dims)?,
         })))
     }
 }
@@ -139,7 +139,7 @@ impl OpRule for LogicRule {
         let (a, b) = (cx.input(0)?, cx.input(1)?);
         Ok(Lowered::Kernel(Box::new(LogicKernel {
             op: logic_op(cx)?,
-            plan: Plan::new(&[a, b], &out.dims),
+            plan: Plan::binary(cx, a, b, &out.dims)?,
         })))
     }
 }
@@ -206,7 +206,7 @@ impl OpRule for BitwiseRule {
         Ok(Lowered::Kernel(Box::new(BitwiseKernel {
             op: bitwise_op(cx)?,
             elem: out.elem,
-            plan: Plan::new(&[a, b], &out.dims),
+            plan: Plan::binary(cx, a, b, &out.dims)?,
         })))
     }
 }

@@ -23,7 +23,7 @@
 use super::host::{HostData, HostElem};
 use super::{
     EvalError, HostTensor, Io, NodeCx, OpError, OpResult, OpRule, broadcast_shapes,
-    broadcast_strides, invalid, is_int, unsupported,
+    broadcast_strides, invalid, is_int,
 };
 use crate::emit::lit;
 use crate::ir::{ElemType, TensorType};
@@ -149,15 +149,6 @@ fn no_output(cx: &NodeCx<'_>) -> OpError {
     OpError::Invalid(format!("{} has no output", op(cx)))
 }
 
-/// Refuses the `broadcast`/`axis` attributes of opsets before 7, whose
-/// one-directional broadcasting this compiler does not implement.
-fn no_legacy_broadcast(cx: &NodeCx<'_>) -> OpResult<()> {
-    if cx.version() < 7 && cx.node.attr("broadcast").is_some() {
-        return unsupported("legacy broadcasting (opset < 7, 'broadcast' attribute)");
-    }
-    Ok(())
-}
-
 /// A broadcast plan: the output shape and each input's strides over it.
 #[derive(Clone, Debug, PartialEq)]
 struct Plan {
@@ -171,6 +162,17 @@ impl Plan {
             shape: out.to_vec(),
             strides: inputs.iter().map(|t| broadcast_strides(&t.dims, out)).collect(),
         }
+    }
+
+    /// The plan of a binary operator's two inputs, `b` placed as the
+    /// legacy broadcast of opsets before 7 says (see
+    /// [`crate::ops::legacy_operand_dims`]).
+    fn binary(cx: &NodeCx<'_>, a: &TensorType, b: &TensorType, out: &[usize]) -> OpResult<Plan> {
+        let b_dims = crate::ops::legacy_operand_dims(cx, &a.dims, &b.dims)?;
+        Ok(Plan {
+            shape: out.to_vec(),
+            strides: vec![broadcast_strides(&a.dims, out), broadcast_strides(&b_dims, out)],
+        })
     }
 
     fn s(&self, i: usize) -> &[isize] {
@@ -202,8 +204,8 @@ fn binary_types<'a>(cx: &NodeCx<'a>) -> OpResult<(&'a TensorType, &'a TensorType
     if a.elem != b.elem {
         return invalid(format!("{} of {} and {} tensors", op(cx), a.elem, b.elem));
     }
-    no_legacy_broadcast(cx)?;
-    let dims = broadcast_shapes(&[&a.dims, &b.dims])?;
+    let b_dims = crate::ops::legacy_operand_dims(cx, &a.dims, &b.dims)?;
+    let dims = broadcast_shapes(&[&a.dims, &b_dims])?;
     Ok((a, b, dims))
 }
 

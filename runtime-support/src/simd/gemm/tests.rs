@@ -76,6 +76,7 @@ fn epilogue<'a>(which: usize, bias: &'a [f32], c: &'a [f32], ldc: usize) -> Epil
 /// Runs `kern` and the portable kernel (the exact arithmetic) on one
 /// product and compares within rounding; `y` rows are `ldy` apart and
 /// the gaps between them must be left alone.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 fn check<K: Micro>(kern: K, m: usize, n: usize, k: usize, trans_a: bool, which: usize) {
     let (mut a, mut b) = ([0.0f32; A_LEN], [0.0f32; A_LEN]);
     fill(&mut a, (m * 131 + n * 7 + k) as u32);
@@ -111,6 +112,7 @@ fn check<K: Micro>(kern: K, m: usize, n: usize, k: usize, trans_a: bool, which: 
     assert!(got[m * ldy..].iter().all(|&v| v == 9.0));
 }
 
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 fn sweep<K: Micro>(kern: K) {
     let ms = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 23, 31, 33, 40];
     let ns = [1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40];
@@ -463,6 +465,7 @@ fn strips_row_products_are_ascending_chains() {
 
 /// Special values through every activation: NaN stays NaN, the sign of
 /// zero and infinities come out as the scalar comparisons give them.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 fn check_special<K: Micro>(kern: K) {
     let row = [f32::NAN, -0.0, 0.0, 1.0, -3.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.25];
     let vals: std::vec::Vec<f32> = row.iter().cycle().take(27).copied().collect();
@@ -474,6 +477,7 @@ fn check_special<K: Micro>(kern: K) {
     }
 }
 
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 fn special_products<K: Micro>(kern: K, vals: &[f32], n: usize) {
     let m = vals.len();
     let mut b = std::vec![0.0f32; n];

@@ -13,6 +13,10 @@
 //!   the cap), so a kernel holding one may call that extension's
 //!   `#[target_feature]` functions and intrinsics. Every kernel takes its
 //!   token from here, whatever algorithm it belongs to.
+//! - `dsp.rs`: the Arm DSP extension's token `dsp::Dsp` and its
+//!   packed-halves instructions (`SMLAD`, `SXTB16`), known at compile time
+//!   (the build script's `cfg(onnx_codegen_arm_dsp)`) and emulated in plain
+//!   Rust on other hosts so the DSP kernels' arithmetic is tested anywhere.
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
@@ -23,6 +27,8 @@ pub(in crate::simd) mod avx512;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod cpu;
+#[cfg(any(onnx_codegen_arm_dsp, test))]
+pub(in crate::simd) mod dsp;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod neon;
@@ -33,7 +39,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 /// for [`set_max_isa`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Isa {
-    /// The portable kernels only: no AVX2, AVX-512 or NEON kernel runs.
+    /// The portable kernels only: no AVX2, AVX-512, NEON or Arm DSP kernel
+    /// runs.
     Portable,
     /// Up to AVX2 with FMA on x86-64. On aarch64 (whose only vector
     /// kernels are NEON's) this caps nothing.

@@ -53,6 +53,24 @@ impl Chan {
         Scale { mult: self.mult, shift: self.t as i32 - 31 }.apply(raw.wrapping_add(self.add))
     }
 
+    /// `s.apply(raw + add)` the cheap way where the shift allows: for `t >=
+    /// 33` with `h` the high word of the 64-bit product `v mult`,
+    /// `floor((v mult + 2^(t-1)) / 2^t) = (h + 2^(t-33)) >> (t - 32)`
+    /// (the low word adds less than one unit before a floor by a whole
+    /// power of two), one `SMMUL`, an add and a shift on a 32-bit core;
+    /// `|h| <= 2^30`, so nothing overflows. Smaller shifts take the
+    /// reference way. Equal to [`Chan::apply`] for every input.
+    #[inline(always)]
+    pub(crate) fn apply_scalar(&self, raw: i32) -> i32 {
+        let v = raw.wrapping_add(self.add);
+        if self.t >= 33 {
+            let h = ((i64::from(v) * i64::from(self.mult)) >> 32) as i32;
+            (h + (1 << (self.t - 33))) >> (self.t - 32)
+        } else {
+            self.apply(raw)
+        }
+    }
+
     /// The vector form (module documentation), in scalars: what the SIMD
     /// kernels compute lane by lane.
     #[cfg(test)]
@@ -139,7 +157,7 @@ impl OutRange {
 #[inline]
 pub(crate) fn cols_portable<Y: Q8>(acc: &[i32; 16], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
     for (c, d) in dst.iter_mut().enumerate().take(16) {
-        *d = out.put(ch.lane(c).apply(acc[c]));
+        *d = out.put(ch.lane(c).apply_scalar(acc[c]));
     }
 }
 
@@ -147,7 +165,23 @@ pub(crate) fn cols_portable<Y: Q8>(acc: &[i32; 16], ch: &Chan16, out: &OutRange,
 /// portably.
 #[inline]
 pub(crate) fn splat_portable<Y: Q8>(acc: &[i32; 16], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
-    for (d, &a) in dst.iter_mut().zip(acc) {
-        *d = out.put(ch.apply(a));
+    splat_row(acc, ch, out, dst);
+}
+
+/// `dst[c] = out(ch's stage of acc[c])` for `c < min(dst.len(),
+/// acc.len())`: [`Chan::apply_scalar`] with its choice made once for the
+/// row, so the loop holds only the stage's constants.
+#[inline]
+pub(crate) fn splat_row<Y: Q8>(acc: &[i32], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+    if ch.t >= 33 {
+        let (add, mult, half, sh) = (ch.add, i64::from(ch.mult), 1i32 << (ch.t - 33), ch.t - 32);
+        for (d, &a) in dst.iter_mut().zip(acc) {
+            let h = ((i64::from(a.wrapping_add(add)) * mult) >> 32) as i32;
+            *d = out.put((h + half) >> sh);
+        }
+    } else {
+        for (d, &a) in dst.iter_mut().zip(acc) {
+            *d = out.put(ch.apply(a));
+        }
     }
 }

@@ -124,6 +124,12 @@ fn vector_form_of_the_scale_agrees_within_any_output_range() {
                 let got: i32 = out.put::<i8>(ch.apply_vector_form(raw)).into();
                 assert_eq!(got, want, "t {t} mult {mult} raw {raw} add {add}");
             }
+            // The scalar form is exact for every input, not only in range.
+            assert_eq!(
+                ch.apply_scalar(raw),
+                ch.apply(raw),
+                "t {t} mult {mult} raw {raw} add {add}"
+            );
         }
     }
 }
@@ -423,6 +429,10 @@ fn conv_cases() -> Vec<ConvCase> {
         (3, 3, 3, (7, 12), (5, 3), (1, 2), (2, 1), (4, 0), (2, 3)),
         (4, 4, 4, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
         (2, 2, 2, (3, 70), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (4, 4, 4, (25, 5), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (3, 3, 3, (9, 8), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+        (3, 3, 3, (10, 11), (3, 3), (2, 2), (1, 1), (0, 0), (1, 1)),
+        (2, 2, 2, (6, 9), (3, 3), (1, 2), (1, 1), (1, 1), (0, 0)),
         (33, 20, 1, (12, 13), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
         (64, 9, 1, (20, 20), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
     ] {
@@ -520,8 +530,9 @@ fn qconv_scratch_stays_small() {
     assert_eq!(qconv_scratch_len(&p), 512 * 9 * 16);
     let p = Conv { in_channels: 16, ..p };
     assert_eq!(qconv_scratch_len(&p), 144 * 128);
+    // Depthwise: one padded 66x66 plane and the slack.
     let p = Conv { in_channels: 8, groups: 8, ..p };
-    assert_eq!(qconv_scratch_len(&p), 0);
+    assert_eq!(qconv_scratch_len(&p), 66 * 66 + 4);
 }
 
 #[test]
@@ -741,6 +752,12 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             same::<K, i8>(kern, &t, true);
             same::<K, u8>(kern, &t, false);
             same::<K, i8>(kern, &t, false);
+            // One row repeated, as the driver passes the last rows of a
+            // product (a dense layer at batch 1 has only one).
+            let one = Tile { rows: [t.rows[2]; MAX_MR], ..t };
+            same::<K, u8>(kern, &one, true);
+            same::<K, i8>(kern, &one, true);
+            same::<K, i8>(kern, &one, false);
         }
     }
     // Output stages.
@@ -795,5 +812,67 @@ fn neon_tiles_match_portable() {
         tiles_agree(k);
     } else {
         crate::simd::tests::can_run(crate::simd::tests::Need::Neon, false);
+    }
+}
+
+/// The DSP tiles: on an Arm build with the extension, its instructions;
+/// elsewhere their emulation, the same arithmetic.
+#[test]
+fn dsp_tiles_match_portable() {
+    #[cfg(onnx_codegen_arm_dsp)]
+    let kern = crate::simd::q8::gemm::micro::dsp::Q8Dsp::detect();
+    #[cfg(not(onnx_codegen_arm_dsp))]
+    let kern =
+        Some(crate::simd::q8::gemm::micro::dsp::Q8Dsp(crate::simd::isa::dsp::Dsp::emulated()));
+    match kern {
+        Some(k) => tiles_agree(k),
+        None => {
+            crate::simd::tests::can_run(crate::simd::tests::Need::Dsp, false);
+        }
+    }
+}
+
+/// The DSP depthwise kernel against the plain loops, channel by channel
+/// over random padded planes: every 3x3 geometry it takes (stride 1 and 2
+/// across, 1 and 2 down, odd and even widths, with and without padding),
+/// `i8` and `u8` inputs.
+#[test]
+fn dsp_depthwise_matches_portable() {
+    use crate::simd::q8::conv::Geom;
+    use crate::simd::q8::conv::depthwise::{self, Plane, dsp};
+    #[cfg(onnx_codegen_arm_dsp)]
+    let Some(k) = crate::simd::isa::dsp::Dsp::detect() else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Dsp, false);
+        return;
+    };
+    #[cfg(not(onnx_codegen_arm_dsp))]
+    let k = crate::simd::isa::dsp::Dsp::emulated();
+    let mut rng = Rng::new(29);
+    fn one<A: Q8>(k: crate::simd::isa::dsp::Dsp, g: &Geom, rng: &mut Rng) {
+        let plane = Plane::of(g).unwrap();
+        let pad: Vec<u8> =
+            (0..depthwise::scratch_len(g).unwrap()).map(|_| rng.next() as u8).collect();
+        let wc = rng.i8s(9);
+        let sc = scales(rng, 1, false);
+        let rq = Requant { scales: &sc, zero: rng.int(-20, 20), min: -128, max: 127 };
+        let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
+        let out = OutRange { zero: rq.zero + if A::SIGNED { 0 } else { 128 }, min: 0, max: 127 };
+        let (mut got, mut want) = (vec![0u8; g.oh * g.ow], vec![0u8; g.oh * g.ow]);
+        dsp::channel::<A, u8>(k, g, &plane, &pad, &wc, &ch, &out, &mut got);
+        depthwise::channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want);
+        assert_eq!(got, want, "{g:?} signed {}", A::SIGNED);
+    }
+    for (ih, iw) in [(1, 1), (1, 2), (3, 3), (25, 5), (6, 7), (9, 16), (12, 13)] {
+        for (sh, sw) in [(1, 1), (2, 2), (1, 2), (2, 1)] {
+            for (ph, pw) in [(0, 0), (1, 1), (2, 1)] {
+                let span =
+                    |i: usize, p: usize, s: usize| (i + 2 * p).checked_sub(3).map(|v| v / s + 1);
+                let (Some(oh), Some(ow)) = (span(ih, ph, sh), span(iw, pw, sw)) else { continue };
+                let g = Geom { ih, iw, oh, ow, kh: 3, kw: 3, sh, sw, dh: 1, dw: 1, ph, pw };
+                assert!(dsp::fits(&g));
+                one::<i8>(k, &g, &mut rng);
+                one::<u8>(k, &g, &mut rng);
+            }
+        }
     }
 }

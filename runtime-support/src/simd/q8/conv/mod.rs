@@ -224,7 +224,9 @@ pub(crate) fn reference_with<A: Q8, Y: Q8>(
 
 /// Writes the im2col block of output positions `p0..p0 + pb` of image
 /// `n`, group `g`, into `block` (strips of 16 positions, four `k` per
-/// word; positions past `pb` and `k` past `K` read `x_zero`).
+/// word; taps in the padding read `x_zero`, and so do positions past `pb`
+/// and `k` past `K`, except in a pointwise block, where nothing reads
+/// them: zero weights meet the `k` past `K`).
 #[allow(clippy::too_many_arguments)]
 fn fill_block(
     p: &Conv<'_>,
@@ -244,11 +246,28 @@ fn fill_block(
     let strip = 16 * k4;
     let plane = geo.ih * geo.iw;
     let nstrips = pb.div_ceil(NR);
-    block[..nstrips * strip].fill(x_zero);
     let x0 = (n * p.in_channels + g * cg) * plane;
     if geo.pointwise() {
-        for ci in 0..cg {
-            let row = &x[x0 + ci * plane + p0..][..pb];
+        // No padding to fill: the bytes past `K` meet zero weights and the
+        // positions past `pb` are never stored, so what they hold is moot.
+        // Four channels' bytes of a position make one word of the strip.
+        let row = |ci: usize| &x[x0 + ci * plane + p0..][..pb];
+        let whole = cg / 4;
+        for grp in 0..whole {
+            let (r0, r1, r2, r3) =
+                (row(4 * grp), row(4 * grp + 1), row(4 * grp + 2), row(4 * grp + 3));
+            for (s, dst) in block.chunks_exact_mut(strip).take(nstrips).enumerate() {
+                let dst = &mut dst[grp * 64..][..64];
+                let c0 = s * NR;
+                let n = NR.min(pb - c0);
+                for (i, d) in dst.chunks_exact_mut(4).take(n).enumerate() {
+                    let c = c0 + i;
+                    d.copy_from_slice(&[r0[c], r1[c], r2[c], r3[c]]);
+                }
+            }
+        }
+        for ci in 4 * whole..cg {
+            let row = row(ci);
             let (grp, q) = (ci / 4, ci % 4);
             for (c, &v) in row.iter().enumerate() {
                 block[c / NR * strip + grp * 64 + c % NR * 4 + q] = v;
@@ -256,23 +275,53 @@ fn fill_block(
         }
         return;
     }
+    block[..nstrips * strip].fill(x_zero);
     for kk in 0..k {
         let (ci, tap) = (kk / taps, kk % taps);
         let (ky, kx) = (tap / geo.kw, tap % geo.kw);
-        let base = x0 + ci * plane;
+        let src = &x[x0 + ci * plane..][..plane];
         let (grp, q) = (kk / 4, kk % 4);
-        let (mut oy, mut ox) = (p0 / geo.ow, p0 % geo.ow);
-        for c in 0..pb {
+        // The output columns whose tap `kx` falls inside the input row:
+        // `ox_lo..ox_hi` (`ix = ox sw + kx dw - pw`).
+        let off = kx * geo.dw;
+        let ox_lo = geo.pw.saturating_sub(off).div_ceil(geo.sw).min(geo.ow);
+        let ox_hi = match (geo.iw + geo.pw).checked_sub(off + 1) {
+            Some(last) => (last / geo.sw + 1).min(geo.ow),
+            None => 0,
+        };
+        // The block's positions, one output row's run at a time.
+        let (mut c, mut oy, mut ox0) = (0, p0 / geo.ow, p0 % geo.ow);
+        while c < pb {
+            let run = (geo.ow - ox0).min(pb - c);
             let iy = (oy * geo.sh + ky * geo.dh).wrapping_sub(geo.ph);
-            let ix = (ox * geo.sw + kx * geo.dw).wrapping_sub(geo.pw);
-            if iy < geo.ih && ix < geo.iw {
-                block[c / NR * strip + grp * 64 + c % NR * 4 + q] = x[base + iy * geo.iw + ix];
+            let (a, b) = (ox0.max(ox_lo), (ox0 + run).min(ox_hi));
+            if iy < geo.ih && a < b {
+                let row = &src[iy * geo.iw..][..geo.iw];
+                // Position `cc` of the block takes input column `ix`; the
+                // strip's bytes of one `k` lie four apart.
+                let (mut cc, end) = (c + a - ox0, c + b - ox0);
+                let mut ix = a * geo.sw + off - geo.pw;
+                while cc < end {
+                    let n = (NR - cc % NR).min(end - cc);
+                    let at = cc / NR * strip + grp * 64 + cc % NR * 4 + q;
+                    let dst = &mut block[at..at + 4 * n - 3];
+                    if geo.sw == 1 {
+                        for (j, &v) in row[ix..ix + n].iter().enumerate() {
+                            dst[4 * j] = v;
+                        }
+                    } else {
+                        let src = &row[ix..ix + geo.sw * (n - 1) + 1];
+                        for j in 0..n {
+                            dst[4 * j] = src[geo.sw * j];
+                        }
+                    }
+                    cc += n;
+                    ix += n * geo.sw;
+                }
             }
-            ox += 1;
-            if ox == geo.ow {
-                ox = 0;
-                oy += 1;
-            }
+            c += run;
+            oy += 1;
+            ox0 = 0;
         }
     }
 }
@@ -321,6 +370,8 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let zoff = x_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
         let mr = K::MR.min(MAX_MR);
+        // The tile's sums; only its first `mr` rows are used (and cleared).
+        let mut acc: Acc = [[0; NR]; MAX_MR];
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let mut p0 = 0;
@@ -347,7 +398,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 let strip = &block[s * 16 * k4..][..16 * k4];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
-                                let mut acc: Acc = [[0; NR]; MAX_MR];
+                                acc[..mr].fill([0; NR]);
                                 kern.act_strip::<A>(&t, &mut acc);
                                 let c0 = p0 + s * NR;
                                 let ncols = NR.min(out_size - c0);

@@ -16,7 +16,7 @@ pub(crate) trait WithKernel {
 }
 
 /// Runs `body` with the widest tile kernel available: AVX-512 VNNI, AVX2,
-/// NEON, else the portable one.
+/// NEON, the Arm DSP extension's, else the portable one.
 #[inline]
 pub(crate) fn dispatch(body: impl WithKernel) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -30,6 +30,10 @@ pub(crate) fn dispatch(body: impl WithKernel) {
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     if let Some(k) = micro::neon::Q8Neon::detect() {
+        return body.run(k);
+    }
+    #[cfg(onnx_codegen_arm_dsp)]
+    if let Some(k) = micro::dsp::Q8Dsp::detect() {
         return body.run(k);
     }
     body.run(Portable)

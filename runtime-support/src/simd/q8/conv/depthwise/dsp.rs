@@ -1,0 +1,157 @@
+//! 3x3 depthwise windows of stride 1 or 2 on the Arm DSP extension, over a
+//! padded plane (see the parent module).
+//!
+//! A window row's three inputs `b0 b1 b2` start a word `b0 b1 b2 b3`;
+//! `SXTB16` gives the halves `(b0, b2)` and `(b1, b3)`. With the row's
+//! weights as the halves `(w0, w2)` and `(w1, _)`:
+//!
+//! - output `ox`: `SMLAD (b0, b2)·(w0, w2)` and `SMLABB b1·w1`;
+//! - at stride 1, output `ox + 1` from the same word: `SMLAD (b1,
+//!   b3)·(w0, w2)` and `SMLATB b2·w1`.
+//!
+//! So a pair of outputs at stride 1 takes, per window row, one load, two
+//! extensions and four multiply-accumulates for twelve products' worth of
+//! work (six multiply-adds); a single output five instructions for three.
+
+use crate::int8::Q8;
+use crate::simd::isa::dsp::{Dsp, halves, smlabb, smlabt, smlad, smlatb, smlatt, split};
+use crate::simd::q8::conv::Geom;
+use crate::simd::q8::conv::depthwise::{PLANE_SLACK, Plane};
+use crate::simd::q8::requant::{Chan, OutRange, splat_row};
+
+/// Whether the window is one this kernel takes: 3x3, no dilation,
+/// horizontal stride 1 or 2 (any vertical stride).
+pub(crate) fn fits(g: &Geom) -> bool {
+    g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && (g.sw == 1 || g.sw == 2)
+}
+
+/// The window's weights as halves: each row's `(w0, w2)`, and the middle
+/// column's `(w1 of row 0, w1 of row 1)` and `(w1 of row 2, 0)` (five
+/// registers, which leaves the loop enough for the rest).
+#[derive(Clone, Copy)]
+struct Weights {
+    outer: [u32; 3],
+    mid01: u32,
+    mid2: u32,
+}
+
+/// One channel, as the parent's `channel` (same arguments; the window
+/// [`fits`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn channel<A: Q8, Y: Q8>(
+    _: Dsp,
+    g: &Geom,
+    plane: &Plane,
+    pad: &[u8],
+    wc: &[i8],
+    ch: &Chan,
+    out: &OutRange,
+    yp: &mut [Y],
+) {
+    debug_assert!(fits(g) && wc.len() == 9 && yp.len() == g.oh * g.ow);
+    // The furthest byte read: row `(oh - 1) sh + 2`, the word at column
+    // `(ow - 1) sw`, whose last byte is column `(ow - 1) sw + 3 =
+    // plane.cols` (one past the row: the next row's first, or the slack).
+    let need = plane.rows * plane.cols + PLANE_SLACK;
+    let ok = fits(g)
+        && wc.len() == 9
+        && yp.len() == g.oh * g.ow
+        && plane.cols == (g.ow - 1) * g.sw + 3
+        && plane.rows == (g.oh - 1) * g.sh + 3
+        && pad.len() >= need;
+    debug_assert!(ok, "depthwise DSP kernel out of bounds");
+    if !ok {
+        return;
+    }
+    let v = |i: usize| i32::from(wc[i]);
+    let w = Weights {
+        outer: [halves(v(0), v(2)), halves(v(3), v(5)), halves(v(6), v(8))],
+        mid01: halves(v(1), v(4)),
+        mid2: halves(v(7), 0),
+    };
+    if A::SIGNED {
+        rows::<true, Y>(g, plane.cols, pad, &w, ch, out, yp);
+    } else {
+        rows::<false, Y>(g, plane.cols, pad, &w, ch, out, yp);
+    }
+}
+
+/// The output rows of [`channel`], `SIGNED` the input's type.
+#[inline(always)]
+fn rows<const SIGNED: bool, Y: Q8>(
+    g: &Geom,
+    pitch: usize,
+    pad: &[u8],
+    w: &Weights,
+    ch: &Chan,
+    out: &OutRange,
+    yp: &mut [Y],
+) {
+    // The sums of a row (up to 64 outputs at a time) first, then their
+    // output stage: the stage's constants would not fit in the registers
+    // beside the weights.
+    let mut acc = [0i32; 64];
+    for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate() {
+        let top = pad[oy * g.sh * pitch..].as_ptr();
+        for (ox0, yc) in (0..g.ow).step_by(64).zip(yr.chunks_mut(64)) {
+            let acc = &mut acc[..yc.len()];
+            if g.sw == 1 {
+                let mut pairs = acc.chunks_exact_mut(2);
+                for (i, a) in (&mut pairs).enumerate() {
+                    // SAFETY: the words at columns `ox..ox + 4`, `ox = ox0 +
+                    // 2 i`, of the window's three rows lie within `pad`
+                    // (checked above: `ox + 3 <= ow + 1 = plane.cols`).
+                    let (s0, s1) = unsafe { pair::<SIGNED>(top.add(ox0 + 2 * i), pitch, w) };
+                    a[0] = s0;
+                    a[1] = s1;
+                }
+                if let [last] = pairs.into_remainder() {
+                    // SAFETY: as above, the word at the last column.
+                    *last = unsafe { single::<SIGNED>(top.add(ox0 + yc.len() - 1), pitch, w) };
+                }
+            } else {
+                for (i, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: as above, the word at column `2 (ox0 + i)`.
+                    *a = unsafe { single::<SIGNED>(top.add(2 * (ox0 + i)), pitch, w) };
+                }
+            }
+            splat_row(acc, ch, out, yc);
+        }
+    }
+}
+
+/// The sums of the windows at `p` and `p + 1` (stride 1).
+///
+/// # Safety
+/// `p + r * pitch..+ 4` is readable for `r < 3`.
+#[inline(always)]
+unsafe fn pair<const SIGNED: bool>(p: *const u8, pitch: usize, w: &Weights) -> (i32, i32) {
+    // SAFETY: the caller's bound (unaligned `LDR`s).
+    let row = |r: usize| u32::from_le(unsafe { p.add(r * pitch).cast::<u32>().read_unaligned() });
+    let (e, o) = split::<SIGNED>(row(0));
+    let (mut a, mut b) = (smlabb(o, w.mid01, smlad(e, w.outer[0], 0)), 0);
+    b = smlatb(e, w.mid01, smlad(o, w.outer[0], b));
+    let (e, o) = split::<SIGNED>(row(1));
+    a = smlabt(o, w.mid01, smlad(e, w.outer[1], a));
+    b = smlatt(e, w.mid01, smlad(o, w.outer[1], b));
+    let (e, o) = split::<SIGNED>(row(2));
+    a = smlabb(o, w.mid2, smlad(e, w.outer[2], a));
+    b = smlatb(e, w.mid2, smlad(o, w.outer[2], b));
+    (a, b)
+}
+
+/// The sum of the window at `p`.
+///
+/// # Safety
+/// As [`pair`].
+#[inline(always)]
+unsafe fn single<const SIGNED: bool>(p: *const u8, pitch: usize, w: &Weights) -> i32 {
+    // SAFETY: the caller's bound.
+    let row = |r: usize| u32::from_le(unsafe { p.add(r * pitch).cast::<u32>().read_unaligned() });
+    let (e, o) = split::<SIGNED>(row(0));
+    let a = smlabb(o, w.mid01, smlad(e, w.outer[0], 0));
+    let (e, o) = split::<SIGNED>(row(1));
+    let a = smlabt(o, w.mid01, smlad(e, w.outer[1], a));
+    let (e, o) = split::<SIGNED>(row(2));
+    smlabb(o, w.mid2, smlad(e, w.outer[2], a))
+}

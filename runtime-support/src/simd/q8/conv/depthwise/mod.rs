@@ -1,0 +1,152 @@
+//! Depthwise int8 convolution (`group == C == M`), NCHW, any kernel,
+//! stride, padding and dilation.
+//!
+//! Each channel's plane is first copied into `scratch` with its padding
+//! made real: the rows and columns the windows reach, padding read as the
+//! input's zero point (so every tap adds `(x - x_zero) w` with `x =
+//! x_zero`, nothing), then [`PLANE_SLACK`] spare bytes that the word-wide
+//! kernels may read past the last row. The sum of every window is then a
+//! plain dot product with no bounds to test; the zero point comes off once
+//! per channel as `x_zero * sum(w)`, with the bias.
+//!
+//! Kernels: the plain loops (here), and 3x3 windows of stride 1 or 2 on
+//! the Arm DSP extension (`dsp.rs`: two outputs per word of four inputs).
+
+#[cfg(any(onnx_codegen_arm_dsp, test))]
+#[allow(unsafe_code)]
+pub(crate) mod dsp;
+
+use crate::conv::Conv;
+use crate::int8::{Q8, Requant};
+use crate::simd::q8::conv::Geom;
+use crate::simd::q8::requant::{Chan, OutRange, splat_row};
+
+/// Bytes the word-wide kernels may read past the last padded row.
+pub(crate) const PLANE_SLACK: usize = 4;
+
+/// The padded plane of a channel: the input rows and columns the windows
+/// reach, with the padding.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plane {
+    /// Rows: `(oh - 1) sh + (kh - 1) dh + 1`.
+    pub rows: usize,
+    /// Columns (the row pitch): `(ow - 1) sw + (kw - 1) dw + 1`.
+    pub cols: usize,
+}
+
+impl Plane {
+    /// The padded plane of a checked window with at least one output.
+    pub(crate) fn of(g: &Geom) -> Option<Plane> {
+        let span = |o: usize, s: usize, k: usize, d: usize| {
+            o.checked_sub(1)?
+                .checked_mul(s)?
+                .checked_add(k.checked_sub(1)?.checked_mul(d)?)?
+                .checked_add(1)
+        };
+        Some(Plane { rows: span(g.oh, g.sh, g.kh, g.dh)?, cols: span(g.ow, g.sw, g.kw, g.dw)? })
+    }
+
+    /// The scratch bytes: the plane and the slack.
+    pub(crate) fn len(&self) -> Option<usize> {
+        self.rows.checked_mul(self.cols)?.checked_add(PLANE_SLACK)
+    }
+}
+
+/// The scratch elements of a depthwise convolution (`None` on overflow).
+pub(crate) fn scratch_len(g: &Geom) -> Option<usize> {
+    if g.oh == 0 || g.ow == 0 {
+        return Some(0);
+    }
+    Plane::of(g)?.len()
+}
+
+/// Copies channel plane `xp` (`ih x iw`) into `pad` (`plane.len()`
+/// bytes) as the module documentation says.
+fn fill(g: &Geom, plane: &Plane, xp: &[u8], x_zero: u8, pad: &mut [u8]) {
+    pad.fill(x_zero);
+    // The padded columns `px` with `ix = px - pw` inside the row.
+    let c0 = g.pw.min(plane.cols);
+    let c1 = (g.pw + g.iw).min(plane.cols);
+    if c0 >= c1 {
+        return;
+    }
+    for (py, row) in pad.chunks_exact_mut(plane.cols).take(plane.rows).enumerate() {
+        let Some(iy) = py.checked_sub(g.ph).filter(|&iy| iy < g.ih) else { continue };
+        row[c0..c1].copy_from_slice(&xp[iy * g.iw + c0 - g.pw..][..c1 - c0]);
+    }
+}
+
+/// The depthwise convolution (lengths checked by the caller; `w` is `[C,
+/// kh * kw]`; `scratch` holds [`scratch_len`] bytes).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<A: Q8, Y: Q8>(
+    p: &Conv<'_>,
+    g: &Geom,
+    x: &[A],
+    x_zero: i32,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: &mut [Y],
+    scratch: &mut [A],
+) {
+    let (iplane, oplane, taps) = (g.ih * g.iw, g.oh * g.ow, g.kh * g.kw);
+    let Some(plane) = Plane::of(g) else { return };
+    let Some(pad) = plane.len().and_then(|n| A::as_bytes_mut(scratch).get_mut(..n)) else {
+        debug_assert!(false, "depthwise scratch too small");
+        return;
+    };
+    let x = A::as_bytes(x);
+    let zbits = A::saturate(x_zero).bits();
+    let out = OutRange::of(rq);
+    #[cfg(onnx_codegen_arm_dsp)]
+    let dsp = crate::simd::isa::dsp::Dsp::detect().filter(|_| dsp::fits(g));
+    for n in 0..p.batch {
+        for c in 0..p.out_channels {
+            fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], zbits, pad);
+            let wc = &w[c * taps..][..taps];
+            let wsum: i32 = wc.iter().map(|&v| i32::from(v)).sum();
+            let add = bias.map_or(0, |b| b[c]).wrapping_sub(x_zero.wrapping_mul(wsum));
+            let ch = Chan::new(add, rq.scale(c));
+            let yp = &mut y[(n * p.out_channels + c) * oplane..][..oplane];
+            #[cfg(onnx_codegen_arm_dsp)]
+            if let Some(k) = dsp {
+                dsp::channel::<A, Y>(k, g, &plane, pad, wc, &ch, &out, yp);
+                continue;
+            }
+            channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp);
+        }
+    }
+}
+
+/// One channel, the plain loops: `yp[oy, ox] = out(ch(sum of the window's
+/// taps))` over the padded plane `pad`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn channel<A: Q8, Y: Q8>(
+    g: &Geom,
+    plane: &Plane,
+    pad: &[u8],
+    wc: &[i8],
+    ch: &Chan,
+    out: &OutRange,
+    yp: &mut [Y],
+) {
+    let mut acc = [0i32; 64];
+    for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate().take(g.oh) {
+        for (ox0, yc) in (0..g.ow).step_by(64).zip(yr.chunks_mut(64)) {
+            let acc = &mut acc[..yc.len()];
+            acc.fill(0);
+            for ky in 0..g.kh {
+                let row = &pad[(oy * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
+                for kx in 0..g.kw {
+                    let wv = i32::from(wc[ky * g.kw + kx]);
+                    let from = &row[ox0 * g.sw + kx * g.dw..];
+                    for (a, &v) in acc.iter_mut().zip(from.iter().step_by(g.sw)) {
+                        *a = a.wrapping_add(A::of_bits(v) * wv);
+                    }
+                }
+            }
+            splat_row(acc, ch, out, yc);
+        }
+    }
+}
