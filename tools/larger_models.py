@@ -41,6 +41,17 @@ mobilenet_v3: opset 14, MobileNet-V3-Small's layout: HardSwish, squeeze-and-exci
             HardSigmoid, 3x3 and 5x5 depthwise convs.
 audio_encoder: opset 17, wav2vec2-style: seven 1-D convs over [1,1,16000] (kernels 10/3/2,
             strides 5/2, 256 channels, Erf GELU), then 2 transformer layers (d 256) over 49 frames.
+convnext:   opset 17, ConvNeXt-T's layout shrunk (depths 2, 2, 4, 2), 7x7 depthwise, LayerNorm, Gelu.
+unet:       opset 13, image [1,3,128,128]: a U-Net (32..256 channels, double 3x3 conv + BN + Relu,
+            max pools down, ConvTranspose 2x2/2 up + skip Concat), 2 classes at full size.
+convt_decoder: opset 13, latent [1,256,8,8] -> [1,3,128,128]: ConvTranspose 3x3/2 (pads 1,
+            output_padding 1) and 4x4/2 (pads 1) alternating, BN + Relu, Tanh.
+vocoder_1d: opset 13, mel [1,80,64] -> [1,1,16384]: HiFi-GAN-style 1-D ConvTranspose up-sampling
+            (16/8, 16/8, 4/2, 4/2), LeakyRelu, residual convs.
+yolo_neck:  opset 13, image [1,3,320,320]: YOLOv5/v8-style backbone and PAN neck with SiLU, Resize
+            nearest x2 (asymmetric, floor) + Concat, three 255-channel heads.
+seg_head:   opset 13, image [1,3,256,256]: DeepLab-V3+-style: dilated ASPP, Resize linear x4
+            (pytorch_half_pixel), x2 (half_pixel, asymmetric), final x4 (align_corners).
 Reference outputs by onnxruntime with graph optimisations off; onnxruntime's single-thread
 latency (all optimisations) is printed. Needs `pip install onnx onnxruntime numpy`.
 """
@@ -522,6 +533,184 @@ def convnext(seed=22):
     return g, ins, outs, 17, {"img": g.rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
+def bn(g, x, c):
+    """An inference BatchNormalization of `c` channels (random statistics)."""
+    scale = g.const(g.rng.uniform(0.5, 1.5, c).astype(np.float32), "scale")
+    bias = g.const((0.1 * g.rng.standard_normal(c)).astype(np.float32), "bias")
+    mean = g.const((0.1 * g.rng.standard_normal(c)).astype(np.float32), "mean")
+    var = g.const(g.rng.uniform(0.5, 1.5, c).astype(np.float32), "var")
+    return g.op("BatchNormalization", [x, scale, bias, mean, var])
+
+
+def conv_t(g, x, cin, cout, k, stride, pad=0, out_pad=0, bias=True, dims=2):
+    """A ConvTranspose as torch exports `nn.ConvTranspose{dims}d(cin, cout,
+    k, stride, pad, out_pad)`: W is [cin, cout, k...], every attribute
+    written out."""
+    ins = [x, g.w((cin, cout) + (k,) * dims, np.sqrt(1.0 / (cin * k ** dims / stride ** dims)))]
+    if bias:
+        ins.append(g.const((0.05 * g.rng.standard_normal(cout)).astype(np.float32), "b"))
+    return g.op("ConvTranspose", ins, kernel_shape=[k] * dims, strides=[stride] * dims,
+                pads=[pad] * (2 * dims), output_padding=[out_pad] * dims, dilations=[1] * dims,
+                group=1)
+
+
+def resize(g, x, scale, mode, coord, nearest="floor"):
+    """A Resize by `scale` on H and W as torch exports `F.interpolate` at
+    opset 13: empty roi, constant scales [1, 1, scale, scale]."""
+    scales = g.const(np.array([1, 1, scale, scale], np.float32), "scales")
+    attrs = dict(mode=mode, coordinate_transformation_mode=coord, cubic_coeff_a=-0.75)
+    if mode == "nearest":
+        attrs["nearest_mode"] = nearest
+    return g.op("Resize", [x, "", scales], **attrs)
+
+
+def unet(seed=23):
+    """A small U-Net (the original's layout, as milesial/Pytorch-UNet exports
+    it with ConvTranspose up-sampling): double 3x3 convs (BatchNormalization
+    + Relu) at 32, 64, 128, 256 channels over 128, 64, 32, 16 pixels, 2x2
+    max pools down, ConvTranspose 2x2/2 up (256 -> 128 on 16x16, 128 -> 64
+    on 32x32, 64 -> 32 on 64x64), each Concat with its skip, a 1x1 head to
+    2 classes."""
+    g = G(seed)
+
+    def double(x, cin, cout):
+        y = conv_bn(g, x, cin, cout, 3, 1, 1, lambda y: g.op("Relu", [y]))
+        return conv_bn(g, y, cout, cout, 3, 1, 1, lambda y: g.op("Relu", [y]))
+
+    pool = lambda x: g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    widths = [32, 64, 128, 256]
+    skips, y, c = [], "img", 3
+    for i, w in enumerate(widths):
+        y = double(y if i == 0 else pool(y), c, w)
+        skips.append(y)
+        c = w
+    for w, skip in zip(reversed(widths[:-1]), reversed(skips[:-1])):
+        up = conv_t(g, y, c, w, 2, 2)
+        y = double(g.op("Concat", [skip, up], axis=1), 2 * w, w)
+        c = w
+    y = conv_b(g, y, c, 2, 1, relu=False)
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 128, 128])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, 2, 128, 128])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 128, 128)).astype(np.float32)}
+
+
+def convt_decoder(seed=24):
+    """An image decoder (autoencoder / DCGAN generator) from a [1, 256, 8, 8]
+    latent: ConvTranspose 3x3/2 with pads 1 and output_padding 1 (torch's
+    usual doubling), then 4x4/2 with pads 1 (DCGAN's), alternating, 256 ->
+    128 -> 64 -> 32 -> 16 channels up to 128x128, BatchNormalization + Relu
+    after each, a 3x3 conv to RGB and Tanh."""
+    g = G(seed)
+    y, c = "z", 256
+    for i, cout in enumerate([128, 64, 32, 16]):
+        k, op = (3, 1) if i % 2 == 0 else (4, 0)
+        y = g.op("Relu", [bn(g, conv_t(g, y, c, cout, k, 2, 1, op, bias=False), cout)])
+        c = cout
+    y = g.op("Tanh", [conv_b(g, y, c, 3, 3, relu=False)])
+    ins = [h.make_tensor_value_info("z", TP.FLOAT, [1, 256, 8, 8])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, 3, 128, 128])]
+    return g, ins, outs, 13, {"z": g.rng.standard_normal((1, 256, 8, 8)).astype(np.float32)}
+
+
+def vocoder_1d(seed=25):
+    """A HiFi-GAN-style vocoder, shrunk: a 7-tap Conv1d from 80 mel bins to
+    256 channels over 64 frames, then 1-D ConvTranspose up-sampling 8, 8, 2,
+    2 (kernels 16, 16, 4, 4, pads half the stride) to 16384 samples, each
+    after a LeakyRelu and followed by a residual 3-tap conv, a 7-tap conv to
+    one channel and Tanh."""
+    g = G(seed)
+
+    def conv1(x, cin, cout, k):
+        w = g.w((cout, cin, k), np.sqrt(1.0 / (cin * k)))
+        b = g.const((0.02 * g.rng.standard_normal(cout)).astype(np.float32), "b")
+        return g.op("Conv", [x, w, b], kernel_shape=[k], pads=[k // 2] * 2)
+
+    leaky = lambda x: g.op("LeakyRelu", [x], alpha=0.1)
+    y, c = conv1("mel", 80, 256, 7), 256
+    for k, s in [(16, 8), (16, 8), (4, 2), (4, 2)]:
+        y = conv_t(g, leaky(y), c, c // 2, k, s, (k - s) // 2, dims=1)
+        c //= 2
+        y = g.op("Add", [y, conv1(leaky(y), c, c, 3)])
+    y = g.op("Tanh", [conv1(leaky(y), c, 1, 7)])
+    ins = [h.make_tensor_value_info("mel", TP.FLOAT, [1, 80, 64])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, 1, 16384])]
+    return g, ins, outs, 13, {"mel": g.rng.standard_normal((1, 80, 64)).astype(np.float32)}
+
+
+def yolo_neck(seed=26):
+    """A YOLOv5/v8-style detector at 320x320, narrowed (widths 16..256): a
+    stride-2 conv backbone with SiLU (x * Sigmoid(x), as exported), then the
+    PAN neck: Resize nearest x2 (torch's nn.Upsample: asymmetric, floor) +
+    Concat with the backbone's stride-16 and stride-8 features, convs, the
+    way back down with stride-2 convs and Concats, and three 1x1 heads of
+    3 * 85 channels."""
+    g = G(seed)
+
+    def conv(x, cin, cout, k, stride=1):
+        y = conv_b(g, x, cin, cout, k, stride, relu=False)
+        return g.op("Mul", [y, g.op("Sigmoid", [y])])
+
+    def block(x, cin, cout):
+        h1 = conv(x, cin, cout // 2, 1)
+        h2 = conv(conv(h1, cout // 2, cout // 2, 3), cout // 2, cout // 2, 3)
+        return conv(g.op("Concat", [h1, h2], axis=1), cout, cout, 1)
+
+    y = conv("img", 3, 16, 3, 2)
+    feats, c = [], 16
+    for w in [32, 64, 128, 256]:
+        y = block(conv(y, c, w, 3, 2), w, w)
+        feats.append(y)
+        c = w
+    p3, p4, p5 = feats[1], feats[2], feats[3]
+    up = lambda x: resize(g, x, 2.0, "nearest", "asymmetric", "floor")
+    t4 = block(g.op("Concat", [up(p5), p4], axis=1), 256 + 128, 128)
+    t3 = block(g.op("Concat", [up(t4), p3], axis=1), 128 + 64, 64)
+    d4 = block(g.op("Concat", [conv(t3, 64, 64, 3, 2), t4], axis=1), 64 + 128, 128)
+    d5 = block(g.op("Concat", [conv(d4, 128, 128, 3, 2), p5], axis=1), 128 + 256, 256)
+    outs_v = [conv_b(g, t, cin, 255, 1, relu=False) for t, cin in [(t3, 64), (d4, 128), (d5, 256)]]
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 320, 320])]
+    outs = [h.make_tensor_value_info(o, TP.FLOAT, [1, 255, 320 // s, 320 // s])
+            for o, s in zip(outs_v, [8, 16, 32])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 320, 320)).astype(np.float32)}
+
+
+def seg_head(seed=27):
+    """A DeepLab-V3+-style segmentation net at 256x256: a stride-16 conv
+    backbone (Relu), an ASPP-lite of dilated 3x3 convs joined by Concat, a
+    Resize linear x4 (pytorch_half_pixel: torch's align_corners=False)
+    Concat with the stride-4 features, a Resize linear x2 of the
+    stride-8 features (half_pixel, as tf2onnx writes it) and one x2
+    asymmetric (TF1's resize_bilinear), a 3x3 conv, and the final Resize
+    linear x4 with align_corners (torch's align_corners=True) to 21
+    classes at full size."""
+    g = G(seed)
+    y, c, feats = "img", 3, {}
+    for i, (w, s) in enumerate([(32, 2), (64, 2), (96, 2), (160, 2), (256, 1)]):
+        y = conv_b(g, y, c, w, 3, s)
+        c = w
+        feats[2 ** min(i + 1, 4)] = (y, w)
+    x16, c16 = feats[16]
+    branches = [conv_b(g, x16, c16, 96, 1)]
+    for dil in [2, 4, 6]:
+        w = g.w((96, c16, 3, 3), np.sqrt(2.0 / (c16 * 9)))
+        z = g.op("Conv", [x16, w, g.const(np.zeros(96, np.float32), "b")], kernel_shape=[3, 3],
+                 pads=[dil] * 4, dilations=[dil, dil])
+        branches.append(g.op("Relu", [z]))
+    a = conv_b(g, g.op("Concat", branches, axis=1), 4 * 96, 128, 1)
+    x4, c4 = feats[4]
+    x8, c8 = feats[8]
+    lo = conv_b(g, x4, c4, 48, 1)
+    m8 = conv_b(g, x8, c8, 32, 1)
+    up8 = [resize(g, m8, 2.0, "linear", "half_pixel"), resize(g, m8, 2.0, "linear", "asymmetric")]
+    y = g.op("Concat", [resize(g, a, 4.0, "linear", "pytorch_half_pixel"), lo] + up8, axis=1)
+    y = conv_b(g, y, 128 + 48 + 64, 96, 3)
+    y = conv_b(g, y, 96, 21, 1, relu=False)
+    y = resize(g, y, 4.0, "linear", "align_corners")
+    ins = [h.make_tensor_value_info("img", TP.FLOAT, [1, 3, 256, 256])]
+    outs = [h.make_tensor_value_info(y, TP.FLOAT, [1, 21, 256, 256])]
+    return g, ins, outs, 13, {"img": g.rng.standard_normal((1, 3, 256, 256)).astype(np.float32)}
+
+
 def save(root, name, built):
     import onnxruntime as ort
     g, ins, outs, opset, feeds = built
@@ -560,7 +749,9 @@ def save(root, name, built):
 BUILDERS = {"cnn_224": cnn, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0,
             "resnet50": resnet50, "bert_small": bert, "gpt_small": gpt, "vit_tiny": vit,
             "squeezenet": squeezenet, "googlenet": googlenet, "densenet": densenet,
-            "mobilenet_v3": mobilenet_v3, "audio_encoder": audio_encoder, "convnext": convnext}
+            "mobilenet_v3": mobilenet_v3, "audio_encoder": audio_encoder, "convnext": convnext,
+            "unet": unet, "convt_decoder": convt_decoder, "vocoder_1d": vocoder_1d,
+            "yolo_neck": yolo_neck, "seg_head": seg_head}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -1,10 +1,11 @@
-"""Per-step times of our generated code: `python3 tools/stepprof.py model.onnx [runs]`.
+"""Per-step times of our generated code: `python3 tools/stepprof.py model.onnx [runs] [mean|min]`.
 
 The counterpart of `tools/ortprof.py`. Generates the model with the release
 CLI, puts a timer between the generated `run`'s steps (each step starts with a
 `// name (Op)` comment at the body's indent), builds that in a scratch crate
 against this workspace's runtime (release, no target-cpu flags) and prints the
-mean time per step, slowest first, with its share of the total.
+mean time per step (or, with `min`, each step's fastest run: steadier on a
+machine shared with other work), slowest first, with its share of the total.
 
 Timer overhead is ~20 ns a step; steps under a microsecond are noise.
 Needs `target/release/onnx-codegen` (cargo build --release -p onnx-codegen-cli).
@@ -18,6 +19,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 model = os.path.abspath(sys.argv[1])
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+stat = sys.argv[3] if len(sys.argv) > 3 else "mean"
+if stat not in ("mean", "min"):
+    sys.exit(f"unknown statistic {stat!r}: mean or min")
 work = os.environ.get("STEPPROF_DIR", "/tmp/stepprof")
 os.makedirs(os.path.join(work, "src"), exist_ok=True)
 
@@ -75,12 +79,27 @@ mod model;
 use onnx_codegen_runtime::Model;
 const STEPS: usize = {len(names)};
 const NAMES: [&str; STEPS] = {json.dumps(names)};
+const MIN: bool = {"true" if stat == "min" else "false"};
 static mut TIMES: [u128; STEPS] = [0; STEPS];
+static mut RUN: [u128; STEPS] = [0; STEPS];
 fn lap(t: &mut std::time::Instant, i: usize) {{
     let now = std::time::Instant::now();
-    // Single-threaded profiler: nothing else touches TIMES.
-    unsafe {{ TIMES[i] += (now - *t).as_nanos() }};
+    // Single-threaded profiler: nothing else touches TIMES and RUN.
+    unsafe {{ RUN[i] += (now - *t).as_nanos() }};
     *t = now;
+}}
+/// Adds the run just timed to TIMES (its sum, or its minimum under MIN).
+fn end_run(first: bool) {{
+    unsafe {{
+        for i in 0..STEPS {{
+            TIMES[i] = match (MIN, first) {{
+                (true, true) => RUN[i],
+                (true, false) => TIMES[i].min(RUN[i]),
+                (false, _) => TIMES[i] + RUN[i],
+            }};
+            RUN[i] = 0;
+        }}
+    }}
 }}
 fn main() {{
     let runs: usize = {runs};
@@ -97,11 +116,14 @@ fn main() {{
         let mut o: Vec<&mut [u8]> = outs.iter_mut().map(|v| &mut v[..]).collect();
         net.run_bytes(&i, &mut o).unwrap();
     }}
-    unsafe {{ TIMES = [0; STEPS] }};
-    for _ in 0..runs {{
+    unsafe {{ TIMES = [0; STEPS]; RUN = [0; STEPS] }};
+    for r in 0..runs {{
         let mut o: Vec<&mut [u8]> = outs.iter_mut().map(|v| &mut v[..]).collect();
         net.run_bytes(&i, &mut o).unwrap();
+        end_run(r == 0);
     }}
+    // Per run: the sums divided by the runs, or the minima as they are.
+    let runs = if MIN {{ 1 }} else {{ runs }};
     let times = unsafe {{ TIMES }};
     let total: u128 = times.iter().sum();
     let mut order: Vec<usize> = (0..STEPS).collect();
@@ -110,7 +132,7 @@ fn main() {{
         let ms = times[k] as f64 / runs as f64 / 1e6;
         println!("{{:8.3}} ms {{:5.1}}%  {{}}", ms, 100.0 * times[k] as f64 / total as f64, NAMES[k]);
     }}
-    println!("total/run ms {{:.4}}", total as f64 / runs as f64 / 1e6);
+    println!("total/run ms {{:.4}}{{}}", total as f64 / runs as f64 / 1e6, if MIN {{ " (sum of minima)" }} else {{ "" }});
 }}
 """
 )

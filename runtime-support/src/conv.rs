@@ -11,6 +11,12 @@ use crate::shape::{MAX_RANK, next_index, numel};
 use crate::simd::{self, DenseB, Epilogue, Out, PackB, PanelA, ReadA, Residual, ViewA};
 use crate::{Error, Result, ensure};
 
+mod transpose;
+pub use transpose::{
+    conv_transpose_packed_len, conv_transpose_scratch_len, pack_conv_transpose_weights,
+    sconv_transpose,
+};
+
 /// Geometry of a sliding window over the spatial axes; all slices have one
 /// entry per spatial axis.
 #[derive(Clone, Copy, Debug)]

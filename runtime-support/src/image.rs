@@ -4,17 +4,29 @@
 //! Resize is separable: every output coordinate along an axis maps to a few
 //! input coordinates ("taps") with weights, independently of the other axes.
 //! The kernel first fills one tap table per axis in a caller-provided `f64`
-//! scratch buffer, then computes every output element as the weighted sum over
-//! the product of its axes' taps, in `f64`, rounded once to the element type
-//! (saturating, as the reference does). Computing the product directly instead
-//! of one axis after the other keeps the scratch small (tables only) and gives
-//! the reference's result up to `f64` rounding.
+//! scratch buffer (once per call: a few values per output row and column),
+//! then computes every output element as the weighted sum over the product
+//! of its axes' taps, in `f64`, rounded once to the element type
+//! (saturating, as the reference does), which gives the reference's result
+//! up to `f64` rounding.
+//!
+//! When only the last two axes change (an image's `H` and `W`, the
+//! common case), the sums are taken row by row: each input row an output
+//! row reads is interpolated along `W` once per plane (into a few rows of
+//! the scratch, reused by the output rows that read it), and each output row
+//! is the weighted sum of those rows, a loop over contiguous rows that the
+//! compiler vectorises. The sums are the element-wise definition's, in the
+//! same order, so the results are the same bit for bit. Nearest copies the
+//! picked values as they are, a row like the previous one whole, and repeats
+//! each value of a whole-number widening (nearest x2) directly. Other axes
+//! take the element-wise loop.
 //!
 //! Scales, sizes and the region of interest are read at run time, so a model
 //! whose scales are an input works; the output shape planned at generation
 //! time is checked against them.
 
 use crate::shape::MAX_RANK;
+use crate::simd;
 use crate::{Error, Result, ensure};
 use half::{bf16, f16};
 
@@ -87,11 +99,24 @@ pub struct ResizeParams<'a> {
 }
 
 /// The `f64` scratch length a call with these params needs: per axis, one
-/// row of `1 + 2 * taps_cap` values per output coordinate.
+/// row of `1 + 2 * taps_cap` values per output coordinate; then, for the
+/// last two axes, `taps_cap` of the next-to-last axis rows of the last
+/// axis's output length, each with its tag (the input rows interpolated
+/// along the last axis, see [`resize`]), and the last axis's taps again,
+/// `2 * taps_cap` values per output coordinate laid out tap by tap.
 pub fn resize_scratch_len(output: &[usize], taps_cap: &[usize]) -> Option<usize> {
-    output.iter().zip(taps_cap).try_fold(0usize, |acc, (&o, &n)| {
+    let tables = output.iter().zip(taps_cap).try_fold(0usize, |acc, (&o, &n)| {
         acc.checked_add(o.checked_mul(n.checked_mul(2)?.checked_add(1)?)?)
-    })
+    })?;
+    let r = output.len();
+    let (cap_h, w_out) = match r {
+        0 => return Some(tables),
+        1 => (1, output[0]),
+        _ => (taps_cap[r - 2].max(1), output[r - 1]),
+    };
+    let cap_w = taps_cap[r - 1];
+    let rows = cap_h.checked_mul(w_out.checked_add(1)?)?;
+    tables.checked_add(rows)?.checked_add(cap_w.checked_mul(2)?.checked_mul(w_out)?)
 }
 
 /// The number of taps a mode uses along an axis of scale `scale` (for the
@@ -210,10 +235,23 @@ roi_elem!(f64);
 pub trait Sample: Copy {
     fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
+    /// The values as `f32` when `Self` is `f32` (linear resizes of f32
+    /// interpolate in f32).
+    #[inline]
+    fn as_f32(x: &[Self]) -> Option<&[f32]> {
+        let _ = x;
+        None
+    }
+    /// [`Sample::as_f32`], writable.
+    #[inline]
+    fn as_f32_mut(x: &mut [Self]) -> Option<&mut [f32]> {
+        let _ = x;
+        None
+    }
 }
 
 macro_rules! sample_float {
-    ($t:ty) => {
+    ($t:ty $(, $more:item)*) => {
         impl Sample for $t {
             #[inline]
             fn to_f64(self) -> f64 {
@@ -223,10 +261,21 @@ macro_rules! sample_float {
             fn from_f64(v: f64) -> Self {
                 v.clamp(<$t>::MIN as f64, <$t>::MAX as f64) as $t
             }
+            $($more)*
         }
     };
 }
-sample_float!(f32);
+sample_float!(
+    f32,
+    #[inline]
+    fn as_f32(x: &[f32]) -> Option<&[f32]> {
+        Some(x)
+    },
+    #[inline]
+    fn as_f32_mut(x: &mut [f32]) -> Option<&mut [f32]> {
+        Some(x)
+    }
+);
 sample_float!(f64);
 
 macro_rules! sample_half {
@@ -534,7 +583,8 @@ pub fn resize<T: Sample, R: RoiElem>(
             }
         }
     }
-    let scratch: &[f64] = &scratch[..used];
+    let (scratch, cache) = scratch.split_at_mut(used);
+    let scratch: &[f64] = scratch;
     let table = |a: usize| Table {
         rows: &scratch[starts[a]..starts[a] + p.output[a] * (1 + 2 * caps[a])],
         cap: caps[a],
@@ -551,39 +601,38 @@ pub fn resize<T: Sample, R: RoiElem>(
         return Ok(());
     }
     if rank - first <= 2 {
-        // One or two trailing axes: [outer, h, w] with a 1-long h if needed.
-        let (th, tw, w_in, w_out) = if rank - first == 2 {
-            (Some(table(first)), table(first + 1), p.input[first + 1], p.output[first + 1])
+        // One or two trailing axes: planes [h, w], with a 1-long h if needed.
+        let (th, tw) = if rank - first == 2 {
+            (Some(table(first)), table(first + 1))
         } else {
-            (None, table(first), p.input[first], p.output[first])
+            (None, table(first))
         };
-        for b in 0..outer {
-            let xb = &x[b * in_block..(b + 1) * in_block];
-            let yb = &mut y[b * out_block..(b + 1) * out_block];
-            for (oh, yrow) in yb.chunks_exact_mut(w_out).enumerate() {
-                let (ext_h, ih, wh): (bool, &[f64], &[f64]) = match th {
-                    Some(t) => t.row(oh),
-                    None => (false, &[0.0], &[1.0]),
-                };
-                for (ow, out) in yrow.iter_mut().enumerate() {
-                    let (ext_w, iw, ww) = tw.row(ow);
-                    if ext_h || ext_w {
-                        *out = fill;
-                        continue;
-                    }
-                    let mut acc = 0.0;
-                    for (&i, &wi) in ih.iter().zip(wh) {
-                        let row = &xb[i as usize * w_in..(i as usize + 1) * w_in];
-                        let mut part = 0.0;
-                        for (&j, &wj) in iw.iter().zip(ww) {
-                            part += wj * row[j as usize].to_f64();
-                        }
-                        acc += wi * part;
-                    }
-                    *out = T::from_f64(acc);
-                }
-            }
+        let [w_in, w_out] = [p.input[rank - 1], p.output[rank - 1]];
+        let h_out = if th.is_some() { p.output[rank - 2] } else { 1 };
+        let planes = Planes { th, tw, h_out, w_in, w_out, in_block, out_block, fill };
+        ensure(x.len() == outer * in_block, Error::ShapeMismatch)?;
+        if let ResizeMode::Nearest(_) = p.mode {
+            simd::vectorize_wide(NearestPlanes { planes, x, y });
+            return Ok(());
         }
+        let cap_h = if rank >= 2 { caps[rank - 2] } else { 1 };
+        let need = cap_h * (w_out + 1) + 2 * tw.n * w_out;
+        let cache = cache.get_mut(..need).ok_or(Error::ShapeMismatch)?;
+        let (tags, rest) = cache.split_at_mut(cap_h);
+        let (rows, columns) = rest.split_at_mut(cap_h * w_out);
+        let columns = Columns::new(tw, w_in, columns);
+        let linear = p.mode == ResizeMode::Linear && !p.antialias;
+        if let (true, Some(x), Some(y)) = (linear, T::as_f32(x), T::as_f32_mut(y)) {
+            // f32 linear: the rows in f32 (half the f64 slots' bytes).
+            let rows: &mut [f32] = bytemuck::cast_slice_mut(rows);
+            let rows = rows.get_mut(..cap_h * w_out).ok_or(Error::ShapeMismatch)?;
+            let fill = <f32 as Sample>::from_f64(p.extrapolation);
+            let planes = Planes { th, tw, h_out, w_in, w_out, in_block, out_block, fill };
+            simd::vectorize_wide(SeparablePlanes::<Narrow> { planes, columns, x, y, tags, rows });
+            return Ok(());
+        }
+        let planes = SeparablePlanes::<Wide<T>> { planes, columns, x, y, tags, rows };
+        simd::vectorize_wide(planes);
         return Ok(());
     }
 
@@ -646,6 +695,468 @@ pub fn resize<T: Sample, R: RoiElem>(
         }
     }
     Ok(())
+}
+
+/// The last one or two axes of a `Resize` over planes `[h, w]` (`h` 1 for
+/// one axis), with their tap tables; the leading axes are kept.
+#[derive(Clone, Copy)]
+struct Planes<'s, T> {
+    /// The table of `h`, `None` for one axis.
+    th: Option<Table<'s>>,
+    tw: Table<'s>,
+    h_out: usize,
+    w_in: usize,
+    w_out: usize,
+    /// Elements per input and per output plane.
+    in_block: usize,
+    out_block: usize,
+    /// The extrapolation value.
+    fill: T,
+}
+
+impl<'s, T> Planes<'s, T> {
+    /// The taps of output row `oh`.
+    #[inline(always)]
+    fn h_taps(&self, oh: usize) -> (bool, &'s [f64], &'s [f64]) {
+        match self.th {
+            Some(t) => t.row(oh),
+            None => (false, &[0.0], &[1.0]),
+        }
+    }
+
+    /// Whether some output column is extrapolated (`tf_crop_and_resize`).
+    fn any_column_outside(&self) -> bool {
+        (0..self.w_out).any(|ow| self.tw.row(ow).0)
+    }
+
+    /// Input row `i` of a plane, if it is in it.
+    #[inline(always)]
+    fn input_row<'x>(&self, plane: &'x [T], i: f64) -> Option<&'x [T]> {
+        let i = i as usize;
+        plane.get(i * self.w_in..(i + 1) * self.w_in)
+    }
+}
+
+/// Nearest `Resize` of the last axes: each output row copies its input
+/// row's picked elements, a row like the one before it is copied whole,
+/// and a whole-number widening (`iw = ow / f`, nearest x2's) repeats each
+/// element `f` times.
+struct NearestPlanes<'a, T> {
+    planes: Planes<'a, T>,
+    x: &'a [T],
+    y: &'a mut [T],
+}
+
+impl<T: Copy> simd::Vectorize for NearestPlanes<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let NearestPlanes { planes: pl, x, y } = self;
+        let (w_in, w_out) = (pl.w_in, pl.w_out);
+        let factor = if w_in > 0 && w_out.is_multiple_of(w_in) { w_out / w_in } else { 0 };
+        let repeats = factor > 0
+            && (0..w_out).all(|ow| {
+                let (outside, idx, _) = pl.tw.row(ow);
+                !outside && idx.first().is_some_and(|&i| i as usize == ow / factor)
+            });
+        // The input row of output row `oh`, `None` outside (extrapolated).
+        let source = |oh: usize| {
+            let (outside, ih, _) = pl.h_taps(oh);
+            (!outside).then(|| ih.first().copied().unwrap_or(0.0))
+        };
+        for (xp, yp) in x.chunks_exact(pl.in_block).zip(y.chunks_exact_mut(pl.out_block)) {
+            let mut last: Option<f64> = None;
+            let mut oh = 0;
+            while oh < pl.h_out {
+                let (done, rest) = yp.split_at_mut(oh * w_out);
+                let Some(out) = rest.get_mut(..w_out) else { return };
+                let Some(i) = source(oh) else {
+                    out.fill(pl.fill);
+                    last = None;
+                    oh += 1;
+                    continue;
+                };
+                // A row like the one before is copied, unless repeating the
+                // input row again is as cheap (and spares a call to memcpy
+                // per short row).
+                if last == Some(i)
+                    && !repeats
+                    && let Some(prev) = done.get(done.len().saturating_sub(w_out)..)
+                {
+                    out.copy_from_slice(prev);
+                    oh += 1;
+                    continue;
+                }
+                last = Some(i);
+                let Some(row) = pl.input_row(xp, i) else { return };
+                oh += 1;
+                match (repeats, factor) {
+                    (true, 1) => out.copy_from_slice(row),
+                    (true, 2) => {
+                        for (o, &v) in out.chunks_exact_mut(2).zip(row) {
+                            o[0] = v;
+                            o[1] = v;
+                        }
+                    }
+                    (true, f) => {
+                        for (o, &v) in out.chunks_exact_mut(f).zip(row) {
+                            o.fill(v);
+                        }
+                    }
+                    _ => {
+                        for (ow, o) in out.iter_mut().enumerate() {
+                            let (outside, idx, _) = pl.tw.row(ow);
+                            let at = idx.first().map_or(usize::MAX, |&j| j as usize);
+                            *o = match row.get(at) {
+                                Some(&v) if !outside => v,
+                                _ => pl.fill,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The taps of the last axis laid out tap by tap (`at[k][ow]`, `w[k][ow]`
+/// for tap `k` of output column `ow`), for the loops that interpolate rows
+/// along it, and whether they follow a whole-number widening. The input
+/// columns are stored as the bits of their `f64` slot (`f64::from_bits(i
+/// as u64)`), read back without a float conversion.
+#[derive(Clone, Copy)]
+struct Columns<'s> {
+    /// Taps per column.
+    n: usize,
+    /// `n` blocks of `w_out` input columns (their bits), then `n` blocks of
+    /// `w_out` weights.
+    taps: &'s [f64],
+    w_out: usize,
+    /// The widening, when the taps repeat with it.
+    periodic: Option<Periodic>,
+}
+
+/// Taps that repeat every `factor` output columns, one input column
+/// further each time: column `factor * j + r` reads input columns `j +
+/// shift[r] + k` with weights `w[r][k]`, for `j` in `lo..hi` (outside,
+/// the borders clamp the taps and the table says what they are).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Periodic {
+    factor: usize,
+    lo: usize,
+    hi: usize,
+    /// The first tap's input column minus `j`, per phase `r`.
+    shift: [isize; MAX_FACTOR],
+    /// The weights per phase and tap.
+    w: [[f64; 2]; MAX_FACTOR],
+}
+
+/// The largest widening the periodic row loops take.
+const MAX_FACTOR: usize = 4;
+
+impl<'s> Columns<'s> {
+    /// Lays out `tw`'s taps in `out` (`2 * tw.n * w_out` values) and looks
+    /// for a whole-number widening of `w_in` columns (two taps per column,
+    /// consecutive input columns, by 2 or 4).
+    fn new(tw: Table<'_>, w_in: usize, out: &'s mut [f64]) -> Columns<'s> {
+        let (n, w_out) = (tw.n, tw.rows.len() / (1 + 2 * tw.cap));
+        for ow in 0..w_out {
+            let (_, idx, ws) = tw.row(ow);
+            for k in 0..n {
+                if let Some(v) = out.get_mut(k * w_out + ow) {
+                    *v = f64::from_bits(idx[k] as u64);
+                }
+                if let Some(v) = out.get_mut((n + k) * w_out + ow) {
+                    *v = ws[k];
+                }
+            }
+        }
+        let mut c = Columns { n, taps: out, w_out, periodic: None };
+        c.periodic = c.find_period(w_in);
+        c
+    }
+
+    #[inline(always)]
+    fn at(&self, k: usize) -> &'s [f64] {
+        self.taps.get(k * self.w_out..(k + 1) * self.w_out).unwrap_or(&[])
+    }
+
+    #[inline(always)]
+    fn weight(&self, k: usize) -> &'s [f64] {
+        self.taps.get((self.n + k) * self.w_out..(self.n + k + 1) * self.w_out).unwrap_or(&[])
+    }
+
+    /// The widening the taps follow in the middle of the row, with the
+    /// widest run of input columns where they do.
+    fn find_period(&self, w_in: usize) -> Option<Periodic> {
+        if self.n != 2 || w_in < 4 || !self.w_out.is_multiple_of(w_in) {
+            return None;
+        }
+        let factor = self.w_out / w_in;
+        if !(factor == 2 || factor == MAX_FACTOR) {
+            return None;
+        }
+        let (a0, a1, w0, w1) = (self.at(0), self.at(1), self.weight(0), self.weight(1));
+        // Column `factor * j + r` follows phase r's pattern at the middle.
+        let mid = w_in / 2;
+        let mut p =
+            Periodic { factor, lo: 0, hi: w_in, shift: [0; MAX_FACTOR], w: [[0.0; 2]; MAX_FACTOR] };
+        for r in 0..factor {
+            let ow = factor * mid + r;
+            p.shift[r] = a0[ow].to_bits() as isize - mid as isize;
+            p.w[r] = [w0[ow], w1[ow]];
+        }
+        let fits = |j: usize| {
+            (0..factor).all(|r| {
+                let ow = factor * j + r;
+                let first = j as isize + p.shift[r];
+                a0[ow].to_bits() == first as u64
+                    && a1[ow].to_bits() == (first + 1) as u64
+                    && w0[ow] == p.w[r][0]
+                    && w1[ow] == p.w[r][1]
+                    && first >= 0
+                    && first + 1 < w_in as isize
+            })
+        };
+        if !fits(mid) {
+            return None;
+        }
+        p.lo = (0..mid).rev().find(|&j| !fits(j)).map_or(0, |j| j + 1);
+        p.hi = (mid + 1..w_in).find(|&j| !fits(j)).unwrap_or(w_in);
+        Some(p)
+    }
+
+    /// `dst[ow] = 0 + w0 * row[a0] + w1 * row[a1] + ...` for every output
+    /// column of an input row (in `L`'s arithmetic, taps in order).
+    #[inline(always)]
+    fn interpolate<L: Lerp>(&self, row: &[L::T], dst: &mut [L::A]) {
+        let read = |i: f64| row.get(i.to_bits() as usize).map_or(L::ZERO, |&v| L::load(v));
+        let gather = |dst: &mut [L::A], from: usize| {
+            if self.n == 2 {
+                let (a0, a1) = (self.at(0).get(from..), self.at(1).get(from..));
+                let (w0, w1) = (self.weight(0).get(from..), self.weight(1).get(from..));
+                let (a0, a1, w0, w1) =
+                    (a0.unwrap_or(&[]), a1.unwrap_or(&[]), w0.unwrap_or(&[]), w1.unwrap_or(&[]));
+                let taps = a0.iter().zip(a1).zip(w0.iter().zip(w1));
+                for (d, ((&i0, &i1), (&v0, &v1))) in dst.iter_mut().zip(taps) {
+                    *d = L::ZERO + L::weight(v0) * read(i0) + L::weight(v1) * read(i1);
+                }
+                return;
+            }
+            for (t, d) in dst.iter_mut().enumerate() {
+                let mut part = L::ZERO;
+                for k in 0..self.n {
+                    let (a, w) = (self.at(k), self.weight(k));
+                    let (Some(&i), Some(&wk)) = (a.get(from + t), w.get(from + t)) else { break };
+                    part = part + L::weight(wk) * read(i);
+                }
+                *d = part;
+            }
+        };
+        let Some(p) = self.periodic else {
+            gather(dst, 0);
+            return;
+        };
+        let (lo, hi) = (p.factor * p.lo, (p.factor * p.hi).min(dst.len()));
+        let (head, rest) = dst.split_at_mut(lo.min(dst.len()));
+        let (body, tail) = rest.split_at_mut(hi.saturating_sub(lo).min(rest.len()));
+        gather(head, 0);
+        gather(tail, hi);
+        match p.factor {
+            2 => widen::<L, 2>(&p, row, body),
+            _ => widen::<L, MAX_FACTOR>(&p, row, body),
+        }
+    }
+}
+
+/// The middle of a row interpolated by a whole-number widening `F`: output
+/// `F * j + r` (from `F * lo`) is `0 + w[r][0] * row[j + shift[r]] +
+/// w[r][1] * row[j + shift[r] + 1]`, each phase read from contiguous input
+/// and the phases stored interleaved, so the loop vectorises.
+#[inline(always)]
+fn widen<L: Lerp, const F: usize>(p: &Periodic, row: &[L::T], out: &mut [L::A]) {
+    let n = p.hi - p.lo;
+    // Phase r's first and second tap over j = lo..hi (in the row: `fits`
+    // checked `j + shift[r] >= 0` and `+ 1 < w_in` there).
+    let src = |r: usize, k: usize| {
+        let from = (p.lo as isize + p.shift[r % MAX_FACTOR]) as usize + k;
+        row.get(from..from + n).unwrap_or(&[])
+    };
+    let w = |r: usize, k: usize| L::weight(p.w[r % MAX_FACTOR][k]);
+    let z = L::ZERO;
+    if F == 2 {
+        let (x00, x01, x10, x11) = (src(0, 0), src(0, 1), src(1, 0), src(1, 1));
+        let (w00, w01, w10, w11) = (w(0, 0), w(0, 1), w(1, 0), w(1, 1));
+        let xs = x00.iter().zip(x01).zip(x10.iter().zip(x11));
+        for (o, ((&a, &b), (&c, &d))) in out.chunks_exact_mut(2).zip(xs) {
+            o[0] = z + w00 * L::load(a) + w01 * L::load(b);
+            o[1] = z + w10 * L::load(c) + w11 * L::load(d);
+        }
+        return;
+    }
+    let xs: [[&[L::T]; 2]; F] = core::array::from_fn(|r| [src(r, 0), src(r, 1)]);
+    let ws: [[L::A; 2]; F] = core::array::from_fn(|r| [w(r, 0), w(r, 1)]);
+    if xs.iter().flatten().any(|x| x.len() < n) {
+        return;
+    }
+    for (t, o) in out.chunks_exact_mut(F).take(n).enumerate() {
+        for r in 0..F {
+            o[r] = z + ws[r][0] * L::load(xs[r][0][t]) + ws[r][1] * L::load(xs[r][1][t]);
+        }
+    }
+}
+
+/// An element type and the arithmetic the row kernels interpolate it in.
+trait Lerp {
+    type T: Copy;
+    type A: Copy + core::ops::Add<Output = Self::A> + core::ops::Mul<Output = Self::A>;
+    const ZERO: Self::A;
+    /// A weight of the tap tables.
+    fn weight(w: f64) -> Self::A;
+    fn load(t: Self::T) -> Self::A;
+    fn store(a: Self::A) -> Self::T;
+}
+
+/// `f64` sums rounded once to the element type (saturating): the
+/// element-wise definition's arithmetic, bit for bit.
+struct Wide<T>(core::marker::PhantomData<T>);
+
+impl<T: Sample> Lerp for Wide<T> {
+    type T = T;
+    type A = f64;
+    const ZERO: f64 = 0.0;
+    #[inline(always)]
+    fn weight(w: f64) -> f64 {
+        w
+    }
+    #[inline(always)]
+    fn load(t: T) -> f64 {
+        t.to_f64()
+    }
+    #[inline(always)]
+    fn store(a: f64) -> T {
+        T::from_f64(a)
+    }
+}
+
+/// f32 data interpolated in f32 (the weights rounded to f32), as
+/// onnxruntime does: twice the lanes of [`Wide`], results within a few
+/// rounding steps of the element-wise definition. Linear resizes of f32
+/// take it.
+struct Narrow;
+
+impl Lerp for Narrow {
+    type T = f32;
+    type A = f32;
+    const ZERO: f32 = 0.0;
+    #[inline(always)]
+    fn weight(w: f64) -> f32 {
+        w as f32
+    }
+    #[inline(always)]
+    fn load(t: f32) -> f32 {
+        t
+    }
+    #[inline(always)]
+    fn store(a: f32) -> f32 {
+        a
+    }
+}
+
+/// Linear, cubic and antialiased `Resize` of the last axes, one axis after
+/// the other: each input row a plane's output rows read is interpolated
+/// along `w` once, into `rows` (slot `i % cap`, `tags` naming the row it
+/// holds), and each output row is the weighted sum of those rows. The sums
+/// are those of the element-wise definition, in the same order (`0 + w0 *
+/// r0 + w1 * r1 ...` along each axis), in `L`'s arithmetic: with [`Wide`]'s
+/// `f64` the results are the same bit for bit.
+struct SeparablePlanes<'a, L: Lerp> {
+    planes: Planes<'a, L::T>,
+    columns: Columns<'a>,
+    x: &'a [L::T],
+    y: &'a mut [L::T],
+    tags: &'a mut [f64],
+    rows: &'a mut [L::A],
+}
+
+impl<L: Lerp> simd::Vectorize for SeparablePlanes<'_, L> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let SeparablePlanes { planes: pl, columns, x, y, tags, rows } = self;
+        let (w_out, cap) = (pl.w_out, tags.len());
+        if cap == 0 {
+            return;
+        }
+        let outside_columns = pl.any_column_outside();
+        // The slot of input row `i` (a mask for the usual 2 or 4 taps).
+        let slot_of = |i: f64| match cap.is_power_of_two() {
+            true => i as usize & (cap - 1),
+            false => i as usize % cap,
+        };
+        for (xp, yp) in x.chunks_exact(pl.in_block).zip(y.chunks_exact_mut(pl.out_block)) {
+            tags.fill(-1.0);
+            for (oh, out) in yp.chunks_exact_mut(w_out.max(1)).take(pl.h_out).enumerate() {
+                let (outside, ih, wh) = pl.h_taps(oh);
+                if outside {
+                    out.fill(pl.fill);
+                    continue;
+                }
+                // Interpolate along w the input rows not in their slot yet.
+                for &i in ih {
+                    let slot = slot_of(i);
+                    if tags[slot] == i {
+                        continue;
+                    }
+                    let (Some(row), Some(dst)) =
+                        (pl.input_row(xp, i), rows.get_mut(slot * w_out..(slot + 1) * w_out))
+                    else {
+                        return;
+                    };
+                    columns.interpolate::<L>(row, dst);
+                    tags[slot] = i;
+                }
+                let row_of = |i: f64| {
+                    let slot = slot_of(i);
+                    rows.get(slot * w_out..(slot + 1) * w_out).unwrap_or(&[])
+                };
+                let z = L::ZERO;
+                match (ih, wh) {
+                    (&[i0], &[w0]) => {
+                        let w0 = L::weight(w0);
+                        for (o, &r0) in out.iter_mut().zip(row_of(i0)) {
+                            *o = L::store(z + w0 * r0);
+                        }
+                    }
+                    (&[i0, i1], &[w0, w1]) => {
+                        let (w0, w1) = (L::weight(w0), L::weight(w1));
+                        for (o, (&r0, &r1)) in out.iter_mut().zip(row_of(i0).iter().zip(row_of(i1)))
+                        {
+                            *o = L::store(z + w0 * r0 + w1 * r1);
+                        }
+                    }
+                    _ => {
+                        for (ow, o) in out.iter_mut().enumerate() {
+                            let mut acc = z;
+                            for (&i, &wi) in ih.iter().zip(wh) {
+                                acc = acc + L::weight(wi) * row_of(i).get(ow).copied().unwrap_or(z);
+                            }
+                            *o = L::store(acc);
+                        }
+                    }
+                }
+                if outside_columns {
+                    for (ow, o) in out.iter_mut().enumerate() {
+                        if pl.tw.row(ow).0 {
+                            *o = pl.fill;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// ONNX `GridSample` interpolation (`bilinear`/`bicubic` are the opset-16
@@ -1342,7 +1853,10 @@ mod tests {
         let mut p = params(&[3], &[3], &[2], ResizeMode::Linear, CoordMode::TfCropAndResize);
         p.extrapolation = -1.0;
         let mut y = [0.0f64; 3];
-        let mut scratch = [0.0f64; 16];
+        // Tables 3 x (1 + 2 * 2), one cached row of 3 and its tag, the
+        // 2 taps of 3 columns laid out again with their weights.
+        let mut scratch = [0.0f64; 31];
+        assert_eq!(resize_scratch_len(&[3], &[2]), Some(15 + 4 + 12));
         resize::<f64, f32>(
             &p,
             &[0.0, 1.0, 2.0],
@@ -1357,6 +1871,208 @@ mod tests {
         // Without the roi the call is refused.
         let r = resize::<f64, f32>(&p, &[0.0; 3], None, None, Some(&[3]), &mut y, &mut scratch);
         assert_eq!(r, Err(Error::InvalidParams));
+    }
+
+    /// The element-wise definition the row kernels follow: every output
+    /// the sum over its `h` taps of the weighted sum over its `w` taps, in
+    /// `f64`, from the same tap tables (one or two trailing axes resized).
+    fn resize_by_element<T: Sample>(
+        p: &ResizeParams<'_>,
+        x: &[T],
+        roi: Option<&[f32]>,
+        scales: &[f32],
+    ) -> std::vec::Vec<T> {
+        let rank = p.input.len();
+        let taps_of = |a: usize| {
+            let (scale, out) = resize_axis(p, Some(scales), None, a).unwrap();
+            let i = p.axes.iter().position(|&v| v == a);
+            let roi_terms = match (roi, i) {
+                (Some(r), Some(i)) if p.coord == CoordMode::TfCropAndResize => {
+                    let (span, offset, center) =
+                        f32::roi_terms(r[i], r[i + p.axes.len()], p.input[a]);
+                    Roi { span, offset, center, identity: false }
+                }
+                _ => Roi { span: 1.0, offset: 0.0, center: 0.0, identity: true },
+            };
+            let same = out == p.input[a] && is_close(scale, 1.0) && roi_terms.identity;
+            let n = if same { 1 } else { resize_taps(p.mode, p.antialias, scale).unwrap() };
+            (0..out)
+                .map(|o| {
+                    let mut row = std::vec![0.0; 1 + 2 * n];
+                    if same {
+                        row[1] = o as f64;
+                        row[1 + n] = 1.0;
+                    } else {
+                        fill_taps(p, scale, p.input[a], out, roi_terms, n, o, &mut row);
+                    }
+                    row
+                })
+                .collect::<std::vec::Vec<_>>()
+        };
+        let (th, tw) = (taps_of(rank - 2), taps_of(rank - 1));
+        let (h, w) = (p.input[rank - 2], p.input[rank - 1]);
+        let (oh, ow) = (th.len(), tw.len());
+        let split = |r: &[f64]| {
+            let n = (r.len() - 1) / 2;
+            (r[0] != 0.0, r[1..1 + n].to_vec(), r[1 + n..].to_vec())
+        };
+        let fill = T::from_f64(p.extrapolation);
+        let mut y = std::vec::Vec::new();
+        for xp in x.chunks_exact(h * w) {
+            for hr in &th {
+                let (eh, ih, wh) = split(hr);
+                for wr in &tw {
+                    let (ew, iw, ww) = split(wr);
+                    if eh || ew {
+                        y.push(fill);
+                        continue;
+                    }
+                    let mut acc = 0.0;
+                    for (&i, &wi) in ih.iter().zip(&wh) {
+                        let mut part = 0.0;
+                        for (&j, &wj) in iw.iter().zip(&ww) {
+                            part += wj * xp[i as usize * w + j as usize].to_f64();
+                        }
+                        acc += wi * part;
+                    }
+                    y.push(T::from_f64(acc));
+                }
+            }
+        }
+        assert_eq!(y.len(), x.len() / (h * w) * oh * ow);
+        y
+    }
+
+    /// The row kernels (nearest copies, a whole-number widening, rows
+    /// interpolated once along `w` then blended) give the element-wise
+    /// definition's values bit for bit (f32 linear, interpolated in f32:
+    /// within a few rounding steps): every mode, coordinate mode, up and
+    /// down, one axis or both, odd sizes, extrapolated crops.
+    #[test]
+    fn resize_rows_match_the_element_wise_definition() {
+        use std::vec::Vec;
+        let nearest = [
+            NearestMode::RoundPreferFloor,
+            NearestMode::RoundPreferCeil,
+            NearestMode::Floor,
+            NearestMode::Ceil,
+            NearestMode::Legacy,
+        ];
+        let mut modes: Vec<(ResizeMode, bool)> =
+            nearest.iter().map(|&m| (ResizeMode::Nearest(m), false)).collect();
+        modes.extend([
+            (ResizeMode::Linear, false),
+            (ResizeMode::Cubic, false),
+            (ResizeMode::Linear, true),
+            (ResizeMode::Cubic, true),
+        ]);
+        let coords = [
+            CoordMode::HalfPixel,
+            CoordMode::HalfPixelSymmetric,
+            CoordMode::PytorchHalfPixel,
+            CoordMode::AlignCorners,
+            CoordMode::Asymmetric,
+            CoordMode::TfHalfPixelForNn,
+            CoordMode::TfCropAndResize,
+        ];
+        // [N, C, H, W] and the scales of H and W.
+        let shapes: [([usize; 4], [f32; 2]); 7] = [
+            ([1, 3, 5, 7], [2.0, 2.0]),
+            ([2, 2, 4, 9], [4.0, 4.0]),
+            ([1, 2, 9, 13], [0.5, 0.7]),
+            ([1, 1, 6, 5], [3.0, 1.5]),
+            ([1, 2, 5, 6], [1.0, 2.0]),
+            ([1, 2, 7, 3], [2.5, 1.0]),
+            ([1, 1, 1, 17], [1.0, 0.25]),
+        ];
+        let mut checked = 0;
+        for (dims, [sh, sw]) in shapes {
+            let len: usize = dims.iter().product();
+            let x: Vec<f32> = (0..len).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.173).collect();
+            let xu: Vec<u8> = (0..len).map(|i| (i * 53 % 256) as u8).collect();
+            let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let roi = [0.0f32, 0.0, -0.2, 0.1, 1.0, 1.0, 0.9, 1.3];
+            for &(mode, antialias) in &modes {
+                for coord in coords {
+                    let scales = [1.0, 1.0, sh, sw];
+                    let axes = [0, 1, 2, 3];
+                    let mut p = ResizeParams {
+                        input: &dims,
+                        output: &dims,
+                        axes: &axes,
+                        taps_cap: &[1, 1, 1, 1],
+                        mode,
+                        coord,
+                        policy: AspectPolicy::Stretch,
+                        cubic_a: -0.5,
+                        exclude_outside: coord == CoordMode::HalfPixel,
+                        antialias,
+                        extrapolation: 2.5,
+                    };
+                    let out: Vec<usize> = (0..4)
+                        .map(|a| resize_axis(&p, Some(&scales), None, a).unwrap().1)
+                        .collect();
+                    let caps: Vec<usize> = (0..4)
+                        .map(|a| {
+                            let s = f64::from(scales[a]);
+                            resize_taps(mode, antialias, s).unwrap().max(1)
+                        })
+                        .collect();
+                    p.output = &out;
+                    p.taps_cap = &caps;
+                    let mut scratch = std::vec![f64::NAN; resize_scratch_len(&out, &caps).unwrap()];
+                    let n_out: usize = out.iter().product();
+                    let roi = Some(&roi[..]);
+                    let want = resize_by_element(&p, &x, roi, &scales);
+                    let mut got = std::vec![f32::NAN; n_out];
+                    resize(&p, &x, roi, Some(&scales), None, &mut got, &mut scratch).unwrap();
+                    let in_f32 = mode == ResizeMode::Linear && !antialias;
+                    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+                        let close = match in_f32 {
+                            // |x| < 9 and weights in [0, 1]: a few f32 steps.
+                            true => (a - b).abs() <= 8.0 * 9.0 * f32::EPSILON,
+                            false => a.to_bits() == b.to_bits(),
+                        };
+                        assert!(
+                            close,
+                            "{dims:?} x {sh}, {sw} {mode:?} {antialias} {coord:?} [{k}]: {a} vs {b}"
+                        );
+                    }
+                    let want = resize_by_element(&p, &xu, roi, &scales);
+                    let mut got = std::vec![0u8; n_out];
+                    resize(&p, &xu, roi, Some(&scales), None, &mut got, &mut scratch).unwrap();
+                    assert_eq!(got, want, "u8 {dims:?} {mode:?} {coord:?}");
+                    let want = resize_by_element(&p, &xh, roi, &scales);
+                    let mut got = std::vec![f16::ZERO; n_out];
+                    resize(&p, &xh, roi, Some(&scales), None, &mut got, &mut scratch).unwrap();
+                    assert_eq!(got, want, "f16 {dims:?} {mode:?} {coord:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 7 * 9 * 7);
+    }
+
+    #[test]
+    fn resize_nearest_copies_values_as_they_are() {
+        // Infinities and the largest integers pass through nearest unchanged.
+        let p = params(
+            &[3],
+            &[6],
+            &[1],
+            ResizeMode::Nearest(NearestMode::Floor),
+            CoordMode::Asymmetric,
+        );
+        let mut scratch = [0.0f64; 37];
+        assert_eq!(resize_scratch_len(&[6], &[1]), Some(37));
+        let mut y = [0.0f32; 6];
+        let x = [f32::INFINITY, -1.5, f32::NEG_INFINITY];
+        resize::<f32, f32>(&p, &x, None, Some(&[2.0]), None, &mut y, &mut scratch).unwrap();
+        assert_eq!(y, [x[0], x[0], x[1], x[1], x[2], x[2]]);
+        let mut yi = [0i64; 6];
+        let xi = [i64::MAX, i64::MIN + 1, 3];
+        resize::<i64, f32>(&p, &xi, None, Some(&[2.0]), None, &mut yi, &mut scratch).unwrap();
+        assert_eq!(yi, [xi[0], xi[0], xi[1], xi[1], xi[2], xi[2]]);
     }
 
     #[test]

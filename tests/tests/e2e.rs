@@ -124,6 +124,11 @@ fn pre_activation_norms_and_vector_pools_match_the_reference() {
 }
 
 #[test]
+fn conv_transposes_and_resizes_match_the_reference() {
+    check("upsampling");
+}
+
+#[test]
 fn broadcast_arithmetic_and_activations_match_the_reference() {
     check("broadcast_arith");
 }

@@ -20,7 +20,7 @@ use super::ValueId;
 /// How one node runs, beyond what its operator and attributes say.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lowering {
-    /// A `Conv`.
+    /// A `Conv` or a `ConvTranspose`.
     Conv(ConvLowering),
     /// A `Gemm` or `MatMul`.
     Product(ProductLowering),
@@ -81,7 +81,8 @@ pub struct IntegerLowering {
     pub range: Option<(i32, i32)>,
 }
 
-/// A `Conv`'s weight layout and epilogue.
+/// A `Conv`'s weight layout and epilogue (a `ConvTranspose`'s weight
+/// layout: [`ConvWeights::Transposed`], with an empty epilogue).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConvLowering {
     pub weights: ConvWeights,
@@ -101,6 +102,13 @@ pub enum ConvWeights {
     /// runtime's `winograd::transform_weights`, run in blocks of at most
     /// `block` tiles (the kernel's largest when `None`).
     Winograd { transformed: ValueId, block: Option<usize> },
+    /// A `ConvTranspose`'s f32 constant weights transposed per group (row
+    /// `(m, tap)` holds the group's input channels) and laid out in panels
+    /// by the runtime's `conv::pack_conv_transpose_weights`, for
+    /// `conv::sconv_transpose` (1-D and 2-D windows): products of `block`
+    /// input positions at a time into a scratch of `M / group * taps *
+    /// block` floats, each scattered into the output while in cache.
+    Transposed { packed: ValueId, block: usize },
 }
 
 impl ConvWeights {
@@ -108,7 +116,9 @@ impl ConvWeights {
     pub fn value(&self) -> Option<ValueId> {
         match self {
             ConvWeights::AsGiven => None,
-            ConvWeights::Packed(v) | ConvWeights::Winograd { transformed: v, .. } => Some(*v),
+            ConvWeights::Packed(v)
+            | ConvWeights::Winograd { transformed: v, .. }
+            | ConvWeights::Transposed { packed: v, .. } => Some(*v),
         }
     }
 }
@@ -276,7 +286,9 @@ impl Lowering {
             Lowering::Conv(c) => {
                 match &mut c.weights {
                     ConvWeights::AsGiven => {}
-                    ConvWeights::Packed(v) | ConvWeights::Winograd { transformed: v, .. } => f(v),
+                    ConvWeights::Packed(v)
+                    | ConvWeights::Winograd { transformed: v, .. }
+                    | ConvWeights::Transposed { packed: v, .. } => f(v),
                 }
                 if let Some(r) = &mut c.epilogue.residual {
                     f(r);

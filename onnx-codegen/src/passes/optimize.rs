@@ -61,6 +61,12 @@
 //!   adjacent in memory; long filters (`C * kh * kw` of thousands) otherwise
 //!   put them in the same L1 sets.
 //!
+//! * **ConvTranspose weights transposed** ([`pack_conv_transpose_weights`]):
+//!   constant f32 weights of a 1-D or 2-D ConvTranspose are transposed per
+//!   group and laid out once, here, in the product's panels; the kernel
+//!   then runs it as a product over the channels and a scatter of the
+//!   columns into the output.
+//!
 //! * **Winograd 3x3 convolutions** ([`winograd_convs`]): the constant f32
 //!   weights of a 3x3 stride-1 Conv of group 1 with enough channels are
 //!   transformed once, here, for F(2x2, 3x3) (an internal sixth input): the
@@ -1222,6 +1228,83 @@ pub fn pack_conv_weights(g: &mut Graph, inferred: &Inferred) -> usize {
     done
 }
 
+/// Floats of scratch a ConvTranspose on the product path aims for (256
+/// KiB): its columns stay in L2 between the product that writes them and
+/// the scatter that reads them.
+const CONV_TRANSPOSE_SCRATCH: usize = 1 << 16;
+
+/// Lays out the constant f32 weights of each 1-D or 2-D ConvTranspose
+/// computed at run time, transposed per group, in the panels the product
+/// reads, for `conv::sconv_transpose` ([`ConvWeights::Transposed`], with the
+/// input positions each product covers: the fewest equal blocks whose
+/// columns fit [`CONV_TRANSPOSE_SCRATCH`], whole input rows of them when a
+/// block holds one or more). Only weights that ConvTranspose alone reads: the
+/// original is then not stored. Returns how many were laid out.
+pub fn pack_conv_transpose_weights(g: &mut Graph, inferred: &Inferred) -> usize {
+    use onnx_codegen_runtime::conv::{conv_transpose_packed_len, pack_conv_transpose_weights};
+    let uses = g.uses();
+    let mut done = 0;
+    for &id in g.order().to_vec().iter() {
+        let node = g.node(id);
+        if !node.op.is("ConvTranspose") || node.lowering.is_some() {
+            continue;
+        }
+        let runs = computed_at_run_time(node, inferred);
+        let Some(x) = node.input(0).and_then(|v| inferred.types.get(v.index())).cloned().flatten()
+        else {
+            continue;
+        };
+        let Some(wid) = node.input(1) else { continue };
+        let Some(w) = constant(g, inferred, Some(wid)) else { continue };
+        let group = match node.attr("group") {
+            None => 1,
+            Some(AttrValue::Int(v)) => *v,
+            Some(_) => continue,
+        };
+        let sole = sole_reader(&uses, wid) == Some((id, 1));
+        if !runs || x.elem != ElemType::Float || !sole || w.elem != ElemType::Float {
+            continue;
+        }
+        // [C, M / group, k...] of one or two spatial axes, over an input of
+        // as many.
+        let dims: Vec<usize> = w.dims.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+        if !matches!(dims.len(), 3 | 4) || x.dims.len() != dims.len() {
+            continue;
+        }
+        let (Ok(groups), [c, mg, kernel @ ..]) = (usize::try_from(group), dims.as_slice()) else {
+            continue;
+        };
+        let (taps, positions): (usize, usize) =
+            (kernel.iter().product(), x.dims[2..].iter().product());
+        let width = x.dims.last().copied().unwrap_or(1);
+        let (Some(m), Some(rows)) = (mg.checked_mul(groups), mg.checked_mul(taps)) else {
+            continue;
+        };
+        if rows == 0 || positions == 0 || width == 0 {
+            continue;
+        }
+        let Some(len) = conv_transpose_packed_len(*c, m, groups, taps) else { continue };
+        let Some(wv) = f32s(w) else { continue };
+        let mut packed = vec![0.0f32; len];
+        if pack_conv_transpose_weights(*c, m, groups, taps, &wv, &mut packed).is_err() {
+            continue;
+        }
+        // As few products as fit the scratch, of equal size (whole input
+        // rows when they hold one or more): 64 positions of rows of 8 in
+        // blocks of at most 56 run as 32 and 32, not 56 and 8.
+        let fit = (CONV_TRANSPOSE_SCRATCH / rows).max(1);
+        let block = positions.div_ceil(positions.div_ceil(fit));
+        let block = if block >= width { block / width * width } else { block };
+        if let Some(packed) = add_packed(g, id, "packed_WT", &packed)
+            && let Some(l) = conv_mut(g.node_mut(id))
+        {
+            l.weights = ConvWeights::Transposed { packed, block };
+            done += 1;
+        }
+    }
+    done
+}
+
 /// Per node of the main graph that runs, the arena bytes not in use while
 /// it runs under the plan made without Winograd: room for a scratch buffer
 /// that leaves the arena's size as it is (unless the free bytes are split
@@ -1934,6 +2017,117 @@ mod tests {
         // Grouped, or the one-channel depthwise case: left as they are.
         assert_eq!(packed_convs(&run(14, &conv_graph(4, 4, 2, "", ""))), 0);
         assert_eq!(packed_convs(&run(14, &conv_graph(1, 1, 1, "", ""))), 0);
+    }
+
+    /// The ConvTransposes of a graph and their lowerings.
+    fn conv_transposes(a: &crate::generate::Analysis) -> Vec<Option<crate::ir::Lowering>> {
+        let g = &a.model().graph;
+        g.nodes()
+            .filter(|(_, n)| n.op.is("ConvTranspose"))
+            .map(|(_, n)| n.lowering.clone())
+            .collect()
+    }
+
+    /// A ConvTranspose of `x` by a constant W of `wdims` with `attrs`.
+    fn conv_transpose_graph(x: &str, y: &str, wdims: &[usize], attrs: &str, elem: &str) -> String {
+        let n: usize = wdims.iter().product();
+        let dims: Vec<String> = wdims.iter().map(|d| d.to_string()).collect();
+        format!(
+            "g ({elem}[{x}] x) => ({elem}[{y}] y) <{elem}[{}] w = {{{}}}>\n\
+             {{\n y = ConvTranspose <{attrs}> (x, w)\n}}",
+            dims.join(", "),
+            numbers(n)
+        )
+    }
+
+    #[test]
+    fn conv_transpose_weights_are_transposed_into_panels() {
+        use onnx_codegen_runtime::conv::conv_transpose_packed_len;
+        // U-Net's 2x2/2: 12 channels to 5, on 6x7 positions.
+        let src = conv_transpose_graph(
+            "1, 12, 6, 7",
+            "1, 5, 12, 14",
+            &[12, 5, 2, 2],
+            "kernel_shape = [2, 2], strides = [2, 2]",
+            "float",
+        );
+        let a = run(13, &src);
+        let Some(Some(crate::ir::Lowering::Conv(l))) = conv_transposes(&a).first().cloned() else {
+            panic!("the ConvTranspose is lowered");
+        };
+        // Every position in one product: 20 rows of 42 columns fit.
+        let super::ConvWeights::Transposed { block, .. } = l.weights else { panic!("transposed") };
+        assert_eq!(block, 42);
+        assert!(l.epilogue.is_empty());
+        // Only the packed copy is stored: 20 rows (5 channels x 4 taps)
+        // padded to 24, of 12 input channels.
+        let len = conv_transpose_packed_len(12, 5, 1, 4).unwrap();
+        assert_eq!(len, 24 * 12);
+        assert_eq!(a.plan.as_ref().map(|p| p.weights.len()), Some(4 * len));
+        let model = crate::text::parse_model(
+            &format!("<ir_version: 8, opset_import: [\"\" : 13]>\n{src}"),
+            "t.onnxtxt",
+        )
+        .expect("parses");
+        let code = crate::generate::generate(&model, &crate::generate::Options::default(), "t")
+            .expect("generates");
+        let code = code.tokens.to_string().replace(' ', "");
+        assert!(code.contains("conv::sconv_transpose("), "{code}");
+        // Blocks of whole rows that fit the scratch (65536 floats: 256 rows
+        // of 256 columns, 4000 positions in 16 blocks of 250, two rows of
+        // 100), or part of a row when one does not (1-D, 2 groups of 32
+        // channels x 16 taps: 8 blocks of 125 of 1000 positions).
+        let weights = |a: &crate::generate::Analysis| match conv_transposes(a).first() {
+            Some(Some(crate::ir::Lowering::Conv(l))) => Some(l.weights.clone()),
+            _ => None,
+        };
+        let a = run(
+            13,
+            &conv_transpose_graph(
+                "1, 2, 40, 100",
+                "1, 64, 80, 200",
+                &[2, 64, 2, 2],
+                "kernel_shape = [2, 2], strides = [2, 2]",
+                "float",
+            ),
+        );
+        let Some(super::ConvWeights::Transposed { block, .. }) = weights(&a) else { panic!() };
+        assert_eq!(block, 200);
+        let a = run(
+            13,
+            &conv_transpose_graph(
+                "1, 2, 1000",
+                "1, 64, 8000",
+                &[2, 32, 16],
+                "kernel_shape = [16], strides = [8], pads = [4, 4], group = 2",
+                "float",
+            ),
+        );
+        let Some(super::ConvWeights::Transposed { block, .. }) = weights(&a) else { panic!() };
+        assert_eq!(block, 125);
+        // 3-D, and f64: the reference loops on the weights as given.
+        let a = run(
+            13,
+            &conv_transpose_graph(
+                "1, 2, 3, 3, 3",
+                "1, 2, 6, 6, 6",
+                &[2, 2, 2, 2, 2],
+                "kernel_shape = [2, 2, 2], strides = [2, 2, 2]",
+                "float",
+            ),
+        );
+        assert_eq!(conv_transposes(&a), [None]);
+        let a = run(
+            13,
+            &conv_transpose_graph(
+                "1, 12, 6, 7",
+                "1, 5, 12, 14",
+                &[12, 5, 2, 2],
+                "kernel_shape = [2, 2], strides = [2, 2]",
+                "double",
+            ),
+        );
+        assert_eq!(conv_transposes(&a), [None]);
     }
 
     #[test]

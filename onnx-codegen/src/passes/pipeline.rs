@@ -264,6 +264,7 @@ const PIPELINE: &[&[Pass]] = &[
     &[
         Pass { name: "winograd", run: winograd },
         Pass { name: "pack-conv-weights", run: pack_conv_weights },
+        Pass { name: "pack-conv-transpose-weights", run: pack_conv_transpose_weights },
         Pass { name: "pack-matmul-weights", run: pack_matmul_weights },
         Pass { name: "pack-int8-weights", run: pack_int8_weights },
     ],
@@ -299,6 +300,10 @@ fn winograd(g: &mut Graph, inferred: &Inferred, config: &Config, _: &mut Changes
 
 fn pack_conv_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Changes) {
     super::optimize::pack_conv_weights(g, inferred);
+}
+
+fn pack_conv_transpose_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Changes) {
+    super::optimize::pack_conv_transpose_weights(g, inferred);
 }
 
 fn pack_matmul_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Changes) {

@@ -174,6 +174,11 @@ enum WeightsAt {
     /// F(2x2, 3x3) (`ConvWeights::Winograd`); the code reads that copy only,
     /// with a scratch buffer of `scratch` floats.
     Winograd { at: usize, scratch: usize },
+    /// The read holding a ConvTranspose's f32 weights transposed and laid
+    /// out in panels for `conv::sconv_transpose` (`ConvWeights::Transposed`);
+    /// the code reads that copy only, with a scratch buffer of `scratch`
+    /// floats for the columns of its products.
+    Transposed { at: usize, scratch: usize },
 }
 
 struct ConvRule;
@@ -233,6 +238,9 @@ fn conv_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
             weights = WeightsAt::Packed(at);
         }
         ConvWeights::Winograd { .. } => {}
+        ConvWeights::Transposed { .. } => {
+            return invalid("a Conv cannot read ConvTranspose's transposed weights");
+        }
     }
     let geom = forward_geometry(cx, in_dims, kernel, false)?;
     if let Some(ConvWeights::Winograd { transformed, block }) = lowering.map(|l| &l.weights) {
@@ -451,6 +459,7 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
     };
     let mut out = vec![batch, m];
     out.extend_from_slice(&geom.in_dims);
+    let weights = conv_transpose_weights(cx, x, w, groups, m, &geom)?;
     Ok(ConvPlan {
         elem: x.elem,
         batch,
@@ -461,9 +470,47 @@ fn conv_transpose_plan(cx: &NodeCx<'_>) -> OpResult<ConvPlan> {
         has_bias,
         act: None,
         out,
-        weights: WeightsAt::Given,
+        weights,
         residual: None,
     })
+}
+
+/// Where a ConvTranspose reads its weights: as given, or transposed in
+/// panels (`ConvWeights::Transposed`, checked against its geometry).
+fn conv_transpose_weights(
+    cx: &NodeCx<'_>,
+    x: &TensorType,
+    w: &TensorType,
+    groups: usize,
+    m: usize,
+    geom: &Geometry,
+) -> OpResult<WeightsAt> {
+    let (packed, block) = match cx.lowering() {
+        None => return Ok(WeightsAt::Given),
+        Some(Lowering::Conv(l)) if l.epilogue.is_empty() => match &l.weights {
+            ConvWeights::AsGiven => return Ok(WeightsAt::Given),
+            ConvWeights::Transposed { packed, block } => (*packed, *block),
+            other => return invalid(format!("a ConvTranspose cannot read weights as {other:?}")),
+        },
+        Some(other) => return invalid(format!("a ConvTranspose cannot run as {other:?}")),
+    };
+    let (at, pw) = cx.operand(packed)?;
+    let taps: usize = geom.kernel.iter().product();
+    let positions: usize = geom.out_dims.iter().product();
+    let len = rt_conv::conv_transpose_packed_len(x.dims[1], m, groups, taps);
+    let scratch = rt_conv::conv_transpose_scratch_len(m, groups, taps, block);
+    let fits = x.elem == ElemType::Float
+        && pw.elem == ElemType::Float
+        && matches!(geom.kernel.len(), 1 | 2)
+        && (1..=positions).contains(&block)
+        && len.is_some_and(|len| pw.dims == [len]);
+    match scratch {
+        Some(scratch) if fits => Ok(WeightsAt::Transposed { at, scratch }),
+        _ => invalid(format!(
+            "ConvTranspose's transposed weights {pw} (blocks of {block} positions) do not match \
+             a 1-D or 2-D f32 ConvTranspose with W {w}"
+        )),
+    }
 }
 
 impl OpRule for ConvTransposeRule {
@@ -574,7 +621,10 @@ impl Kernel for ConvKernel {
             let (post, after) = super::epilogue::post_tokens(p.act, io.read(p.residual), y, rt);
             let read = |at: usize| io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
             let w = match p.weights {
-                WeightsAt::Given => quote!(#rt::conv::ConvWeights::Dense(#w)),
+                // A Conv never reads transposed weights (its plan refuses them).
+                WeightsAt::Given | WeightsAt::Transposed { .. } => {
+                    quote!(#rt::conv::ConvWeights::Dense(#w))
+                }
                 WeightsAt::Packed(at) => {
                     let pw = read(at);
                     quote!(#rt::conv::ConvWeights::Panels(#pw))
@@ -590,6 +640,13 @@ impl Kernel for ConvKernel {
                 #after
             };
         }
+        if let WeightsAt::Transposed { at, .. } = p.weights {
+            // f32 ConvTranspose on the product path: the columns of the
+            // transposed weights by the input, scattered into the output.
+            let pw = io.read(Some(at)).cloned().unwrap_or_else(|| quote!(&[]));
+            let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+            return quote!(#rt::conv::sconv_transpose(#params, #x, #pw, #b, #y, #scratch)?;);
+        }
         let (_, after) = super::epilogue::fused_epilogue(p.act, p.elem, y, rt);
         quote!(#rt::conv::#f(#params, #x, #w, #b, #y)?; #after)
     }
@@ -600,10 +657,11 @@ impl Kernel for ConvKernel {
         !(self.plan.weights != WeightsAt::Given && i == 1)
     }
 
-    /// A Winograd Conv's transformed tiles and their sums.
+    /// A Winograd Conv's transformed tiles and their sums; a
+    /// ConvTranspose's block of columns.
     fn scratch(&self) -> Option<TensorType> {
         match self.plan.weights {
-            WeightsAt::Winograd { scratch, .. } => {
+            WeightsAt::Winograd { scratch, .. } | WeightsAt::Transposed { scratch, .. } => {
                 Some(TensorType::new(ElemType::Float, vec![scratch]))
             }
             _ => None,
