@@ -939,7 +939,12 @@ impl Lowerer {
                         Dim::Unknown
                     }
                 },
-                Some(dimension::Value::DimParam(p)) if !p.is_empty() => Dim::Symbolic(p.clone()),
+                // "?" is how exporters (paddle2onnx, onnx's printer) spell a
+                // dimension they know nothing of: each one is its own unknown,
+                // not one symbol shared by every "?".
+                Some(dimension::Value::DimParam(p)) if !p.is_empty() && p != "?" => {
+                    Dim::Symbolic(p.clone())
+                }
                 _ => Dim::Unknown,
             });
         }
