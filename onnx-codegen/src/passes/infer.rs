@@ -934,18 +934,18 @@ impl State<'_> {
         Some(TensorType::new(*elem, dims))
     }
 
-    /// A declared type (value_info, graph output) must hold the inferred
-    /// element type. Its shape is a declaration the inference checks but
-    /// does not obey: exporters write shapes that disagree with what the
-    /// operators compute from the inputs at hand (a traced output's rank, a
-    /// branch that never runs at these shapes), and onnxruntime runs such
-    /// models, so a shape that disagrees is a warning and the inferred one
+    /// A declared type (value_info, graph output) must agree with the
+    /// inferred one: its element type, and its shape when every dimension
+    /// of it is a number. A shape with symbols or unknown dimensions was
+    /// written for inputs the exporter could not see: where it disagrees
+    /// (a traced output's rank, another input size's value), onnxruntime
+    /// runs the model anyway, so it is a warning and the inferred shape
     /// stands.
     fn check_declared(&mut self, node: NodeId, v: ValueId, inferred: &TensorType) {
         let value = self.g.value(v);
         let Some(Type::Tensor { elem, shape }) = &value.ty else { return };
         let wrong_elem = elem.is_some_and(|e| e != inferred.elem);
-        let mut wrong_shape = false;
+        let (mut wrong_shape, mut all_static) = (false, true);
         if let Some(dims) = &shape.dims {
             wrong_shape |= dims.len() != inferred.dims.len();
             for (d, &i) in dims.iter().zip(&inferred.dims) {
@@ -957,6 +957,7 @@ impl State<'_> {
                     Dim::Unknown => {}
                 }
             }
+            all_static = dims.iter().all(|d| matches!(d, Dim::Static(_)));
         }
         if wrong_elem || wrong_shape {
             let declared = value.ty.as_ref().map(ToString::to_string).unwrap_or_default();
@@ -964,7 +965,7 @@ impl State<'_> {
                 "value '{}' is declared as {declared} but inferred as {inferred}",
                 value.name
             );
-            if wrong_elem {
+            if wrong_elem || all_static {
                 self.error(Some(node), message);
             } else {
                 self.warning(Some(node), format!("{message}; the inferred shape is used"));
@@ -1126,9 +1127,13 @@ mod tests {
                 && w[0].starts_with("value 'y' is declared as tensor(float)[1,seqlen] but inferred as float[1, 2, 3]"),
             "{w:?}"
         );
-        // A declared element type that disagrees is still an error.
+        // A declared element type that disagrees is still an error, and so
+        // is a declared shape of numbers only.
         let a = run(17, "g (float[2] x) => (int64[2] y) { y = Relu (x) }");
         assert!(errors(&a)[0].contains("is declared as"), "{:?}", errors(&a));
+        let a = run(17, "g (float[2] x) => (float[3] y) { y = Relu (x) }");
+        assert!(errors(&a)[0].contains("is declared as"), "{:?}", errors(&a));
+        assert!(warnings(&a).is_empty());
     }
 
     /// `n` is the model's input, so a Range up to it has a run-time length.
