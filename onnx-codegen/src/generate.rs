@@ -115,6 +115,9 @@ pub struct Summary {
     pub buffers: Vec<Buffer>,
     pub unsupported: Vec<Unsupported>,
     pub errors: Vec<String>,
+    /// What the model says that the compiler did not follow (validation's
+    /// and inference's warnings), with where.
+    pub warnings: Vec<String>,
     /// Whether the generated code needs the runtime's `alloc` feature
     /// (string tensors), and the `image` feature (ImageDecoder).
     pub needs_alloc: bool,
@@ -356,6 +359,13 @@ impl Analysis {
             buffers: self.plan.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
             unsupported: self.inferred.unsupported.clone(),
             errors: self.inferred.errors.iter().map(ToString::to_string).collect(),
+            warnings: self
+                .prepared
+                .warnings
+                .iter()
+                .chain(&self.inferred.warnings)
+                .map(ToString::to_string)
+                .collect(),
             needs_alloc: !self.string_values().is_empty(),
             needs_image: !self.image_nodes().is_empty(),
         }

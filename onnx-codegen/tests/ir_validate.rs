@@ -581,3 +581,27 @@ fn bad_types_are_reported() {
         ["the shape of 'x' has negative dimension -1; it is taken as unknown"]
     );
 }
+
+#[test]
+fn question_mark_dims_are_each_their_own_unknown() {
+    // paddle2onnx writes `x: float[-1, 3, ?, ?]`: the two `?` are not one symbol.
+    let mut m = relu_model();
+    let mut t = tensor_type(FLOAT, &[2, 3, 4]);
+    if let Some(onnx_codegen::proto::type_proto::Value::TensorType(tt)) = &mut t.value {
+        let dims = &mut tt.shape.as_mut().unwrap().dim;
+        for (d, p) in dims.iter_mut().zip(["?", "?", "N"]) {
+            d.value =
+                Some(onnx_codegen::proto::tensor_shape_proto::dimension::Value::DimParam(p.into()));
+        }
+    }
+    g(&mut m).input[0].r#type = Some(t);
+    let p = ok(&m);
+    let x = p.model.graph.value_by_name("x").unwrap();
+    let Some(Type::Tensor { shape, .. }) = &p.model.graph.value(x).ty else {
+        panic!("x has no tensor type")
+    };
+    assert_eq!(
+        shape.dims.as_deref(),
+        Some(&[Dim::Unknown, Dim::Unknown, Dim::Symbolic("N".into())][..])
+    );
+}

@@ -267,3 +267,15 @@ fn sequence_positions_beyond_the_capacity_are_an_error() {
     assert_eq!(run(0, 3, 0).map(|_| ()), invalid, "SequenceErase past the end");
     assert_eq!(run(0, -4, 0).map(|_| ()), invalid, "SequenceErase before the start");
 }
+
+#[test]
+fn an_if_branch_invalid_at_the_compiled_shapes_fails_only_when_taken() {
+    use generated::guarded_branches::GuardedBranches;
+    // The else branch squeezes an axis that is 1 only when N is 1; compiled
+    // for N = 2, it returns an error if the condition takes it (onnxruntime
+    // fails there too), and the then branch runs as the reference says.
+    check("guarded_branches");
+    let mut m = GuardedBranches::new();
+    let mut y = [0f32; 2];
+    assert_eq!(m.run(&[-1.0, -2.0], &mut y), Err(onnx_codegen_runtime::Error::ShapeMismatch));
+}

@@ -441,6 +441,9 @@ fn bind_dims(
     }
     for (d, &n) in shape.dim.iter().zip(&data.dims) {
         if let (Some(D::DimParam(s)), Ok(n)) = (&d.value, usize::try_from(n)) {
+            if crate::passes::validate::is_anonymous_dim(s) {
+                continue;
+            }
             dims.entry(s.clone()).or_insert(n);
         }
     }
@@ -456,7 +459,7 @@ fn has_open_dims(ty: Option<&crate::proto::TypeProto>) -> bool {
     let Some(shape) = &t.shape else { return true };
     shape.dim.iter().any(|d| match &d.value {
         Some(D::DimValue(v)) => *v < 0,
-        Some(D::DimParam(p)) => p.is_empty(),
+        Some(D::DimParam(p)) => crate::passes::validate::is_anonymous_dim(p),
         None => true,
     })
 }
@@ -660,5 +663,37 @@ g (float[2] x, float[2] w = {{1, 2}}, float[2] z, float[1] b = {{5}}) => (float[
         assert_eq!(floats(&ir3), [vec![7.0, 8.0], vec![9.0, 10.0], vec![5.0]]);
         let ir7 = with_defaults(&model(7), &opts, data()).unwrap();
         assert_eq!(floats(&ir7), [vec![7.0, 8.0], vec![1.0, 2.0], vec![9.0, 10.0], vec![5.0]]);
+    }
+
+    /// paddle2onnx's `x: float[N, 3, ?, W]`: "?" is no symbol to bind, so
+    /// the data set gives the input's whole shape.
+    #[test]
+    fn question_mark_dims_take_the_data_set_shape() {
+        use crate::proto::tensor_shape_proto::{Dimension, dimension::Value as D};
+        use crate::proto::{TensorShapeProto, TypeProto, type_proto};
+        let dim = |v: D| Dimension { value: Some(v), denotation: None };
+        let ty = TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: vec![
+                        dim(D::DimParam("N".into())),
+                        dim(D::DimValue(3)),
+                        dim(D::DimParam("?".into())),
+                        dim(D::DimParam("W".into())),
+                    ],
+                }),
+            })),
+            denotation: None,
+        };
+        let data = crate::ops::HostTensor {
+            ty: TensorType::new(crate::ir::ElemType::Float, vec![1, 3, 48, 320]),
+            data: crate::ops::HostData::F32(vec![0.0; 3 * 48 * 320]),
+        }
+        .to_tensor("x");
+        let mut dims = BTreeMap::new();
+        bind_dims(Some(&ty), &data, &mut dims);
+        assert_eq!(dims, BTreeMap::from([("N".to_owned(), 1), ("W".to_owned(), 320)]));
+        assert!(has_open_dims(Some(&ty)));
     }
 }

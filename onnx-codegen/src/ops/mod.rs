@@ -404,6 +404,13 @@ pub trait Kernel {
         None
     }
 
+    /// What the compiler could not follow in the node but generates code
+    /// for anyway (an If branch that cannot run at the shapes at hand and
+    /// returns an error if taken); inference reports them as warnings.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Outputs whose length along one axis depends on the data, as
     /// `(output, axis, slot)`: their types are capacities, and
     /// [`Kernel::emit`] is then an expression giving a `[usize; S]` of the

@@ -31,6 +31,11 @@ pub(crate) fn errors(a: &Analysis) -> Vec<String> {
     a.summary().errors
 }
 
+/// The messages of inference's warnings.
+pub(crate) fn warnings(a: &Analysis) -> Vec<String> {
+    a.inferred.warnings.iter().map(|d| d.message.clone()).collect()
+}
+
 /// The folded value of graph output `j`, as `f64`s.
 pub(crate) fn value(a: &Analysis, j: usize) -> Vec<f64> {
     let v = a.model().graph.outputs[j];

@@ -100,6 +100,10 @@ pub struct Inferred {
     pub folded: usize,
     /// Errors in the model (bad shapes, unbound dimensions, ...).
     pub errors: Vec<Diagnostic>,
+    /// What the model says that inference did not follow (a declared shape
+    /// that disagrees with the one its inputs give), and code generation
+    /// does not stop for.
+    pub warnings: Vec<Diagnostic>,
     /// What this compiler does not support yet.
     pub unsupported: Vec<Unsupported>,
     /// What each visit saw and did, for [`reinfer_graph`]; `None` once
@@ -149,6 +153,7 @@ struct Record {
     /// for an absent output).
     outputs: Vec<Option<(Option<TensorType>, Option<Tensor>)>>,
     errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
     unsupported: Vec<Unsupported>,
 }
 
@@ -360,6 +365,7 @@ fn infer_graph_with(
         types: vec![None; n],
         constants: vec![None; n],
         errors: Vec::new(),
+        warnings: Vec::new(),
         unsupported: Vec::new(),
     };
     st.seed_inputs_and_constants(seeds);
@@ -387,6 +393,7 @@ fn infer_graph_with(
         steps,
         folded,
         errors: st.errors,
+        warnings: st.warnings,
         unsupported: st.unsupported,
         visits: Some(Visits {
             opts: opts.clone(),
@@ -437,6 +444,7 @@ struct State<'a> {
     types: Vec<Option<TensorType>>,
     constants: Vec<Option<Tensor>>,
     errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
     unsupported: Vec<Unsupported>,
 }
 
@@ -453,6 +461,11 @@ impl State<'_> {
     fn error(&mut self, node: Option<NodeId>, message: String) {
         let d = Diagnostic::error(message).at_path(self.path(node));
         self.errors.push(d);
+    }
+
+    fn warning(&mut self, node: Option<NodeId>, message: String) {
+        let d = Diagnostic::warning(message).at_path(self.path(node));
+        self.warnings.push(d);
     }
 
     /// Graph inputs get their declared types, with symbolic dims bound;
@@ -593,7 +606,8 @@ impl State<'_> {
             }
         }
         let seen = self.seen(node);
-        let (errors, unsupported) = (self.errors.len(), self.unsupported.len());
+        let (errors, warnings, unsupported) =
+            (self.errors.len(), self.warnings.len(), self.unsupported.len());
         let visit = self.run_rule(id, &seen);
         let record = Record {
             node: node.clone(),
@@ -607,6 +621,7 @@ impl State<'_> {
                 })
                 .collect(),
             errors: self.errors[errors..].to_vec(),
+            warnings: self.warnings[warnings..].to_vec(),
             unsupported: self.unsupported[unsupported..].to_vec(),
         };
         (visit, record, false)
@@ -686,6 +701,7 @@ impl State<'_> {
             }
         }
         self.errors.extend(previous.errors.iter().cloned());
+        self.warnings.extend(previous.warnings.iter().cloned());
         self.unsupported.extend(previous.unsupported.iter().cloned());
     }
 
@@ -772,6 +788,11 @@ impl State<'_> {
                 return Visit::Skipped;
             }
         };
+        if let Lowered::Kernel(kernel) = &lowered {
+            for w in kernel.warnings() {
+                self.warning(Some(id), w);
+            }
+        }
         let all_constant = reads.iter().zip(&constants).all(|(v, c)| v.is_none() || c.is_some());
         if all_constant && self.worth_folding(&constants, &outputs) {
             match self.fold(&lowered, &constants, &outputs) {
@@ -913,32 +934,42 @@ impl State<'_> {
         Some(TensorType::new(*elem, dims))
     }
 
-    /// A declared type (value_info, graph output) must agree with the inferred one.
+    /// A declared type (value_info, graph output) must agree with the
+    /// inferred one: its element type, and its shape when every dimension
+    /// of it is a number. A shape with symbols or unknown dimensions was
+    /// written for inputs the exporter could not see: where it disagrees
+    /// (a traced output's rank, another input size's value), onnxruntime
+    /// runs the model anyway, so it is a warning and the inferred shape
+    /// stands.
     fn check_declared(&mut self, node: NodeId, v: ValueId, inferred: &TensorType) {
         let value = self.g.value(v);
         let Some(Type::Tensor { elem, shape }) = &value.ty else { return };
-        let mut mismatch = elem.is_some_and(|e| e != inferred.elem);
+        let wrong_elem = elem.is_some_and(|e| e != inferred.elem);
+        let (mut wrong_shape, mut all_static) = (false, true);
         if let Some(dims) = &shape.dims {
-            mismatch |= dims.len() != inferred.dims.len();
+            wrong_shape |= dims.len() != inferred.dims.len();
             for (d, &i) in dims.iter().zip(&inferred.dims) {
                 match d {
-                    Dim::Static(s) => mismatch |= *s != i as u64,
+                    Dim::Static(s) => wrong_shape |= *s != i as u64,
                     Dim::Symbolic(s) => {
-                        mismatch |= self.opts.dims.get(s).is_some_and(|&b| b != i);
+                        wrong_shape |= self.opts.dims.get(s).is_some_and(|&b| b != i);
                     }
                     Dim::Unknown => {}
                 }
             }
+            all_static = dims.iter().all(|d| matches!(d, Dim::Static(_)));
         }
-        if mismatch {
+        if wrong_elem || wrong_shape {
             let declared = value.ty.as_ref().map(ToString::to_string).unwrap_or_default();
-            self.error(
-                Some(node),
-                format!(
-                    "value '{}' is declared as {declared} but inferred as {inferred}",
-                    value.name
-                ),
+            let message = format!(
+                "value '{}' is declared as {declared} but inferred as {inferred}",
+                value.name
             );
+            if wrong_elem || all_static {
+                self.error(Some(node), message);
+            } else {
+                self.warning(Some(node), format!("{message}; the inferred shape is used"));
+            }
         }
     }
 
@@ -1019,6 +1050,9 @@ pub fn difference(g: &Graph, a: &Inferred, b: &Inferred) -> Option<String> {
     if a.errors != b.errors {
         return Some(format!("errors {:?} vs {:?}", a.errors, b.errors));
     }
+    if a.warnings != b.warnings {
+        return Some(format!("warnings {:?} vs {:?}", a.warnings, b.warnings));
+    }
     if a.unsupported != b.unsupported {
         return Some(format!("unsupported {:?} vs {:?}", a.unsupported, b.unsupported));
     }
@@ -1072,7 +1106,35 @@ fn too_large(t: &TensorType) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::ir::{Node, TensorType, ValueId};
-    use crate::ops::testing::{run, ty, types, unsupported};
+    use crate::ops::testing::{errors, run, ty, types, unsupported, warnings};
+
+    #[test]
+    fn a_declared_shape_that_disagrees_is_a_warning_and_the_inferred_one_stands() {
+        // ddddocr's exporter declared its [20, 1, 8210] output as [1, seqlen].
+        let a = run(
+            17,
+            "g (float[2, 3] x) => (float[1, seqlen] y) {
+               t = Relu (x)
+               axes = Constant <value: tensor = int64[1] {0}> ()
+               y = Unsqueeze (t, axes)
+             }",
+        );
+        assert_eq!(types(&a), [ty("float[1, 2, 3]")]);
+        assert!(errors(&a).is_empty() && unsupported(&a).is_empty());
+        let w = warnings(&a);
+        assert!(
+            w.len() == 1
+                && w[0].starts_with("value 'y' is declared as tensor(float)[1,seqlen] but inferred as float[1, 2, 3]"),
+            "{w:?}"
+        );
+        // A declared element type that disagrees is still an error, and so
+        // is a declared shape of numbers only.
+        let a = run(17, "g (float[2] x) => (int64[2] y) { y = Relu (x) }");
+        assert!(errors(&a)[0].contains("is declared as"), "{:?}", errors(&a));
+        let a = run(17, "g (float[2] x) => (float[3] y) { y = Relu (x) }");
+        assert!(errors(&a)[0].contains("is declared as"), "{:?}", errors(&a));
+        assert!(warnings(&a).is_empty());
+    }
 
     /// `n` is the model's input, so a Range up to it has a run-time length.
     const RANGE: &str = "zero = Constant <value: tensor = float {0}> ()

@@ -939,7 +939,9 @@ impl Lowerer {
                         Dim::Unknown
                     }
                 },
-                Some(dimension::Value::DimParam(p)) if !p.is_empty() => Dim::Symbolic(p.clone()),
+                Some(dimension::Value::DimParam(p)) if !is_anonymous_dim(p) => {
+                    Dim::Symbolic(p.clone())
+                }
                 _ => Dim::Unknown,
             });
         }
@@ -1111,4 +1113,12 @@ impl Lowerer {
 
 fn value_info_named(name: &str) -> ValueInfoProto {
     ValueInfoProto { name: Some(name.to_owned()), ..ValueInfoProto::default() }
+}
+
+/// Whether a `dim_param` names no dimension: empty, or "?", which is how
+/// exporters (paddle2onnx, onnx's printer) spell a dimension they know
+/// nothing of. Each such dimension is its own unknown, not one symbol
+/// shared by every "?".
+pub(crate) fn is_anonymous_dim(param: &str) -> bool {
+    param.is_empty() || param == "?"
 }

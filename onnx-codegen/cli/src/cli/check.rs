@@ -39,15 +39,25 @@ pub fn run(args: &Args) -> ExitCode {
                     .is_some_and(|d| d.iter().all(|d| matches!(d, Dim::Static(_)))),
                 _ => false,
             });
+            let mut inferred_warnings = Vec::new();
             if static_inputs {
                 errors.extend(analysis.inferred.errors.iter().cloned());
+                inferred_warnings = analysis.inferred.warnings.clone();
             }
-            if errors.is_empty() { Ok(analysis.prepared) } else { Err(Error::new(errors)) }
+            if errors.is_empty() {
+                Ok((analysis.prepared, inferred_warnings))
+            } else {
+                Err(Error::new(errors))
+            }
         });
         match prepared {
-            Ok(prepared) => {
-                let warnings: Vec<_> =
-                    prepared.warnings.into_iter().map(|w| w.in_file(&shown)).collect();
+            Ok((prepared, inferred_warnings)) => {
+                let warnings: Vec<_> = prepared
+                    .warnings
+                    .into_iter()
+                    .chain(inferred_warnings)
+                    .map(|w| w.in_file(&shown))
+                    .collect();
                 super::report(&warnings);
                 let graph = &prepared.model.graph;
                 let opsets: Vec<String> = prepared

@@ -65,6 +65,9 @@ pub fn run(args: &Args) -> ExitCode {
     match result {
         Ok(g) => {
             let s = &g.summary;
+            for w in &s.warnings {
+                eprintln!("{shown}: {w}");
+            }
             outln!(
                 "{}: struct {} ({} steps, arena {} bytes, weights {} bytes)",
                 args.output.display(),

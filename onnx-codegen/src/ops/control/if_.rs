@@ -1,6 +1,14 @@
 //! `If`: both branches compiled and emitted as the arms of a Rust `if`,
 //! sharing one arena; with a condition known at generation time, only the
 //! taken branch (and its outputs fold when they are constant).
+//!
+//! A branch may be invalid at the shapes the graph is compiled for while the
+//! other is not: exporters guard code for one input size behind a run-time
+//! test (silero-vad's 8 and 16 kHz paths, chosen by its `sr` input, each
+//! written for its own chunk length). onnxruntime fails only if such a
+//! branch is taken; so does the generated code: the arm returns
+//! `Error::ShapeMismatch`, the If takes the other branch's types, and the
+//! compiler warns. A branch this compiler does not support is still refused.
 
 use super::body::{Body, bind_all, captures, compile, error_tokens, idents, io_in};
 use crate::ir::{ElemType, Tensor, TensorType};
@@ -22,15 +30,32 @@ impl IfRule {
         Ok(cx.constant(0).and_then(|t| t.to_i64s()).and_then(|v| v.first().map(|&b| b != 0)))
     }
 
-    fn branches(cx: &NodeCx<'_>) -> OpResult<(Option<Body>, Option<Body>)> {
+    fn branches(cx: &NodeCx<'_>) -> OpResult<Branches> {
+        let compiled = |then, els| Branches { then, els, fails: None };
         Ok(match Self::cond(cx)? {
-            Some(true) => (Some(compile(cx, "then_branch", &[])?), None),
-            Some(false) => (None, Some(compile(cx, "else_branch", &[])?)),
-            None => {
-                (Some(compile(cx, "then_branch", &[])?), Some(compile(cx, "else_branch", &[])?))
-            }
+            Some(true) => compiled(Some(compile(cx, "then_branch", &[])?), None),
+            Some(false) => compiled(None, Some(compile(cx, "else_branch", &[])?)),
+            None => match (compile(cx, "then_branch", &[]), compile(cx, "else_branch", &[])) {
+                (Ok(t), Ok(e)) => compiled(Some(t), Some(e)),
+                (Ok(t), Err(OpError::Invalid(m))) => {
+                    Branches { then: Some(t), els: None, fails: Some(m) }
+                }
+                (Err(OpError::Invalid(m)), Ok(e)) => {
+                    Branches { then: None, els: Some(e), fails: Some(m) }
+                }
+                (Err(e), _) | (_, Err(e)) => return Err(e),
+            },
         })
     }
+}
+
+/// The compiled branches of an If: the taken one when the condition is
+/// known at generation time, both otherwise, unless one is invalid at these
+/// shapes (`fails` says why; its arm returns an error at run time).
+struct Branches {
+    then: Option<Body>,
+    els: Option<Body>,
+    fails: Option<String>,
 }
 
 /// One static type per If output when the branches disagree only in dims:
@@ -62,7 +87,7 @@ fn reconcile(cx: &NodeCx<'_>, t: &[TensorType], e: &[TensorType]) -> Option<Vec<
 
 impl OpRule for IfRule {
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
-        let (then, els) = Self::branches(cx)?;
+        let Branches { then, els, .. } = Self::branches(cx)?;
         let t = then.as_ref().map(Body::output_types);
         let e = els.as_ref().map(Body::output_types);
         let outs = match (t, e) {
@@ -100,18 +125,19 @@ impl OpRule for IfRule {
         if Self::cond(cx)?.is_none() {
             return Ok(None);
         }
-        let (then, els) = Self::branches(cx)?;
+        let Branches { then, els, .. } = Self::branches(cx)?;
         Ok(then.or(els).and_then(|b| b.constant_outputs()))
     }
 
     fn lower(&self, cx: &NodeCx<'_>, _outputs: &[TensorType]) -> OpResult<Lowered> {
-        let (then, els) = Self::branches(cx)?;
+        let Branches { then, els, fails } = Self::branches(cx)?;
         let arena = [&then, &els].into_iter().flatten().map(|b| b.arena_bytes()).max().unwrap_or(0);
         let kernel = IfKernel {
             own: cx.node.inputs.len(),
             outputs: cx.node.outputs.len(),
             then,
             els,
+            fails,
             arena,
         };
         let rt = quote!(::onnx_codegen_runtime);
@@ -128,6 +154,9 @@ struct IfKernel {
     outputs: usize,
     then: Option<Body>,
     els: Option<Body>,
+    /// Why the absent branch cannot run at these shapes, when the condition
+    /// is known only at run time.
+    fails: Option<String>,
     arena: usize,
 }
 
@@ -151,21 +180,30 @@ impl Kernel for IfKernel {
             _ => quote!(),
         };
         let body = |b: &Body| b.tokens(&[], &outs, rt).unwrap_or_else(|m| error_tokens(&m));
-        let code = match (&self.then, &self.els) {
-            (Some(t), Some(e)) => {
+        let fail = quote!(return Err(#rt::Error::ShapeMismatch););
+        let c = io_in(io, 0);
+        let code = match (&self.then, &self.els, &self.fails) {
+            (Some(t), Some(e), _) => {
                 let (t, e) = (body(t), body(e));
-                let c = io_in(io, 0);
                 quote!(if #rt::control::flag(#c)? { #t } else { #e })
             }
-            (Some(b), None) | (None, Some(b)) => body(b),
-            (None, None) => quote!(),
+            (Some(t), None, Some(_)) => {
+                let t = body(t);
+                quote!(if #rt::control::flag(#c)? { #t } else { #fail })
+            }
+            (None, Some(e), Some(_)) => {
+                let e = body(e);
+                quote!(if #rt::control::flag(#c)? { #fail } else { #e })
+            }
+            (Some(b), None, None) | (None, Some(b), None) => body(b),
+            (None, None, _) => quote!(),
         };
         quote!({ #bind #arena #code })
     }
 
     fn reads_input(&self, i: usize) -> bool {
         if i < self.own {
-            return self.then.is_some() && self.els.is_some();
+            return self.fails.is_some() || (self.then.is_some() && self.els.is_some());
         }
         [&self.then, &self.els].into_iter().flatten().any(|b| b.reads_slot(i))
     }
@@ -173,11 +211,54 @@ impl Kernel for IfKernel {
     fn scratch(&self) -> Option<TensorType> {
         (self.arena > 0).then(|| TensorType::new(ElemType::Uint8, vec![self.arena]))
     }
+
+    fn warnings(&self) -> Vec<String> {
+        let Some(why) = &self.fails else { return Vec::new() };
+        let branch = if self.then.is_some() { "else_branch" } else { "then_branch" };
+        vec![format!(
+            "the {branch} of If cannot run at these shapes ({why}); `run` returns \
+             Error::ShapeMismatch if the condition takes it"
+        )]
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::testing::{errors, run, ty, types, unsupported, value};
+    use crate::ops::testing::{errors, run, ty, types, unsupported, value, warnings};
+
+    #[test]
+    fn a_branch_invalid_at_these_shapes_fails_at_run_time_when_the_condition_is_not_known() {
+        // silero-vad: the 8 kHz branch, compiled for a 16 kHz chunk, squeezes
+        // a dimension that is 1 only at 8 kHz.
+        const BRANCHES: &str = "<then_branch: graph = t () => (a) { a = Relu (x) },
+            else_branch: graph = e () => (b) {
+              axes = Constant <value: tensor = int64[1] {1}> ()
+              b = Squeeze (x, axes)
+            }>";
+        let a = run(
+            17,
+            &format!("g (bool c, float[1, 2] x) => (float[1, 2] y) {{ y = If (c) {BRANCHES} }}"),
+        );
+        assert_eq!(types(&a), [ty("float[1, 2]")]);
+        assert!(errors(&a).is_empty() && unsupported(&a).is_empty(), "{:?}", errors(&a));
+        let w = warnings(&a);
+        assert!(
+            w.len() == 1 && w[0].starts_with("the else_branch of If cannot run at these shapes"),
+            "{w:?}"
+        );
+        // A known condition that takes the invalid branch is an error, as before.
+        let a = run(
+            17,
+            &format!(
+                "g (float[1, 2] x) => (float[1, 2] y) {{
+                   c = Constant <value: tensor = bool {{0}}> ()
+                   y = If (c) {BRANCHES}
+                 }}"
+            ),
+        );
+        assert!(errors(&a)[0].contains("Squeeze"), "{:?}", errors(&a));
+        assert!(warnings(&a).is_empty());
+    }
 
     #[test]
     fn if_takes_its_branches_type_and_captures_outer_values() {
