@@ -918,7 +918,7 @@ fn dsp_tiles_match_portable() {
 #[test]
 fn dsp_depthwise_matches_portable() {
     use crate::simd::q8::conv::Geom;
-    use crate::simd::q8::conv::depthwise::{self, Plane, dsp};
+    use crate::simd::q8::conv::depthwise::{self, ChannelKernel, Plane, dsp};
     #[cfg(onnx_codegen_arm_dsp)]
     let Some(k) = crate::simd::isa::dsp::Dsp::detect() else {
         crate::simd::tests::can_run(crate::simd::tests::Need::Dsp, false);
@@ -937,8 +937,8 @@ fn dsp_depthwise_matches_portable() {
         let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
         let out = OutRange { zero: rq.zero + if A::SIGNED { 0 } else { 128 }, min: 0, max: 127 };
         let (mut got, mut want) = (vec![0u8; g.oh * g.ow], vec![0u8; g.oh * g.ow]);
-        dsp::channel::<A, u8>(k, g, &plane, &pad, &wc, &ch, &out, &mut got);
-        depthwise::channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want);
+        dsp::Kernel(k).channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut got);
+        depthwise::Plain.channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want);
         assert_eq!(got, want, "{g:?} signed {}", A::SIGNED);
     }
     for (ih, iw) in [(1, 1), (1, 2), (3, 3), (25, 5), (6, 7), (9, 16), (12, 13), (4, 150), (30, 2)]

@@ -25,10 +25,19 @@ pub(crate) fn fits(g: &Geom) -> bool {
     g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && (g.sw == 1 || g.sw == 2)
 }
 
-/// This kernel as the parent's [`ChannelKernel`] (host tests call
-/// [`channel`] directly).
+/// The window's weights as halves: each row's `(w0, w2)`, and the middle
+/// column's `(w1 of row 0, w1 of row 1)` and `(w1 of row 2, 0)` (five
+/// registers, which leaves the loop enough for the rest).
 #[derive(Clone, Copy)]
-#[cfg_attr(not(onnx_codegen_arm_dsp), allow(dead_code))]
+struct Weights {
+    outer: [u32; 3],
+    mid01: u32,
+    mid2: u32,
+}
+
+/// The kernel: one channel, as the parent's [`ChannelKernel`] says (the
+/// window [`fits`]).
+#[derive(Clone, Copy)]
 pub(crate) struct Kernel(pub Dsp);
 
 impl ChannelKernel for Kernel {
@@ -43,62 +52,36 @@ impl ChannelKernel for Kernel {
         out: &OutRange,
         yp: &mut [Y],
     ) {
-        channel::<A, Y>(self.0, g, plane, pad, wc, ch, out, yp);
+        debug_assert!(fits(g) && wc.len() == 9 && yp.len() == g.oh * g.ow);
+        // The furthest byte read: row `(oh - 1) sh + 2`, the word at column
+        // `(ow - 1) sw`, whose last byte is column `(ow - 1) sw + 3 =
+        // plane.cols` (one past the row: the next row's first, or the slack).
+        let need = plane.rows * plane.cols + PLANE_SLACK;
+        let ok = fits(g)
+            && wc.len() == 9
+            && yp.len() == g.oh * g.ow
+            && plane.cols == (g.ow - 1) * g.sw + 3
+            && plane.rows == (g.oh - 1) * g.sh + 3
+            && pad.len() >= need;
+        debug_assert!(ok, "depthwise DSP kernel out of bounds");
+        if !ok {
+            return;
+        }
+        let v = |i: usize| i32::from(wc[i]);
+        let w = Weights {
+            outer: [halves(v(0), v(2)), halves(v(3), v(5)), halves(v(6), v(8))],
+            mid01: halves(v(1), v(4)),
+            mid2: halves(v(7), 0),
+        };
+        if A::SIGNED {
+            rows::<true, Y>(g, plane.cols, pad, &w, ch, out, yp);
+        } else {
+            rows::<false, Y>(g, plane.cols, pad, &w, ch, out, yp);
+        }
     }
 }
 
-/// The window's weights as halves: each row's `(w0, w2)`, and the middle
-/// column's `(w1 of row 0, w1 of row 1)` and `(w1 of row 2, 0)` (five
-/// registers, which leaves the loop enough for the rest).
-#[derive(Clone, Copy)]
-struct Weights {
-    outer: [u32; 3],
-    mid01: u32,
-    mid2: u32,
-}
-
-/// One channel, as the parent's `channel` (same arguments; the window
-/// [`fits`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn channel<A: Q8, Y: Q8>(
-    _: Dsp,
-    g: &Geom,
-    plane: &Plane,
-    pad: &[u8],
-    wc: &[i8],
-    ch: &Chan,
-    out: &OutRange,
-    yp: &mut [Y],
-) {
-    debug_assert!(fits(g) && wc.len() == 9 && yp.len() == g.oh * g.ow);
-    // The furthest byte read: row `(oh - 1) sh + 2`, the word at column
-    // `(ow - 1) sw`, whose last byte is column `(ow - 1) sw + 3 =
-    // plane.cols` (one past the row: the next row's first, or the slack).
-    let need = plane.rows * plane.cols + PLANE_SLACK;
-    let ok = fits(g)
-        && wc.len() == 9
-        && yp.len() == g.oh * g.ow
-        && plane.cols == (g.ow - 1) * g.sw + 3
-        && plane.rows == (g.oh - 1) * g.sh + 3
-        && pad.len() >= need;
-    debug_assert!(ok, "depthwise DSP kernel out of bounds");
-    if !ok {
-        return;
-    }
-    let v = |i: usize| i32::from(wc[i]);
-    let w = Weights {
-        outer: [halves(v(0), v(2)), halves(v(3), v(5)), halves(v(6), v(8))],
-        mid01: halves(v(1), v(4)),
-        mid2: halves(v(7), 0),
-    };
-    if A::SIGNED {
-        rows::<true, Y>(g, plane.cols, pad, &w, ch, out, yp);
-    } else {
-        rows::<false, Y>(g, plane.cols, pad, &w, ch, out, yp);
-    }
-}
-
-/// The output rows of [`channel`], `SIGNED` the input's type.
+/// The output rows of [`Kernel`]'s channel, `SIGNED` the input's type.
 #[inline(always)]
 fn rows<const SIGNED: bool, Y: Q8>(
     g: &Geom,

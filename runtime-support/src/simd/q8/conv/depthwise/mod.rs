@@ -148,7 +148,7 @@ impl<A: Q8, Y: Q8> crate::simd::Vectorize for Channels<'_, '_, A, Y> {
     }
 }
 
-/// A kernel for one channel's padded plane, as [`channel`] takes it. The
+/// A kernel for one channel's padded plane, as [`Plain`] takes it. The
 /// method is `#[inline(always)]` in every implementation, so that under
 /// [`crate::simd::vectorize_wide`] its loops are compiled for the vector
 /// unit (a closure there would be a function of its own, compiled for the
@@ -167,9 +167,10 @@ pub(crate) trait ChannelKernel: Copy {
     );
 }
 
-/// The plain loops ([`channel`]).
+/// The plain loops, for one channel: `yp[oy, ox] = out(ch(sum of the
+/// window's taps))` over the padded plane `pad`.
 #[derive(Clone, Copy)]
-struct Plain;
+pub(crate) struct Plain;
 
 impl ChannelKernel for Plain {
     #[inline(always)]
@@ -183,53 +184,37 @@ impl ChannelKernel for Plain {
         out: &OutRange,
         yp: &mut [Y],
     ) {
-        channel::<A, Y>(g, plane, pad, wc, ch, out, yp);
-    }
-}
-
-/// One channel, the plain loops: `yp[oy, ox] = out(ch(sum of the window's
-/// taps))` over the padded plane `pad`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(crate) fn channel<A: Q8, Y: Q8>(
-    g: &Geom,
-    plane: &Plane,
-    pad: &[u8],
-    wc: &[i8],
-    ch: &Chan,
-    out: &OutRange,
-    yp: &mut [Y],
-) {
-    if g.sh == 1 && g.sw == 1 && plane.cols <= ACC {
-        return channel_runs::<A, Y>(g, plane, pad, wc, ch, out, yp);
-    }
-    let mut acc = [0i32; ACC];
-    for_pieces(g, yp, |oy0, ox0, width, yc| {
-        let acc = &mut acc[..yc.len()];
-        acc.fill(0);
-        for (r, a) in acc.chunks_exact_mut(width).enumerate() {
-            for ky in 0..g.kh {
-                let row = &pad[((oy0 + r) * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
-                for kx in 0..g.kw {
-                    let wv = i32::from(wc[ky * g.kw + kx]);
-                    let from = &row[ox0 * g.sw + kx * g.dw..];
-                    if g.sw == 1 {
-                        for (a, &v) in a.iter_mut().zip(from) {
-                            *a = a.wrapping_add(A::of_bits(v) * wv);
-                        }
-                    } else {
-                        for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
-                            *a = a.wrapping_add(A::of_bits(v) * wv);
+        if g.sh == 1 && g.sw == 1 && plane.cols <= ACC {
+            return channel_runs::<A, Y>(g, plane, pad, wc, ch, out, yp);
+        }
+        let mut acc = [0i32; ACC];
+        for_pieces(g, yp, |oy0, ox0, width, yc| {
+            let acc = &mut acc[..yc.len()];
+            acc.fill(0);
+            for (r, a) in acc.chunks_exact_mut(width).enumerate() {
+                for ky in 0..g.kh {
+                    let row = &pad[((oy0 + r) * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
+                    for kx in 0..g.kw {
+                        let wv = i32::from(wc[ky * g.kw + kx]);
+                        let from = &row[ox0 * g.sw + kx * g.dw..];
+                        if g.sw == 1 {
+                            for (a, &v) in a.iter_mut().zip(from) {
+                                *a = a.wrapping_add(A::of_bits(v) * wv);
+                            }
+                        } else {
+                            for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
+                                *a = a.wrapping_add(A::of_bits(v) * wv);
+                            }
                         }
                     }
                 }
             }
-        }
-        splat_row(acc, ch, out, yc);
-    });
+            splat_row(acc, ch, out, yc);
+        });
+    }
 }
 
-/// [`channel`] at stride 1 on a plane whose rows fit [`ACC`]: output `(oy,
+/// [`Plain`] at stride 1 on a plane whose rows fit [`ACC`]: output `(oy,
 /// ox)` is the sum at position `oy * cols + ox` of the taps' shifted copies
 /// of the plane, so several output rows (with the `cols - ow` positions
 /// between them, computed and dropped) are one run per tap, which the
