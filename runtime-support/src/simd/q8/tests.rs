@@ -467,6 +467,13 @@ fn conv_cases() -> Vec<ConvCase> {
         (2, 2, 2, (6, 9), (3, 3), (1, 2), (1, 1), (1, 1), (0, 0)),
         (33, 20, 1, (12, 13), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
         (64, 9, 1, (20, 20), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+        // Rows wider than a block (split into pieces), a kernel smaller
+        // than its stride (a phase per tap), phases with dilation.
+        (2, 5, 1, (3, 150), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (3, 4, 1, (11, 13), (2, 2), (3, 3), (1, 1), (0, 1), (1, 0)),
+        (4, 6, 1, (10, 11), (1, 1), (3, 3), (1, 1), (1, 1), (1, 1)),
+        (3, 5, 1, (13, 14), (2, 2), (4, 4), (2, 2), (1, 1), (0, 0)),
+        (3, 4, 1, (9, 40), (2, 3), (1, 3), (3, 2), (2, 1), (1, 2)),
     ] {
         for n in [1, 2] {
             v.push(ConvCase {
@@ -495,6 +502,19 @@ fn conv_cases() -> Vec<ConvCase> {
         dilations: vec![2],
         pads: vec![2],
         pads_end: vec![1],
+    });
+    // A 1-d row longer than a block, dilated.
+    v.push(ConvCase {
+        n: 1,
+        c: 3,
+        m: 5,
+        groups: 1,
+        in_dims: vec![300],
+        kernel: vec![5],
+        strides: vec![1],
+        dilations: vec![3],
+        pads: vec![4],
+        pads_end: vec![2],
     });
     v.push(ConvCase {
         n: 1,
@@ -559,9 +579,12 @@ fn qconv_scratch_stays_small() {
         pads_end: &cc.pads_end,
     };
     let p = Conv { batch: 1, in_channels: 512, out_channels: 8, groups: 1, window };
-    assert_eq!(qconv_scratch_len(&p), 512 * 9 * 16);
+    // K = 4608: two strips a block, a row in pieces of 30 columns (and
+    // the 2 past them), the three input rows of every channel behind them.
+    assert_eq!(qconv_scratch_len(&p), 32 * 4608 + 512 * 3 * 32);
     let p = Conv { in_channels: 16, ..p };
-    assert_eq!(qconv_scratch_len(&p), 144 * 128);
+    // K = 144: one output row a block (64 columns and 2), five strips.
+    assert_eq!(qconv_scratch_len(&p), 80 * 144 + 16 * 3 * 66);
     // Depthwise: one padded 66x66 plane and the slack.
     let p = Conv { in_channels: 8, groups: 8, ..p };
     assert_eq!(qconv_scratch_len(&p), 66 * 66 + 4);
@@ -629,6 +652,16 @@ fn elementwise_match_their_definitions() {
             let db = s.b.apply((i32::from(b[i]) - zb) << 20);
             let v = requant_ref(s.out, da + db, out.zero, 0, 255);
             assert_eq!(i32::from(y[i]), v);
+        }
+        // Signed, with a narrower output range (a fused Relu or Clip).
+        let (a, b) = (rng.q8::<i8>(300), rng.q8::<i8>(300));
+        let out = QOut { zero: -7, min: -100, max: 90 };
+        let mut y = vec![0i8; 300];
+        qadd(&a, 5, &b, -128, &s, &mut y, &out).unwrap();
+        for i in 0..300 {
+            let da = s.a.apply((i32::from(a[i]) - 5) << 20);
+            let db = s.b.apply((i32::from(b[i]) + 128) << 20);
+            assert_eq!(i32::from(y[i]), requant_ref(s.out, da + db, -7, -100, 90), "{i}");
         }
         let ms = mul_scale(sa, sb, sy).unwrap();
         let (a, b) = (rng.q8::<i8>(300), rng.q8::<i8>(300));

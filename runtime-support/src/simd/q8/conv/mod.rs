@@ -3,17 +3,24 @@
 //! plain loop (`Dense` weights, 3-d and higher).
 //!
 //! The im2col block holds up to [`BLOCK_COLS`] output positions (fewer
-//! when `K` is large: about [`BLOCK_BYTES`] in all, never under 16), laid
+//! when `K` is large: about [`BLOCK_BYTES`] in all, never under 32), laid
 //! out as `int8::pack_weights`'s strips: 16 positions per strip, four `k`
 //! per 32-bit word. Padding reads as the input's zero point, so it adds
 //! `(x_zero - x_zero) w = 0` once the row sums take the zero point off.
+//!
+//! A block is written four `k` at a time by interleaving four byte runs
+//! ([`interleave`]), so each `k`'s bytes over the block's positions must
+//! be one contiguous run. A pointwise convolution's are the input's
+//! channel rows. Any other copies the block's input into its stride
+//! phases first ([`Wide`]), computing a few positions past each output
+//! row that are never stored.
 
 pub(crate) mod depthwise;
 
 use crate::conv::{Conv, Window};
 use crate::int8::{Q8, Requant};
 use crate::shape::{MAX_RANK, next_index, numel};
-use crate::simd::q8::gemm::micro::{Acc, MAX_MR, NR, QMicro, Tile};
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
 use crate::simd::q8::gemm::{WithKernel, dispatch, sum_at};
 use crate::simd::q8::requant::{Chan, OutRange};
 
@@ -137,16 +144,138 @@ pub(crate) fn packed_weight(p: &Conv<'_>, blob: &[u8], m: usize, kk: usize) -> i
     blob.get(at).map_or(0, |&b| i32::from(b as i8))
 }
 
-/// Output positions per im2col block.
-fn block_cols(p: &Conv<'_>) -> Option<usize> {
-    let k4 = k_of(p)?.checked_next_multiple_of(4)?;
-    let fit = (BLOCK_BYTES / (NR * k4.max(1))).clamp(1, BLOCK_COLS / NR) * NR;
-    Some(fit.min(numel(p.window.out_dims).ok()?.next_multiple_of(NR)).max(NR))
+/// Output positions one im2col block aims at: about [`BLOCK_BYTES`] of
+/// strips, at most [`BLOCK_COLS`], never under two strips.
+fn budget(k4: usize) -> usize {
+    (BLOCK_BYTES / (NR * k4.max(1))).clamp(2, BLOCK_COLS / NR) * NR
 }
 
-/// The scratch elements of the im2col path.
+/// The stride phases of one axis of a window: the padded input's rows (or
+/// columns) `r, r + s, r + 2 s, ...` make phase `r`, and tap `t` (at
+/// offset `t d`) of output `o` reads phase `(t d) % s` at `o + (t d) / s`.
+/// Only the phases some tap reads are kept, numbered by [`Phases::index`].
+#[derive(Clone, Copy, Debug)]
+struct Phases {
+    /// Taps.
+    k: usize,
+    /// Dilation.
+    d: usize,
+    /// Stride.
+    s: usize,
+    /// `gcd(d, s)`: the residues `(t d) % s` are its multiples.
+    g: usize,
+    /// Whether the taps reach every such residue (else each tap has its
+    /// own: `t d % s` are distinct for `t < s / g`).
+    full: bool,
+}
+
+impl Phases {
+    fn of(k: usize, d: usize, s: usize) -> Phases {
+        let (mut a, mut b) = (d.max(1), s.max(1));
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        let s = s.max(1);
+        Phases { k: k.max(1), d, s, g: a, full: k.max(1) >= s / a }
+    }
+
+    /// The phases kept.
+    fn count(&self) -> usize {
+        if self.full { self.s / self.g } else { self.k }
+    }
+
+    /// The phase tap `t` reads.
+    fn index(&self, t: usize) -> usize {
+        if self.full { t * self.d % self.s / self.g } else { t }
+    }
+
+    /// The residue of phase `i`.
+    fn residue(&self, i: usize) -> usize {
+        if self.full { i * self.g } else { i * self.d % self.s }
+    }
+
+    /// How far into its phase tap `t` reads past the output's position.
+    fn shift(&self, t: usize) -> usize {
+        t * self.d / self.s
+    }
+}
+
+/// How the im2col path covers the output of a convolution that is not
+/// pointwise: blocks of `rows` whole output rows (`xc == ow`), or of `xc`
+/// columns of one row when a row alone exceeds the budget. The input is
+/// copied per block into its stride phases ([`Phases`]), each phase row
+/// `pw = xc + msx` bytes: then a tap's bytes over all the block's
+/// positions are one contiguous run of its phase plane, if the block
+/// computes `pw` positions per output row, of which it stores the first
+/// `xc` (the other `msx` run past the row's end into the next one).
+#[derive(Clone, Copy, Debug)]
+struct Wide {
+    ph_y: Phases,
+    ph_x: Phases,
+    /// The most a tap shifts down / right within its phase.
+    msy: usize,
+    msx: usize,
+    /// Output columns per block row.
+    xc: usize,
+    /// Output rows per block (1 when a row is split).
+    rows: usize,
+}
+
+impl Wide {
+    fn of(geo: &Geom, k4: usize) -> Wide {
+        let (ph_y, ph_x) = (Phases::of(geo.kh, geo.dh, geo.sh), Phases::of(geo.kw, geo.dw, geo.sw));
+        let (msy, msx) = (ph_y.shift(ph_y.k - 1), ph_x.shift(ph_x.k - 1));
+        let budget = budget(k4);
+        let (xc, rows) = if geo.ow + msx <= budget {
+            (geo.ow, (budget / (geo.ow + msx).max(1)).clamp(1, geo.oh.max(1)))
+        } else {
+            // Whole strips per piece: `pw` a multiple of 16.
+            let pw = budget.max((msx + 1).next_multiple_of(NR));
+            ((pw - msx).min(geo.ow), 1)
+        };
+        Wide { ph_y, ph_x, msy, msx, xc, rows }
+    }
+
+    /// Bytes of a phase row.
+    fn pw(&self) -> usize {
+        self.xc + self.msx
+    }
+
+    /// Bytes of one phase plane of a block.
+    fn plane(&self) -> Option<usize> {
+        (self.rows + self.msy).checked_mul(self.pw())
+    }
+
+    /// Bytes of a block's phase planes: every channel of the group, every
+    /// kept phase.
+    fn source_len(&self, cg: usize) -> Option<usize> {
+        cg.checked_mul(self.ph_y.count())?
+            .checked_mul(self.ph_x.count())?
+            .checked_mul(self.plane()?)
+    }
+
+    /// Where tap `(ky, kx)` of channel `ci` starts in the phase planes.
+    fn tap_at(&self, ci: usize, ky: usize, kx: usize) -> usize {
+        let (ny, nx) = (self.ph_y.count(), self.ph_x.count());
+        let plane = (ci * ny + self.ph_y.index(ky)) * nx + self.ph_x.index(kx);
+        plane * (self.rows + self.msy) * self.pw()
+            + self.ph_y.shift(ky) * self.pw()
+            + self.ph_x.shift(kx)
+    }
+}
+
+/// The scratch elements of the im2col path: the block of strips, and for
+/// a convolution that is not pointwise the phase planes behind it.
 pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
-    k_of(p)?.checked_next_multiple_of(4)?.checked_mul(block_cols(p)?)
+    let k4 = k_of(p)?.checked_next_multiple_of(4)?;
+    let geo = Geom::of(&p.window)?;
+    if geo.pointwise() {
+        let cols = budget(k4).min(numel(p.window.out_dims).ok()?.next_multiple_of(NR)).max(NR);
+        return k4.checked_mul(cols);
+    }
+    let w = Wide::of(&geo, k4);
+    let block = w.rows.checked_mul(w.pw())?.checked_next_multiple_of(NR)?.checked_mul(k4)?;
+    block.checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
 }
 
 /// Where the weights of a plain-loop convolution come from.
@@ -222,107 +351,185 @@ pub(crate) fn reference_with<A: Q8, Y: Q8>(
     }
 }
 
-/// Writes the im2col block of output positions `p0..p0 + pb` of image
-/// `n`, group `g`, into `block` (strips of 16 positions, four `k` per
-/// word; taps in the padding read `x_zero`, and so do positions past `pb`
-/// and `k` past `K`, except in a pointwise block, where nothing reads
-/// them: zero weights meet the `k` past `K`).
-#[allow(clippy::too_many_arguments)]
-fn fill_block(
-    p: &Conv<'_>,
-    geo: &Geom,
-    x: &[u8],
-    x_zero: u8,
-    n: usize,
-    g: usize,
-    p0: usize,
-    pb: usize,
-    block: &mut [u8],
-) {
-    let cg = p.in_channels / p.groups;
-    let taps = geo.kh * geo.kw;
-    let k = cg * taps;
-    let k4 = k.next_multiple_of(4);
-    let strip = 16 * k4;
-    let plane = geo.ih * geo.iw;
-    let nstrips = pb.div_ceil(NR);
-    let x0 = (n * p.in_channels + g * cg) * plane;
-    if geo.pointwise() {
-        // No padding to fill: the bytes past `K` meet zero weights and the
-        // positions past `pb` are never stored, so what they hold is moot.
-        // Four channels' bytes of a position make one word of the strip.
-        let row = |ci: usize| &x[x0 + ci * plane + p0..][..pb];
-        let whole = cg / 4;
-        for grp in 0..whole {
-            let (r0, r1, r2, r3) =
-                (row(4 * grp), row(4 * grp + 1), row(4 * grp + 2), row(4 * grp + 3));
-            for (s, dst) in block.chunks_exact_mut(strip).take(nstrips).enumerate() {
-                let dst = &mut dst[grp * 64..][..64];
-                let c0 = s * NR;
-                let n = NR.min(pb - c0);
-                for (i, d) in dst.chunks_exact_mut(4).take(n).enumerate() {
-                    let c = c0 + i;
-                    d.copy_from_slice(&[r0[c], r1[c], r2[c], r3[c]]);
-                }
-            }
+/// `dst[c] = row[start + c]` where that lies in `row`, else `z`.
+#[inline(always)]
+fn copy_clipped(dst: &mut [u8], row: &[u8], start: isize, z: u8) {
+    let len = dst.len() as isize;
+    let lo = (-start).clamp(0, len) as usize;
+    let hi = (row.len() as isize - start).clamp(lo as isize, len) as usize;
+    dst[..lo].fill(z);
+    let from = (start + lo as isize) as usize;
+    copy_short(&mut dst[lo..hi], &row[from..from + (hi - lo)]);
+    dst[hi..].fill(z);
+}
+
+/// `dst.copy_from_slice(src)` for the short runs of a phase row, in
+/// fixed-size moves rather than a call to `memcpy`.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len();
+    debug_assert_eq!(n, src.len());
+    if n >= 16 {
+        let mut i = 0;
+        while i + 16 < n {
+            dst[i..i + 16].copy_from_slice(&src[i..i + 16]);
+            i += 16;
         }
-        for ci in 4 * whole..cg {
-            let row = row(ci);
-            let (grp, q) = (ci / 4, ci % 4);
-            for (c, &v) in row.iter().enumerate() {
-                block[c / NR * strip + grp * 64 + c % NR * 4 + q] = v;
-            }
+        dst[n - 16..].copy_from_slice(&src[n - 16..n]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..n]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..].copy_from_slice(&src[n - 4..n]);
+    } else {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = v;
         }
-        return;
     }
-    block[..nstrips * strip].fill(x_zero);
-    for kk in 0..k {
-        let (ci, tap) = (kk / taps, kk % taps);
-        let (ky, kx) = (tap / geo.kw, tap % geo.kw);
-        let src = &x[x0 + ci * plane..][..plane];
-        let (grp, q) = (kk / 4, kk % 4);
-        // The output columns whose tap `kx` falls inside the input row:
-        // `ox_lo..ox_hi` (`ix = ox sw + kx dw - pw`).
-        let off = kx * geo.dw;
-        let ox_lo = geo.pw.saturating_sub(off).div_ceil(geo.sw).min(geo.ow);
-        let ox_hi = match (geo.iw + geo.pw).checked_sub(off + 1) {
-            Some(last) => (last / geo.sw + 1).min(geo.ow),
-            None => 0,
-        };
-        // The block's positions, one output row's run at a time.
-        let (mut c, mut oy, mut ox0) = (0, p0 / geo.ow, p0 % geo.ow);
-        while c < pb {
-            let run = (geo.ow - ox0).min(pb - c);
-            let iy = (oy * geo.sh + ky * geo.dh).wrapping_sub(geo.ph);
-            let (a, b) = (ox0.max(ox_lo), (ox0 + run).min(ox_hi));
-            if iy < geo.ih && a < b {
-                let row = &src[iy * geo.iw..][..geo.iw];
-                // Position `cc` of the block takes input column `ix`; the
-                // strip's bytes of one `k` lie four apart.
-                let (mut cc, end) = (c + a - ox0, c + b - ox0);
-                let mut ix = a * geo.sw + off - geo.pw;
-                while cc < end {
-                    let n = (NR - cc % NR).min(end - cc);
-                    let at = cc / NR * strip + grp * 64 + cc % NR * 4 + q;
-                    let dst = &mut block[at..at + 4 * n - 3];
+}
+
+/// Copies the input of the block of output rows `oy0..oy0 + rows`,
+/// columns `x0..x0 + w.xc`, into its phase planes in `src` (padding reads
+/// `z`): phase `(ry, rx)`'s row `r` column `c` is the padded input at row
+/// `(oy0 + r) sh + ry`, column `(x0 + c) sw + rx`. `x` is the group's
+/// first channel onwards.
+#[allow(clippy::too_many_arguments)]
+fn fill_phases(
+    geo: &Geom,
+    w: &Wide,
+    cg: usize,
+    x: &[u8],
+    z: u8,
+    oy0: usize,
+    rows: usize,
+    x0: usize,
+    src: &mut [u8],
+) {
+    let (pw, plane) = (w.pw(), (w.rows + w.msy) * w.pw());
+    let in_plane = geo.ih * geo.iw;
+    let mut planes = src.chunks_exact_mut(plane.max(1));
+    for ci in 0..cg {
+        let xin = &x[ci * in_plane..][..in_plane];
+        for iy in 0..w.ph_y.count() {
+            let ry = w.ph_y.residue(iy);
+            for ix in 0..w.ph_x.count() {
+                let rx = w.ph_x.residue(ix);
+                let Some(pl) = planes.next() else { return };
+                for (r, dst) in pl.chunks_exact_mut(pw.max(1)).take(rows + w.msy).enumerate() {
+                    let y = ((oy0 + r) * geo.sh + ry).wrapping_sub(geo.ph);
+                    if y >= geo.ih {
+                        dst.fill(z);
+                        continue;
+                    }
+                    let row = &xin[y * geo.iw..][..geo.iw];
                     if geo.sw == 1 {
-                        for (j, &v) in row[ix..ix + n].iter().enumerate() {
-                            dst[4 * j] = v;
-                        }
+                        copy_clipped(dst, row, (x0 + rx) as isize - geo.pw as isize, z);
                     } else {
-                        let src = &row[ix..ix + geo.sw * (n - 1) + 1];
-                        for j in 0..n {
-                            dst[4 * j] = src[geo.sw * j];
+                        for (c, d) in dst.iter_mut().enumerate() {
+                            let at = ((x0 + c) * geo.sw + rx).wrapping_sub(geo.pw);
+                            *d = if at < geo.iw { row[at] } else { z };
                         }
                     }
-                    cc += n;
-                    ix += n * geo.sw;
                 }
             }
-            c += run;
-            oy += 1;
-            ox0 = 0;
         }
+    }
+}
+
+/// Writes group `grp` (four `k`) of the block's `nstrips` strips: the
+/// strip's word of position `c` takes byte `c` of each source (0 past a
+/// source's end: such a position is never stored, or meets a zero weight).
+#[inline(always)]
+fn interleave(block: &mut [u8], k4: usize, nstrips: usize, grp: usize, srcs: [&[u8]; 4]) {
+    let strip = NR * k4;
+    for s in 0..nstrips {
+        let Some(dst) = block.get_mut(s * strip + grp * GROUP_BYTES..) else { return };
+        let Some(dst) = dst.first_chunk_mut::<GROUP_BYTES>() else { return };
+        let run = |q: usize| srcs[q].get(NR * s..).and_then(|r| r.first_chunk::<NR>());
+        if let (Some(a), Some(b), Some(c), Some(d)) = (run(0), run(1), run(2), run(3)) {
+            interleave16(dst, a, b, c, d);
+        } else {
+            let part = |q: usize| -> [u8; NR] {
+                let rest = srcs[q].get(NR * s..).unwrap_or(&[]);
+                core::array::from_fn(|i| rest.get(i).copied().unwrap_or(0))
+            };
+            interleave16(dst, &part(0), &part(1), &part(2), &part(3));
+        }
+    }
+}
+
+/// `dst`'s word `i` is `a[i], b[i], c[i], d[i]` (written as whole words, so
+/// the loop vectorises: widen, shift, or).
+#[inline(always)]
+fn interleave16(dst: &mut [u8; 64], a: &[u8; 16], b: &[u8; 16], c: &[u8; 16], d: &[u8; 16]) {
+    for (i, w) in dst.chunks_exact_mut(4).enumerate() {
+        let v =
+            u32::from(a[i]) | u32::from(b[i]) << 8 | u32::from(c[i]) << 16 | u32::from(d[i]) << 24;
+        w.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// The offsets of each tap's run in a block's phase planes, `wide.tap_at`
+/// as a sum `ci plane_c + ty[ky] + tx[kx]`, tabled for the first 16 taps
+/// of each axis (the rest computed when met).
+struct TapTable<'a> {
+    wide: &'a Wide,
+    per_channel: usize,
+    ty: [usize; 16],
+    tx: [usize; 16],
+}
+
+impl<'a> TapTable<'a> {
+    fn new(wide: &'a Wide) -> TapTable<'a> {
+        let per_channel = wide.tap_at(1, 0, 0) - wide.tap_at(0, 0, 0);
+        let ty = core::array::from_fn(|t| wide.tap_at(0, t, 0));
+        let tx = core::array::from_fn(|t| wide.tap_at(0, 0, t));
+        TapTable { wide, per_channel, ty, tx }
+    }
+
+    #[inline(always)]
+    fn at(&self, ci: usize, ky: usize, kx: usize) -> usize {
+        let y = if ky < 16 { self.ty[ky] } else { self.wide.tap_at(0, ky, 0) };
+        let x = if kx < 16 { self.tx[kx] } else { self.wide.tap_at(0, 0, kx) };
+        ci * self.per_channel + y + x
+    }
+}
+
+/// The output positions of one block: `rows` rows from `oy0` of `xc`
+/// columns from `x0`, computed `pw` to a row.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    oy0: usize,
+    rows: usize,
+    x0: usize,
+    xc: usize,
+    pw: usize,
+}
+
+impl Block {
+    /// The positions computed.
+    fn len(&self) -> usize {
+        self.rows * self.pw
+    }
+
+    /// The stored runs of strip `s`: (first lane, lanes, output offset in
+    /// a plane `ow` wide), at most 16; returns how many.
+    fn runs(&self, s: usize, ow: usize, out: &mut [(usize, usize, usize); NR]) -> usize {
+        let (mut c, end) = (NR * s, (NR * s + NR).min(self.len()));
+        let mut n = 0;
+        while c < end && n < NR {
+            let (r, col) = (c / self.pw, c % self.pw);
+            if col < self.xc {
+                let len = (self.xc - col).min(end - c);
+                out[n] = (c - NR * s, len, (self.oy0 + r) * ow + self.x0 + col);
+                n += 1;
+                c += len;
+            } else {
+                c += self.pw - col;
+            }
+        }
+        n
     }
 }
 
@@ -360,24 +567,89 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
     #[inline(always)]
     fn run<K: QMicro>(self, kern: K) {
         let Im2col { p, geo, x, x_zero, w, bias, rq, y, scratch } = self;
-        let (Some(k), Some(cols)) = (k_of(p), block_cols(p)) else { return };
+        let Some(k) = k_of(p) else { return };
         let k4 = k.next_multiple_of(4);
-        let (mg, out_size) = (p.out_channels / p.groups, geo.oh * geo.ow);
+        let (cg, mg) = (p.in_channels / p.groups, p.out_channels / p.groups);
+        let (in_plane, out_size) = (geo.ih * geo.iw, geo.oh * geo.ow);
         let panels = mg.div_ceil(PANEL);
         let Some((sums, body)) = w.split_at_checked(4 * p.out_channels) else { return };
-        let (x, block) = (A::as_bytes(x), A::as_bytes_mut(scratch));
+        let (x, scratch) = (A::as_bytes(x), A::as_bytes_mut(scratch));
         let zbits = A::saturate(x_zero).bits();
         let zoff = x_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
         let mr = K::MR.min(MAX_MR);
+        // The blocks: runs of the flattened plane when pointwise, else
+        // `Wide`'s rows or row pieces.
+        let pointwise = geo.pointwise();
+        let wide = Wide::of(geo, k4);
+        let table = TapTable::new(&wide);
+        let cols = budget(k4).min(out_size.next_multiple_of(NR)).max(NR);
+        let per_row = geo.ow.div_ceil(wide.xc.max(1));
+        let nblocks = if pointwise {
+            out_size.div_ceil(cols)
+        } else if wide.xc == geo.ow {
+            geo.oh.div_ceil(wide.rows)
+        } else {
+            geo.oh * per_row
+        };
+        let block_at = |i: usize| -> Block {
+            if pointwise {
+                let x0 = i * cols;
+                let xc = cols.min(out_size - x0);
+                Block { oy0: 0, rows: 1, x0, xc, pw: xc }
+            } else if wide.xc == geo.ow {
+                let oy0 = i * wide.rows;
+                Block { oy0, rows: wide.rows.min(geo.oh - oy0), x0: 0, xc: geo.ow, pw: wide.pw() }
+            } else {
+                let x0 = i % per_row * wide.xc;
+                let xc = wide.xc.min(geo.ow - x0);
+                Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw() }
+            }
+        };
+        let block_len = if pointwise {
+            scratch.len()
+        } else {
+            (wide.rows * wide.pw()).next_multiple_of(NR) * k4
+        };
+        let Some((block, src)) = scratch.split_at_mut_checked(block_len) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
+        let mut runs = [(0, 0, 0); NR];
         for n in 0..p.batch {
             for g in 0..p.groups {
-                let mut p0 = 0;
-                while p0 < out_size {
-                    let pb = cols.min(out_size - p0);
-                    fill_block(p, geo, x, zbits, n, g, p0, pb, block);
+                let xg = &x[(n * p.in_channels + g * cg) * in_plane..][..cg * in_plane];
+                for bi in 0..nblocks {
+                    let b = block_at(bi);
+                    let nstrips = b.len().div_ceil(NR);
+                    if pointwise {
+                        for grp in 0..k4 / 4 {
+                            let srcs = core::array::from_fn(|q| match 4 * grp + q {
+                                ci if ci < cg => &xg[ci * in_plane + b.x0..(ci + 1) * in_plane],
+                                _ => &[],
+                            });
+                            interleave(block, k4, nstrips, grp, srcs);
+                        }
+                    } else {
+                        fill_phases(geo, &wide, cg, xg, zbits, b.oy0, b.rows, b.x0, src);
+                        // `k = (ci, ky, kx)` walked in order.
+                        let (mut ci, mut ky, mut kx) = (0, 0, 0);
+                        for grp in 0..k4 / 4 {
+                            let mut srcs: [&[u8]; 4] = [&[]; 4];
+                            for (q, s) in srcs.iter_mut().enumerate() {
+                                if 4 * grp + q < k {
+                                    *s = src.get(table.at(ci, ky, kx)..).unwrap_or(&[]);
+                                    kx += 1;
+                                    if kx == geo.kw {
+                                        (kx, ky) = (0, ky + 1);
+                                        if ky == geo.kh {
+                                            (ky, ci) = (0, ci + 1);
+                                        }
+                                    }
+                                }
+                            }
+                            interleave(block, k4, nstrips, grp, srcs);
+                        }
+                    }
                     for pn in 0..panels {
                         let Some(panel) = body.get((g * panels + pn) * PANEL * k4..) else {
                             return;
@@ -394,23 +666,30 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     .wrapping_sub(zoff.wrapping_mul(sum_at(sums, m)));
                                 Chan::new(add, rq.scale(m))
                             });
-                            for s in 0..pb.div_ceil(NR) {
-                                let strip = &block[s * 16 * k4..][..16 * k4];
+                            for s in 0..nstrips {
+                                let strip = &block[s * NR * k4..][..NR * k4];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
                                 acc[..mr].fill([0; NR]);
                                 kern.act_strip::<A>(&t, &mut acc);
-                                let c0 = p0 + s * NR;
-                                let ncols = NR.min(out_size - c0);
+                                let nruns = b.runs(s, geo.ow, &mut runs);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                    let at = (n * p.out_channels + m0 + r) * out_size + c0;
-                                    kern.splat(acc, &chans[r], &out, &mut y[at..at + ncols]);
+                                    let base = (n * p.out_channels + m0 + r) * out_size;
+                                    for &(lane, len, off) in &runs[..nruns] {
+                                        let dst = &mut y[base + off..base + off + len];
+                                        if lane == 0 {
+                                            kern.splat(acc, &chans[r], &out, dst);
+                                        } else {
+                                            let moved =
+                                                core::array::from_fn(|i| acc[(lane + i) % NR]);
+                                            kern.splat(&moved, &chans[r], &out, dst);
+                                        }
+                                    }
                                 }
                             }
                             r0 += nrows;
                         }
                     }
-                    p0 += pb;
                 }
             }
         }

@@ -16,16 +16,18 @@ pub(crate) trait WithKernel {
 }
 
 /// Runs `body` with the widest tile kernel available: AVX-512 VNNI, AVX2,
-/// NEON, the Arm DSP extension's, else the portable one.
+/// NEON, the Arm DSP extension's, else the portable one. On x86-64 the
+/// body is compiled for the kernel's features (see `Vnni::run`), so its
+/// loops inline the tile and the output stage.
 #[inline]
 pub(crate) fn dispatch(body: impl WithKernel) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         if let Some(k) = micro::avx512::Vnni::detect() {
-            return body.run(k);
+            return k.run(body);
         }
         if let Some(k) = micro::avx2::Q8Avx2::detect() {
-            return body.run(k);
+            return k.run(body);
         }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]

@@ -6,6 +6,7 @@
 
 use crate::int8::Q8;
 use crate::simd::isa::avx2::Avx2;
+use crate::simd::q8::gemm::WithKernel;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile};
 use crate::simd::q8::requant::{Chan, Chan16, OutRange};
 use core::arch::x86_64::{
@@ -29,6 +30,20 @@ impl Q8Avx2 {
     pub(crate) fn detect() -> Option<Q8Avx2> {
         Avx2::detect().map(Q8Avx2)
     }
+
+    /// Runs `body` compiled for AVX2: the driver's loops, the tile, its
+    /// output stage and stores inline into one function.
+    #[inline]
+    pub(crate) fn run<B: WithKernel>(self, body: B) {
+        // SAFETY: `self` proves AVX2; `body.run` is safe code.
+        unsafe { run_avx2(self, body) }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn run_avx2<B: WithKernel>(k: Q8Avx2, body: B) {
+    body.run(k)
 }
 
 /// Rows of the tile.

@@ -5,6 +5,7 @@
 
 use crate::int8::Q8;
 use crate::simd::isa::avx512::Avx512Vnni;
+use crate::simd::q8::gemm::WithKernel;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
 use crate::simd::q8::requant::{Chan, Chan16, OutRange};
 use core::arch::x86_64::{
@@ -25,6 +26,21 @@ impl Vnni {
     pub(crate) fn detect() -> Option<Vnni> {
         Avx512Vnni::detect().map(Vnni)
     }
+
+    /// Runs `body` compiled for AVX-512 VNNI: the driver's loops, the
+    /// tile, its output stage and stores inline into one function.
+    #[inline]
+    pub(crate) fn run<B: WithKernel>(self, body: B) {
+        // SAFETY: `self` proves AVX-512F, BW and VNNI (and the AVX2 and
+        // FMA they imply); `body.run` is safe code.
+        unsafe { run_vnni(self, body) }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+#[inline]
+fn run_vnni<B: WithKernel>(k: Vnni, body: B) {
+    body.run(k)
 }
 
 /// The top bit of every byte when `A` is signed (turning `a` into the
