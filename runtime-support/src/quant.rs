@@ -221,6 +221,11 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         // division with 53 >= 2 * 24 + 2 bits), and an integral `f32`
         // saturated to `i32` then offset by a zero point within 16 bits
         // saturates to `Q` as the `i64` would (NaN gives 0 both ways).
+        if per_tensor {
+            let zp = zero_point.map_or(0, |z| z[0].to_i64());
+            crate::simd::vectorize_wide(QuantizeTensor { x, scale: scale[0].to_f32(), zp, y });
+            return Ok(());
+        }
         p.each(per_tensor, |e, k| {
             let r = libm::rintf(x[e].to_f32() / scale[k].to_f32());
             let zp = zero_point.map_or(0, |z| z[k].to_i64());
@@ -236,6 +241,36 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         y[e] = Q::saturate((r as i64).saturating_add(zp));
     });
     Ok(())
+}
+
+/// [`quantize_linear`]'s common case: `f32` work, one scale, `Q` of at
+/// most 16 bits. The quotient is clamped to the range the zero point leaves
+/// (integers, so this is the saturation; NaN passes through) and rounded
+/// half to even by adding and taking off `1.5 * 2^23` (exact for `|q| <=
+/// 2^22`, the clamp's range): no call, so the loop vectorises.
+struct QuantizeTensor<'a, X, Q> {
+    x: &'a [X],
+    scale: f32,
+    zp: i64,
+    y: &'a mut [Q],
+}
+
+impl<X: QReal, Q: QInt> crate::simd::Vectorize for QuantizeTensor<'_, X, Q> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        const ROUND: f32 = 12_582_912.0;
+        let QuantizeTensor { x, scale, zp, y } = self;
+        debug_assert!(Q::MAX - Q::MIN <= 0xffff && zp.abs() <= 0xffff);
+        let (lo, hi) = ((Q::MIN - zp) as f32, (Q::MAX - zp) as f32);
+        let zp = zp as i32;
+        for (y, x) in y.iter_mut().zip(x) {
+            let q = (x.to_f32() / scale).clamp(lo, hi);
+            let r = (q + ROUND) - ROUND;
+            *y = Q::saturate(i64::from((r as i32).wrapping_add(zp)));
+        }
+    }
 }
 
 /// ONNX `DequantizeLinear` from an integer type:
@@ -762,6 +797,29 @@ mod tests {
             quantize_linear(&flat(1), Work::F32, &[x], &[scale], Some(&[128u8][..]), &mut got)
                 .unwrap();
             assert_eq!(got[0], want, "x {x:e} scale {scale:e}");
+        }
+        // Whole tensors (the vectorised loop and its tail) against the
+        // element-by-element results above.
+        for n in [15usize, 16, 333] {
+            let scale = 0.037f32;
+            let x: Vec<f32> = (0..n)
+                .map(|i| match i % 5 {
+                    0 => specials[i % specials.len()],
+                    1 => (next() % 600) as f32 * 0.5 * scale - 150.0 * scale,
+                    _ => f32::from_bits(next() as u32 & 0xbfff_ffff),
+                })
+                .collect();
+            let mut got = vec![0u8; n];
+            quantize_linear(&flat(n), Work::F32, &x, &[scale], Some(&[3u8][..]), &mut got).unwrap();
+            for (i, &x) in x.iter().enumerate() {
+                let mut one = [0u8];
+                quantize_linear(&flat(1), Work::F32, &[x], &[scale], Some(&[3u8][..]), &mut one)
+                    .unwrap();
+                let mut wide = [0i32];
+                quantize_linear(&flat(1), Work::F32, &[x], &[scale], None, &mut wide).unwrap();
+                let want = (i64::from(wide[0]) + 3).clamp(0, 255) as u8;
+                assert_eq!((got[i], one[0]), (want, want), "n {n} i {i} x {x:e}");
+            }
         }
     }
 

@@ -215,3 +215,30 @@ fn stage_row<Y: Q8, const LO: bool, const HI: bool>(
         }
     }
 }
+
+/// [`splat_row`] in the vector form (module documentation), sixteen
+/// lanes at a time: every step is a lane operation (a 64-bit product of
+/// two sign-extended `i32`s, shifts, clamps), so under
+/// `crate::simd::vectorize_wide` the loop becomes vector code. Equal to
+/// [`splat_row`] for every input: the vector form differs from
+/// [`Chan::apply`] only beyond `2^29`, where both saturate the output.
+#[inline(always)]
+pub(crate) fn splat_lanes<Y: Q8>(acc: &[i32], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+    const L: usize = 16;
+    let n = dst.len().min(acc.len());
+    let whole = n - n % L;
+    let (add, lo, hi, lsh, rsh) = (ch.add, ch.lo, ch.hi, ch.lsh, ch.rsh);
+    let (mult, round) = (i64::from(ch.mult), ch.round);
+    for (d, a) in dst[..whole].chunks_exact_mut(L).zip(acc[..whole].chunks_exact(L)) {
+        let mut v = [0i32; L];
+        for (v, &a) in v.iter_mut().zip(a) {
+            let x = i64::from(a.wrapping_add(add).clamp(lo, hi) << lsh) * mult + round;
+            // `|r| <= 2^30` and `|zero| <= 2^15`: the sum cannot overflow.
+            *v = (out.zero + (((x >> 32) as i32) >> rsh)).clamp(out.min, out.max);
+        }
+        for (d, &v) in d.iter_mut().zip(&v) {
+            *d = Y::saturate(v);
+        }
+    }
+    splat_row(&acc[whole..n], ch, out, &mut dst[whole..n]);
+}

@@ -19,7 +19,15 @@ pub(crate) mod dsp;
 use crate::conv::Conv;
 use crate::int8::{Q8, Requant};
 use crate::simd::q8::conv::Geom;
-use crate::simd::q8::requant::{Chan, OutRange, splat_row};
+use crate::simd::q8::requant::{Chan, OutRange};
+
+/// The output stage of the plain loops: lane by lane where a vector unit
+/// runs it (`splat_lanes`), else `splat_row`'s scalar form (a Cortex-M's
+/// `SMMUL` way).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use crate::simd::q8::requant::splat_lanes as stage;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+use crate::simd::q8::requant::splat_row as stage;
 
 /// Bytes the word-wide kernels may read past the last padded row.
 pub(crate) const PLANE_SLACK: usize = 4;
@@ -187,31 +195,69 @@ impl ChannelKernel for Plain {
         if g.sh == 1 && g.sw == 1 && plane.cols <= ACC {
             return channel_runs::<A, Y>(g, plane, pad, wc, ch, out, yp);
         }
+        // The pieces of `for_pieces`, written out: a closure there would
+        // be a function of its own, compiled for the baseline.
         let mut acc = [0i32; ACC];
-        for_pieces(g, yp, |oy0, ox0, width, yc| {
-            let acc = &mut acc[..yc.len()];
-            acc.fill(0);
-            for (r, a) in acc.chunks_exact_mut(width).enumerate() {
-                for ky in 0..g.kh {
-                    let row = &pad[((oy0 + r) * g.sh + ky * g.dh) * plane.cols..][..plane.cols];
-                    for kx in 0..g.kw {
-                        let wv = i32::from(wc[ky * g.kw + kx]);
-                        let from = &row[ox0 * g.sw + kx * g.dw..];
-                        if g.sw == 1 {
-                            for (a, &v) in a.iter_mut().zip(from) {
-                                *a = a.wrapping_add(A::of_bits(v) * wv);
-                            }
-                        } else {
-                            for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
-                                *a = a.wrapping_add(A::of_bits(v) * wv);
-                            }
-                        }
+        if g.ow <= ACC {
+            let per = ACC / g.ow;
+            for (i, yc) in yp.chunks_mut(per * g.ow).enumerate() {
+                piece::<A, Y>(g, plane, pad, wc, ch, out, (i * per, 0, g.ow), yc, &mut acc);
+            }
+        } else {
+            for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate() {
+                for (j, yc) in yr.chunks_mut(ACC).enumerate() {
+                    let at = (oy, j * ACC, yc.len());
+                    piece::<A, Y>(g, plane, pad, wc, ch, out, at, yc, &mut acc);
+                }
+            }
+        }
+    }
+}
+
+/// [`Plain`]'s outputs `yc` of one piece `(oy0, ox0, width)` (see
+/// [`for_pieces`]), any stride.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn piece<A: Q8, Y: Q8>(
+    g: &Geom,
+    plane: &Plane,
+    pad: &[u8],
+    wc: &[i8],
+    ch: &Chan,
+    out: &OutRange,
+    (oy0, ox0, width): (usize, usize, usize),
+    yc: &mut [Y],
+    acc: &mut [i32; ACC],
+) {
+    let acc = &mut acc[..yc.len()];
+    acc.fill(0);
+    for (r, a) in acc.chunks_exact_mut(width).enumerate() {
+        for ky in 0..g.kh {
+            let row = ((oy0 + r) * g.sh + ky * g.dh) * plane.cols;
+            for kx in 0..g.kw {
+                let wv = i32::from(wc[ky * g.kw + kx]);
+                // Read through the rest of the plane: at stride 2 the last
+                // pair's second byte may lie one past the row (or, in the
+                // last row, in the slack), never used.
+                let from = &pad[row + ox0 * g.sw + kx * g.dw..];
+                if g.sw == 1 {
+                    for (a, &v) in a.iter_mut().zip(from) {
+                        *a = a.wrapping_add(A::of_bits(v) * wv);
+                    }
+                } else if g.sw == 2 {
+                    // Even bytes of pairs: a stride the compiler vectorises.
+                    for (a, v) in a.iter_mut().zip(from.chunks_exact(2)) {
+                        *a = a.wrapping_add(A::of_bits(v[0]) * wv);
+                    }
+                } else {
+                    for (a, &v) in a.iter_mut().zip(from.iter().step_by(g.sw)) {
+                        *a = a.wrapping_add(A::of_bits(v) * wv);
                     }
                 }
             }
-            splat_row(acc, ch, out, yc);
-        });
+        }
     }
+    stage(acc, ch, out, yc);
 }
 
 /// [`Plain`] at stride 1 on a plane whose rows fit [`ACC`]: output `(oy,
@@ -254,7 +300,7 @@ fn channel_runs<A: Q8, Y: Q8>(
         for r in 1..nr {
             acc.copy_within(r * pitch..r * pitch + g.ow, r * g.ow);
         }
-        splat_row(&acc[..nr * g.ow], ch, out, yc);
+        stage(&acc[..nr * g.ow], ch, out, yc);
     }
 }
 
@@ -267,6 +313,7 @@ pub(crate) const ACC: usize = 64;
 /// then pay the output stage's setup once for several rows), else parts
 /// of one row `oy0`, columns `ox0..ox0 + width`. `yc` is the piece's
 /// outputs, `width` per row.
+#[cfg(any(onnx_codegen_arm_dsp, test))]
 #[inline(always)]
 pub(crate) fn for_pieces<Y>(
     g: &Geom,
