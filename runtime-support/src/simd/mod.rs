@@ -138,7 +138,8 @@ pub fn uses_fma() -> bool {
     if neon::Neon::detect().is_some() {
         return true;
     }
-    false
+    // The Cortex-M float kernels fuse their multiply-adds (`VFMA.F32`).
+    cfg!(onnx_codegen_arm_fma)
 }
 
 #[cfg(test)]

@@ -10,7 +10,10 @@ use crate::simd::gemm::micro::Tile;
 
 /// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the
 /// exact kernels' arithmetic).
+/// (Arm FPUs with fused multiply-add run [`super::arm::ArmFma`] instead,
+/// outside the tests.)
 #[derive(Clone, Copy)]
+#[cfg_attr(onnx_codegen_arm_fma, allow(dead_code))]
 pub(crate) struct Portable<const NR: usize>;
 
 impl<const NR: usize> Micro for Portable<NR> {
@@ -73,6 +76,11 @@ pub(crate) type PortableKernel = Portable<8>;
 #[cfg(not(any(
     all(target_arch = "x86_64", target_feature = "sse2"),
     target_arch = "x86",
-    target_arch = "aarch64"
+    target_arch = "aarch64",
+    onnx_codegen_arm_fma
 )))]
 pub(crate) type PortableKernel = Portable<4>;
+/// On an Arm FPU with fused multiply-add (Cortex-M4F and the like) the
+/// kernel without vector unit is the register-blocked FMA one.
+#[cfg(onnx_codegen_arm_fma)]
+pub(crate) type PortableKernel = crate::simd::gemm::micro::arm::ArmFma;
