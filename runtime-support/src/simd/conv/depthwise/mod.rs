@@ -12,6 +12,7 @@ pub(in crate::simd) mod avx512;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod neon;
+pub(in crate::simd) mod portable;
 
 /// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
@@ -99,6 +100,16 @@ pub(crate) fn depthwise(
         return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
             neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
+    }
+    // Without a vector unit (Cortex-M): 3x3 layers on the staged
+    // register kernel.
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "x86",
+        target_arch = "aarch64"
+    )))]
+    if smooth.is_none() {
+        return portable::depthwise_3x3(g, channels, x, w, bias, act, y);
     }
     let _ = (g, channels, x, w, bias, act, smooth, y);
     false

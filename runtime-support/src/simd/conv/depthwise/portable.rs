@@ -1,0 +1,137 @@
+//! The depthwise 3x3 kernel for cores without a vector unit (Cortex-M):
+//! the input planes staged a band of rows at a time with their zero
+//! padding, so every output is nine multiply-adds from three staged rows
+//! with no bounds or padding test, the nine weights, the bias and the
+//! activation held across the plane. Taps are added in row-major order
+//! from zero, then the bias, as `conv::depthwise_plane_staged` does (a tap
+//! in the padding adds `w * 0.0`, exact for the finite weights the caller
+//! checked).
+
+use crate::simd::conv::depthwise::Geom2d;
+use crate::simd::gemm::epilogue::Activation;
+
+/// Floats of the staging buffer (4 KiB of stack): a band of padded rows.
+const STAGE: usize = 1024;
+
+/// Every plane of a 3x3 depthwise layer of stride 1 or 2 (both ways) and
+/// dilation 1: plane `p` of `x` with kernel `p % channels` of `w` and the
+/// same entry of `bias` gives plane `p` of `y`, through `act`. Returns
+/// `false`, writing nothing, for other geometries, slices that do not hold
+/// whole planes, or rows too wide to stage three of them.
+#[cfg_attr(
+    any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "x86",
+        target_arch = "aarch64"
+    ),
+    allow(dead_code)
+)]
+pub(crate) fn depthwise_3x3(
+    g: &Geom2d,
+    channels: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> bool {
+    let s = g.sx;
+    if g.kh != 3 || g.kw != 3 || g.dy != 1 || g.dx != 1 || g.sy != s || !(1..=2).contains(&s) {
+        return false;
+    }
+    if g.oh == 0 || g.ow == 0 || g.h == 0 || g.w == 0 || channels == 0 || g.pt > 2 || g.pl > 2 {
+        return false;
+    }
+    // Staged rows: `wp` wide, input column `c` at `c + pl`.
+    let Some(wp) = (g.ow - 1).checked_mul(s).and_then(|v| v.checked_add(3)) else { return false };
+    // Output rows per band: the band's `(band - 1) * s + 3` rows fit.
+    let band = match (STAGE / wp).checked_sub(3) {
+        Some(extra) if extra >= s => extra / s + 1,
+        _ => return false,
+    };
+    let (Some(hw), Some(n)) = (g.h.checked_mul(g.w), g.oh.checked_mul(g.ow)) else { return false };
+    let planes = y.len() / n;
+    if y.len() != planes * n
+        || Some(x.len()) != planes.checked_mul(hw)
+        || Some(w.len()) != channels.checked_mul(9)
+        || bias.is_some_and(|b| b.len() != channels)
+    {
+        return false;
+    }
+    let mut buf = [0.0f32; STAGE];
+    for (p, (yp, xp)) in y.chunks_exact_mut(n).zip(x.chunks_exact(hw)).enumerate() {
+        let c = p % channels;
+        let Some(wk) = w.get(c * 9..c * 9 + 9).and_then(|v| <&[f32; 9]>::try_from(v).ok()) else {
+            return false;
+        };
+        let b = bias.and_then(|b| b.get(c)).copied().unwrap_or(0.0);
+        let mut oy0 = 0;
+        while oy0 < g.oh {
+            let rows = band.min(g.oh - oy0);
+            let staged = (rows - 1) * s + 3;
+            stage(g, xp, oy0 * s, staged, wp, &mut buf);
+            for (r, yrow) in yp.chunks_exact_mut(g.ow).skip(oy0).take(rows).enumerate() {
+                let at = r * s * wp;
+                let (Some(r0), Some(r1), Some(r2)) = (
+                    buf.get(at..at + wp),
+                    buf.get(at + wp..at + 2 * wp),
+                    buf.get(at + 2 * wp..at + 3 * wp),
+                ) else {
+                    return false;
+                };
+                if s == 1 {
+                    row::<1>(wk, b, act, [r0, r1, r2], yrow);
+                } else {
+                    row::<2>(wk, b, act, [r0, r1, r2], yrow);
+                }
+            }
+            oy0 += rows;
+        }
+    }
+    true
+}
+
+/// Stages `count` padded rows from the padded row `top` on (input row
+/// `top - pt`) into `buf`, `wp` floats each: zeros where the padding is.
+#[inline(always)]
+fn stage(g: &Geom2d, x: &[f32], top: usize, count: usize, wp: usize, buf: &mut [f32]) {
+    // Input columns inside a staged row: `pl..c_hi`.
+    let c_hi = (g.w + g.pl).min(wp);
+    for (r, dst) in buf.chunks_exact_mut(wp).take(count).enumerate() {
+        let iy = (top + r).checked_sub(g.pt).filter(|&iy| iy < g.h);
+        let src = iy.and_then(|iy| x.get(iy * g.w..iy * g.w + c_hi.saturating_sub(g.pl)));
+        match (src, dst.get_mut(g.pl..c_hi)) {
+            (Some(src), Some(mid)) if g.pl < c_hi => {
+                mid.copy_from_slice(src);
+                dst[..g.pl].fill(0.0);
+                dst[c_hi..].fill(0.0);
+            }
+            _ => dst.fill(0.0),
+        }
+    }
+}
+
+/// One output row from its three staged input rows, stride `S`.
+#[inline(always)]
+fn row<const S: usize>(wk: &[f32; 9], bias: f32, act: Activation, r: [&[f32]; 3], y: &mut [f32]) {
+    let [w00, w01, w02, w10, w11, w12, w20, w21, w22] = *wk;
+    for (ox, v) in y.iter_mut().enumerate() {
+        let c = ox * S;
+        let (Some(a), Some(b), Some(d)) =
+            (r[0].get(c..c + 3), r[1].get(c..c + 3), r[2].get(c..c + 3))
+        else {
+            return;
+        };
+        let mut sum = 0.0f32;
+        sum += w00 * a[0];
+        sum += w01 * a[1];
+        sum += w02 * a[2];
+        sum += w10 * b[0];
+        sum += w11 * b[1];
+        sum += w12 * b[2];
+        sum += w20 * d[0];
+        sum += w21 * d[1];
+        sum += w22 * d[2];
+        *v = act.apply(sum + bias);
+    }
+}
