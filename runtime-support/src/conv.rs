@@ -1623,7 +1623,7 @@ mod tests {
                     _ => 0.0,
                 }
             };
-            for nr in [32, 16, 8] {
+            for nr in [32, 16, 8, 4] {
                 for p0 in [0, 1, 4].into_iter().filter(|&p0| p0 < kdim) {
                     let kc = kdim - p0;
                     let mut out = vec![f32::NAN; kc * nr];

@@ -3,6 +3,9 @@
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Smooth;
 
+#[cfg(onnx_codegen_arm_fma)]
+#[allow(unsafe_code)]
+mod arm;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod avx2;
@@ -241,7 +244,7 @@ fn plane_by_plane(
     true
 }
 
-#[cfg(all(test, all(target_arch = "x86_64", target_feature = "sse2")))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};
@@ -370,6 +373,7 @@ mod tests {
         taken
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::tests::avx512() {
@@ -409,6 +413,7 @@ mod tests {
         taken
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_depthwise_on_large_planes() {
         if let Some(cpu) = crate::simd::tests::avx512() {
@@ -421,6 +426,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx2_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::tests::avx2() {
@@ -433,6 +439,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn dispatch_declines_unhandled_geometry() {
         // Horizontal stride 3: neither kernel takes it, nothing is written.
@@ -446,5 +453,31 @@ mod tests {
             let r = check(dispatch, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], silu, true);
             assert_eq!(r, Some(crate::simd::isa::avx2::Avx2::detect().is_some()));
         }
+    }
+
+    /// The kernel without a vector unit on [`portable::depthwise_3x3`]'s
+    /// geometries (it declines the others, and smooth activations).
+    fn portable_3x3(
+        g: &Geom2d,
+        c: usize,
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        a: Act,
+        y: &mut [f32],
+    ) -> bool {
+        a.1.is_none() && portable::depthwise_3x3(g, c, x, w, b, a.0, y)
+    }
+
+    #[test]
+    fn portable_depthwise_matches_exact_conv() {
+        // 3x3, strides (1, 1) and (2, 2), dilation 1, pads up to 2, no
+        // smooth activation: 2 of 4 strides x 1 of 2 dilations x 5 of 6
+        // pads x 200 shapes x 4 of 6 activations.
+        let taken = sweep(&portable_3x3);
+        assert!(taken > 1_000, "{taken}");
+        // Planes staged in several bands (rows of 40 and more: 19 output
+        // rows or fewer per band at stride 1).
+        assert_eq!(large(&portable_3x3), 24);
     }
 }

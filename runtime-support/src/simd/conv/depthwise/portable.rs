@@ -79,6 +79,16 @@ pub(crate) fn depthwise_3x3(
                 ) else {
                     return false;
                 };
+                #[cfg(onnx_codegen_arm_fma)]
+                {
+                    if s == 1 {
+                        super::arm::row::<1>(wk, b, [r0, r1, r2], yrow);
+                    } else {
+                        super::arm::row::<2>(wk, b, [r0, r1, r2], yrow);
+                    }
+                    act.apply_all(yrow);
+                }
+                #[cfg(not(onnx_codegen_arm_fma))]
                 if s == 1 {
                     row::<1>(wk, b, act, [r0, r1, r2], yrow);
                 } else {
@@ -112,6 +122,7 @@ fn stage(g: &Geom2d, x: &[f32], top: usize, count: usize, wp: usize, buf: &mut [
 }
 
 /// One output row from its three staged input rows, stride `S`.
+#[cfg_attr(onnx_codegen_arm_fma, allow(dead_code))]
 #[inline(always)]
 fn row<const S: usize>(wk: &[f32; 9], bias: f32, act: Activation, r: [&[f32]; 3], y: &mut [f32]) {
     let [w00, w01, w02, w10, w11, w12, w20, w21, w22] = *wk;
