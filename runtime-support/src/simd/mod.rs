@@ -139,7 +139,11 @@ pub fn uses_fma() -> bool {
         return true;
     }
     // The Cortex-M float kernels fuse their multiply-adds (`VFMA.F32`).
-    cfg!(onnx_codegen_arm_fma)
+    #[cfg(onnx_codegen_arm_fma)]
+    if gemm::micro::arm::fma_allowed() {
+        return true;
+    }
+    false
 }
 
 #[cfg(test)]

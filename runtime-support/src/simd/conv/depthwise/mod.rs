@@ -477,7 +477,15 @@ mod tests {
         let taken = sweep(&portable_3x3);
         assert!(taken > 1_000, "{taken}");
         // Planes staged in several bands (rows of 40 and more: 19 output
-        // rows or fewer per band at stride 1).
-        assert_eq!(large(&portable_3x3), 24);
+        // rows or fewer per band at stride 1, 11 at stride 2): `large`'s
+        // 3x3 stride-1 cases of dilation 1 and pads up to 2, then stride 2.
+        assert_eq!(large(&portable_3x3), 12);
+        let relu = (Activation::Relu, None);
+        for (h, w) in [(40, 40), (33, 37), (26, 40)] {
+            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2], [0, 0, 0, 0]] {
+                let r = check(&portable_3x3, [h, w], [3, 3], [2, 2], [1, 1], pads, relu, true);
+                assert_eq!(r, Some(true), "{h}x{w} {pads:?}");
+            }
+        }
     }
 }

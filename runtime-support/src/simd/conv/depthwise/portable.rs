@@ -5,7 +5,8 @@
 //! activation held across the plane. Taps are added in row-major order
 //! from zero, then the bias, as `conv::depthwise_plane_staged` does (a tap
 //! in the padding adds `w * 0.0`, exact for the finite weights the caller
-//! checked).
+//! checked); on Arm FPUs with fused multiply-add the rows run in
+//! `depthwise::arm`, each tap one rounding.
 
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
@@ -59,6 +60,9 @@ pub(crate) fn depthwise_3x3(
         return false;
     }
     let mut buf = [0.0f32; STAGE];
+    // Rows in fused multiply-adds on Arm FPUs that have them, unless capped.
+    #[cfg(onnx_codegen_arm_fma)]
+    let fused = crate::simd::gemm::micro::arm::fma_allowed();
     for (p, (yp, xp)) in y.chunks_exact_mut(n).zip(x.chunks_exact(hw)).enumerate() {
         let c = p % channels;
         let Some(wk) = w.get(c * 9..c * 9 + 9).and_then(|v| <&[f32; 9]>::try_from(v).ok()) else {
@@ -80,15 +84,15 @@ pub(crate) fn depthwise_3x3(
                     return false;
                 };
                 #[cfg(onnx_codegen_arm_fma)]
-                {
+                if fused {
                     if s == 1 {
                         super::arm::row::<1>(wk, b, [r0, r1, r2], yrow);
                     } else {
                         super::arm::row::<2>(wk, b, [r0, r1, r2], yrow);
                     }
-                    act.apply_all(yrow);
+                    activate(act, yrow);
+                    continue;
                 }
-                #[cfg(not(onnx_codegen_arm_fma))]
                 if s == 1 {
                     row::<1>(wk, b, act, [r0, r1, r2], yrow);
                 } else {
@@ -102,27 +106,54 @@ pub(crate) fn depthwise_3x3(
 }
 
 /// Stages `count` padded rows from the padded row `top` on (input row
-/// `top - pt`) into `buf`, `wp` floats each: zeros where the padding is.
+/// `top - pt`) into `buf`, `wp` floats each, whose columns outside the
+/// input (`..pl` and `pl + w..`) are zero already and stay so: only the
+/// input's columns are written, zeros on the rows of padding.
 #[inline(always)]
 fn stage(g: &Geom2d, x: &[f32], top: usize, count: usize, wp: usize, buf: &mut [f32]) {
     // Input columns inside a staged row: `pl..c_hi`.
     let c_hi = (g.w + g.pl).min(wp);
     for (r, dst) in buf.chunks_exact_mut(wp).take(count).enumerate() {
+        let Some(mid) = dst.get_mut(g.pl..c_hi) else { continue };
         let iy = (top + r).checked_sub(g.pt).filter(|&iy| iy < g.h);
-        let src = iy.and_then(|iy| x.get(iy * g.w..iy * g.w + c_hi.saturating_sub(g.pl)));
-        match (src, dst.get_mut(g.pl..c_hi)) {
-            (Some(src), Some(mid)) if g.pl < c_hi => {
-                mid.copy_from_slice(src);
-                dst[..g.pl].fill(0.0);
-                dst[c_hi..].fill(0.0);
-            }
-            _ => dst.fill(0.0),
+        match iy.and_then(|iy| x.get(iy * g.w..iy * g.w + mid.len())) {
+            Some(src) => copy(mid, src),
+            None => copy(mid, &[]),
         }
     }
 }
 
+/// `dst = src` (`src` as long), or zeros when `src` is empty: four floats
+/// at a time and the last few one by one, so that a short row (a few
+/// columns) is not a library call.
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    let (blocks, rest) = dst.as_chunks_mut::<4>();
+    if src.is_empty() {
+        for d in blocks {
+            *d = [0.0; 4];
+        }
+        match rest {
+            [a] => *a = 0.0,
+            [a, b] => (*a, *b) = (0.0, 0.0),
+            [a, b, c] => (*a, *b, *c) = (0.0, 0.0, 0.0),
+            _ => {}
+        }
+        return;
+    }
+    let (from, tail) = src.as_chunks::<4>();
+    for (d, s) in blocks.iter_mut().zip(from) {
+        *d = *s;
+    }
+    match (rest, tail) {
+        ([a], [x]) => *a = *x,
+        ([a, b], [x, y]) => (*a, *b) = (*x, *y),
+        ([a, b, c], [x, y, z]) => (*a, *b, *c) = (*x, *y, *z),
+        _ => {}
+    }
+}
+
 /// One output row from its three staged input rows, stride `S`.
-#[cfg_attr(onnx_codegen_arm_fma, allow(dead_code))]
 #[inline(always)]
 fn row<const S: usize>(wk: &[f32; 9], bias: f32, act: Activation, r: [&[f32]; 3], y: &mut [f32]) {
     let [w00, w01, w02, w10, w11, w12, w20, w21, w22] = *wk;
@@ -144,5 +175,24 @@ fn row<const S: usize>(wk: &[f32; 9], bias: f32, act: Activation, r: [&[f32]; 3]
         sum += w21 * d[1];
         sum += w22 * d[2];
         *v = act.apply(sum + bias);
+    }
+}
+
+/// `act` on every value of `y`, the match outside the loop.
+#[cfg_attr(not(onnx_codegen_arm_fma), allow(dead_code))]
+#[inline(always)]
+fn activate(act: Activation, y: &mut [f32]) {
+    match act {
+        Activation::None => {}
+        Activation::Relu => {
+            for v in y {
+                *v = Activation::Relu.apply(*v);
+            }
+        }
+        a => {
+            for v in y {
+                *v = a.apply(*v);
+            }
+        }
     }
 }

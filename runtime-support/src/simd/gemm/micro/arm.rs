@@ -16,6 +16,9 @@
 //! reports.
 
 use core::arch::asm;
+use core::mem::MaybeUninit;
+
+use crate::simd::Isa;
 
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Tail;
@@ -26,9 +29,36 @@ use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
 
-/// The Cortex-M float micro-kernel: `4 x 4` fused sums.
+/// The Cortex-M float micro-kernel: `4 x 4` fused sums, or, under the
+/// ISA cap `Isa::Portable`, multiply then add in the portable kernel's
+/// order (one type for both, so the product driver is built once).
 #[derive(Clone, Copy)]
-pub(crate) struct ArmFma;
+pub(crate) struct ArmFma {
+    fused: bool,
+}
+
+impl ArmFma {
+    /// The kernel under the ISA cap: fused unless it is
+    /// [`Isa::Portable`] (the FPU is a compile-time property of the
+    /// target: nothing else to detect).
+    #[inline(always)]
+    pub(crate) fn new() -> ArmFma {
+        ArmFma { fused: fma_allowed() }
+    }
+
+    /// The multiply-then-add kernel, bit for bit the portable one's sums.
+    #[cfg(test)]
+    pub(crate) fn exact() -> ArmFma {
+        ArmFma { fused: false }
+    }
+}
+
+/// Whether the fused kernels may run: the ISA cap is above
+/// [`Isa::Portable`].
+#[inline(always)]
+pub(crate) fn fma_allowed() -> bool {
+    crate::simd::max_isa() > Isa::Portable
+}
 
 impl Micro for ArmFma {
     const MR: usize = 4;
@@ -54,20 +84,14 @@ impl Micro for ArmFma {
             return;
         }
         let (nrows, ncols) = (nrows.min(4), ncols.min(4));
-        let mut acc = [[0.0f32; 4]; 4];
-        if load {
-            for (r, row) in acc.iter_mut().enumerate().take(nrows) {
-                let at = r * ldd;
-                match dst.get(at..at + 4).map(<&[f32; 4]>::try_from) {
-                    Some(Ok(d)) if ncols == 4 => *row = *d,
-                    _ => {
-                        for (c, v) in row.iter_mut().enumerate().take(ncols) {
-                            *v = dst.get(at + c).copied().unwrap_or(0.0);
-                        }
-                    }
-                }
-            }
-        }
+        // The starting sums: the partial ones in `dst`, or zeros.
+        let start;
+        let from: &[[f32; 4]; 4] = if load {
+            start = partial(dst, ldd, nrows, ncols);
+            &start
+        } else {
+            &ZEROS
+        };
         // Whether a row's last step lies within A.
         let last = (kc - 1).checked_mul(cs);
         let within = |r: usize| last.and_then(|e| r.checked_add(e)).is_some_and(|v| v < a.len());
@@ -75,14 +99,24 @@ impl Micro for ArmFma {
         // The tile's real rows adjacent (weights in panels, a transposed
         // A); the rows past them, whose sums are dropped, are then read
         // from the panel's padding or the next rows where A has them.
-        let adjacent = rs.iter().take(nrows).enumerate().all(|(i, &r)| r == r0.wrapping_add(i));
-        let panel = r0.checked_add(3).filter(|&r| within(r) && cs <= a.len());
-        if cs == 1 && rs.iter().all(|&r| within(r)) {
-            sums_rows(&mut acc, a, rs, b, kc);
-        } else if let (true, Some(_)) = (adjacent, panel) {
-            sums_panel(&mut acc, a, r0, cs, b, kc);
+        let adjacent = match nrows {
+            4 => r1 == r0.wrapping_add(1) && r2 == r0.wrapping_add(2) && r3 == r0.wrapping_add(3),
+            _ => rs.iter().take(nrows).enumerate().all(|(i, &r)| r == r0.wrapping_add(i)),
+        };
+        let fused = self.fused;
+        let mut acc = if fused
+            && adjacent
+            && cs != 1
+            && cs <= a.len()
+            && r0.checked_add(3).is_some_and(within)
+        {
+            sums_panel(from, a, r0, cs, b, kc)
+        } else if fused && cs == 1 && within(r0.max(r1).max(r2.max(r3))) {
+            sums_rows(from, a, rs, b, kc)
         } else {
-            // Rows of A scattered and strided: multiply, then add.
+            let mut acc = *from;
+            // Rows of A scattered and strided, or the cap: multiply, then
+            // add (the portable kernel's arithmetic).
             for (p, bp) in b.chunks_exact(4).enumerate() {
                 let off = p * cs;
                 let av: [f32; 4] =
@@ -93,7 +127,8 @@ impl Micro for ArmFma {
                     }
                 }
             }
-        }
+            acc
+        };
         // The epilogue in registers unless it has C or a smooth activation
         // (a call per row of four outputs cost as much as 40 steps of `k`).
         let tail = match tail {
@@ -120,6 +155,28 @@ impl Micro for ArmFma {
     }
 }
 
+/// The sums of a tile that start from zero.
+static ZEROS: [[f32; 4]; 4] = [[0.0; 4]; 4];
+
+/// The partial sums of the tile's `nrows x ncols` outputs in `dst` (rows
+/// `ldd` apart), zero past them.
+#[inline(always)]
+fn partial(dst: &[f32], ldd: usize, nrows: usize, ncols: usize) -> [[f32; 4]; 4] {
+    let mut acc = [[0.0f32; 4]; 4];
+    for (r, row) in acc.iter_mut().enumerate().take(nrows) {
+        let at = r * ldd;
+        match dst.get(at..at + 4).map(<&[f32; 4]>::try_from) {
+            Some(Ok(d)) if ncols == 4 => *row = *d,
+            _ => {
+                for (c, v) in row.iter_mut().enumerate().take(ncols) {
+                    *v = dst.get(at + c).copied().unwrap_or(0.0);
+                }
+            }
+        }
+    }
+    acc
+}
+
 /// `t`'s epilogue without C and the smooth activation, on the sums of
 /// the tile's `nrows x ncols` outputs: `act(alpha * acc + bias[i] + R(i,
 /// j))`, each step skipped when absent, as `Epilogue::row` computes it.
@@ -135,7 +192,10 @@ fn in_registers(acc: &mut [[f32; 4]; 4], t: Tail<'_>, nrows: usize, ncols: usize
         }
     }
     if let Some(b) = e.row_bias {
-        let bias: [f32; 4] = core::array::from_fn(|r| b.get(t.i0 + r).copied().unwrap_or(0.0));
+        let bias = match b.get(t.i0..t.i0 + 4) {
+            Some(&[b0, b1, b2, b3]) => [b0, b1, b2, b3],
+            _ => core::array::from_fn(|r| b.get(t.i0 + r).copied().unwrap_or(0.0)),
+        };
         for (row, b) in acc.iter_mut().zip(bias) {
             for v in row {
                 *v += b;
@@ -174,26 +234,34 @@ fn in_registers(acc: &mut [[f32; 4]; 4], t: Tail<'_>, nrows: usize, ncols: usize
     }
 }
 
-/// `acc[i][c] += sum_p a[rs[i] + p] * b[4 p + c]` for `p < kc` (at least
+/// `from[i][c] + sum_p a[rs[i] + p] * b[4 p + c]` for `p < kc` (at least
 /// 1), each row of A contiguous: per two steps one two-register load per
 /// row and one eight-register load of B. The caller has checked that
 /// `rs[i] + kc - 1` lies within `a` for every row and that `b` holds
 /// `4 kc` floats.
 #[inline(always)]
-fn sums_rows(acc: &mut [[f32; 4]; 4], a: &[f32], rs: [usize; 4], b: &[f32], kc: usize) {
+fn sums_rows(
+    from: &[[f32; 4]; 4],
+    a: &[f32],
+    rs: [usize; 4],
+    b: &[f32],
+    kc: usize,
+) -> [[f32; 4]; 4] {
     debug_assert!(kc > 0 && rs.iter().all(|&r| r + kc <= a.len()) && b.len() >= 4 * kc);
     let base = a.as_ptr();
     // Each row's start lies within `a` (checked by the caller).
     let [a0, a1, a2, a3] = rs.map(|r| base.wrapping_add(r));
+    let mut acc = MaybeUninit::<[[f32; 4]; 4]>::uninit();
     // SAFETY: the loads read `a[rs[i]..rs[i] + kc]` for each row and
     // `b[..4 kc]`, all within the slices (checked by the caller), and the
-    // 16 sums at `acc`, which is also the only memory written besides the
-    // stack, where s0-s31 are saved and restored around the loop (the
-    // general registers are scratch copies; the flags are clobbered).
+    // 16 starting sums at `from`; the block writes the 16 sums to `acc`
+    // (16 floats) and nothing else but the stack, where s0-s31 are saved
+    // and restored around the loop (the general registers are scratch
+    // copies; the flags are clobbered).
     unsafe {
         asm!(
             "vpush {{s0-s31}}",
-            "vldmia {acc}, {{s0-s15}}",
+            "vldmia {from}, {{s0-s15}}",
             "lsrs {k}, {k}, #1",
             "bcc 2f",
             "vldmia {a0}!, {{s16}}",
@@ -262,6 +330,7 @@ fn sums_rows(acc: &mut [[f32; 4]; 4], a: &[f32], rs: [usize; 4], b: &[f32], kc: 
             "4:",
             "vstmia {acc}, {{s0-s15}}",
             "vpop {{s0-s31}}",
+            from = in(reg) from.as_ptr(),
             acc = in(reg) acc.as_mut_ptr(),
             k = inout(reg) kc => _,
             a0 = inout(reg) a0 => _,
@@ -271,30 +340,41 @@ fn sums_rows(acc: &mut [[f32; 4]; 4], a: &[f32], rs: [usize; 4], b: &[f32], kc: 
             b = inout(reg) b.as_ptr() => _,
         );
     }
+    // SAFETY: the block stored all 16 sums at `acc` (`VSTM` of s0-s15).
+    unsafe { acc.assume_init() }
 }
 
-/// `acc[i][c] += sum_p a[r0 + i + p cs] * b[4 p + c]` for `p < kc` (at
+/// `from[i][c] + sum_p a[r0 + i + p cs] * b[4 p + c]` for `p < kc` (at
 /// least 1), the tile's rows adjacent in A (weights packed in panels, a
 /// transposed A): per step one four-register load of A, per two steps one
 /// eight-register load of B. The caller has checked that
 /// `r0 + 3 + (kc - 1) cs` lies within `a`, that `cs` does not exceed its
 /// length and that `b` holds `4 kc` floats.
 #[inline(always)]
-fn sums_panel(acc: &mut [[f32; 4]; 4], a: &[f32], r0: usize, cs: usize, b: &[f32], kc: usize) {
+fn sums_panel(
+    from: &[[f32; 4]; 4],
+    a: &[f32],
+    r0: usize,
+    cs: usize,
+    b: &[f32],
+    kc: usize,
+) -> [[f32; 4]; 4] {
     debug_assert!(kc > 0 && r0 + 3 + (kc - 1) * cs < a.len() && b.len() >= 4 * kc);
     let a0 = a.as_ptr().wrapping_add(r0);
     // Bytes from one step of A to the next (`cs <= a.len()`: no overflow).
     let step = cs * 4;
+    let mut acc = MaybeUninit::<[[f32; 4]; 4]>::uninit();
     // SAFETY: the loads read `a[r0 + p cs..][..4]` for `p < kc` and
     // `b[..4 kc]`, all within the slices (checked by the caller; the
     // address after the last step is computed, never read), and the 16
-    // sums at `acc`, which is also the only memory written besides the
-    // stack, where s0-s31 are saved and restored around the loop (the
-    // general registers are scratch copies; the flags are clobbered).
+    // starting sums at `from`; the block writes the 16 sums to `acc` (16
+    // floats) and nothing else but the stack, where s0-s31 are saved and
+    // restored around the loop (the general registers are scratch copies;
+    // the flags are clobbered).
     unsafe {
         asm!(
             "vpush {{s0-s31}}",
-            "vldmia {acc}, {{s0-s15}}",
+            "vldmia {from}, {{s0-s15}}",
             "lsrs {k}, {k}, #1",
             "bcc 2f",
             "vldmia {a0}, {{s16-s19}}",
@@ -361,6 +441,7 @@ fn sums_panel(acc: &mut [[f32; 4]; 4], a: &[f32], r0: usize, cs: usize, b: &[f32
             "4:",
             "vstmia {acc}, {{s0-s15}}",
             "vpop {{s0-s31}}",
+            from = in(reg) from.as_ptr(),
             acc = in(reg) acc.as_mut_ptr(),
             k = inout(reg) kc => _,
             a0 = inout(reg) a0 => _,
@@ -368,4 +449,6 @@ fn sums_panel(acc: &mut [[f32; 4]; 4], a: &[f32], r0: usize, cs: usize, b: &[f32
             b = inout(reg) b.as_ptr() => _,
         );
     }
+    // SAFETY: the block stored all 16 sums at `acc` (`VSTM` of s0-s15).
+    unsafe { acc.assume_init() }
 }
