@@ -42,10 +42,14 @@ pub struct Built {
 
 impl Build {
     /// A model file (binary or text), relative to the crate being built.
+    /// Winograd is off by default when the build script builds for a
+    /// bare-metal target (`target_os = "none"`: flash-constrained
+    /// microcontrollers), on otherwise (see [`Build::winograd`]).
     pub fn new(model: impl AsRef<Path>) -> Build {
+        let bare_metal = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "none");
         Build {
             model: model.as_ref().to_owned(),
-            options: Options::default(),
+            options: Options { winograd: !bare_metal, ..Options::default() },
             out_file: None,
             out_dir: None,
             inline_weights_limit: 1 << 20,
@@ -128,8 +132,9 @@ impl Build {
 
     /// Runs the 3x3 stride-1 convolutions where it pays (see
     /// `passes::optimize::winograd_convs`) by Winograd's F(2x2, 3x3) (on by
-    /// default); off keeps their weights at their size (the transformed
-    /// ones are 16/9 as large), for flash-constrained targets.
+    /// default but for bare-metal targets); off keeps their weights at
+    /// their size (the transformed ones are 16/9 as large), for
+    /// flash-constrained targets.
     pub fn winograd(mut self, on: bool) -> Build {
         self.options.winograd = on;
         self

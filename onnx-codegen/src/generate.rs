@@ -655,6 +655,19 @@ impl Compiled {
         self.analysis.plan.as_ref().map_or(&[], |p| &p.weights)
     }
 
+    /// Whether a convolution runs by Winograd's F(2x2, 3x3), its weights
+    /// stored transformed (16/9 as large): a caller building for a
+    /// flash-constrained target may then compile without it as well.
+    pub fn uses_winograd(&self) -> bool {
+        self.analysis.model().graph.nodes().any(|(_, n)| {
+            matches!(
+                &n.lowering,
+                Some(crate::ir::Lowering::Conv(c))
+                    if matches!(c.weights, crate::ir::lowering::ConvWeights::Winograd { .. })
+            )
+        })
+    }
+
     /// The emission the options asked for, to adjust (e.g. its `weights`).
     pub fn emit_options(&self) -> EmitOptions {
         self.defaults.clone()

@@ -26,6 +26,9 @@
 //!   constants by default);
 //! - `no_winograd`: keep 3x3 convolutions off Winograd's F(2x2, 3x3), whose
 //!   transformed weights are 16/9 as large (for flash-constrained targets).
+//!   Without it, a model with such convolutions expands to both versions,
+//!   each under a `cfg`: bare-metal targets (`target_os = "none"`) link the
+//!   one with the weights at their size, others the Winograd one.
 //!
 //! The expansion is the same code `onnx-codegen generate` writes. The crate
 //! is rebuilt when the model file changes. Every problem with the model
@@ -173,19 +176,50 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
     }
     let model = onnx_codegen::load::load_model(&path).map_err(|e| error(span, &e))?;
     let compiled = compile(&model, &opts, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
-    let mut emit = compiled.emit_options();
-    if compiled.weights().len() > INLINE_WEIGHTS_LIMIT {
-        let blob = write_blob(compiled.weights()).map_err(|e| syn::Error::new(span, e))?;
-        emit.weights = WeightSource::File(blob);
+    let mut code = tokens(&compiled, span, &shown)?;
+    // Bare-metal targets (flash-constrained microcontrollers) keep the
+    // convolutions' weights at their size: both versions are emitted and
+    // the target's `cfg` links one (a proc macro is not told the target).
+    if compiled.uses_winograd() {
+        let plain = Options { winograd: false, ..opts };
+        let small = compile(&model, &plain, &shown).map_err(|e| error(span, &e.in_file(&shown)))?;
+        let small = tokens(&small, span, &shown)?;
+        let fast = with_cfg(code, &quote::quote!(not(target_os = "none")))?;
+        let small = with_cfg(small, &quote::quote!(target_os = "none"))?;
+        code = quote::quote!(#fast #small);
     }
-    let generated = compiled.emit(&emit).map_err(|e| error(span, &e.in_file(&shown)))?;
-    let code = generated.to_tokens();
     // Reading the model through include_bytes! makes cargo rebuild the
     // crate when the file changes; the constant itself is never used.
     Ok(quote::quote! {
         const _: &[u8] = include_bytes!(#shown);
         #code
     })
+}
+
+/// The code of a compiled model, its weights inline or, when large, in a
+/// file beside the build.
+fn tokens(
+    compiled: &onnx_codegen::generate::Compiled,
+    span: Span,
+    shown: &str,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let mut emit = compiled.emit_options();
+    if compiled.weights().len() > INLINE_WEIGHTS_LIMIT {
+        let blob = write_blob(compiled.weights()).map_err(|e| syn::Error::new(span, e))?;
+        emit.weights = WeightSource::File(blob);
+    }
+    let generated = compiled.emit(&emit).map_err(|e| error(span, &e.in_file(shown)))?;
+    Ok(generated.to_tokens())
+}
+
+/// `code`'s items, each under `#[cfg(#cond)]`.
+fn with_cfg(
+    code: proc_macro2::TokenStream,
+    cond: &proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let file: syn::File = syn::parse2(code)?;
+    let items = file.items.iter().map(|item| quote::quote!(#[cfg(#cond)] #item));
+    Ok(items.collect())
 }
 
 /// The model's path: relative paths start at the calling crate's manifest.

@@ -219,6 +219,10 @@ impl PackB for Im2col<'_> {
     #[inline(always)]
     fn pack(&self, p0: usize, kc: usize, j0: usize, nr: usize, stride: usize, out: &mut [f32]) {
         simd::debug_check_pack(kc, nr, stride, out);
+        // The 4-wide strips of the kernels without a vector unit.
+        if nr == 4 && stride == 4 && self.pack4(p0, kc, j0, out) {
+            return;
+        }
         // The strip's columns split into runs on one output row each:
         // (first column, length, output row, first output column).
         const MAX_RUNS: usize = 16;
@@ -318,6 +322,73 @@ impl PackB for Im2col<'_> {
                 ci += 1;
             }
         }
+    }
+}
+
+impl Im2col<'_> {
+    /// [`PackB::pack`] of a full strip 4 columns wide (Cortex-M's float
+    /// kernel), row by row: four loads per row where the strip's outputs
+    /// share an output row and the row's taps fall inside the input, a
+    /// bounds test per element elsewhere. The general packer's runs,
+    /// made for strips of 8 to 32 columns, cost some 50 instructions per
+    /// float at this width (Cortex-M4F, QEMU). `false`, writing nothing,
+    /// when the dilations are not 1 or `out` is short. Out of line: one
+    /// call per strip, and inlined it grew the IC firmware's stack by 5 KB.
+    #[inline(never)]
+    fn pack4(&self, p0: usize, kc: usize, j0: usize, out: &mut [f32]) -> bool {
+        let (kh, kw) = (self.k[0], self.k[1]);
+        if self.d != [1, 1] || kh == 0 || kw == 0 || self.ow == 0 || out.len() < 4 * kc {
+            return false;
+        }
+        let (h, w) = (self.h as isize, self.w as isize);
+        let (sy, sx) = (self.s[0] as isize, self.s[1] as isize);
+        let plane = self.h * self.w;
+        // Each column's input origin (tap (0, 0)): row, column.
+        let at: [(isize, isize); 4] = core::array::from_fn(|c| {
+            let j = j0 + c;
+            let (oy, ox) = ((j / self.ow) as isize, (j % self.ow) as isize);
+            (oy * sy - self.pad[0] as isize, ox * sx - self.pad[1] as isize)
+        });
+        // All four on one output row: one input row per tap row.
+        let one_row = j0 % self.ow + 3 < self.ow;
+        let taps = kh * kw;
+        let (mut ci, rem) = (p0 / taps, p0 % taps);
+        let (mut ky, mut kx) = (rem / kw, rem % kw);
+        for row in out.chunks_exact_mut(4).take(kc) {
+            let Ok(row) = <&mut [f32; 4]>::try_from(row) else { return true };
+            let base = ci * plane;
+            let (iy, ix) = (at[0].0 + ky as isize, at[0].1 + kx as isize);
+            let last = ix + 3 * sx;
+            let inside = one_row && (0..h).contains(&iy) && ix >= 0 && last < w;
+            let from = base + (iy.max(0) as usize) * self.w + ix.max(0) as usize;
+            match self.x.get(from..from + 3 * sx as usize + 1) {
+                Some(src) if inside => {
+                    let s = sx as usize;
+                    *row = [src[0], src[s], src[2 * s], src[3 * s]];
+                }
+                _ => {
+                    for (v, &(y0, x0)) in row.iter_mut().zip(&at) {
+                        let (iy, ix) = (y0 + ky as isize, x0 + kx as isize);
+                        *v = if (0..h).contains(&iy) && (0..w).contains(&ix) {
+                            let i = base + iy as usize * self.w + ix as usize;
+                            self.x.get(i).copied().unwrap_or(0.0)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    ci += 1;
+                }
+            }
+        }
+        true
     }
 }
 
@@ -1552,7 +1623,7 @@ mod tests {
                     _ => 0.0,
                 }
             };
-            for nr in [32, 16, 8] {
+            for nr in [32, 16, 8, 4] {
                 for p0 in [0, 1, 4].into_iter().filter(|&p0| p0 < kdim) {
                     let kc = kdim - p0;
                     let mut out = vec![f32::NAN; kc * nr];

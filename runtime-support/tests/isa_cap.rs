@@ -12,6 +12,9 @@ fn fused_under(cap: Isa) -> bool {
         && std::is_x86_feature_detected!("fma");
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     return cap > Isa::Portable;
+    // Arm FPUs with VFMA (Cortex-M4F, ARMv7 with +vfp4): the fused kernels.
+    #[cfg(onnx_codegen_arm_fma)]
+    return cap > Isa::Portable;
     #[allow(unreachable_code)]
     {
         let _ = cap;

@@ -2268,6 +2268,10 @@ mod tests {
         let code = crate::generate::generate(&model(&src), &plain, "t").expect("generates");
         let code = code.tokens.to_string().replace(' ', "");
         assert!(!code.contains("ConvWeights::Winograd") && code.contains("ConvWeights::Panels"));
+        // What `onnx_model!` asks before emitting a second, bare-metal version.
+        let compiled = |o| crate::generate::compile(&model(&src), o, "t").expect("compiles");
+        assert!(compiled(&opts).uses_winograd());
+        assert!(!compiled(&plain).uses_winograd());
     }
 
     #[test]

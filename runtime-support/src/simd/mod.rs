@@ -138,6 +138,11 @@ pub fn uses_fma() -> bool {
     if neon::Neon::detect().is_some() {
         return true;
     }
+    // The Cortex-M float kernels fuse their multiply-adds (`VFMA.F32`).
+    #[cfg(onnx_codegen_arm_fma)]
+    if gemm::micro::arm::fma_allowed() {
+        return true;
+    }
     false
 }
 

@@ -19,7 +19,7 @@ use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::MAX_MR;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
-use crate::simd::gemm::micro::portable::PortableKernel;
+use crate::simd::gemm::micro::portable::portable_kernel;
 use crate::simd::gemm::pack::A_AHEAD;
 use crate::simd::gemm::pack::A_PREFETCH_FROM;
 use crate::simd::gemm::pack::DenseB;
@@ -612,7 +612,7 @@ pub(crate) fn product<A: ReadA, B: PackB>(
     if let Some(kern) = neon::Neon::detect() {
         return drive(kern, m, n, k, a, b, out, epi);
     }
-    drive(PortableKernel {}, m, n, k, a, b, out, epi)
+    drive(portable_kernel(), m, n, k, a, b, out, epi)
 }
 
 /// A matrix-vector product `y[j] = epi(0, j, sum_p a[p] B(p, j))` with B
@@ -759,5 +759,5 @@ pub(crate) fn product_portable<A: ReadA, B: PackB>(
     out: Out<'_>,
     epi: &Epilogue<'_>,
 ) -> crate::Result {
-    drive(PortableKernel {}, m, n, k, a, b, out, epi)
+    drive(crate::simd::gemm::micro::portable::exact_kernel(), m, n, k, a, b, out, epi)
 }

@@ -179,6 +179,7 @@ impl DenseB<'_> {
             (32, 32) => return rows::<32>(self, p0, kc, j0, out),
             (16, 16) => return rows::<16>(self, p0, kc, j0, out),
             (8, 8) => return rows::<8>(self, p0, kc, j0, out),
+            (4, 4) => return rows::<4>(self, p0, kc, j0, out),
             _ => {}
         }
         for (p, row) in out.chunks_exact_mut(stride).take(kc).enumerate() {

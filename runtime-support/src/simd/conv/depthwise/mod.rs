@@ -3,6 +3,9 @@
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Smooth;
 
+#[cfg(onnx_codegen_arm_fma)]
+#[allow(unsafe_code)]
+mod arm;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod avx2;
@@ -12,6 +15,7 @@ pub(in crate::simd) mod avx512;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod neon;
+pub(in crate::simd) mod portable;
 
 /// Geometry of a 2-D convolution plane: input `h x w`, output `oh x ow`,
 /// kernel `kh x kw`, strides, dilations and the leading pads. Only the
@@ -99,6 +103,16 @@ pub(crate) fn depthwise(
         return plane_by_plane(g, channels, x, w, bias, act, smooth, y, |g, xp, wk, b, act, yp| {
             neon::depthwise_plane(cpu, g, xp, wk, b, act, yp)
         });
+    }
+    // Without a vector unit (Cortex-M): 3x3 layers on the staged
+    // register kernel.
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "x86",
+        target_arch = "aarch64"
+    )))]
+    if smooth.is_none() {
+        return portable::depthwise_3x3(g, channels, x, w, bias, act, y);
     }
     let _ = (g, channels, x, w, bias, act, smooth, y);
     false
@@ -230,7 +244,7 @@ fn plane_by_plane(
     true
 }
 
-#[cfg(all(test, all(target_arch = "x86_64", target_feature = "sse2")))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::conv::{Conv, Window, conv};
@@ -359,6 +373,7 @@ mod tests {
         taken
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::tests::avx512() {
@@ -398,6 +413,7 @@ mod tests {
         taken
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx512_depthwise_on_large_planes() {
         if let Some(cpu) = crate::simd::tests::avx512() {
@@ -410,6 +426,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx2_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::tests::avx2() {
@@ -422,6 +439,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn dispatch_declines_unhandled_geometry() {
         // Horizontal stride 3: neither kernel takes it, nothing is written.
@@ -434,6 +452,40 @@ mod tests {
             let silu = (Activation::None, Some(Smooth::Silu));
             let r = check(dispatch, [5, 9], [3, 3], s, [1, 1], [1, 1, 1, 1], silu, true);
             assert_eq!(r, Some(crate::simd::isa::avx2::Avx2::detect().is_some()));
+        }
+    }
+
+    /// The kernel without a vector unit on [`portable::depthwise_3x3`]'s
+    /// geometries (it declines the others, and smooth activations).
+    fn portable_3x3(
+        g: &Geom2d,
+        c: usize,
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        a: Act,
+        y: &mut [f32],
+    ) -> bool {
+        a.1.is_none() && portable::depthwise_3x3(g, c, x, w, b, a.0, y)
+    }
+
+    #[test]
+    fn portable_depthwise_matches_exact_conv() {
+        // 3x3, strides (1, 1) and (2, 2), dilation 1, pads up to 2, no
+        // smooth activation: 2 of 4 strides x 1 of 2 dilations x 5 of 6
+        // pads x 200 shapes x 4 of 6 activations.
+        let taken = sweep(&portable_3x3);
+        assert!(taken > 1_000, "{taken}");
+        // Planes staged in several bands (rows of 40 and more: 19 output
+        // rows or fewer per band at stride 1, 11 at stride 2): `large`'s
+        // 3x3 stride-1 cases of dilation 1 and pads up to 2, then stride 2.
+        assert_eq!(large(&portable_3x3), 12);
+        let relu = (Activation::Relu, None);
+        for (h, w) in [(40, 40), (33, 37), (26, 40)] {
+            for pads in [[1, 1, 1, 1], [0, 2, 1, 0], [2, 0, 0, 2], [0, 0, 0, 0]] {
+                let r = check(&portable_3x3, [h, w], [3, 3], [2, 2], [1, 1], pads, relu, true);
+                assert_eq!(r, Some(true), "{h}x{w} {pads:?}");
+            }
         }
     }
 }

@@ -1,6 +1,9 @@
 //! Register-tiled GEMM micro-kernels, one module per ISA, each implementing
 //! [`Micro`] for its ISA's token (`crate::simd::isa`).
 
+#[cfg(onnx_codegen_arm_fma)]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod arm;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(in crate::simd) mod avx2;

@@ -11,6 +11,7 @@ use crate::simd::gemm::micro::Tile;
 /// The portable micro-kernel: `4 x NR` sums, multiply then add (exactly the
 /// exact kernels' arithmetic).
 #[derive(Clone, Copy)]
+#[cfg_attr(onnx_codegen_arm_fma, allow(dead_code))]
 pub(crate) struct Portable<const NR: usize>;
 
 impl<const NR: usize> Micro for Portable<NR> {
@@ -73,6 +74,31 @@ pub(crate) type PortableKernel = Portable<8>;
 #[cfg(not(any(
     all(target_arch = "x86_64", target_feature = "sse2"),
     target_arch = "x86",
-    target_arch = "aarch64"
+    target_arch = "aarch64",
+    onnx_codegen_arm_fma
 )))]
 pub(crate) type PortableKernel = Portable<4>;
+/// On an Arm FPU with fused multiply-add (Cortex-M4F and the like) the
+/// kernel without vector unit is the register-blocked FMA one (which
+/// multiplies then adds under the cap `Isa::Portable`).
+#[cfg(onnx_codegen_arm_fma)]
+pub(crate) type PortableKernel = crate::simd::gemm::micro::arm::ArmFma;
+
+/// The kernel without vector unit, under the ISA cap.
+#[inline(always)]
+pub(crate) fn portable_kernel() -> PortableKernel {
+    #[cfg(onnx_codegen_arm_fma)]
+    return PortableKernel::new();
+    #[cfg(not(onnx_codegen_arm_fma))]
+    PortableKernel {}
+}
+
+/// The kernel without vector unit, multiplying then adding: the exact
+/// arithmetic, whatever the target and the cap.
+#[cfg(test)]
+pub(crate) fn exact_kernel() -> PortableKernel {
+    #[cfg(onnx_codegen_arm_fma)]
+    return PortableKernel::exact();
+    #[cfg(not(onnx_codegen_arm_fma))]
+    PortableKernel {}
+}
