@@ -370,6 +370,10 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let zoff = x_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
         let mr = K::MR.min(MAX_MR);
+        // A kernel that takes widened blocks (`QMicro::WIDE`) gets half the
+        // columns, 16-bit, in the same bytes, while that is a whole strip.
+        let wide = K::WIDE && cols >= 2 * NR;
+        let (cols, e) = if wide { (cols / (2 * NR) * NR, 2) } else { (cols, 1) };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
         for n in 0..p.batch {
@@ -378,6 +382,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                 while p0 < out_size {
                     let pb = cols.min(out_size - p0);
                     fill_block(p, geo, x, zbits, n, g, p0, pb, block);
+                    if wide {
+                        kern.widen::<A>(block, pb.div_ceil(NR) * 16 * k4);
+                    }
                     for pn in 0..panels {
                         let Some(panel) = body.get((g * panels + pn) * PANEL * k4..) else {
                             return;
@@ -395,11 +402,15 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 Chan::new(add, rq.scale(m))
                             });
                             for s in 0..pb.div_ceil(NR) {
-                                let strip = &block[s * 16 * k4..][..16 * k4];
+                                let strip = &block[s * 16 * k4 * e..][..16 * k4 * e];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
-                                acc[..mr].fill([0; NR]);
-                                kern.act_strip::<A>(&t, &mut acc);
+                                if wide {
+                                    kern.act_wide(&t, &mut acc);
+                                } else {
+                                    acc[..mr].fill([0; NR]);
+                                    kern.act_strip::<A>(&t, &mut acc);
+                                }
                                 let c0 = p0 + s * NR;
                                 let ncols = NR.min(out_size - c0);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
