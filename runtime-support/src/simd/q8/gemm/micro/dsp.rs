@@ -57,8 +57,8 @@ impl QMicro for Q8Dsp {
 /// stores per word.
 #[inline(always)]
 fn widen<A: Q8>(block: &mut [u8], n: usize) {
-    debug_assert!(n % 4 == 0 && 2 * n <= block.len(), "q8 widen out of bounds");
-    if n % 4 != 0 || 2 * n > block.len() {
+    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
+    if !n.is_multiple_of(4) || 2 * n > block.len() {
         return;
     }
     let p = block.as_mut_ptr();
@@ -120,7 +120,7 @@ fn wide(t: &Tile<'_>, acc: &mut Acc) {
 #[inline(always)]
 unsafe fn wide1x4(mut w: *const u8, gstep: usize, mut s: *const u8, groups: usize) -> [i32; 4] {
     #[cfg(onnx_codegen_arm_dsp)]
-    if gstep == 32 && (s as usize) % 4 == 0 {
+    if gstep == 32 && (s as usize).is_multiple_of(4) {
         // SAFETY: the caller's bound, with `gstep` 32 (a weight panel's)
         // and `s` word-aligned (`LDRD` wants it).
         return unsafe { wide1x4_asm(w, s, groups) };

@@ -48,8 +48,8 @@ pub(crate) type Acc = [[i32; NR]; MAX_MR];
 /// `g` groups of [`WIDE_GROUP_BYTES`], column `c`'s at `8 c`. Bytes past
 /// `n` are left alone, and so is all of a `block` too short.
 pub(crate) fn widen<A: Q8>(block: &mut [u8], n: usize) {
-    debug_assert!(n % 4 == 0 && 2 * n <= block.len(), "q8 widen out of bounds");
-    if n % 4 != 0 || 2 * n > block.len() {
+    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
+    if !n.is_multiple_of(4) || 2 * n > block.len() {
         return;
     }
     let h = |b: u8| A::of_bits(b) as u16;
