@@ -72,9 +72,14 @@ fn fill(g: &Geom, plane: &Plane, xp: &[u8], pad: &mut [u8]) {
     if c0 >= c1 {
         return;
     }
-    for (py, row) in pad.chunks_exact_mut(plane.cols).take(plane.rows).enumerate() {
-        let Some(iy) = py.checked_sub(g.ph).filter(|&iy| iy < g.ih) else { continue };
-        copy_row(&mut row[c0..c1], &xp[iy * g.iw + c0 - g.pw..][..c1 - c0]);
+    // `c0 = pw` here: input row `iy`'s columns `0..c1 - c0` go to padded
+    // row `iy + ph`, columns `c0..c1`, for the rows inside the plane.
+    let (n, rows) = (c1 - c0, g.ih.min(plane.rows.saturating_sub(g.ph)));
+    let Some(dst) = pad.get_mut(g.ph * plane.cols + c0..) else { return };
+    for (d, s) in dst.chunks_mut(plane.cols).zip(xp.chunks(g.iw)).take(rows) {
+        if let (Some(d), Some(s)) = (d.get_mut(..n), s.get(..n)) {
+            copy_row(d, s);
+        }
     }
 }
 
