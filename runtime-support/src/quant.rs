@@ -194,6 +194,34 @@ impl QuantAxis {
     }
 }
 
+/// `libm::rintf(q) as i32`: rounded half to even, saturated to `i32`, NaN
+/// to 0. On an Arm core with a hardware FPU that is one `VCVTR`, which
+/// rounds by the FPSCR's mode: round to nearest even, the default every
+/// Rust program runs in (the software `rintf` takes some twenty
+/// instructions on a Cortex-M4F).
+#[inline(always)]
+fn rint_i32(q: f32) -> i32 {
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+    #[allow(unsafe_code)]
+    {
+        let r: i32;
+        // SAFETY: FPU register-to-register instructions that every
+        // hard-float Arm target has; they touch no memory or stack, only
+        // `s0` (declared) and the FPSCR's cumulative exception flags,
+        // which nothing reads.
+        unsafe {
+            core::arch::asm!("vmov s0, {q}", "vcvtr.s32.f32 s0, s0", "vmov {r}, s0",
+                             q = in(reg) q.to_bits(), r = lateout(reg) r, out("s0") _,
+                             options(pure, nomem, nostack));
+        }
+        r
+    }
+    #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+    {
+        libm::rintf(q) as i32
+    }
+}
+
 /// ONNX `QuantizeLinear` to an integer type:
 /// `y = saturate(round_half_even(x / scale) + zero_point)`.
 ///
@@ -222,14 +250,21 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         // saturated to `i32` then offset by a zero point within 16 bits
         // saturates to `Q` as the `i64` would (NaN gives 0 both ways).
         if per_tensor {
-            let zp = zero_point.map_or(0, |z| z[0].to_i64());
-            crate::simd::vectorize_wide(QuantizeTensor { x, scale: scale[0].to_f32(), zp, y });
+            let (s, zp) = (scale[0].to_f32(), zero_point.map_or(0, |z| z[0].to_i64()));
+            // On hard-float Arm one `VCVTR` a value ([`rint_i32`]); where
+            // there is a vector unit, the loop that vectorises.
+            #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+            for (yv, xv) in y.iter_mut().zip(x) {
+                *yv = Q::saturate(i64::from(rint_i32(xv.to_f32() / s)) + zp);
+            }
+            #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+            crate::simd::vectorize_wide(QuantizeTensor { x, scale: s, zp, y });
             return Ok(());
         }
         p.each(per_tensor, |e, k| {
-            let r = libm::rintf(x[e].to_f32() / scale[k].to_f32());
+            let r = rint_i32(x[e].to_f32() / scale[k].to_f32());
             let zp = zero_point.map_or(0, |z| z[k].to_i64());
-            y[e] = Q::saturate(i64::from(r as i32) + zp);
+            y[e] = Q::saturate(i64::from(r) + zp);
         });
         return Ok(());
     }
@@ -747,6 +782,41 @@ mod tests {
 
     fn flat(n: usize) -> QuantAxis {
         QuantAxis { outer: 1, axis: 1, inner: n, block: 0 }
+    }
+
+    /// `rint_i32` (one `VCVTR` on hard-float Arm) against its definition:
+    /// ties to even, saturation, NaN to 0.
+    #[test]
+    fn rint_i32_rounds_half_to_even_and_saturates() {
+        let cases = [
+            (0.5f32, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (-0.5, 0),
+            (-1.5, -2),
+            (-2.5, -2),
+            (0.49999997, 0),
+            (127.5, 128),
+            (-128.5, -128),
+            (4194303.5, 4194304),
+            (8388607.0, 8388607),
+            (3e9, i32::MAX),
+            (-3e9, i32::MIN),
+            (f32::INFINITY, i32::MAX),
+            (f32::NEG_INFINITY, i32::MIN),
+            (f32::NAN, 0),
+        ];
+        for (q, want) in cases {
+            assert_eq!(rint_i32(q), want, "{q}");
+        }
+        let mut s = 0x2545_f491u32;
+        for _ in 0..10_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let q = f32::from_bits(s);
+            assert_eq!(rint_i32(q), libm::rintf(q) as i32, "{q:e}");
+        }
     }
 
     #[test]

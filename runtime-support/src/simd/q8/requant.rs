@@ -205,6 +205,25 @@ fn stage_row<Y: Q8, const LO: bool, const HI: bool>(
     };
     if ch.t >= 33 {
         let (add, mult, half, sh) = (ch.add, i64::from(ch.mult), 1i32 << (ch.t - 33), ch.t - 32);
+        // The zero point folded into the rounding term, `(h + half + (zero
+        // << sh)) >> sh = ((h + half) >> sh) + zero` exactly, where that sum
+        // stays within `i32` (`|h| <= 2^30`): then the clamps are the only
+        // steps left, and the bounds that are `Y`'s own are constants (one
+        // `SSAT` or `USAT` on Arm).
+        let zs = i64::from(out.zero) << sh;
+        if i64::from(half) + zs.abs() < 1 << 30 {
+            let c = half + zs as i32;
+            // Both within `[Y::MIN, Y::MAX]` (as the caller's are), so is
+            // every result: its low byte is `Y`'s bits.
+            let lo = if LO { out.min.min(Y::MAX) } else { Y::MIN };
+            let hi = if HI { out.max.max(Y::MIN) } else { Y::MAX };
+            let bytes = Y::as_bytes_mut(dst);
+            for (d, &a) in bytes.iter_mut().zip(acc) {
+                let h = ((i64::from(a.wrapping_add(add)) * mult) >> 32) as i32;
+                *d = ((h + c) >> sh).max(lo).min(hi) as u8;
+            }
+            return;
+        }
         for (d, &a) in dst.iter_mut().zip(acc) {
             let h = ((i64::from(a.wrapping_add(add)) * mult) >> 32) as i32;
             *d = put((h + half) >> sh);

@@ -859,6 +859,40 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                     "groups {} gstep {} rows_side {rows_side}",
                     t.groups, t.gstep
                 );
+                if rows_side {
+                    return;
+                }
+                // The same product from the strip widened in place (in a
+                // block with room, its tail random): `widen`'s bytes by
+                // their definition, then `act_wide` sets each row to the
+                // portable sums.
+                let n = t.strip.len();
+                let mut block: Vec<u8> = t.strip.to_vec();
+                block.extend((0..n + 8).map(|i| (i * 37) as u8));
+                let tail = block[2 * n..].to_vec();
+                kern.widen::<A>(&mut block, n);
+                assert_eq!(block[2 * n..], tail[..], "widen wrote past its bytes");
+                for (i, b) in t.strip.chunks_exact(4).enumerate() {
+                    let h = |v: u8| (A::of_bits(v) as i16).to_le_bytes();
+                    let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
+                    assert_eq!(block[8 * i..8 * i + 8], want[..], "widen, word {i}");
+                }
+                let mut i = 0;
+                while i < MAX_MR {
+                    let mut sub = Tile { strip: &block[..2 * n], ..*t };
+                    sub.rows = core::array::from_fn(|r| t.rows[(i + r).min(MAX_MR - 1)]);
+                    let mut part: Acc = [[-9; NR]; MAX_MR];
+                    kern.act_wide(&sub, &mut part);
+                    let cnt = K::MR.min(MAX_MR - i);
+                    assert_eq!(
+                        part[..cnt],
+                        want[i..i + cnt],
+                        "act_wide: groups {} gstep {} rows from {i}",
+                        t.groups,
+                        t.gstep
+                    );
+                    i += K::MR;
+                }
             }
             same::<K, u8>(kern, &t, true);
             same::<K, i8>(kern, &t, true);

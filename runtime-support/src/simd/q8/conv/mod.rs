@@ -222,10 +222,10 @@ struct Wide {
 }
 
 impl Wide {
-    fn of(geo: &Geom, k4: usize) -> Wide {
+    /// The blocks of about `budget` positions.
+    fn of(geo: &Geom, budget: usize) -> Wide {
         let (ph_y, ph_x) = (Phases::of(geo.kh, geo.dh, geo.sh), Phases::of(geo.kw, geo.dw, geo.sw));
         let (msy, msx) = (ph_y.shift(ph_y.k - 1), ph_x.shift(ph_x.k - 1));
-        let budget = budget(k4);
         let (xc, rows) = if geo.ow + msx <= budget {
             (geo.ow, (budget / (geo.ow + msx).max(1)).clamp(1, geo.oh.max(1)))
         } else {
@@ -273,7 +273,7 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
         let cols = budget(k4).min(numel(p.window.out_dims).ok()?.next_multiple_of(NR)).max(NR);
         return k4.checked_mul(cols);
     }
-    let w = Wide::of(&geo, k4);
+    let w = Wide::of(&geo, budget(k4));
     let block = w.rows.checked_mul(w.pw())?.checked_next_multiple_of(NR)?.checked_mul(k4)?;
     block.checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
 }
@@ -581,9 +581,25 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         // The blocks: runs of the flattened plane when pointwise, else
         // `Wide`'s rows or row pieces.
         let pointwise = geo.pointwise();
-        let wide = Wide::of(geo, k4);
+        let cols_of = |budget: usize| budget.min(out_size.next_multiple_of(NR)).max(NR);
+        let block_len = |budget: usize| {
+            if pointwise {
+                cols_of(budget) * k4
+            } else {
+                let w = Wide::of(geo, budget);
+                (w.rows * w.pw()).next_multiple_of(NR) * k4
+            }
+        };
+        // A kernel that takes widened blocks (`QMicro::WIDE`) gets blocks
+        // of half the budget, widened to 16 bits in place, where two of
+        // them fit the bytes of a whole one (the scratch is planned for
+        // whole ones).
+        let (full, half) = (budget(k4), budget(k4) / (2 * NR) * NR);
+        let widen = K::WIDE && half >= NR && 2 * block_len(half) <= block_len(full);
+        let (budget, e) = if widen { (half, 2) } else { (full, 1) };
+        let wide = Wide::of(geo, budget);
         let table = TapTable::new(&wide);
-        let cols = budget(k4).min(out_size.next_multiple_of(NR)).max(NR);
+        let cols = cols_of(budget);
         let per_row = geo.ow.div_ceil(wide.xc.max(1));
         let nblocks = if pointwise {
             out_size.div_ceil(cols)
@@ -606,12 +622,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                 Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw() }
             }
         };
-        let block_len = if pointwise {
-            scratch.len()
-        } else {
-            (wide.rows * wide.pw()).next_multiple_of(NR) * k4
-        };
-        let Some((block, src)) = scratch.split_at_mut_checked(block_len) else { return };
+        let Some((block, src)) = scratch.split_at_mut_checked(block_len(full)) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
         let mut runs = [(0, 0, 0); NR];
@@ -650,6 +661,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                             interleave(block, k4, nstrips, grp, srcs);
                         }
                     }
+                    if widen {
+                        kern.widen::<A>(block, nstrips * NR * k4);
+                    }
                     for pn in 0..panels {
                         let Some(panel) = body.get((g * panels + pn) * PANEL * k4..) else {
                             return;
@@ -667,11 +681,15 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 Chan::new(add, rq.scale(m))
                             });
                             for s in 0..nstrips {
-                                let strip = &block[s * NR * k4..][..NR * k4];
+                                let strip = &block[s * NR * k4 * e..][..NR * k4 * e];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
-                                acc[..mr].fill([0; NR]);
-                                kern.act_strip::<A>(&t, &mut acc);
+                                if widen {
+                                    kern.act_wide(&t, &mut acc);
+                                } else {
+                                    acc[..mr].fill([0; NR]);
+                                    kern.act_strip::<A>(&t, &mut acc);
+                                }
                                 let nruns = b.runs(s, geo.ow, &mut runs);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
                                     let base = (n * p.out_channels + m0 + r) * out_size;

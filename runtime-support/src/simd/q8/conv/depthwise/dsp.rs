@@ -99,16 +99,20 @@ fn rows<const SIGNED: bool, Y: Q8>(
     let mut acc = [0i32; ACC];
     for_pieces(g, yp, |oy0, ox0, width, yc| {
         let acc = &mut acc[..yc.len()];
-        for (r, a) in acc.chunks_exact_mut(width).enumerate() {
-            let top = pad[(oy0 + r) * g.sh * pitch..].as_ptr();
-            if g.sw == 1 {
-                // SAFETY: the words at columns `ox..ox + 4`, `ox0 <= ox <
-                // ox0 + width`, of the window's three rows lie within
-                // `pad` (checked above: `ox + 3 <= ow + 1 = plane.cols`).
-                unsafe { row_s1::<SIGNED>(top.add(ox0), pitch, w, a) };
-            } else {
+        if g.sw == 1 {
+            let top = pad[oy0 * g.sh * pitch + ox0..].as_ptr();
+            // SAFETY: for each of the piece's rows `r`, the words at columns
+            // `ox..ox + 4`, `ox0 <= ox < ox0 + width`, of the window's three
+            // rows (`(oy0 + r) sh..+ 3`) lie within `pad` (checked above:
+            // `ox + 3 <= ow + 1 = plane.cols`).
+            unsafe { rows_s1::<SIGNED>(top, pitch, g.sh * pitch, width, w, acc) };
+        } else {
+            for (r, a) in acc.chunks_exact_mut(width).enumerate() {
+                let top = pad[(oy0 + r) * g.sh * pitch..].as_ptr();
                 for (i, a) in a.iter_mut().enumerate() {
-                    // SAFETY: as above, the word at column `2 (ox0 + i)`.
+                    // SAFETY: the word at column `2 (ox0 + i)` of the
+                    // window's three rows lies within `pad` (checked above:
+                    // `2 ox + 3 <= 2 (ow - 1) + 3 = plane.cols`).
                     *a = unsafe { single::<SIGNED>(top.add(2 * (ox0 + i)), pitch, w) };
                 }
             }
@@ -117,14 +121,45 @@ fn rows<const SIGNED: bool, Y: Q8>(
     });
 }
 
+/// [`row_s1_inline`] for each `width` sums of `acc` in turn (a piece's rows), row
+/// `r`'s windows starting at `p + r * step`: one call for the piece, so
+/// the weights are loaded once.
+///
+/// # Safety
+/// `p + r * step + k * pitch + i..+ 4` is readable for every row `r <
+/// acc.len() / width`, `k < 3`, `i < width`.
+#[inline(never)]
+unsafe fn rows_s1<const SIGNED: bool>(
+    p: *const u8,
+    pitch: usize,
+    step: usize,
+    width: usize,
+    w: &Weights,
+    acc: &mut [i32],
+) {
+    let w = *w;
+    let mut top = p;
+    for a in acc.chunks_exact_mut(width.max(1)) {
+        // SAFETY: the caller's bound for this row.
+        unsafe { row_s1_inline::<SIGNED>(top, pitch, &w, a) };
+        top = top.wrapping_add(step);
+    }
+}
+
 /// The sums of `acc.len()` windows of stride 1 starting at `p`, two at a
-/// time: a function of its own, so that the weights, the pointers and both
-/// sums stay in registers through the loop.
+/// time (inlined into [`rows_s1`], a function of its own, so that the
+/// weights, the pointers and both sums stay in registers through the
+/// loop).
 ///
 /// # Safety
 /// `p + r * pitch + i..+ 4` is readable for `r < 3`, `i < acc.len()`.
-#[inline(never)]
-unsafe fn row_s1<const SIGNED: bool>(p: *const u8, pitch: usize, w: &Weights, acc: &mut [i32]) {
+#[inline(always)]
+unsafe fn row_s1_inline<const SIGNED: bool>(
+    p: *const u8,
+    pitch: usize,
+    w: &Weights,
+    acc: &mut [i32],
+) {
     let w = *w;
     let mut pairs = acc.chunks_exact_mut(2);
     let mut q = p;

@@ -69,18 +69,54 @@ pub(crate) fn scratch_len(g: &Geom) -> Option<usize> {
 }
 
 /// Copies channel plane `xp` (`ih x iw`) into `pad` (`plane.len()`
-/// bytes) as the module documentation says.
-fn fill(g: &Geom, plane: &Plane, xp: &[u8], x_zero: u8, pad: &mut [u8]) {
-    pad.fill(x_zero);
+/// bytes) as the module documentation says, given that every byte of
+/// `pad` the plane does not cover already holds the zero point (the
+/// caller fills `pad` with it once: the bytes the planes cover are the
+/// same for every channel).
+fn fill(g: &Geom, plane: &Plane, xp: &[u8], pad: &mut [u8]) {
     // The padded columns `px` with `ix = px - pw` inside the row.
     let c0 = g.pw.min(plane.cols);
     let c1 = (g.pw + g.iw).min(plane.cols);
     if c0 >= c1 {
         return;
     }
-    for (py, row) in pad.chunks_exact_mut(plane.cols).take(plane.rows).enumerate() {
-        let Some(iy) = py.checked_sub(g.ph).filter(|&iy| iy < g.ih) else { continue };
-        row[c0..c1].copy_from_slice(&xp[iy * g.iw + c0 - g.pw..][..c1 - c0]);
+    // `c0 = pw` here: input row `iy`'s columns `0..c1 - c0` go to padded
+    // row `iy + ph`, columns `c0..c1`, for the rows inside the plane.
+    let (n, rows) = (c1 - c0, g.ih.min(plane.rows.saturating_sub(g.ph)));
+    let Some(dst) = pad.get_mut(g.ph * plane.cols + c0..) else { return };
+    for (d, s) in dst.chunks_mut(plane.cols).zip(xp.chunks(g.iw)).take(rows) {
+        if let (Some(d), Some(s)) = (d.get_mut(..n), s.get(..n)) {
+            copy_row(d, s);
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths), without the library call
+/// for the short rows of narrow planes (it costs more than their copy):
+/// up to 16 bytes as two overlapping fixed-size copies.
+#[inline(always)]
+fn copy_row(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len();
+    debug_assert!(src.len() == n);
+    if src.len() != n {
+        return;
+    }
+    match n {
+        0 => {}
+        1..=3 => {
+            dst[0] = src[0];
+            dst[n / 2] = src[n / 2];
+            dst[n - 1] = src[n - 1];
+        }
+        4..=8 => {
+            dst[..4].copy_from_slice(&src[..4]);
+            dst[n - 4..].copy_from_slice(&src[n - 4..]);
+        }
+        9..=16 => {
+            dst[..8].copy_from_slice(&src[..8]);
+            dst[n - 8..].copy_from_slice(&src[n - 8..]);
+        }
+        _ => dst.copy_from_slice(src),
     }
 }
 
@@ -134,9 +170,11 @@ impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
         let x = A::as_bytes(x);
         let zbits = A::saturate(x_zero).bits();
         let out = OutRange::of(rq);
+        // The padding, once: each channel's copy overwrites the same bytes.
+        pad.fill(zbits);
         for n in 0..p.batch {
             for c in 0..p.out_channels {
-                fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], zbits, pad);
+                fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], pad);
                 let wc = &w[c * taps..][..taps];
                 let wsum: i32 = wc.iter().map(|&v| i32::from(v)).sum();
                 let add = bias.map_or(0, |b| b[c]).wrapping_sub(x_zero.wrapping_mul(wsum));

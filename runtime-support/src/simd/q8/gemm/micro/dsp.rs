@@ -8,7 +8,7 @@
 
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, smlad, split};
-use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile};
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile, WIDE_GROUP_BYTES};
 
 /// The DSP tile kernel.
 #[derive(Clone, Copy)]
@@ -38,6 +38,216 @@ impl QMicro for Q8Dsp {
     #[inline(always)]
     fn act_strip<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc) {
         if A::SIGNED { tile::<true, true>(t, acc) } else { tile::<true, false>(t, acc) }
+    }
+
+    const WIDE: bool = true;
+
+    #[inline(always)]
+    fn widen<A: Q8>(self, block: &mut [u8], n: usize) {
+        widen::<A>(block, n)
+    }
+
+    #[inline(always)]
+    fn act_wide(self, t: &Tile<'_>, acc: &mut Acc) {
+        wide(t, acc)
+    }
+}
+
+/// `micro::widen` by `SXTB16`/`UXTB16`: a load, two extensions and two
+/// stores per word.
+#[inline(always)]
+fn widen<A: Q8>(block: &mut [u8], n: usize) {
+    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
+    if !n.is_multiple_of(4) || 2 * n > block.len() {
+        return;
+    }
+    let p = block.as_mut_ptr();
+    // Last word first, as `micro::widen` (word `i`'s output covers words
+    // `2 i` and `2 i + 1` only, read before).
+    for i in (0..n / 4).rev() {
+        // SAFETY: `4 i + 4 <= n` and `8 i + 8 <= 2 n <= block.len()`
+        // (checked above); unaligned accesses.
+        unsafe {
+            let w = u32::from_le(p.add(4 * i).cast::<u32>().read_unaligned());
+            let (lo, hi) = if A::SIGNED { split::<true>(w) } else { split::<false>(w) };
+            p.add(8 * i).cast::<u32>().write_unaligned(lo.to_le());
+            p.add(8 * i + 4).cast::<u32>().write_unaligned(hi.to_le());
+        }
+    }
+}
+
+/// `act_wide`: per row, four blocks of one row by four columns, each
+/// group a load and two extensions of the row's word, four column pairs
+/// of words (already 16-bit) and eight `SMLAD`s for sixteen
+/// multiply-adds. A row equal to the one before is copied.
+#[inline(always)]
+fn wide(t: &Tile<'_>, acc: &mut Acc) {
+    let fits =
+        t.fits(MR) && t.groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= t.strip.len());
+    debug_assert!(fits, "q8 DSP wide tile out of bounds");
+    if !fits {
+        return;
+    }
+    for r in 0..MR {
+        if r > 0 && t.rows[r] == t.rows[r - 1] {
+            acc[r] = acc[r - 1];
+            continue;
+        }
+        for c in (0..NR).step_by(4) {
+            // SAFETY: `fits` checked row `r`'s four bytes at every `g *
+            // gstep`, `g < groups`, and the strip's 128 bytes per group, of
+            // which columns `c..c + 4` take bytes `8 c..8 c + 32`.
+            let sums = unsafe {
+                wide1x4(
+                    t.bcast.as_ptr().add(t.rows[r]),
+                    t.gstep,
+                    t.strip.as_ptr().add(8 * c),
+                    t.groups,
+                )
+            };
+            acc[r][c..c + 4].copy_from_slice(&sums);
+        }
+    }
+}
+
+/// The sums of one weight row at `w` (four bytes per group, groups
+/// `gstep` apart) with the four widened columns at `s..s + 32` (groups 128
+/// bytes apart), over `groups` groups.
+///
+/// # Safety
+/// `w + g * gstep..+ 4` and `s + g * 128..+ 32` are readable for `g <
+/// groups`.
+#[inline(always)]
+unsafe fn wide1x4(mut w: *const u8, gstep: usize, mut s: *const u8, groups: usize) -> [i32; 4] {
+    #[cfg(onnx_codegen_arm_dsp)]
+    if gstep == 32 && (s as usize).is_multiple_of(4) {
+        // SAFETY: the caller's bound, with `gstep` 32 (a weight panel's)
+        // and `s` word-aligned (`LDRD` wants it).
+        return unsafe { wide1x4_asm(w, s, groups) };
+    }
+    let mut a = [0i32; 4];
+    for _ in 0..groups / 2 {
+        // SAFETY: the caller's bound, for this group and the next.
+        unsafe {
+            wide_group(w, s, &mut a);
+            wide_group(w.add(gstep), s.add(WIDE_GROUP_BYTES), &mut a);
+        }
+        // Past the last group: never read (`wrapping_add`).
+        w = w.wrapping_add(2 * gstep);
+        s = s.wrapping_add(2 * WIDE_GROUP_BYTES);
+    }
+    if groups % 2 == 1 {
+        // SAFETY: the caller's bound, for the last group.
+        unsafe { wide_group(w, s, &mut a) };
+    }
+    a
+}
+
+/// One group of `wide1x4_asm`'s loop: the row's word (then `w += 32`),
+/// split, and the four columns' word pairs (`LDRD`s, the last one moving
+/// `s` on to the next group), eight `SMLAD`s: fifteen instructions for
+/// sixteen multiply-adds.
+#[cfg(onnx_codegen_arm_dsp)]
+macro_rules! wide_group_asm {
+    () => {
+        concat!(
+            "ldr {wo}, [{w}], #32\n",
+            "ldrd r2, r3, [{s}, #8]\n",
+            "sxtb16 {we}, {wo}\n",
+            "sxtb16 {wo}, {wo}, ror #8\n",
+            "smlad {a1}, {we}, r2, {a1}\n",
+            "smlad {a1}, {wo}, r3, {a1}\n",
+            "ldrd r2, r3, [{s}, #16]\n",
+            "smlad {a2}, {we}, r2, {a2}\n",
+            "smlad {a2}, {wo}, r3, {a2}\n",
+            "ldrd r2, r3, [{s}, #24]\n",
+            "smlad {a3}, {we}, r2, {a3}\n",
+            "smlad {a3}, {wo}, r3, {a3}\n",
+            "ldrd r2, r3, [{s}], #128\n",
+            "smlad {a0}, {we}, r2, {a0}\n",
+            "smlad {a0}, {wo}, r3, {a0}\n",
+        )
+    };
+}
+
+/// [`wide1x4`] with weight rows 32 bytes apart, in assembly: LLVM keeps
+/// the column words as separate `LDR`s and the pointers' steps as `ADD`s
+/// (21 instructions a group instead of 15). The column pair is `r2`, `r3`:
+/// an even register and the next, as `LDRD` wants in the Arm (A32) state.
+///
+/// # Safety
+/// As [`wide1x4`]'s, with `gstep` 32 and `s` word-aligned (`LDRD` does
+/// not take unaligned addresses).
+#[cfg(onnx_codegen_arm_dsp)]
+#[inline(always)]
+unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32; 4] {
+    let (mut a0, mut a1, mut a2, mut a3) = (0i32, 0i32, 0i32, 0i32);
+    let pairs = groups / 2;
+    if pairs > 0 {
+        // SAFETY: reads `w + g * 32..+4` and `s + g * 128..+32` for `g <
+        // 2 pairs <= groups` (the caller's bound), and moves `w` and `s`
+        // past them; registers only besides (flags: `SUBS`, and `SMLAD`'s
+        // sticky Q, which nothing reads).
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                wide_group_asm!(),
+                wide_group_asm!(),
+                "subs {n}, {n}, #1",
+                "bne 2b",
+                n = inout(reg) pairs => _,
+                w = inout(reg) w,
+                s = inout(reg) s,
+                a0 = inout(reg) a0,
+                a1 = inout(reg) a1,
+                a2 = inout(reg) a2,
+                a3 = inout(reg) a3,
+                we = out(reg) _,
+                wo = out(reg) _,
+                out("r2") _,
+                out("r3") _,
+                options(readonly, nostack),
+            );
+        }
+    }
+    if groups % 2 == 1 {
+        // SAFETY: reads `w..+4` and `s..+32`, the last group (the
+        // caller's bound); as above otherwise.
+        unsafe {
+            core::arch::asm!(
+                wide_group_asm!(),
+                w = inout(reg) w => _,
+                s = inout(reg) s => _,
+                a0 = inout(reg) a0,
+                a1 = inout(reg) a1,
+                a2 = inout(reg) a2,
+                a3 = inout(reg) a3,
+                we = out(reg) _,
+                wo = out(reg) _,
+                out("r2") _,
+                out("r3") _,
+                options(readonly, nostack),
+            );
+        }
+    }
+    [a0, a1, a2, a3]
+}
+
+/// One group of [`wide1x4`].
+///
+/// # Safety
+/// `w..+4` and `s..+32` are readable.
+#[inline(always)]
+unsafe fn wide_group(w: *const u8, s: *const u8, a: &mut [i32; 4]) {
+    // SAFETY: the caller's bound (unaligned loads).
+    let (we, wo) = split::<true>(u32::from_le(unsafe { w.cast::<u32>().read_unaligned() }));
+    for (j, a) in a.iter_mut().enumerate() {
+        // SAFETY: as above, column `j`'s two words.
+        let (x0, x1) = unsafe {
+            let p = s.add(8 * j).cast::<u32>();
+            (u32::from_le(p.read_unaligned()), u32::from_le(p.add(1).read_unaligned()))
+        };
+        *a = smlad(wo, x1, smlad(we, x0, *a));
     }
 }
 

@@ -33,8 +33,36 @@ pub(crate) const MAX_MR: usize = 8;
 /// Bytes of one group of a strip: 16 columns of four `k`.
 pub(crate) const GROUP_BYTES: usize = 64;
 
+/// Bytes of one group of a widened strip ([`widen`]): 16 columns of four
+/// `k` as two 32-bit words of two 16-bit halves each.
+pub(crate) const WIDE_GROUP_BYTES: usize = 128;
+
 /// A tile's raw sums.
 pub(crate) type Acc = [[i32; NR]; MAX_MR];
+
+/// Widens the first `n` bytes of `block` (activations `A`, `n` a multiple
+/// of four, `2 n <= block.len()`) in place to 16 bits, for
+/// [`QMicro::act_wide`]: the four bytes `b0 b1 b2 b3` at `4 i` become the
+/// two words at `8 i`, halves `(b0, b2)` then `(b1, b3)` (low half first),
+/// each the byte's value as an `i16`. A strip of `g` groups so becomes
+/// `g` groups of [`WIDE_GROUP_BYTES`], column `c`'s at `8 c`. Bytes past
+/// `n` are left alone, and so is all of a `block` too short.
+pub(crate) fn widen<A: Q8>(block: &mut [u8], n: usize) {
+    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
+    if !n.is_multiple_of(4) || 2 * n > block.len() {
+        return;
+    }
+    let h = |b: u8| A::of_bits(b) as u16;
+    // Last word first: word `i`'s output only covers words `2 i` and
+    // `2 i + 1`, already read (or, for `i = 0`, read just before).
+    for i in (0..n / 4).rev() {
+        let b: [u8; 4] = core::array::from_fn(|q| block[4 * i + q]);
+        let (lo, hi) =
+            (h(b[0]) as u32 | (h(b[2]) as u32) << 16, h(b[1]) as u32 | (h(b[3]) as u32) << 16);
+        block[8 * i..8 * i + 4].copy_from_slice(&lo.to_le_bytes());
+        block[8 * i + 4..8 * i + 8].copy_from_slice(&hi.to_le_bytes());
+    }
+}
 
 /// One tile's operands: row `r`'s four bytes of group `g` at
 /// `bcast[rows[r] + g * gstep..][..4]`, the strip's at `strip[g * 64..][..64]`,
@@ -93,6 +121,28 @@ pub(crate) trait QMicro: Copy {
     /// weights and the strip the activations `A`.
     fn act_strip<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc);
 
+    /// Whether the kernel takes im2col blocks widened to 16 bits
+    /// ([`QMicro::widen`], [`QMicro::act_wide`]): a kernel whose products
+    /// want both operands' halves (the Arm DSP's `SMLAD`) then extends
+    /// only the weights. Its [`QMicro::offset`] is zero.
+    const WIDE: bool = false;
+
+    /// [`widen`] (a kernel may do it its own way, to the same bytes).
+    #[inline(always)]
+    fn widen<A: Q8>(self, block: &mut [u8], n: usize) {
+        widen::<A>(block, n)
+    }
+
+    /// `acc[r][c] = sum w * a` (set, not added) for `r < MR`, with the
+    /// broadcast rows the weights and the strip [`widen`]ed activations:
+    /// group `g`'s at `strip[g * 128..][..128]`, so `t.strip` holds
+    /// `128 t.groups` bytes. A tile that does not fit is the caller's bug,
+    /// as in [`QMicro::act_rows`].
+    #[inline(always)]
+    fn act_wide(self, t: &Tile<'_>, acc: &mut Acc) {
+        act_wide_portable(Self::MR, t, acc)
+    }
+
     /// `dst[c] = out(ch lane c (acc[c]))`, `dst.len() <= 16`.
     #[inline(always)]
     fn cols<Y: Q8>(self, acc: &[i32; NR], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
@@ -103,5 +153,30 @@ pub(crate) trait QMicro: Copy {
     #[inline(always)]
     fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
         crate::simd::q8::requant::splat_portable(acc, ch, out, dst)
+    }
+}
+
+/// [`QMicro::act_wide`] in plain loops, for the first `mr` rows.
+pub(crate) fn act_wide_portable(mr: usize, t: &Tile<'_>, acc: &mut Acc) {
+    let fits =
+        t.fits(mr) && t.groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= t.strip.len());
+    debug_assert!(fits, "q8 wide tile out of bounds");
+    if !fits {
+        return;
+    }
+    let half = |s: &[u8], at: usize| i32::from(i16::from_le_bytes([s[at], s[at + 1]]));
+    for (r, row) in acc.iter_mut().enumerate().take(mr.min(MAX_MR)) {
+        for (c, sum) in row.iter_mut().enumerate() {
+            let mut a = 0i32;
+            for g in 0..t.groups {
+                let w = &t.bcast[t.rows[r] + g * t.gstep..][..4];
+                let x = &t.strip[g * WIDE_GROUP_BYTES + 8 * c..][..8];
+                // `x` holds k 0, 2, 1, 3 (see `widen`).
+                for (q, at) in [(0, 0), (2, 2), (1, 4), (3, 6)] {
+                    a = a.wrapping_add(i32::from(w[q] as i8) * half(x, at));
+                }
+            }
+            *sum = a;
+        }
     }
 }
