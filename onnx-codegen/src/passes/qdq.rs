@@ -694,11 +694,6 @@ mod tests {
     use crate::ir::{Graph, Lowering};
     use crate::passes::pipeline::{self, Config};
 
-    /// A model of the default domain at opset 13 (the text syntax).
-    fn graph(src: &str) -> Graph {
-        graph_at(13, src)
-    }
-
     /// A model of the default domain at `opset` (the text syntax).
     fn graph_at(opset: u32, src: &str) -> Graph {
         let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{src}");
@@ -848,6 +843,18 @@ mod tests {
           t = Neg (u)
         }";
 
+    /// A quantized Softmax and onnxruntime's output for it.
+    struct Case {
+        opset: u32,
+        elem: &'static str,
+        dims: &'static str,
+        xq: &'static str,
+        xs: &'static str,
+        xz: &'static str,
+        axis: &'static str,
+        want: &'static [i64],
+    }
+
     /// onnxruntime runs a quantized Softmax as its QLinearSoftmax, whose
     /// results differ from the float reading: it takes `floor(1 / ys)` as
     /// the output multiplier, 254 for the usual `ys = 1/255` (`f32`), and
@@ -857,41 +864,42 @@ mod tests {
     #[test]
     fn a_qdq_softmax_computes_what_onnxruntime_does() {
         let ys = "0.003921569"; // f32(1/255)
-        let cases: [(u32, &str, &str, &str, &str, &str, &str, &[i64]); 3] = [
-            (
-                13,
-                "int8",
-                "2, 6",
-                "-20, 5, 40, 41, 0, -128, 100, 100, 90, 127, 3, 60",
-                "0.1",
-                "3",
-                "-1",
-                &[-128, -124, -10, 2, -126, -128, -113, -113, -123, 91, -128, -128],
-            ),
+        let levels = "200, 10, 128, 255, 130, 129, 0, 17, 255, 254, 3, 250";
+        let cases = [
+            Case {
+                opset: 13,
+                elem: "int8",
+                dims: "2, 6",
+                xq: "-20, 5, 40, 41, 0, -128, 100, 100, 90, 127, 3, 60",
+                xs: "0.1",
+                xz: "3",
+                axis: "-1",
+                want: &[-128, -124, -10, 2, -126, -128, -113, -113, -123, 91, -128, -128],
+            },
             // Along a middle axis (one-axis semantics), uint8.
-            (
-                13,
-                "uint8",
-                "2, 3, 2",
-                "200, 10, 128, 255, 130, 129, 0, 17, 255, 254, 3, 250",
-                "0.05",
-                "128",
-                "1",
-                &[240, 0, 7, 254, 7, 0, 0, 0, 254, 140, 0, 114],
-            ),
+            Case {
+                opset: 13,
+                elem: "uint8",
+                dims: "2, 3, 2",
+                xq: levels,
+                xs: "0.05",
+                xz: "128",
+                axis: "1",
+                want: &[240, 0, 7, 254, 7, 0, 0, 0, 254, 140, 0, 114],
+            },
             // Before opset 13: rows are everything from `axis` on.
-            (
-                11,
-                "uint8",
-                "2, 3, 2",
-                "200, 10, 128, 255, 130, 129, 0, 17, 255, 254, 3, 250",
-                "0.05",
-                "128",
-                "1",
-                &[15, 0, 0, 238, 0, 0, 0, 0, 93, 89, 0, 72],
-            ),
+            Case {
+                opset: 11,
+                elem: "uint8",
+                dims: "2, 3, 2",
+                xq: levels,
+                xs: "0.05",
+                xz: "128",
+                axis: "1",
+                want: &[15, 0, 0, 238, 0, 0, 0, 0, 93, 89, 0, 72],
+            },
         ];
-        for (opset, elem, dims, xq, xs, xz, axis, want) in cases {
+        for Case { opset, elem, dims, xq, xs, xz, axis, want } in cases {
             let yz = if elem == "int8" { "-128" } else { "0" };
             let src = SOFTMAX
                 .replace("ELEM", elem)
