@@ -18,7 +18,8 @@
 //!   ones over one channel's padded plane in `scratch`.
 //! - [`qadd`], [`qmul`]: element-wise, with [`add_scales`] and
 //!   [`mul_scale`] for the generator; [`qavgpool`], [`qglobal_avgpool`];
-//!   [`qlookup`] (any unary function, tabulated by the generator).
+//!   [`qlookup`] (any unary function, tabulated by the generator);
+//!   [`qsoftmax`] (onnxruntime's QLinearSoftmax, see there).
 //!
 //! # Arithmetic
 //!
@@ -707,5 +708,147 @@ pub fn qlookup<T: Q8>(x: &[T], table: &[T; 256], y: &mut [T]) -> Result {
 pub fn qlookup_in_place<T: Q8>(y: &mut [T], table: &[T; 256]) {
     for v in y.iter_mut() {
         *v = table[usize::from(v.bits())];
+    }
+}
+
+/// The exponentials [`qsoftmax`] reads for input scale `x_scale` and rows
+/// of `axis_len` values, as onnxruntime's QLinearSoftmax builds them (for
+/// the generator): entry `k` is `exp((k - 255 + shift) * x_scale)` in
+/// `f64`, rounded to `f32`, where `k - 255` is an input's difference from
+/// its row's largest and `shift = max(0, ln(f32::MAX / axis_len) - 5) /
+/// x_scale` raises every entry as far as a row's sum allows, for precision.
+pub fn softmax_table(x_scale: f32, axis_len: usize) -> [f32; 256] {
+    // onnxruntime divides in f32 and takes the logarithm in f64.
+    let headroom = libm::log(f64::from(f32::MAX / axis_len.max(1) as f32));
+    let shift = (headroom - 5.0).max(0.0) / f64::from(x_scale);
+    let mut table = [0f32; 256];
+    for (k, t) in table.iter_mut().enumerate() {
+        *t = libm::exp((k as f64 - 255.0 + shift) * f64::from(x_scale)) as f32;
+    }
+    table
+}
+
+/// The output multiplier of a [`qsoftmax`] for output scale `y_scale`:
+/// `floor(1 / y_scale)` in `f32`, as onnxruntime's QLinearSoftmax takes it
+/// (so the usual `y_scale = 1/255` gives 254, as `1 / f32(1/255)` is just
+/// below 255).
+pub fn softmax_multiplier(y_scale: f32) -> f32 {
+    libm::floorf(1.0 / y_scale)
+}
+
+/// The layout of a [`qsoftmax`]: `outer * axis * inner` values, normalized
+/// along the middle axis.
+#[derive(Clone, Copy, Debug)]
+pub struct QSoftmax {
+    /// The product of the dimensions before the axis.
+    pub outer: usize,
+    /// The length of the axis normalized over.
+    pub axis: usize,
+    /// The product of the dimensions after it.
+    pub inner: usize,
+    /// [`softmax_multiplier`] of the output scale.
+    pub multiplier: f32,
+}
+
+/// Quantized softmax as onnxruntime's QLinearSoftmax computes it (it runs
+/// the QDQ form `DequantizeLinear -> Softmax -> QuantizeLinear` with that
+/// kernel too), for its results: along each row, with `m` the row's
+/// largest input, `e(x) = table[255 + x - m]` ([`softmax_table`]), `sum`
+/// the `f32` sum of the row's `e` in order, each output is
+/// `clamp(zero + rint(e(x) * multiplier / sum), min, max)`, `f32` products
+/// and quotient, ties to even. The float steps are the same on every
+/// target (no fused multiply-add), so the bits are too.
+pub fn qsoftmax<T: Q8>(
+    x: &[T],
+    p: &QSoftmax,
+    table: &[f32; 256],
+    y: &mut [T],
+    out: &QOut,
+) -> Result {
+    let len =
+        p.outer.checked_mul(p.axis).and_then(|n| n.checked_mul(p.inner)).ok_or(Error::Overflow)?;
+    ensure(x.len() == len && y.len() == len, Error::ShapeMismatch)?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    let (axis, inner) = (p.axis, p.inner);
+    if len == 0 {
+        return Ok(());
+    }
+    let e = |v: T, m: i32| table[(255 + v.get() - m) as usize];
+    for o in 0..p.outer {
+        let base = o * axis * inner;
+        for i in 0..inner {
+            let at = |j: usize| base + j * inner + i;
+            let m = (0..axis).map(|j| x[at(j)].get()).max().unwrap_or(0);
+            let mut sum = 0f32;
+            for j in 0..axis {
+                sum += e(x[at(j)], m);
+            }
+            for j in 0..axis {
+                let q = if sum > 0.0 {
+                    let r = libm::rintf(e(x[at(j)], m) * p.multiplier / sum);
+                    // `r` is at most `multiplier` (each `e` is at most `sum`).
+                    r.clamp(i32::MIN as f32, i32::MAX as f32) as i32
+                } else {
+                    0
+                };
+                y[at(j)] = T::saturate(out.zero.saturating_add(q).clamp(out.min, out.max));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qsoftmax_takes_floor_of_one_over_the_output_scale() {
+        // f32(1/255) is just above 1/255: onnxruntime's multiplier is 254.
+        let ys = 1.0f32 / 255.0;
+        assert_eq!(softmax_multiplier(ys), 254.0);
+        assert_eq!(softmax_multiplier(1.0 / 256.0), 256.0);
+        // Rows (200, 0) and (10, 10) along the middle axis of [1, 2, 2], at
+        // input scale 0.1: p = (1 - e^-20, e^-20) and (1/2, 1/2).
+        let x: [u8; 4] = [200, 10, 0, 10];
+        let p = QSoftmax { outer: 1, axis: 2, inner: 2, multiplier: softmax_multiplier(ys) };
+        let table = softmax_table(0.1, 2);
+        let mut y = [0u8; 4];
+        qsoftmax(&x, &p, &table, &mut y, &QOut { zero: 0, min: 0, max: 255 }).unwrap();
+        assert_eq!(y, [254, 127, 0, 127]);
+        // int8, zero point -128: the same values shifted.
+        let x: [i8; 4] = [72, -118, -128, -118];
+        let mut y = [0i8; 4];
+        qsoftmax(&x, &p, &table, &mut y, &QOut { zero: -128, min: -128, max: 127 }).unwrap();
+        assert_eq!(y, [126, -1, -128, -1]);
+    }
+
+    #[test]
+    fn qsoftmax_rows_follow_the_exponentials() {
+        // Against softmax in f64, rounded: inputs spread so that no output
+        // lies within 0.01 of a rounding boundary.
+        let x: [u8; 6] = [100, 90, 97, 60, 100, 99];
+        let xs = 0.05f32;
+        let p = QSoftmax { outer: 1, axis: 6, inner: 1, multiplier: 200.0 };
+        let mut y = [0u8; 6];
+        let out = QOut { zero: 3, min: 0, max: 255 };
+        qsoftmax(&x, &p, &softmax_table(xs, 6), &mut y, &out).unwrap();
+        let e: Vec<f64> =
+            x.iter().map(|&v| (f64::from(xs) * (f64::from(v) - 100.0)).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for (got, e) in y.iter().zip(&e) {
+            let want = e / sum * 200.0;
+            assert!((want.fract() - 0.5).abs() > 0.01, "{want} is near a tie");
+            assert_eq!(i32::from(*got), want.round() as i32 + 3, "{y:?}");
+        }
+    }
+
+    #[test]
+    fn qsoftmax_checks_its_buffers() {
+        let p = QSoftmax { outer: 2, axis: 2, inner: 1, multiplier: 255.0 };
+        let table = softmax_table(0.1, 2);
+        let out = QOut { zero: 0, min: 0, max: 255 };
+        let mut y = [0u8; 3];
+        assert_eq!(qsoftmax(&[0u8; 4], &p, &table, &mut y, &out), Err(Error::ShapeMismatch));
     }
 }

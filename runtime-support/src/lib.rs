@@ -36,10 +36,12 @@
 //!   tile, expand, depth/space rearrangements, generic strided copy).
 //! - [`cast`]: ONNX `Cast` between all numeric types, bool, f16 and bf16.
 //! - [`rnn`]: LSTM, GRU and RNN following the ONNX equations.
+//! - [`qlstm`]: an LSTM on dynamically quantized activations, as
+//!   onnxruntime's `DynamicQuantizeLSTM` computes it.
 //! - [`int8`]: the fast integer path for quantized models (int8/uint8
 //!   activations, int8 weights, fixed-point requantization): products,
-//!   convolutions, element-wise, pooling, table lookups; bit-identical on
-//!   every instruction set.
+//!   convolutions, element-wise, pooling, table lookups, onnxruntime's
+//!   quantized softmax; bit-identical on every instruction set.
 //! - [`quant`]: integer quantization kernels (Quantize/DequantizeLinear,
 //!   DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
 //!   QLinearConv).
@@ -106,6 +108,7 @@ pub mod model;
 pub mod norm;
 pub mod num;
 pub mod pool;
+pub mod qlstm;
 pub mod quant;
 pub mod reduce;
 pub mod rnn;

@@ -45,6 +45,38 @@ pub enum Lowering {
     /// as the dequantize, compute, quantize steps around it did (an `Add`,
     /// a `Mul`, an `AveragePool` on the int8 kernels).
     Requantized(Requantized),
+    /// An `LSTM` that runs as onnxruntime's `DynamicQuantizeLSTM`
+    /// (`qlstm::dynamic_lstm`): its input and hidden state quantized to
+    /// uint8 at run time, its products on the 8-bit weights of
+    /// [`DynamicLstm`], read instead of the node's float `W` and `R`.
+    DynamicLstm(DynamicLstm),
+}
+
+/// The 8-bit weights of a [`Lowering::DynamicLstm`]: `w` `[D, 4H, input]`
+/// and `r` `[D, 4H, H]` (int8 or uint8, each gate row's weights together),
+/// their f32 scales (`[D]` or `[D, 4H]`) and zero points (of the weights'
+/// type, `[D]` or `[D, 4H]`, one value per direction).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamicLstm {
+    pub w: ValueId,
+    pub w_scale: ValueId,
+    pub w_zero: ValueId,
+    pub r: ValueId,
+    pub r_scale: ValueId,
+    pub r_zero: ValueId,
+}
+
+impl DynamicLstm {
+    fn values_mut(&mut self) -> [&mut ValueId; 6] {
+        [
+            &mut self.w,
+            &mut self.w_scale,
+            &mut self.w_zero,
+            &mut self.r,
+            &mut self.r_scale,
+            &mut self.r_zero,
+        ]
+    }
 }
 
 /// The quantizations of a [`Lowering::Requantized`] node: `real = scale *
@@ -234,6 +266,7 @@ impl Lowering {
             Lowering::Integer(q) => q.packed.into_iter().chain(q.bias).collect(),
             Lowering::Lookup { table } => vec![*table],
             Lowering::Requantized(_) => Vec::new(),
+            Lowering::DynamicLstm(q) => vec![q.w, q.w_scale, q.w_zero, q.r, q.r_scale, q.r_zero],
         }
     }
 
@@ -315,6 +348,7 @@ impl Lowering {
             }
             Lowering::Lookup { table } => f(table),
             Lowering::Requantized(_) => {}
+            Lowering::DynamicLstm(q) => q.values_mut().into_iter().for_each(f),
         }
     }
 }

@@ -10,6 +10,7 @@ use super::{
     unsupported,
 };
 use crate::emit::lit;
+use crate::ir::lowering::DynamicLstm;
 use crate::ir::{AttrValue, ElemType, Lowering, TensorType};
 use onnx_codegen_runtime::elementwise::Unary;
 use onnx_codegen_runtime::num::Float;
@@ -96,6 +97,18 @@ struct Params {
     /// LSTM only: the read holding `W` and `R` regrouped by gate
     /// ([`Lowering::Lstm`], `passes::optimize::pack_lstm_weights`).
     packed: Option<usize>,
+    /// LSTM only: the reads of the 8-bit weights it runs on as onnxruntime's
+    /// `DynamicQuantizeLSTM` ([`Lowering::DynamicLstm`]).
+    dynamic: Option<Dynamic>,
+}
+
+/// Where a [`Lowering::DynamicLstm`]'s operands are among the node's reads.
+#[derive(Clone, Debug, PartialEq)]
+struct Dynamic {
+    /// int8 or uint8.
+    weights: ElemType,
+    /// `W`, its scale and zero point; then `R`'s.
+    reads: [usize; 6],
 }
 
 impl Params {
@@ -104,6 +117,9 @@ impl Params {
     }
 
     fn scratch_len(&self) -> Option<usize> {
+        if self.dynamic.is_some() {
+            return onnx_codegen_runtime::qlstm::scratch_len(&rt_lstm::<f32>(self));
+        }
         match self.cell {
             // f32 runs a fast kernel: with weights regrouped at generation time
             // it needs no more than the exact one; otherwise it also keeps the
@@ -192,6 +208,52 @@ fn dims3(t: &TensorType, what: &str, cell: Cell) -> OpResult<[usize; 3]> {
         &[a, b, c] => Ok([a, b, c]),
         _ => invalid(format!("{}'s {what} must be 3-D, it is {t}", cell.name())),
     }
+}
+
+/// The operands of a [`Lowering::DynamicLstm`], checked against the
+/// LSTM's sizes (`[D, 4H, input, H]`).
+fn dynamic(
+    cx: &NodeCx<'_>,
+    q: &DynamicLstm,
+    elem: ElemType,
+    batch_first: bool,
+    [nd, gh, input, hidden]: [usize; 4],
+) -> OpResult<Dynamic> {
+    if elem != ElemType::Float || batch_first {
+        return invalid("a dynamically quantized LSTM runs on f32, layout 0");
+    }
+    let (w_at, w) = cx.operand(q.w)?;
+    let (r_at, r) = cx.operand(q.r)?;
+    let weights = w.elem;
+    if !matches!(weights, ElemType::Int8 | ElemType::Uint8) || r.elem != weights {
+        return invalid(format!(
+            "a dynamically quantized LSTM's weights {w} and {r} are not 8-bit"
+        ));
+    }
+    if w.dims != [nd, gh, input] || r.dims != [nd, gh, hidden] {
+        return invalid(format!(
+            "a dynamically quantized LSTM's weights {w} and {r} are not [{nd}, {gh}, {input}] and [{nd}, {gh}, {hidden}]"
+        ));
+    }
+    let mut reads = [w_at, 0, 0, r_at, 0, 0];
+    for (k, (v, elem)) in [
+        (q.w_scale, ElemType::Float),
+        (q.w_zero, weights),
+        (q.r_scale, ElemType::Float),
+        (q.r_zero, weights),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (at, t) = cx.operand(v)?;
+        if t.elem != elem || (t.numel() != Some(nd) && t.numel() != Some(nd * gh)) {
+            return invalid(format!(
+                "a dynamically quantized LSTM's scale or zero point {t} is not {elem} of [{nd}] or [{nd}, {gh}]"
+            ));
+        }
+        reads[[1, 2, 4, 5][k]] = at;
+    }
+    Ok(Dynamic { weights, reads })
 }
 
 fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
@@ -285,14 +347,20 @@ fn params(cx: &NodeCx<'_>, cell: Cell) -> OpResult<Params> {
         linear_before_reset: cell == Cell::Gru && cx.int_or("linear_before_reset", 0) != 0,
         outputs: cx.node.outputs.len(),
         packed: match cx.lowering() {
-            None => None,
             Some(Lowering::Lstm { packed }) if cell == Cell::Lstm => match cx.operand(*packed)? {
                 (at, t) if x.elem == ElemType::Float && t.elem == x.elem && t.rank() == 1 => {
                     Some(at)
                 }
                 (_, t) => return invalid(format!("an LSTM's regrouped weights {t} are not f32")),
             },
+            None | Some(Lowering::DynamicLstm(_)) => None,
             Some(other) => return invalid(format!("{name} cannot run as {other:?}")),
+        },
+        dynamic: match cx.lowering() {
+            Some(Lowering::DynamicLstm(q)) if cell == Cell::Lstm => {
+                Some(dynamic(cx, q, x.elem, batch_first, [nd, gh, input_size, hidden_size])?)
+            }
+            _ => None,
         },
     };
     if p.scratch_len().is_none() {
@@ -438,6 +506,48 @@ fn run<T: Float + HostElem>(
     Ok(())
 }
 
+/// [`run`] for a [`Lowering::DynamicLstm`] (f32, 8-bit weights `W`).
+fn run_dynamic<W: onnx_codegen_runtime::int8::Q8 + HostElem>(
+    p: &Params,
+    q: &Dynamic,
+    inputs: &[Option<&HostTensor>],
+    outputs: &mut [HostTensor],
+) -> EvalResult {
+    use onnx_codegen_runtime::qlstm::{self, QWeights};
+    let get = |i: usize| inputs.get(i).copied().flatten();
+    let f32s = |i: usize| -> Result<Option<&[f32]>, EvalError> {
+        get(i).map(|t| t.get::<f32>().ok_or(EvalError::Type(t.ty.elem))).transpose()
+    };
+    let req_f32 = |i: usize| f32s(i)?.ok_or(EvalError::Type(ElemType::Float));
+    let req_w = |i: usize| get(i).and_then(|t| t.get::<W>()).ok_or(EvalError::Type(q.weights));
+    let lens: Option<&[i32]> = match get(4) {
+        None => None,
+        Some(t) => Some(t.get::<i32>().ok_or(EvalError::Type(t.ty.elem))?),
+    };
+    let [w, ws, wz, r, rs, rz] = q.reads;
+    let wq = QWeights { w: req_w(w)?, scale: req_f32(ws)?, zero: req_w(wz)? };
+    let rq = QWeights { w: req_w(r)?, scale: req_f32(rs)?, zero: req_w(rz)? };
+    let inp = rt_rnn::LstmInputs {
+        x: req_f32(0)?,
+        w: &[],
+        r: &[],
+        b: f32s(3)?,
+        sequence_lens: lens,
+        initial_h: f32s(5)?,
+        initial_c: f32s(6)?,
+        p: f32s(7)?,
+    };
+    let (outs, scratch) = outputs.split_at_mut(p.outputs);
+    let scratch =
+        scratch.first_mut().and_then(|s| s.get_mut::<f32>()).ok_or(EvalError::Type(p.elem))?;
+    let mut it = outs.iter_mut();
+    let mut next = || it.next().and_then(|t| t.get_mut::<f32>());
+    let (y, y_h, y_c) = (next(), next(), next());
+    let mut out = rt_rnn::LstmOutputs { y, y_h, y_c };
+    qlstm::dynamic_lstm(&rt_lstm::<f32>(p), &inp, &wq, &rq, &mut out, scratch)?;
+    Ok(())
+}
+
 fn opt(e: Option<&Option<TokenStream>>) -> TokenStream {
     match e.cloned().flatten() {
         Some(t) => quote!(Some(#t)),
@@ -447,6 +557,13 @@ fn opt(e: Option<&Option<TokenStream>>) -> TokenStream {
 
 impl Kernel for RecurrentKernel {
     fn eval(&self, inputs: &[Option<&HostTensor>], outputs: &mut [HostTensor]) -> EvalResult {
+        if let Some(q) = &self.p.dynamic {
+            return match q.weights {
+                ElemType::Int8 => run_dynamic::<i8>(&self.p, q, inputs, outputs),
+                ElemType::Uint8 => run_dynamic::<u8>(&self.p, q, inputs, outputs),
+                other => Err(EvalError::Type(other)),
+            };
+        }
         crate::by_float_type!(self.p.elem, run(&self.p, inputs, outputs))
     }
 
@@ -484,6 +601,27 @@ impl Kernel for RecurrentKernel {
             direction: #rt::rnn::Direction::#dir, batch_first: #bf, clip: #clip,
         };
         match p.cell {
+            Cell::Lstm if p.dynamic.is_some() => {
+                let (c0, peep) = (inp(6), inp(7));
+                let (y, yh, yc) = (out(0), out(1), out(2));
+                let forget = p.input_forget;
+                let reads = p.dynamic.as_ref().map_or([0; 6], |q| q.reads);
+                let at = |k: usize| io.read(Some(reads[k])).cloned().unwrap_or_else(|| quote!(&[]));
+                let (w, ws, wz, r, rs, rz) = (at(0), at(1), at(2), at(3), at(4), at(5));
+                quote! {
+                    #rt::qlstm::dynamic_lstm(
+                        &#rt::rnn::Lstm { #common activations: [#a0, #a1], input_forget: #forget },
+                        &#rt::rnn::LstmInputs {
+                            x: #x, w: &[], r: &[], b: #bias, sequence_lens: #lens,
+                            initial_h: #h0, initial_c: #c0, p: #peep,
+                        },
+                        &#rt::qlstm::QWeights { w: #w, scale: #ws, zero: #wz },
+                        &#rt::qlstm::QWeights { w: #r, scale: #rs, zero: #rz },
+                        &mut #rt::rnn::LstmOutputs { y: #y, y_h: #yh, y_c: #yc },
+                        #scratch,
+                    )?;
+                }
+            }
             Cell::Lstm => {
                 let (c0, peep) = (inp(6), inp(7));
                 let (y, yh, yc) = (out(0), out(1), out(2));
@@ -549,10 +687,11 @@ impl Kernel for RecurrentKernel {
         self.p.scratch_len().map(|n| TensorType::new(self.p.elem, vec![n]))
     }
 
-    /// A regrouped LSTM reads its packed copy of `W` and `R` only: the
-    /// originals are neither stored nor bound.
+    /// A regrouped LSTM reads its packed copy of `W` and `R` only, a
+    /// dynamically quantized one its 8-bit weights: the originals are
+    /// neither stored nor bound.
     fn reads_input(&self, i: usize) -> bool {
-        !(self.p.packed.is_some() && (i == 1 || i == 2))
+        !((self.p.packed.is_some() || self.p.dynamic.is_some()) && (i == 1 || i == 2))
     }
 }
 

@@ -28,7 +28,8 @@ pub fn rule(op_type: &str) -> Option<&'static dyn OpRule> {
 
 struct SoftmaxRule;
 
-fn axis_shape(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<AxisShape> {
+/// The `[outer, axis, inner]` view of `dims` the node normalizes along.
+pub(crate) fn axis_shape(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<AxisShape> {
     let rank = dims.len().max(1);
     let product = |d: &[usize]| d.iter().product::<usize>();
     if cx.version() < 13 {

@@ -8,7 +8,11 @@
 //! `QuantizeLinear`, `QGemm` becomes `DequantizeLinear` (per-channel weights
 //! with `axis`) → `Gemm` (with the int32 bias dequantized by `a_scale *
 //! b_scale`) → `QuantizeLinear`, the dynamic operators become
-//! `DynamicQuantizeLinear` → `MatMulInteger` → `Cast` → `Mul` (→ `Add`). Layout
+//! `DynamicQuantizeLinear` → `MatMulInteger` → `Cast` → `Mul` (→ `Add`).
+//! `DynamicQuantizeLSTM`, which quantizes its hidden state at every step,
+//! has no such form: it becomes an `LSTM` on the dequantized weights that
+//! carries a lowering ([`Lowering::DynamicLstm`]) to run it as onnxruntime
+//! does, on the 8-bit weights with its activations quantized. Layout
 //! changes (`channels_last`, the pre-13 softmax flattening) are done on the
 //! quantized tensors, so the float part is always a clean
 //! `DequantizeLinear` → op → `QuantizeLinear` pattern that a later pass can
@@ -23,9 +27,10 @@
 //! their names (the last node of an expansion defines them).
 
 use crate::diag::{Diagnostic, Diagnostics, PathStep};
+use crate::ir::lowering::DynamicLstm;
 use crate::ir::{
-    AttrType, AttrValue, Attribute, ElemType, Graph, Model, Node, NodeId, Op, Tensor, TensorData,
-    Type, Value, ValueId, ValueKind,
+    AttrType, AttrValue, Attribute, ElemType, Graph, Lowering, Model, Node, NodeId, Op, Tensor,
+    TensorData, Type, Value, ValueId, ValueKind,
 };
 use crate::ops;
 use std::collections::HashSet;
@@ -600,9 +605,21 @@ impl Cx<'_, '_> {
         inputs: Vec<Option<ValueId>>,
         attrs: Vec<Attribute>,
     ) -> Result<(), String> {
+        self.finish_lowered(op_type, inputs, attrs, None)
+    }
+
+    /// [`Cx::finish`] with the last node's lowering.
+    fn finish_lowered(
+        &mut self,
+        op_type: &str,
+        inputs: Vec<Option<ValueId>>,
+        attrs: Vec<Attribute>,
+        lowering: Option<Lowering>,
+    ) -> Result<(), String> {
         let op = self.op(op_type, &attrs)?;
         let name = self.x.node_names.fresh(&format!("{}/{op_type}", self.base));
         let mut node = self.make_node(name, op, inputs, attrs);
+        node.lowering = lowering;
         let id = self.g.next_node_id();
         node.outputs = self.node.outputs.clone();
         for (index, o) in node.outputs.iter().enumerate() {
@@ -1130,20 +1147,55 @@ impl Cx<'_, '_> {
         self.transpose(deq, vec![0, 2, 1], &format!("{what}_gates_first"))
     }
 
-    /// A float LSTM on the dequantized weights. onnxruntime's kernel also
-    /// quantizes X and the hidden state at run time; the float LSTM skips
-    /// that rounding (its outputs are closer to the float model's).
+    /// The zero point `z` (input `i`, `[D]` or `[D, 4H]`) when it holds one
+    /// value per direction, as onnxruntime's kernel requires (it reads the
+    /// first of each direction).
+    fn lstm_zero_point(&self, i: usize, what: &str) -> Result<ValueId, String> {
+        let z = self.required(i)?;
+        if let Some(t) = constant_of(self.g, z)
+            && let (Some(v), [d, ..]) = (t.to_i64s(), t.dims.as_slice())
+        {
+            let per = usize::try_from(*d).ok().filter(|&d| d > 0).map(|d| v.len() / d);
+            if let Some(per) = per.filter(|&p| p > 0)
+                && v.chunks(per).any(|c| c.iter().any(|&x| x != c[0]))
+            {
+                return Err(format!(
+                    "{what} zero point '{}' differs within a direction; onnxruntime takes one per direction",
+                    self.name_of(z)
+                ));
+            }
+        }
+        Ok(z)
+    }
+
+    /// An `LSTM` lowered to run as onnxruntime's kernel does
+    /// ([`Lowering::DynamicLstm`]): X and the hidden state quantized at run
+    /// time, products on the 8-bit weights, regrouped by gate row
+    /// (`[D, 4H, I|H]`). Its float `W` and `R` are the dequantized weights,
+    /// so the node is also the float LSTM the operator approximates; the
+    /// lowering reads the 8-bit ones instead.
     fn lstm(&mut self) -> Result<(), String> {
         let x = self.required(0)?;
         let w = self.lstm_weight(1, 8, 9, "W")?;
         let r = self.lstm_weight(2, 10, 11, "R")?;
+        let (w_zero, r_zero) = (self.lstm_zero_point(9, "W")?, self.lstm_zero_point(11, "R")?);
+        let wq = self.transpose(self.required(1)?, vec![0, 2, 1], "W_gate_rows")?;
+        let rq = self.transpose(self.required(2)?, vec![0, 2, 1], "R_gate_rows")?;
+        let lowering = Lowering::DynamicLstm(DynamicLstm {
+            w: wq,
+            w_scale: self.required(8)?,
+            w_zero,
+            r: rq,
+            r_scale: self.required(10)?,
+            r_zero,
+        });
         let mut inputs = vec![Some(x), Some(w), Some(r)];
         inputs.extend((3..8).map(|i| self.input(i)));
         while inputs.last() == Some(&None) {
             inputs.pop();
         }
         let attrs: Vec<Attribute> = self.node.attributes.clone();
-        self.finish("LSTM", inputs, attrs)
+        self.finish_lowered("LSTM", inputs, attrs, Some(lowering))
     }
 }
 
@@ -1259,6 +1311,7 @@ fn elem_of(g: &Graph, v: ValueId, depth: usize) -> Option<ElemType> {
 #[cfg(test)]
 mod tests {
     use crate::generate::{Analysis, Options, analyze};
+    use crate::ir::Lowering;
     use crate::ops::{HostData, HostTensor};
 
     /// `graph` in a model importing the default domain at `opset` and
@@ -1583,26 +1636,75 @@ mod tests {
         assert!(ops(&a).iter().any(|o| o == "MatMulInteger"), "{:?}", ops(&a));
     }
 
+    /// `DynamicQuantizeLSTM` computes what onnxruntime's kernel does: X and
+    /// the hidden state quantized to uint8 at run time, products on the
+    /// int8 weights. Bidirectional, W with a scale per gate row (zero points
+    /// 0), R with one per direction and non-zero zero points. The expected
+    /// values are onnxruntime 1.32's outputs for this node (X a graph input);
+    /// the float LSTM on the dequantized weights differs from them by up to
+    /// 0.0029.
     #[test]
-    fn dynamic_quantize_lstm_is_a_float_lstm_on_dequantized_weights() {
-        // W [1, I=2, 4H=4] at scale 0.5 (zero point 2), R [1, 1, 4] at
-        // scale 0.25 (zero point 0), against an LSTM given those weights in
-        // float, in its own layout [1, 4H, I].
+    fn dynamic_quantize_lstm_computes_what_onnxruntime_does() {
         let a = run(
             14,
-            "g () => (float[2,1,1,1] y, float[1,1,1] h, float[2,1,1,1] yr) <
-                 float[2,1,2] x = {0.5, -1, 0.25, 2}, int8[1,2,4] w = {2, 4, 6, 0, 3, 1, 2, 8},
-                 int8[1,1,4] r = {4, -4, 8, 2}, float[1] sw = {0.5}, int8[1] zw = {2},
-                 float[1] sr = {0.25}, int8[1] zr = {0}, float[1,8] bias = {0.1, 0.2, 0.3, 0.4, 0, 0, 0, -0.1},
-                 float[1,4,2] wf = {0, 0.5, 1, -0.5, 2, 0, -1, 3},
-                 float[1,4,1] rf = {1, -1, 2, 0.5}> {
-                y, h = com.microsoft.DynamicQuantizeLSTM <hidden_size: int = 1> (x, w, r, bias, , , , , sw, zw, sr, zr)
-                yr = LSTM <hidden_size: int = 1> (x, wf, rf, bias)
+            "g () => (float[3,2,1,2] y, float[2,1,2] h, float[2,1,2] c) <
+                 float[3,1,3] x = {0.5, -1, 0.25, 2, -0.75, 1.5, 0.3, 0.9, -2.2},
+                 int8[2,3,8] w = {-127, -90, -53, -16, 21, 58, 95, -123, -86, -49, -12, 25, 62, 99,
+                   -119, -82, -45, -8, 29, 66, 103, -115, -78, -41, -4, 33, 70, 107, -111, -74, -37,
+                   0, 37, 74, 111, -107, -70, -33, 4, 41, 78, 115, -103, -66, -29, 8, 45, 82},
+                 int8[2,2,8] r = {-125, -72, -19, 34, 87, -111, -58, -5, 48, 101, -97, -44, 9, 62,
+                   115, -83, -30, 23, 76, -122, -69, -16, 37, 90, -108, -55, -2, 51, 104, -94, -41, 12},
+                 float[2,8] sw = {0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.011,
+                   0.006, 0.007, 0.008, 0.009, 0.01, 0.011, 0.012, 0.013},
+                 int8[2,8] zw = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                 float[2] sr = {0.01, 0.02}, int8[2] zr = {3, -2},
+                 float[2,16] bias = {-0.3, -0.2, -0.1, 0, 0.1, 0.2, 0.3, -0.3, -0.2, -0.1, 0, 0.1,
+                   0.2, 0.3, -0.3, -0.2, -0.1, 0, 0.1, 0.2, 0.3, -0.3, -0.2, -0.1, 0, 0.1, 0.2, 0.3,
+                   -0.3, -0.2, -0.1, 0}> {
+                y, h, c = com.microsoft.DynamicQuantizeLSTM <hidden_size: int = 2, direction: string = \"bidirectional\"> (x, w, r, bias, , , , , sw, zw, sr, zr)
             }",
         );
-        let y = floats(&a, 0);
-        assert_close(&y, &floats(&a, 2));
-        assert_close(&floats(&a, 1), &y[1..]);
+        let (_, lstm) = a.model().graph.nodes().find(|(_, n)| n.op.is("LSTM")).expect("an LSTM");
+        assert!(matches!(lstm.lowering, Some(Lowering::DynamicLstm(_))));
+        let near = |got: Vec<f64>, want: &[f64]| {
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() <= 2e-6, "{got:?} vs {want:?}");
+            }
+        };
+        near(
+            floats(&a, 0),
+            &[
+                0.156472608,
+                -0.0753803626,
+                -0.137002349,
+                -0.0573763922,
+                0.162979126,
+                -0.161713943,
+                -0.0949734524,
+                0.342843533,
+                0.106681451,
+                -0.133447483,
+                -0.241639212,
+                -0.17705974,
+            ],
+        );
+        near(floats(&a, 1), &[0.106681451, -0.133447483, -0.137002349, -0.0573763922]);
+        near(floats(&a, 2), &[0.293884337, -0.416129172, -0.428139389, -0.0627304763]);
+    }
+
+    #[test]
+    fn dynamic_quantize_lstm_refuses_zero_points_that_differ_within_a_direction() {
+        let e = error(
+            14,
+            "g (float[1,1,1] x) => (float[1,1,1,1] y) <
+                 int8[1,1,4] w = {1, 2, 3, 4}, int8[1,1,4] r = {1, 2, 3, 4},
+                 float[1,4] sw = {0.1, 0.1, 0.1, 0.1}, int8[1,4] zw = {0, 1, 0, 0},
+                 float[1] sr = {0.1}, int8[1] zr = {0}> {
+                y = com.microsoft.DynamicQuantizeLSTM <hidden_size: int = 1> (x, w, r, , , , , , sw, zw, sr, zr)
+            }",
+        );
+        assert!(e.contains("zero point 'zw' differs within a direction"), "{e}");
     }
 
     #[test]

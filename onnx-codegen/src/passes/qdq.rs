@@ -617,7 +617,7 @@ fn tabulate(g: &mut Graph, id: NodeId, t: Table) -> Option<Vec<Rewrite>> {
 /// requantization ([`Lowering::Requantized`]), and how many data inputs
 /// they have.
 const REQUANTIZED: &[(&str, usize)] =
-    &[("Add", 2), ("Mul", 2), ("AveragePool", 1), ("GlobalAveragePool", 1)];
+    &[("Add", 2), ("Mul", 2), ("AveragePool", 1), ("GlobalAveragePool", 1), ("Softmax", 1)];
 
 /// A node between per-tensor quantizations, for [`requantize`].
 struct Requant {
@@ -639,9 +639,13 @@ fn requantized(g: &Graph, inferred: &Inferred, uses: &[Vec<Use>], id: NodeId) ->
     if node.lowering.is_some() || node.inputs.len() != n || node.outputs.len() != 1 {
         return None;
     }
+    // A constant region folds in float, except a Softmax: it folds through
+    // the integer kernel, as onnxruntime (which does not fold
+    // dequantizations) runs it whatever its input, since its arithmetic is
+    // not the float reading's.
     let y = node.output(0)?;
     let yt = inferred.types.get(y.index())?.as_ref()?;
-    if inferred.constants.get(y.index())?.is_some() {
+    if inferred.constants.get(y.index())?.is_some() && !node.op.is("Softmax") {
         return None;
     }
     let quantize = sole_reader(uses, y)?;
@@ -690,9 +694,9 @@ mod tests {
     use crate::ir::{Graph, Lowering};
     use crate::passes::pipeline::{self, Config};
 
-    /// A model of the default domain at opset 13 (the text syntax).
-    fn graph(src: &str) -> Graph {
-        let src = format!("<ir_version: 8, opset_import: [\"\" : 13]>\n{src}");
+    /// A model of the default domain at `opset` (the text syntax).
+    fn graph_at(opset: u32, src: &str) -> Graph {
+        let src = format!("<ir_version: 8, opset_import: [\"\" : {opset}]>\n{src}");
         let model = crate::text::parse_model(&src, "test.onnxtxt").expect("test model parses");
         crate::passes::prepare(&model).expect("test model is valid").model.graph
     }
@@ -700,10 +704,15 @@ mod tests {
     /// The values of graph output `k` as written (float regions) and after
     /// the pipeline, with the graph it left.
     fn both(src: &str, k: usize) -> (Vec<i64>, Vec<i64>, Graph) {
+        both_at(13, src, k)
+    }
+
+    /// [`both`] for a model at `opset`.
+    fn both_at(opset: u32, src: &str, k: usize) -> (Vec<i64>, Vec<i64>, Graph) {
         let config = Config::default();
-        let written = graph(src);
+        let written = graph_at(opset, src);
         let before = pipeline::infer(&written, &config);
-        let mut g = graph(src);
+        let mut g = graph_at(opset, src);
         let after = pipeline::run(&mut g, &config, &[]).inferred;
         assert!(after.is_complete(), "{:?} {:?}", after.errors, after.unsupported);
         let value = |g: &Graph, i: &crate::passes::infer::Inferred| {
@@ -820,5 +829,93 @@ mod tests {
         // The quantization moved back to the MaxPool's input, then away.
         assert_eq!(ops(&g), ["DequantizeLinear", "MaxPool", "Reshape", "Neg"]);
         assert_eq!(written, rewritten);
+    }
+
+    /// `DequantizeLinear -> Softmax -> QuantizeLinear` with `ELEM` data,
+    /// input quantization `XS`, `XZ`, output `YS`, `YZ`.
+    const SOFTMAX: &str = "g (float[1, 3] u) => (ELEM[DIMS] y, float[1, 3] t)
+        <ELEM[DIMS] xq = {XQ}, float xs = {XS}, ELEM xz = {XZ},
+         float ys = {YS}, ELEM yz = {YZ}>
+        {
+          x = DequantizeLinear (xq, xs, xz)
+          s = Softmax <axis: int = AXIS> (x)
+          y = QuantizeLinear (s, ys, yz)
+          t = Neg (u)
+        }";
+
+    /// A quantized Softmax and onnxruntime's output for it.
+    struct Case {
+        opset: u32,
+        elem: &'static str,
+        dims: &'static str,
+        xq: &'static str,
+        xs: &'static str,
+        xz: &'static str,
+        axis: &'static str,
+        want: &'static [i64],
+    }
+
+    /// onnxruntime runs a quantized Softmax as its QLinearSoftmax, whose
+    /// results differ from the float reading: it takes `floor(1 / ys)` as
+    /// the output multiplier, 254 for the usual `ys = 1/255` (`f32`), and
+    /// exponentials from a table. The expected values are onnxruntime
+    /// 1.32's outputs for these models (its optimized graph is one
+    /// QLinearSoftmax), with `xq` a graph input so it cannot fold them.
+    #[test]
+    fn a_qdq_softmax_computes_what_onnxruntime_does() {
+        let ys = "0.003921569"; // f32(1/255)
+        let levels = "200, 10, 128, 255, 130, 129, 0, 17, 255, 254, 3, 250";
+        let cases = [
+            Case {
+                opset: 13,
+                elem: "int8",
+                dims: "2, 6",
+                xq: "-20, 5, 40, 41, 0, -128, 100, 100, 90, 127, 3, 60",
+                xs: "0.1",
+                xz: "3",
+                axis: "-1",
+                want: &[-128, -124, -10, 2, -126, -128, -113, -113, -123, 91, -128, -128],
+            },
+            // Along a middle axis (one-axis semantics), uint8.
+            Case {
+                opset: 13,
+                elem: "uint8",
+                dims: "2, 3, 2",
+                xq: levels,
+                xs: "0.05",
+                xz: "128",
+                axis: "1",
+                want: &[240, 0, 7, 254, 7, 0, 0, 0, 254, 140, 0, 114],
+            },
+            // Before opset 13: rows are everything from `axis` on.
+            Case {
+                opset: 11,
+                elem: "uint8",
+                dims: "2, 3, 2",
+                xq: levels,
+                xs: "0.05",
+                xz: "128",
+                axis: "1",
+                want: &[15, 0, 0, 238, 0, 0, 0, 0, 93, 89, 0, 72],
+            },
+        ];
+        for Case { opset, elem, dims, xq, xs, xz, axis, want } in cases {
+            let yz = if elem == "int8" { "-128" } else { "0" };
+            let src = SOFTMAX
+                .replace("ELEM", elem)
+                .replace("DIMS", dims)
+                .replace("XQ", xq)
+                .replace("XS", xs)
+                .replace("XZ", xz)
+                .replace("YS", ys)
+                .replace("YZ", yz)
+                .replace("AXIS", axis);
+            let (written, rewritten, g) = both_at(opset, &src, 0);
+            let (_, sm) = g.nodes().find(|(_, n)| n.op.is("Softmax")).expect("kept");
+            assert!(matches!(sm.lowering, Some(Lowering::Requantized(_))), "{elem} {dims}");
+            assert_eq!(rewritten, want, "{elem} {dims} opset {opset}");
+            // The float reading rounds p * 255 instead: not what onnxruntime gives.
+            assert_ne!(written, want, "{elem} {dims} opset {opset}");
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! Operators on quantized values ([`Lowering::Requantized`]): an `Add`, a
-//! `Mul`, an `AveragePool` or a `GlobalAveragePool` that reads int8 (or
-//! uint8) inputs of known quantizations and writes its output quantized,
-//! in place of the dequantize, compute, quantize steps around it. The
-//! integer kernels (`runtime::int8`) rescale with fixed-point [`Scale`]s
-//! computed here, at generation time.
+//! `Mul`, an `AveragePool`, a `GlobalAveragePool` or a `Softmax` that
+//! reads int8 (or uint8) inputs of known quantizations and writes its
+//! output quantized, in place of the dequantize, compute, quantize steps
+//! around it. The integer kernels (`runtime::int8`) rescale with
+//! fixed-point [`Scale`]s computed here, at generation time; the Softmax
+//! runs onnxruntime's QLinearSoftmax arithmetic (`int8::qsoftmax`), with
+//! its table of exponentials computed here.
 
 use super::{host_in, host_out, in_tokens, out_tokens, scale_tokens};
 use crate::emit::lit;
@@ -15,7 +17,8 @@ use crate::ops::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, invalid,
     unsupported,
 };
-use onnx_codegen_runtime::int8::{self as rt_i8, AddScales, Q8, QOut, QPool, Scale};
+use onnx_codegen_runtime::int8::{self as rt_i8, AddScales, Q8, QOut, QPool, QSoftmax, Scale};
+use onnx_codegen_runtime::norm::AxisShape;
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -31,6 +34,8 @@ enum Op {
     Pool { window: PoolWindow, count_include_pad: bool },
     /// `GlobalAveragePool`: `planes` means of `size` values.
     Global { planes: usize },
+    /// `Softmax` along the middle axis of `shape`.
+    Softmax { shape: AxisShape },
 }
 
 struct Plan {
@@ -80,6 +85,10 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
             let mut out = x.dims[..2].to_vec();
             out.resize(x.dims.len(), 1);
             (Op::Global { planes }, out)
+        }
+        "Softmax" => {
+            let shape = crate::ops::softmax::axis_shape(cx, &x.dims)?;
+            (Op::Softmax { shape }, x.dims.clone())
         }
         other => return unsupported(format!("{other} on quantized values")),
     };
@@ -131,6 +140,16 @@ impl OpRule for RequantizedRule {
                 let real = f64::from(x.scale) / f64::from(out.scale);
                 Kernel8::Global { planes, x_zero: x.zero, scale: scale(real)? }
             }
+            Op::Softmax { shape } => {
+                let table = rt_i8::softmax_table(p.q.inputs[0].scale, shape.axis);
+                let p = QSoftmax {
+                    outer: shape.outer,
+                    axis: shape.axis,
+                    inner: shape.inner,
+                    multiplier: rt_i8::softmax_multiplier(out.scale),
+                };
+                Kernel8::Softmax { p, table: Box::new(table) }
+            }
         };
         let out = QOut { zero: out.zero, min: lo, max: hi };
         Ok(Lowered::Kernel(Box::new(Requant8 { elem: p.elem, kernel, out })))
@@ -143,6 +162,7 @@ enum Kernel8 {
     Mul { a_zero: i32, b_zero: i32, scale: Scale },
     Pool { window: PoolWindow, count_include_pad: bool, x_zero: i32, scale: Scale },
     Global { planes: usize, x_zero: i32, scale: Scale },
+    Softmax { p: QSoftmax, table: Box<[f32; 256]> },
 }
 
 struct Requant8 {
@@ -182,6 +202,7 @@ impl Requant8 {
             Kernel8::Global { planes, x_zero, scale } => {
                 rt_i8::qglobal_avgpool(x, *planes, *x_zero, *scale, y, out)?
             }
+            Kernel8::Softmax { p, table } => rt_i8::qsoftmax(x, p, table, y, out)?,
         }
         Ok(())
     }
@@ -240,6 +261,20 @@ impl Kernel for Requant8 {
                 let planes = lit::usize_lit(*planes);
                 let s = scale_tokens(scale, rt);
                 quote!(#rt::int8::qglobal_avgpool(#x, #planes, #x_zero, #s, #y, #out)?;)
+            }
+            Kernel8::Softmax { p, table } => {
+                let (outer, axis, inner) =
+                    (lit::usize_lit(p.outer), lit::usize_lit(p.axis), lit::usize_lit(p.inner));
+                let m = lit::f32_lit(p.multiplier);
+                let table = table.iter().map(|&v| lit::f32_lit(v));
+                quote! {
+                    #rt::int8::qsoftmax(
+                        #x,
+                        &#rt::int8::QSoftmax { outer: #outer, axis: #axis, inner: #inner, multiplier: #m },
+                        &[#(#table),*],
+                        #y, #out,
+                    )?;
+                }
             }
         }
     }
