@@ -150,6 +150,12 @@ fn budget(k4: usize) -> usize {
     (BLOCK_BYTES / (NR * k4.max(1))).clamp(2, BLOCK_COLS / NR) * NR
 }
 
+/// Positions of a pointwise block: the budget, or the whole plane's
+/// strips when fewer.
+fn pointwise_cols(k4: usize, out_size: usize) -> usize {
+    budget(k4).min(out_size.next_multiple_of(NR)).max(NR)
+}
+
 /// The stride phases of one axis of a window: the padded input's rows (or
 /// columns) `r, r + s, r + 2 s, ...` make phase `r`, and tap `t` (at
 /// offset `t d`) of output `o` reads phase `(t d) % s` at `o + (t d) / s`.
@@ -270,7 +276,7 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
     let k4 = k_of(p)?.checked_next_multiple_of(4)?;
     let geo = Geom::of(&p.window)?;
     if geo.pointwise() {
-        let cols = budget(k4).min(numel(p.window.out_dims).ok()?.next_multiple_of(NR)).max(NR);
+        let cols = pointwise_cols(k4, numel(p.window.out_dims).ok()?);
         return k4.checked_mul(cols);
     }
     let w = Wide::of(&geo, k4);
@@ -583,7 +589,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let pointwise = geo.pointwise();
         let wide = Wide::of(geo, k4);
         let table = TapTable::new(&wide);
-        let cols = budget(k4).min(out_size.next_multiple_of(NR)).max(NR);
+        let cols = pointwise_cols(k4, out_size);
         let per_row = geo.ow.div_ceil(wide.xc.max(1));
         let nblocks = if pointwise {
             out_size.div_ceil(cols)
