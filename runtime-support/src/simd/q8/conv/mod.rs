@@ -150,6 +150,12 @@ fn budget(k4: usize) -> usize {
     (BLOCK_BYTES / (NR * k4.max(1))).clamp(2, BLOCK_COLS / NR) * NR
 }
 
+/// Positions of a pointwise block: `budget`, or the whole plane's
+/// strips when fewer.
+fn pointwise_cols(budget: usize, out_size: usize) -> usize {
+    budget.min(out_size.next_multiple_of(NR)).max(NR)
+}
+
 /// The stride phases of one axis of a window: the padded input's rows (or
 /// columns) `r, r + s, r + 2 s, ...` make phase `r`, and tap `t` (at
 /// offset `t d`) of output `o` reads phase `(t d) % s` at `o + (t d) / s`.
@@ -270,7 +276,7 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
     let k4 = k_of(p)?.checked_next_multiple_of(4)?;
     let geo = Geom::of(&p.window)?;
     if geo.pointwise() {
-        let cols = budget(k4).min(numel(p.window.out_dims).ok()?.next_multiple_of(NR)).max(NR);
+        let cols = pointwise_cols(budget(k4), numel(p.window.out_dims).ok()?);
         return k4.checked_mul(cols);
     }
     let w = Wide::of(&geo, budget(k4));
@@ -581,10 +587,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         // The blocks: runs of the flattened plane when pointwise, else
         // `Wide`'s rows or row pieces.
         let pointwise = geo.pointwise();
-        let cols_of = |budget: usize| budget.min(out_size.next_multiple_of(NR)).max(NR);
         let block_len = |budget: usize| {
             if pointwise {
-                cols_of(budget) * k4
+                pointwise_cols(budget, out_size) * k4
             } else {
                 let w = Wide::of(geo, budget);
                 (w.rows * w.pw()).next_multiple_of(NR) * k4
@@ -599,7 +604,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let (budget, e) = if widen { (half, 2) } else { (full, 1) };
         let wide = Wide::of(geo, budget);
         let table = TapTable::new(&wide);
-        let cols = cols_of(budget);
+        let cols = pointwise_cols(budget, out_size);
         let per_row = geo.ow.div_ceil(wide.xc.max(1));
         let nblocks = if pointwise {
             out_size.div_ceil(cols)
