@@ -283,6 +283,7 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
 /// (integers, so this is the saturation; NaN passes through) and rounded
 /// half to even by adding and taking off `1.5 * 2^23` (exact for `|q| <=
 /// 2^22`, the clamp's range): no call, so the loop vectorises.
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
 struct QuantizeTensor<'a, X, Q> {
     x: &'a [X],
     scale: f32,
@@ -290,6 +291,7 @@ struct QuantizeTensor<'a, X, Q> {
     y: &'a mut [Q],
 }
 
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
 impl<X: QReal, Q: QInt> crate::simd::Vectorize for QuantizeTensor<'_, X, Q> {
     type Output = ();
 

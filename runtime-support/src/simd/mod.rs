@@ -274,6 +274,31 @@ pub(crate) mod tests {
         }
     }
 
+    /// The Cortex-M float kernels (`VFMA.F32` assembly) replace the
+    /// portable micro-kernels only under `cfg(onnx_codegen_arm_fma)`, so
+    /// every portable-kernel test runs them then. A build without the cfg
+    /// would test the portable code instead and still pass: CI sets
+    /// `REQUIRE_ARM_FMA=1` with `+vfp4` so that cannot go unnoticed.
+    #[test]
+    fn arm_fma_kernels_are_built_when_required() {
+        let built = cfg!(onnx_codegen_arm_fma);
+        let required =
+            std::env::var_os("REQUIRE_ARM_FMA").is_some_and(|v| !v.is_empty() && v != "0");
+        if required && !built {
+            panic!(
+                "REQUIRE_ARM_FMA is set but the Arm FMA kernels are not built \
+                 (a hard-float Arm target with +vfp4, or an FPv4/FPv5 M-profile core)"
+            );
+        }
+        if !built && cfg!(target_arch = "arm") {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: the Arm FMA kernels: not built for this target"
+            );
+        }
+    }
+
     #[test]
     fn winograd_bounds_hold_exactly_the_indices_touched() {
         // Two channels of 4x6 planes: rows 1..4 of the plane, 6 floats each.

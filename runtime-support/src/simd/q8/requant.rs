@@ -241,6 +241,7 @@ fn stage_row<Y: Q8, const LO: bool, const HI: bool>(
 /// `crate::simd::vectorize_wide` the loop becomes vector code. Equal to
 /// [`splat_row`] for every input: the vector form differs from
 /// [`Chan::apply`] only beyond `2^29`, where both saturate the output.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 pub(crate) fn splat_lanes<Y: Q8>(acc: &[i32], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
     const L: usize = 16;
