@@ -150,6 +150,12 @@ fn budget(k4: usize) -> usize {
     (BLOCK_BYTES / (NR * k4.max(1))).clamp(2, BLOCK_COLS / NR) * NR
 }
 
+/// The budget of a block widened to 16 bits (`QMicro::WIDE`): half of
+/// [`budget`]'s, in whole strips.
+fn half_budget(k4: usize) -> usize {
+    (budget(k4) / (2 * NR) * NR).max(NR)
+}
+
 /// Positions of a pointwise block: `budget`, or the whole plane's
 /// strips when fewer.
 fn pointwise_cols(budget: usize, out_size: usize) -> usize {
@@ -210,10 +216,10 @@ impl Phases {
 /// pointwise: blocks of `rows` whole output rows (`xc == ow`), or of `xc`
 /// columns of one row when a row alone exceeds the budget. The input is
 /// copied per block into its stride phases ([`Phases`]), each phase row
-/// `pw = xc + msx` bytes: then a tap's bytes over all the block's
-/// positions are one contiguous run of its phase plane, if the block
-/// computes `pw` positions per output row, of which it stores the first
-/// `xc` (the other `msx` run past the row's end into the next one).
+/// `pw = xc + msx` bytes: then a tap's bytes for output row `r` of the
+/// block are the run at `r pw` from the tap's start in its phase plane.
+/// The block's columns are its positions densely (`rows xc`, row after
+/// row), so no product is spent on the `msx` bytes between the runs.
 #[derive(Clone, Copy, Debug)]
 struct Wide {
     ph_y: Phases,
@@ -232,12 +238,11 @@ impl Wide {
     fn of(geo: &Geom, budget: usize) -> Wide {
         let (ph_y, ph_x) = (Phases::of(geo.kh, geo.dh, geo.sh), Phases::of(geo.kw, geo.dw, geo.sw));
         let (msy, msx) = (ph_y.shift(ph_y.k - 1), ph_x.shift(ph_x.k - 1));
-        let (xc, rows) = if geo.ow + msx <= budget {
-            (geo.ow, (budget / (geo.ow + msx).max(1)).clamp(1, geo.oh.max(1)))
+        let (xc, rows) = if geo.ow <= budget {
+            (geo.ow, (budget / geo.ow.max(1)).clamp(1, geo.oh.max(1)))
         } else {
-            // Whole strips per piece: `pw` a multiple of 16.
-            let pw = budget.max((msx + 1).next_multiple_of(NR));
-            ((pw - msx).min(geo.ow), 1)
+            // Whole strips per piece (`budget` is a multiple of 16).
+            (budget.max(NR), 1)
         };
         Wide { ph_y, ph_x, msy, msx, xc, rows }
     }
@@ -276,12 +281,14 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
     let k4 = k_of(p)?.checked_next_multiple_of(4)?;
     let geo = Geom::of(&p.window)?;
     if geo.pointwise() {
-        let cols = pointwise_cols(budget(k4), numel(p.window.out_dims).ok()?);
+        let out = numel(p.window.out_dims).ok()?;
+        let cols = pointwise_cols(budget(k4), out).max(2 * pointwise_cols(half_budget(k4), out));
         return k4.checked_mul(cols);
     }
     let w = Wide::of(&geo, budget(k4));
-    let block = w.rows.checked_mul(w.pw())?.checked_next_multiple_of(NR)?.checked_mul(k4)?;
-    block.checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
+    let block = |w: &Wide| w.rows.checked_mul(w.xc)?.checked_next_multiple_of(NR)?.checked_mul(k4);
+    let wide = block(&Wide::of(&geo, half_budget(k4)))?.checked_mul(2)?;
+    block(&w)?.max(wide).checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
 }
 
 /// Where the weights of a plain-loop convolution come from.
@@ -443,24 +450,45 @@ fn fill_phases(
     }
 }
 
-/// Writes group `grp` (four `k`) of the block's `nstrips` strips: the
-/// strip's word of position `c` takes byte `c` of each source (0 past a
-/// source's end: such a position is never stored, or meets a zero weight).
+/// Writes group `grp` (four `k`) of block `b`'s strips: the strip's word
+/// of position `c` (output row `r = c / xc`, column `x = c % xc` of the
+/// block) takes byte `r pw + x` of each source (0 past a source's end or
+/// past the block: such a position is never stored, or meets a zero
+/// weight). A strip within one row reads each source as one run.
 #[inline(always)]
-fn interleave(block: &mut [u8], k4: usize, nstrips: usize, grp: usize, srcs: [&[u8]; 4]) {
-    let strip = NR * k4;
-    for s in 0..nstrips {
+fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 4]) {
+    let (len, strip) = (b.len(), NR * k4);
+    let (xc, pw) = (b.xc.max(1), b.pw);
+    // Strip `s`'s first position, as (row, column) of the block.
+    let (mut r, mut x) = (0, 0);
+    for s in 0..len.div_ceil(NR) {
         let Some(dst) = block.get_mut(s * strip + grp * GROUP_BYTES..) else { return };
         let Some(dst) = dst.first_chunk_mut::<GROUP_BYTES>() else { return };
-        let run = |q: usize| srcs[q].get(NR * s..).and_then(|r| r.first_chunk::<NR>());
-        if let (Some(a), Some(b), Some(c), Some(d)) = (run(0), run(1), run(2), run(3)) {
-            interleave16(dst, a, b, c, d);
-        } else {
-            let part = |q: usize| -> [u8; NR] {
-                let rest = srcs[q].get(NR * s..).unwrap_or(&[]);
-                core::array::from_fn(|i| rest.get(i).copied().unwrap_or(0))
-            };
-            interleave16(dst, &part(0), &part(1), &part(2), &part(3));
+        let at = r * pw + x;
+        let run = |q: usize| srcs[q].get(at..).and_then(|r| r.first_chunk::<NR>());
+        let whole = x + NR <= xc;
+        match (run(0), run(1), run(2), run(3)) {
+            (Some(a), Some(b), Some(c), Some(d)) if whole => interleave16(dst, a, b, c, d),
+            _ => {
+                // The strip's runs, one per output row it meets.
+                let mut part = [[0u8; NR]; 4];
+                let (mut lane, mut rr, mut xx) = (0, r, x);
+                while lane < NR && s * NR + lane < len {
+                    let n = (xc - xx).min(NR - lane).min(len - s * NR - lane);
+                    let at = rr * pw + xx;
+                    for (p, src) in part.iter_mut().zip(&srcs) {
+                        if let Some(src) = src.get(at..at + n) {
+                            p[lane..lane + n].copy_from_slice(src);
+                        }
+                    }
+                    (lane, rr, xx) = (lane + n, rr + 1, 0);
+                }
+                interleave16(dst, &part[0], &part[1], &part[2], &part[3]);
+            }
+        }
+        x += NR;
+        while x >= xc {
+            (x, r) = (x - xc, r + 1);
         }
     }
 }
@@ -503,7 +531,8 @@ impl<'a> TapTable<'a> {
 }
 
 /// The output positions of one block: `rows` rows from `oy0` of `xc`
-/// columns from `x0`, computed `pw` to a row.
+/// columns from `x0` (whole rows, `xc == ow`, when `rows > 1`), read from
+/// phase planes `pw` to a row.
 #[derive(Clone, Copy, Debug)]
 struct Block {
     oy0: usize,
@@ -514,28 +543,17 @@ struct Block {
 }
 
 impl Block {
-    /// The positions computed.
+    /// The positions, one column of the block each.
     fn len(&self) -> usize {
-        self.rows * self.pw
+        self.rows * self.xc
     }
 
-    /// The stored runs of strip `s`: (first lane, lanes, output offset in
-    /// a plane `ow` wide), at most 16; returns how many.
-    fn runs(&self, s: usize, ow: usize, out: &mut [(usize, usize, usize); NR]) -> usize {
-        let (mut c, end) = (NR * s, (NR * s + NR).min(self.len()));
-        let mut n = 0;
-        while c < end && n < NR {
-            let (r, col) = (c / self.pw, c % self.pw);
-            if col < self.xc {
-                let len = (self.xc - col).min(end - c);
-                out[n] = (c - NR * s, len, (self.oy0 + r) * ow + self.x0 + col);
-                n += 1;
-                c += len;
-            } else {
-                c += self.pw - col;
-            }
-        }
-        n
+    /// Where strip `s`'s positions go in an output plane `ow` wide: one
+    /// run (the block's rows are whole or it has one), and its length.
+    fn run(&self, s: usize, ow: usize) -> (usize, usize) {
+        debug_assert!(self.rows <= 1 || (self.x0 == 0 && self.xc == ow), "q8 block rows");
+        let c = NR * s;
+        (self.oy0 * ow + self.x0 + c, NR.min(self.len().saturating_sub(c)))
     }
 }
 
@@ -592,16 +610,15 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                 pointwise_cols(budget, out_size) * k4
             } else {
                 let w = Wide::of(geo, budget);
-                (w.rows * w.pw()).next_multiple_of(NR) * k4
+                (w.rows * w.xc).next_multiple_of(NR) * k4
             }
         };
         // A kernel that takes widened blocks (`QMicro::WIDE`) gets blocks
-        // of half the budget, widened to 16 bits in place, where two of
-        // them fit the bytes of a whole one (the scratch is planned for
-        // whole ones).
-        let (full, half) = (budget(k4), budget(k4) / (2 * NR) * NR);
-        let widen = K::WIDE && half >= NR && 2 * block_len(half) <= block_len(full);
-        let (budget, e) = if widen { (half, 2) } else { (full, 1) };
+        // of half the budget, widened to 16 bits in place (the scratch is
+        // planned for the larger of a whole block and two such halves).
+        let widen = K::WIDE;
+        let block_bytes = block_len(budget(k4)).max(2 * block_len(half_budget(k4)));
+        let (budget, e) = if widen { (half_budget(k4), 2) } else { (budget(k4), 1) };
         let wide = Wide::of(geo, budget);
         let table = TapTable::new(&wide);
         let cols = pointwise_cols(budget, out_size);
@@ -627,10 +644,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                 Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw() }
             }
         };
-        let Some((block, src)) = scratch.split_at_mut_checked(block_len(full)) else { return };
+        let Some((block, src)) = scratch.split_at_mut_checked(block_bytes) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
-        let mut runs = [(0, 0, 0); NR];
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let xg = &x[(n * p.in_channels + g * cg) * in_plane..][..cg * in_plane];
@@ -643,7 +659,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 ci if ci < cg => &xg[ci * in_plane + b.x0..(ci + 1) * in_plane],
                                 _ => &[],
                             });
-                            interleave(block, k4, nstrips, grp, srcs);
+                            interleave(block, k4, &b, grp, srcs);
                         }
                     } else {
                         fill_phases(geo, &wide, cg, xg, zbits, b.oy0, b.rows, b.x0, src);
@@ -663,7 +679,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     }
                                 }
                             }
-                            interleave(block, k4, nstrips, grp, srcs);
+                            interleave(block, k4, &b, grp, srcs);
                         }
                     }
                     if widen {
@@ -690,24 +706,16 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
                                 if widen {
-                                    kern.act_wide(&t, &mut acc);
+                                    kern.act_wide(&t, b.len() - s * NR, &mut acc);
                                 } else {
                                     acc[..mr].fill([0; NR]);
                                     kern.act_strip::<A>(&t, &mut acc);
                                 }
-                                let nruns = b.runs(s, geo.ow, &mut runs);
+                                let (off, len) = b.run(s, geo.ow);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                    let base = (n * p.out_channels + m0 + r) * out_size;
-                                    for &(lane, len, off) in &runs[..nruns] {
-                                        let dst = &mut y[base + off..base + off + len];
-                                        if lane == 0 {
-                                            kern.splat(acc, &chans[r], &out, dst);
-                                        } else {
-                                            let moved =
-                                                core::array::from_fn(|i| acc[(lane + i) % NR]);
-                                            kern.splat(&moved, &chans[r], &out, dst);
-                                        }
-                                    }
+                                    let base = (n * p.out_channels + m0 + r) * out_size + off;
+                                    let Some(dst) = y.get_mut(base..base + len) else { return };
+                                    kern.splat(acc, &chans[r], &out, dst);
                                 }
                             }
                             r0 += nrows;

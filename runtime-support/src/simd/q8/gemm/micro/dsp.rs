@@ -48,8 +48,8 @@ impl QMicro for Q8Dsp {
     }
 
     #[inline(always)]
-    fn act_wide(self, t: &Tile<'_>, acc: &mut Acc) {
-        wide(t, acc)
+    fn act_wide(self, t: &Tile<'_>, cols: usize, acc: &mut Acc) {
+        wide(t, cols, acc)
     }
 }
 
@@ -79,9 +79,10 @@ fn widen<A: Q8>(block: &mut [u8], n: usize) {
 /// `act_wide`: per row, four blocks of one row by four columns, each
 /// group a load and two extensions of the row's word, four column pairs
 /// of words (already 16-bit) and eight `SMLAD`s for sixteen
-/// multiply-adds. A row equal to the one before is copied.
+/// multiply-adds. A row equal to the one before is copied; the blocks
+/// wholly past `cols` are skipped.
 #[inline(always)]
-fn wide(t: &Tile<'_>, acc: &mut Acc) {
+fn wide(t: &Tile<'_>, cols: usize, acc: &mut Acc) {
     let fits =
         t.fits(MR) && t.groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= t.strip.len());
     debug_assert!(fits, "q8 DSP wide tile out of bounds");
@@ -93,7 +94,7 @@ fn wide(t: &Tile<'_>, acc: &mut Acc) {
             acc[r] = acc[r - 1];
             continue;
         }
-        for c in (0..NR).step_by(4) {
+        for c in (0..cols.min(NR)).step_by(4) {
             // SAFETY: `fits` checked row `r`'s four bytes at every `g *
             // gstep`, `g < groups`, and the strip's 128 bytes per group, of
             // which columns `c..c + 4` take bytes `8 c..8 c + 32`.

@@ -133,13 +133,15 @@ pub(crate) trait QMicro: Copy {
         widen::<A>(block, n)
     }
 
-    /// `acc[r][c] = sum w * a` (set, not added) for `r < MR`, with the
+    /// `acc[r][c] = sum w * a` (set, not added) for `r < MR` and `c <
+    /// cols` (the columns past `cols` may be set to anything), with the
     /// broadcast rows the weights and the strip [`widen`]ed activations:
     /// group `g`'s at `strip[g * 128..][..128]`, so `t.strip` holds
     /// `128 t.groups` bytes. A tile that does not fit is the caller's bug,
     /// as in [`QMicro::act_rows`].
     #[inline(always)]
-    fn act_wide(self, t: &Tile<'_>, acc: &mut Acc) {
+    fn act_wide(self, t: &Tile<'_>, cols: usize, acc: &mut Acc) {
+        let _ = cols;
         act_wide_portable(Self::MR, t, acc)
     }
 
