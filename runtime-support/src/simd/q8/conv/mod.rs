@@ -218,8 +218,11 @@ impl Phases {
 /// copied per block into its stride phases ([`Phases`]), each phase row
 /// `pw = xc + msx` bytes: then a tap's bytes for output row `r` of the
 /// block are the run at `r pw` from the tap's start in its phase plane.
-/// The block's columns are its positions densely (`rows xc`, row after
-/// row), so no product is spent on the `msx` bytes between the runs.
+/// A block's columns are its positions densely (`rows xc`, row after row:
+/// no product spent on the `msx` bytes between the runs, but a strip that
+/// meets two rows gathers its bytes), or padded (`rows pw`: each tap one
+/// run, `msx` columns of each row computed and not stored), see
+/// [`Block::cw`].
 #[derive(Clone, Copy, Debug)]
 struct Wide {
     ph_y: Phases,
@@ -286,9 +289,13 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
         return k4.checked_mul(cols);
     }
     let w = Wide::of(&geo, budget(k4));
-    let block = |w: &Wide| w.rows.checked_mul(w.xc)?.checked_next_multiple_of(NR)?.checked_mul(k4);
-    let wide = block(&Wide::of(&geo, half_budget(k4)))?.checked_mul(2)?;
-    block(&w)?.max(wide).checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
+    // At the whole budget as `Im2col::run` lays it out (dense where the
+    // rows are whole strips, else padded), dense at the widened half.
+    let cw = if w.xc.is_multiple_of(NR) { w.xc } else { w.pw() };
+    let block = w.rows.checked_mul(cw)?.checked_next_multiple_of(NR)?.checked_mul(k4)?;
+    let h = Wide::of(&geo, half_budget(k4));
+    let wide = h.rows.checked_mul(h.xc)?.checked_next_multiple_of(NR)?.checked_mul(2 * k4)?;
+    block.max(wide).checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
 }
 
 /// Where the weights of a plain-loop convolution come from.
@@ -451,14 +458,15 @@ fn fill_phases(
 }
 
 /// Writes group `grp` (four `k`) of block `b`'s strips: the strip's word
-/// of position `c` (output row `r = c / xc`, column `x = c % xc` of the
-/// block) takes byte `r pw + x` of each source (0 past a source's end or
-/// past the block: such a position is never stored, or meets a zero
-/// weight). A strip within one row reads each source as one run.
+/// of column `c` (row `r = c / cw`, column `x = c % cw` of the block)
+/// takes byte `r pw + x` of each source (0 past a source's end or past
+/// the block: such a position is never stored, or meets a zero weight).
+/// A padded block, or a strip within one row, reads each source as one
+/// run.
 #[inline(always)]
 fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 4]) {
     let (len, strip) = (b.len(), NR * k4);
-    let (xc, pw) = (b.xc.max(1), b.pw);
+    let (xc, pw) = (b.cw.max(1), b.pw);
     // Strip `s`'s first position, as (row, column) of the block.
     let (mut r, mut x) = (0, 0);
     for s in 0..len.div_ceil(NR) {
@@ -466,7 +474,7 @@ fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 
         let Some(dst) = dst.first_chunk_mut::<GROUP_BYTES>() else { return };
         let at = r * pw + x;
         let run = |q: usize| srcs[q].get(at..).and_then(|r| r.first_chunk::<NR>());
-        let whole = x + NR <= xc;
+        let whole = xc == pw || x + NR <= xc;
         match (run(0), run(1), run(2), run(3)) {
             (Some(a), Some(b), Some(c), Some(d)) if whole => interleave16(dst, a, b, c, d),
             _ => {
@@ -477,9 +485,9 @@ fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 
                     let n = (xc - xx).min(NR - lane).min(len - s * NR - lane);
                     let at = rr * pw + xx;
                     for (p, src) in part.iter_mut().zip(&srcs) {
-                        if let Some(src) = src.get(at..at + n) {
-                            p[lane..lane + n].copy_from_slice(src);
-                        }
+                        let src = src.get(at..).unwrap_or(&[]);
+                        let m = n.min(src.len());
+                        p[lane..lane + m].copy_from_slice(&src[..m]);
                     }
                     (lane, rr, xx) = (lane + n, rr + 1, 0);
                 }
@@ -540,20 +548,42 @@ struct Block {
     x0: usize,
     xc: usize,
     pw: usize,
+    /// The block's columns per row: `xc` (dense) or `pw` (padded, the
+    /// last `pw - xc` of each row not stored).
+    cw: usize,
 }
 
 impl Block {
-    /// The positions, one column of the block each.
+    /// The block's columns.
     fn len(&self) -> usize {
-        self.rows * self.xc
+        self.rows * self.cw
     }
 
-    /// Where strip `s`'s positions go in an output plane `ow` wide: one
-    /// run (the block's rows are whole or it has one), and its length.
-    fn run(&self, s: usize, ow: usize) -> (usize, usize) {
-        debug_assert!(self.rows <= 1 || (self.x0 == 0 && self.xc == ow), "q8 block rows");
-        let c = NR * s;
-        (self.oy0 * ow + self.x0 + c, NR.min(self.len().saturating_sub(c)))
+    /// The stored runs of strip `s`: (first lane, lanes, output offset in
+    /// a plane `ow` wide), runs that continue each other in the output
+    /// joined; returns how many.
+    fn runs(&self, s: usize, ow: usize, out: &mut [(usize, usize, usize); NR]) -> usize {
+        let (mut c, end) = (NR * s, (NR * s + NR).min(self.len()));
+        let cw = self.cw.max(1);
+        let mut n = 0;
+        while c < end && n < NR {
+            let (r, col) = (c / cw, c % cw);
+            if col < self.xc {
+                let len = (self.xc - col).min(end - c);
+                let off = (self.oy0 + r) * ow + self.x0 + col;
+                match n.checked_sub(1).map(|i| &mut out[i]) {
+                    Some((lane, l, o)) if *lane + *l == c - NR * s && *o + *l == off => *l += len,
+                    _ => {
+                        out[n] = (c - NR * s, len, off);
+                        n += 1;
+                    }
+                }
+                c += len;
+            } else {
+                c += cw - col;
+            }
+        }
+        n
     }
 }
 
@@ -605,21 +635,29 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         // The blocks: runs of the flattened plane when pointwise, else
         // `Wide`'s rows or row pieces.
         let pointwise = geo.pointwise();
-        let block_len = |budget: usize| {
+        // As `scratch_len` plans them: at the whole budget dense where
+        // the rows are whole strips, else padded; dense at the widened half.
+        let block_len = |budget: usize, whole: bool| {
             if pointwise {
                 pointwise_cols(budget, out_size) * k4
             } else {
                 let w = Wide::of(geo, budget);
-                (w.rows * w.xc).next_multiple_of(NR) * k4
+                let cw = if whole && !w.xc.is_multiple_of(NR) { w.pw() } else { w.xc };
+                (w.rows * cw).next_multiple_of(NR) * k4
             }
         };
         // A kernel that takes widened blocks (`QMicro::WIDE`) gets blocks
         // of half the budget, widened to 16 bits in place (the scratch is
         // planned for the larger of a whole block and two such halves).
         let widen = K::WIDE;
-        let block_bytes = block_len(budget(k4)).max(2 * block_len(half_budget(k4)));
+        let block_bytes = block_len(budget(k4), true).max(2 * block_len(half_budget(k4), false));
         let (budget, e) = if widen { (half_budget(k4), 2) } else { (budget(k4), 1) };
         let wide = Wide::of(geo, budget);
+        // Dense blocks where the products dominate (`SMLAD`'s kernel) or
+        // where no strip meets two rows; padded ones else (one run a tap).
+        let dense = K::WIDE || wide.xc.is_multiple_of(NR);
+        debug_assert!(!dense || pointwise || wide.rows == 1 || wide.xc == geo.ow, "q8 dense rows");
+        let cw = |xc: usize| if dense { xc } else { xc + wide.msx };
         let table = TapTable::new(&wide);
         let cols = pointwise_cols(budget, out_size);
         let per_row = geo.ow.div_ceil(wide.xc.max(1));
@@ -634,19 +672,21 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
             if pointwise {
                 let x0 = i * cols;
                 let xc = cols.min(out_size - x0);
-                Block { oy0: 0, rows: 1, x0, xc, pw: xc }
+                Block { oy0: 0, rows: 1, x0, xc, pw: xc, cw: xc }
             } else if wide.xc == geo.ow {
                 let oy0 = i * wide.rows;
-                Block { oy0, rows: wide.rows.min(geo.oh - oy0), x0: 0, xc: geo.ow, pw: wide.pw() }
+                let rows = wide.rows.min(geo.oh - oy0);
+                Block { oy0, rows, x0: 0, xc: geo.ow, pw: wide.pw(), cw: cw(geo.ow) }
             } else {
                 let x0 = i % per_row * wide.xc;
                 let xc = wide.xc.min(geo.ow - x0);
-                Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw() }
+                Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw(), cw: cw(xc) }
             }
         };
         let Some((block, src)) = scratch.split_at_mut_checked(block_bytes) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
+        let mut runs = [(0, 0, 0); NR];
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let xg = &x[(n * p.in_channels + g * cg) * in_plane..][..cg * in_plane];
@@ -711,11 +751,31 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     acc[..mr].fill([0; NR]);
                                     kern.act_strip::<A>(&t, &mut acc);
                                 }
-                                let (off, len) = b.run(s, geo.ow);
+                                if K::WIDE || b.cw == b.xc {
+                                    // Dense: the strip is one output run.
+                                    let at = b.oy0 * geo.ow + b.x0 + s * NR;
+                                    let len = NR.min(b.len() - s * NR);
+                                    for (r, acc) in acc.iter().enumerate().take(nrows) {
+                                        let at = (n * p.out_channels + m0 + r) * out_size + at;
+                                        let Some(dst) = y.get_mut(at..at + len) else { return };
+                                        kern.splat(acc, &chans[r], &out, dst);
+                                    }
+                                    continue;
+                                }
+                                let nruns = b.runs(s, geo.ow, &mut runs);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                    let base = (n * p.out_channels + m0 + r) * out_size + off;
-                                    let Some(dst) = y.get_mut(base..base + len) else { return };
-                                    kern.splat(acc, &chans[r], &out, dst);
+                                    let base = (n * p.out_channels + m0 + r) * out_size;
+                                    for &(lane, len, off) in &runs[..nruns] {
+                                        let at = base + off;
+                                        let Some(dst) = y.get_mut(at..at + len) else { return };
+                                        if lane == 0 {
+                                            kern.splat(acc, &chans[r], &out, dst);
+                                        } else {
+                                            let moved =
+                                                core::array::from_fn(|i| acc[(lane + i) % NR]);
+                                            kern.splat(&moved, &chans[r], &out, dst);
+                                        }
+                                    }
                                 }
                             }
                             r0 += nrows;
