@@ -1,5 +1,7 @@
 //! Quantized addition and average pooling, portably.
 
+#[cfg(target_arch = "arm")]
+use crate::int8::HighScale;
 use crate::int8::{AddScales, Q8, QOut, QPool, average};
 use crate::shape::MAX_RANK;
 
@@ -40,8 +42,21 @@ impl<T: Q8> crate::simd::Vectorize for Add<'_, T> {
         // MAX_ZERO` keeps the bounds in range), so the lanes need no
         // saturating add.
         let (lo, hi) = (out.min - out.zero, out.max - out.zero);
-        const CHUNK: usize = 16;
         let n = y.len().min(a.len()).min(b.len());
+        // A 32-bit core without a vector unit: the scales as high words
+        // (`HighScale`, each a `SMLAL` and a shift) when all three allow.
+        #[cfg(target_arch = "arm")]
+        if let (Some(ha), Some(hb), Some(ho)) =
+            (HighScale::of(sa), HighScale::of(sb), HighScale::of(so))
+        {
+            for ((y, &a), &b) in y[..n].iter_mut().zip(&a[..n]).zip(&b[..n]) {
+                let da = ha.apply((a.get() - a_zero) << sh);
+                let db = hb.apply((b.get() - b_zero) << sh);
+                *y = T::saturate(out.zero + ho.apply(da.wrapping_add(db)).clamp(lo, hi));
+            }
+            return;
+        }
+        const CHUNK: usize = 16;
         let whole = n - n % CHUNK;
         let one = |a: T, b: T| -> T {
             let da = sa.apply((a.get() - a_zero) << sh);
