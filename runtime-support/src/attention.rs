@@ -443,7 +443,7 @@ pub fn flex_scores<T: Real>(
     ensure(k.len() == mul(&[s.batch, s.kv_heads, s.kv_new, s.head])?, Error::ShapeMismatch)?;
     ensure(scores.len() == mul(&[s.batch, s.q_heads, s.q_len, s.kv_new])?, Error::ShapeMismatch)?;
     let r = |a: T::Acc| T::from_acc(a).to_acc();
-    let ss = r(<T::Acc as Float>::from_f64(f64::from(libm::sqrtf(scale as f32))));
+    let ss = r(<T::Acc as Float>::from_f64(f64::from(crate::num::sqrtf(scale as f32))));
     let group = s.q_heads / s.kv_heads;
     let mut at = 0;
     for b in 0..s.batch {

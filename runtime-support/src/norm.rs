@@ -356,7 +356,7 @@ impl simd::Vectorize for LayerNormRows<'_> {
         for (r, (yr, xr)) in y.chunks_exact_mut(p.inner).zip(x.chunks_exact(p.inner)).enumerate() {
             let m = sum8(xr, |v| v) / n;
             let var = sum8(xr, |v| (v - m) * (v - m)) / n;
-            let inv = 1.0 / libm::sqrtf(var + p.epsilon);
+            let inv = 1.0 / crate::num::sqrtf(var + p.epsilon);
             match bias {
                 Some(b) => {
                     for (((o, &v), &s), &b) in yr.iter_mut().zip(xr).zip(scale).zip(b) {

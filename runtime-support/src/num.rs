@@ -339,7 +339,7 @@ macro_rules! impl_float {
             }
             #[inline]
             fn sqrt(self) -> Self {
-                libm::$sqrt(self)
+                hw::$sqrt(self)
             }
             #[inline]
             fn tanh(self) -> Self {
@@ -385,6 +385,39 @@ macro_rules! impl_float {
             }
         }
     };
+}
+
+/// Square roots: `libm`'s, except `f32` on an Arm core whose FPU the
+/// build may use (`cfg(onnx_codegen_arm_fma)`: FPv4-SP and later), where
+/// it is `VSQRT.F32` (one instruction, correctly rounded as `libm`'s, so
+/// the same bits; `libm`'s is a software loop there).
+mod hw {
+    pub(crate) use libm::sqrt;
+    #[cfg(not(onnx_codegen_arm_fma))]
+    pub(crate) use libm::sqrtf;
+
+    #[cfg(onnx_codegen_arm_fma)]
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) fn sqrtf(x: f32) -> f32 {
+        let r: u32;
+        // SAFETY: FPU register-to-register instructions (the cfg promises
+        // a hard-float FPU); they touch no memory or stack, only `s0`
+        // (declared) and the FPSCR's cumulative exception flags, which
+        // nothing reads.
+        unsafe {
+            core::arch::asm!("vmov s0, {x}", "vsqrt.f32 s0, s0", "vmov {r}, s0",
+                             x = in(reg) x.to_bits(), r = lateout(reg) r, out("s0") _,
+                             options(pure, nomem, nostack));
+        }
+        f32::from_bits(r)
+    }
+}
+
+/// [`Float::sqrt`] of an `f32` (the FPU's where there is one).
+#[inline]
+pub(crate) fn sqrtf(x: f32) -> f32 {
+    hw::sqrtf(x)
 }
 
 impl_float!(
@@ -718,6 +751,28 @@ impl_int!(u64, false);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `sqrtf` (`VSQRT.F32` on an Arm FPU) is `libm`'s, bit for bit but
+    /// for NaN payloads.
+    #[test]
+    fn sqrtf_is_libms() {
+        let mut x = 0x1234_5678u32;
+        let special =
+            [0.0f32, -0.0, 1.0, 2.0, 0.25, f32::MIN_POSITIVE, 1e-45, f32::MAX, f32::INFINITY];
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let v = special.get(i).copied().unwrap_or(f32::from_bits(x & 0x7fff_ffff));
+            if v.is_nan() {
+                // Payloads may differ (the FPU keeps the input's).
+                assert!(sqrtf(v).is_nan());
+            } else {
+                assert_eq!(sqrtf(v).to_bits(), libm::sqrtf(v).to_bits(), "{v:e}");
+            }
+        }
+        assert!(sqrtf(-1.0).is_nan() && sqrtf(f32::NAN).is_nan());
+    }
 
     #[test]
     fn integer_division_truncates_and_checks_zero() {

@@ -339,8 +339,15 @@ pub fn dequantize_linear<Q: QInt, S: QReal, Y: QFloat>(
                 None => Work::F32.round(xf * s),
             }
         } else {
+            // `|d| < 2^17` and the scale's 24 bits make the `f64` product
+            // exact, so rounding it to `f32` is the `f32` product: taken
+            // as such (a 32-bit core's FPU has no `f64`).
             let d = x[e].to_i64() - zero_point.map_or(0, |z| z[k].to_i64());
-            Work::F32.round(d as f64 * s)
+            if S::F32_EXACT {
+                f64::from(d as f32 * scale[k].to_f32())
+            } else {
+                Work::F32.round(d as f64 * s)
+            }
         };
         y[e] = Y::from_f64(v);
     });
