@@ -344,7 +344,7 @@ pub fn dequantize_linear<Q: QInt, S: QReal, Y: QFloat>(
             // as such (a 32-bit core's FPU has no `f64`).
             let d = x[e].to_i64() - zero_point.map_or(0, |z| z[k].to_i64());
             if S::F32_EXACT {
-                f64::from(d as f32 * scale[k].to_f32())
+                f64::from(d as i32 as f32 * scale[k].to_f32())
             } else {
                 Work::F32.round(d as f64 * s)
             }
