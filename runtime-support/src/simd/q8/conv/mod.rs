@@ -687,6 +687,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
         let mut runs = [(0, 0, 0); NR];
+        let mut chans = [Chan::default(); MAX_MR];
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let xg = &x[(n * p.in_channels + g * cg) * in_plane..][..cg * in_plane];
@@ -734,13 +735,16 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                             let nrows = mr.min(PANEL - r0).min(mg - pn * PANEL - r0);
                             let rows = core::array::from_fn(|r| 4 * (r0 + r).min(PANEL - 1));
                             let m0 = g * mg + pn * PANEL + r0;
-                            let chans: [Chan; MAX_MR] = core::array::from_fn(|r| {
-                                let m = m0 + r.min(nrows - 1);
+                            // The rows' stages, in place: only the rows
+                            // stored (a whole array built and moved per
+                            // block and panel showed in Cortex-M profiles).
+                            for (r, c) in chans.iter_mut().enumerate().take(nrows) {
+                                let m = m0 + r;
                                 let add = bias
                                     .map_or(0, |b| b[m])
                                     .wrapping_sub(zoff.wrapping_mul(sum_at(sums, m)));
-                                Chan::new(add, rq.scale(m))
-                            });
+                                *c = Chan::new(add, rq.scale(m));
+                            }
                             for s in 0..nstrips {
                                 let strip = &block[s * NR * k4 * e..][..NR * k4 * e];
                                 let t =
