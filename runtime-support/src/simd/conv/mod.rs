@@ -1,7 +1,9 @@
 //! Convolution kernels that do not go through the GEMM driver: the direct
-//! and stem convolutions (AVX-512) and depthwise (every ISA).
+//! convolution (AVX-512 and AVX2), the stem convolution (AVX-512) and
+//! depthwise (every ISA).
 
 pub(in crate::simd) mod depthwise;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(in crate::simd) mod direct;
 pub(in crate::simd) mod stem;
 
@@ -9,6 +11,8 @@ use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Smooth;
 use crate::simd::gemm::pack::ReadA;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::simd::isa::avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 use crate::simd::isa::avx512;
 
@@ -76,7 +80,11 @@ pub(crate) fn conv2d_direct<A: ReadA>(
 ) -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        return direct::avx512::conv2d(cpu, g, cin, m, x, w, bias, act, y);
+        return direct::conv2d(cpu, g, cin, m, x, w, bias, act, y);
+    }
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx2::Avx2::detect() {
+        return direct::conv2d(cpu, g, cin, m, x, w, bias, act, y);
     }
     let _ = (g, cin, m, x, w, bias, act, y);
     false

@@ -2,7 +2,7 @@
 //! channels, 3x3 or 7x7, stride 1 or 2) on AVX-512, with the output
 //! channels in the vector lanes.
 //!
-//! The pixel-in-lanes kernels ([`crate::simd::conv::direct::avx512`], the im2col product) need
+//! The pixel-in-lanes kernels ([`crate::simd::conv::direct`], the im2col product) need
 //! the inputs of 16 consecutive output pixels contiguous, so a strided
 //! convolution first copies its input into phase planes; with 3 input
 //! channels and 16 or 32 output channels that copy and the per-tile work
@@ -511,7 +511,7 @@ mod tests {
                 );
             }
             let mut staged = vec![f32::NAN; yl];
-            let direct = crate::simd::conv::direct::avx512::conv2d_with(
+            let direct = crate::simd::conv::direct::conv2d_with(
                 cpu,
                 &g,
                 cin,

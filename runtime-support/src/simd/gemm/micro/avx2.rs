@@ -14,10 +14,11 @@ use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
-use crate::simd::isa::avx2::Avx2;
+use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Table};
+use crate::simd::isa::avx2::{Avx2, lanes_in_row};
 use core::arch::x86_64::{
-    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
-    _mm256_storeu_ps,
+    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
+    _mm256_maskstore_ps, _mm256_setzero_ps, _mm256_storeu_ps,
 };
 
 const MR: usize = 6;
@@ -160,7 +161,119 @@ unsafe fn kernel_6x16(
     }
 }
 
+/// How [`kernel_runs`] reads and writes a tile's columns: two whole
+/// adjacent vectors, two masked runs, or one masked run.
+const FULL: u8 = 0;
+const TWO: u8 = 1;
+const ONE: u8 = 2;
+
 impl Avx2 {
+    /// [`Micro::kernel`] with B's rows in a [`BTable`] and the columns in
+    /// [`Runs`] of at most 8 (the third empty), the sums starting from
+    /// zero. Returns `false`, doing nothing, when a bound does not hold
+    /// (`kc` past the table, a B row, A row or destination row too short)
+    /// or the tile asks for what this kernel does not do (`load`, a third
+    /// run, an epilogue over runs that are not adjacent in the
+    /// destination).
+    #[inline(always)]
+    pub(crate) fn kernel_table(self, t: Tile<'_, ARows<'_>, BTable<'_>, DstRuns<'_>>) -> bool {
+        let Tile { kc, a, b: BTable { data: b, table, base }, dst, tail } = t;
+        let (offs, runs) = (table.offs(), dst.runs);
+        let b_fits = (0..2).all(|h| {
+            let end = table.max().checked_add(base).and_then(|v| v.checked_add(runs.b[h]));
+            runs.n[h] == 0
+                || end.and_then(|v| v.checked_add(runs.n[h])).is_some_and(|v| v <= b.len())
+        });
+        if kc == 0 || kc > offs.len() || !b_fits {
+            return false;
+        }
+        let b = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
+        // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
+        // and its run `h` at `runs.b[h]` from there holds `runs.n[h]`
+        // floats: `offs[p] <= table.max()` (the table's invariant) and
+        // `table.max() + base + runs.b[h] + runs.n[h] <= b.len()`.
+        unsafe { self.runs(Tile { kc, a, b, dst, tail }) }
+    }
+
+    /// Checks the destination and A bounds, then runs the tile through
+    /// [`kernel_runs`] and its epilogue; `false`, doing nothing, when they
+    /// do not hold.
+    ///
+    /// # Safety
+    /// For `p < kc` and each run `h` with `runs.n[h] > 0`,
+    /// `t.b.row(p) + runs.b[h]` points at `runs.n[h]` readable floats.
+    #[inline(always)]
+    unsafe fn runs<S: BRows>(self, t: Tile<'_, ARows<'_>, S, DstRuns<'_>>) -> bool {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: src,
+            dst: DstRuns { data: dst, ldd, nrows, runs, load },
+            tail,
+        } = t;
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return false };
+        let nrows = nrows.min(MR);
+        let [n0, n1, n2] = runs.n;
+        if load || kc == 0 || nrows == 0 || !(1..=8).contains(&n0) || n1 > 8 || n2 != 0 {
+            return false;
+        }
+        let d_fits = (0..2).all(|h| {
+            runs.n[h] == 0
+                || (nrows - 1)
+                    .checked_mul(ldd)
+                    .and_then(|v| v.checked_add(runs.d[h])?.checked_add(runs.n[h]))
+                    .is_some_and(|v| v <= dst.len())
+        });
+        // The epilogue takes each row's columns as one run.
+        let adjacent = n1 == 0 || runs.d[1] == runs.d[0] + n0;
+        if !d_fits || (!adjacent && tail.is_some()) {
+            return false;
+        }
+        let Some(span) = (kc - 1).checked_mul(cs) else { return false };
+        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+            return false;
+        }
+        let whole = n0 == 8 && n1 == 8 && runs.b[1] == runs.b[0] + 8 && runs.d[1] == runs.d[0] + 8;
+        let mode = match (whole, n1 > 0) {
+            (true, _) => FULL,
+            (false, true) => TWO,
+            (false, false) => ONE,
+        };
+        let (ap, d) = (a.as_ptr(), dst.as_mut_ptr());
+        // SAFETY: `self` proves AVX2 and FMA are present. For `r < nrows`
+        // and `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // a.len()`; B at `src.row(p) + runs.b[h] + c` for `c < runs.n[h]`
+        // (the caller's contract; other lanes masked off, and whole
+        // vectors only where the runs are 8 long); the destination at
+        // `r * ldd + runs.d[h] + c` for `c < runs.n[h]`, within `dst` by
+        // `d_fits` (other lanes masked off).
+        unsafe {
+            macro_rules! rows {
+                ($r:literal) => {
+                    match mode {
+                        FULL => kernel_runs::<$r, FULL, S>(kc, ap, rows, cs, src, runs, d, ldd),
+                        TWO => kernel_runs::<$r, TWO, S>(kc, ap, rows, cs, src, runs, d, ldd),
+                        _ => kernel_runs::<$r, ONE, S>(kc, ap, rows, cs, src, runs, d, ldd),
+                    }
+                };
+            }
+            match nrows {
+                1 => rows!(1),
+                2 => rows!(2),
+                3 => rows!(3),
+                4 => rows!(4),
+                5 => rows!(5),
+                _ => rows!(6),
+            }
+        }
+        if let Some(t) = tail
+            && let Some(dst) = dst.get_mut(runs.d[0]..)
+        {
+            finish(dst, ldd, nrows, n0 + n1, Some(t));
+        }
+        true
+    }
+
     /// `acc[j] += sum_p a[p] * b[p * rs + j]` row by row (ascending `p`,
     /// multiply then add: the portable arithmetic, 8 lanes wide).
     pub(crate) fn axpy_rows(self, a: &[f32], b: &[f32], rs: usize, acc: &mut [f32]) {
@@ -173,6 +286,69 @@ impl Avx2 {
     pub(crate) fn dots(self, a: &[f32], b: &[f32], cs: usize, out: &mut [f32]) {
         // SAFETY: `self` proves AVX2 is present; the body is safe code.
         unsafe { dots_avx2(a, b, cs, out) }
+    }
+}
+
+/// The sums of `R` rows of A (`a + rows[r] + p * cs`) by B's rows
+/// (`src.row(p)`) over `p < kc`, the columns in `runs` as `MODE` says
+/// ([`FULL`], [`TWO`] or [`ONE`]), stored at `d + r * ldd + runs.d[h]`.
+///
+/// # Safety
+/// AVX2 and FMA are present; every address above, for `r < R`, `p < kc`
+/// and the `runs.n[h]` columns of each run, is in bounds ([`Avx2::runs`]
+/// checks them).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
+    kc: usize,
+    a: *const f32,
+    rows: &[usize; MR],
+    cs: usize,
+    src: S,
+    runs: Runs,
+    d: *mut f32,
+    ldd: usize,
+) {
+    let (m0, m1) = (lanes_in_row(0, runs.n[0] as i32), lanes_in_row(0, runs.n[1] as i32));
+    let mut c: [[__m256; 2]; R] = [[_mm256_setzero_ps(); 2]; R];
+    // SAFETY (whole loop and stores): the caller's bounds; lanes past a
+    // run's length are masked off.
+    unsafe {
+        let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
+        let mut off = 0usize;
+        for p in 0..kc {
+            let row = src.row(p);
+            let (x0, x1) = match MODE {
+                FULL => {
+                    (_mm256_loadu_ps(row.add(runs.b[0])), _mm256_loadu_ps(row.add(runs.b[0] + 8)))
+                }
+                TWO => (
+                    _mm256_maskload_ps(row.add(runs.b[0]), m0),
+                    _mm256_maskload_ps(row.add(runs.b[1]), m1),
+                ),
+                _ => (_mm256_maskload_ps(row.add(runs.b[0]), m0), _mm256_setzero_ps()),
+            };
+            for r in 0..R {
+                let w = _mm256_broadcast_ss(&*ap[r].add(off));
+                c[r][0] = _mm256_fmadd_ps(w, x0, c[r][0]);
+                if MODE != ONE {
+                    c[r][1] = _mm256_fmadd_ps(w, x1, c[r][1]);
+                }
+            }
+            off += cs;
+        }
+        for (r, acc) in c.iter().enumerate() {
+            let t = d.add(r * ldd);
+            if MODE == FULL {
+                _mm256_storeu_ps(t.add(runs.d[0]), acc[0]);
+                _mm256_storeu_ps(t.add(runs.d[0] + 8), acc[1]);
+            } else {
+                _mm256_maskstore_ps(t.add(runs.d[0]), m0, acc[0]);
+                if MODE == TWO {
+                    _mm256_maskstore_ps(t.add(runs.d[1]), m1, acc[1]);
+                }
+            }
+        }
     }
 }
 

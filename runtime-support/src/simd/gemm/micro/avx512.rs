@@ -12,7 +12,6 @@
 //! run), and [`Micro::kernel`] checks every index the loop will read or
 //! write before entering it.
 
-use crate::simd::conv::direct::avx512::RowTable;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Fused;
 use crate::simd::gemm::epilogue::FusedC;
@@ -26,6 +25,7 @@ use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
+use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided, Table};
 use crate::simd::isa::avx512::{Avx512, activate, lanes};
 use core::arch::x86_64::{
     __m512, __mmask16, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps,
@@ -264,88 +264,9 @@ impl Micro for Avx512 {
     }
 }
 
-/// A tile's columns: up to three runs of at most 16, the later ones
-/// possibly empty (the third is used by wide tiles only); run `h` reads B's
-/// rows from offset `b[h]` and writes the destination's rows from offset
-/// `d[h]`, `n[h]` columns.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Runs {
-    pub b: [usize; 3],
-    pub d: [usize; 3],
-    pub n: [usize; 3],
-}
-
-impl Runs {
-    /// The first `ncols` (at most 48) contiguous columns.
-    pub(crate) fn cols(ncols: usize) -> Runs {
-        let n = |h: usize| ncols.saturating_sub(16 * h).min(16);
-        Runs { b: [0, 16, 32], d: [0, 16, 32], n: [n(0), n(1), n(2)] }
-    }
-}
-
 /// Columns of a wide tile ([`Micro::wide`]): three runs of 16 and one
 /// more column (a 7x7 output's 49).
 const WIDE: usize = 49;
-
-/// Where row `p` of a tile's B operand starts.
-trait BRows: Copy {
-    /// The first of the row's floats.
-    ///
-    /// # Safety
-    /// `p` is below the `kc` the source was checked for.
-    unsafe fn row(self, p: usize) -> *const f32;
-}
-
-/// B's rows `ldb` floats apart (a packed strip, or a matrix read in place).
-#[derive(Clone, Copy)]
-struct Strided {
-    b: *const f32,
-    ldb: usize,
-}
-
-impl BRows for Strided {
-    #[inline(always)]
-    unsafe fn row(self, p: usize) -> *const f32 {
-        self.b.wrapping_add(p * self.ldb)
-    }
-}
-
-/// B's row `p` at `b + offs[p]` (a staged convolution input).
-#[derive(Clone, Copy)]
-struct Table {
-    b: *const f32,
-    offs: *const u32,
-}
-
-impl BRows for Table {
-    #[inline(always)]
-    unsafe fn row(self, p: usize) -> *const f32 {
-        // SAFETY: the caller keeps `p` below the table's length.
-        self.b.wrapping_add(unsafe { *self.offs.add(p) } as usize)
-    }
-}
-
-/// B's rows as [`Avx512::kernel_table`] reads them: row `p` at
-/// `data[base + table.offs()[p]..]` instead of `p * ldb` (the direct
-/// convolution's staged input, read in place).
-#[derive(Clone, Copy)]
-pub(crate) struct BTable<'a> {
-    pub data: &'a [f32],
-    pub table: &'a RowTable<'a>,
-    pub base: usize,
-}
-
-/// Where a tile whose columns are [`Runs`] puts its sums: run `h` of row
-/// `r < nrows` at `data[r * ldd + runs.d[h]..]`, `runs.n[h]` floats (B's
-/// at `runs.b[h]` from the start of its row), which hold the starting sums
-/// when `load`.
-pub(crate) struct DstRuns<'a> {
-    pub data: &'a mut [f32],
-    pub ldd: usize,
-    pub nrows: usize,
-    pub runs: Runs,
-    pub load: bool,
-}
 
 impl Avx512 {
     /// [`Micro::kernel`] with B's rows in a [`BTable`] and the columns in

@@ -14,6 +14,9 @@ pub(in crate::simd) mod avx512;
 #[allow(unsafe_code)]
 pub(in crate::simd) mod neon;
 pub(in crate::simd) mod portable;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(in crate::simd) mod rows;
 
 use crate::simd::gemm::epilogue::Tail;
 
