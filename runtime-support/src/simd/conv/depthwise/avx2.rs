@@ -15,13 +15,13 @@
 
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
-use crate::simd::isa::avx2::{Avx2, lanes_in_row};
+use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
 use core::arch::x86_64::{
     __m256, __m256i, _CMP_LT_OQ, _mm256_add_ps, _mm256_blendv_ps, _mm256_broadcast_ss,
     _mm256_castpd_ps, _mm256_castps_pd, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpgt_epi32,
-    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_max_ps,
-    _mm256_min_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32,
-    _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_shuffle_ps,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps, _mm256_max_ps, _mm256_min_ps,
+    _mm256_movemask_ps, _mm256_mul_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps,
+    _mm256_setr_epi32, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_shuffle_ps,
 };
 
 /// The widest kernel row handled (one load mask per kernel column).
@@ -188,7 +188,7 @@ unsafe fn plane<const S: usize, const K3: bool, const ACT: u8>(
                     );
                     let out = activate::<ACT>(sum, a, b);
                     // SAFETY: output row oy < oh; the mask keeps columns below ow.
-                    unsafe { _mm256_maskstore_ps(y.add(oy * g.ow + ox0), keep, out) };
+                    unsafe { store_lanes(y.add(oy * g.ow + ox0), keep, out) };
                 }
             };
         }

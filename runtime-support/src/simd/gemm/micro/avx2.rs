@@ -15,10 +15,10 @@ use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
 use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Table};
-use crate::simd::isa::avx2::{Avx2, lanes_in_row};
+use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
 use core::arch::x86_64::{
     __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_maskstore_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    _mm256_setzero_ps, _mm256_storeu_ps,
 };
 
 const MR: usize = 6;
@@ -343,9 +343,9 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
                 _mm256_storeu_ps(t.add(runs.d[0]), acc[0]);
                 _mm256_storeu_ps(t.add(runs.d[0] + 8), acc[1]);
             } else {
-                _mm256_maskstore_ps(t.add(runs.d[0]), m0, acc[0]);
+                store_lanes(t.add(runs.d[0]), m0, acc[0]);
                 if MODE == TWO {
-                    _mm256_maskstore_ps(t.add(runs.d[1]), m1, acc[1]);
+                    store_lanes(t.add(runs.d[1]), m1, acc[1]);
                 }
             }
         }
