@@ -1,5 +1,5 @@
 //! Convolution kernels that do not go through the GEMM driver: the direct
-//! convolution (AVX-512 and AVX2), the stem convolution (AVX-512) and
+//! and stem convolutions (AVX-512 and AVX2) and
 //! depthwise (every ISA).
 
 pub(in crate::simd) mod depthwise;
@@ -12,12 +12,10 @@ use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Smooth;
 use crate::simd::gemm::pack::ReadA;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::isa::avx2;
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-use crate::simd::isa::avx512;
+use crate::simd::isa::{avx2, avx512};
 
 /// 2-D convolution of a few input planes (a network's stem, narrow strided
-/// layers; see `conv::stem::avx512` for which) into
+/// layers; see [`stem::conv2d`] and the tiles' constants for which) into
 /// `m` output planes (groups of one, geometry `g`; the weights `w` an `m x
 /// cin * kh * kw` A operand), adding `bias`, applying `act`, then `smooth`,
 /// with the output channels in the vector lanes. Returns `false`, `y`
@@ -34,16 +32,22 @@ pub(crate) fn conv2d_stem<A: ReadA>(
     smooth: Option<Smooth>,
     y: &mut [f32],
 ) -> bool {
+    // The smooth activation as the vector routine computes it (`None`
+    // for one it does not have: no stem path then).
+    let f = match smooth.map(Smooth::vector) {
+        None => None,
+        Some(Some(f)) => Some(f),
+        Some(None) => return false,
+    };
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(cpu) = avx512::Avx512::detect() {
-        let f = match smooth.map(Smooth::vector) {
-            None => None,
-            Some(Some(f)) => Some(f),
-            Some(None) => return false,
-        };
-        return stem::avx512::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+        return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
     }
-    let _ = (g, cin, m, x, w, bias, act, smooth, y);
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(cpu) = avx2::Avx2::detect() {
+        return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+    }
+    let _ = (g, cin, m, x, w, bias, act, f, y);
     false
 }
 

@@ -59,7 +59,7 @@ fn gelu256(x: __m256) -> __m256 {
 
 /// `f` on eight lanes.
 #[target_feature(enable = "avx2,fma")]
-fn eval256(f: VFunc, x: __m256) -> __m256 {
+pub(in crate::simd) fn eval256(f: VFunc, x: __m256) -> __m256 {
     match f {
         VFunc::Exp => return exp256(x),
         VFunc::Gelu => return gelu256(x),

@@ -69,6 +69,7 @@ macro_rules! map_rows {
 mod avx2;
 mod avx512;
 
+pub(in crate::simd) use avx2::eval256;
 use avx2::map256;
 pub(in crate::simd) use avx512::eval512;
 use avx512::map512;
@@ -106,6 +107,16 @@ fn run(f: VFunc, rows: Rows<'_>) -> bool {
         return true;
     }
     false
+}
+
+/// `f` on every element of `y`, in place, through the AVX2 loop whatever
+/// wider unit the CPU has: the arithmetic the AVX2 kernels' fused
+/// activations must match, for their tests.
+#[cfg(test)]
+pub(in crate::simd) fn apply_avx2(cpu: Avx2, f: VFunc, y: &mut [f32]) {
+    let n = y.len();
+    // SAFETY: `cpu` proves AVX2 and FMA are present.
+    unsafe { map256(cpu, f, Rows { x: None, y, ld: n, nrows: 1, ncols: n }) };
 }
 
 /// The operands of one call: `nrows` rows of `ncols` values, `ld` apart,
