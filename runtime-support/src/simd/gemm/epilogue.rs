@@ -503,8 +503,19 @@ impl<'a> Epilogue<'a> {
                 *v *= alpha;
             }
         }
+        // The activation goes with the last step before it: a loop that only
+        // replaces some values by constants (Relu's `x < 0 -> 0`) would be
+        // vectorised into masked stores, microcoded on AMD cores.
+        let fuse = self.c.is_none() && self.res.is_none();
         if let Some(b) = self.row_bias {
             let b = b.get(i).copied().unwrap_or(0.0);
+            if fuse {
+                let act = self.act;
+                for v in row.iter_mut() {
+                    *v = act.apply(*v + b);
+                }
+                return;
+            }
             for v in row.iter_mut() {
                 *v += b;
             }
@@ -534,9 +545,11 @@ impl<'a> Epilogue<'a> {
             let base = i * r.rs + j0;
             match r.data.get(base..base + row.len()) {
                 Some(src) => {
+                    let act = self.act;
                     for (v, x) in row.iter_mut().zip(src) {
-                        *v += *x;
+                        *v = act.apply(*v + *x);
                     }
+                    return;
                 }
                 None => {
                     for (t, v) in row.iter_mut().enumerate() {

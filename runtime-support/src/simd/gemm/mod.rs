@@ -568,21 +568,42 @@ pub(in crate::simd) fn drive<K: Micro, A: ReadA, B: PackB>(
     let tiles = Epilogue { smooth: epi.smooth.filter(|_| whole.is_none()), ..*epi };
     let epi = &tiles;
     let Out { y, ldy } = out;
-    kern.within(|| {
-        if K::NR <= 4 {
-            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
-        } else if K::NR <= 8 {
-            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
-        } else if K::NR <= 16 {
-            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
-        } else {
-            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, Out { y: &mut *y, ldy }, epi);
-        }
-    });
+    kern.run_body(Driven { kern, m, n, k, a, b, out: Out { y: &mut *y, ldy }, epi });
     if let Some(s) = whole {
         smooth_block(s, y, ldy, m, n);
     }
     Ok(())
+}
+
+/// [`drive`]'s product as a body compiled for the kernel's ISA
+/// ([`Micro::run_body`]), with the strip buffer sized for its `NR`.
+struct Driven<'a, 'e, K, A, B> {
+    kern: K,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: A,
+    b: &'a B,
+    out: Out<'a>,
+    epi: &'e Epilogue<'e>,
+}
+
+impl<K: Micro, A: ReadA, B: PackB> Vectorize for Driven<'_, '_, K, A, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Driven { kern, m, n, k, a, b, out, epi } = self;
+        if K::NR <= 4 {
+            drive_buf::<K, A, B, { 256 * 4 }>(kern, m, n, k, a, b, out, epi);
+        } else if K::NR <= 8 {
+            drive_buf::<K, A, B, { 256 * 8 }>(kern, m, n, k, a, b, out, epi);
+        } else if K::NR <= 16 {
+            drive_buf::<K, A, B, { 256 * 16 }>(kern, m, n, k, a, b, out, epi);
+        } else {
+            drive_buf::<K, A, B, { 256 * 32 }>(kern, m, n, k, a, b, out, epi);
+        }
+    }
 }
 
 /// Outputs up to which a product's smooth activation runs once over the

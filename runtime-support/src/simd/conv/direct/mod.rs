@@ -29,6 +29,7 @@
 //! `w * 0.0`, as the im2col strips do.
 
 use crate::conv::{copy_any, copy_short};
+use crate::simd::Vectorize;
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Epilogue;
@@ -504,7 +505,33 @@ pub(in crate::simd) fn conv2d_with<K: Direct, A: ReadA>(
     }
     let table = RowTable::new(&offs[..k]);
     let epi = Epilogue::bias_act(bias, act);
-    cpu.within(|| run(cpu, g, &plan, cin, m, k, x, w, &table, &epi, y))
+    cpu.run_body(Bands { cpu, g, plan: &plan, cin, m, k, x, w, table: &table, epi: &epi, y })
+}
+
+/// [`run`]'s arguments, as a body compiled for the kernel's ISA
+/// ([`Micro::run_body`]).
+struct Bands<'a, K, A> {
+    cpu: K,
+    g: &'a Geom2d,
+    plan: &'a Plan,
+    cin: usize,
+    m: usize,
+    k: usize,
+    x: &'a [f32],
+    w: A,
+    table: &'a RowTable<'a>,
+    epi: &'a Epilogue<'a>,
+    y: &'a mut [f32],
+}
+
+impl<K: Direct, A: ReadA> Vectorize for Bands<'_, K, A> {
+    type Output = bool;
+
+    #[inline(always)]
+    fn run(self) -> bool {
+        let Bands { cpu, g, plan, cin, m, k, x, w, table, epi, y } = self;
+        run(cpu, g, plan, cin, m, k, x, w, table, epi, y)
+    }
 }
 
 /// The bands of [`conv2d`], compiled for the kernel's ISA.

@@ -26,6 +26,7 @@ pub(in crate::simd) mod avx2;
 #[allow(unsafe_code)]
 pub(in crate::simd) mod avx512;
 
+use crate::simd::Vectorize;
 use crate::simd::conv::depthwise::Geom2d;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::micro::Micro;
@@ -163,11 +164,35 @@ pub(crate) fn conv2d<I: StemTile, A: ReadA>(
     }
     let bias = bias.map(|_| &biases);
     let shape = Shape { g: *g, m, rows, k, lx };
-    cpu.within(|| match g.sx {
-        1 => rows_of::<I, 1>(cpu, &shape, x, &wts[..wlen], bias, act, smooth, y),
-        _ => rows_of::<I, 2>(cpu, &shape, x, &wts[..wlen], bias, act, smooth, y),
-    });
+    let wts = &wts[..wlen];
+    cpu.run_body(Rows { cpu, shape: &shape, x, wts, bias, act, smooth, y });
     true
+}
+
+/// [`rows_of`]'s arguments, as a body compiled for the tile's ISA
+/// ([`Micro::run_body`]).
+struct Rows<'a, I> {
+    cpu: I,
+    shape: &'a Shape,
+    x: &'a [f32],
+    wts: &'a [f32],
+    bias: Option<&'a [f32; MAX_M]>,
+    act: Activation,
+    smooth: Option<VFunc>,
+    y: &'a mut [f32],
+}
+
+impl<I: StemTile> Vectorize for Rows<'_, I> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Rows { cpu, shape, x, wts, bias, act, smooth, y } = self;
+        match shape.g.sx {
+            1 => rows_of::<I, 1>(cpu, shape, x, wts, bias, act, smooth, y),
+            _ => rows_of::<I, 2>(cpu, shape, x, wts, bias, act, smooth, y),
+        }
+    }
 }
 
 /// The checked sizes of one convolution.

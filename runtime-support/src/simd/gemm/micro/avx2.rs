@@ -7,6 +7,7 @@
 //! and [`Micro::kernel`] checks every index the loop will read or write
 //! before entering it.
 
+use crate::simd::Vectorize;
 use crate::simd::gemm::epilogue::block_fits;
 use crate::simd::gemm::epilogue::finish;
 use crate::simd::gemm::micro::ARows;
@@ -14,7 +15,7 @@ use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
-use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Table};
+use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided, Table};
 use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
 use core::arch::x86_64::{
     __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
@@ -29,6 +30,7 @@ impl Micro for Avx2 {
     const NR: usize = NR;
     const MC: usize = 96;
     const KC: usize = 256;
+    const DIRECT_B: bool = true;
 
     #[inline(always)]
     fn kernel(self, t: Tile<'_>) {
@@ -42,6 +44,25 @@ impl Micro for Avx2 {
         debug_assert_eq!(rows.len(), MR, "AVX2 tile: one A row offset per tile row");
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return };
         if nrows == 0 || ncols == 0 {
+            return;
+        }
+        if ldb != NR || b.len() < kc * NR {
+            // B read in place ([`Micro::DIRECT_B`]): rows `ldb` apart (and
+            // perhaps `NR` apart, with the last row shorter than a strip's).
+            let ncols = ncols.min(NR);
+            let b_need = (kc.max(1) - 1).checked_mul(ldb).and_then(|v| v.checked_add(ncols));
+            let b_fits = kc > 0 && b_need.is_some_and(|v| v <= b.len());
+            debug_assert!(b_fits, "AVX2 tile: kc {kc} > 0 rows of B, {ldb} apart, in {}", b.len());
+            if !b_fits {
+                return;
+            }
+            let a = ARows { data: a, rows, cs };
+            let b = Strided { b: b.as_ptr(), ldb };
+            let dst = DstRuns { data: dst, ldd, nrows, runs: Runs::split(ncols, 8), load };
+            // SAFETY: row `p < kc` of B starts at `p * ldb` and holds `ncols`
+            // floats: `(kc - 1) * ldb + ncols <= b.len()` was checked above.
+            let done = unsafe { self.runs(Tile { kc, a, b, dst, tail }) };
+            debug_assert!(done, "AVX2 tile: A rows {rows:?} or a {nrows}x{ncols} destination");
             return;
         }
         let b_fits = kc > 0 && ldd > 0 && ldb == NR && b.len() >= kc * NR;
@@ -101,9 +122,15 @@ impl Micro for Avx2 {
         finish(dst, ldd, nrows, ncols, tail);
     }
 
+    #[cfg(test)]
     #[inline(always)]
     fn within<R>(self, f: impl FnOnce() -> R) -> R {
         self.vectorized(f)
+    }
+
+    #[inline(always)]
+    fn run_body<V: Vectorize>(self, body: V) -> V::Output {
+        self.vectorize(body)
     }
 }
 
@@ -169,12 +196,11 @@ const ONE: u8 = 2;
 
 impl Avx2 {
     /// [`Micro::kernel`] with B's rows in a [`BTable`] and the columns in
-    /// [`Runs`] of at most 8 (the third empty), the sums starting from
-    /// zero. Returns `false`, doing nothing, when a bound does not hold
-    /// (`kc` past the table, a B row, A row or destination row too short)
-    /// or the tile asks for what this kernel does not do (`load`, a third
-    /// run, an epilogue over runs that are not adjacent in the
-    /// destination).
+    /// [`Runs`] of at most 8 (the third empty). Returns `false`, doing
+    /// nothing, when a bound does not hold (`kc` past the table, a B row, A
+    /// row or destination row too short) or the tile asks for what this
+    /// kernel does not do (a third run, an epilogue over runs that are not
+    /// adjacent in the destination).
     #[inline(always)]
     pub(crate) fn kernel_table(self, t: Tile<'_, ARows<'_>, BTable<'_>, DstRuns<'_>>) -> bool {
         let Tile { kc, a, b: BTable { data: b, table, base }, dst, tail } = t;
@@ -214,7 +240,7 @@ impl Avx2 {
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return false };
         let nrows = nrows.min(MR);
         let [n0, n1, n2] = runs.n;
-        if load || kc == 0 || nrows == 0 || !(1..=8).contains(&n0) || n1 > 8 || n2 != 0 {
+        if kc == 0 || nrows == 0 || !(1..=8).contains(&n0) || n1 > 8 || n2 != 0 {
             return false;
         }
         let d_fits = (0..2).all(|h| {
@@ -245,15 +271,17 @@ impl Avx2 {
         // a.len()`; B at `src.row(p) + runs.b[h] + c` for `c < runs.n[h]`
         // (the caller's contract; other lanes masked off, and whole
         // vectors only where the runs are 8 long); the destination at
-        // `r * ldd + runs.d[h] + c` for `c < runs.n[h]`, within `dst` by
-        // `d_fits` (other lanes masked off).
+        // `r * ldd + runs.d[h] + c` for `c < runs.n[h]` (read first when
+        // `load`), within `dst` by `d_fits` (other lanes masked off).
         unsafe {
             macro_rules! rows {
                 ($r:literal) => {
                     match mode {
-                        FULL => kernel_runs::<$r, FULL, S>(kc, ap, rows, cs, src, runs, d, ldd),
-                        TWO => kernel_runs::<$r, TWO, S>(kc, ap, rows, cs, src, runs, d, ldd),
-                        _ => kernel_runs::<$r, ONE, S>(kc, ap, rows, cs, src, runs, d, ldd),
+                        FULL => {
+                            kernel_runs::<$r, FULL, S>(kc, ap, rows, cs, src, runs, d, ldd, load)
+                        }
+                        TWO => kernel_runs::<$r, TWO, S>(kc, ap, rows, cs, src, runs, d, ldd, load),
+                        _ => kernel_runs::<$r, ONE, S>(kc, ap, rows, cs, src, runs, d, ldd, load),
                     }
                 };
             }
@@ -291,7 +319,8 @@ impl Avx2 {
 
 /// The sums of `R` rows of A (`a + rows[r] + p * cs`) by B's rows
 /// (`src.row(p)`) over `p < kc`, the columns in `runs` as `MODE` says
-/// ([`FULL`], [`TWO`] or [`ONE`]), stored at `d + r * ldd + runs.d[h]`.
+/// ([`FULL`], [`TWO`] or [`ONE`]), stored at `d + r * ldd + runs.d[h]`
+/// (added to what is there when `load`).
 ///
 /// # Safety
 /// AVX2 and FMA are present; every address above, for `r < R`, `p < kc`
@@ -308,12 +337,22 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
     runs: Runs,
     d: *mut f32,
     ldd: usize,
+    load: bool,
 ) {
     let (m0, m1) = (lanes_in_row(0, runs.n[0] as i32), lanes_in_row(0, runs.n[1] as i32));
     let mut c: [[__m256; 2]; R] = [[_mm256_setzero_ps(); 2]; R];
-    // SAFETY (whole loop and stores): the caller's bounds; lanes past a
-    // run's length are masked off.
+    // SAFETY (loads, whole loop and stores): the caller's bounds; lanes
+    // past a run's length are masked off.
     unsafe {
+        if load {
+            for (r, acc) in c.iter_mut().enumerate() {
+                let t = d.add(r * ldd);
+                acc[0] = _mm256_maskload_ps(t.add(runs.d[0]), m0);
+                if MODE != ONE {
+                    acc[1] = _mm256_maskload_ps(t.add(runs.d[1]), m1);
+                }
+            }
+        }
         let ap: [*const f32; R] = core::array::from_fn(|r| a.add(rows[r]));
         let mut off = 0usize;
         for p in 0..kc {

@@ -12,6 +12,7 @@
 //! run), and [`Micro::kernel`] checks every index the loop will read or
 //! write before entering it.
 
+use crate::simd::Vectorize;
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::gemm::epilogue::Fused;
 use crate::simd::gemm::epilogue::FusedC;
@@ -257,10 +258,17 @@ impl Micro for Avx512 {
         true
     }
 
+    #[cfg(test)]
     #[inline(always)]
     fn within<R>(self, f: impl FnOnce() -> R) -> R {
         // SAFETY: `self` proves AVX-512F is present; `f` is safe code.
         unsafe { with_avx512(f) }
+    }
+
+    #[inline(always)]
+    fn run_body<V: Vectorize>(self, body: V) -> V::Output {
+        // SAFETY: `self` proves AVX-512F is present; `body.run` is safe code.
+        unsafe { body_avx512(body) }
     }
 }
 
@@ -702,10 +710,19 @@ fn activate_all(v: &mut [__m512], act: Activation) {
     }
 }
 
+#[cfg(test)]
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
+}
+
+/// [`Micro::run_body`] on AVX-512: `body.run` (`#[inline(always)]`)
+/// compiled here.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn body_avx512<V: Vectorize>(body: V) -> V::Output {
+    body.run()
 }
 
 impl Avx512 {

@@ -18,6 +18,7 @@ pub(in crate::simd) mod portable;
 #[allow(unsafe_code)]
 pub(in crate::simd) mod rows;
 
+use crate::simd::Vectorize;
 use crate::simd::gemm::epilogue::Tail;
 
 /// The most rows any micro-kernel's tile has.
@@ -144,10 +145,24 @@ pub(crate) trait Micro: Copy {
         0
     }
 
-    /// Runs `f` compiled for this kernel's instruction set, so the loops
-    /// inlined into it (packing, epilogue) use the same vector width.
+    /// Runs `f` in a function compiled for this kernel's instruction set
+    /// (tests' intrinsics; a closure that is not inlined into that function
+    /// is compiled for the baseline, so kernels' loops go through
+    /// [`Micro::run_body`]).
+    #[cfg(test)]
     #[inline(always)]
     fn within<R>(self, f: impl FnOnce() -> R) -> R {
         f()
+    }
+
+    /// Runs `body` compiled for this kernel's instruction set: `body.run`
+    /// is `#[inline(always)]`, so its loops (packing, staging, epilogue)
+    /// are compiled inside the kernel's `target_feature` function whatever
+    /// their size. (A large closure given to [`Micro::within`] stays a
+    /// function of its own, compiled for SSE2: the whole GEMM driver ran so
+    /// until 2026-11-27.)
+    #[inline(always)]
+    fn run_body<V: Vectorize>(self, body: V) -> V::Output {
+        body.run()
     }
 }
