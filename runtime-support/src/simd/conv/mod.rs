@@ -5,6 +5,7 @@
 pub(in crate::simd) mod depthwise;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(in crate::simd) mod direct;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(in crate::simd) mod stem;
 
 use crate::simd::conv::depthwise::Geom2d;
@@ -32,22 +33,23 @@ pub(crate) fn conv2d_stem<A: ReadA>(
     smooth: Option<Smooth>,
     y: &mut [f32],
 ) -> bool {
-    // The smooth activation as the vector routine computes it (`None`
-    // for one it does not have: no stem path then).
-    let f = match smooth.map(Smooth::vector) {
-        None => None,
-        Some(Some(f)) => Some(f),
-        Some(None) => return false,
-    };
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if let Some(cpu) = avx512::Avx512::detect() {
-        return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+    {
+        // The smooth activation as the vector routine computes it (`None`
+        // for one it does not have: no stem path then).
+        let f = match smooth.map(Smooth::vector) {
+            None => None,
+            Some(Some(f)) => Some(f),
+            Some(None) => return false,
+        };
+        if let Some(cpu) = avx512::Avx512::detect() {
+            return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+        }
+        if let Some(cpu) = avx2::Avx2::detect() {
+            return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
+        }
     }
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if let Some(cpu) = avx2::Avx2::detect() {
-        return stem::conv2d(cpu, g, cin, m, x, w, bias, act, f, y);
-    }
-    let _ = (g, cin, m, x, w, bias, act, f, y);
+    let _ = (g, cin, m, x, w, bias, act, smooth, y);
     false
 }
 

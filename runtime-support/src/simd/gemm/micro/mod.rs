@@ -149,7 +149,7 @@ pub(crate) trait Micro: Copy {
     /// (tests' intrinsics; a closure that is not inlined into that function
     /// is compiled for the baseline, so kernels' loops go through
     /// [`Micro::run_body`]).
-    #[cfg(test)]
+    #[cfg(all(test, target_arch = "x86_64", target_feature = "sse2"))]
     #[inline(always)]
     fn within<R>(self, f: impl FnOnce() -> R) -> R {
         f()
