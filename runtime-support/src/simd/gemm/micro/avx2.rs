@@ -15,7 +15,7 @@ use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
-use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided, Table};
+use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided};
 use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
 use core::arch::x86_64::{
     __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
@@ -203,21 +203,10 @@ impl Avx2 {
     /// adjacent in the destination).
     #[inline(always)]
     pub(crate) fn kernel_table(self, t: Tile<'_, ARows<'_>, BTable<'_>, DstRuns<'_>>) -> bool {
-        let Tile { kc, a, b: BTable { data: b, table, base }, dst, tail } = t;
-        let (offs, runs) = (table.offs(), dst.runs);
-        let b_fits = (0..2).all(|h| {
-            let end = table.max().checked_add(base).and_then(|v| v.checked_add(runs.b[h]));
-            runs.n[h] == 0
-                || end.and_then(|v| v.checked_add(runs.n[h])).is_some_and(|v| v <= b.len())
-        });
-        if kc == 0 || kc > offs.len() || !b_fits {
-            return false;
-        }
-        let b = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
-        // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
-        // and its run `h` at `runs.b[h]` from there holds `runs.n[h]`
-        // floats: `offs[p] <= table.max()` (the table's invariant) and
-        // `table.max() + base + runs.b[h] + runs.n[h] <= b.len()`.
+        let Tile { kc, a, b, dst, tail } = t;
+        let Some(b) = b.rows(kc, &dst.runs) else { return false };
+        // SAFETY: row `p < kc` of B holds each run `h` of `runs.n[h]`
+        // floats from `runs.b[h]` on (checked by `BTable::rows`).
         unsafe { self.runs(Tile { kc, a, b, dst, tail }) }
     }
 
@@ -230,26 +219,15 @@ impl Avx2 {
     /// `t.b.row(p) + runs.b[h]` points at `runs.n[h]` readable floats.
     #[inline(always)]
     unsafe fn runs<S: BRows>(self, t: Tile<'_, ARows<'_>, S, DstRuns<'_>>) -> bool {
-        let Tile {
-            kc,
-            a: ARows { data: a, rows, cs },
-            b: src,
-            dst: DstRuns { data: dst, ldd, nrows, runs, load },
-            tail,
-        } = t;
+        let Tile { kc, a: ARows { data: a, rows, cs }, b: src, dst: out, tail } = t;
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return false };
-        let nrows = nrows.min(MR);
+        let (nrows, runs) = (out.nrows.min(MR), out.runs);
         let [n0, n1, n2] = runs.n;
         if kc == 0 || nrows == 0 || !(1..=8).contains(&n0) || n1 > 8 || n2 != 0 {
             return false;
         }
-        let d_fits = (0..2).all(|h| {
-            runs.n[h] == 0
-                || (nrows - 1)
-                    .checked_mul(ldd)
-                    .and_then(|v| v.checked_add(runs.d[h])?.checked_add(runs.n[h]))
-                    .is_some_and(|v| v <= dst.len())
-        });
+        let d_fits = out.fits(nrows);
+        let DstRuns { data: dst, ldd, load, .. } = out;
         // The epilogue takes each row's columns as one run.
         let adjacent = n1 == 0 || runs.d[1] == runs.d[0] + n0;
         if !d_fits || (!adjacent && tail.is_some()) {

@@ -26,7 +26,7 @@ use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
 use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
-use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided, Table};
+use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided};
 use crate::simd::isa::avx512::{Avx512, activate, lanes};
 use core::arch::x86_64::{
     __m512, __mmask16, _MM_HINT_T0, _mm_prefetch, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps,
@@ -282,21 +282,10 @@ impl Avx512 {
     /// (`kc` past the table, a B row, A row or destination row too short).
     #[inline(always)]
     pub(crate) fn kernel_table(self, t: Tile<'_, ARows<'_>, BTable<'_>, DstRuns<'_>>) -> bool {
-        let Tile { kc, a, b: BTable { data: b, table, base }, dst, tail } = t;
-        let (offs, runs) = (table.offs(), dst.runs);
-        let b_fits = (0..2).all(|h| {
-            let end = table.max().checked_add(base).and_then(|v| v.checked_add(runs.b[h]));
-            runs.n[h] == 0
-                || end.and_then(|v| v.checked_add(runs.n[h])).is_some_and(|v| v <= b.len())
-        });
-        if kc == 0 || kc > offs.len() || !b_fits {
-            return false;
-        }
-        let b = Table { b: b.as_ptr().wrapping_add(base), offs: offs.as_ptr() };
-        // SAFETY: row `p < kc <= offs.len()` of B starts at `base + offs[p]`,
-        // and its half `h` at `runs.b[h]` from there holds `runs.n[h]`
-        // floats: `offs[p] <= table.max()` (the table's invariant) and
-        // `table.max() + base + runs.b[h] + runs.n[h] <= b.len()`.
+        let Tile { kc, a, b, dst, tail } = t;
+        let Some(b) = b.rows(kc, &dst.runs) else { return false };
+        // SAFETY: row `p < kc` of B holds each run `h` of `runs.n[h]`
+        // floats from `runs.b[h]` on (checked by `BTable::rows`).
         unsafe { self.run(Tile { kc, a, b, dst, tail }, false) }
     }
 
@@ -312,26 +301,15 @@ impl Avx512 {
     /// with `extra`, `t.b.row(p) + 48` at one more.
     #[inline(always)]
     unsafe fn run<S: BRows>(self, t: Tile<'_, ARows<'_>, S, DstRuns<'_>>, extra: bool) -> bool {
-        let Tile {
-            kc,
-            a: ARows { data: a, rows, cs },
-            b: src,
-            dst: DstRuns { data: dst, ldd, nrows, runs, load },
-            tail,
-        } = t;
+        let Tile { kc, a: ARows { data: a, rows, cs }, b: src, dst: out, tail } = t;
         let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return false };
-        let nrows = nrows.min(MR);
+        let (nrows, runs) = (out.nrows.min(MR), out.runs);
         let [n0, n1, n2] = runs.n;
         if kc == 0 || nrows == 0 || !(1..=16).contains(&n0) || n1 > 16 || n2 > 16 {
             return false;
         }
-        let d_fits = (0..3).all(|h| {
-            runs.n[h] == 0
-                || (nrows - 1)
-                    .checked_mul(ldd)
-                    .and_then(|v| v.checked_add(runs.d[h])?.checked_add(runs.n[h]))
-                    .is_some_and(|v| v <= dst.len())
-        });
+        let d_fits = out.fits(nrows);
+        let DstRuns { data: dst, ldd, load, .. } = out;
         // The epilogue's C term and `finish` know contiguous rows only.
         // (Compared one by one: an array comparison reads the runs back
         // from the stack just after they were stored, which stalls.)

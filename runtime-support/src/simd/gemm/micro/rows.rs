@@ -79,6 +79,24 @@ pub(crate) struct BTable<'a> {
     pub base: usize,
 }
 
+impl BTable<'_> {
+    /// B's rows for `kc` steps, when `kc` is within the table and every run
+    /// of `runs` of every row lies within `data`: row `p < kc` starts at
+    /// `base + offs[p] <= base + table.max()`, its run `h` holds `runs.n[h]`
+    /// floats from `runs.b[h]` on. `None` when a bound does not hold.
+    #[inline(always)]
+    pub(in crate::simd) fn rows(&self, kc: usize, runs: &Runs) -> Option<Table> {
+        let (offs, len) = (self.table.offs(), self.data.len());
+        let fits = (0..3).all(|h| {
+            let end =
+                self.table.max().checked_add(self.base).and_then(|v| v.checked_add(runs.b[h]));
+            runs.n[h] == 0 || end.and_then(|v| v.checked_add(runs.n[h])).is_some_and(|v| v <= len)
+        });
+        (kc > 0 && kc <= offs.len() && fits)
+            .then(|| Table { b: self.data.as_ptr().wrapping_add(self.base), offs: offs.as_ptr() })
+    }
+}
+
 /// Where a tile whose columns are [`Runs`] puts its sums: run `h` of row
 /// `r < nrows` at `data[r * ldd + runs.d[h]..]`, `runs.n[h]` floats (B's
 /// at `runs.b[h]` from the start of its row), which hold the starting sums
@@ -89,4 +107,21 @@ pub(crate) struct DstRuns<'a> {
     pub nrows: usize,
     pub runs: Runs,
     pub load: bool,
+}
+
+impl DstRuns<'_> {
+    /// Whether every run of the first `nrows` (at least one) rows lies
+    /// within `data`: run `h` of row `r` at `r * ldd + runs.d[h]`,
+    /// `runs.n[h]` floats.
+    #[inline(always)]
+    pub(in crate::simd) fn fits(&self, nrows: usize) -> bool {
+        let runs = &self.runs;
+        (0..3).all(|h| {
+            runs.n[h] == 0
+                || (nrows - 1)
+                    .checked_mul(self.ldd)
+                    .and_then(|v| v.checked_add(runs.d[h])?.checked_add(runs.n[h]))
+                    .is_some_and(|v| v <= self.data.len())
+        })
+    }
 }
