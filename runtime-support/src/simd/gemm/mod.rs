@@ -60,7 +60,11 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
     epi: &'e Epilogue<'e>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
-    let packed_b = b.strip(0, 0, nr).is_some();
+    // B laid out ahead of time in strips this kernel reads in place (rows
+    // `nr` apart, or part of wider strips for kernels that take any `ldb`).
+    let laid_out =
+        |pc: usize, jc: usize| b.strip(pc, jc, nr).filter(|&(_, ldb)| ldb == nr || K::DIRECT_B);
+    let packed_b = laid_out(0, 0).is_some();
     // A large A comes from memory: the start of each tile is fetched while
     // the one before it runs.
     let stream_a = a.data().len() > A_PREFETCH_FROM;
@@ -206,13 +210,16 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                 // spends as much issuing them as it saves).
                 let mut next: &[f32] = &[];
                 let tiles = mc.div_ceil(mr);
-                let (buf, ldb) = match (b.strip(pc, jc, nr), direct) {
-                    (Some(s), _) if tiles >= 4 => {
-                        let after = b.strip(pc, jc + nr, nr).or_else(|| b.strip(pc + kc, 0, nr));
-                        next = after.map_or(&[], |t| t.get(..kc * nr).unwrap_or(t));
-                        (s, nr)
+                let (buf, ldb) = match (laid_out(pc, jc), direct) {
+                    (Some((s, ldb)), _) if tiles >= 4 => {
+                        // The next strip, when it is not another part of this one.
+                        if (jc + nr).is_multiple_of(ldb) {
+                            let after = laid_out(pc, jc + nr).or_else(|| laid_out(pc + kc, 0));
+                            next = after.map_or(&[], |(t, _)| t.get(..kc * ldb).unwrap_or(t));
+                        }
+                        (s, ldb)
                     }
-                    (Some(s), _) => (s, nr),
+                    (Some(s), _) => s,
                     (None, Some((data, rs))) => match data.get(pc * rs + jc..) {
                         Some(d) => (d, rs),
                         None => {
