@@ -8,8 +8,13 @@
 //! before entering it.
 
 use crate::simd::Vectorize;
+use crate::simd::gemm::epilogue::Activation;
+use crate::simd::gemm::epilogue::Fused;
+use crate::simd::gemm::epilogue::FusedC;
+use crate::simd::gemm::epilogue::Tail;
 use crate::simd::gemm::epilogue::block_fits;
 use crate::simd::gemm::epilogue::finish;
+use crate::simd::gemm::epilogue::smooth_block;
 use crate::simd::gemm::micro::ARows;
 use crate::simd::gemm::micro::BStrip;
 use crate::simd::gemm::micro::DstBlock;
@@ -17,9 +22,11 @@ use crate::simd::gemm::micro::Micro;
 use crate::simd::gemm::micro::Tile;
 use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided};
 use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
+use crate::simd::lanes::activate;
 use core::arch::x86_64::{
-    __m256, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
-    _mm256_setzero_ps, _mm256_storeu_ps,
+    __m256, __m256i, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
+    _mm256_maskload_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps,
+    _mm256_storeu_ps,
 };
 
 const MR: usize = 6;
@@ -85,15 +92,35 @@ impl Micro for Avx2 {
             return;
         }
         if nrows >= MR && ncols >= NR && block_fits(dst, ldd, MR, NR) {
+            let fused = tail.as_ref().and_then(|t| Fused::new(t, MR, NR));
+            let (cdata, rdata) = epilogue_data(fused.as_ref(), tail.as_ref());
             // SAFETY: `self` proves AVX2 and FMA are present. Every A read is
             // at `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span <
             // a.len()`; B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`;
             // the tile is read and written at `r * ldd + 0..16` for `r < 6`,
-            // within `dst` by `block_fits`.
+            // within `dst` by `block_fits`; C and the residual at their
+            // bases plus `r * rs + 0..16`, within them by `Fused::new`.
             unsafe {
-                kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), dst.as_mut_ptr(), ldd, load)
+                kernel_6x16(
+                    self,
+                    kc,
+                    a.as_ptr(),
+                    rows,
+                    cs,
+                    b.as_ptr(),
+                    dst.as_mut_ptr(),
+                    ldd,
+                    load,
+                    fused.as_ref(),
+                    cdata,
+                    rdata,
+                )
             }
-            finish(dst, ldd, MR, NR, tail);
+            match (fused, tail.and_then(|t| t.epi.smooth)) {
+                (None, _) => finish(dst, ldd, MR, NR, tail),
+                (Some(_), Some(s)) => smooth_block(s, dst, ldd, MR, NR),
+                (Some(_), None) => {}
+            }
             return;
         }
         // An edge tile: the sums go through a full tile on the stack.
@@ -115,7 +142,22 @@ impl Micro for Avx2 {
         }
         // SAFETY: as above for A and B; the tile is exactly `6 * 16` floats
         // with row stride 16.
-        unsafe { kernel_6x16(kc, a.as_ptr(), rows, cs, b.as_ptr(), tile.as_mut_ptr(), NR, load) }
+        unsafe {
+            kernel_6x16(
+                self,
+                kc,
+                a.as_ptr(),
+                rows,
+                cs,
+                b.as_ptr(),
+                tile.as_mut_ptr(),
+                NR,
+                load,
+                None,
+                core::ptr::null(),
+                core::ptr::null(),
+            )
+        }
         for (t, d) in tile.chunks_exact(NR).zip(dst.chunks_mut(ldd)).take(nrows) {
             d[..ncols].copy_from_slice(&t[..ncols]);
         }
@@ -134,14 +176,110 @@ impl Micro for Avx2 {
     }
 }
 
+/// C's and the residual's storage for a tile's [`Fused`] epilogue (null
+/// when it has none).
+fn epilogue_data(fused: Option<&Fused>, tail: Option<&Tail<'_>>) -> (*const f32, *const f32) {
+    match (fused, tail) {
+        (Some(_), Some(t)) => (
+            t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr()),
+            t.epi.res.map_or(core::ptr::null(), |r| r.data.as_ptr()),
+        ),
+        _ => (core::ptr::null(), core::ptr::null()),
+    }
+}
+
+/// The epilogue `f` on the sums of `R` rows, in the order of
+/// [`Epilogue::one`](crate::simd::gemm::epilogue::Epilogue::one) (alpha,
+/// bias, C, residual, activation), while they are in registers: vector `h`
+/// of row `r` holds columns `8 * h..8 * h + 8`, of which the lanes of
+/// `masks[h]` are the tile's (`H` vectors a row).
+///
+/// # Safety
+/// For `FusedC::Rows`, C is readable at `cdata + base + r * rs + 8 * h +
+/// l` for the lanes `l` of `masks[h]`, and the residual likewise at
+/// `rdata` (what [`Fused::new`] checked over the tile's columns); the
+/// caller is compiled with AVX2 and FMA. (Inlined there with its
+/// intrinsics: called as a function, it took the sums through memory.)
+#[inline(always)]
+unsafe fn fuse<const R: usize, const H: usize>(
+    cpu: Avx2,
+    c: &mut [[__m256; 2]; R],
+    f: &Fused,
+    masks: [__m256i; 2],
+    cdata: *const f32,
+    rdata: *const f32,
+) {
+    // Plain loops, no closures: a closure is a function of its own, compiled
+    // without AVX2, and its intrinsics would not be inlined.
+    // SAFETY: the caller runs on AVX2 and FMA; C and the residual are read
+    // only at the lanes of `masks[h]` of the rows the caller guarantees
+    // (other lanes are not accessed).
+    unsafe {
+        if f.alpha != 1.0 {
+            let alpha = _mm256_set1_ps(f.alpha);
+            for row in c.iter_mut() {
+                for v in &mut row[..H] {
+                    *v = _mm256_mul_ps(*v, alpha);
+                }
+            }
+        }
+        if let Some(bias) = &f.bias {
+            for (row, &b) in c.iter_mut().zip(bias) {
+                let b = _mm256_set1_ps(b);
+                for v in &mut row[..H] {
+                    *v = _mm256_add_ps(*v, b);
+                }
+            }
+        }
+        match f.c {
+            FusedC::None => {}
+            FusedC::Rows { base, rs, beta } => {
+                let beta = _mm256_set1_ps(beta);
+                for (r, row) in c.iter_mut().enumerate() {
+                    for (h, v) in row[..H].iter_mut().enumerate() {
+                        let cv = _mm256_maskload_ps(cdata.add(base + r * rs + 8 * h), masks[h]);
+                        *v = _mm256_add_ps(*v, _mm256_mul_ps(beta, cv));
+                    }
+                }
+            }
+            FusedC::PerRow(t) => {
+                for (row, &t) in c.iter_mut().zip(&t) {
+                    let t = _mm256_set1_ps(t);
+                    for v in &mut row[..H] {
+                        *v = _mm256_add_ps(*v, t);
+                    }
+                }
+            }
+        }
+        if let Some((base, rs)) = f.res {
+            for (r, row) in c.iter_mut().enumerate() {
+                for (h, v) in row[..H].iter_mut().enumerate() {
+                    let rv = _mm256_maskload_ps(rdata.add(base + r * rs + 8 * h), masks[h]);
+                    *v = _mm256_add_ps(*v, rv);
+                }
+            }
+        }
+        let act = f.act;
+        if act != Activation::None {
+            for row in c.iter_mut() {
+                for v in &mut row[..H] {
+                    *v = activate(cpu, *v, act);
+                }
+            }
+        }
+    }
+}
+
 /// See [`Avx2::kernel`]; the caller guarantees the bounds described there:
 /// A at `a + rows[r] + p * cs`, B at `b + p * 16 + 0..16` for `p < kc`,
-/// the tile at `t + r * ldt + 0..16` for `r < 6`. (Scalar arguments: this
-/// call is not inlined, and a struct of A's rows would reach the loop
-/// through memory: 1% slower on 64^3 products, measured.)
+/// the tile at `t + r * ldt + 0..16` for `r < 6`, and with `epi`, C at
+/// `cdata` and the residual at `rdata` as [`fuse`] reads them. (Scalar
+/// arguments: this call is not inlined, and a struct of A's rows would
+/// reach the loop through memory: 1% slower on 64^3 products, measured.)
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_6x16(
+    cpu: Avx2,
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -150,6 +288,9 @@ unsafe fn kernel_6x16(
     t: *mut f32,
     ldt: usize,
     load: bool,
+    epi: Option<&Fused>,
+    cdata: *const f32,
+    rdata: *const f32,
 ) {
     let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
     if load {
@@ -178,6 +319,11 @@ unsafe fn kernel_6x16(
             bp = bp.add(NR);
             off += cs;
         }
+    }
+    if let Some(f) = epi {
+        let all = _mm256_set1_epi32(-1);
+        // SAFETY: the caller's bounds for C and the residual over 16 columns.
+        unsafe { fuse::<MR, 2>(cpu, &mut c, f, [all, all], cdata, rdata) };
     }
     for (r, row) in c.iter().enumerate() {
         // SAFETY: as for the loads above.
@@ -243,6 +389,15 @@ impl Avx2 {
             (false, true) => TWO,
             (false, false) => ONE,
         };
+        // The epilogue in registers over columns one after another (the
+        // second run, if any, right after a first of 8).
+        let ncols = n0 + n1;
+        let fused = match tail.as_ref() {
+            Some(t) if adjacent && (n1 == 0 || n0 == 8) => Fused::new(t, nrows, ncols),
+            _ => None,
+        };
+        let (cdata, rdata) = epilogue_data(fused.as_ref(), tail.as_ref());
+        let epi = fused.as_ref();
         let (ap, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX2 and FMA are present. For `r < nrows`
         // and `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
@@ -250,16 +405,23 @@ impl Avx2 {
         // (the caller's contract; other lanes masked off, and whole
         // vectors only where the runs are 8 long); the destination at
         // `r * ldd + runs.d[h] + c` for `c < runs.n[h]` (read first when
-        // `load`), within `dst` by `d_fits` (other lanes masked off).
+        // `load`), within `dst` by `d_fits` (other lanes masked off); with
+        // `epi`, C and the residual at their bases plus `r * rs + c` for `c
+        // < n0 + n1` (the runs adjacent, the first 8 long when there are
+        // two), within them by `Fused::new`.
         unsafe {
             macro_rules! rows {
                 ($r:literal) => {
                     match mode {
-                        FULL => {
-                            kernel_runs::<$r, FULL, S>(kc, ap, rows, cs, src, runs, d, ldd, load)
-                        }
-                        TWO => kernel_runs::<$r, TWO, S>(kc, ap, rows, cs, src, runs, d, ldd, load),
-                        _ => kernel_runs::<$r, ONE, S>(kc, ap, rows, cs, src, runs, d, ldd, load),
+                        FULL => kernel_runs::<$r, FULL, S>(
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                        ),
+                        TWO => kernel_runs::<$r, TWO, S>(
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                        ),
+                        _ => kernel_runs::<$r, ONE, S>(
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                        ),
                     }
                 };
             }
@@ -275,7 +437,11 @@ impl Avx2 {
         if let Some(t) = tail
             && let Some(dst) = dst.get_mut(runs.d[0]..)
         {
-            finish(dst, ldd, nrows, n0 + n1, Some(t));
+            match (fused, t.epi.smooth) {
+                (None, _) => finish(dst, ldd, nrows, ncols, Some(t)),
+                (Some(_), Some(s)) => smooth_block(s, dst, ldd, nrows, ncols),
+                (Some(_), None) => {}
+            }
         }
         true
     }
@@ -298,15 +464,17 @@ impl Avx2 {
 /// The sums of `R` rows of A (`a + rows[r] + p * cs`) by B's rows
 /// (`src.row(p)`) over `p < kc`, the columns in `runs` as `MODE` says
 /// ([`FULL`], [`TWO`] or [`ONE`]), stored at `d + r * ldd + runs.d[h]`
-/// (added to what is there when `load`).
+/// (added to what is there when `load`), through the epilogue `epi` first
+/// when there is one.
 ///
 /// # Safety
 /// AVX2 and FMA are present; every address above, for `r < R`, `p < kc`
 /// and the `runs.n[h]` columns of each run, is in bounds ([`Avx2::runs`]
-/// checks them).
+/// checks them); with `epi`, C and the residual as [`fuse`] reads them.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
+    cpu: Avx2,
     kc: usize,
     a: *const f32,
     rows: &[usize; MR],
@@ -316,6 +484,9 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
     d: *mut f32,
     ldd: usize,
     load: bool,
+    epi: Option<&Fused>,
+    cdata: *const f32,
+    rdata: *const f32,
 ) {
     let (m0, m1) = (lanes_in_row(0, runs.n[0] as i32), lanes_in_row(0, runs.n[1] as i32));
     let mut c: [[__m256; 2]; R] = [[_mm256_setzero_ps(); 2]; R];
@@ -353,6 +524,13 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
                 }
             }
             off += cs;
+        }
+        if let Some(f) = epi {
+            // The caller's bounds for C and the residual over the runs.
+            match MODE {
+                ONE => fuse::<R, 1>(cpu, &mut c, f, [m0, m1], cdata, rdata),
+                _ => fuse::<R, 2>(cpu, &mut c, f, [m0, m1], cdata, rdata),
+            }
         }
         for (r, acc) in c.iter().enumerate() {
             let t = d.add(r * ldd);
