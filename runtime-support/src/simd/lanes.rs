@@ -54,6 +54,11 @@ pub(in crate::simd) trait Lanes: Copy {
     fn lt(self, a: Self::V, b: Self::V) -> Self::M;
     /// `a > b` (false where either is NaN).
     fn gt(self, a: Self::V, b: Self::V) -> Self::M;
+    /// Where `a` is NaN.
+    fn is_nan(self, a: Self::V) -> Self::M;
+    /// `if a > b { a } else { b }`: `b` where either is NaN, and of two
+    /// equal values (`-0.0` and `0.0`) `b` (x86's `maxps`).
+    fn max(self, a: Self::V, b: Self::V) -> Self::V;
     /// `yes` in the lanes of `m`, `no` in the others.
     fn select(self, m: Self::M, yes: Self::V, no: Self::V) -> Self::V;
 
@@ -78,6 +83,9 @@ pub(in crate::simd) trait Lanes: Copy {
     /// then the next `N` (the inverse of [`Lanes::evens`] and
     /// [`Lanes::odds`]).
     fn interleave(self, a: Self::V, b: Self::V) -> [Self::V; 2];
+    /// The `N` floats from index 1 of the `2N` floats `a` then `b`: `a`
+    /// moved down a lane, `b`'s first float in the last.
+    fn shifted(self, a: Self::V, b: Self::V) -> Self::V;
 }
 
 /// A body of vector code written once over [`Lanes`], run by
@@ -147,6 +155,24 @@ mod tests {
             put(&mut out, 0, a);
             put(&mut out, n, b);
             assert_eq!(out[..2 * n], src[..2 * n], "interleave of {n}");
+            put(&mut out, 0, l.shifted(lo, hi));
+            assert_eq!(out[..n], src[1..n + 1], "shifted of {n}");
+            // `max` and `is_nan` on every pair of NaNs (two payloads), signed
+            // zeros, infinities and numbers, bit for bit.
+            let sp = [f32::NAN, -0.0, 0.0, 1.5, -f32::NAN, f32::NEG_INFINITY, f32::INFINITY, -2.0];
+            for rot in 0..sp.len() {
+                let a: [f32; 16] = core::array::from_fn(|i| sp[i % sp.len()]);
+                let b: [f32; 16] = core::array::from_fn(|i| sp[(i + rot) % sp.len()]);
+                // SAFETY: as above, `N <= 16` floats from each.
+                let (va, vb) = unsafe { (l.load(a.as_ptr(), all), l.load(b.as_ptr(), all)) };
+                put(&mut out, 0, l.max(va, vb));
+                put(&mut out, n, l.select(l.is_nan(va), l.splat(1.0), l.splat(0.0)));
+                for i in 0..n {
+                    let want = if a[i] > b[i] { a[i] } else { b[i] };
+                    assert_eq!(out[i].to_bits(), want.to_bits(), "max({}, {})", a[i], b[i]);
+                    assert_eq!(out[n + i], if a[i].is_nan() { 1.0 } else { 0.0 }, "{}", a[i]);
+                }
+            }
             // Arithmetic, comparisons and selects.
             let two = l.splat(2.0);
             put(&mut out, 0, l.add(lo, two));

@@ -335,7 +335,7 @@ pub(crate) mod tests {
         let mut d = [f32::NAN; 16];
         Evens {
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            cpu: None,
+            unit: None,
         }
         .copy(&mut d, &s);
         assert_eq!(d, core::array::from_fn(|i| s[2 * i]));

@@ -10,12 +10,12 @@
 
 use crate::simd::lanes::{LaneKernel, Lanes};
 use core::arch::x86_64::{
-    __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_epi32, _mm256_add_ps, _mm256_and_si256,
-    _mm256_blendv_ps, _mm256_castpd_ps, _mm256_castps_pd, _mm256_castps_si256, _mm256_castsi256_ps,
-    _mm256_cmp_ps, _mm256_cmpgt_epi32, _mm256_maskload_ps, _mm256_movemask_ps, _mm256_mul_ps,
-    _mm256_permute2f128_ps, _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps,
-    _mm256_setr_epi32, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_unpackhi_ps,
-    _mm256_unpacklo_ps,
+    __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _CMP_UNORD_Q, _mm256_add_epi32, _mm256_add_ps,
+    _mm256_alignr_epi8, _mm256_and_si256, _mm256_blendv_ps, _mm256_castpd_ps, _mm256_castps_pd,
+    _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpgt_epi32,
+    _mm256_maskload_ps, _mm256_max_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_permute2f128_ps,
+    _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_shuffle_ps,
+    _mm256_storeu_ps, _mm256_sub_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
 };
 
 /// Proof that AVX2 and FMA are available on this CPU.
@@ -138,6 +138,18 @@ impl Lanes for Avx2 {
     }
 
     #[inline(always)]
+    fn is_nan(self, a: __m256) -> __m256i {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, a)) }
+    }
+
+    #[inline(always)]
+    fn max(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_max_ps(a, b) }
+    }
+
+    #[inline(always)]
     fn select(self, m: __m256i, yes: __m256, no: __m256) -> __m256 {
         // SAFETY: `self` proves AVX2.
         unsafe { _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(m)) }
@@ -185,6 +197,17 @@ impl Lanes for Avx2 {
             // the halves put in order.
             let (lo, hi) = (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
             [_mm256_permute2f128_ps::<0x20>(lo, hi), _mm256_permute2f128_ps::<0x31>(lo, hi)]
+        }
+    }
+
+    #[inline(always)]
+    fn shifted(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: `self` proves AVX2.
+        unsafe {
+            // [a4..a7 | b0..b3], then each 128-bit half of it behind the
+            // same half of `a`, moved down four bytes: [a1..a4 | a5..a7 b0].
+            let t = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
+            _mm256_castsi256_ps(_mm256_alignr_epi8::<4>(t, _mm256_castps_si256(a)))
         }
     }
 }

@@ -11,8 +11,9 @@
 use crate::simd::gemm::epilogue::Activation;
 use crate::simd::lanes::{self, LaneKernel, Lanes};
 use core::arch::x86_64::{
-    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask,
-    _mm512_mask_blend_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps,
+    __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _CMP_UNORD_Q, _mm512_add_ps, _mm512_alignr_epi32,
+    _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_mask_blend_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_mul_ps,
     _mm512_permutex2var_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sub_ps,
 };
 
@@ -157,6 +158,18 @@ impl Lanes for Avx512 {
     }
 
     #[inline(always)]
+    fn is_nan(self, a: __m512) -> __mmask16 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a) }
+    }
+
+    #[inline(always)]
+    fn max(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe { _mm512_max_ps(a, b) }
+    }
+
+    #[inline(always)]
     fn select(self, m: __mmask16, yes: __m512, no: __m512) -> __m512 {
         // SAFETY: `self` proves AVX-512F.
         unsafe { _mm512_mask_blend_ps(m, no, yes) }
@@ -196,6 +209,15 @@ impl Lanes for Avx512 {
             let hi =
                 _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
             [_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b)]
+        }
+    }
+
+    #[inline(always)]
+    fn shifted(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe {
+            let (a, b) = (_mm512_castps_si512(a), _mm512_castps_si512(b));
+            _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a))
         }
     }
 }
