@@ -85,17 +85,10 @@ pub(crate) fn depthwise(
             }
         }
         if let Some(cpu) = crate::simd::isa::avx2::Avx2::detect() {
-            return plane_by_plane(
-                g,
-                channels,
-                x,
-                w,
-                bias,
-                act,
-                smooth,
-                y,
-                |g, xp, wk, b, act, yp| avx2::depthwise_plane(cpu, g, xp, wk, b, act, yp),
-            );
+            let kernel = |c: usize, x: &[f32], w: &[f32], b: Option<&[f32]>, y: &mut [f32]| {
+                avx2::depthwise(cpu, g, c, x, w, b, act, y)
+            };
+            return by_blocks(g, channels, x, w, bias, smooth, BLOCK, y, kernel);
         }
     }
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -198,10 +191,7 @@ fn by_blocks(
 /// following on each plane; `false` when the slices do not hold whole
 /// planes or a plane is not handled (the geometry is the same for all, so
 /// that is the first one, before any output was written).
-#[cfg(any(
-    all(target_arch = "x86_64", target_feature = "sse2"),
-    all(target_arch = "aarch64", target_feature = "neon")
-))]
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 #[allow(clippy::too_many_arguments)]
 fn plane_by_plane(
     g: &Geom2d,
@@ -298,14 +288,14 @@ mod tests {
         };
         let p = Conv { batch: 2, in_channels: channels, out_channels: channels, groups: 2, window };
         let (xl, wl, yl) = (planes * h * w, channels * k[0] * k[1], planes * out[0] * out[1]);
-        let mut x = [0.0f32; 4 * 40 * 40];
-        let mut wt = [0.0f32; 2 * 49];
+        let mut x = vec![0.0f32; xl];
+        let mut wt = vec![0.0f32; wl];
         let mut b = [0.0f32; 2];
-        values(&mut x[..xl], (h * 41 + w) as u32);
-        values(&mut wt[..wl], (k[0] * 7 + k[1]) as u32);
+        values(&mut x, (h * 41 + w) as u32);
+        values(&mut wt, (k[0] * 7 + k[1]) as u32);
         values(&mut b, 9);
         let bias = with_bias.then_some(&b[..]);
-        let (mut want, mut got) = ([0.0f32; 4 * 44 * 44], [7.0f32; 4 * 44 * 44 + 1]);
+        let (mut want, mut got) = (vec![0.0f32; yl], vec![7.0f32; yl + 1]);
         conv(&p, &x[..xl], &wt[..wl], bias, &mut want[..yl]).unwrap();
         act.0.apply_all(&mut want[..yl]);
         if let Some(s) = act.1 {
@@ -426,16 +416,78 @@ mod tests {
         }
     }
 
+    /// The AVX2 kernel through [`by_blocks`] (blocks of `block` outputs),
+    /// with `room` floats of its staging buffer.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[allow(clippy::too_many_arguments)]
+    fn avx2_in(
+        cpu: crate::simd::isa::avx2::Avx2,
+        room: usize,
+        block: usize,
+        g: &Geom2d,
+        c: usize,
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        a: Act,
+        y: &mut [f32],
+    ) -> bool {
+        by_blocks(g, c, x, w, b, a.1, block, y, |c, x, w, b, y| {
+            avx2::depthwise_in(cpu, g, c, x, w, b, a.0, y, room)
+        })
+    }
+
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
     fn avx2_depthwise_matches_exact_conv() {
         if let Some(cpu) = crate::simd::tests::avx2() {
-            let taken = sweep(&|g, c, x, w, b, a, y| {
-                plane_by_plane(g, c, x, w, b, a.0, a.1, y, |g, xp, wk, bv, act, yp| {
-                    crate::simd::conv::depthwise::avx2::depthwise_plane(cpu, g, xp, wk, bv, act, yp)
-                })
-            });
+            // Blocks of 30 outputs, as for AVX-512.
+            let taken =
+                sweep(&|g, c, x, w, b, a, y| avx2_in(cpu, avx2::STAGE, 30, g, c, x, w, b, a, y));
             assert!(taken > 10_000, "{taken}");
+        }
+    }
+
+    /// The staged path with little room: bands of a few rows (down to
+    /// one), so the sweep's planes cross band boundaries, end bands shorter
+    /// than a tile, and, with the least room, the widest rows fall back to
+    /// the masked path.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[test]
+    fn avx2_depthwise_across_bands() {
+        if let Some(cpu) = crate::simd::tests::avx2() {
+            for room in [100, 250, 600] {
+                let taken =
+                    sweep(&|g, c, x, w, b, a, y| avx2_in(cpu, room, 1 << 20, g, c, x, w, b, a, y));
+                assert!(taken > 10_000, "{taken}");
+            }
+        }
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[test]
+    fn avx2_depthwise_on_large_planes() {
+        if let Some(cpu) = crate::simd::tests::avx2() {
+            let taken =
+                large(&|g, c, x, w, b, a, y| avx2_in(cpu, avx2::STAGE, BLOCK, g, c, x, w, b, a, y));
+            assert_eq!(taken, 160);
+            // Planes taller and wider than a band of the full buffer: rows
+            // of 112 and 150 floats, several bands per plane.
+            let relu = (Activation::Relu, None);
+            let silu = (Activation::None, Some(Smooth::Silu));
+            let kernel: Kernel<'_> =
+                &|g, c, x, w, b, a, y| avx2_in(cpu, avx2::STAGE, BLOCK, g, c, x, w, b, a, y);
+            for (h, w) in [(70, 112), (45, 150), (61, 57)] {
+                for k in [3, 5, 7] {
+                    for s in [1, 2] {
+                        let p = k / 2;
+                        for (pads, act) in [([p, p, p, p], silu), ([0, 1, p, 0], relu)] {
+                            let r = check(kernel, [h, w], [k, k], [s, s], [1, 1], pads, act, true);
+                            assert_eq!(r, Some(true), "{h}x{w} k {k} s {s}");
+                        }
+                    }
+                }
+            }
         }
     }
 
