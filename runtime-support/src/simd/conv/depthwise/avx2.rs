@@ -104,18 +104,11 @@ pub(super) fn depthwise_in(
     if g.ow * g.sx + reach + g.pl + g.w + 32 >= i32::MAX as usize {
         return false;
     }
-    let (hw, n, ks) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    if n == 0 {
-        return x.len().is_multiple_of(hw.max(1)) && y.is_empty();
+    let Some(planes) = g.planes(channels, x, w, bias, y) else { return false };
+    if planes == 0 {
+        return true;
     }
-    let planes = y.len() / n;
-    if y.len() != planes * n
-        || Some(x.len()) != planes.checked_mul(hw)
-        || Some(w.len()) != channels.checked_mul(ks)
-        || bias.is_some_and(|b| b.len() != channels)
-    {
-        return false;
-    }
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
     let job = Job { g, channels, w, bias, act };
     if let Some(st) = Stage::new(g, room.min(STAGE)) {
         // SAFETY (each arm): `cpu` proves AVX2 and FMA; the slices hold

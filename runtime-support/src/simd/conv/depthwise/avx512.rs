@@ -75,20 +75,13 @@ pub(crate) fn depthwise(
     // Every dim is below 2^24, so these products fit a u64; the plane
     // sizes must fit an i32 (positions and masks are computed in i32 lanes
     // or isize).
-    let (hw, n, ks) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (hw, n) = (g.h * g.w, g.oh * g.ow);
     if hw >= LIM || n >= LIM || g.ow * g.sx + g.kw * g.dx + g.pl + g.w + 32 >= LIM {
         return false;
     }
-    if n == 0 {
-        return x.len().is_multiple_of(hw.max(1)) && y.is_empty();
-    }
-    let planes = y.len() / n;
-    if y.len() != planes * n
-        || Some(x.len()) != planes.checked_mul(hw)
-        || Some(w.len()) != channels.checked_mul(ks)
-        || bias.is_some_and(|b| b.len() != channels)
-    {
-        return false;
+    let Some(planes) = g.planes(channels, x, w, bias, y) else { return false };
+    if planes == 0 {
+        return true;
     }
     // The flat loop's row bounds, `(h + pt) * w` at most, are i32 lanes.
     let is_flat = g.sx == 1

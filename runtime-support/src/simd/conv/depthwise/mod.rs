@@ -53,6 +53,33 @@ impl Geom2d {
             (two(win.strides)?, two(win.dilations)?, two(win.pads_begin)?);
         Some(Geom2d { h, w, oh, ow, kh, kw, sy, sx, dy, dx, pt, pl })
     }
+
+    /// How many planes the slices of a depthwise layer over `channels`
+    /// channels hold, when they hold them whole: `y` a whole number of
+    /// output planes, `x` as many input planes, `w` one kernel and `bias`
+    /// one value per channel; `Some(0)` for an empty output. `None` when
+    /// they do not. The products must not overflow: the x86 kernels call
+    /// it with every dimension below 2^24.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub(crate) fn planes(
+        &self,
+        channels: usize,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        y: &[f32],
+    ) -> Option<usize> {
+        let (hw, n, ks) = (self.h * self.w, self.oh * self.ow, self.kh * self.kw);
+        if n == 0 {
+            return (x.len().is_multiple_of(hw.max(1)) && y.is_empty()).then_some(0);
+        }
+        let planes = y.len() / n;
+        let whole = y.len() == planes * n
+            && Some(x.len()) == planes.checked_mul(hw)
+            && Some(w.len()) == channels.checked_mul(ks)
+            && bias.is_none_or(|b| b.len() == channels);
+        whole.then_some(planes)
+    }
 }
 
 /// Computes every plane of a depthwise layer on the vector unit when there
