@@ -52,6 +52,24 @@ pub(crate) fn prefetch_l2(data: &[f32]) {
     fetch::<{ HINT_L2 }>(data);
 }
 
+/// The cache a prefetch fills.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Level {
+    /// The first level: data the next few hundred cycles read.
+    L1,
+    /// The second level only: data read after the current working set.
+    L2,
+}
+
+/// [`prefetch`] or [`prefetch_l2`], as `level` says.
+#[inline(always)]
+pub(crate) fn prefetch_to(level: Level, data: &[f32]) {
+    match level {
+        Level::L1 => fetch::<{ HINT_L1 }>(data),
+        Level::L2 => fetch::<{ HINT_L2 }>(data),
+    }
+}
+
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 const HINT_L1: i32 = core::arch::x86_64::_MM_HINT_T0;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]

@@ -34,6 +34,7 @@ use crate::simd::isa::avx2;
 use crate::simd::isa::avx512;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 use crate::simd::isa::neon;
+use crate::simd::strip::Level;
 use crate::simd::strip::Strip;
 use crate::simd::vectorize;
 
@@ -114,11 +115,15 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
     // every row of a strip falls in the same L1 sets and a packed copy
     // does better from 33 rows on.
     // Kernels without wide tiles (AVX2) read B in place for any number of
-    // rows once `k` is deep enough: each block of rows would pack B again
-    // (1x1 convolutions on Zen 3: 672->112 at 14x14 0.466 -> 0.406 ms,
-    // 320->1280 at 7x7 0.749 -> 0.692; with `k` of 16 or 24 the packed
-    // copy is as fast).
-    let deep = K::WIDE == 0 && k >= 64;
+    // rows once `k` is deep enough, if B stays in L2: each block of rows
+    // would pack B again (1x1 convolutions on Zen 3: 320->1280 at 7x7
+    // 0.749 -> 0.692 ms; with `k` of 16 or 24 the packed copy is as fast).
+    // A larger B comes from further away: the strips of its rows, a
+    // multiple of 64 bytes apart, fall in a few L1 sets and are fetched
+    // again for each tile, while a packed strip is fetched ahead, once
+    // (Zen 3, with those prefetches: 256->128 at 56x56 3.27 -> 2.84 ms,
+    // 512->256 at 28x28 3.30 -> 2.61, 672->112 at 14x14 0.458 -> 0.420).
+    let deep = K::WIDE == 0 && k >= 64 && k.saturating_mul(n) <= B_IN_L2;
     let direct = match b.rows() {
         Some((_, rs)) if K::DIRECT_B && (m <= 32 || ((m <= 64 || deep) && rs % 1024 != 0)) => {
             b.rows()
@@ -156,6 +161,29 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                     a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
                 }
             };
+            // The B packed at column `j` (past `n`: the columns of the
+            // next block of rows, or of `k`, counted from 0), as steps of
+            // `k` and first column: the source of a later packing, whose
+            // rows each tile fetches a part of into L2 while B packed
+            // `step` columns at a time is read here, so that packing finds
+            // them there (B too large for the caches otherwise arrives
+            // from memory one row at a time, as the packing asks for it).
+            let ahead = |j: usize, step: usize| {
+                let wrapped = j.checked_sub(n.next_multiple_of(step)).filter(|&j| j < n);
+                match wrapped {
+                    None if j < n => Some((pc, kc, j)),
+                    Some(j) if ic + mc < m => Some((pc, kc, j)),
+                    Some(j) if pc + kc < k => Some((pc + kc, kc_max.min(k - pc - kc), j)),
+                    _ => None,
+                }
+            };
+            let fetch_b = |source: Option<(usize, usize, usize)>, width: usize, ir: usize| {
+                let (tiles, t) = (mc.div_ceil(mr), (ir - ic) / mr);
+                if let Some((p0, depth, j0)) = source.filter(|_| tiles >= 4) {
+                    let (from, to) = (t * depth / tiles, (t + 1) * depth / tiles);
+                    b.prefetch(p0 + from, to - from, j0, width.min(n - j0), Level::L2);
+                }
+            };
             let mut jc = 0;
             while group > 1 && jc < n {
                 let bcols = (group * nr).min(n - jc);
@@ -178,10 +206,13 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                         (&*buf, nr, kc * nr)
                     }
                 };
+                // The next block's source.
+                let source = direct.is_none().then(|| ahead(jc + group * nr, group * nr)).flatten();
                 let mut ir = ic;
                 while ir < ic + mc {
                     let nrows = mr.min(ic + mc - ir);
                     fetch_next(ir);
+                    fetch_b(source, group * nr, ir);
                     for (r, row) in rows.iter_mut().enumerate() {
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
@@ -217,6 +248,8 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                 // enough tiles to hide the prefetches (a product of few rows
                 // spends as much issuing them as it saves).
                 let mut next: &[f32] = &[];
+                // The source of the strip packed two after this one.
+                let mut source = None;
                 let tiles = mc.div_ceil(mr);
                 let (buf, ldb) = match (laid_out(pc, jc), direct) {
                     (Some((s, ldb)), _) if tiles >= 4 => {
@@ -238,6 +271,7 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                     (None, None) => {
                         let buf = strip.get(kc * nr);
                         b.pack(pc, kc, jc, ncols, nr, buf);
+                        source = ahead(jc + 2 * nr, nr);
                         (&*buf, nr)
                     }
                 };
@@ -248,6 +282,7 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                     // Into L2: this strip fills L1 (49 rows by 768 -> 3072
                     // with the weights from memory: 3.01 -> 2.68 ms).
                     crate::simd::strip::prefetch_l2(part.unwrap_or(&[]));
+                    fetch_b(source, nr, ir);
                     let nrows = mr.min(ic + mc - ir);
                     // The first strip reads A from memory.
                     if jc == 0 {
@@ -364,7 +399,7 @@ pub(in crate::simd) fn drive_wide<'e, K: Micro, A: ReadA, B: PackB, const BUF: u
                     if let Some((p0, depth, j0)) = source {
                         let t = (ir - ic) / mr;
                         let (from, to) = (t * depth / tiles, (t + 1) * depth / tiles);
-                        b.prefetch(p0 + from, to - from, j0, cw);
+                        b.prefetch(p0 + from, to - from, j0, cw, Level::L1);
                     }
                     if stream_a && jc == 0 && ir + mr < ic + mc {
                         a.prefetch(ir + mr, mr.min(ic + mc - ir - mr), pc, kc.min(A_AHEAD));
@@ -543,6 +578,11 @@ pub(in crate::simd) const COLUMNS_ALONE_FROM: usize = 64;
 /// to shorten its blocks of `k` so they are packed at once (4: blocks of at
 /// least 64 steps).
 pub(in crate::simd) const WHOLE_STRIPS: usize = 4;
+
+/// The most floats of a B (`k x n`) that kernels reading B in place for
+/// any number of rows read there rather than from packed strips: 256 KiB,
+/// half of Zen 3's L2.
+pub(in crate::simd) const B_IN_L2: usize = 64 * 1024;
 
 /// The most strips [`drive_buf`] packs as one block (a product with `k` of
 /// 16 or less fills its buffer with this many 32-wide strips).

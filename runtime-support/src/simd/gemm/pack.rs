@@ -1,6 +1,9 @@
 //! The GEMM operands: B packed into strips on the stack (`PackB`), A read
 //! in place or from weight panels packed ahead of time (`ReadA`).
 
+use crate::simd::strip::Level;
+use crate::simd::strip::prefetch_to;
+
 /// The B operand of a product, packed strip by strip.
 pub(crate) trait PackB {
     /// Writes `B(p0 + p, j0 + c)` to `out[p * stride + c]` for `p < kc`,
@@ -27,11 +30,11 @@ pub(crate) trait PackB {
         None
     }
 
-    /// Asks the caches for what [`PackB::pack`] of the same arguments will
-    /// read (a hint: nothing is read), so the packing of a strip does not
-    /// wait on memory row after row.
-    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize) {
-        let _ = (p0, kc, j0, nr);
+    /// Asks the cache `level` for what [`PackB::pack`] of the same
+    /// arguments will read (a hint: nothing is read), so the packing of a
+    /// strip does not wait on memory row after row.
+    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize, level: Level) {
+        let _ = (p0, kc, j0, nr, level);
     }
 }
 
@@ -110,13 +113,13 @@ impl PackB for DenseB<'_> {
     }
 
     #[inline(always)]
-    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize) {
+    fn prefetch(&self, p0: usize, kc: usize, j0: usize, nr: usize, level: Level) {
         if self.cs != 1 {
             return;
         }
         for p in p0..p0 + kc {
             let base = p * self.rs + j0;
-            crate::simd::strip::prefetch(self.data.get(base..base + nr).unwrap_or(&[]));
+            prefetch_to(level, self.data.get(base..base + nr).unwrap_or(&[]));
         }
     }
 
