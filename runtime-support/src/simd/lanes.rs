@@ -56,9 +56,18 @@ pub(in crate::simd) trait Lanes: Copy {
     fn gt(self, a: Self::V, b: Self::V) -> Self::M;
     /// Where `a` is NaN.
     fn is_nan(self, a: Self::V) -> Self::M;
+    /// Where `a` or `b` is NaN (one compare for two vectors).
+    fn either_nan(self, a: Self::V, b: Self::V) -> Self::M;
+    /// The lanes of `a` and those of `b`.
+    fn union(self, a: Self::M, b: Self::M) -> Self::M;
+    /// Whether `m` holds any lane.
+    fn any(self, m: Self::M) -> bool;
     /// `if a > b { a } else { b }`: `b` where either is NaN, and of two
     /// equal values (`-0.0` and `0.0`) `b` (x86's `maxps`).
     fn max(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `if a < b { a } else { b }`: `b` where either is NaN (x86's
+    /// `minps`).
+    fn min(self, a: Self::V, b: Self::V) -> Self::V;
     /// `yes` in the lanes of `m`, `no` in the others.
     fn select(self, m: Self::M, yes: Self::V, no: Self::V) -> Self::V;
 
@@ -79,6 +88,8 @@ pub(in crate::simd) trait Lanes: Copy {
     fn evens(self, lo: Self::V, hi: Self::V) -> Self::V;
     /// The odd-indexed floats of the `2N` floats `lo` then `hi`.
     fn odds(self, lo: Self::V, hi: Self::V) -> Self::V;
+    /// [`Lanes::evens`] and [`Lanes::odds`] of the same `2N` floats.
+    fn split(self, lo: Self::V, hi: Self::V) -> [Self::V; 2];
     /// `a` and `b` interleaved, `a0 b0 a1 b1 ...`: its first `N` floats,
     /// then the next `N` (the inverse of [`Lanes::evens`] and
     /// [`Lanes::odds`]).
@@ -86,6 +97,9 @@ pub(in crate::simd) trait Lanes: Copy {
     /// The `N` floats from index 1 of the `2N` floats `a` then `b`: `a`
     /// moved down a lane, `b`'s first float in the last.
     fn shifted(self, a: Self::V, b: Self::V) -> Self::V;
+    /// The `N` floats from index `N - 1` of the `2N` floats `a` then `b`:
+    /// `a`'s last float, then `b` moved up a lane.
+    fn shifted_in(self, a: Self::V, b: Self::V) -> Self::V;
 }
 
 /// A body of vector code written once over [`Lanes`], run by
@@ -147,9 +161,14 @@ mod tests {
             };
             put(&mut out, 0, l.evens(lo, hi));
             put(&mut out, n, l.odds(lo, hi));
+            let [e, o] = l.split(lo, hi);
+            put(&mut out, 2 * n, e);
+            put(&mut out, 3 * n, o);
             for i in 0..n {
                 assert_eq!(out[i], src[2 * i], "evens, lane {i} of {n}");
                 assert_eq!(out[n + i], src[2 * i + 1], "odds, lane {i} of {n}");
+                assert_eq!(out[2 * n + i], src[2 * i], "split evens, lane {i} of {n}");
+                assert_eq!(out[3 * n + i], src[2 * i + 1], "split odds, lane {i} of {n}");
             }
             let [a, b] = l.interleave(l.evens(lo, hi), l.odds(lo, hi));
             put(&mut out, 0, a);
@@ -157,6 +176,8 @@ mod tests {
             assert_eq!(out[..2 * n], src[..2 * n], "interleave of {n}");
             put(&mut out, 0, l.shifted(lo, hi));
             assert_eq!(out[..n], src[1..n + 1], "shifted of {n}");
+            put(&mut out, 0, l.shifted_in(lo, hi));
+            assert_eq!(out[..n], src[n - 1..2 * n - 1], "shifted in of {n}");
             // `max` and `is_nan` on every pair of NaNs (two payloads), signed
             // zeros, infinities and numbers, bit for bit.
             let sp = [f32::NAN, -0.0, 0.0, 1.5, -f32::NAN, f32::NEG_INFINITY, f32::INFINITY, -2.0];
@@ -172,6 +193,30 @@ mod tests {
                     assert_eq!(out[i].to_bits(), want.to_bits(), "max({}, {})", a[i], b[i]);
                     assert_eq!(out[n + i], if a[i].is_nan() { 1.0 } else { 0.0 }, "{}", a[i]);
                 }
+                put(&mut out, 0, l.min(va, vb));
+                put(&mut out, n, l.select(l.either_nan(va, vb), l.splat(1.0), l.splat(0.0)));
+                for i in 0..n {
+                    let want = if a[i] < b[i] { a[i] } else { b[i] };
+                    assert_eq!(out[i].to_bits(), want.to_bits(), "min({}, {})", a[i], b[i]);
+                    let either = a[i].is_nan() || b[i].is_nan();
+                    assert_eq!(out[n + i], if either { 1.0 } else { 0.0 }, "{} {}", a[i], b[i]);
+                }
+            }
+            // Unions of lane sets, and whether a set holds any lane.
+            let ni = n as isize;
+            for (a, b) in
+                [((0, 0), (0, 0)), ((0, 2), (5, 7)), ((1, 4), (3, ni)), ((0, 0), (ni - 1, ni))]
+            {
+                let m = l.union(l.between(a.0, a.1), l.between(b.0, b.1));
+                put(&mut out, 0, l.select(m, l.splat(1.0), l.splat(0.0)));
+                let mut any = false;
+                for (i, &got) in out.iter().enumerate().take(n) {
+                    let inside =
+                        (a.0..a.1).contains(&(i as isize)) || (b.0..b.1).contains(&(i as isize));
+                    assert_eq!(got, if inside { 1.0 } else { 0.0 }, "{a:?} | {b:?}: {i}");
+                    any |= inside;
+                }
+                assert_eq!(l.any(m), any, "{a:?} | {b:?}");
             }
             // Arithmetic, comparisons and selects.
             let two = l.splat(2.0);

@@ -13,9 +13,10 @@ use core::arch::x86_64::{
     __m256, __m256i, _CMP_GT_OQ, _CMP_LT_OQ, _CMP_UNORD_Q, _mm256_add_epi32, _mm256_add_ps,
     _mm256_alignr_epi8, _mm256_and_si256, _mm256_blendv_ps, _mm256_castpd_ps, _mm256_castps_pd,
     _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cmpgt_epi32,
-    _mm256_maskload_ps, _mm256_max_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_permute2f128_ps,
-    _mm256_permute4x64_pd, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_shuffle_ps,
-    _mm256_storeu_ps, _mm256_sub_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+    _mm256_maskload_ps, _mm256_max_ps, _mm256_min_ps, _mm256_movemask_ps, _mm256_mul_ps,
+    _mm256_or_si256, _mm256_permute2f128_ps, _mm256_permute4x64_pd, _mm256_set1_epi32,
+    _mm256_set1_ps, _mm256_setr_epi32, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_sub_ps,
+    _mm256_testz_si256, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
 };
 
 /// Proof that AVX2 and FMA are available on this CPU.
@@ -144,9 +145,33 @@ impl Lanes for Avx2 {
     }
 
     #[inline(always)]
+    fn either_nan(self, a: __m256, b: __m256) -> __m256i {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)) }
+    }
+
+    #[inline(always)]
+    fn union(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_or_si256(a, b) }
+    }
+
+    #[inline(always)]
+    fn any(self, m: __m256i) -> bool {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_testz_si256(m, m) == 0 }
+    }
+
+    #[inline(always)]
     fn max(self, a: __m256, b: __m256) -> __m256 {
         // SAFETY: `self` proves AVX2.
         unsafe { _mm256_max_ps(a, b) }
+    }
+
+    #[inline(always)]
+    fn min(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: `self` proves AVX2.
+        unsafe { _mm256_min_ps(a, b) }
     }
 
     #[inline(always)]
@@ -190,6 +215,19 @@ impl Lanes for Avx2 {
     }
 
     #[inline(always)]
+    fn split(self, lo: __m256, hi: __m256) -> [__m256; 2] {
+        // SAFETY: `self` proves AVX2.
+        unsafe {
+            // The 128-bit halves regrouped, [lo0..lo3 hi0..hi3] and [lo4..lo7
+            // hi4..hi7]; then in each half the even (odd) floats of the
+            // first, then of the second.
+            let a = _mm256_permute2f128_ps::<0x20>(lo, hi);
+            let b = _mm256_permute2f128_ps::<0x31>(lo, hi);
+            [_mm256_shuffle_ps::<0x88>(a, b), _mm256_shuffle_ps::<0xDD>(a, b)]
+        }
+    }
+
+    #[inline(always)]
     fn interleave(self, a: __m256, b: __m256) -> [__m256; 2] {
         // SAFETY: `self` proves AVX2.
         unsafe {
@@ -208,6 +246,17 @@ impl Lanes for Avx2 {
             // same half of `a`, moved down four bytes: [a1..a4 | a5..a7 b0].
             let t = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
             _mm256_castsi256_ps(_mm256_alignr_epi8::<4>(t, _mm256_castps_si256(a)))
+        }
+    }
+
+    #[inline(always)]
+    fn shifted_in(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: `self` proves AVX2.
+        unsafe {
+            // [a4..a7 | b0..b3], then each 128-bit half of `b` behind the
+            // same half of it, moved down twelve bytes: [a7 b0..b2 | b3..b6].
+            let t = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(a, b));
+            _mm256_castsi256_ps(_mm256_alignr_epi8::<12>(_mm256_castps_si256(b), t))
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::simd::lanes::{self, LaneKernel, Lanes};
 use core::arch::x86_64::{
     __m512, __mmask16, _CMP_GT_OQ, _CMP_LT_OQ, _CMP_UNORD_Q, _mm512_add_ps, _mm512_alignr_epi32,
     _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_mask_blend_ps,
-    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_mul_ps,
+    _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps,
     _mm512_permutex2var_ps, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sub_ps,
 };
 
@@ -164,9 +164,31 @@ impl Lanes for Avx512 {
     }
 
     #[inline(always)]
+    fn either_nan(self, a: __m512, b: __m512) -> __mmask16 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b) }
+    }
+
+    #[inline(always)]
+    fn union(self, a: __mmask16, b: __mmask16) -> __mmask16 {
+        a | b
+    }
+
+    #[inline(always)]
+    fn any(self, m: __mmask16) -> bool {
+        m != 0
+    }
+
+    #[inline(always)]
     fn max(self, a: __m512, b: __m512) -> __m512 {
         // SAFETY: `self` proves AVX-512F.
         unsafe { _mm512_max_ps(a, b) }
+    }
+
+    #[inline(always)]
+    fn min(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe { _mm512_min_ps(a, b) }
     }
 
     #[inline(always)]
@@ -202,6 +224,12 @@ impl Lanes for Avx512 {
     }
 
     #[inline(always)]
+    fn split(self, lo: __m512, hi: __m512) -> [__m512; 2] {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe { [evens(lo, hi), odds(lo, hi)] }
+    }
+
+    #[inline(always)]
     fn interleave(self, a: __m512, b: __m512) -> [__m512; 2] {
         // SAFETY: `self` proves AVX-512F.
         unsafe {
@@ -218,6 +246,15 @@ impl Lanes for Avx512 {
         unsafe {
             let (a, b) = (_mm512_castps_si512(a), _mm512_castps_si512(b));
             _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(b, a))
+        }
+    }
+
+    #[inline(always)]
+    fn shifted_in(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: `self` proves AVX-512F.
+        unsafe {
+            let (a, b) = (_mm512_castps_si512(a), _mm512_castps_si512(b));
+            _mm512_castsi512_ps(_mm512_alignr_epi32::<15>(b, a))
         }
     }
 }

@@ -457,6 +457,42 @@ mod tests {
         v
     }
 
+    /// `planes` planes of `hw` floats of the kinds the pools tell apart:
+    /// [`values`] (NaN among them); the same without NaN (infinities and
+    /// signed zeros kept); without NaN or infinities (zeros of both signs
+    /// in their place); and that with one NaN (of two payloads by `seed`)
+    /// at float `nan_at` of the plane. The kinds are rotated by `seed`, so
+    /// that each comes last (where a pass may write nothing past the
+    /// slice) in turn.
+    fn planes_of_kinds(planes: usize, hw: usize, seed: u32, nan_at: usize) -> Vec<f32> {
+        let mut x = Vec::with_capacity(planes * hw);
+        for p in 0..planes {
+            let mut v = values(hw, seed.wrapping_add(7919 * p as u32));
+            let kind = (p + seed as usize) % 4;
+            for (i, f) in v.iter_mut().enumerate() {
+                if kind >= 1 && f.is_nan() {
+                    *f = [0.75, -0.0][i % 2];
+                }
+                if kind >= 2 && f.is_infinite() {
+                    *f = [0.0, -0.0][i % 2];
+                }
+            }
+            if kind == 3 && hw > 0 {
+                v[nan_at % hw] = [f32::NAN, f32::from_bits(OTHER_NAN)][seed as usize % 2];
+            }
+            x.extend(v);
+        }
+        x
+    }
+
+    /// Floats of an `h x w` plane for [`planes_of_kinds`]' lone NaN, by
+    /// `case`: each corner, the middle, and the first and last columns of
+    /// the middle row (where a window's taps reach past the row).
+    fn nan_place(h: usize, w: usize, case: usize) -> usize {
+        let mid = h / 2 * w;
+        [0, w - 1, (h - 1) * w, h * w - 1, mid + w / 2, mid, mid + w - 1][case % 7]
+    }
+
     /// Bit for bit, or the place and both values.
     fn assert_bits(got: &[f32], want: &[f32], what: &dyn Fn() -> std::string::String) {
         assert_eq!(got.len(), want.len());
@@ -556,22 +592,25 @@ mod tests {
         }
     }
 
-    /// Stride-1 same-size pools of two planes against the separable
-    /// reference: widths 1 to 40 (rows shorter than a vector, across
-    /// vectors, every tail), windows square, flat and tall, the padding
-    /// from none to all but one tap; then the shapes it declines, writing
-    /// nothing.
+    /// Stride-1 same-size pools of four planes (of each of
+    /// [`planes_of_kinds`]: with NaN, without, one NaN at an edge or in
+    /// the middle) against the separable reference: widths 1 to 40 (rows
+    /// shorter than a vector, across vectors, every tail; flat planes and
+    /// padded rows), windows square, flat and tall, the padding from none
+    /// to all but one tap; then the shapes it declines, writing nothing.
     #[test]
     fn same_size_pools_match_the_separable_reference() {
         for unit in units() {
             let mut cases = 0;
             for w in 1..=40 {
                 for h in [1, 2, 3, 5, 8, 13] {
-                    for (kh, kw) in [(1, 1), (3, 3), (2, 3), (3, 2), (5, 5), (1, 4), (4, 1), (7, 2)]
+                    for (kh, kw) in
+                        [(1, 1), (3, 3), (2, 2), (2, 3), (3, 2), (5, 5), (1, 4), (4, 1), (7, 2)]
                     {
                         for (pt, pl) in [(0, 0), (kh / 2, kw / 2), (kh - 1, kw - 1), (kh - 1, 0)] {
-                            let planes = 2;
-                            let x = values(planes * h * w, (h * 41 + w) as u32);
+                            let planes = 4;
+                            let seed = (h * 41 + w + cases) as u32;
+                            let x = planes_of_kinds(planes, h * w, seed, nan_place(h, w, cases));
                             let mut y = vec![7.0f32; planes * h * w];
                             let g = [(h, w), (kh, kw), (pt, pl)];
                             assert!(unit.max_pool_same(planes, g, &x, &mut y));
@@ -591,7 +630,7 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(cases, 40 * 6 * 8 * 4);
+            assert_eq!(cases, 40 * 6 * 9 * 4);
             // A plane past the buffer, padding as large as the window,
             // slices of the wrong length: declined, nothing written.
             let x = values(2 * 65 * 64, 5);
@@ -610,11 +649,12 @@ mod tests {
         }
     }
 
-    /// Stride-2 pools of 2- and 3-wide windows against the separable
-    /// reference: widths 1 to 40, window heights 1 to 4, padding before of
-    /// 0 to 2 rows and columns and the output sizes of floor and ceil mode
-    /// (windows ending in the padding, or lying in it); then the shapes it
-    /// declines, writing nothing.
+    /// Stride-2 pools of 2- and 3-wide windows on four planes (of each of
+    /// [`planes_of_kinds`]) against the separable reference: widths 1 to
+    /// 40, window heights 1 to 4, padding before of 0 to 2 rows and
+    /// columns and the output sizes of floor and ceil mode (windows ending
+    /// in the padding, or lying in it); then the shapes it declines,
+    /// writing nothing.
     #[test]
     fn stride_2_pools_match_the_separable_reference() {
         for unit in units() {
@@ -628,8 +668,9 @@ mod tests {
                                 continue;
                             }
                             let (oh, ow) = ((rows - kh) / 2 + 1, (cols - kw) / 2 + 1);
-                            let planes = 2;
-                            let x = values(planes * h * w, (h * 43 + w + kh) as u32);
+                            let planes = 4;
+                            let seed = (h * 43 + w + kh + cases) as u32;
+                            let x = planes_of_kinds(planes, h * w, seed, nan_place(h, w, cases));
                             let mut y = vec![7.0f32; planes * oh * ow];
                             let g = [(h, w), (oh, ow), (kh, kw), (pt, pl)];
                             assert!(unit.max_pool_s2(planes, g, &x, &mut y));
@@ -657,6 +698,56 @@ mod tests {
                 let g = [(8, 9), (4, 4), k, (1, 1)];
                 assert!(!unit.max_pool_s2(2, g, &x, &mut y), "{}", unit.name());
                 assert!(y.iter().all(|&v| v == 7.0));
+            }
+        }
+    }
+
+    /// Planes larger than the small-shape tests reach, against the
+    /// separable reference: stride-2 pools over several passes of output
+    /// rows (the lone NaN in each of them in turn), rows too wide for a
+    /// pass (every row exact), and same-size pools of planes up to the
+    /// buffer's, with padded rows or flat ones past it.
+    #[test]
+    fn large_planes_match_the_separable_reference() {
+        for unit in units() {
+            let check = |x: &[f32], y: &[f32], hw: (usize, usize), rg: [(usize, usize); 4]| {
+                let (ih, iw) = hw;
+                let ohw = rg[0].0 * rg[0].1;
+                for (p, (xp, yp)) in x.chunks(ih * iw).zip(y.chunks(ohw)).enumerate() {
+                    let want = max_pool_reference(xp, hw, rg);
+                    let what = || std::format!("{}: {ih}x{iw} {rg:?} plane {p}", unit.name());
+                    assert_bits(yp, &want, &what);
+                }
+            };
+            let mut case = 0;
+            for (h, w) in [(40, 200), (37, 129), (64, 64), (9, 1100), (70, 3)] {
+                for (kh, kw, pt, pl, pe) in [(3, 3, 1, 1, 1), (3, 3, 0, 0, 1), (2, 2, 0, 0, 0)] {
+                    let (oh, ow) = ((h + pt + pe - kh) / 2 + 1, (w + pl + pe - kw) / 2 + 1);
+                    // The lone NaN in rows of the first, middle and last
+                    // passes, and in the last column.
+                    for at in [w + 3, h / 2 * w + 1, (h - 1) * w + w / 2, h * w / 2 + w - 1] {
+                        let planes = 4;
+                        let x = planes_of_kinds(planes, h * w, case, at);
+                        let mut y = vec![7.0f32; planes * oh * ow];
+                        let g = [(h, w), (oh, ow), (kh, kw), (pt, pl)];
+                        assert!(unit.max_pool_s2(planes, g, &x, &mut y));
+                        check(&x, &y, (h, w), [(oh, ow), (kh, kw), (2, 2), (pt, pl)]);
+                        case += 1;
+                    }
+                }
+            }
+            for (h, w) in [(64, 64), (100, 40), (50, 81), (4096, 1), (1, 4096), (2, 2000)] {
+                for (kh, kw, pt, pl) in [(3, 3, 1, 1), (5, 5, 2, 2), (2, 2, 1, 0), (1, 9, 0, 4)] {
+                    for at in [0, h * w / 2, h * w - 1] {
+                        let planes = 4;
+                        let x = planes_of_kinds(planes, h * w, case, at);
+                        let mut y = vec![7.0f32; planes * h * w];
+                        let g = [(h, w), (kh, kw), (pt, pl)];
+                        assert!(unit.max_pool_same(planes, g, &x, &mut y));
+                        check(&x, &y, (h, w), [(h, w), (kh, kw), (1, 1), (pt, pl)]);
+                        case += 1;
+                    }
+                }
             }
         }
     }
