@@ -216,7 +216,29 @@ pub(in crate::simd) fn drive_buf<'e, K: Micro, A: ReadA, B: PackB, const BUF: us
                     for (r, row) in rows.iter_mut().enumerate() {
                         *row = a.row(ir + r.min(nrows - 1)) + pc * a.cs();
                     }
-                    for s in 0..nstrips {
+                    // Whole tiles across the block at once, where the
+                    // kernel can; the rest tile by tile.
+                    let tail = (last && !identity).then_some(Tail { epi, i0: ir, j0: jc });
+                    let done = match y.get_mut(ir * ldy + jc..) {
+                        Some(dst) => kern.strips(
+                            Tile {
+                                kc,
+                                a: ARows { data: a.data(), rows, cs: a.cs() },
+                                b: BStrip { data: blk, ldb },
+                                dst: DstBlock {
+                                    data: dst,
+                                    ldd: ldy,
+                                    nrows,
+                                    ncols: bcols,
+                                    load: !first,
+                                },
+                                tail,
+                            },
+                            step,
+                        ),
+                        None => 0,
+                    };
+                    for s in done..nstrips {
                         let j = jc + s * nr;
                         let (Some(bs), Some(dst)) =
                             (blk.get(s * step..), y.get_mut(ir * ldy + j..))

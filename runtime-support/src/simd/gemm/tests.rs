@@ -475,6 +475,10 @@ fn check_special<K: Micro>(kern: K) {
     for n in [37 * 16, 196] {
         special_products(kern, &vals, n);
     }
+    // More rows than B is read in place for: blocks of packed strips, each
+    // row of tiles across a block at once (`Micro::strips`).
+    let tall: std::vec::Vec<f32> = row.iter().cycle().take(81).copied().collect();
+    special_products(kern, &tall, 37 * 16);
 }
 
 #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]

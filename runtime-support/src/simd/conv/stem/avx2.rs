@@ -119,9 +119,7 @@ unsafe fn tile256<const SX: usize>(
             }
         }
         if let Some(f) = smooth {
-            for v in acc.iter_mut() {
-                *v = eval256(f, *v);
-            }
+            eval256(f, &mut acc);
         }
         let out = transpose(acc);
         if np >= P {

@@ -23,6 +23,7 @@ use crate::simd::gemm::micro::Tile;
 use crate::simd::gemm::micro::rows::{BRows, BTable, DstRuns, Runs, Strided};
 use crate::simd::isa::avx2::{Avx2, lanes_in_row, store_lanes};
 use crate::simd::lanes::activate;
+use crate::simd::math::vexp::{self, VFunc, eval256};
 use core::arch::x86_64::{
     __m256, __m256i, _mm256_add_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_loadu_ps,
     _mm256_maskload_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setzero_ps,
@@ -97,7 +98,7 @@ impl Micro for Avx2 {
         }
         if nrows >= MR && ncols >= NR && block_fits(dst, ldd, MR, NR) {
             let fused = tail.as_ref().and_then(|t| Fused::new(t, MR, NR));
-            let (cdata, rdata) = epilogue_data(fused.as_ref(), tail.as_ref());
+            let regs = Regs::new(fused, tail.as_ref());
             // SAFETY: `self` proves AVX2 and FMA are present. Every A read is
             // at `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span <
             // a.len()`; B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`;
@@ -115,16 +116,10 @@ impl Micro for Avx2 {
                     dst.as_mut_ptr(),
                     ldd,
                     load,
-                    fused.as_ref(),
-                    cdata,
-                    rdata,
+                    regs.as_ref(),
                 )
             }
-            match (fused, tail.and_then(|t| t.epi.smooth)) {
-                (None, _) => finish(dst, ldd, MR, NR, tail),
-                (Some(_), Some(s)) => smooth_block(s, dst, ldd, MR, NR),
-                (Some(_), None) => {}
-            }
+            finish_rows(regs.as_ref(), dst, ldd, MR, NR, tail);
             return;
         }
         // An edge tile: the sums go through a full tile on the stack.
@@ -158,14 +153,76 @@ impl Micro for Avx2 {
                 NR,
                 load,
                 None,
-                core::ptr::null(),
-                core::ptr::null(),
             )
         }
         for (t, d) in tile.chunks_exact(NR).zip(dst.chunks_mut(ldd)).take(nrows) {
             d[..ncols].copy_from_slice(&t[..ncols]);
         }
         finish(dst, ldd, nrows, ncols, tail);
+    }
+
+    #[inline(always)]
+    fn strips(self, t: Tile<'_>, step: usize) -> usize {
+        let Tile {
+            kc,
+            a: ARows { data: a, rows, cs },
+            b: BStrip { data: b, ldb },
+            dst: DstBlock { data: dst, ldd, nrows, ncols, load },
+            tail,
+        } = t;
+        let Ok(rows) = <&[usize; MR]>::try_from(rows) else { return 0 };
+        let count = ncols / NR;
+        if nrows != MR || count == 0 || kc == 0 || ldb != NR {
+            return 0;
+        }
+        let cols = count * NR;
+        // The last strip's last row ends at `(count - 1) * step + kc * NR`.
+        let b_need = (count - 1).checked_mul(step).and_then(|v| v.checked_add(kc * NR));
+        let Some(span) = (kc - 1).checked_mul(cs) else { return 0 };
+        let a_fits = rows.iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        if b_need.is_none_or(|v| v > b.len()) || !a_fits || !block_fits(dst, ldd, MR, cols) {
+            return 0;
+        }
+        // One check of C and the residual over every column.
+        let fused = match tail.as_ref() {
+            None => None,
+            Some(t) => match Fused::new(t, MR, cols) {
+                Some(f) => Some(f),
+                None => return 0,
+            },
+        };
+        let regs = Regs::new(fused, tail.as_ref());
+        for s in 0..count {
+            let j = s * NR;
+            let here = regs.as_ref().map(|r| r.shifted(j));
+            // SAFETY: `self` proves AVX2 and FMA are present. A is read at
+            // `rows[r] + p * cs <= rows[r] + span < a.len()` for `p < kc`;
+            // B at `s * step + p * 16 + 0..16`, below `(count - 1) * step +
+            // kc * 16 <= b.len()`; the destination at `r * ldd + j + 0..16`
+            // for `r < 6`, within `dst` by `block_fits` over `cols >= j +
+            // 16` columns; C and the residual at their bases shifted by `j`
+            // plus `r * rs + 0..16`, within them by `Fused::new` over all
+            // `cols` columns.
+            unsafe {
+                kernel_6x16(
+                    self,
+                    kc,
+                    a.as_ptr(),
+                    rows,
+                    cs,
+                    b.as_ptr().add(s * step),
+                    dst.as_mut_ptr().add(j),
+                    ldd,
+                    load,
+                    here.as_ref(),
+                )
+            }
+            if let Some(tile) = dst.get_mut(j..) {
+                let tail = tail.map(|t| Tail { j0: t.j0 + j, ..t });
+                finish_rows(here.as_ref(), tile, ldd, MR, NR, tail);
+            }
+        }
+        count
     }
 
     #[cfg(test)]
@@ -180,39 +237,79 @@ impl Micro for Avx2 {
     }
 }
 
-/// C's and the residual's storage for a tile's [`Fused`] epilogue (null
-/// when it has none).
-fn epilogue_data(fused: Option<&Fused>, tail: Option<&Tail<'_>>) -> (*const f32, *const f32) {
-    match (fused, tail) {
-        (Some(_), Some(t)) => (
-            t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr()),
-            t.epi.res.map_or(core::ptr::null(), |r| r.data.as_ptr()),
-        ),
-        _ => (core::ptr::null(), core::ptr::null()),
+/// A tile's epilogue in registers: the [`Fused`] steps, C's and the
+/// residual's storage (null where it has none), and the smooth activation
+/// when the kernel applies it there too.
+#[derive(Clone, Copy)]
+struct Regs {
+    fused: Fused,
+    cdata: *const f32,
+    rdata: *const f32,
+    smooth: Option<VFunc>,
+}
+
+impl Regs {
+    /// The registers' epilogue of `tail` for a tile: `None` without
+    /// `fused` (the rows are then finished in memory). The smooth
+    /// activation comes along where the standalone op runs the same
+    /// eight-lane routine ([`vexp::runs_avx2`]; fused or not, the results
+    /// stay the same); otherwise it is applied to the stored rows.
+    fn new(fused: Option<Fused>, tail: Option<&Tail<'_>>) -> Option<Regs> {
+        let (fused, t) = (fused?, tail?);
+        Some(Regs {
+            fused,
+            cdata: t.epi.c.map_or(core::ptr::null(), |c| c.data.as_ptr()),
+            rdata: t.epi.res.map_or(core::ptr::null(), |r| r.data.as_ptr()),
+            smooth: t.epi.smooth.and_then(|s| s.vector()).filter(|_| vexp::runs_avx2()),
+        })
+    }
+
+    /// The same epilogue for the tile `j` columns to the right.
+    #[inline(always)]
+    fn shifted(&self, j: usize) -> Regs {
+        Regs { fused: self.fused.shifted(j), ..*self }
     }
 }
 
-/// The epilogue `f` on the sums of `R` rows, in the order of
+/// Applies to the stored rows of a tile what its registers did not: the
+/// whole epilogue without `regs`, else a smooth activation left out of
+/// them.
+#[inline(always)]
+fn finish_rows(
+    regs: Option<&Regs>,
+    dst: &mut [f32],
+    ldd: usize,
+    nrows: usize,
+    ncols: usize,
+    tail: Option<Tail<'_>>,
+) {
+    match (regs, tail.and_then(|t| t.epi.smooth)) {
+        (None, _) => finish(dst, ldd, nrows, ncols, tail),
+        (Some(r), Some(s)) if r.smooth.is_none() => smooth_block(s, dst, ldd, nrows, ncols),
+        (Some(_), _) => {}
+    }
+}
+
+/// The epilogue `regs` on the sums of `R` rows, in the order of
 /// [`Epilogue::one`](crate::simd::gemm::epilogue::Epilogue::one) (alpha,
-/// bias, C, residual, activation), while they are in registers: vector `h`
-/// of row `r` holds columns `8 * h..8 * h + 8`, of which the lanes of
-/// `masks[h]` are the tile's (`H` vectors a row).
+/// bias, C, residual, activation, smooth activation), while they are in
+/// registers: vector `h` of row `r` holds columns `8 * h..8 * h + 8`, of
+/// which the lanes of `masks[h]` are the tile's (`H` vectors a row).
 ///
 /// # Safety
-/// For `FusedC::Rows`, C is readable at `cdata + base + r * rs + 8 * h +
-/// l` for the lanes `l` of `masks[h]`, and the residual likewise at
-/// `rdata` (what [`Fused::new`] checked over the tile's columns); the
+/// For `FusedC::Rows`, C is readable at `regs.cdata + base + r * rs + 8 *
+/// h + l` for the lanes `l` of `masks[h]`, and the residual likewise at
+/// `regs.rdata` (what [`Fused::new`] checked over the tile's columns); the
 /// caller is compiled with AVX2 and FMA. (Inlined there with its
 /// intrinsics: called as a function, it took the sums through memory.)
 #[inline(always)]
 unsafe fn fuse<const R: usize, const H: usize>(
     cpu: Avx2,
     c: &mut [[__m256; 2]; R],
-    f: &Fused,
+    regs: &Regs,
     masks: [__m256i; 2],
-    cdata: *const f32,
-    rdata: *const f32,
 ) {
+    let Regs { fused: ref f, cdata, rdata, smooth } = *regs;
     // Plain loops, no closures: a closure is a function of its own, compiled
     // without AVX2, and its intrinsics would not be inlined.
     // SAFETY: the caller runs on AVX2 and FMA; C and the residual are read
@@ -271,13 +368,29 @@ unsafe fn fuse<const R: usize, const H: usize>(
                 }
             }
         }
+        // The standalone op's eight-lane routine (`Regs::new`), inlined,
+        // on two rows at a time (four chains to overlap; a row's second
+        // vector is evaluated even when `H` is 1, and left unstored).
+        if let Some(g) = smooth {
+            let mut r = 0;
+            while r + 2 <= R {
+                let mut v = [c[r][0], c[r][1], c[r + 1][0], c[r + 1][1]];
+                eval256(g, &mut v);
+                c[r] = [v[0], v[1]];
+                c[r + 1] = [v[2], v[3]];
+                r += 2;
+            }
+            if r < R {
+                eval256(g, &mut c[r]);
+            }
+        }
     }
 }
 
 /// See [`Avx2::kernel`]; the caller guarantees the bounds described there:
 /// A at `a + rows[r] + p * cs`, B at `b + p * 16 + 0..16` for `p < kc`,
-/// the tile at `t + r * ldt + 0..16` for `r < 6`, and with `epi`, C at
-/// `cdata` and the residual at `rdata` as [`fuse`] reads them. (Scalar
+/// the tile at `t + r * ldt + 0..16` for `r < 6`, and with `regs`, C and
+/// the residual as [`fuse`] reads them. (Scalar
 /// arguments: this call is not inlined, and a struct of A's rows would
 /// reach the loop through memory: 1% slower on 64^3 products, measured.)
 #[allow(clippy::too_many_arguments)]
@@ -292,9 +405,7 @@ unsafe fn kernel_6x16(
     t: *mut f32,
     ldt: usize,
     load: bool,
-    epi: Option<&Fused>,
-    cdata: *const f32,
-    rdata: *const f32,
+    regs: Option<&Regs>,
 ) {
     let mut c: [[__m256; 2]; MR] = [[_mm256_setzero_ps(); 2]; MR];
     if load {
@@ -324,10 +435,10 @@ unsafe fn kernel_6x16(
             off += cs;
         }
     }
-    if let Some(f) = epi {
+    if let Some(f) = regs {
         let all = _mm256_set1_epi32(-1);
         // SAFETY: the caller's bounds for C and the residual over 16 columns.
-        unsafe { fuse::<MR, 2>(cpu, &mut c, f, [all, all], cdata, rdata) };
+        unsafe { fuse::<MR, 2>(cpu, &mut c, f, [all, all]) };
     }
     for (r, row) in c.iter().enumerate() {
         // SAFETY: as for the loads above.
@@ -400,8 +511,8 @@ impl Avx2 {
             Some(t) if adjacent && (n1 == 0 || n0 == 8) => Fused::new(t, nrows, ncols),
             _ => None,
         };
-        let (cdata, rdata) = epilogue_data(fused.as_ref(), tail.as_ref());
-        let epi = fused.as_ref();
+        let regs = Regs::new(fused, tail.as_ref());
+        let epi = regs.as_ref();
         let (ap, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX2 and FMA are present. For `r < nrows`
         // and `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
@@ -418,13 +529,13 @@ impl Avx2 {
                 ($r:literal) => {
                     match mode {
                         FULL => kernel_runs::<$r, FULL, S>(
-                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi,
                         ),
                         TWO => kernel_runs::<$r, TWO, S>(
-                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi,
                         ),
                         _ => kernel_runs::<$r, ONE, S>(
-                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi, cdata, rdata,
+                            self, kc, ap, rows, cs, src, runs, d, ldd, load, epi,
                         ),
                     }
                 };
@@ -441,11 +552,7 @@ impl Avx2 {
         if let Some(t) = tail
             && let Some(dst) = dst.get_mut(runs.d[0]..)
         {
-            match (fused, t.epi.smooth) {
-                (None, _) => finish(dst, ldd, nrows, ncols, Some(t)),
-                (Some(_), Some(s)) => smooth_block(s, dst, ldd, nrows, ncols),
-                (Some(_), None) => {}
-            }
+            finish_rows(epi, dst, ldd, nrows, ncols, Some(t));
         }
         true
     }
@@ -488,9 +595,7 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
     d: *mut f32,
     ldd: usize,
     load: bool,
-    epi: Option<&Fused>,
-    cdata: *const f32,
-    rdata: *const f32,
+    epi: Option<&Regs>,
 ) {
     let (m0, m1) = (lanes_in_row(0, runs.n[0] as i32), lanes_in_row(0, runs.n[1] as i32));
     let mut c: [[__m256; 2]; R] = [[_mm256_setzero_ps(); 2]; R];
@@ -532,8 +637,8 @@ unsafe fn kernel_runs<const R: usize, const MODE: u8, S: BRows>(
         if let Some(f) = epi {
             // The caller's bounds for C and the residual over the runs.
             match MODE {
-                ONE => fuse::<R, 1>(cpu, &mut c, f, [m0, m1], cdata, rdata),
-                _ => fuse::<R, 2>(cpu, &mut c, f, [m0, m1], cdata, rdata),
+                ONE => fuse::<R, 1>(cpu, &mut c, f, [m0, m1]),
+                _ => fuse::<R, 2>(cpu, &mut c, f, [m0, m1]),
             }
         }
         for (r, acc) in c.iter().enumerate() {

@@ -23,7 +23,7 @@
 //!
 //! One file per instruction set: `avx512.rs` (with the fused Softmax row)
 //! and `avx2.rs`; here the dispatch, the operands, the constants both share
-//! and the loop over rows they both expand.
+//! and AVX-512's loop over rows.
 
 use crate::simd::isa::avx2::Avx2;
 use crate::simd::isa::avx512::Avx512;
@@ -31,8 +31,9 @@ use crate::simd::isa::avx512::Avx512;
 pub(crate) use crate::simd::math::VFunc;
 
 /// The loop over [`Rows`] for one vector width: whole vectors loaded,
-/// evaluated and stored, each row's tail through a stack buffer. One body
-/// for both widths; each expansion is its own `target_feature` function.
+/// evaluated and stored, each row's tail through a stack buffer; its own
+/// `target_feature` function. AVX-512's (AVX2's `map256` evaluates four
+/// vectors at a time, its routines taking arrays).
 macro_rules! map_rows {
     ($(#[$doc:meta])* $vis:vis $name:ident, $cpu:ty, $features:literal, $lanes:literal,
      $load:ident, $store:ident, $eval:ident) => {
@@ -107,6 +108,14 @@ fn run(f: VFunc, rows: Rows<'_>) -> bool {
         return true;
     }
     false
+}
+
+/// Whether [`apply`] runs on the AVX2 loop ([`eval256`]) on this CPU,
+/// under the cap: AVX2 kernels then apply a function to their sums in
+/// registers with the same routine, and give the standalone op's results.
+#[inline]
+pub(in crate::simd) fn runs_avx2() -> bool {
+    Avx512::detect().is_none() && Avx2::detect().is_some()
 }
 
 /// `f` on every element of `y`, in place, through the AVX2 loop whatever
