@@ -78,7 +78,8 @@ impl Activation {
 /// ([`vmath::map`](crate::vmath::map)'s: for SiLU and exact Gelu the
 /// explicit AVX code of `vexp` where the CPU has it), on the same value, so
 /// fusing does not change any result.
-/// Applied to each tile's rows while they are in L1 (never in registers).
+/// AVX-512 applies it to each tile's rows while they are in L1, AVX2 to
+/// the sums in registers (with the same eight-lane routine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Smooth {
     /// ONNX `Gelu` (`approximate = "none"`): [`vmath::gelu`](crate::vmath::gelu).
