@@ -86,8 +86,7 @@ impl Micro for Avx2 {
         if !b_fits {
             return;
         }
-        let Some(span) = (kc - 1).checked_mul(cs) else { return };
-        let a_fits = rows.iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        let a_fits = a_rows_fit(rows, kc, cs, a.len());
         debug_assert!(
             a_fits,
             "AVX2 tile: A rows {rows:?} + (kc - 1) * {cs} within A's {} floats",
@@ -100,8 +99,8 @@ impl Micro for Avx2 {
             let fused = tail.as_ref().and_then(|t| Fused::new(t, MR, NR));
             let regs = Regs::new(fused, tail.as_ref());
             // SAFETY: `self` proves AVX2 and FMA are present. Every A read is
-            // at `rows[r] + p * cs` with `p < kc`, at most `rows[r] + span <
-            // a.len()`; B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`;
+            // at `rows[r] + p * cs` with `p < kc`, at most `rows[r] + (kc - 1) *
+            // cs < a.len()` (`a_rows_fit`); B reads are `p * 16 + 0..16 < kc * 16 <= b.len()`;
             // the tile is read and written at `r * ldd + 0..16` for `r < 6`,
             // within `dst` by `block_fits`; C and the residual at their
             // bases plus `r * rs + 0..16`, within them by `Fused::new`.
@@ -178,8 +177,7 @@ impl Micro for Avx2 {
         let cols = count * NR;
         // The last strip's last row ends at `(count - 1) * step + kc * NR`.
         let b_need = (count - 1).checked_mul(step).and_then(|v| v.checked_add(kc * NR));
-        let Some(span) = (kc - 1).checked_mul(cs) else { return 0 };
-        let a_fits = rows.iter().all(|&r| r.checked_add(span).is_some_and(|last| last < a.len()));
+        let a_fits = a_rows_fit(rows, kc, cs, a.len());
         if b_need.is_none_or(|v| v > b.len()) || !a_fits || !block_fits(dst, ldd, MR, cols) {
             return 0;
         }
@@ -196,7 +194,7 @@ impl Micro for Avx2 {
             let j = s * NR;
             let here = regs.as_ref().map(|r| r.shifted(j));
             // SAFETY: `self` proves AVX2 and FMA are present. A is read at
-            // `rows[r] + p * cs <= rows[r] + span < a.len()` for `p < kc`;
+            // `rows[r] + p * cs < a.len()` for `p < kc` (`a_rows_fit`);
             // B at `s * step + p * 16 + 0..16`, below `(count - 1) * step +
             // kc * 16 <= b.len()`; the destination at `r * ldd + j + 0..16`
             // for `r < 6`, within `dst` by `block_fits` over `cols >= j +
@@ -235,6 +233,15 @@ impl Micro for Avx2 {
     fn run_body<V: Vectorize>(self, body: V) -> V::Output {
         self.vectorize(body)
     }
+}
+
+/// Whether every A row offset in `rows` plus `(kc - 1) * cs` (the last
+/// step a tile of `kc >= 1` steps reads) lies below `len`, without
+/// overflow.
+#[inline(always)]
+fn a_rows_fit(rows: &[usize], kc: usize, cs: usize, len: usize) -> bool {
+    let Some(span) = (kc.max(1) - 1).checked_mul(cs) else { return false };
+    rows.iter().all(|&r| r.checked_add(span).is_some_and(|last| last < len))
 }
 
 /// A tile's epilogue in registers: the [`Fused`] steps, C's and the
@@ -494,8 +501,7 @@ impl Avx2 {
         if !d_fits || (!adjacent && tail.is_some()) {
             return false;
         }
-        let Some(span) = (kc - 1).checked_mul(cs) else { return false };
-        if rows[..nrows].iter().any(|&r| r.checked_add(span).is_none_or(|last| last >= a.len())) {
+        if !a_rows_fit(&rows[..nrows], kc, cs, a.len()) {
             return false;
         }
         let whole = n0 == 8 && n1 == 8 && runs.b[1] == runs.b[0] + 8 && runs.d[1] == runs.d[0] + 8;
@@ -515,7 +521,7 @@ impl Avx2 {
         let epi = regs.as_ref();
         let (ap, d) = (a.as_ptr(), dst.as_mut_ptr());
         // SAFETY: `self` proves AVX2 and FMA are present. For `r < nrows`
-        // and `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + span <
+        // and `p < kc`, A is read at `rows[r] + p * cs <= rows[r] + (kc - 1) * cs <
         // a.len()`; B at `src.row(p) + runs.b[h] + c` for `c < runs.n[h]`
         // (the caller's contract; other lanes masked off, and whole
         // vectors only where the runs are 8 long); the destination at

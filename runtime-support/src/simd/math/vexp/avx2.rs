@@ -126,55 +126,8 @@ pub(in crate::simd) fn eval256<const L: usize>(f: VFunc, x: &mut [__m256; L]) {
     }
 }
 
-/// The AVX2 loop (`_cpu` proves AVX2 and FMA are present): four whole
-/// vectors at a time, then single ones, then each row's tail through a
-/// stack buffer.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn map256(_cpu: Avx2, f: VFunc, rows: Rows<'_>) {
-    for r in 0..rows.nrows {
-        debug_assert!(rows.range(r).is_some(), "vexp: row {r} of the block past the slice");
-        let Some(range) = rows.range(r) else { return };
-        let yp = rows.y.as_mut_ptr();
-        let xp = rows.x.map_or(rows.y.as_ptr(), |x| x.as_ptr());
-        let mut i = range.start;
-        // SAFETY (both loops): `i + 32 <= range.end` (`i + 8`), within
-        // both operands (`xp` is `y`'s own pointer in place: each vector
-        // is loaded before it is stored).
-        while i + 32 <= range.end {
-            unsafe {
-                let mut v = [
-                    _mm256_loadu_ps(xp.add(i)),
-                    _mm256_loadu_ps(xp.add(i + 8)),
-                    _mm256_loadu_ps(xp.add(i + 16)),
-                    _mm256_loadu_ps(xp.add(i + 24)),
-                ];
-                eval256(f, &mut v);
-                for (k, v) in v.iter().enumerate() {
-                    _mm256_storeu_ps(yp.add(i + 8 * k), *v);
-                }
-            }
-            i += 32;
-        }
-        while i + 8 <= range.end {
-            unsafe {
-                let mut v = [_mm256_loadu_ps(xp.add(i))];
-                eval256(f, &mut v);
-                _mm256_storeu_ps(yp.add(i), v[0]);
-            }
-            i += 8;
-        }
-        if i < range.end {
-            let mut buf = [0.0f32; 8];
-            let n = range.end - i;
-            let src = rows.x.map_or(&rows.y[i..range.end], |x| &x[i..range.end]);
-            buf[..n].copy_from_slice(src);
-            // SAFETY: `buf` holds one vector of floats.
-            unsafe {
-                let mut v = [_mm256_loadu_ps(buf.as_ptr())];
-                eval256(f, &mut v);
-                _mm256_storeu_ps(buf.as_mut_ptr(), v[0]);
-            }
-            rows.y[i..range.end].copy_from_slice(&buf[..n]);
-        }
-    }
-}
+map_rows!(
+    /// The AVX2 loop (`_cpu` proves AVX2 and FMA are present), four
+    /// vectors at a time.
+    pub(super) map256, Avx2, "avx2,fma", 8, 4, _mm256_loadu_ps, _mm256_storeu_ps, eval256
+);

@@ -102,9 +102,20 @@ pub(in crate::simd) fn eval512(f: VFunc, x: __m512) -> __m512 {
     }
 }
 
+/// [`eval512`] on each vector of `x`, in place: the array form
+/// `map_rows!` takes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn eval512_each<const L: usize>(f: VFunc, x: &mut [__m512; L]) {
+    for v in x.iter_mut() {
+        *v = eval512(f, *v);
+    }
+}
+
 map_rows!(
-    /// The AVX-512 loop (`_cpu` proves AVX-512F is present).
-    pub(super) map512, Avx512, "avx512f", 16, _mm512_loadu_ps, _mm512_storeu_ps, eval512
+    /// The AVX-512 loop (`_cpu` proves AVX-512F is present), a vector at a
+    /// time.
+    pub(super) map512, Avx512, "avx512f", 16, 1, _mm512_loadu_ps, _mm512_storeu_ps, eval512_each
 );
 
 /// See [`crate::simd::math::softmax_row`].

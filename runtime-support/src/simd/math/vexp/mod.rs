@@ -23,20 +23,21 @@
 //!
 //! One file per instruction set: `avx512.rs` (with the fused Softmax row)
 //! and `avx2.rs`; here the dispatch, the operands, the constants both share
-//! and AVX-512's loop over rows.
+//! and the loop over rows they both expand.
 
 use crate::simd::isa::avx2::Avx2;
 use crate::simd::isa::avx512::Avx512;
 
 pub(crate) use crate::simd::math::VFunc;
 
-/// The loop over [`Rows`] for one vector width: whole vectors loaded,
-/// evaluated and stored, each row's tail through a stack buffer; its own
-/// `target_feature` function. AVX-512's (AVX2's `map256` evaluates four
-/// vectors at a time, its routines taking arrays).
+/// The loop over [`Rows`] for one vector width, its own `target_feature`
+/// function: whole vectors loaded, evaluated `$block` at a time by `$eval`
+/// (in place on an array of vectors), and stored; then single vectors;
+/// each row's tail through a stack buffer. One body for both widths
+/// (AVX2 evaluates four vectors at a time, AVX-512 one).
 macro_rules! map_rows {
     ($(#[$doc:meta])* $vis:vis $name:ident, $cpu:ty, $features:literal, $lanes:literal,
-     $load:ident, $store:ident, $eval:ident) => {
+     $block:literal, $load:ident, $store:ident, $eval:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         $vis fn $name(_cpu: $cpu, f: VFunc, rows: Rows<'_>) {
@@ -46,11 +47,29 @@ macro_rules! map_rows {
                 let yp = rows.y.as_mut_ptr();
                 let xp = rows.x.map_or(rows.y.as_ptr(), |x| x.as_ptr());
                 let mut i = range.start;
+                // SAFETY (both loops): `i + block * lanes <= range.end`
+                // (`i + lanes`), within both operands (`xp` is `y`'s own
+                // pointer in place: each vector is loaded before it is
+                // stored).
+                while i + $block * $lanes <= range.end {
+                    unsafe {
+                        let mut v = [$load(xp.add(i)); $block];
+                        for (k, v) in v.iter_mut().enumerate().skip(1) {
+                            *v = $load(xp.add(i + k * $lanes));
+                        }
+                        $eval(f, &mut v);
+                        for (k, v) in v.iter().enumerate() {
+                            $store(yp.add(i + k * $lanes), *v);
+                        }
+                    }
+                    i += $block * $lanes;
+                }
                 while i + $lanes <= range.end {
-                    // SAFETY: `i + lanes <= range.end`, within both operands
-                    // (`xp` is `y`'s own pointer in place: each vector is
-                    // loaded before it is stored).
-                    unsafe { $store(yp.add(i), $eval(f, $load(xp.add(i)))) };
+                    unsafe {
+                        let mut v = [$load(xp.add(i))];
+                        $eval(f, &mut v);
+                        $store(yp.add(i), v[0]);
+                    }
                     i += $lanes;
                 }
                 if i < range.end {
@@ -59,7 +78,11 @@ macro_rules! map_rows {
                     let src = rows.x.map_or(&rows.y[i..range.end], |x| &x[i..range.end]);
                     buf[..n].copy_from_slice(src);
                     // SAFETY: `buf` holds one vector of floats.
-                    unsafe { $store(buf.as_mut_ptr(), $eval(f, $load(buf.as_ptr()))) };
+                    unsafe {
+                        let mut v = [$load(buf.as_ptr())];
+                        $eval(f, &mut v);
+                        $store(buf.as_mut_ptr(), v[0]);
+                    }
                     rows.y[i..range.end].copy_from_slice(&buf[..n]);
                 }
             }
