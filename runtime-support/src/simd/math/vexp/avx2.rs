@@ -34,20 +34,39 @@ fn exp256<const L: usize>(a: &mut [__m256; L]) {
             *p = _mm256_fmadd_ps(*p, *r, _mm256_set1_ps(c));
         }
     }
-    for ((v, p), n) in a.iter_mut().zip(&p).zip(&n) {
+    let mut ni = [_mm256_setzero_si256(); L];
+    let mut far = _mm256_setzero_si256();
+    for (((v, p), n), ni) in a.iter_mut().zip(&mut p).zip(&n).zip(&mut ni) {
         let r = *v;
         let r2 = _mm256_mul_ps(r, r);
-        let p = _mm256_fmadd_ps(*p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0)));
+        *p = _mm256_fmadd_ps(*p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0)));
+        // `n` where `p 2^n` is a normal float for every `p` in [0.70,
+        // 1.42] (e^r for |r| <= ln2 / 2): -125 to 127. A NaN lane's `n`
+        // converts to i32::MIN, outside.
+        *ni = _mm256_cvtps_epi32(*n);
+        let above = _mm256_cmpgt_epi32(*ni, _mm256_set1_epi32(127));
+        let below = _mm256_cmpgt_epi32(_mm256_set1_epi32(-125), *ni);
+        far = _mm256_or_si256(far, _mm256_or_si256(above, below));
+    }
+    if _mm256_testz_si256(far, far) == 1 {
+        // Every result normal: `n` added to `p`'s exponent, the exact
+        // product the two factors below give.
+        for ((v, p), ni) in a.iter_mut().zip(&p).zip(&ni) {
+            let e = _mm256_add_epi32(_mm256_castps_si256(*p), _mm256_slli_epi32::<23>(*ni));
+            *v = _mm256_castsi256_ps(e);
+        }
+        return;
+    }
+    for ((v, p), ni) in a.iter_mut().zip(&p).zip(&ni) {
         // 2^n as two normal factors: n is in [-217, 145], beyond the normal
-        // range for one factor. A NaN lane's `n` converts to i32::MIN,
-        // whose factors are garbage, but `p` is NaN there and stays NaN.
-        let ni = _mm256_cvtps_epi32(*n);
-        let n1 = _mm256_srai_epi32::<1>(ni);
-        let n2 = _mm256_sub_epi32(ni, n1);
+        // range for one factor. A NaN lane's factors are garbage, but `p`
+        // is NaN there and stays NaN.
+        let n1 = _mm256_srai_epi32::<1>(*ni);
+        let n2 = _mm256_sub_epi32(*ni, n1);
         let bias = _mm256_set1_epi32(127);
         let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias)));
         let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
-        *v = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+        *v = _mm256_mul_ps(_mm256_mul_ps(*p, s1), s2);
     }
 }
 
@@ -116,13 +135,16 @@ pub(in crate::simd) fn eval256<const L: usize>(f: VFunc, x: &mut [__m256; L]) {
     }
     exp256(&mut e);
     for (v, e) in x.iter_mut().zip(&e) {
-        let q = _mm256_div_ps(_mm256_set1_ps(1.0), _mm256_add_ps(_mm256_set1_ps(1.0), *e));
+        // sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) below (no
+        // cancellation for large negative x); SiLU = x sigmoid(x), its
+        // numerator x or x e: one rounding before the division.
+        let one = _mm256_set1_ps(1.0);
         let pos = _mm256_cmp_ps::<_CMP_GE_OQ>(*v, _mm256_setzero_ps());
-        let s = _mm256_blendv_ps(_mm256_mul_ps(*e, q), q, pos);
-        *v = match f {
-            VFunc::Silu => _mm256_mul_ps(*v, s),
-            _ => s,
+        let num = match f {
+            VFunc::Silu => _mm256_blendv_ps(_mm256_mul_ps(*v, *e), *v, pos),
+            _ => _mm256_blendv_ps(*e, one, pos),
         };
+        *v = _mm256_div_ps(num, _mm256_add_ps(one, *e));
     }
 }
 
