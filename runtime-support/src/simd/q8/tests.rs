@@ -916,6 +916,15 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             same::<K, i8>(kern, &one, false);
         }
     }
+    // The im2col block's interleave.
+    for _ in 0..8 {
+        let run = |rng: &mut Rng| -> [u8; 16] { core::array::from_fn(|_| rng.next() as u8) };
+        let (a, b, c, d) = (run(&mut rng), run(&mut rng), run(&mut rng), run(&mut rng));
+        let (mut got, mut want) = ([0u8; 64], [0u8; 64]);
+        kern.interleave16(&mut got, &a, &b, &c, &d);
+        crate::simd::q8::gemm::micro::interleave16_portable(&mut want, &a, &b, &c, &d);
+        assert_eq!(got, want, "interleave16");
+    }
     // Output stages.
     for case in 0..400 {
         let sc = scales(&mut rng, 16, true);
@@ -932,6 +941,10 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
             crate::simd::q8::requant::cols_portable(&acc, &ch, &out, &mut want[..len]);
             assert_eq!(got, want);
             let one = ch.lane(case as usize % 16);
+            let (mut got, mut want) = ([0i8; 16], [0i8; 16]);
+            kern.splat(&acc, &one, &out, &mut got[..len]);
+            crate::simd::q8::requant::splat_portable(&acc, &one, &out, &mut want[..len]);
+            assert_eq!(got, want);
             let (mut got, mut want) = ([0u8; 16], [0u8; 16]);
             let out = OutRange { zero: out.zero + 128, min: out.min + 128, max: out.max + 128 };
             kern.splat(&acc, &one, &out, &mut got[..len]);

@@ -464,7 +464,14 @@ fn fill_phases(
 /// A padded block, or a strip within one row, reads each source as one
 /// run.
 #[inline(always)]
-fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 4]) {
+fn interleave<K: QMicro>(
+    kern: K,
+    block: &mut [u8],
+    k4: usize,
+    b: &Block,
+    grp: usize,
+    srcs: [&[u8]; 4],
+) {
     let (len, strip) = (b.len(), NR * k4);
     let (xc, pw) = (b.cw.max(1), b.pw);
     // Strip `s`'s first position, as (row, column) of the block.
@@ -476,7 +483,7 @@ fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 
         let run = |q: usize| srcs[q].get(at..).and_then(|r| r.first_chunk::<NR>());
         let whole = xc == pw || x + NR <= xc;
         match (run(0), run(1), run(2), run(3)) {
-            (Some(a), Some(b), Some(c), Some(d)) if whole => interleave16(dst, a, b, c, d),
+            (Some(a), Some(b), Some(c), Some(d)) if whole => kern.interleave16(dst, a, b, c, d),
             _ => {
                 // The strip's runs, one per output row it meets.
                 let mut part = [[0u8; NR]; 4];
@@ -491,24 +498,13 @@ fn interleave(block: &mut [u8], k4: usize, b: &Block, grp: usize, srcs: [&[u8]; 
                     }
                     (lane, rr, xx) = (lane + n, rr + 1, 0);
                 }
-                interleave16(dst, &part[0], &part[1], &part[2], &part[3]);
+                kern.interleave16(dst, &part[0], &part[1], &part[2], &part[3]);
             }
         }
         x += NR;
         while x >= xc {
             (x, r) = (x - xc, r + 1);
         }
-    }
-}
-
-/// `dst`'s word `i` is `a[i], b[i], c[i], d[i]` (written as whole words, so
-/// the loop vectorises: widen, shift, or).
-#[inline(always)]
-fn interleave16(dst: &mut [u8; 64], a: &[u8; 16], b: &[u8; 16], c: &[u8; 16], d: &[u8; 16]) {
-    for (i, w) in dst.chunks_exact_mut(4).enumerate() {
-        let v =
-            u32::from(a[i]) | u32::from(b[i]) << 8 | u32::from(c[i]) << 16 | u32::from(d[i]) << 24;
-        w.copy_from_slice(&v.to_le_bytes());
     }
 }
 
@@ -653,9 +649,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let block_bytes = block_len(budget(k4), true).max(2 * block_len(half_budget(k4), false));
         let (budget, e) = if widen { (half_budget(k4), 2) } else { (budget(k4), 1) };
         let wide = Wide::of(geo, budget);
-        // Dense blocks where the products dominate (`SMLAD`'s kernel) or
+        // Dense blocks where the products dominate (`QMicro::DENSE`) or
         // where no strip meets two rows; padded ones else (one run a tap).
-        let dense = K::WIDE || wide.xc.is_multiple_of(NR);
+        let dense = K::DENSE || wide.xc.is_multiple_of(NR);
         debug_assert!(!dense || pointwise || wide.rows == 1 || wide.xc == geo.ow, "q8 dense rows");
         let cw = |xc: usize| if dense { xc } else { xc + wide.msx };
         let table = TapTable::new(&wide);
@@ -700,7 +696,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 ci if ci < cg => &xg[ci * in_plane + b.x0..(ci + 1) * in_plane],
                                 _ => &[],
                             });
-                            interleave(block, k4, &b, grp, srcs);
+                            interleave(kern, block, k4, &b, grp, srcs);
                         }
                     } else {
                         fill_phases(geo, &wide, cg, xg, zbits, b.oy0, b.rows, b.x0, src);
@@ -720,7 +716,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     }
                                 }
                             }
-                            interleave(block, k4, &b, grp, srcs);
+                            interleave(kern, block, k4, &b, grp, srcs);
                         }
                     }
                     if widen {
@@ -755,7 +751,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     acc[..mr].fill([0; NR]);
                                     kern.act_strip::<A>(&t, &mut acc);
                                 }
-                                if K::WIDE || b.cw == b.xc {
+                                if dense || b.cw == b.xc {
                                     // Dense: the strip is one output run.
                                     let at = b.oy0 * geo.ow + b.x0 + s * NR;
                                     let len = NR.min(b.len() - s * NR);

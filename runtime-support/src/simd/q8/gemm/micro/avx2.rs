@@ -10,14 +10,16 @@ use crate::simd::q8::gemm::WithKernel;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile};
 use crate::simd::q8::requant::{Chan, Chan16, OutRange};
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm_loadu_si128, _mm_set1_epi32, _mm_storel_epi64, _mm256_add_epi32,
+    __m128i, __m256i, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_max_epi8, _mm_max_epu8, _mm_min_epi8,
+    _mm_min_epu8, _mm_set1_epi8, _mm_set1_epi32, _mm_storel_epi64, _mm_storeu_si128,
+    _mm_unpackhi_epi8, _mm_unpackhi_epi16, _mm_unpacklo_epi8, _mm_unpacklo_epi16, _mm256_add_epi32,
     _mm256_add_epi64, _mm256_and_si256, _mm256_blend_epi32, _mm256_castsi256_si128,
     _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16, _mm256_hadd_epi32, _mm256_loadu_si256,
-    _mm256_madd_epi16, _mm256_max_epi32, _mm256_min_epi32, _mm256_mul_epi32,
-    _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_set1_epi64x,
-    _mm256_setr_epi8, _mm256_setr_epi32, _mm256_setzero_si256, _mm256_shuffle_epi8,
-    _mm256_sllv_epi32, _mm256_sllv_epi64, _mm256_srav_epi32, _mm256_srli_epi64,
-    _mm256_storeu_si256,
+    _mm256_madd_epi16, _mm256_max_epi32, _mm256_min_epi32, _mm256_mul_epi32, _mm256_packs_epi16,
+    _mm256_packs_epi32, _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32,
+    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setr_epi8, _mm256_setr_epi32,
+    _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_sllv_epi32, _mm256_sllv_epi64,
+    _mm256_sra_epi32, _mm256_srav_epi32, _mm256_srli_epi64, _mm256_storeu_si256,
 };
 
 /// The AVX2 tile kernel.
@@ -51,13 +53,18 @@ const MR: usize = 2;
 
 impl QMicro for Q8Avx2 {
     const MR: usize = MR;
+    // Padded blocks spend products on columns never stored: an 8x8 plane
+    // under a 3x3 window took 96 columns for its 64 outputs.
+    const DENSE: bool = true;
 
     #[inline(always)]
     fn act_rows<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc) {
         debug_assert!(t.fits(MR), "q8 AVX2 tile out of bounds");
         if t.fits(MR) {
             // SAFETY: `self` proves AVX2; `fits` checked every byte read.
-            unsafe { tile(t, A::SIGNED, true, acc) }
+            unsafe {
+                if A::SIGNED { tile::<true, true>(t, acc) } else { tile::<false, true>(t, acc) }
+            }
         }
     }
 
@@ -66,8 +73,22 @@ impl QMicro for Q8Avx2 {
         debug_assert!(t.fits(MR), "q8 AVX2 tile out of bounds");
         if t.fits(MR) {
             // SAFETY: as in `act_rows`.
-            unsafe { tile(t, true, A::SIGNED, acc) }
+            unsafe {
+                if A::SIGNED { tile::<true, true>(t, acc) } else { tile::<true, false>(t, acc) }
+            }
         }
+    }
+
+    #[inline(always)]
+    fn interleave16(
+        self,
+        dst: &mut [u8; 64],
+        a: &[u8; 16],
+        b: &[u8; 16],
+        c: &[u8; 16],
+        d: &[u8; 16],
+    ) {
+        interleave16_sse2(dst, a, b, c, d)
     }
 
     #[inline(always)]
@@ -98,6 +119,10 @@ impl QMicro for Q8Avx2 {
 
     #[inline(always)]
     fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+        if ch.t >= 33 {
+            // SAFETY: `self` proves AVX2.
+            return unsafe { splat_high(acc, ch, out, dst) };
+        }
         let mut bytes = [0u8; 16];
         for h in 0..2 {
             let l = 8 * h;
@@ -121,6 +146,30 @@ impl QMicro for Q8Avx2 {
     }
 }
 
+/// `QMicro::interleave16` in SSE2 (every x86-64 has it): bytes then
+/// halves unpacked, four stores.
+#[inline(always)]
+pub(crate) fn interleave16_sse2(
+    dst: &mut [u8; 64],
+    a: &[u8; 16],
+    b: &[u8; 16],
+    c: &[u8; 16],
+    d: &[u8; 16],
+) {
+    // SAFETY: every pointer is to an array of the size loaded or stored.
+    unsafe {
+        let ld = |p: &[u8; 16]| _mm_loadu_si128(p.as_ptr().cast());
+        let (a, b, c, d) = (ld(a), ld(b), ld(c), ld(d));
+        let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
+        let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+        let p = dst.as_mut_ptr();
+        _mm_storeu_si128(p.cast(), _mm_unpacklo_epi16(ab_lo, cd_lo));
+        _mm_storeu_si128(p.add(16).cast(), _mm_unpackhi_epi16(ab_lo, cd_lo));
+        _mm_storeu_si128(p.add(32).cast(), _mm_unpacklo_epi16(ab_hi, cd_hi));
+        _mm_storeu_si128(p.add(48).cast(), _mm_unpackhi_epi16(ab_hi, cd_hi));
+    }
+}
+
 /// Sixteen `i16` from 16 bytes, sign- or zero-extended.
 ///
 /// # Safety
@@ -132,14 +181,15 @@ unsafe fn widen(b: __m128i, signed: bool) -> __m256i {
 }
 
 /// `acc[r][c] += sum_g sum_q b(r, g, q) s(g, c, q)` for two rows, the
-/// broadcast bytes (`b_signed`) and the strip's (`s_signed`) widened to
-/// `i16`.
+/// broadcast bytes (signed when `BS`) and the strip's (signed when `SS`)
+/// widened to `i16`.
 ///
 /// # Safety
 /// AVX2 is available; `t.fits(2)`.
 #[target_feature(enable = "avx2")]
+#[inline]
 #[allow(clippy::needless_range_loop)]
-unsafe fn tile(t: &Tile<'_>, b_signed: bool, s_signed: bool, acc: &mut Acc) {
+unsafe fn tile<const BS: bool, const SS: bool>(t: &Tile<'_>, acc: &mut Acc) {
     // c[r][q]: columns 4q..4q + 4 of row r, two pair sums per column.
     let mut c = [[_mm256_setzero_si256(); 4]; MR];
     let (b, s) = (t.bcast.as_ptr(), t.strip.as_ptr());
@@ -149,11 +199,11 @@ unsafe fn tile(t: &Tile<'_>, b_signed: bool, s_signed: bool, acc: &mut Acc) {
         unsafe {
             let a: [__m256i; MR] = core::array::from_fn(|r| {
                 let four = b.add(t.rows[r] + g * t.gstep).cast::<i32>().read_unaligned();
-                widen(_mm_set1_epi32(four), b_signed)
+                widen(_mm_set1_epi32(four), BS)
             });
             for q in 0..4 {
                 let w = _mm_loadu_si128(s.add(g * GROUP_BYTES + 16 * q).cast());
-                let w = widen(w, s_signed);
+                let w = widen(w, SS);
                 for r in 0..MR {
                     c[r][q] = _mm256_add_epi32(c[r][q], _mm256_madd_epi16(w, a[r]));
                 }
@@ -209,6 +259,65 @@ unsafe fn stage(
     let r = _mm256_srav_epi32(r, rsh);
     let r = _mm256_add_epi32(r, _mm256_set1_epi32(out.zero));
     _mm256_min_epi32(_mm256_max_epi32(r, _mm256_set1_epi32(out.min)), _mm256_set1_epi32(out.max))
+}
+
+/// [`QMicro::splat`] for a stage whose total shift `t` is at least 33, in
+/// [`Chan::apply_scalar`]'s form: the high word `h` of `v mult`, then
+/// `(h + 2^(t-33)) >> (t - 32)`, the zero point added and the result
+/// saturated to `Y` by the packs (exact: `|h| <= 2^30`), then clamped to
+/// the output range (within `Y`'s, so the clamp of the saturated value is
+/// the clamp of the value).
+///
+/// # Safety
+/// AVX2 is available; `ch.t >= 33`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn splat_high<Y: Q8>(acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+    debug_assert!(ch.t >= 33, "q8 AVX2 splat_high shift");
+    let (add, mult) = (_mm256_set1_epi32(ch.add), _mm256_set1_epi32(ch.mult));
+    let half = _mm256_set1_epi32(1 << (ch.t - 33).min(30));
+    let sh = _mm_cvtsi32_si128((ch.t - 32) as i32);
+    let zero = _mm256_set1_epi32(out.zero);
+    let stage = |v: __m256i| {
+        let v = _mm256_add_epi32(v, add);
+        let even = _mm256_mul_epi32(v, mult);
+        let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(v), mult);
+        // High words: the even lanes' moved down, the odd lanes' in place.
+        let h = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+        _mm256_add_epi32(_mm256_sra_epi32(_mm256_add_epi32(h, half), sh), zero)
+    };
+    // SAFETY: `acc` holds 16 `i32`s.
+    let (lo, hi) = unsafe {
+        let p = acc.as_ptr();
+        (stage(_mm256_loadu_si256(p.cast())), stage(_mm256_loadu_si256(p.add(8).cast())))
+    };
+    // Per 128-bit half: lanes (0..4 | 4..8) of `lo` then of `hi` as i16,
+    // then as bytes; the permute puts the four dwords in lane order.
+    let w = _mm256_packs_epi32(lo, hi);
+    let b = if Y::SIGNED { _mm256_packs_epi16(w, w) } else { _mm256_packus_epi16(w, w) };
+    let b = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+        b,
+        _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0),
+    ));
+    let b = if Y::SIGNED {
+        _mm_min_epi8(_mm_max_epi8(b, _mm_set1_epi8(out.min as i8)), _mm_set1_epi8(out.max as i8))
+    } else {
+        _mm_min_epu8(
+            _mm_max_epu8(b, _mm_set1_epi8(out.min as u8 as i8)),
+            _mm_set1_epi8(out.max as u8 as i8),
+        )
+    };
+    let bytes = Y::as_bytes_mut(dst);
+    if let Some(d) = bytes.first_chunk_mut::<16>() {
+        // SAFETY: `d` is 16 writable bytes.
+        unsafe { _mm_storeu_si128(d.as_mut_ptr().cast(), b) }
+    } else {
+        let mut tmp = [0u8; 16];
+        // SAFETY: `tmp` is 16 writable bytes.
+        unsafe { _mm_storeu_si128(tmp.as_mut_ptr().cast(), b) }
+        let n = bytes.len().min(16);
+        bytes[..n].copy_from_slice(&tmp[..n]);
+    }
 }
 
 /// Stores the low byte of each of the eight lanes at `p`.

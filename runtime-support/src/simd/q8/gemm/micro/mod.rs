@@ -127,6 +127,14 @@ pub(crate) trait QMicro: Copy {
     /// only the weights. Its [`QMicro::offset`] is zero.
     const WIDE: bool = false;
 
+    /// Whether the im2col blocks should hold only stored positions even
+    /// where output rows are not whole strips (a strip meeting two rows
+    /// then gathers its bytes), rather than each row padded to one run a
+    /// tap (columns computed and not stored): for kernels whose products
+    /// cost more than the gathers, as `SMLAD`'s (every [`QMicro::WIDE`]
+    /// kernel) and AVX2's exact `vpmaddwd`.
+    const DENSE: bool = Self::WIDE;
+
     /// [`widen`] (a kernel may do it its own way, to the same bytes).
     #[inline(always)]
     fn widen<A: Q8>(self, block: &mut [u8], n: usize) {
@@ -145,6 +153,20 @@ pub(crate) trait QMicro: Copy {
         act_wide_portable(Self::MR, t, acc)
     }
 
+    /// `dst`'s word `i` is `a[i], b[i], c[i], d[i]`: four `k` of sixteen
+    /// columns as a strip group (the im2col block's layout).
+    #[inline(always)]
+    fn interleave16(
+        self,
+        dst: &mut [u8; 64],
+        a: &[u8; 16],
+        b: &[u8; 16],
+        c: &[u8; 16],
+        d: &[u8; 16],
+    ) {
+        interleave16_portable(dst, a, b, c, d)
+    }
+
     /// `dst[c] = out(ch lane c (acc[c]))`, `dst.len() <= 16`.
     #[inline(always)]
     fn cols<Y: Q8>(self, acc: &[i32; NR], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
@@ -155,6 +177,23 @@ pub(crate) trait QMicro: Copy {
     #[inline(always)]
     fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
         crate::simd::q8::requant::splat_portable(acc, ch, out, dst)
+    }
+}
+
+/// `dst`'s word `i` is `a[i], b[i], c[i], d[i]` (written as whole words, so
+/// the loop vectorises: widen, shift, or).
+#[inline(always)]
+pub(crate) fn interleave16_portable(
+    dst: &mut [u8; 64],
+    a: &[u8; 16],
+    b: &[u8; 16],
+    c: &[u8; 16],
+    d: &[u8; 16],
+) {
+    for (i, w) in dst.chunks_exact_mut(4).enumerate() {
+        let v =
+            u32::from(a[i]) | u32::from(b[i]) << 8 | u32::from(c[i]) << 16 | u32::from(d[i]) << 24;
+        w.copy_from_slice(&v.to_le_bytes());
     }
 }
 

@@ -9,9 +9,10 @@ use crate::int8::Q8;
 use crate::simd::isa::neon::Neon;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile};
 use core::arch::aarch64::{
-    int16x8_t, int32x4_t, vdupq_n_s32, vget_low_s8, vget_low_s16, vld1_dup_s32, vld1q_s8,
+    int16x8_t, int32x4_t, vdupq_n_s32, vget_low_s8, vget_low_s16, vld1_dup_s32, vld1q_s8, vld1q_u8,
     vmlal_high_laneq_s16, vmlal_laneq_s16, vmovl_s8, vmovl_u8, vreinterpret_s8_s32,
-    vreinterpret_u8_s8, vreinterpretq_s16_u16, vst1q_s32, vuzp1q_s8, vuzp2q_s8,
+    vreinterpret_u8_s8, vreinterpretq_s16_u16, vreinterpretq_u8_u16, vreinterpretq_u16_u8,
+    vst1q_s32, vst1q_u8, vuzp1q_s8, vuzp2q_s8, vzip1q_u8, vzip1q_u16, vzip2q_u8, vzip2q_u16,
 };
 
 /// The NEON tile kernel.
@@ -31,6 +32,36 @@ const MR: usize = 4;
 
 impl QMicro for Q8Neon {
     const MR: usize = MR;
+
+    #[inline(always)]
+    fn interleave16(
+        self,
+        dst: &mut [u8; 64],
+        a: &[u8; 16],
+        b: &[u8; 16],
+        c: &[u8; 16],
+        d: &[u8; 16],
+    ) {
+        // SAFETY: `self` proves NEON; every pointer is to an array of the
+        // size loaded or stored. Bytes then halves zipped, four stores.
+        unsafe {
+            let (a, b, c, d) = (
+                vld1q_u8(a.as_ptr()),
+                vld1q_u8(b.as_ptr()),
+                vld1q_u8(c.as_ptr()),
+                vld1q_u8(d.as_ptr()),
+            );
+            let (ab_lo, ab_hi) =
+                (vreinterpretq_u16_u8(vzip1q_u8(a, b)), vreinterpretq_u16_u8(vzip2q_u8(a, b)));
+            let (cd_lo, cd_hi) =
+                (vreinterpretq_u16_u8(vzip1q_u8(c, d)), vreinterpretq_u16_u8(vzip2q_u8(c, d)));
+            let p = dst.as_mut_ptr();
+            vst1q_u8(p, vreinterpretq_u8_u16(vzip1q_u16(ab_lo, cd_lo)));
+            vst1q_u8(p.add(16), vreinterpretq_u8_u16(vzip2q_u16(ab_lo, cd_lo)));
+            vst1q_u8(p.add(32), vreinterpretq_u8_u16(vzip1q_u16(ab_hi, cd_hi)));
+            vst1q_u8(p.add(48), vreinterpretq_u8_u16(vzip2q_u16(ab_hi, cd_hi)));
+        }
+    }
 
     #[inline(always)]
     fn act_rows<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc) {
