@@ -588,7 +588,7 @@ fn qconv_scratch_stays_small() {
     assert_eq!(qconv_scratch_len(&p), 128 * 144 + 16 * 4 * 66);
     // Depthwise: one padded 66x66 plane and the slack.
     let p = Conv { in_channels: 8, groups: 8, ..p };
-    assert_eq!(qconv_scratch_len(&p), 66 * 66 + 4);
+    assert_eq!(qconv_scratch_len(&p), 66 * 66 + 16);
 }
 
 #[test]
@@ -1045,4 +1045,63 @@ fn dsp_depthwise_matches_portable() {
             }
         }
     }
+}
+
+/// The AVX2 depthwise kernel against the plain loops, channel by channel
+/// over random padded planes (the slack random too): windows from 1x1 to
+/// 7x7 (odd and even widths, vertical dilation), strides 1 and 2 each way,
+/// narrow planes (rows run together) and wide ones (rows in pieces),
+/// `i8` and `u8` inputs and outputs.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn avx2_depthwise_matches_portable() {
+    use crate::simd::q8::conv::Geom;
+    use crate::simd::q8::conv::depthwise::{self, ChannelKernel, Plane, avx2};
+    let Some(k) = crate::simd::isa::avx2::Avx2::detect() else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::Avx2, false);
+        return;
+    };
+    let mut rng = Rng::new(31);
+    fn one<A: Q8, Y: Q8>(k: crate::simd::isa::avx2::Avx2, g: &Geom, rng: &mut Rng) {
+        let plane = Plane::of(g).unwrap();
+        let pad: Vec<u8> =
+            (0..depthwise::scratch_len(g).unwrap()).map(|_| rng.next() as u8).collect();
+        let wc = rng.i8s(g.kh * g.kw);
+        let sc = scales(rng, 1, false);
+        let rq = Requant { scales: &sc, zero: rng.int(-20, 20), min: Y::MIN, max: Y::MAX };
+        let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
+        let zero = rq.zero + if Y::SIGNED { 0 } else { 128 };
+        let out = OutRange { zero, min: Y::MIN + 3, max: Y::MAX };
+        let n = g.oh * g.ow;
+        let (mut got, mut want) = (vec![Y::default(); n], vec![Y::default(); n]);
+        avx2::Kernel(k).channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut got);
+        depthwise::Plain.channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut want);
+        assert_eq!(got, want, "{g:?} signed {} {}", A::SIGNED, Y::SIGNED);
+    }
+    let mut seen = 0;
+    for (kh, kw, dh) in
+        [(3, 3, 1), (1, 1, 1), (2, 2, 1), (5, 5, 1), (7, 7, 1), (1, 3, 1), (3, 2, 2)]
+    {
+        for (ih, iw) in [(1, 1), (3, 3), (24, 5), (6, 7), (9, 16), (12, 13), (4, 150), (30, 2)] {
+            for (sh, sw) in [(1, 1), (2, 2), (1, 2), (2, 1)] {
+                for (ph, pw) in [(0, 0), (1, 1), (2, 3)] {
+                    let span = |i: usize, p: usize, k: usize, s: usize| {
+                        (i + 2 * p).checked_sub(k).map(|v| v / s + 1)
+                    };
+                    let (Some(oh), Some(ow)) =
+                        (span(ih, ph, (kh - 1) * dh + 1, sh), span(iw, pw, kw, sw))
+                    else {
+                        continue;
+                    };
+                    let g = Geom { ih, iw, oh, ow, kh, kw, sh, sw, dh, dw: 1, ph, pw };
+                    assert!(avx2::fits(&g), "{g:?}");
+                    one::<i8, i8>(k, &g, &mut rng);
+                    one::<u8, u8>(k, &g, &mut rng);
+                    one::<u8, i8>(k, &g, &mut rng);
+                    seen += 1;
+                }
+            }
+        }
+    }
+    assert!(seen > 300, "{seen} geometries");
 }

@@ -9,9 +9,14 @@
 //! plain dot product with no bounds to test; the zero point comes off once
 //! per channel as `x_zero * sum(w)`, with the bias.
 //!
-//! Kernels: the plain loops (here), and 3x3 windows of stride 1 or 2 on
-//! the Arm DSP extension (`dsp.rs`: two outputs per word of four inputs).
+//! Kernels: the plain loops (here), 3x3 windows of stride 1 or 2 on the
+//! Arm DSP extension (`dsp.rs`: two outputs per word of four inputs), and
+//! windows of horizontal stride 1 or 2 in AVX2 (`avx2.rs`: pairs of taps
+//! by `vpmaddwd`, eight outputs a vector, sums in registers).
 
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(crate) mod avx2;
 #[cfg(any(onnx_codegen_arm_dsp, test))]
 #[allow(unsafe_code)]
 pub(crate) mod dsp;
@@ -29,8 +34,9 @@ use crate::simd::q8::requant::splat_lanes as stage;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 use crate::simd::q8::requant::splat_row as stage;
 
-/// Bytes the word-wide kernels may read past the last padded row.
-pub(crate) const PLANE_SLACK: usize = 4;
+/// Bytes the word-wide kernels may read past the last padded row (the
+/// AVX2 kernel's chunks of eight outputs read up to 15).
+pub(crate) const PLANE_SLACK: usize = 16;
 
 /// The padded plane of a channel: the input rows and columns the windows
 /// reach, with the padding.
@@ -138,6 +144,10 @@ pub(crate) fn run<A: Q8, Y: Q8>(
     #[cfg(onnx_codegen_arm_dsp)]
     if let Some(k) = crate::simd::isa::dsp::Dsp::detect().filter(|_| dsp::fits(g)) {
         return job.each(dsp::Kernel(k));
+    }
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(k) = crate::simd::isa::avx2::Avx2::detect().filter(|_| avx2::fits(g)) {
+        return job.each(avx2::Kernel(k));
     }
     // The plain loops, compiled for the widest vector unit there is.
     crate::simd::vectorize_wide(job);
