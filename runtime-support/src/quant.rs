@@ -107,6 +107,9 @@ pub trait QInt: Copy + Default + 'static {
     fn to_i64(self) -> i64;
     /// `v` clamped to `[MIN, MAX]`.
     fn saturate(v: i64) -> Self;
+    /// `v` as `Self`, for a `v` already in `[MIN, MAX]` (else its low
+    /// bits): no clamp for the vector loops to carry.
+    fn of_in_range(v: i32) -> Self;
 }
 
 macro_rules! qint {
@@ -121,6 +124,11 @@ macro_rules! qint {
             #[inline]
             fn saturate(v: i64) -> Self {
                 v.clamp(<Self as QInt>::MIN, <Self as QInt>::MAX) as $t
+            }
+            #[inline(always)]
+            fn of_in_range(v: i32) -> Self {
+                debug_assert!((<Self as QInt>::MIN..=<Self as QInt>::MAX).contains(&i64::from(v)));
+                v as $t
             }
         }
     )*};
@@ -280,9 +288,9 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
 
 /// [`quantize_linear`]'s common case: `f32` work, one scale, `Q` of at
 /// most 16 bits. The quotient is clamped to the range the zero point leaves
-/// (integers, so this is the saturation; NaN passes through) and rounded
-/// half to even by adding and taking off `1.5 * 2^23` (exact for `|q| <=
-/// 2^22`, the clamp's range): no call, so the loop vectorises.
+/// (integers, so this is the saturation; NaN gives 0) and rounded half to
+/// even by adding `1.5 * 2^23` (exact for `|q| <= 2^22`, the clamp's
+/// range): no call, so the loop vectorises.
 #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
 struct QuantizeTensor<'a, X, Q> {
     x: &'a [X],
@@ -303,9 +311,16 @@ impl<X: QReal, Q: QInt> crate::simd::Vectorize for QuantizeTensor<'_, X, Q> {
         let (lo, hi) = ((Q::MIN - zp) as f32, (Q::MAX - zp) as f32);
         let zp = zp as i32;
         for (y, x) in y.iter_mut().zip(x) {
-            let q = (x.to_f32() / scale).clamp(lo, hi);
-            let r = (q + ROUND) - ROUND;
-            *y = Q::saturate(i64::from((r as i32).wrapping_add(zp)));
+            let q = x.to_f32() / scale;
+            // NaN gives 0, so the zero point.
+            let q = if q.is_nan() { 0.0 } else { q.clamp(lo, hi) };
+            // `q + 1.5 * 2^23` lies in `[2^23, 2^24)`, where the float's
+            // unit is 1: its mantissa holds `round(q)` (half to even) above
+            // `ROUND`'s. Reading the bits, not an `as` cast, keeps the loop
+            // in vector lanes (a saturating cast was taken lane by lane).
+            let r = (q + ROUND).to_bits().wrapping_sub(ROUND.to_bits()) as i32;
+            // Within `[lo, hi]`, so the sum is within `Q`.
+            *y = Q::of_in_range(r.wrapping_add(zp));
         }
     }
 }
