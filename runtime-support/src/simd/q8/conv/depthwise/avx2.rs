@@ -67,7 +67,7 @@ impl ChannelKernel for Kernel {
         debug_assert!(ok, "q8 AVX2 depthwise arguments");
         if ok {
             // SAFETY: `self` proves AVX2; the arguments were checked above,
-            // and `channel_avx2` checks each load against `pad`.
+            // and `body` checks each chunk's reach against `pad`.
             unsafe { channel_avx2::<A, Y>(g, plane, pad, wc, ch, out, yp) }
         }
     }
@@ -163,8 +163,8 @@ unsafe fn body<A: Q8, Y: Q8, const KH: usize, const P: usize, const S: usize>(
                         )
                     }
                 };
-                // SAFETY: AVX2 (this function's).
                 let wp = _mm256_set1_epi32(wp);
+                // SAFETY: AVX2 (this function's).
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(unsafe { widen::<A>(x) }, wp));
             }
         }
