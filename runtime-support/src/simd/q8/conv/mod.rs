@@ -751,7 +751,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     acc[..mr].fill([0; NR]);
                                     kern.act_strip::<A>(&t, &mut acc);
                                 }
-                                if dense || b.cw == b.xc {
+                                if b.cw == b.xc {
                                     // Dense: the strip is one output run.
                                     let at = b.oy0 * geo.ow + b.x0 + s * NR;
                                     let len = NR.min(b.len() - s * NR);

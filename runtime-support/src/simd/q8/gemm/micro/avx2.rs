@@ -80,18 +80,6 @@ impl QMicro for Q8Avx2 {
     }
 
     #[inline(always)]
-    fn interleave16(
-        self,
-        dst: &mut [u8; 64],
-        a: &[u8; 16],
-        b: &[u8; 16],
-        c: &[u8; 16],
-        d: &[u8; 16],
-    ) {
-        interleave16_sse2(dst, a, b, c, d)
-    }
-
-    #[inline(always)]
     fn cols<Y: Q8>(self, acc: &[i32; NR], ch: &Chan16, out: &OutRange, dst: &mut [Y]) {
         let mut bytes = [0u8; 16];
         for h in 0..2 {

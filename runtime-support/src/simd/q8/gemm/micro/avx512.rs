@@ -54,18 +54,6 @@ impl QMicro for Vnni {
     const MR: usize = 8;
 
     #[inline(always)]
-    fn interleave16(
-        self,
-        dst: &mut [u8; 64],
-        a: &[u8; 16],
-        b: &[u8; 16],
-        c: &[u8; 16],
-        d: &[u8; 16],
-    ) {
-        super::avx2::interleave16_sse2(dst, a, b, c, d)
-    }
-
-    #[inline(always)]
     fn offset<A: Q8>(self) -> i32 {
         if A::SIGNED { 128 } else { 0 }
     }

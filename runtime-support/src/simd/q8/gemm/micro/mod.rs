@@ -164,6 +164,10 @@ pub(crate) trait QMicro: Copy {
         c: &[u8; 16],
         d: &[u8; 16],
     ) {
+        // Every x86-64 has SSE2's unpacks, whichever tile runs.
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return avx2::interleave16_sse2(dst, a, b, c, d);
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         interleave16_portable(dst, a, b, c, d)
     }
 
@@ -182,6 +186,8 @@ pub(crate) trait QMicro: Copy {
 
 /// `dst`'s word `i` is `a[i], b[i], c[i], d[i]` (written as whole words, so
 /// the loop vectorises: widen, shift, or).
+// On x86-64 only the tests call it (the reference for the SSE2 form).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2", not(test)), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn interleave16_portable(
     dst: &mut [u8; 64],
