@@ -15,6 +15,10 @@
 
 use crate::int8::{Q8, Requant, Scale};
 
+#[cfg(onnx_codegen_arm_dsp)]
+#[allow(unsafe_code)]
+mod dsp;
+
 /// One channel's output stage, see the module documentation.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Chan {
@@ -209,16 +213,25 @@ fn stage_row<Y: Q8, const LO: bool, const HI: bool>(
         // << sh)) >> sh = ((h + half) >> sh) + zero` exactly, where that sum
         // stays within `i32` (`|h| <= 2^30`): then the clamps are the only
         // steps left, and the bounds that are `Y`'s own are constants (one
-        // `SSAT` or `USAT` on Arm).
-        let zs = i64::from(out.zero) << sh;
-        if i64::from(half) + zs.abs() < 1 << 30 {
-            let c = half + zs as i32;
+        // `SSAT` or `USAT` on Arm). `half + |zero| 2^sh < 2^30` is `2 |zero|
+        // + 1 < 2^(31 - sh)` (`half = 2^(sh - 1)`, `1 <= sh <= 30`), tested
+        // without 64-bit steps (they were most of a short row's cost on a
+        // 32-bit core).
+        if (2 * out.zero.unsigned_abs() + 1) >> (31 - sh) == 0 {
+            let c = half + (out.zero << sh);
+            let bytes = Y::as_bytes_mut(dst);
+            // The Arm DSP form takes the whole quads of a row with no
+            // bound of its own.
+            #[cfg(onnx_codegen_arm_dsp)]
+            let done =
+                if !LO && !HI { dsp::high_quads::<Y>(acc, bytes, add, ch.mult, c, sh) } else { 0 };
+            #[cfg(not(onnx_codegen_arm_dsp))]
+            let done = 0;
             // Both within `[Y::MIN, Y::MAX]` (as the caller's are), so is
             // every result: its low byte is `Y`'s bits.
             let lo = if LO { out.min.min(Y::MAX) } else { Y::MIN };
             let hi = if HI { out.max.max(Y::MIN) } else { Y::MAX };
-            let bytes = Y::as_bytes_mut(dst);
-            for (d, &a) in bytes.iter_mut().zip(acc) {
+            for (d, &a) in bytes[done..].iter_mut().zip(&acc[done..]) {
                 let h = ((i64::from(a.wrapping_add(add)) * mult) >> 32) as i32;
                 *d = ((h + c) >> sh).max(lo).min(hi) as u8;
             }

@@ -138,14 +138,22 @@ fn vector_form_of_the_scale_agrees_within_any_output_range() {
 /// the type's saturation where it is the type's own, is the definition.
 #[test]
 fn row_output_stage_matches_the_definition_for_every_kind_of_range() {
+    // Shifts either side of the high-word form's (`t >= 33`) and at its
+    // ends; zero points the folded form takes and ones it must refuse (at
+    // `t = 62` only zero fits); rows of whole quads of outputs and not (the
+    // Arm DSP form's unit).
     fn rows<Y: Q8>(rng: &mut Rng) {
-        for t in [20u32, 31, 33, 40, 50] {
+        for t in [20u32, 31, 33, 34, 40, 50, 61, 62] {
             let mult = (1 << 30) + (rng.next() % (1 << 30)) as i32;
             let ch = Chan::new(rng.int(-1000, 1000), Scale { mult, shift: t as i32 - 31 });
             let (lo, hi) = (Y::MIN, Y::MAX);
-            for (min, max) in [(lo, hi), (lo + 40, hi), (lo, hi - 30), (lo + 7, hi - 100)] {
-                let out = OutRange { zero: rng.int(-20, 20), min, max };
-                let acc: Vec<i32> = (0..37)
+            let zeros = [rng.int(-20, 20), 0, 1, -1, MAX_ZERO, -MAX_ZERO, rng.int(-3000, 3000)];
+            let ranges = [(lo, hi), (lo + 40, hi), (lo, hi - 30), (lo + 7, hi - 100)];
+            for ((min, max), (zero, len)) in ranges.into_iter().flat_map(|r| {
+                zeros.into_iter().zip([37, 0, 1, 3, 4, 5, 8, 16]).map(move |z| (r, z))
+            }) {
+                let out = OutRange { zero, min, max };
+                let acc: Vec<i32> = (0..len)
                     .map(|i| {
                         if i % 5 == 0 {
                             rng.int(i32::MIN, i32::MAX)
@@ -157,7 +165,7 @@ fn row_output_stage_matches_the_definition_for_every_kind_of_range() {
                 let mut got = vec![Y::default(); acc.len()];
                 splat_row(&acc, &ch, &out, &mut got);
                 let want: Vec<Y> = acc.iter().map(|&a| out.put(ch.apply(a))).collect();
-                assert_eq!(got, want, "t {t} range {min}..={max}");
+                assert_eq!(got, want, "t {t} zero {zero} range {min}..={max} len {len}");
             }
         }
     }
