@@ -115,39 +115,57 @@ impl Scale {
 }
 
 /// A [`Scale`] whose total shift is at least 31 (real multipliers below
-/// 1), applied as the high word of the rounded product shifted on: on a
-/// 32-bit core a multiply-accumulate into a register pair and one shift,
-/// where [`Scale::apply`]'s 64-bit shift by a variable and clamp take a
-/// dozen instructions. Equal to `apply` for every `acc`: the product (at a
-/// total shift of 31, twice it) stays below `2^63`, and a multiplier below
-/// 1 needs no saturation.
+/// 1), in the form a 32-bit core applies cheaply: a 32x32 -> 64-bit
+/// multiply-accumulate onto the rounding term (`SMLAL`), then the high word
+/// shifted on (`t >= 32`), or at `t = 31` the 64-bit sum's bits 31..62
+/// (a shift and an or). [`Scale::apply`]'s 64-bit shift by a variable and
+/// clamp take a dozen instructions there, and a multiplier kept as `i64`
+/// (an earlier form of this one) a 64x64 product. Equal to `apply` for
+/// every `acc`: `|acc mult| < 2^62` and the result fits `i32` (a
+/// multiplier below 1 needs no saturation).
 /// (Used on 32-bit Arm; tested on every target.)
 #[cfg_attr(not(target_arch = "arm"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HighScale {
-    mult: i64,
+    mult: i32,
     round: i64,
     rest: u32,
+    /// `t == 31`.
+    t31: bool,
 }
 
 #[cfg_attr(not(target_arch = "arm"), allow(dead_code))]
 impl HighScale {
     /// `s` in this form, when its total shift is at least 31.
     pub(crate) fn of(s: Scale) -> Option<HighScale> {
-        // At 31, numerator and divisor doubled: `2 mult < 2^32`.
         let t = s.total_shift();
-        let up = 32u32.saturating_sub(t);
         (t >= 31).then(|| HighScale {
-            mult: i64::from(s.mult) << up,
-            round: 1 << (t + up - 1),
-            rest: t + up - 32,
+            mult: s.mult,
+            round: 1 << (t - 1),
+            rest: t.saturating_sub(32),
+            t31: t == 31,
         })
     }
 
-    /// [`Scale::apply`].
-    #[inline(always)]
+    /// Whether the total shift is 31 (the form [`HighScale::apply_at`]
+    /// takes as `T31`).
+    pub(crate) fn t31(self) -> bool {
+        self.t31
+    }
+
+    /// [`Scale::apply`] (the kernels take [`HighScale::apply_at`]).
+    #[cfg(test)]
     pub(crate) fn apply(self, acc: i32) -> i32 {
-        (((i64::from(acc) * self.mult + self.round) >> 32) as i32) >> self.rest
+        if self.t31 { self.apply_at::<true>(acc) } else { self.apply_at::<false>(acc) }
+    }
+
+    /// [`Scale::apply`] with `T31 == self.t31()` known where the loop is
+    /// compiled.
+    #[inline(always)]
+    pub(crate) fn apply_at<const T31: bool>(self, acc: i32) -> i32 {
+        debug_assert_eq!(T31, self.t31);
+        let p = i64::from(acc) * i64::from(self.mult) + self.round;
+        if T31 { (p >> 31) as i32 } else { ((p >> 32) as i32) >> self.rest }
     }
 }
 

@@ -641,6 +641,44 @@ fn qconv_refuses_bad_arguments() {
     assert_eq!(pack_conv_weights(&p, &w[1..], &mut packed), Err(Error::ShapeMismatch));
 }
 
+/// The quantized Add by tables (the 32-bit Arm form) gives the integer
+/// formulation's results exactly, `i8` and `u8`, full and narrowed output
+/// ranges, at output scales of total shift 31 (its own branch) and above.
+#[test]
+fn add_by_tables_matches_the_definition() {
+    use crate::simd::q8::elementwise::add_by_tables;
+    fn one<T: Q8>(rng: &mut Rng, s: &AddScales, out: &QOut) {
+        let (a, b) = (rng.q8::<T>(257), rng.q8::<T>(257));
+        let (za, zb) = (rng.int(T::MIN, T::MAX), rng.int(T::MIN, T::MAX));
+        let mut y = vec![T::default(); 257];
+        assert!(add_by_tables(&a, za, &b, zb, s, &mut y, out));
+        for i in 0..257 {
+            let da = s.a.apply((a[i].get() - za) << s.left_shift);
+            let db = s.b.apply((b[i].get() - zb) << s.left_shift);
+            let want = requant_ref(s.out, da + db, out.zero, out.min, out.max);
+            assert_eq!(y[i].get(), want, "{i} {s:?} {out:?}");
+        }
+    }
+    let mut rng = Rng::new(10);
+    // `twice / (2^20 sy)` in [1/2, 1): a total shift of 31.
+    let t31 = |sa: f64, sb: f64, r: f64| 2.0 * sa.max(sb) / (1048576.0 * r);
+    for (sa, sb, sy) in [
+        (0.02, 0.03, 0.05),
+        (0.5, 0.001, 0.1),
+        (1.0, 2.0, 0.01),
+        (0.03, 0.01, t31(0.03, 0.01, 0.75)),
+        (0.03, 0.03, t31(0.03, 0.03, 0.999)),
+    ] {
+        let s = add_scales(sa, sb, sy).unwrap();
+        let (zi, zu) = (rng.int(-128, 127), rng.int(0, 255));
+        one::<i8>(&mut rng, &s, &QOut { zero: zi, min: -128, max: 127 });
+        one::<i8>(&mut rng, &s, &QOut { zero: -7, min: -100, max: 90 });
+        one::<u8>(&mut rng, &s, &QOut { zero: zu, min: 0, max: 255 });
+        one::<u8>(&mut rng, &s, &QOut { zero: 128, min: 128, max: 250 });
+    }
+    assert_eq!(add_scales(0.03, 0.01, t31(0.03, 0.01, 0.75)).unwrap().out.total_shift(), 31);
+}
+
 #[test]
 fn elementwise_match_their_definitions() {
     let mut rng = Rng::new(9);
