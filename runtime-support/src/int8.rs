@@ -532,7 +532,8 @@ pub fn qconv<A: Q8, Y: Q8>(
                         let need = qconv_scratch_len(p);
                         ensure(scratch.len() >= need, Error::ShapeMismatch)?;
                         let scratch = &mut scratch[..need];
-                        q8::conv::depthwise::run(p, &g, x, x_zero, w, bias, rq, y, scratch);
+                        let io = q8::conv::Io::Apart { x: A::as_bytes(x), y };
+                        q8::conv::depthwise::run(p, &g, io, x_zero, w, bias, rq, scratch);
                     }
                     None => q8::conv::reference(p, x, x_zero, w, bias, rq, y),
                 }
@@ -542,7 +543,8 @@ pub fn qconv<A: Q8, Y: Q8>(
                         let need = qconv_scratch_len(p);
                         ensure(scratch.len() >= need, Error::ShapeMismatch)?;
                         let w = bytemuck::cast_slice(w);
-                        q8::conv::im2col(p, &g, x, x_zero, w, bias, rq, y, &mut scratch[..need]);
+                        let io = q8::conv::Io::Apart { x: A::as_bytes(x), y };
+                        q8::conv::im2col(p, &g, io, x_zero, w, bias, rq, &mut scratch[..need]);
                     }
                     None => {
                         let mut dense = DenseOf { packed: bytemuck::cast_slice(w), p };
@@ -551,6 +553,55 @@ pub fn qconv<A: Q8, Y: Q8>(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Whether [`qconv_in_place`] takes `p`: a depthwise or pointwise (1x1,
+/// stride 1, unpadded) convolution whose output has the input's shape.
+/// Each reads a channel's plane (depthwise) or a block of positions
+/// (pointwise) into its scratch before it stores the outputs that
+/// overwrite exactly those, so the output can take the input's buffer
+/// (the int8 arenas of depthwise-separable models).
+pub fn qconv_runs_in_place(p: &Conv<'_>) -> bool {
+    let Some(g) = geometry(p) else { return false };
+    let same = p.in_channels == p.out_channels && g.ih == g.oh && g.iw == g.ow;
+    same && (depthwise(p) || g.pointwise())
+}
+
+/// [`qconv`] with the output written over its input `xy` (packed weights,
+/// [`qconv_runs_in_place`]; else `Error::InvalidParams`). The same results
+/// as [`qconv`] into a separate buffer.
+#[allow(clippy::too_many_arguments)]
+pub fn qconv_in_place<T: Q8>(
+    p: &Conv<'_>,
+    xy: &mut [T],
+    x_zero: i32,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    scratch: &mut [T],
+) -> Result {
+    p.window.check(false)?;
+    ensure(p.groups > 0 && p.in_channels.is_multiple_of(p.groups), Error::InvalidParams)?;
+    ensure(qconv_runs_in_place(p), Error::InvalidParams)?;
+    ensure((T::MIN..=T::MAX).contains(&x_zero), Error::InvalidParams)?;
+    let size = numel(p.window.in_dims)?;
+    let len = p.batch.checked_mul(p.in_channels).and_then(|v| v.checked_mul(size));
+    ensure(len == Some(xy.len()), Error::ShapeMismatch)?;
+    ensure(bias.is_none_or(|b| b.len() == p.out_channels), Error::ShapeMismatch)?;
+    rq.check::<T>(p.out_channels)?;
+    ensure(w.len() == packed_conv_len(p), Error::ShapeMismatch)?;
+    let need = qconv_scratch_len(p);
+    ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+    let (Some(g), scratch) = (geometry(p), &mut scratch[..need]) else {
+        return Err(Error::InvalidParams);
+    };
+    let io = q8::conv::Io::Shared(xy);
+    if depthwise(p) {
+        q8::conv::depthwise::run(p, &g, io, x_zero, w, bias, rq, scratch);
+    } else {
+        q8::conv::im2col(p, &g, io, x_zero, bytemuck::cast_slice(w), bias, rq, scratch);
     }
     Ok(())
 }

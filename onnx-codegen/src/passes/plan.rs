@@ -614,6 +614,59 @@ mod tests {
         assert_eq!((p.arena_bytes, p.arena_lower_bound_bytes), (64, 64));
     }
 
+    /// int8 depthwise and pointwise convolutions of equal shapes write over
+    /// their input (`int8::qconv_runs_in_place`); a 3x3 product does not,
+    /// nor does one reading the caller's input.
+    #[test]
+    fn int8_depthwise_and_pointwise_convolutions_run_in_place() {
+        let w = |n: usize| {
+            let v: Vec<String> = (0..n).map(|i| ((i * 7 % 11) as i32 - 5).to_string()).collect();
+            v.join(", ")
+        };
+        // Through the whole pipeline: the in-place path wants packed weights
+        // (a weight two products read stays unpacked: each has its own).
+        let lowered = |src: &str| {
+            let proto = crate::text::parse_model(src, "t.onnxtxt").expect("parses");
+            let mut model = crate::passes::prepare(&proto).expect("valid").model;
+            let l = crate::passes::pipeline::run(&mut model.graph, &Config::default(), &[]);
+            assert!(l.inferred.is_complete(), "{:?}", l.inferred.unsupported);
+            let plan = plan(&model.graph, &l.inferred);
+            (model, (), plan)
+        };
+        let (m, _, p) = lowered(&format!(
+            "{HEAD}g (uint8[1, 8, 5, 5] x) => (uint8[1, 8, 5, 5] y)
+            <int8[8, 8, 1, 1] wp = {{{}}}, int8[8, 1, 3, 3] wd = {{{}}},
+             int8[8, 8, 1, 1] wq = {{{}}}, int8[8, 8, 3, 3] w3 = {{{}}},
+             float ws = {{0.01}}, int8 wz = {{0}},
+             float s = {{0.05}}, uint8 z = {{128}}> {{
+                a = QLinearConv (x, s, z, wp, ws, wz, s, z)
+                b = QLinearConv <group: int = 8, pads: ints = [1, 1, 1, 1]> (a, s, z, wd, ws, wz, s, z)
+                c = QLinearConv (b, s, z, wq, ws, wz, s, z)
+                y = QLinearConv <pads: ints = [1, 1, 1, 1]> (c, s, z, w3, ws, wz, s, z)
+            }}",
+            w(64),
+            w(72),
+            w(64),
+            w(576),
+        ));
+        // `a` from the caller's `x`; `b` and `c` over it; `y` a 3x3 product.
+        let calls: Vec<Action> = p.actions.iter().copied().filter(|a| *a != Action::View).collect();
+        assert_eq!(
+            calls,
+            [
+                Action::Call { in_place: false },
+                Action::Call { in_place: true },
+                Action::Call { in_place: true },
+                Action::Call { in_place: false },
+            ]
+        );
+        let at = |n: &str| match loc(&m, &p, n) {
+            Some(Loc::Arena { offset, .. }) => offset,
+            other => panic!("{n}: {other:?}"),
+        };
+        assert_eq!((at("a"), at("b")), (at("c"), at("c")));
+    }
+
     #[test]
     fn values_alive_together_get_disjoint_ranges_and_dead_ones_are_reused() {
         let (m, _, p) = planned(&format!(

@@ -262,6 +262,13 @@ impl Kernel for Int8Kernel {
                     quote!(#rt::int8::QConvWeights::Dense(#w))
                 };
                 let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                if io.in_place {
+                    // `in_place` holds: packed weights, one buffer (`y`).
+                    let w = in_tokens(io, self.at.w);
+                    return quote! {
+                        #rt::int8::qconv_in_place(&#conv, #y, #x_zero, #w, #bias, #rq, #scratch)?;
+                    };
+                }
                 quote! {
                     #rt::int8::qconv(&#conv, #x, #x_zero, #w, #bias, #rq, #y, #scratch)?;
                 }
@@ -281,6 +288,23 @@ impl Kernel for Int8Kernel {
                 }
             }
             Int8Op::Unsupported => quote!(),
+        }
+    }
+
+    /// A depthwise or pointwise convolution whose output has its input's
+    /// shape and type writes over its input (`int8::qconv_runs_in_place`):
+    /// in depthwise-separable models that is most layers, and the arena's
+    /// peak loses a whole activation.
+    fn in_place(&self) -> Option<usize> {
+        match &self.op {
+            Int8Op::Conv(g)
+                if self.at.packed
+                    && self.x == self.y
+                    && rt_i8::qconv_runs_in_place(&g.params()) =>
+            {
+                Some(self.at.x)
+            }
+            _ => None,
         }
     }
 

@@ -411,7 +411,8 @@ fn conv_ref<A: Q8, Y: Q8>(
     y
 }
 
-fn check_conv<A: Q8, Y: Q8>(rng: &mut Rng, cc: &ConvCase, case: usize) {
+/// Returns whether the case also ran in place.
+fn check_conv<A: Q8, Y: Q8>(rng: &mut Rng, cc: &ConvCase, case: usize) -> bool {
     let out = cc.out_dims();
     let window = Window {
         in_dims: &cc.in_dims,
@@ -448,6 +449,14 @@ fn check_conv<A: Q8, Y: Q8>(rng: &mut Rng, cc: &ConvCase, case: usize) {
     let mut y = vec![Y::default(); cc.n * cc.m * osz];
     qconv(&p, &x, zx, QConvWeights::Dense(&w), bias, &rq, &mut y, &mut scratch).unwrap();
     assert_eq!(y, want, "dense conv case {case}");
+    // In place, where it runs so and the output's type is the input's.
+    if A::SIGNED == Y::SIGNED && qconv_runs_in_place(&p) {
+        let mut xy = x.clone();
+        qconv_in_place(&p, &mut xy, zx, &packed, bias, &rq, &mut scratch).unwrap();
+        assert_eq!(A::as_bytes(&xy), Y::as_bytes(&want), "in-place conv case {case}");
+        return true;
+    }
+    false
 }
 
 fn conv_cases() -> Vec<ConvCase> {
@@ -468,6 +477,13 @@ fn conv_cases() -> Vec<ConvCase> {
         (5, 5, 5, (8, 8), (3, 3), (2, 2), (1, 1), (1, 1), (0, 0)),
         (3, 3, 3, (7, 12), (5, 3), (1, 2), (2, 1), (4, 0), (2, 3)),
         (4, 4, 4, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        // In place (`qconv_in_place`): pointwise over several blocks,
+        // grouped pointwise, depthwise of KWS's and other shapes.
+        (64, 64, 1, (25, 5), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (32, 32, 1, (20, 21), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (12, 12, 3, (9, 11), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        (16, 16, 16, (25, 5), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+        (6, 6, 6, (9, 9), (5, 5), (1, 1), (1, 1), (2, 2), (2, 2)),
         (2, 2, 2, (3, 70), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
         (4, 4, 4, (25, 5), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
         (3, 3, 3, (9, 8), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
@@ -554,12 +570,16 @@ fn conv_cases() -> Vec<ConvCase> {
 #[test]
 fn qconv_matches_the_definition() {
     let mut rng = Rng::new(5);
+    let mut in_place = 0;
     for (case, cc) in conv_cases().iter().enumerate() {
-        check_conv::<u8, u8>(&mut rng, cc, case);
-        check_conv::<i8, i8>(&mut rng, cc, case + 1);
-        check_conv::<u8, i8>(&mut rng, cc, case + 2);
-        check_conv::<i8, u8>(&mut rng, cc, case + 5);
+        in_place += usize::from(check_conv::<u8, u8>(&mut rng, cc, case));
+        in_place += usize::from(check_conv::<i8, i8>(&mut rng, cc, case + 1));
+        assert!(!check_conv::<u8, i8>(&mut rng, cc, case + 2));
+        assert!(!check_conv::<i8, u8>(&mut rng, cc, case + 5));
     }
+    // The 19 cases of 1x1 or depthwise windows whose output has the
+    // input's shape, each as u8 and as i8.
+    assert_eq!(in_place, 2 * 19, "in-place cases");
 }
 
 #[test]
@@ -639,6 +659,15 @@ fn qconv_refuses_bad_arguments() {
     let g = Conv { groups: 2, ..p };
     assert_eq!(qconv(&g, &x, 0, wp, None, &rq, &mut y, &mut scratch), Err(Error::InvalidParams));
     assert_eq!(pack_conv_weights(&p, &w[1..], &mut packed), Err(Error::ShapeMismatch));
+    // Not in place: a 3x3 product's blocks read positions its stores
+    // overwrite (even with as many output channels as input ones).
+    let q = Conv { out_channels: 2, ..p };
+    let mut xy = x.clone();
+    assert!(!qconv_runs_in_place(&q));
+    assert_eq!(
+        qconv_in_place(&q, &mut xy, 0, &packed, None, &rq, &mut scratch),
+        Err(Error::InvalidParams)
+    );
 }
 
 /// The quantized Add by tables (the 32-bit Arm form) gives the integer

@@ -590,40 +590,65 @@ impl Block {
 pub(crate) fn im2col<A: Q8, Y: Q8>(
     p: &Conv<'_>,
     geo: &Geom,
-    x: &[A],
+    io: Io<'_, Y>,
     x_zero: i32,
     w: &[u8],
     bias: Option<&[i32]>,
     rq: &Requant<'_>,
-    y: &mut [Y],
     scratch: &mut [A],
 ) {
-    dispatch(Im2col { p, geo, x, x_zero, w, bias, rq, y, scratch });
+    dispatch(Im2col { p, geo, io, x_zero, w, bias, rq, scratch });
+}
+
+/// A convolution's input (as bytes) and output: two buffers, or one that
+/// the output overwrites as the input is consumed (`int8::qconv_in_place`:
+/// the input's type is then the output's). The drivers borrow the input
+/// only while they copy from it, the output only while they store.
+pub(crate) enum Io<'a, Y> {
+    Apart { x: &'a [u8], y: &'a mut [Y] },
+    Shared(&'a mut [Y]),
+}
+
+impl<Y: Q8> Io<'_, Y> {
+    #[inline(always)]
+    pub(crate) fn x(&self) -> &[u8] {
+        match self {
+            Io::Apart { x, .. } => x,
+            Io::Shared(b) => Y::as_bytes(b),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn y(&mut self) -> &mut [Y] {
+        match self {
+            Io::Apart { y, .. } => y,
+            Io::Shared(b) => b,
+        }
+    }
 }
 
 struct Im2col<'a, 'c, 'r, A, Y> {
     p: &'a Conv<'c>,
     geo: &'a Geom,
-    x: &'a [A],
+    io: Io<'a, Y>,
     x_zero: i32,
     w: &'a [u8],
     bias: Option<&'a [i32]>,
     rq: &'a Requant<'r>,
-    y: &'a mut [Y],
     scratch: &'a mut [A],
 }
 
 impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
     #[inline(always)]
     fn run<K: QMicro>(self, kern: K) {
-        let Im2col { p, geo, x, x_zero, w, bias, rq, y, scratch } = self;
+        let Im2col { p, geo, mut io, x_zero, w, bias, rq, scratch } = self;
         let Some(k) = k_of(p) else { return };
         let k4 = k.next_multiple_of(4);
         let (cg, mg) = (p.in_channels / p.groups, p.out_channels / p.groups);
         let (in_plane, out_size) = (geo.ih * geo.iw, geo.oh * geo.ow);
         let panels = mg.div_ceil(PANEL);
         let Some((sums, body)) = w.split_at_checked(4 * p.out_channels) else { return };
-        let (x, scratch) = (A::as_bytes(x), A::as_bytes_mut(scratch));
+        let scratch = A::as_bytes_mut(scratch);
         let zbits = A::saturate(x_zero).bits();
         let zoff = x_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
@@ -686,10 +711,16 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let mut chans = [Chan::default(); MAX_MR];
         for n in 0..p.batch {
             for g in 0..p.groups {
-                let xg = &x[(n * p.in_channels + g * cg) * in_plane..][..cg * in_plane];
+                let xg_at = (n * p.in_channels + g * cg) * in_plane..;
                 for bi in 0..nblocks {
                     let b = block_at(bi);
                     let nstrips = b.len().div_ceil(NR);
+                    // Borrowed until the block is built (in place, the
+                    // stores below overwrite only the block's positions).
+                    let Some(xg) = io.x().get(xg_at.clone()).and_then(|x| x.get(..cg * in_plane))
+                    else {
+                        return;
+                    };
                     if pointwise {
                         for grp in 0..k4 / 4 {
                             let srcs = core::array::from_fn(|q| match 4 * grp + q {
@@ -757,7 +788,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     let len = NR.min(b.len() - s * NR);
                                     for (r, acc) in acc.iter().enumerate().take(nrows) {
                                         let at = (n * p.out_channels + m0 + r) * out_size + at;
-                                        let Some(dst) = y.get_mut(at..at + len) else { return };
+                                        let Some(dst) = io.y().get_mut(at..at + len) else {
+                                            return;
+                                        };
                                         kern.splat(acc, &chans[r], &out, dst);
                                     }
                                     continue;
@@ -767,7 +800,9 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     let base = (n * p.out_channels + m0 + r) * out_size;
                                     for &(lane, len, off) in &runs[..nruns] {
                                         let at = base + off;
-                                        let Some(dst) = y.get_mut(at..at + len) else { return };
+                                        let Some(dst) = io.y().get_mut(at..at + len) else {
+                                            return;
+                                        };
                                         if lane == 0 {
                                             kern.splat(acc, &chans[r], &out, dst);
                                         } else {

@@ -23,7 +23,7 @@ pub(crate) mod dsp;
 
 use crate::conv::Conv;
 use crate::int8::{Q8, Requant};
-use crate::simd::q8::conv::Geom;
+use crate::simd::q8::conv::{Geom, Io};
 use crate::simd::q8::requant::{Chan, OutRange};
 
 /// The output stage of the plain loops: lane by lane where a vector unit
@@ -132,15 +132,14 @@ fn copy_row(dst: &mut [u8], src: &[u8]) {
 pub(crate) fn run<A: Q8, Y: Q8>(
     p: &Conv<'_>,
     g: &Geom,
-    x: &[A],
+    io: Io<'_, Y>,
     x_zero: i32,
     w: &[i8],
     bias: Option<&[i32]>,
     rq: &Requant<'_>,
-    y: &mut [Y],
     scratch: &mut [A],
 ) {
-    let job = Channels { p, g, x, x_zero, w, bias, rq, y, scratch };
+    let job = Channels { p, g, io, x_zero, w, bias, rq, scratch };
     #[cfg(onnx_codegen_arm_dsp)]
     if let Some(k) = crate::simd::isa::dsp::Dsp::detect().filter(|_| dsp::fits(g)) {
         return job.each(dsp::Kernel(k));
@@ -157,12 +156,11 @@ pub(crate) fn run<A: Q8, Y: Q8>(
 struct Channels<'a, 'b, A, Y> {
     p: &'b Conv<'a>,
     g: &'b Geom,
-    x: &'b [A],
+    io: Io<'b, Y>,
     x_zero: i32,
     w: &'b [i8],
     bias: Option<&'b [i32]>,
     rq: &'b Requant<'a>,
-    y: &'b mut [Y],
     scratch: &'b mut [A],
 }
 
@@ -170,26 +168,38 @@ impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
     /// Every channel's plane padded into the scratch, then `kernel` on it.
     #[inline(always)]
     fn each(self, kernel: impl ChannelKernel) {
-        let Channels { p, g, x, x_zero, w, bias, rq, y, scratch } = self;
+        let Channels { p, g, mut io, x_zero, w, bias, rq, scratch } = self;
         let (iplane, oplane, taps) = (g.ih * g.iw, g.oh * g.ow, g.kh * g.kw);
         let Some(plane) = Plane::of(g) else { return };
         let Some(pad) = plane.len().and_then(|n| A::as_bytes_mut(scratch).get_mut(..n)) else {
             debug_assert!(false, "depthwise scratch too small");
             return;
         };
-        let x = A::as_bytes(x);
         let zbits = A::saturate(x_zero).bits();
         let out = OutRange::of(rq);
         // The padding, once: each channel's copy overwrites the same bytes.
         pad.fill(zbits);
         for n in 0..p.batch {
             for c in 0..p.out_channels {
-                fill(g, &plane, &x[(n * p.in_channels + c) * iplane..][..iplane], pad);
+                // In place, channel `c`'s output overwrites its input
+                // only after this copy.
+                let Some(xp) =
+                    io.x().get((n * p.in_channels + c) * iplane..).and_then(|x| x.get(..iplane))
+                else {
+                    return;
+                };
+                fill(g, &plane, xp, pad);
                 let wc = &w[c * taps..][..taps];
                 let wsum: i32 = wc.iter().map(|&v| i32::from(v)).sum();
                 let add = bias.map_or(0, |b| b[c]).wrapping_sub(x_zero.wrapping_mul(wsum));
                 let ch = Chan::new(add, rq.scale(c));
-                let yp = &mut y[(n * p.out_channels + c) * oplane..][..oplane];
+                let Some(yp) = io
+                    .y()
+                    .get_mut((n * p.out_channels + c) * oplane..)
+                    .and_then(|y| y.get_mut(..oplane))
+                else {
+                    return;
+                };
                 kernel.channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp);
             }
         }
