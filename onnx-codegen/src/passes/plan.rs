@@ -631,9 +631,9 @@ mod tests {
             let l = crate::passes::pipeline::run(&mut model.graph, &Config::default(), &[]);
             assert!(l.inferred.is_complete(), "{:?}", l.inferred.unsupported);
             let plan = plan(&model.graph, &l.inferred);
-            (model, (), plan)
+            (model, plan)
         };
-        let (m, _, p) = lowered(&format!(
+        let (m, p) = lowered(&format!(
             "{HEAD}g (uint8[1, 8, 5, 5] x) => (uint8[1, 8, 5, 5] y)
             <int8[8, 8, 1, 1] wp = {{{}}}, int8[8, 1, 3, 3] wd = {{{}}},
              int8[8, 8, 1, 1] wq = {{{}}}, int8[8, 8, 3, 3] w3 = {{{}}},

@@ -256,19 +256,18 @@ impl Kernel for Int8Kernel {
         match &self.op {
             Int8Op::Conv(g) => {
                 let conv = g.tokens(rt);
+                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                if io.in_place {
+                    // `in_place` holds: packed weights, one buffer (`y`).
+                    return quote! {
+                        #rt::int8::qconv_in_place(&#conv, #y, #x_zero, #w, #bias, #rq, #scratch)?;
+                    };
+                }
                 let w = if self.at.packed {
                     quote!(#rt::int8::QConvWeights::Packed(#w))
                 } else {
                     quote!(#rt::int8::QConvWeights::Dense(#w))
                 };
-                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
-                if io.in_place {
-                    // `in_place` holds: packed weights, one buffer (`y`).
-                    let w = in_tokens(io, self.at.w);
-                    return quote! {
-                        #rt::int8::qconv_in_place(&#conv, #y, #x_zero, #w, #bias, #rq, #scratch)?;
-                    };
-                }
                 quote! {
                     #rt::int8::qconv(&#conv, #x, #x_zero, #w, #bias, #rq, #y, #scratch)?;
                 }

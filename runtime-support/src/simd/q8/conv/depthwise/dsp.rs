@@ -191,9 +191,9 @@ unsafe fn row_s1_inline<const SIGNED: bool>(
 /// One row's window pairs in assembly: LLVM's loop (`pair` in a loop)
 /// spilled and took 44 instructions a pair on the Cortex-M4; this one 27:
 /// per window row a load, two extensions and four multiply-accumulates,
-/// a `STRD` of the two sums. Twelve registers are live, all the asm may
-/// have: `(w0, w2)` and `(w7, 0)` take turns in one, reloaded from two
-/// stack words each pair (28 with those loads).
+/// a `STRD` of the two sums, the loop's three. Twelve registers are live,
+/// all the asm may have: `(w0, w2)` and `(w7, 0)` take turns in one,
+/// reloaded from two stack words each pair (two of the 27).
 ///
 /// # Safety
 /// `p + r * pitch + i..+ 4` is readable for `r < 3`, `i < 2 pairs`;
