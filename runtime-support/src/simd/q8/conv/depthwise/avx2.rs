@@ -18,12 +18,13 @@
 use crate::int8::Q8;
 use crate::simd::isa::avx2::Avx2;
 use crate::simd::q8::conv::Geom;
-use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane};
-use crate::simd::q8::requant::{Chan, OutRange, splat_lanes};
+use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane, copy_row};
+use crate::simd::q8::gemm::micro::avx2::{low_bytes, stage};
+use crate::simd::q8::requant::{Chan, OutRange};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm_loadl_epi64, _mm_loadu_si128, _mm_unpacklo_epi8, _mm256_add_epi32,
     _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16, _mm256_madd_epi16, _mm256_set1_epi32,
-    _mm256_setzero_si256, _mm256_storeu_si256,
+    _mm256_setzero_si256,
 };
 
 /// The most window rows and tap pairs per row the kernel takes (its
@@ -140,10 +141,14 @@ unsafe fn body<A: Q8, Y: Q8, const KH: usize, const P: usize, const S: usize>(
     // The furthest byte a chunk reads past its first: the last window
     // row's last pair's sixteen bytes (at stride 1, nine of them used).
     let reach = (kh - 1) * g.dh * pitch + 2 * (pairs - 1) + 16;
-    let mut acc = [0i32; ACC];
-    // Eight outputs whose first input is `pad[at]`, stored at `acc[..8]`.
-    let eight = |at: usize, acc: &mut [i32]| {
-        let (Some(src), Some(d)) = (pad.get(at..at + reach), acc.first_chunk_mut::<8>()) else {
+    // The output stage's constants, once per channel.
+    let (add, mult) = (_mm256_set1_epi32(ch.add), _mm256_set1_epi32(ch.mult));
+    let (lsh, rsh) = (_mm256_set1_epi32(ch.lsh as i32), _mm256_set1_epi32(ch.rsh as i32));
+    let (lo, hi) = (_mm256_set1_epi32(ch.lo), _mm256_set1_epi32(ch.hi));
+    // Eight outputs whose first input is `pad[at]`, through the output
+    // stage, their bytes stored at `dst[..8]`.
+    let eight = |at: usize, dst: &mut [u8]| {
+        let (Some(src), Some(d)) = (pad.get(at..at + reach), dst.first_chunk_mut::<8>()) else {
             debug_assert!(false, "q8 AVX2 depthwise chunk out of bounds");
             return;
         };
@@ -168,50 +173,40 @@ unsafe fn body<A: Q8, Y: Q8, const KH: usize, const P: usize, const S: usize>(
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(unsafe { widen::<A>(x) }, wp));
             }
         }
-        // SAFETY: `d` is 8 `i32`s.
-        unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), s) }
+        // SAFETY: AVX2 (this function's); `d` is 8 writable bytes.
+        unsafe { low_bytes(stage(s, add, mult, lsh, rsh, lo, hi, out), d.as_mut_ptr()) }
     };
+    let ybytes = Y::as_bytes_mut(yp);
+    let mut tmp = [0u8; ACC];
     // Narrow planes at stride 1: runs of whole rows, as the parent's
-    // `channel_runs`, in chunks of eight positions (`len <= ACC - 8`).
+    // `channel_runs`, in chunks of eight positions (`len <= ACC - 8`),
+    // each output row's bytes then taken from its run.
     if S == 1 && g.sh == 1 && g.ow + 8 <= ACC && pitch + 8 <= ACC && g.ow < 32 {
         let per = (ACC - 8 - g.ow) / pitch + 1;
-        for (i, yc) in yp.chunks_mut(per * g.ow).enumerate() {
+        for (i, yc) in ybytes.chunks_mut(per * g.ow).enumerate() {
             let nr = yc.len() / g.ow;
             let len = (nr - 1) * pitch + g.ow;
             for c in 0..len.div_ceil(8) {
-                eight(i * per * pitch + 8 * c, &mut acc[8 * c..]);
+                eight(i * per * pitch + 8 * c, &mut tmp[8 * c..]);
             }
-            for r in 1..nr {
-                acc.copy_within(r * pitch..r * pitch + g.ow, r * g.ow);
+            for (r, yr) in yc.chunks_exact_mut(g.ow).enumerate() {
+                copy_row(yr, &tmp[r * pitch..r * pitch + g.ow]);
             }
-            splat_lanes(&acc[..nr * g.ow], ch, out, yc);
         }
     } else {
-        by_rows::<Y>(g, pitch, &eight, ch, out, yp, &mut acc);
-    }
-}
-
-/// The outputs row by row, pieces of at most [`ACC`] - 8 columns.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn by_rows<Y: Q8>(
-    g: &Geom,
-    pitch: usize,
-    eight: &impl Fn(usize, &mut [i32]),
-    ch: &Chan,
-    out: &OutRange,
-    yp: &mut [Y],
-    acc: &mut [i32; ACC],
-) {
-    const PIECE: usize = ACC - 8;
-    for (oy, yr) in yp.chunks_exact_mut(g.ow).enumerate() {
-        for (k, yc) in yr.chunks_mut(PIECE).enumerate() {
-            let ox0 = k * PIECE;
-            let at = oy * g.sh * pitch + ox0 * g.sw;
-            for c in 0..yc.len().div_ceil(8) {
-                eight(at + 8 * c * g.sw, &mut acc[8 * c..]);
+        // Row by row: whole chunks straight into the row, the last one
+        // through `tmp`.
+        for (oy, yr) in ybytes.chunks_exact_mut(g.ow).enumerate() {
+            let at = oy * g.sh * pitch;
+            let whole = g.ow / 8;
+            for c in 0..whole {
+                eight(at + 8 * c * g.sw, &mut yr[8 * c..]);
             }
-            splat_lanes(&acc[..yc.len()], ch, out, yc);
+            let rest = g.ow - 8 * whole;
+            if rest > 0 {
+                eight(at + 8 * whole * g.sw, &mut tmp);
+                yr[8 * whole..].copy_from_slice(&tmp[..rest]);
+            }
         }
     }
 }

@@ -101,7 +101,7 @@ fn fill(g: &Geom, plane: &Plane, xp: &[u8], pad: &mut [u8]) {
 /// for the short rows of narrow planes (it costs more than their copy):
 /// up to 16 bytes as two overlapping fixed-size copies.
 #[inline(always)]
-fn copy_row(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn copy_row(dst: &mut [u8], src: &[u8]) {
     let n = dst.len();
     debug_assert!(src.len() == n);
     if src.len() != n {

@@ -223,7 +223,7 @@ unsafe fn tile<const BS: bool, const SS: bool>(t: &Tile<'_>, acc: &mut Acc) {
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn stage(
+pub(crate) unsafe fn stage(
     v: __m256i,
     add: __m256i,
     mult: __m256i,
@@ -314,7 +314,7 @@ unsafe fn splat_high<Y: Q8>(acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mu
 /// AVX2 is available; `p..p + 8` is writable.
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn low_bytes(v: __m256i, p: *mut u8) {
+pub(crate) unsafe fn low_bytes(v: __m256i, p: *mut u8) {
     let pick = _mm256_setr_epi8(
         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
         -1, -1, -1, -1, -1, -1, -1, -1,
