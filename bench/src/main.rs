@@ -326,7 +326,7 @@ fn run_q8(reps: usize) -> bool {
         let p = QMatMul { m: n, n, k: n, a_zero: 128 };
         let mut first: Option<Vec<u8>> = None;
         let mut line = format!("qmatmul {n}^3 u8 x i8:");
-        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::ALL {
             set_max_isa(isa);
             let mut y = vec![0u8; n * n];
             let med = time(&mut || {
@@ -359,7 +359,7 @@ fn run_q8(reps: usize) -> bool {
         let rq = Requant { scales: &scales[..m], zero: 3, min: 0, max: 255 };
         let mut first: Option<Vec<u8>> = None;
         let mut line = format!("qconv {k}x{k} {c}->{m} at {h}x{h} u8:");
-        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::ALL {
             set_max_isa(isa);
             let mut y = vec![0u8; m * h * h];
             let med = time(&mut || {

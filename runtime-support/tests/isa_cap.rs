@@ -32,7 +32,7 @@ fn each_cap_takes_its_path_and_portable_is_exact() {
         Gemm { m, n, k, trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0, c_strides: [0, 0] };
     let mut exact = vec![0.0f32; m * n];
     gemm(&p, &a, &b, None, &mut exact).unwrap();
-    for cap in [Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Portable] {
+    for cap in [Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Portable] {
         set_max_isa(cap);
         assert_eq!(max_isa(), cap);
         assert_eq!(uses_fma(), fused_under(cap), "{cap:?}");
@@ -52,9 +52,16 @@ fn each_cap_takes_its_path_and_portable_is_exact() {
 
 #[test]
 fn names_are_the_variable_values() {
-    for (name, isa) in [("portable", Isa::Portable), ("avx2", Isa::Avx2), ("avx512", Isa::Avx512)] {
+    let names = [
+        ("portable", Isa::Portable),
+        ("avx2", Isa::Avx2),
+        ("avxvnni", Isa::AvxVnni),
+        ("avx512", Isa::Avx512),
+    ];
+    for (name, isa) in names {
         assert_eq!(Isa::from_name(name), Some(isa));
         assert_eq!(isa.name(), name);
     }
+    assert_eq!(Isa::ALL.map(|isa| isa.name()), names.map(|(name, _)| name));
     assert_eq!(onnx_codegen_runtime::simd::MAX_ISA_VAR, "ONNX_CODEGEN_MAX_ISA");
 }

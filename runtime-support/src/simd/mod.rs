@@ -25,9 +25,11 @@
 //! [`set_max_isa`] caps the kernels the dispatcher chooses at an [`Isa`],
 //! on top of what the CPU reports, so the AVX2 and portable paths run (and
 //! are tested) on an AVX-512 machine: `set_max_isa(Isa::Avx2)` behaves as
-//! an AVX2-only CPU would, `Isa::Portable` as a CPU without AVX2. It works
+//! an AVX2-only CPU would, `Isa::AvxVnni` as an AVX2 CPU with AVX-VNNI (a
+//! client core of Alder Lake or later: the int8 products' 256-bit
+//! `vpdpbusd`), `Isa::Portable` as a CPU without AVX2. It works
 //! without `std`. In `std` builds the environment variable
-//! [`MAX_ISA_VAR`], `ONNX_CODEGEN_MAX_ISA=portable|avx2|avx512`, sets the
+//! [`MAX_ISA_VAR`], `ONNX_CODEGEN_MAX_ISA=portable|avx2|avxvnni|avx512`, sets the
 //! cap when a kernel first asks for it (any other non-empty value caps at
 //! the portable path, with a warning naming the values it takes);
 //! [`set_max_isa`] overrides it. For
@@ -156,6 +158,9 @@ pub(crate) mod tests {
         /// AVX2 and FMA (`avx2::Avx2`).
         #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
         Avx2,
+        /// AVX2, FMA and AVX-VNNI (`avx2::AvxVnni`).
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+        AvxVnni,
         /// AVX-512F (`avx512::Avx512`).
         #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
         Avx512,
@@ -175,6 +180,7 @@ pub(crate) mod tests {
         fn name(self) -> &'static str {
             match self {
                 Need::Avx2 => "avx2+fma",
+                Need::AvxVnni => "avx2+fma+avxvnni",
                 Need::Avx512 => "avx512f",
                 Need::Avx512Vnni => "avx512f+bw+vnni",
                 Need::Neon => "neon",
@@ -189,6 +195,7 @@ pub(crate) mod tests {
         fn required_by(self) -> Option<&'static str> {
             match self {
                 Need::Avx2 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX2"),
+                Need::AvxVnni if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX_VNNI"),
                 Need::Avx512 if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512"),
                 Need::Avx512Vnni if cfg!(target_arch = "x86_64") => Some("REQUIRE_AVX512_VNNI"),
                 Need::Dsp => Some("REQUIRE_ARM_DSP"),

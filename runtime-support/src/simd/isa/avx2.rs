@@ -4,9 +4,12 @@
 //!
 //! Soundness: an [`Avx2`] value exists only after the CPU was found to
 //! support AVX2 and FMA, with the OS saving the `ymm` state, under the ISA
-//! cap ([`Avx2::detect`] is the one constructor). Holding one, code may
+//! cap ([`Avx2::detect`] is the one constructor, and [`AvxVnni::avx2`]
+//! hands one on from a token that proves more). Holding one, code may
 //! call the functions compiled with `#[target_feature(enable =
-//! "avx2,fma")]` and the AVX2 and FMA intrinsics.
+//! "avx2,fma")]` and the AVX2 and FMA intrinsics. An [`AvxVnni`] value
+//! (from [`AvxVnni::detect`] only) proves AVX-VNNI as well, for
+//! `#[target_feature(enable = "avx2,fma,avxvnni")]`.
 
 use crate::simd::lanes::{LaneKernel, Lanes};
 use core::arch::x86_64::{
@@ -31,6 +34,29 @@ impl Avx2 {
     pub(crate) fn detect() -> Option<Avx2> {
         use crate::simd::isa::cpu;
         (cpu::features() & cpu::AVX2_FMA != 0).then_some(Avx2 { _private: () })
+    }
+}
+
+/// Proof that AVX2, FMA and AVX-VNNI are available on this CPU (the int8
+/// products' 256-bit `vpdpbusd`), under the ISA cap.
+#[derive(Clone, Copy)]
+pub(crate) struct AvxVnni {
+    _private: (),
+}
+
+impl AvxVnni {
+    /// `Some` when the CPU supports AVX2, FMA and AVX-VNNI.
+    #[inline]
+    pub(crate) fn detect() -> Option<AvxVnni> {
+        use crate::simd::isa::cpu;
+        let f = cpu::features();
+        (f & cpu::AVX2_FMA != 0 && f & cpu::AVXVNNI != 0).then_some(AvxVnni { _private: () })
+    }
+
+    /// The AVX2 token AVX-VNNI implies.
+    #[inline(always)]
+    pub(crate) fn avx2(self) -> Avx2 {
+        Avx2 { _private: () }
     }
 }
 

@@ -24,6 +24,10 @@ pub(crate) const SPLIT512: u8 = 4;
 /// AVX-512BW and AVX-512 VNNI (on top of [`AVX512F`]), with the same
 /// state saved: the int8 products' `vpdpbusd`.
 pub(crate) const AVX512VNNI: u8 = 8;
+/// AVX-VNNI (on top of [`AVX2_FMA`]): the VEX-encoded 256-bit `vpdpbusd`
+/// of cores without AVX-512 (Alder Lake and later client cores, Zen 5),
+/// which AVX-512 cores may have as well.
+pub(crate) const AVXVNNI: u8 = 16;
 /// Set once the probe has run.
 const PROBED: u8 = 0x80;
 
@@ -51,7 +55,8 @@ fn capped() -> u8 {
     let allowed = match super::max_isa() {
         Isa::Portable => 0,
         Isa::Avx2 => AVX2_FMA,
-        Isa::Avx512 => AVX2_FMA | AVX512F | SPLIT512 | AVX512VNNI,
+        Isa::AvxVnni => AVX2_FMA | AVXVNNI,
+        Isa::Avx512 => AVX2_FMA | AVXVNNI | AVX512F | SPLIT512 | AVX512VNNI,
     };
     let f = (supported() & allowed) | PROBED;
     FEATURES.store(f, Ordering::Relaxed);
@@ -87,8 +92,9 @@ fn probe() -> u8 {
     if max_leaf < 7 {
         return 0;
     }
-    // SAFETY: as above, leaves 1 and 7 are within `max_leaf`.
-    let (l1, l7) = unsafe { (__cpuid(1), __cpuid_count(7, 0)) };
+    // SAFETY: as above, leaves 1 and 7 are within `max_leaf`; sub-leaf 1
+    // of leaf 7 reads as zeros where it does not exist.
+    let (l1, l7, l7s1) = unsafe { (__cpuid(1), __cpuid_count(7, 0), __cpuid_count(7, 1)) };
     let bit = |reg: u32, b: u32| reg & (1 << b) != 0;
     // OSXSAVE: the OS enabled XSAVE, so `xgetbv` may run.
     if !bit(l1.ecx, 27) {
@@ -103,6 +109,10 @@ fn probe() -> u8 {
     let mut f = 0;
     if avx2_fma {
         f |= AVX2_FMA;
+        // AVX-VNNI: leaf 7, sub-leaf 1, EAX bit 4.
+        if bit(l7s1.eax, 4) {
+            f |= AVXVNNI;
+        }
         if zmm_saved && bit(l7.ebx, 16) {
             f |= AVX512F;
             // The vendor string "AuthenticAMD", in EBX, EDX, ECX order.
@@ -147,6 +157,8 @@ mod tests {
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vnni");
         assert_eq!(f & AVX512VNNI != 0, std_vnni);
+        let std_avx_vnni = std_avx2 && std::is_x86_feature_detected!("avxvnni");
+        assert_eq!(f & AVXVNNI != 0, std_avx_vnni);
         // Cached: the same answer again.
         assert_eq!(supported(), f);
         // What the kernels see: no more than the CPU and the cap allow.
@@ -154,5 +166,6 @@ mod tests {
         assert_eq!(seen & !f, 0);
         assert_eq!(seen & AVX2_FMA != 0, std_avx2 && super::super::max_isa() >= Isa::Avx2);
         assert_eq!(seen & AVX512F != 0, std_avx512 && super::super::max_isa() >= Isa::Avx512);
+        assert_eq!(seen & AVXVNNI != 0, std_avx_vnni && super::super::max_isa() >= Isa::AvxVnni);
     }
 }

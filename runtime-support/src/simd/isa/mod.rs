@@ -42,43 +42,51 @@ pub enum Isa {
     /// The portable kernels only: no AVX2, AVX-512, NEON or Arm DSP kernel
     /// runs.
     Portable,
-    /// Up to AVX2 with FMA on x86-64. On aarch64 (whose only vector
-    /// kernels are NEON's) this caps nothing.
+    /// Up to AVX2 with FMA on x86-64 (as on Zen 3 or Haswell to Comet
+    /// Lake). On aarch64 (whose only vector kernels are NEON's) this caps
+    /// nothing, and neither does any cap from here up.
     Avx2,
+    /// Up to AVX2 with FMA and AVX-VNNI (the 256-bit `vpdpbusd` of the
+    /// int8 products), as on Alder Lake and later client cores: no
+    /// AVX-512.
+    AvxVnni,
     /// Up to AVX-512F: no cap.
     Avx512,
 }
 
 impl Isa {
-    /// The name [`MAX_ISA_VAR`] takes for this cap: `portable`, `avx2` or
-    /// `avx512`.
+    /// The name [`MAX_ISA_VAR`] takes for this cap: `portable`, `avx2`,
+    /// `avxvnni` or `avx512`.
     pub const fn name(self) -> &'static str {
         match self {
             Isa::Portable => "portable",
             Isa::Avx2 => "avx2",
+            Isa::AvxVnni => "avxvnni",
             Isa::Avx512 => "avx512",
         }
     }
 
+    /// Every cap, from none to the widest.
+    pub const ALL: [Isa; 4] = [Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
+
     /// The cap [`Isa::name`] gives `name` (ASCII case ignored), if any.
     pub fn from_name(name: &str) -> Option<Isa> {
-        [Isa::Portable, Isa::Avx2, Isa::Avx512]
-            .into_iter()
-            .find(|isa| isa.name().eq_ignore_ascii_case(name))
+        Isa::ALL.into_iter().find(|isa| isa.name().eq_ignore_ascii_case(name))
     }
 
     const fn from_bits(bits: u8) -> Option<Isa> {
         match bits {
             0 => Some(Isa::Portable),
             1 => Some(Isa::Avx2),
-            2 => Some(Isa::Avx512),
+            2 => Some(Isa::AvxVnni),
+            3 => Some(Isa::Avx512),
             _ => None,
         }
     }
 }
 
 /// The environment variable that sets the cap in `std` builds:
-/// `portable`, `avx2` or `avx512` (ASCII case ignored); unset or empty, no
+/// `portable`, `avx2`, `avxvnni` or `avx512` (ASCII case ignored); unset or empty, no
 /// cap. It is read once, the first time a kernel asks for the cap (unless
 /// [`set_max_isa`] ran before). Any other value caps at
 /// [`Isa::Portable`] and prints a warning naming the variable and the values
@@ -146,8 +154,8 @@ fn from_env() -> Isa {
 #[cold]
 fn bad_var(v: &str) -> Isa {
     eprintln!(
-        "warning: {MAX_ISA_VAR}={v:?} is not portable, avx2 or avx512 (or unset or empty, no \
-         cap): the kernels take the portable path"
+        "warning: {MAX_ISA_VAR}={v:?} is not portable, avx2, avxvnni or avx512 (or unset or \
+         empty, no cap): the kernels take the portable path"
     );
     Isa::Portable
 }
@@ -158,7 +166,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::ALL {
             assert_eq!(Isa::from_name(isa.name()), Some(isa));
             assert_eq!(Isa::from_bits(isa as u8), Some(isa));
         }
@@ -166,6 +174,6 @@ mod tests {
         assert_eq!(Isa::from_name("avx-2"), None);
         assert_eq!(Isa::from_name(""), None);
         assert_eq!(Isa::from_bits(UNSET), None);
-        assert!(Isa::Portable < Isa::Avx2 && Isa::Avx2 < Isa::Avx512);
+        assert!(Isa::ALL.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -2,7 +2,7 @@
 //! instruction set:
 //!
 //! - `gemm/`: the products (`qmatmul`, and the im2col convolutions'),
-//!   `micro/{portable, avx2, avx512, neon}.rs` the register tiles;
+//!   `micro/{portable, avx2, avxvnni, avx512, neon, dsp}.rs` the register tiles;
 //! - `conv/`: im2col into blocks of packed columns, the weight panels,
 //!   depthwise, and the plain loop for everything else;
 //! - `requant.rs`: the per-channel constants of the output stage;

@@ -1041,6 +1041,16 @@ fn avx2_tiles_match_portable() {
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[test]
+fn avx_vnni_tiles_match_portable() {
+    if let Some(k) = crate::simd::q8::gemm::micro::avxvnni::Q8AvxVnni::detect() {
+        tiles_agree(k);
+    } else {
+        crate::simd::tests::can_run(crate::simd::tests::Need::AvxVnni, false);
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
 fn avx512_vnni_tiles_match_portable() {
     if let Some(k) = crate::simd::q8::gemm::micro::avx512::Vnni::detect() {
         tiles_agree(k);

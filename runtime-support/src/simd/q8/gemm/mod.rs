@@ -15,8 +15,8 @@ pub(crate) trait WithKernel {
     fn run<K: QMicro>(self, kern: K);
 }
 
-/// Runs `body` with the widest tile kernel available: AVX-512 VNNI, AVX2,
-/// NEON, the Arm DSP extension's, else the portable one. On x86-64 the
+/// Runs `body` with the widest tile kernel available: AVX-512 VNNI,
+/// AVX-VNNI, AVX2, NEON, the Arm DSP extension's, else the portable one. On x86-64 the
 /// body is compiled for the kernel's features (see `Vnni::run`), so its
 /// loops inline the tile and the output stage.
 #[inline]
@@ -24,6 +24,9 @@ pub(crate) fn dispatch(body: impl WithKernel) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         if let Some(k) = micro::avx512::Vnni::detect() {
+            return k.run(body);
+        }
+        if let Some(k) = micro::avxvnni::Q8AvxVnni::detect() {
             return k.run(body);
         }
         if let Some(k) = micro::avx2::Q8Avx2::detect() {

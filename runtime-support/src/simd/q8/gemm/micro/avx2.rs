@@ -33,6 +33,12 @@ impl Q8Avx2 {
         Avx2::detect().map(Q8Avx2)
     }
 
+    /// The kernel for a token already held.
+    #[inline(always)]
+    pub(crate) fn from_token(t: Avx2) -> Q8Avx2 {
+        Q8Avx2(t)
+    }
+
     /// Runs `body` compiled for AVX2: the driver's loops, the tile, its
     /// output stage and stores inline into one function.
     #[inline]

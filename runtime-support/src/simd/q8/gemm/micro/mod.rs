@@ -15,6 +15,9 @@ pub(crate) mod avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[allow(unsafe_code)]
 pub(crate) mod avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
+pub(crate) mod avxvnni;
 #[cfg(any(onnx_codegen_arm_dsp, test))]
 #[allow(unsafe_code)]
 pub(crate) mod dsp;
