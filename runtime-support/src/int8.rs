@@ -790,7 +790,13 @@ pub fn qglobal_avgpool<T: Q8>(
     }
     let size = x.len() / planes;
     for (y, plane) in y.iter_mut().zip(x.chunks_exact(size.max(1))) {
-        let r: i64 = plane.iter().map(|v| i64::from(v.get() - x_zero)).sum();
+        // In `i32` while it cannot overflow (2^23 bytes of at most 2^8):
+        // that sum vectorises.
+        let r = if size <= 1 << 23 {
+            i64::from(plane.iter().map(|v| v.get()).sum::<i32>()) - i64::from(x_zero) * size as i64
+        } else {
+            plane.iter().map(|v| i64::from(v.get() - x_zero)).sum()
+        };
         *y = T::saturate(average(r, size, scale, out));
     }
     if size == 0 {

@@ -167,6 +167,17 @@ fn avgpool_2d_unpadded<T: Q8>(
     let (dh, dw) = (w.dilations[0], w.dilations[1]);
     let count = kh * kw;
     let zero_sum = i64::from(p.x_zero) * count as i64;
+    // A window over the whole plane (a global pool written as a plain
+    // one, as exporters do): one contiguous sum per plane, in `i32` (at
+    // most 2^23 bytes of at most 2^8, no overflow), which vectorises.
+    let whole = (kh, kw, dh, dw) == (w.in_dims[0], iw, 1, 1) && out_size == 1;
+    if whole && in_size > 0 && in_size <= 1 << 23 {
+        for (xp, yv) in x.chunks_exact(in_size).zip(y.iter_mut()) {
+            let r: i32 = xp.iter().map(|v| v.get()).sum();
+            *yv = T::saturate(average(i64::from(r) - zero_sum, count, p.scale, out));
+        }
+        return;
+    }
     for (xp, yp) in x.chunks_exact(in_size.max(1)).zip(y.chunks_exact_mut(out_size.max(1))) {
         for (oy, yr) in yp.chunks_exact_mut(ow.max(1)).enumerate() {
             for (ox, yv) in yr.iter_mut().enumerate() {
