@@ -1112,8 +1112,8 @@ fn dsp_depthwise_matches_portable() {
         let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
         let out = OutRange { zero: rq.zero + if A::SIGNED { 0 } else { 128 }, min: 0, max: 127 };
         let (mut got, mut want) = (vec![0u8; g.oh * g.ow], vec![0u8; g.oh * g.ow]);
-        dsp::Kernel(k).channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut got);
-        depthwise::Plain.channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want);
+        dsp::Kernel(k).channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut got, &mut ());
+        depthwise::Plain.channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want, &mut ());
         assert_eq!(got, want, "{g:?} signed {}", A::SIGNED);
     }
     for (ih, iw) in [(1, 1), (1, 2), (3, 3), (25, 5), (6, 7), (9, 16), (12, 13), (4, 150), (30, 2)]
@@ -1149,19 +1149,24 @@ fn avx2_depthwise_matches_portable() {
     let mut rng = Rng::new(31);
     fn one<A: Q8, Y: Q8>(k: crate::simd::isa::avx2::Avx2, g: &Geom, rng: &mut Rng) {
         let plane = Plane::of(g).unwrap();
-        let pad: Vec<u8> =
-            (0..depthwise::scratch_len(g).unwrap()).map(|_| rng.next() as u8).collect();
-        let wc = rng.i8s(g.kh * g.kw);
-        let sc = scales(rng, 1, false);
-        let rq = Requant { scales: &sc, zero: rng.int(-20, 20), min: Y::MIN, max: Y::MAX };
-        let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
-        let zero = rq.zero + if Y::SIGNED { 0 } else { 128 };
-        let out = OutRange { zero, min: Y::MIN + 3, max: Y::MAX };
-        let n = g.oh * g.ow;
-        let (mut got, mut want) = (vec![Y::default(); n], vec![Y::default(); n]);
-        avx2::Kernel(k).channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut got);
-        depthwise::Plain.channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut want);
-        assert_eq!(got, want, "{g:?} signed {} {}", A::SIGNED, Y::SIGNED);
+        // Two channels through one kernel scratch, as a convolution runs
+        // them: what the first leaves there must not change the second.
+        let mut own = Default::default();
+        for _ in 0..2 {
+            let pad: Vec<u8> =
+                (0..depthwise::scratch_len(g).unwrap()).map(|_| rng.next() as u8).collect();
+            let wc = rng.i8s(g.kh * g.kw);
+            let sc = scales(rng, 1, false);
+            let rq = Requant { scales: &sc, zero: rng.int(-20, 20), min: Y::MIN, max: Y::MAX };
+            let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
+            let zero = rq.zero + if Y::SIGNED { 0 } else { 128 };
+            let out = OutRange { zero, min: Y::MIN + 3, max: Y::MAX };
+            let n = g.oh * g.ow;
+            let (mut got, mut want) = (vec![Y::default(); n], vec![Y::default(); n]);
+            avx2::Kernel(k).channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut got, &mut own);
+            depthwise::Plain.channel::<A, Y>(g, &plane, &pad, &wc, &ch, &out, &mut want, &mut ());
+            assert_eq!(got, want, "{g:?} signed {} {}", A::SIGNED, Y::SIGNED);
+        }
     }
     let mut seen = 0;
     for (kh, kw, dh) in

@@ -41,6 +41,8 @@ struct Weights {
 pub(crate) struct Kernel(pub Dsp);
 
 impl ChannelKernel for Kernel {
+    type Scratch = ();
+
     #[inline(always)]
     fn channel<A: Q8, Y: Q8>(
         self,
@@ -51,6 +53,7 @@ impl ChannelKernel for Kernel {
         ch: &Chan,
         out: &OutRange,
         yp: &mut [Y],
+        _: &mut (),
     ) {
         debug_assert!(fits(g) && wc.len() == 9 && yp.len() == g.oh * g.ow);
         // The furthest byte read: row `(oh - 1) sh + 2`, the word at column

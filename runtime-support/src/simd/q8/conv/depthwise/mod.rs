@@ -167,7 +167,7 @@ struct Channels<'a, 'b, A, Y> {
 impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
     /// Every channel's plane padded into the scratch, then `kernel` on it.
     #[inline(always)]
-    fn each(self, kernel: impl ChannelKernel) {
+    fn each<K: ChannelKernel>(self, kernel: K) {
         let Channels { p, g, mut io, x_zero, w, bias, rq, scratch } = self;
         let (iplane, oplane, taps) = (g.ih * g.iw, g.oh * g.ow, g.kh * g.kw);
         let Some(plane) = Plane::of(g) else { return };
@@ -179,6 +179,7 @@ impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
         let out = OutRange::of(rq);
         // The padding, once: each channel's copy overwrites the same bytes.
         pad.fill(zbits);
+        let mut own = K::Scratch::default();
         for n in 0..p.batch {
             for c in 0..p.out_channels {
                 // In place, channel `c`'s output overwrites its input
@@ -200,7 +201,7 @@ impl<A: Q8, Y: Q8> Channels<'_, '_, A, Y> {
                 else {
                     return;
                 };
-                kernel.channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp);
+                kernel.channel::<A, Y>(g, &plane, pad, wc, &ch, &out, yp, &mut own);
             }
         }
     }
@@ -220,6 +221,10 @@ impl<A: Q8, Y: Q8> crate::simd::Vectorize for Channels<'_, '_, A, Y> {
 /// unit (a closure there would be a function of its own, compiled for the
 /// baseline).
 pub(crate) trait ChannelKernel: Copy {
+    /// Working memory of the kernel's own, made once per convolution
+    /// (default-initialised) and handed to every channel.
+    type Scratch: Default;
+
     #[allow(clippy::too_many_arguments)]
     fn channel<A: Q8, Y: Q8>(
         self,
@@ -230,6 +235,7 @@ pub(crate) trait ChannelKernel: Copy {
         ch: &Chan,
         out: &OutRange,
         yp: &mut [Y],
+        own: &mut Self::Scratch,
     );
 }
 
@@ -239,6 +245,8 @@ pub(crate) trait ChannelKernel: Copy {
 pub(crate) struct Plain;
 
 impl ChannelKernel for Plain {
+    type Scratch = ();
+
     #[inline(always)]
     fn channel<A: Q8, Y: Q8>(
         self,
@@ -249,6 +257,7 @@ impl ChannelKernel for Plain {
         ch: &Chan,
         out: &OutRange,
         yp: &mut [Y],
+        _: &mut (),
     ) {
         if g.sh == 1 && g.sw == 1 && plane.cols <= ACC {
             return channel_runs::<A, Y>(g, plane, pad, wc, ch, out, yp);
