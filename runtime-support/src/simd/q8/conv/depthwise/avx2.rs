@@ -263,8 +263,8 @@ struct Stage<'a> {
     high: bool,
     add: __m256i,
     mult: __m256i,
-    /// General form: the shifts and the input clamp; high form: `half`
-    /// in `lsh`, the shift count in `rsh`'s low lane.
+    /// General form: the shifts and the input clamp; high form: the
+    /// rounding half in `lsh` and the shift count in `rsh` (every lane).
     lsh: __m256i,
     rsh: __m256i,
     lo: __m256i,

@@ -6,7 +6,7 @@
 use crate::int8::Q8;
 use crate::simd::isa::avx512::Avx512Vnni;
 use crate::simd::q8::gemm::WithKernel;
-use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile, dpbusd_flip};
 use crate::simd::q8::requant::{Chan, Chan16, OutRange};
 use core::arch::x86_64::{
     __m512i, __mmask16, _mm512_add_epi32, _mm512_add_epi64, _mm512_dpbusd_epi32,
@@ -43,13 +43,6 @@ fn run_vnni<B: WithKernel>(k: Vnni, body: B) {
     body.run(k)
 }
 
-/// The top bit of every byte when `A` is signed (turning `a` into the
-/// unsigned `a + 128`), else nothing.
-#[inline(always)]
-fn flip<A: Q8>() -> i32 {
-    if A::SIGNED { 0x8080_8080u32 as i32 } else { 0 }
-}
-
 impl QMicro for Vnni {
     const MR: usize = 8;
 
@@ -64,7 +57,7 @@ impl QMicro for Vnni {
         if t.fits(Self::MR) {
             // SAFETY: `self` proves AVX-512F, BW and VNNI; `fits` checked
             // every byte the loads read.
-            unsafe { tile::<true>(t, flip::<A>(), acc) }
+            unsafe { tile::<true>(t, dpbusd_flip::<A>(), acc) }
         }
     }
 
@@ -73,7 +66,7 @@ impl QMicro for Vnni {
         debug_assert!(t.fits(Self::MR), "q8 AVX-512 tile out of bounds");
         if t.fits(Self::MR) {
             // SAFETY: as in `act_rows`.
-            unsafe { tile::<false>(t, flip::<A>(), acc) }
+            unsafe { tile::<false>(t, dpbusd_flip::<A>(), acc) }
         }
     }
 

@@ -16,7 +16,7 @@ use crate::int8::Q8;
 use crate::simd::isa::avx2::AvxVnni;
 use crate::simd::q8::gemm::WithKernel;
 use crate::simd::q8::gemm::micro::avx2::Q8Avx2;
-use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
+use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile, dpbusd_flip};
 use crate::simd::q8::requant::{Chan, Chan16, OutRange};
 use core::arch::x86_64::{
     __m256i, _mm256_dpbusd_avx_epi32, _mm256_loadu_si256, _mm256_set1_epi32, _mm256_setzero_si256,
@@ -74,7 +74,7 @@ impl QMicro for Q8AvxVnni {
         if t.fits(MR) {
             // SAFETY: `self` proves AVX-VNNI; `fits` checked every byte
             // the loads read.
-            unsafe { tile::<true>(t, flip::<A>(), acc) }
+            unsafe { tile::<true>(t, dpbusd_flip::<A>(), acc) }
         }
     }
 
@@ -83,7 +83,7 @@ impl QMicro for Q8AvxVnni {
         debug_assert!(t.fits(MR), "q8 AVX-VNNI tile out of bounds");
         if t.fits(MR) {
             // SAFETY: as in `act_rows`.
-            unsafe { tile::<false>(t, flip::<A>(), acc) }
+            unsafe { tile::<false>(t, dpbusd_flip::<A>(), acc) }
         }
     }
 
@@ -96,13 +96,6 @@ impl QMicro for Q8AvxVnni {
     fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
         self.avx2().splat(acc, ch, out, dst)
     }
-}
-
-/// The top bit of every byte when `A` is signed (turning `a` into the
-/// unsigned `a + 128`), else nothing.
-#[inline(always)]
-fn flip<A: Q8>() -> i32 {
-    if A::SIGNED { 0x8080_8080u32 as i32 } else { 0 }
 }
 
 /// `acc[r] += sum_g dpbusd(rows' four bytes, strip)` for four rows: with

@@ -67,6 +67,16 @@ pub(crate) fn widen<A: Q8>(block: &mut [u8], n: usize) {
     }
 }
 
+/// What the `vpdpbusd` tiles (AVX-512 VNNI, AVX-VNNI) XOR into every
+/// activation word: the top bit of each byte when `A` is signed (turning
+/// `a` into the unsigned `a + 128`, their [`QMicro::offset`]), else
+/// nothing.
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2")), allow(dead_code))]
+#[inline(always)]
+pub(crate) fn dpbusd_flip<A: Q8>() -> i32 {
+    if A::SIGNED { 0x8080_8080u32 as i32 } else { 0 }
+}
+
 /// One tile's operands: row `r`'s four bytes of group `g` at
 /// `bcast[rows[r] + g * gstep..][..4]`, the strip's at `strip[g * 64..][..64]`,
 /// for `g < groups`.
