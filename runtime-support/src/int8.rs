@@ -790,13 +790,7 @@ pub fn qglobal_avgpool<T: Q8>(
     }
     let size = x.len() / planes;
     for (y, plane) in y.iter_mut().zip(x.chunks_exact(size.max(1))) {
-        // In `i32` while it cannot overflow (2^23 bytes of at most 2^8):
-        // that sum vectorises.
-        let r = if size <= 1 << 23 {
-            i64::from(plane.iter().map(|v| v.get()).sum::<i32>()) - i64::from(x_zero) * size as i64
-        } else {
-            plane.iter().map(|v| i64::from(v.get() - x_zero)).sum()
-        };
+        let r = q8::elementwise::plane_sum(plane) - i64::from(x_zero) * size as i64;
         *y = T::saturate(average(r, size, scale, out));
     }
     if size == 0 {

@@ -116,6 +116,18 @@ pub(crate) fn add_by_tables<T: Q8>(
     true
 }
 
+/// The sum of a plane's values: in `i32` while that cannot overflow (up
+/// to 2^23 values of magnitude at most 2^8), a sum that vectorises; in
+/// `i64` beyond.
+#[inline]
+pub(crate) fn plane_sum<T: Q8>(x: &[T]) -> i64 {
+    if x.len() <= 1 << 23 {
+        i64::from(x.iter().map(|v| v.get()).sum::<i32>())
+    } else {
+        x.iter().map(|v| i64::from(v.get())).sum()
+    }
+}
+
 /// `int8::qavgpool` (arguments checked by the caller).
 pub(crate) fn avgpool<T: Q8>(p: &QPool<'_>, x: &[T], y: &mut [T], out: &QOut) {
     let w = &p.window;
@@ -168,13 +180,10 @@ fn avgpool_2d_unpadded<T: Q8>(
     let count = kh * kw;
     let zero_sum = i64::from(p.x_zero) * count as i64;
     // A window over the whole plane (a global pool written as a plain
-    // one, as exporters do): one contiguous sum per plane, in `i32` (at
-    // most 2^23 bytes of at most 2^8, no overflow), which vectorises.
-    let whole = (kh, kw, dh, dw) == (w.in_dims[0], iw, 1, 1) && out_size == 1;
-    if whole && in_size > 0 && in_size <= 1 << 23 {
+    // one, as exporters do): one contiguous sum per plane.
+    if (kh, kw, dh, dw) == (w.in_dims[0], iw, 1, 1) && out_size == 1 && in_size > 0 {
         for (xp, yv) in x.chunks_exact(in_size).zip(y.iter_mut()) {
-            let r: i32 = xp.iter().map(|v| v.get()).sum();
-            *yv = T::saturate(average(i64::from(r) - zero_sum, count, p.scale, out));
+            *yv = T::saturate(average(plane_sum(xp) - zero_sum, count, p.scale, out));
         }
         return;
     }

@@ -19,16 +19,15 @@ use crate::int8::Q8;
 use crate::simd::isa::avx2::Avx2;
 use crate::simd::q8::conv::Geom;
 use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane, copy_row};
-use crate::simd::q8::gemm::micro::avx2::{low_bytes, stage};
+use crate::simd::q8::gemm::micro::avx2::{low_bytes, stage, stage_high};
 use crate::simd::q8::requant::{Chan, OutRange};
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm_loadl_epi64, _mm_loadu_si128, _mm_storeu_si128, _mm_unpacklo_epi8,
-    _mm256_add_epi32, _mm256_blend_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16,
+    __m128i, __m256i, _mm_cvtsi32_si128, _mm_loadl_epi64, _mm_loadu_si128, _mm_storeu_si128,
+    _mm_unpacklo_epi8, _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16,
     _mm256_cvtepu8_epi16, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_max_epi32,
-    _mm256_min_epi32, _mm256_mul_epi32, _mm256_packs_epi16, _mm256_packs_epi32,
-    _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_setzero_si256,
-    _mm256_srav_epi32, _mm256_srli_epi64, _mm256_storeu_si256, _mm256_unpackhi_epi32,
-    _mm256_unpacklo_epi32,
+    _mm256_min_epi32, _mm256_packs_epi16, _mm256_packs_epi32, _mm256_packus_epi16,
+    _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_setzero_si256, _mm256_storeu_si256,
+    _mm256_unpackhi_epi32, _mm256_unpacklo_epi32,
 };
 
 /// The most window rows and tap pairs per row the kernel takes (its
@@ -264,9 +263,10 @@ struct Stage<'a> {
     add: __m256i,
     mult: __m256i,
     /// General form: the shifts and the input clamp; high form: the
-    /// rounding half in `lsh` and the shift count in `rsh` (every lane).
+    /// rounding half in `lsh`, the shift count in `sh`.
     lsh: __m256i,
     rsh: __m256i,
+    sh: __m128i,
     lo: __m256i,
     hi: __m256i,
     zero: __m256i,
@@ -283,7 +283,7 @@ impl<'a> Stage<'a> {
         let set = |v: i32| unsafe { _mm256_set1_epi32(v) };
         let high = ch.t >= 33;
         let (lsh, rsh) = if high {
-            (set(1 << (ch.t - 33).min(30)), set((ch.t - 32) as i32))
+            (set(1 << (ch.t - 33).min(30)), set(0))
         } else {
             (set(ch.lsh as i32), set(ch.rsh as i32))
         };
@@ -293,6 +293,8 @@ impl<'a> Stage<'a> {
             mult: set(ch.mult),
             lsh,
             rsh,
+            // SAFETY: SSE2, as above.
+            sh: unsafe { _mm_cvtsi32_si128(ch.t as i32 - 32) },
             lo: set(ch.lo),
             hi: set(ch.hi),
             zero: set(out.zero),
@@ -315,13 +317,8 @@ impl<'a> Stage<'a> {
                 stage(v, self.add, self.mult, self.lsh, self.rsh, self.lo, self.hi, self.out)
             };
         }
-        let v = _mm256_add_epi32(v, self.add);
-        let even = _mm256_mul_epi32(v, self.mult);
-        let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(v), self.mult);
-        // High words: the even lanes' moved down, the odd lanes' in place.
-        let h = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
-        let r = _mm256_srav_epi32(_mm256_add_epi32(h, self.lsh), self.rsh);
-        let r = _mm256_add_epi32(r, self.zero);
+        // SAFETY: AVX2 (this function's).
+        let r = unsafe { stage_high(v, self.add, self.mult, self.lsh, self.sh, self.zero) };
         _mm256_min_epi32(_mm256_max_epi32(r, self.min), self.max)
     }
 }

@@ -272,14 +272,8 @@ unsafe fn splat_high<Y: Q8>(acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mu
     let half = _mm256_set1_epi32(1 << (ch.t - 33).min(30));
     let sh = _mm_cvtsi32_si128((ch.t - 32) as i32);
     let zero = _mm256_set1_epi32(out.zero);
-    let stage = |v: __m256i| {
-        let v = _mm256_add_epi32(v, add);
-        let even = _mm256_mul_epi32(v, mult);
-        let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(v), mult);
-        // High words: the even lanes' moved down, the odd lanes' in place.
-        let h = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
-        _mm256_add_epi32(_mm256_sra_epi32(_mm256_add_epi32(h, half), sh), zero)
-    };
+    // SAFETY: AVX2 (this function's).
+    let stage = |v: __m256i| unsafe { stage_high(v, add, mult, half, sh, zero) };
     // SAFETY: `acc` holds 16 `i32`s.
     let (lo, hi) = unsafe {
         let p = acc.as_ptr();
@@ -312,6 +306,31 @@ unsafe fn splat_high<Y: Q8>(acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mu
         let n = bytes.len().min(16);
         bytes[..n].copy_from_slice(&tmp[..n]);
     }
+}
+
+/// [`Chan::apply_scalar`]'s high-word form on eight sums (a total shift
+/// `t` of 33 or more): the high word `h` of `(v + add) mult`, then `(h +
+/// half) >> sh` plus the output zero point, with `half = 2^(t-33)` and
+/// `sh = t - 32` (the count in the low quadword), not yet clamped.
+///
+/// # Safety
+/// AVX2 is available.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn stage_high(
+    v: __m256i,
+    add: __m256i,
+    mult: __m256i,
+    half: __m256i,
+    sh: __m128i,
+    zero: __m256i,
+) -> __m256i {
+    let v = _mm256_add_epi32(v, add);
+    let even = _mm256_mul_epi32(v, mult);
+    let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(v), mult);
+    // High words: the even lanes' moved down, the odd lanes' in place.
+    let h = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+    _mm256_add_epi32(_mm256_sra_epi32(_mm256_add_epi32(h, half), sh), zero)
 }
 
 /// Stores the low byte of each of the eight lanes at `p`.
