@@ -763,6 +763,11 @@ impl Cx<'_, '_> {
     }
 
     fn binary(&mut self, float_op: &str) -> Result<(), String> {
+        if let Some((x, table)) = self.binary_of_constant(float_op == "Add") {
+            let table = self.constant("table", table);
+            let lowering = Some(Lowering::Lookup { table });
+            return self.finish_lowered(float_op, vec![Some(x)], Vec::new(), lowering);
+        }
         let (a, a_s, a_z) = (self.required(0)?, self.required(1)?, self.input(2));
         let (b, b_s, b_z) = (self.required(3)?, self.required(4)?, self.input(5));
         let (c_s, c_z) = (self.required(6)?, self.input(7));
@@ -771,6 +776,60 @@ impl Cx<'_, '_> {
         let fb = self.dequantize(b, b_s, b_z, None, "B")?;
         let y = self.add(float_op, vec![Some(fa), Some(fb)], Vec::new(), float_op)?;
         self.quantize_out(y, c_s, c_z)
+    }
+
+    /// A `QLinearAdd` or `QLinearMul` of a one-element constant as
+    /// onnxruntime computes it: the non-constant input and the table of the
+    /// result for each of its bytes ([`fused_binary_table`]). `None` unless
+    /// one input is such a constant and every scale and zero point is a
+    /// one-element constant.
+    fn binary_of_constant(&self, add: bool) -> Option<(ValueId, Tensor)> {
+        let scalar = |i: usize| -> Option<f64> {
+            let t = constant_of(self.g, self.input(i)?)?;
+            (t.elem == ElemType::Float).then_some(())?;
+            match t.to_f64s()?.as_slice() {
+                [v] => Some(*v),
+                _ => None,
+            }
+        };
+        let int = |v: Option<ValueId>| -> Option<(i64, ElemType)> {
+            let t = constant_of(self.g, v?)?;
+            match t.to_i64s()?.as_slice() {
+                [v] => Some((*v, t.elem)),
+                _ => None,
+            }
+        };
+        let (a, b) = (self.input(0)?, self.input(3)?);
+        let (x_first, x, c) =
+            if let Some(c) = int(Some(b)) { (true, a, c) } else { (false, b, int(Some(a))?) };
+        let elem = c.1;
+        if !matches!(elem, ElemType::Int8 | ElemType::Uint8) || elem_of(self.g, x, 0) != Some(elem)
+        {
+            return None;
+        }
+        // An absent zero point is 0; a given one has the inputs' type.
+        let zero = |i: usize| -> Option<i64> {
+            match self.input(i) {
+                None => Some(0),
+                Some(z) => int(Some(z)).filter(|&(_, e)| e == elem).map(|(z, _)| z),
+            }
+        };
+        let (a_scale, b_scale, y_scale) = (scalar(1)?, scalar(4)?, scalar(6)?);
+        let (a_zero, b_zero, y_zero) = (zero(2)?, zero(5)?, zero(7)?);
+        let ((x_scale, x_zero), (c_scale, c_zero)) = if x_first {
+            ((a_scale, a_zero), (b_scale, b_zero))
+        } else {
+            ((b_scale, b_zero), (a_scale, a_zero))
+        };
+        let bytes = fused_binary_table(
+            add,
+            elem,
+            (x_scale as f32, x_zero as i32),
+            (c_scale as f32, c_zero as i32, c.0 as i32),
+            (y_scale as f32, y_zero as i32),
+        );
+        let table = Tensor::from_bytes(String::new(), elem, vec![256], bytes.into()).ok()?;
+        Some((x, table))
     }
 
     fn unary(&mut self, float_op: &str, attrs: Vec<Attribute>) -> Result<(), String> {
@@ -1207,6 +1266,44 @@ fn declared_elem(v: &Value) -> Option<ElemType> {
     }
 }
 
+/// onnxruntime's `QLinearAdd` and `QLinearMul` of an input `x` and a
+/// one-element constant `c` (value `c.2`), for each byte of `x` (as the
+/// `Lookup` table reads it). Its x86-64 kernels round in `f32` in an order
+/// of their own: `Add` as `fma(x, rx, fixed)` with `rx = sx / sy` and
+/// `fixed = (zy - (rx zx + rc zc)) + c rc`; `Mul` as `(x - zx)(c - zc)`
+/// times `sx sc / sy`, plus `zy`; each product, quotient and sum rounded
+/// to `f32`, then the result to the
+/// nearest integer, ties to even, saturated to the type. Where a model's
+/// scales put values on a rounding tie (a GELU's `1 + tanh`, whose `1` is
+/// half an output step), the dequantize, compute, quantize reading of the
+/// same node rounded a quarter of the values the other way.
+fn fused_binary_table(
+    add: bool,
+    elem: ElemType,
+    (sx, zx): (f32, i32),
+    (sc, zc, c): (f32, i32, i32),
+    (sy, zy): (f32, i32),
+) -> Vec<u8> {
+    let f = |x: i32| -> f32 {
+        if add {
+            let (rx, rc) = (sx / sy, sc / sy);
+            let fixed = (zy as f32 - (rx * zx as f32 + rc * zc as f32)) + c as f32 * rc;
+            (x as f32).mul_add(rx, fixed)
+        } else {
+            let ratio = sx * sc / sy;
+            ((x - zx) * (c - zc)) as f32 * ratio + zy as f32
+        }
+    };
+    let (lo, hi) = if elem == ElemType::Int8 { (-128.0, 127.0) } else { (0.0, 255.0) };
+    (0..=255u8)
+        .map(|bits| {
+            let x = if elem == ElemType::Int8 { i32::from(bits as i8) } else { i32::from(bits) };
+            // Finite scales give no NaN; the clamp keeps the cast exact.
+            f(x).clamp(lo, hi).round_ties_even() as i32 as u8
+        })
+        .collect()
+}
+
 /// The constant tensor behind `v` (an initializer or a `Constant` node's
 /// `value`), if any.
 fn constant_of(g: &Graph, v: ValueId) -> Option<&Tensor> {
@@ -1393,6 +1490,31 @@ mod tests {
         assert_eq!(out(&a, 1), HostData::I8(vec![0, 8, 20]));
         let g = &a.model().graph;
         assert!(g.value_by_name("y").is_some() && g.value_by_name("add/Add").is_some());
+    }
+
+    #[test]
+    fn qlinear_add_of_a_constant_rounds_as_onnxruntime() {
+        // A GELU's `1 + tanh(u)` as onnxruntime's quantizer writes it: x at
+        // scale 2/255 around 127, the `1` as 255 at scale 1/255, y at 2/255
+        // from 0. y = x + 0.5 on a tie for every x, which onnxruntime 1.32's
+        // QLinearAdd (x86-64) rounds to even: x for even x, x + 1 for odd
+        // x, 255 for 255. The float reading (1.0000004 after
+        // DequantizeLinear) gave x + 1 for all of them.
+        let bytes: Vec<String> = (0..=255).map(|v: u32| v.to_string()).collect();
+        let a = run(
+            13,
+            &format!(
+                "g () => (uint8[256] y) <uint8[256] x = {{{}}}, float sx = {{0.00784314}},
+                 uint8 zx = {{127}}, uint8 one = {{255}}, float s1 = {{0.00392157}},
+                 uint8 z1 = {{0}}, float sy = {{0.00784314}}, uint8 zy = {{0}}> {{
+                    y = com.microsoft.QLinearAdd (x, sx, zx, one, s1, z1, sy, zy)
+                }}",
+                bytes.join(", ")
+            ),
+        );
+        let want: Vec<u8> =
+            (0..=255u8).map(|x| if x % 2 == 1 && x < 255 { x + 1 } else { x }).collect();
+        assert_eq!(out(&a, 0), HostData::U8(want));
     }
 
     #[test]
