@@ -248,6 +248,14 @@ pub trait Sample: Copy {
         let _ = x;
         None
     }
+    /// `v` converted toward zero (saturating) when `Self` is an integer
+    /// type, as a C++ `static_cast` from `float` converts in range; `None`
+    /// for float types.
+    #[inline]
+    fn truncated(v: f32) -> Option<Self> {
+        let _ = v;
+        None
+    }
 }
 
 macro_rules! sample_float {
@@ -306,10 +314,105 @@ macro_rules! sample_int {
             fn from_f64(v: f64) -> Self {
                 libm::rint(v) as $t
             }
+            #[inline]
+            fn truncated(v: f32) -> Option<Self> {
+                Some(v as $t)
+            }
         }
     )*};
 }
 sample_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// Linear resizing of integer planes as onnxruntime's CPU kernel does it,
+/// for the shapes it runs that way (rank 2, or rank 4 resizing the last
+/// two axes; no antialiasing or crop): coordinates and weights in `f32`
+/// (`in = (o + 0.5) / scale - 0.5` and the like, clamped to the input; `d1
+/// = in - i1`, `d2 = |in - i2|`, both 0.5 at the edge), each output
+/// `d2y d2x x11 + d2y d1x x21 + d1y d2x x12 + d1y d1x x22` summed in that
+/// order in `f32` and converted toward zero. Rounding to the nearest
+/// instead put a quantized DeepLab head's outputs one step off in 12-30%
+/// of its values. `Ok(false)` (nothing written) for other types, modes
+/// and shapes.
+fn integer_bilinear<T: Sample>(
+    p: &ResizeParams<'_>,
+    x: &[T],
+    scales: Option<&[f32]>,
+    sizes: Option<&[i64]>,
+    y: &mut [T],
+) -> Result<bool> {
+    let rank = p.input.len();
+    let plane_axes = match rank {
+        2 => 0,
+        4 if p.input[..2] == p.output[..2] => 2,
+        _ => return Ok(false),
+    };
+    let ok_coord = matches!(
+        p.coord,
+        CoordMode::HalfPixel
+            | CoordMode::PytorchHalfPixel
+            | CoordMode::AlignCorners
+            | CoordMode::Asymmetric
+    );
+    if p.mode != ResizeMode::Linear || p.antialias || !ok_coord || T::truncated(0.0).is_none() {
+        return Ok(false);
+    }
+    let mut axis = [(0usize, 0usize, 0f32); 2];
+    for (k, a) in (plane_axes..rank).enumerate() {
+        let (scale, out) = resize_axis(p, scales, sizes, a)?;
+        ensure(out == p.output[a], Error::ShapeMismatch)?;
+        axis[k] = (p.input[a], out, scale as f32);
+    }
+    for a in 0..plane_axes {
+        let (scale, _) = resize_axis(p, scales, sizes, a)?;
+        if scale != 1.0 {
+            return Ok(false);
+        }
+    }
+    let [(h_in, h_out, sh), (w_in, w_out, sw)] = axis;
+    if h_in == 0 || w_in == 0 {
+        return Ok(false);
+    }
+    // The source of output coordinate `o` on an axis: the two input
+    // positions and their weights (`d2` for the first, `d1` for the second).
+    let source = |o: usize, input: usize, out: usize, scale: f32| -> (usize, usize, f32, f32) {
+        let of = o as f32;
+        let c = if scale == 1.0 {
+            of
+        } else {
+            match p.coord {
+                CoordMode::Asymmetric => of / scale,
+                CoordMode::AlignCorners if out == 1 => 0.0,
+                CoordMode::AlignCorners => of * (input - 1) as f32 / (out - 1) as f32,
+                CoordMode::PytorchHalfPixel if out <= 1 => 0.0,
+                _ => (of + 0.5) / scale - 0.5,
+            }
+        };
+        let c = c.min((input - 1) as f32).max(0.0);
+        let i1 = (c as usize).min(input - 1);
+        let i2 = (i1 + 1).min(input - 1);
+        if i1 == i2 {
+            return (i1, i2, 0.5, 0.5);
+        }
+        (i1, i2, (c - i2 as f32).abs(), (c - i1 as f32).abs())
+    };
+    let (plane_in, plane_out) = (h_in * w_in, h_out * w_out);
+    for (xp, yp) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
+        for (oy, yrow) in yp.chunks_exact_mut(w_out).enumerate() {
+            let (y1, y2, dy2, dy1) = source(oy, h_in, h_out, sh);
+            let (r1, r2) = (&xp[y1 * w_in..][..w_in], &xp[y2 * w_in..][..w_in]);
+            for (ox, v) in yrow.iter_mut().enumerate() {
+                let (x1, x2, dx2, dx1) = source(ox, w_in, w_out, sw);
+                let f = |t: T| t.to_f64() as f32;
+                let sum = dx2 * dy2 * f(r1[x1])
+                    + dx1 * dy2 * f(r1[x2])
+                    + dx2 * dy1 * f(r2[x1])
+                    + dx1 * dy1 * f(r2[x2]);
+                *v = T::truncated(sum).unwrap_or(*v);
+            }
+        }
+    }
+    Ok(true)
+}
 
 /// The input coordinate output coordinate `y` maps to, and whether it lies
 /// outside the input (only `tf_crop_and_resize` extrapolates).
@@ -533,6 +636,9 @@ pub fn resize<T: Sample, R: RoiElem>(
         ensure(roi.len() == 2 * p.axes.len(), Error::ShapeMismatch)?;
     }
     if n_out == 0 {
+        return Ok(());
+    }
+    if integer_bilinear(p, x, scales, sizes, y)? {
         return Ok(());
     }
 
@@ -1848,6 +1954,36 @@ mod tests {
     }
 
     #[test]
+    fn integer_bilinear_truncates_as_onnxruntime() {
+        // [1, 2, 1, 2] doubled along the width, half_pixel: x = -0.25,
+        // 0.25, 0.75, 1.25 (clamped), so row [10, 13] gives 10, 10.75,
+        // 12.25, 13. onnxruntime 1.32 gives [[0, 0, 0, 1], [10, 10, 12,
+        // 13]]: weights in f32, the sum converted toward zero.
+        let (input, output) = ([1usize, 2, 1, 2], [1usize, 2, 1, 4]);
+        let mut p =
+            params(&input, &output, &[1, 1, 2, 2], ResizeMode::Linear, CoordMode::HalfPixel);
+        p.axes = &[0, 1, 2, 3];
+        let mut scratch = [0.0f64; 128];
+        let mut y = [0u8; 8];
+        let scales = [1.0f32, 1.0, 1.0, 2.0];
+        resize::<u8, f32>(&p, &[0, 1, 10, 13], None, Some(&scales), None, &mut y, &mut scratch)
+            .unwrap();
+        assert_eq!(y, [0, 0, 0, 1, 10, 10, 12, 13]);
+        // align_corners, [0, 100, 200] by 1.5 to 4 values: onnxruntime
+        // divides by the output length less one (x = 0, 2/3, 4/3, 2), not
+        // by 4.5 - 1, and gives [0, 66, 133, 200].
+        let (input, output) = ([1usize, 1, 1, 3], [1usize, 1, 1, 4]);
+        let mut p =
+            params(&input, &output, &[1, 1, 2, 2], ResizeMode::Linear, CoordMode::AlignCorners);
+        p.axes = &[0, 1, 2, 3];
+        let mut y = [0u8; 4];
+        let scales = [1.0f32, 1.0, 1.0, 1.5];
+        resize::<u8, f32>(&p, &[0, 100, 200], None, Some(&scales), None, &mut y, &mut scratch)
+            .unwrap();
+        assert_eq!(y, [0, 66, 133, 200]);
+    }
+
+    #[test]
     fn resize_crop_extrapolates() {
         // roi [0.5, 1.5] of 3 values, 3 outputs: x = y + 1 -> 1, 2, 3 (outside).
         let mut p = params(&[3], &[3], &[2], ResizeMode::Linear, CoordMode::TfCropAndResize);
@@ -2038,10 +2174,39 @@ mod tests {
                             "{dims:?} x {sh}, {sw} {mode:?} {antialias} {coord:?} [{k}]: {a} vs {b}"
                         );
                     }
-                    let want = resize_by_element(&p, &xu, roi, &scales);
                     let mut got = std::vec![0u8; n_out];
                     resize(&p, &xu, roi, Some(&scales), None, &mut got, &mut scratch).unwrap();
-                    assert_eq!(got, want, "u8 {dims:?} {mode:?} {coord:?}");
+                    let ort_bilinear = in_f32
+                        && matches!(
+                            coord,
+                            CoordMode::HalfPixel
+                                | CoordMode::PytorchHalfPixel
+                                | CoordMode::AlignCorners
+                                | CoordMode::Asymmetric
+                        );
+                    // onnxruntime's align_corners divides by the output
+                    // length less one where the definition here divides by
+                    // `input * scale` less one: they agree when that is
+                    // whole (`integer_bilinear_truncates_as_onnxruntime`
+                    // has a case where it is not).
+                    let whole = dims[2..].iter().zip([sh, sw]).all(|(&d, s)| {
+                        let l = d as f64 * f64::from(s);
+                        l == l.floor()
+                    });
+                    if ort_bilinear && (coord != CoordMode::AlignCorners || whole) {
+                        // Converted toward zero after an f32 sum
+                        // (`integer_bilinear`): the definition's value
+                        // truncated, give or take its f32 rounding.
+                        let xf: Vec<f64> = xu.iter().map(|&v| f64::from(v)).collect();
+                        let want = resize_by_element(&p, &xf, roi, &scales);
+                        for (k, (&a, &b)) in got.iter().zip(&want).enumerate() {
+                            let ok = [b - 1e-4, b + 1e-4].iter().any(|v| f64::from(a) == v.floor());
+                            assert!(ok, "u8 {dims:?} {coord:?} [{k}]: {a} vs {b}");
+                        }
+                    } else if !ort_bilinear {
+                        let want = resize_by_element(&p, &xu, roi, &scales);
+                        assert_eq!(got, want, "u8 {dims:?} {mode:?} {coord:?}");
+                    }
                     let want = resize_by_element(&p, &xh, roi, &scales);
                     let mut got = std::vec![f16::ZERO; n_out];
                     resize(&p, &xh, roi, Some(&scales), None, &mut got, &mut scratch).unwrap();
