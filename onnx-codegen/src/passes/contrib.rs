@@ -778,11 +778,11 @@ impl Cx<'_, '_> {
         self.quantize_out(y, c_s, c_z)
     }
 
-    /// A `QLinearAdd` or `QLinearMul` of a one-element constant as
-    /// onnxruntime computes it: the non-constant input and the table of the
-    /// result for each of its bytes ([`fused_binary_table`]). `None` unless
-    /// one input is such a constant and every scale and zero point is a
-    /// one-element constant.
+    /// A `QLinearAdd` or `QLinearMul` of a scalar constant as onnxruntime
+    /// computes it: the other input and the table of the result for each
+    /// of its bytes ([`fused_binary_table`]). `None` unless one input is
+    /// such a constant and every scale and zero point is a one-element
+    /// constant.
     fn binary_of_constant(&self, add: bool) -> Option<(ValueId, Tensor)> {
         let scalar = |i: usize| -> Option<f64> {
             let t = constant_of(self.g, self.input(i)?)?;
@@ -799,9 +799,15 @@ impl Cx<'_, '_> {
                 _ => None,
             }
         };
+        // A scalar (rank 0), which broadcasting leaves the other input's
+        // shape, as the table's output keeps it.
+        let scalar_const = |v: ValueId| -> Option<(i64, ElemType)> {
+            constant_of(self.g, v)?.dims.is_empty().then_some(())?;
+            int(Some(v))
+        };
         let (a, b) = (self.input(0)?, self.input(3)?);
         let (x_first, x, c) =
-            if let Some(c) = int(Some(b)) { (true, a, c) } else { (false, b, int(Some(a))?) };
+            if let Some(c) = scalar_const(b) { (true, a, c) } else { (false, b, scalar_const(a)?) };
         let elem = c.1;
         if !matches!(elem, ElemType::Int8 | ElemType::Uint8) || elem_of(self.g, x, 0) != Some(elem)
         {
