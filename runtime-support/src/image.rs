@@ -339,6 +339,7 @@ fn integer_bilinear<T: Sample>(
     scales: Option<&[f32]>,
     sizes: Option<&[i64]>,
     y: &mut [T],
+    scratch: &mut [f64],
 ) -> Result<bool> {
     let rank = p.input.len();
     let plane_axes = match rank {
@@ -395,13 +396,24 @@ fn integer_bilinear<T: Sample>(
         }
         (i1, i2, (c - i2 as f32).abs(), (c - i1 as f32).abs())
     };
+    // The columns' sources, once: `x1`, `d2`, `d1` per output column
+    // (`x2` follows from `x1`), in the scratch the separable path would
+    // use (`resize_scratch_len` gives at least 3 values per output column).
+    let columns = scratch.get_mut(..3 * w_out).ok_or(Error::ShapeMismatch)?;
+    for (ox, col) in columns.chunks_exact_mut(3).enumerate() {
+        let (x1, _, dx2, dx1) = source(ox, w_in, w_out, sw);
+        col.copy_from_slice(&[x1 as f64, f64::from(dx2), f64::from(dx1)]);
+    }
+    let columns: &[f64] = columns;
     let (plane_in, plane_out) = (h_in * w_in, h_out * w_out);
     for (xp, yp) in x.chunks_exact(plane_in).zip(y.chunks_exact_mut(plane_out)) {
         for (oy, yrow) in yp.chunks_exact_mut(w_out).enumerate() {
             let (y1, y2, dy2, dy1) = source(oy, h_in, h_out, sh);
             let (r1, r2) = (&xp[y1 * w_in..][..w_in], &xp[y2 * w_in..][..w_in]);
-            for (ox, v) in yrow.iter_mut().enumerate() {
-                let (x1, x2, dx2, dx1) = source(ox, w_in, w_out, sw);
+            for (v, col) in yrow.iter_mut().zip(columns.chunks_exact(3)) {
+                let x1 = col[0] as usize;
+                let x2 = (x1 + 1).min(w_in - 1);
+                let (dx2, dx1) = (col[1] as f32, col[2] as f32);
                 let f = |t: T| t.to_f64() as f32;
                 let sum = dx2 * dy2 * f(r1[x1])
                     + dx1 * dy2 * f(r1[x2])
@@ -638,7 +650,7 @@ pub fn resize<T: Sample, R: RoiElem>(
     if n_out == 0 {
         return Ok(());
     }
-    if integer_bilinear(p, x, scales, sizes, y)? {
+    if integer_bilinear(p, x, scales, sizes, y, scratch)? {
         return Ok(());
     }
 

@@ -792,8 +792,8 @@ impl Cx<'_, '_> {
                 _ => None,
             }
         };
-        let int = |v: Option<ValueId>| -> Option<(i64, ElemType)> {
-            let t = constant_of(self.g, v?)?;
+        let int = |v: ValueId| -> Option<(i64, ElemType)> {
+            let t = constant_of(self.g, v)?;
             match t.to_i64s()?.as_slice() {
                 [v] => Some((*v, t.elem)),
                 _ => None,
@@ -803,7 +803,7 @@ impl Cx<'_, '_> {
         // shape, as the table's output keeps it.
         let scalar_const = |v: ValueId| -> Option<(i64, ElemType)> {
             constant_of(self.g, v)?.dims.is_empty().then_some(())?;
-            int(Some(v))
+            int(v)
         };
         let (a, b) = (self.input(0)?, self.input(3)?);
         let (x_first, x, c) =
@@ -815,10 +815,7 @@ impl Cx<'_, '_> {
         }
         // An absent zero point is 0; a given one has the inputs' type.
         let zero = |i: usize| -> Option<i64> {
-            match self.input(i) {
-                None => Some(0),
-                Some(z) => int(Some(z)).filter(|&(_, e)| e == elem).map(|(z, _)| z),
-            }
+            self.input(i).map_or(Some(0), |z| int(z).filter(|&(_, e)| e == elem).map(|(z, _)| z))
         };
         let (a_scale, b_scale, y_scale) = (scalar(1)?, scalar(4)?, scalar(6)?);
         let (a_zero, b_zero, y_zero) = (zero(2)?, zero(5)?, zero(7)?);
