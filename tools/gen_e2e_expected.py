@@ -34,6 +34,13 @@ STRINGS = {
     },
 }
 
+# Absolute tolerances beyond the default, by model: a quantized model's
+# integer kernels round once where the reference's float reading rounds each
+# step, so outputs may be one output quantization step apart.
+ATOL = {
+    "quantized_mlp": 0.0301,
+}
+
 # Integer inputs whose values must be in range (sequence positions), by
 # model then input name.
 VALUES = {
@@ -93,6 +100,8 @@ def main():
             "inputs": [inputs[vi.name].flatten().tolist() for vi in fed],
             "outputs": [np.asarray(o).flatten().tolist() for o in outputs],
         }
+        if path.stem in ATOL:
+            record["atol"] = ATOL[path.stem]
         path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
         print("wrote", path.with_suffix(".json").name)
 

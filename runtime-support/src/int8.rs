@@ -719,6 +719,95 @@ pub fn qmul<T: Q8>(
     Ok(())
 }
 
+/// One channel of [`qaffine`]: `x -> (x * mult + bias) >> shift`, the
+/// fixed-point form of `round(m * (x - x_zero) + b)` for real `m` (of
+/// either sign, or 0) and `b`, ties rounded up. `bias` holds `b`, the zero
+/// point's term and the rounding half, all scaled by `2^shift`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Affine {
+    pub mult: i32,
+    pub bias: i64,
+    /// At most 62.
+    pub shift: u32,
+}
+
+impl Affine {
+    /// The nearest `Affine` to `round(m * (x - x_zero) + b)`, the shift as
+    /// large as `|mult| < 2^31` and `|bias| < 2^60` allow (so `x * mult +
+    /// bias` never overflows for 8-bit `x`); `None` when `m` or `b` is not
+    /// finite or too large for a shift of 0. For the generator (host side;
+    /// uses `f64`).
+    pub fn from_real(m: f64, b: f64, x_zero: i32) -> Option<Affine> {
+        if !(m.is_finite() && b.is_finite()) || m.abs() >= 1073741824.0 || b.abs() >= 2.0e17 {
+            return None;
+        }
+        // 2^shift * |m| < 2^30 and 2^shift * (|b| + 256 |m|) < 2^58.
+        let limit = |v: f64, bits: i32| {
+            if v == 0.0 { 62 } else { bits - 1 - libm::ceil(libm::log2(v)) as i32 }
+        };
+        let shift = limit(m.abs(), 31).min(limit(b.abs() + 256.0 * m.abs(), 59)).clamp(0, 62);
+        let f = libm::exp2(f64::from(shift));
+        let mult = libm::round(m * f) as i64;
+        let half = if shift > 0 { 1i64 << (shift - 1) } else { 0 };
+        let bias = libm::round(b * f) as i64 - i64::from(x_zero) * mult + half;
+        let a = Affine { mult: i32::try_from(mult).ok()?, bias, shift: shift as u32 };
+        a.is_valid().then_some(a)
+    }
+
+    /// Whether `shift <= 62` and `|bias| < 2^60`: then `x * mult + bias`
+    /// cannot overflow for `|x| < 2^8`.
+    pub const fn is_valid(self) -> bool {
+        self.shift <= 62 && self.bias > -(1 << 60) && self.bias < 1 << 60
+    }
+
+    /// `(x * mult + bias) >> shift`, saturated to `i32`.
+    #[inline(always)]
+    pub fn apply(self, x: i32) -> i32 {
+        let v = (i64::from(x) * i64::from(self.mult) + self.bias) >> (self.shift & 63);
+        v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+    }
+}
+
+/// A per-channel affine map of quantized values: `y = clamp(zero +
+/// ch[c].apply(x), min, max)` for `x` in channel `c` of `[outer, channels,
+/// inner]` (an inference `BatchNormalization` between a dequantization and
+/// a quantization). `y` may be `x`'s own buffer: see [`qaffine_in_place`].
+pub fn qaffine<T: Q8>(
+    x: &[T],
+    channels: usize,
+    inner: usize,
+    ch: &[Affine],
+    y: &mut [T],
+    out: &QOut,
+) -> Result {
+    ensure(x.len() == y.len(), Error::ShapeMismatch)?;
+    y.copy_from_slice(x);
+    qaffine_in_place(y, channels, inner, ch, out)
+}
+
+/// [`qaffine`] over `y` in place.
+pub fn qaffine_in_place<T: Q8>(
+    y: &mut [T],
+    channels: usize,
+    inner: usize,
+    ch: &[Affine],
+    out: &QOut,
+) -> Result {
+    let plane = channels.checked_mul(inner).ok_or(Error::ShapeMismatch)?;
+    ensure(ch.len() == channels && plane > 0, Error::ShapeMismatch)?;
+    ensure(y.len().is_multiple_of(plane), Error::ShapeMismatch)?;
+    ensure(ch.iter().all(|a| a.is_valid()), Error::InvalidParams)?;
+    check_out::<T>(out.zero, out.min, out.max)?;
+    for image in y.chunks_exact_mut(plane) {
+        for (run, a) in image.chunks_exact_mut(inner).zip(ch) {
+            for v in run {
+                *v = T::saturate(out.zero.saturating_add(a.apply(v.get())).clamp(out.min, out.max));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `clamp(zero + round(r * mult / (count * 2^t)), min, max)`, one rounding
 /// with ties up: the average of `count` differences summing to `r`, scaled
 /// by `s`.

@@ -53,6 +53,8 @@ fn check(name: &str) {
     let path = format!("{}/models/{name}.json", env!("CARGO_MANIFEST_DIR"));
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // One output step for a quantized model (`tools/gen_e2e_expected.py`).
+    let atol = record.get("atol").and_then(serde_json::Value::as_f64).unwrap_or(1e-7);
     let mut model = generated::model(name).unwrap_or_else(|| panic!("no generated model {name}"));
     let (ins, outs) = (model.inputs(), model.outputs());
     let inputs: Vec<Vec<u64>> = record["inputs"]
@@ -95,12 +97,17 @@ fn check(name: &str) {
         assert_eq!(got.len(), want.len(), "{name} output {j}");
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
-                (g - w).abs() <= 1e-7 + 1e-3 * w.abs() || (g.is_nan() && w.is_nan()),
+                (g - w).abs() <= atol + 1e-3 * w.abs() || (g.is_nan() && w.is_nan()),
                 "{name} output '{}' [{k}]: got {g}, expected {w}",
                 info.name
             );
         }
     }
+}
+
+#[test]
+fn a_quantized_network_on_the_int8_kernels_matches_the_reference() {
+    check("quantized_mlp");
 }
 
 #[test]

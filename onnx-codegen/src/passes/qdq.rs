@@ -32,6 +32,13 @@
 //! table with the operator's own rule, so each entry is what the float
 //! region gives for that value.
 //!
+//! An `Add`, `Mul`, `AveragePool`, `GlobalAveragePool`, `Softmax` or
+//! inference `BatchNormalization` between per-tensor dequantizations and a
+//! quantization reads and writes the integers with the quantizations in its
+//! [`Lowering::Requantized`]; a BatchNormalization keeps its constant
+//! scale, bias, mean and variance as inputs, which its rule folds into a
+//! per-channel fixed-point map.
+//!
 //! The region computes `yz + round((xs * ws) * (sum (xq - xz) wq + bq) /
 //! ys)` when the bias scale is `xs * ws` (as quantizers make it) and the
 //! weights' zero point is 0; the integer form rounds once where the float
@@ -616,8 +623,16 @@ fn tabulate(g: &mut Graph, id: NodeId, t: Table) -> Option<Vec<Rewrite>> {
 /// Operators the int8 kernels run on quantized values with a
 /// requantization ([`Lowering::Requantized`]), and how many data inputs
 /// they have.
-const REQUANTIZED: &[(&str, usize)] =
-    &[("Add", 2), ("Mul", 2), ("AveragePool", 1), ("GlobalAveragePool", 1), ("Softmax", 1)];
+/// An inference `BatchNormalization` has one data input and four constant
+/// ones (scale, bias, mean, variance), which it keeps.
+const REQUANTIZED: &[(&str, usize)] = &[
+    ("Add", 2),
+    ("Mul", 2),
+    ("AveragePool", 1),
+    ("GlobalAveragePool", 1),
+    ("Softmax", 1),
+    ("BatchNormalization", 1),
+];
 
 /// A node between per-tensor quantizations, for [`requantize`].
 struct Requant {
@@ -636,7 +651,11 @@ fn quantization((scale, zero, _): (f64, i64, ElemType)) -> Option<Quantization> 
 fn requantized(g: &Graph, inferred: &Inferred, uses: &[Vec<Use>], id: NodeId) -> Option<Requant> {
     let node = g.node(id);
     let &(_, n) = REQUANTIZED.iter().find(|(op, _)| node.op.is(op))?;
-    if node.lowering.is_some() || node.inputs.len() != n || node.outputs.len() != 1 {
+    let constants = if node.op.is("BatchNormalization") { 4 } else { 0 };
+    if node.lowering.is_some() || node.inputs.len() != n + constants || node.outputs.len() != 1 {
+        return None;
+    }
+    if !node.inputs[n..].iter().all(|v| v.is_some_and(|v| constant(g, inferred, v).is_some())) {
         return None;
     }
     // A constant region folds in float, except a Softmax: it folds through
@@ -656,7 +675,7 @@ fn requantized(g: &Graph, inferred: &Inferred, uses: &[Vec<Use>], id: NodeId) ->
     let y_params = params_of(g, inferred, q, q.output(0)?)?;
     let mut reads = Vec::new();
     let mut inputs = Vec::new();
-    for v in &node.inputs {
+    for v in &node.inputs[..n] {
         let d = producer(g, (*v)?)?;
         if !d.op.is("DequantizeLinear") {
             return None;
@@ -670,11 +689,12 @@ fn requantized(g: &Graph, inferred: &Inferred, uses: &[Vec<Use>], id: NodeId) ->
         reads.push(xq);
         inputs.push(quantization(params)?);
     }
+    reads.extend(node.inputs[n..].iter().flatten());
     let lowering = Requantized { inputs, output: quantization(y_params)? };
     Some(Requant { reads, lowering, quantize })
 }
 
-/// Makes node `id` read the quantized inputs of `r`, define the
+/// Makes node `id` read the quantized inputs of `r` (and its constants), define the
 /// quantization's output and carry the quantizations.
 fn requantize(g: &mut Graph, id: NodeId, r: Requant) -> Vec<Rewrite> {
     let out = g.node(r.quantize).output(0);
@@ -829,6 +849,35 @@ mod tests {
         // The quantization moved back to the MaxPool's input, then away.
         assert_eq!(ops(&g), ["DequantizeLinear", "MaxPool", "Reshape", "Neg"]);
         assert_eq!(written, rewritten);
+    }
+
+    /// An autoencoder's `Gemm -> Q -> DQ -> BatchNormalization -> Q`: the
+    /// normalisation maps each channel's integers (`int8::qaffine`, tested
+    /// against the float reading there and end to end in
+    /// `tests/models/quantized_mlp`); its constants stay inputs of the node,
+    /// read at generation time only. A constant region folds in float.
+    #[test]
+    fn a_qdq_batch_norm_becomes_an_integer_map() {
+        let src = "g (int8[2, 4, 3] xq) => (int8[2, 4, 3] y)
+             <float xs = {0.07}, int8 xz = {-9},
+              float[4] gamma = {1.5, -0.75, 0, 2.25}, float[4] beta = {0.1, -2, 0.5, 3},
+              float[4] mean = {0.2, -1, 4, 0}, float[4] var = {0.5, 2, 1, 0.01},
+              float ys = {0.11}, int8 yz = {12}>
+             {
+               x = DequantizeLinear (xq, xs, xz)
+               b = BatchNormalization <epsilon: float = 0.001> (x, gamma, beta, mean, var)
+               y = QuantizeLinear (b, ys, yz)
+             }";
+        let mut g = graph_at(13, src);
+        let after = pipeline::run(&mut g, &Config::default(), &[]).inferred;
+        assert!(after.is_complete(), "{:?} {:?}", after.errors, after.unsupported);
+        // The DequantizeLinear is dead (planning drops it).
+        assert_eq!(ops(&g), ["DequantizeLinear", "BatchNormalization"]);
+        let (_, bn) = g.nodes().find(|(_, n)| n.op.is("BatchNormalization")).expect("kept");
+        let Some(Lowering::Requantized(q)) = &bn.lowering else { panic!("{:?}", bn.lowering) };
+        assert_eq!(q.inputs.len(), 1);
+        assert_eq!((q.inputs[0].zero, q.output.zero), (-9, 12));
+        assert_eq!(bn.inputs.len(), 5);
     }
 
     /// `DequantizeLinear -> Softmax -> QuantizeLinear` with `ELEM` data,

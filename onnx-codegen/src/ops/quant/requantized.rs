@@ -1,8 +1,10 @@
 //! Operators on quantized values ([`Lowering::Requantized`]): an `Add`, a
-//! `Mul`, an `AveragePool`, a `GlobalAveragePool` or a `Softmax` that
-//! reads int8 (or uint8) inputs of known quantizations and writes its
-//! output quantized, in place of the dequantize, compute, quantize steps
-//! around it. The integer kernels (`runtime::int8`) rescale with
+//! `Mul`, an `AveragePool`, a `GlobalAveragePool`, a `Softmax` or an
+//! inference `BatchNormalization` that reads int8 (or uint8) inputs of
+//! known quantizations and writes its output quantized, in place of the
+//! dequantize, compute, quantize steps around it. The BatchNormalization
+//! becomes a per-channel affine map in fixed point (`int8::qaffine`), its
+//! constants folded at generation time. The integer kernels (`runtime::int8`) rescale with
 //! fixed-point [`Scale`]s computed here, at generation time; the Softmax
 //! runs onnxruntime's QLinearSoftmax arithmetic (`int8::qsoftmax`), with
 //! its table of exponentials computed here.
@@ -17,7 +19,9 @@ use crate::ops::{
     EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, invalid,
     unsupported,
 };
-use onnx_codegen_runtime::int8::{self as rt_i8, AddScales, Q8, QOut, QPool, QSoftmax, Scale};
+use onnx_codegen_runtime::int8::{
+    self as rt_i8, AddScales, Affine, Q8, QOut, QPool, QSoftmax, Scale,
+};
 use onnx_codegen_runtime::norm::AxisShape;
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -36,6 +40,9 @@ enum Op {
     Global { planes: usize },
     /// `Softmax` along the middle axis of `shape`.
     Softmax { shape: AxisShape },
+    /// `BatchNormalization` over `[N, channels, inner]`: per channel
+    /// `(x - mean) * gamma / sqrt(var + epsilon) + beta`, as `m x + b`.
+    Affine { channels: usize, inner: usize, m: Vec<f64>, b: Vec<f64> },
 }
 
 struct Plan {
@@ -60,7 +67,8 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
     }
     let op = cx.node.op.op_type.as_str();
     let inputs = if matches!(op, "Add" | "Mul") { 2 } else { 1 };
-    if q.inputs.len() != inputs || cx.node.inputs.len() != inputs {
+    let constants = if op == "BatchNormalization" { 4 } else { 0 };
+    if q.inputs.len() != inputs || cx.node.inputs.len() != inputs + constants {
         return invalid(format!("a requantized {op} with {} quantized inputs", q.inputs.len()));
     }
     let (op, out) = match op {
@@ -90,9 +98,36 @@ fn plan(cx: &NodeCx<'_>) -> OpResult<Plan> {
             let shape = crate::ops::softmax::axis_shape(cx, &x.dims)?;
             (Op::Softmax { shape }, x.dims.clone())
         }
+        "BatchNormalization" => (batch_norm(cx, &x.dims)?, x.dims.clone()),
         other => return unsupported(format!("{other} on quantized values")),
     };
     Ok(Plan { op, elem: x.elem, out, q })
+}
+
+/// A quantized `BatchNormalization`'s map: `y = m x + b` per channel, from
+/// its constant scale, bias, mean and variance (in `f64`).
+fn batch_norm(cx: &NodeCx<'_>, dims: &[usize]) -> OpResult<Op> {
+    if dims.len() < 2 {
+        return invalid(format!("BatchNormalization needs [N, C, ...], got {dims:?}"));
+    }
+    let (channels, inner) = (dims[1], dims[2..].iter().product::<usize>());
+    let param = |i: usize, what: &str| -> OpResult<Vec<f64>> {
+        let t = cx.constant(i).ok_or_else(|| {
+            crate::ops::OpError::Unsupported(format!(
+                "a quantized BatchNormalization whose {what} is not constant"
+            ))
+        })?;
+        match t.to_f64s() {
+            Some(v) if v.len() == channels => Ok(v),
+            _ => invalid(format!("BatchNormalization's {what} must hold {channels} numbers")),
+        }
+    };
+    let (gamma, beta, mean, var) =
+        (param(1, "scale")?, param(2, "bias")?, param(3, "mean")?, param(4, "variance")?);
+    let epsilon = f64::from(cx.float_or("epsilon", 1e-5));
+    let a: Vec<f64> = gamma.iter().zip(&var).map(|(g, v)| g / (v + epsilon).sqrt()).collect();
+    let b = beta.iter().zip(&mean).zip(&a).map(|((beta, mean), a)| beta - mean * a).collect();
+    Ok(Op::Affine { channels, inner, m: a, b })
 }
 
 impl OpRule for RequantizedRule {
@@ -150,6 +185,25 @@ impl OpRule for RequantizedRule {
                 };
                 Kernel8::Softmax { p, table: Box::new(table) }
             }
+            Op::Affine { channels, inner, m, b } => {
+                // real y = sx (x - zx) m + b; quantized: y / sy + zy.
+                let (x, sy) = (p.q.inputs[0], f64::from(out.scale));
+                let sx = f64::from(x.scale);
+                let ch = m
+                    .iter()
+                    .zip(&b)
+                    .map(|(&m, &b)| {
+                        Affine::from_real(sx * m / sy, b / sy, x.zero).ok_or_else(|| {
+                            crate::ops::OpError::Unsupported(format!(
+                                "a quantized BatchNormalization of multiplier {} and offset {}, out of the fixed-point range",
+                                sx * m / sy,
+                                b / sy
+                            ))
+                        })
+                    })
+                    .collect::<OpResult<Vec<_>>>()?;
+                Kernel8::Affine { channels, inner, ch }
+            }
         };
         let out = QOut { zero: out.zero, min: lo, max: hi };
         Ok(Lowered::Kernel(Box::new(Requant8 { elem: p.elem, kernel, out })))
@@ -163,6 +217,7 @@ enum Kernel8 {
     Pool { window: PoolWindow, count_include_pad: bool, x_zero: i32, scale: Scale },
     Global { planes: usize, x_zero: i32, scale: Scale },
     Softmax { p: QSoftmax, table: Box<[f32; 256]> },
+    Affine { channels: usize, inner: usize, ch: Vec<Affine> },
 }
 
 struct Requant8 {
@@ -203,6 +258,9 @@ impl Requant8 {
                 rt_i8::qglobal_avgpool(x, *planes, *x_zero, *scale, y, out)?
             }
             Kernel8::Softmax { p, table } => rt_i8::qsoftmax(x, p, table, y, out)?,
+            Kernel8::Affine { channels, inner, ch } => {
+                rt_i8::qaffine(x, *channels, *inner, ch, y, out)?
+            }
         }
         Ok(())
     }
@@ -215,6 +273,15 @@ impl Kernel for Requant8 {
             ElemType::Uint8 => self.run::<u8>(inputs, outputs),
             other => Err(EvalError::Type(other)),
         }
+    }
+
+    fn in_place(&self) -> Option<usize> {
+        matches!(self.kernel, Kernel8::Affine { .. }).then_some(0)
+    }
+
+    fn reads_input(&self, i: usize) -> bool {
+        // A BatchNormalization's constants were folded into its map.
+        i == 0 || !matches!(self.kernel, Kernel8::Affine { .. })
     }
 
     fn emit(&self, io: &Io) -> TokenStream {
@@ -261,6 +328,19 @@ impl Kernel for Requant8 {
                 let planes = lit::usize_lit(*planes);
                 let s = scale_tokens(scale, rt);
                 quote!(#rt::int8::qglobal_avgpool(#x, #planes, #x_zero, #s, #y, #out)?;)
+            }
+            Kernel8::Affine { channels, inner, ch } => {
+                let (c, i) = (lit::usize_lit(*channels), lit::usize_lit(*inner));
+                let ch = ch.iter().map(|a| {
+                    let (m, b, s) = (a.mult, a.bias, a.shift);
+                    quote!(#rt::int8::Affine { mult: #m, bias: #b, shift: #s })
+                });
+                let ch = quote!(&[#(#ch),*]);
+                if io.in_place {
+                    quote!(#rt::int8::qaffine_in_place(#y, #c, #i, #ch, #out)?;)
+                } else {
+                    quote!(#rt::int8::qaffine(#x, #c, #i, #ch, #y, #out)?;)
+                }
             }
             Kernel8::Softmax { p, table } => {
                 let (outer, axis, inner) =

@@ -1195,3 +1195,60 @@ fn avx2_depthwise_matches_portable() {
     }
     assert!(seen > 300, "{seen} geometries");
 }
+
+/// `qaffine` (a quantized BatchNormalization) against `round(m (x - zx) +
+/// b)` in `f64` for every input value: multipliers of either sign, zero
+/// and large, offsets small and far out of range.
+#[test]
+fn qaffine_rounds_the_affine_map() {
+    let cases = [
+        (0.63, 4.2),
+        (-1.7, -0.5),
+        (0.0, 3.49),
+        (0.004, -120.0),
+        (37.0, 0.25),
+        (-0.5, 0.5),
+        (1e-7, 1e5),
+    ];
+    for zx in [-128, -3, 0, 127] {
+        let ch: Vec<Affine> =
+            cases.iter().map(|&(m, b)| Affine::from_real(m, b, zx).unwrap()).collect();
+        // Channels 0..7, two values each, over every int8 value.
+        let x: Vec<i8> = (0..256 * 14).map(|i| (i / 14) as u8 as i8).collect();
+        let (inner, outer) = (2, 256);
+        let x: Vec<i8> = (0..outer * cases.len() * inner).map(|i| x[i % x.len()]).collect();
+        let out = QOut { zero: 5, min: -100, max: 127 };
+        let mut y = vec![0i8; x.len()];
+        qaffine(&x, cases.len(), inner, &ch, &mut y, &out).unwrap();
+        for (i, (&xv, &yv)) in x.iter().zip(&y).enumerate() {
+            let (m, b) = cases[i / inner % cases.len()];
+            let f = m * f64::from(i32::from(xv) - zx) + b;
+            // Ties up, as `Scale::apply`.
+            let want = (5.0 + (f + 0.5).floor()).clamp(-100.0, 127.0);
+            let near_tie = (f - f.floor() - 0.5).abs() < 1e-6;
+            assert!(
+                f64::from(yv) == want || near_tie,
+                "zx {zx} x {xv} m {m} b {b}: {yv} vs {want}"
+            );
+        }
+        let mut z = x.clone();
+        qaffine_in_place(&mut z, cases.len(), inner, &ch, &out).unwrap();
+        assert_eq!(z, y);
+    }
+    // uint8, and the checks.
+    let ch = [Affine::from_real(-0.8, 300.0, 128).unwrap()];
+    let x: Vec<u8> = (0..=255).collect();
+    let mut y = vec![0u8; 256];
+    qaffine(&x, 1, 256, &ch, &mut y, &QOut { zero: 0, min: 0, max: 255 }).unwrap();
+    for (&x, &y) in x.iter().zip(&y) {
+        let want = ((-0.8 * (f64::from(x) - 128.0) + 300.0 + 0.5).floor()).clamp(0.0, 255.0);
+        assert_eq!(f64::from(y), want, "{x}");
+    }
+    let out = QOut { zero: 0, min: 0, max: 255 };
+    assert_eq!(qaffine(&x, 2, 128, &ch, &mut y, &out), Err(Error::ShapeMismatch));
+    assert_eq!(qaffine(&x, 1, 256, &ch, &mut y[1..], &out), Err(Error::ShapeMismatch));
+    let bad = [Affine { mult: 1, bias: 1 << 61, shift: 3 }];
+    assert_eq!(qaffine(&x, 1, 256, &bad, &mut y, &out), Err(Error::InvalidParams));
+    assert_eq!(Affine::from_real(f64::NAN, 0.0, 0), None);
+    assert_eq!(Affine::from_real(1e12, 0.0, 0), None);
+}
