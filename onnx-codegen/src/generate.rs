@@ -191,7 +191,8 @@ pub fn analyze(model: &ModelProto, opts: &Options) -> Result<Analysis> {
         pipeline::run(&mut prepared.model.graph, &config, &[]);
     inferred.unsupported.splice(0..0, expanded.unsupported);
     inferred.unsupported.splice(0..0, differentiated);
-    let plan = inferred.is_complete().then(|| plan::plan(&prepared.model.graph, &inferred));
+    let plan =
+        inferred.is_complete().then(|| plan::plan_scheduled(&prepared.model.graph, &mut inferred));
     Ok(Analysis { prepared, fused, rewrites, inferred, plan, outputs: expanded.outputs })
 }
 

@@ -544,7 +544,17 @@ pub fn qconv<A: Q8, Y: Q8>(
                         ensure(scratch.len() >= need, Error::ShapeMismatch)?;
                         let w = bytemuck::cast_slice(w);
                         let io = q8::conv::Io::Apart { x: A::as_bytes(x), y };
-                        q8::conv::im2col(p, &g, io, x_zero, w, bias, rq, &mut scratch[..need]);
+                        q8::conv::im2col(
+                            p,
+                            &g,
+                            io,
+                            x_zero,
+                            w,
+                            bias,
+                            rq,
+                            None,
+                            &mut scratch[..need],
+                        );
                     }
                     None => {
                         let mut dense = DenseOf { packed: bytemuck::cast_slice(w), p };
@@ -554,6 +564,74 @@ pub fn qconv<A: Q8, Y: Q8>(
             }
         }
     }
+    Ok(())
+}
+
+/// The residual `Add` of a [`qconv_add`]: the sum's quantization and the
+/// residual's zero point; the convolution's own output is requantized as
+/// by [`qconv`] (its zero point the `Requant`'s) before it is added.
+#[derive(Clone, Copy, Debug)]
+pub struct QResidual {
+    /// The residual's zero point.
+    pub zero: i32,
+    /// From [`add_scales`]: `a` for the convolution's output, `b` for the
+    /// residual.
+    pub scales: AddScales,
+    /// The sum's zero point and range.
+    pub out: QOut,
+}
+
+/// Whether [`qconv_add`] takes `p`: a convolution of packed weights on
+/// the im2col path (1-d or 2-d, not depthwise).
+pub fn qconv_add_runs(p: &Conv<'_>) -> bool {
+    geometry(p).is_some() && !depthwise(p) && p.groups > 0
+}
+
+/// A convolution and the residual `Add` after it in one pass: `y` holds
+/// the residual on entry and `qadd(qconv(x), y)` on return, each output
+/// run added as the output stage writes it (so a residual whose buffer
+/// dies here takes the sum: no buffer for the convolution's own output).
+/// The same results as [`qconv`] into a buffer then [`qadd`]. Packed
+/// weights, [`qconv_add_runs`] (else `Error::InvalidParams`).
+#[allow(clippy::too_many_arguments)]
+pub fn qconv_add<A: Q8, Y: Q8>(
+    p: &Conv<'_>,
+    x: &[A],
+    x_zero: i32,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    res: &QResidual,
+    y: &mut [Y],
+    scratch: &mut [A],
+) -> Result {
+    p.window.check(false)?;
+    ensure(qconv_add_runs(p), Error::InvalidParams)?;
+    ensure(
+        p.in_channels.is_multiple_of(p.groups) && p.out_channels.is_multiple_of(p.groups),
+        Error::InvalidParams,
+    )?;
+    ensure((A::MIN..=A::MAX).contains(&x_zero), Error::InvalidParams)?;
+    let len = |c: usize, d: &[usize]| {
+        numel(d)?.checked_mul(c).and_then(|v| v.checked_mul(p.batch)).ok_or(Error::Overflow)
+    };
+    ensure(x.len() == len(p.in_channels, p.window.in_dims)?, Error::ShapeMismatch)?;
+    ensure(y.len() == len(p.out_channels, p.window.out_dims)?, Error::ShapeMismatch)?;
+    ensure(bias.is_none_or(|b| b.len() == p.out_channels), Error::ShapeMismatch)?;
+    rq.check::<Y>(p.out_channels)?;
+    ensure(w.len() == packed_conv_len(p), Error::ShapeMismatch)?;
+    let s = &res.scales;
+    ensure([s.a, s.b, s.out].iter().all(|s| s.is_valid()), Error::InvalidParams)?;
+    ensure(s.left_shift <= ADD_LEFT_SHIFT, Error::InvalidParams)?;
+    ensure((Y::MIN..=Y::MAX).contains(&res.zero), Error::InvalidParams)?;
+    check_out::<Y>(res.out.zero, res.out.min, res.out.max)?;
+    let need = qconv_scratch_len(p);
+    ensure(scratch.len() >= need, Error::ShapeMismatch)?;
+    let Some(g) = geometry(p) else { return Err(Error::InvalidParams) };
+    let add = q8::elementwise::AddRuns::new(rq.zero, res.zero, s, &res.out);
+    let io = q8::conv::Io::Apart { x: A::as_bytes(x), y };
+    let w = bytemuck::cast_slice(w);
+    q8::conv::im2col(p, &g, io, x_zero, w, bias, rq, Some(&add), &mut scratch[..need]);
     Ok(())
 }
 
@@ -601,7 +679,7 @@ pub fn qconv_in_place<T: Q8>(
     if depthwise(p) {
         q8::conv::depthwise::run(p, &g, io, x_zero, w, bias, rq, scratch);
     } else {
-        q8::conv::im2col(p, &g, io, x_zero, bytemuck::cast_slice(w), bias, rq, scratch);
+        q8::conv::im2col(p, &g, io, x_zero, bytemuck::cast_slice(w), bias, rq, None, scratch);
     }
     Ok(())
 }

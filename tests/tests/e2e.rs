@@ -111,6 +111,11 @@ fn a_quantized_network_on_the_int8_kernels_matches_the_reference() {
 }
 
 #[test]
+fn a_quantized_residual_block_adding_in_the_output_stage_matches_the_reference() {
+    check("quantized_residual");
+}
+
+#[test]
 fn tiny_classifier_matches_the_reference() {
     check("tiny_classifier");
 }

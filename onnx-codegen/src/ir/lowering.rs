@@ -111,6 +111,24 @@ pub struct IntegerLowering {
     /// when a `Relu` or `Clip` between the product and its quantization was
     /// folded into the requantization.
     pub range: Option<(i32, i32)>,
+    /// A quantized `Add` of a `QLinearConv`'s output and another value,
+    /// fused into the convolution's output stage: the node's output is the
+    /// sum.
+    pub residual: Option<IntegerResidual>,
+}
+
+/// The `Add` of an [`IntegerLowering`] (`int8::qconv_add`): each output the
+/// convolution requantizes (to its own `y_scale`, `y_zero_point`) is added
+/// to `value`'s at the same position, quantized as `residual`, and the sum
+/// requantized to `sum`, as the `Add` between quantizations did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntegerResidual {
+    pub value: ValueId,
+    pub residual: Quantization,
+    pub sum: Quantization,
+    /// Whether the `Add` read the convolution's output first (its scales
+    /// are derived in that order).
+    pub conv_first: bool,
 }
 
 /// A `Conv`'s weight layout and epilogue (a `ConvTranspose`'s weight
@@ -263,7 +281,9 @@ impl Lowering {
             Lowering::BatchNorm { .. } => Vec::new(),
             Lowering::Softmax(s) => s.mask.iter().map(|m| m.mask).collect(),
             Lowering::Lstm { packed } => vec![*packed],
-            Lowering::Integer(q) => q.packed.into_iter().chain(q.bias).collect(),
+            Lowering::Integer(q) => {
+                q.packed.into_iter().chain(q.bias).chain(q.residual.map(|r| r.value)).collect()
+            }
             Lowering::Lookup { table } => vec![*table],
             Lowering::Requantized(_) => Vec::new(),
             Lowering::DynamicLstm(q) => vec![q.w, q.w_scale, q.w_zero, q.r, q.r_scale, q.r_zero],
@@ -344,6 +364,9 @@ impl Lowering {
             Lowering::Integer(q) => {
                 for v in [&mut q.packed, &mut q.bias].into_iter().flatten() {
                     f(v);
+                }
+                if let Some(r) = &mut q.residual {
+                    f(&mut r.value);
                 }
             }
             Lowering::Lookup { table } => f(table),

@@ -386,7 +386,8 @@ pub trait Kernel {
     fn emit(&self, io: &Io) -> TokenStream;
 
     /// The input whose buffer output 0 may overwrite, if the kernel can run in
-    /// place.
+    /// place: a position among the node's reads (its inputs, then its
+    /// lowering's operands, as [`Io::inputs`] lists them).
     fn in_place(&self) -> Option<usize> {
         None
     }

@@ -268,8 +268,12 @@ const PIPELINE: &[&[Pass]] = &[
         Pass { name: "pack-matmul-weights", run: pack_matmul_weights },
         Pass { name: "pack-int8-weights", run: pack_int8_weights },
     ],
-    // Residuals and smooth activations into the products' epilogues.
-    &[Pass { name: "fuse-epilogues", run: fuse_epilogues }],
+    // Residuals and smooth activations into the products' epilogues;
+    // quantized residual Adds into the int8 convolutions' output stages.
+    &[
+        Pass { name: "fuse-epilogues", run: fuse_epilogues },
+        Pass { name: "fuse-integer-residuals", run: fuse_integer_residuals },
+    ],
 ];
 
 fn integer_regions(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
@@ -316,6 +320,10 @@ fn pack_int8_weights(g: &mut Graph, inferred: &Inferred, _: &Config, _: &mut Cha
 
 fn fuse_epilogues(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
     changes.fused.extend(super::fuse::fuse_epilogues(g, inferred));
+}
+
+fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
+    changes.fused.extend(super::qdq::fuse_integer_residuals(g, inferred));
 }
 
 /// How deeply bodies may nest (each level is compiled twice: once for

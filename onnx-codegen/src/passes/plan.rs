@@ -7,10 +7,14 @@
 //! - a graph output (the caller's array: the producer writes straight into it),
 //! - a weight (a range of the read-only weight blob), or
 //! - a range of the arena, placed by lifetime: storages whose lifetimes
-//!   overlap get disjoint ranges. Three placements run, greedy by size
-//!   (lowest fitting offset) and two best-fit sweeps over the steps (taking
-//!   free ranges by their low or high end), and the smallest arena wins;
-//!   above [`GREEDY_MAX_STORAGES`] storages only the sweeps run.
+//!   overlap get disjoint ranges. Four placements run, greedy by size and
+//!   greedy by size times lifetime (lowest fitting offset) and two best-fit sweeps over
+//!   the steps (taking free ranges by their low or high end), and the
+//!   smallest arena wins; above [`GREEDY_MAX_STORAGES`] storages only the
+//!   sweeps run.
+//!
+//! The steps may first be reordered ([`schedule`]) when that gives a
+//! smaller arena.
 //!
 //! Outputs that are inputs, weights or another output's storage are copied
 //! into place after the last step. Every range starts at a multiple of
@@ -19,6 +23,7 @@
 use crate::ir::{Graph, ValueId, ValueKind};
 use crate::ops::Lowered;
 use crate::passes::infer::Inferred;
+use std::cmp::Reverse;
 
 /// Alignment of every arena and weight range, in bytes.
 pub const ALIGN: usize = onnx_codegen_runtime::arena::ARENA_ALIGN;
@@ -130,6 +135,218 @@ fn align(n: usize) -> usize {
     n.div_ceil(ALIGN).saturating_mul(ALIGN)
 }
 
+/// Plans the graph's storage after trying a step order of smaller peak
+/// ([`schedule`]): `inferred.steps` takes that order when its plan's arena
+/// is smaller, and keeps its own otherwise (so scheduling never grows an
+/// arena).
+pub fn plan_scheduled(g: &Graph, inferred: &mut Inferred) -> Plan {
+    let first = plan(g, inferred);
+    let Some(order) = schedule(g, inferred) else { return first };
+    permute(&mut inferred.steps, &order);
+    let second = plan(g, inferred);
+    if second.arena_bytes < first.arena_bytes {
+        return second;
+    }
+    let mut back = vec![0; order.len()];
+    for (i, &o) in order.iter().enumerate() {
+        back[o] = i;
+    }
+    permute(&mut inferred.steps, &back);
+    first
+}
+
+/// `v[i] = old v[order[i]]`.
+fn permute<T>(v: &mut Vec<T>, order: &[usize]) {
+    let mut old: Vec<Option<T>> = v.drain(..).map(Some).collect();
+    v.extend(order.iter().filter_map(|&i| old.get_mut(i).and_then(Option::take)));
+}
+
+/// Steps larger than this are not rescheduled (the passes are quadratic at
+/// worst).
+const SCHEDULE_MAX_STEPS: usize = 4096;
+
+/// A step order of lower peak memory, if one is found: adjacent steps
+/// that do not depend on each other swap when that lowers the larger of
+/// the two steps' live bytes (storages live across the step, plus its
+/// scratch), so the peak never rises. This runs a convolution with a
+/// large scratch before an independent one whose output would otherwise
+/// stay live across it (a ResNet block's shortcut convolution, moved after
+/// the block's first convolution). Views, nodes with subgraphs and random
+/// operators keep their places.
+pub fn schedule(g: &Graph, inferred: &Inferred) -> Option<Vec<usize>> {
+    let steps = &inferred.steps;
+    let n = steps.len();
+    if !(2..=SCHEDULE_MAX_STEPS).contains(&n) {
+        return None;
+    }
+    let values = g.values().len();
+    let size = |v: usize| inferred.types[v].as_ref().and_then(|t| t.byte_size()).unwrap_or(0);
+    // Storages as the planner groups them: views share their input's.
+    let mut groups = Groups { parent: (0..values).collect(), fixed: vec![None; values] };
+    for step in steps {
+        let node = g.node(step.node);
+        if let (Lowered::Alias, Some(Some(i)), Some(Some(o))) =
+            (&step.lowered, node.inputs.first(), node.outputs.first())
+        {
+            groups.union(i.index(), o.index());
+        }
+    }
+    let pinned: Vec<bool> = {
+        let mut p = vec![false; values];
+        for v in g.inputs.iter().chain(&g.captures).chain(&g.outputs) {
+            p[groups.find(v.index())] = true;
+        }
+        p
+    };
+    // Per step: the storages it reads and writes (arena ones only).
+    let mut reads: Vec<Vec<usize>> = Vec::with_capacity(n);
+    let mut writes: Vec<Vec<usize>> = Vec::with_capacity(n);
+    let mut scratch = Vec::with_capacity(n);
+    let mut movable = Vec::with_capacity(n);
+    let mut gsize = vec![0usize; values];
+    for step in steps {
+        let node = g.node(step.node);
+        let mut r = Vec::new();
+        for (i, v) in node.reads().iter().enumerate() {
+            let Some(v) = v else { continue };
+            if let Lowered::Kernel(k) = &step.lowered
+                && !k.reads_input(i)
+            {
+                continue;
+            }
+            r.push(groups.find(v.index()));
+        }
+        let w: Vec<usize> = node.outputs.iter().flatten().map(|v| groups.find(v.index())).collect();
+        for v in node.outputs.iter().flatten() {
+            let root = groups.find(v.index());
+            gsize[root] = gsize[root].max(size(v.index()));
+        }
+        r.sort_unstable();
+        r.dedup();
+        scratch.push(match &step.lowered {
+            Lowered::Kernel(k) => k.scratch().and_then(|t| t.byte_size()).unwrap_or(0),
+            Lowered::Alias => 0,
+        });
+        let random = ["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"]
+            .iter()
+            .chain(&["Multinomial", "Bernoulli", "Dropout"])
+            .any(|op| node.op.is(op));
+        movable.push(
+            matches!(step.lowered, Lowered::Kernel(_))
+                && !random
+                && node.subgraphs().next().is_none(),
+        );
+        reads.push(r);
+        writes.push(w);
+    }
+    for (root, pinned) in pinned.iter().enumerate() {
+        if *pinned {
+            gsize[root] = 0;
+        }
+    }
+    // `pos[s]`: where step `s` runs; the storages' first and last steps.
+    let mut order: Vec<usize> = (0..n).collect();
+    let first_last = |order: &[usize]| {
+        let (mut first, mut last) = (vec![usize::MAX; values], vec![0usize; values]);
+        for (t, &s) in order.iter().enumerate() {
+            for &w in &writes[s] {
+                first[w] = first[w].min(t);
+            }
+            for &r in &reads[s] {
+                last[r] = last[r].max(t);
+            }
+        }
+        (first, last)
+    };
+    let live_at =
+        |order: &[usize], first: &[usize], last: &[usize], t: usize, touched: &[usize]| {
+            // Only the touched storages' bytes (the rest is the same either way).
+            let mut bytes = scratch[order[t]];
+            for &g in touched {
+                if first[g] <= t && t <= last[g].max(first[g]) {
+                    bytes += gsize[g];
+                }
+            }
+            bytes
+        };
+    // After `a` and `b` trade places `t` and `t + 1` (`b` now first): the
+    // touched storages' first and last steps.
+    let moved = |first: &mut [usize],
+                 last: &mut [usize],
+                 t: usize,
+                 a: usize,
+                 b: usize,
+                 touched: &[usize]| {
+        for &g in touched {
+            if writes[a].contains(&g) {
+                first[g] = t + 1;
+            }
+            if writes[b].contains(&g) {
+                first[g] = t;
+            }
+            if last[g] == t || last[g] == t + 1 {
+                last[g] = if reads[a].contains(&g) { t + 1 } else { t };
+            }
+        }
+    };
+    let mut changed = false;
+    let (mut first, mut last) = first_last(&order);
+    for _ in 0..8 {
+        let mut swapped = false;
+        for t in 0..n - 1 {
+            let (a, b) = (order[t], order[t + 1]);
+            if !movable[a] || !movable[b] {
+                continue;
+            }
+            let depends = |x: usize, y: usize| reads[y].iter().any(|r| writes[x].contains(r));
+            if depends(a, b) || depends(b, a) {
+                continue;
+            }
+            let mut touched: Vec<usize> = reads[a]
+                .iter()
+                .chain(&reads[b])
+                .chain(&writes[a])
+                .chain(&writes[b])
+                .copied()
+                .filter(|&g| gsize[g] > 0)
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            let before = live_at(&order, &first, &last, t, &touched).max(live_at(
+                &order,
+                &first,
+                &last,
+                t + 1,
+                &touched,
+            ));
+            let (saved_first, saved_last): (Vec<_>, Vec<_>) =
+                touched.iter().map(|&g| (first[g], last[g])).unzip();
+            order.swap(t, t + 1);
+            moved(&mut first, &mut last, t, a, b, &touched);
+            let after = live_at(&order, &first, &last, t, &touched).max(live_at(
+                &order,
+                &first,
+                &last,
+                t + 1,
+                &touched,
+            ));
+            if after < before {
+                swapped = true;
+                changed = true;
+            } else {
+                order.swap(t, t + 1);
+                for (i, &g) in touched.iter().enumerate() {
+                    (first[g], last[g]) = (saved_first[i], saved_last[i]);
+                }
+            }
+        }
+        if !swapped {
+            break;
+        }
+    }
+    changed.then_some(order)
+}
+
 /// Plans the storage of every value that exists at run time.
 pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let n = g.values().len();
@@ -218,13 +435,15 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
         let Lowered::Kernel(kernel) = &step.lowered else { continue };
         let Some(k) = kernel.in_place() else { continue };
         let node = g.node(step.node);
-        let (Some(Some(input)), Some(Some(output))) = (node.inputs.get(k), node.outputs.first())
-        else {
+        // `k` counts the node's reads: its inputs, then what its lowering
+        // names (a fused residual).
+        let reads = node.reads();
+        let (Some(Some(input)), Some(Some(output))) = (reads.get(k), node.outputs.first()) else {
             continue;
         };
         let (ri, ro) = (groups.find(input.index()), groups.find(output.index()));
         let read_twice =
-            node.inputs.iter().flatten().filter(|v| groups.find(v.index()) == ri).count() > 1;
+            reads.iter().flatten().filter(|v| groups.find(v.index()) == ri).count() > 1;
         if groups.fixed[ri].is_none()
             && groups.fixed[ro].is_none()
             && group_last[ri] == Some(t)
@@ -287,7 +506,11 @@ pub fn plan(g: &Graph, inferred: &Inferred) -> Plan {
     let mut best = place_sweep(&spans, false);
     let mut others = vec![place_sweep(&spans, true)];
     if spans.len() <= GREEDY_MAX_STORAGES {
-        others.push(place_greedy_by_size(&spans));
+        others.push(place_greedy(&spans, |s| (Reverse(s.bytes), s.first)));
+        // By bytes times steps: the storages that fill most of the
+        // arena's area over time take the low offsets first.
+        others
+            .push(place_greedy(&spans, |s| Reverse(s.bytes.saturating_mul(s.last - s.first + 1))));
     }
     for other in others {
         if other.1 < best.1 {
@@ -394,12 +617,14 @@ impl Span {
     }
 }
 
-/// Greedy by size: largest first, each at the lowest offset that overlaps no
-/// placed storage whose lifetime meets its own. Returns the offsets and the
-/// arena's size.
-fn place_greedy_by_size(spans: &[Span]) -> (Vec<usize>, usize) {
+/// Greedy: in the order of `key` (largest first, or largest in bytes times
+/// steps: a storage live across many steps then takes the low offsets
+/// before the one-step scratch buffers, which fit above it), each at the lowest offset
+/// that overlaps no placed storage whose lifetime meets its own. Returns
+/// the offsets and the arena's size.
+fn place_greedy<K: Ord>(spans: &[Span], key: impl Fn(&Span) -> K) -> (Vec<usize>, usize) {
     let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(spans[i].bytes), spans[i].first));
+    order.sort_by_key(|&i| key(&spans[i]));
     let mut placed: Vec<(usize, usize, usize)> = Vec::new(); // (span, offset, aligned end)
     let mut offsets = vec![0usize; spans.len()];
     let mut arena_bytes = 0;
@@ -432,7 +657,6 @@ fn place_greedy_by_size(spans: &[Span]) -> (Vec<usize>, usize) {
 /// end, or its high end with `high`), or the arena's end. O(n log n) in the
 /// number of storages.
 fn place_sweep(spans: &[Span], high: bool) -> (Vec<usize>, usize) {
-    use std::cmp::Reverse;
     use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
     let mut order: Vec<usize> = (0..spans.len()).collect();
@@ -521,6 +745,78 @@ mod tests {
 
     const HEAD: &str = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
 
+    /// A quantized ResNet stage: the shortcut convolution comes first as
+    /// written, so its output stays live across the block's first
+    /// convolution and that one's large im2col scratch. The schedule runs
+    /// it after, every step still after the steps it reads from, and the
+    /// arena shrinks.
+    #[test]
+    fn a_shortcut_convolution_moves_after_the_block_convolution() {
+        let w = |n: usize| (0..n).map(|i| ((i * 37) % 200) as i64 - 100).map(|v| v.to_string());
+        let w3: Vec<String> = w(32 * 16 * 9).collect();
+        let w1: Vec<String> = w(32 * 16).collect();
+        let w1b: Vec<String> = w(32 * 32).collect();
+        let src = format!(
+            "{HEAD}g (float[1, 16, 16, 16] u) => (int8[1, 32, 8, 8] y)
+             <float s = {{0.05}}, int8 z = {{0}},
+              int8[32, 16, 1, 1] w1 = {{{}}}, int8[32, 16, 3, 3] w3 = {{{}}},
+              int8[32, 32, 1, 1] w1b = {{{}}}, float ws = {{0.01}}, int8 wz = {{0}}>
+             {{
+               xq = QuantizeLinear (u, s, z)
+               x = DequantizeLinear (xq, s, z)
+               sw = DequantizeLinear (w1, ws, wz)
+               sc = Conv <strides: ints = [2, 2]> (x, sw)
+               scq = QuantizeLinear (sc, s, z)
+               aw = DequantizeLinear (w3, ws, wz)
+               a = Conv <strides: ints = [2, 2], pads: ints = [1, 1, 1, 1]> (x, aw)
+               aq = QuantizeLinear (a, s, z)
+               ad = DequantizeLinear (aq, s, z)
+               bw = DequantizeLinear (w1b, ws, wz)
+               b = Conv (ad, bw)
+               bq = QuantizeLinear (b, s, z)
+               bd = DequantizeLinear (bq, s, z)
+               scd = DequantizeLinear (scq, s, z)
+               sum = Add (bd, scd)
+               y = QuantizeLinear (sum, s, z)
+             }}",
+            w1.join(", "),
+            w3.join(", "),
+            w1b.join(", ")
+        );
+        let proto = crate::text::parse_model(&src, "t.onnxtxt").expect("parses");
+        let mut model = crate::passes::prepare(&proto).expect("valid").model;
+        let g = &mut model.graph;
+        let mut inferred = crate::passes::pipeline::run(g, &Config::default(), &[]).inferred;
+        assert!(inferred.is_complete(), "{:?} {:?}", inferred.errors, inferred.unsupported);
+        let names = |i: &Inferred| -> Vec<String> {
+            i.steps.iter().map(|s| g.node(s.node).label(s.node)).collect()
+        };
+        let written = names(&inferred);
+        let before = plan(g, &inferred);
+        let planned = plan_scheduled(g, &mut inferred);
+        assert!(
+            planned.arena_bytes < before.arena_bytes,
+            "{} {} {written:?}",
+            planned.arena_bytes,
+            before.arena_bytes
+        );
+        let order = names(&inferred);
+        assert_ne!(order, written);
+        // Every value is written before it is read.
+        let mut ready = vec![false; g.values().len()];
+        for s in &inferred.steps {
+            let node = g.node(s.node);
+            for v in node.reads().iter().flatten() {
+                let needed = matches!(g.value(*v).kind, ValueKind::NodeOutput { .. })
+                    && inferred.constants[v.index()].is_none();
+                assert!(!needed || ready[v.index()], "{order:?}");
+            }
+            for v in node.outputs.iter().flatten() {
+                ready[v.index()] = true;
+            }
+        }
+    }
+
     /// Random lifetimes and sizes: both placements keep storages whose
     /// lifetimes meet apart, and neither goes below the live peak.
     #[test]
@@ -547,7 +843,8 @@ mod tests {
                 peak = peak.max(live);
             }
             for (offsets, arena) in [
-                place_greedy_by_size(&spans),
+                place_greedy(&spans, |s| (Reverse(s.bytes), s.first)),
+                place_greedy(&spans, |s| Reverse(s.bytes * (s.last - s.first + 1))),
                 place_sweep(&spans, false),
                 place_sweep(&spans, true),
             ] {

@@ -50,7 +50,7 @@
 use super::infer::Inferred;
 use super::optimize::Rewrite;
 use crate::ir::lowering::{
-    Activation, ConvWeights, Epilogue, IntegerLowering, Quantization, Requantized,
+    Activation, ConvWeights, Epilogue, IntegerLowering, IntegerResidual, Quantization, Requantized,
 };
 use crate::ir::{
     AttrValue, ElemType, Graph, Lowering, Node, NodeId, Op, Tensor, Use, ValueId, ValueKind,
@@ -368,7 +368,7 @@ fn rewrite(g: &mut Graph, id: NodeId, r: Region) -> Option<Vec<Rewrite>> {
     };
     let mut inputs = vec![Some(r.x.q), Some(r.x.scale), Some(x_zero), Some(w), Some(r.w.scale)];
     inputs.extend([Some(w_zero), Some(r.y_scale), Some(r.y_zero)]);
-    let mut lowering = IntegerLowering { packed: None, bias: None, range: r.range };
+    let mut lowering = IntegerLowering { range: r.range, ..IntegerLowering::default() };
     if is_conv {
         inputs.push(r.bias);
     } else {
@@ -709,6 +709,119 @@ fn requantize(g: &mut Graph, id: NodeId, r: Requant) -> Vec<Rewrite> {
     vec![Rewrite { name: "qdq-requantized", removed: r.quantize, removed_op, into: id }]
 }
 
+/// Folds each quantized `Add` (a [`Lowering::Requantized`] one) of a
+/// `QLinearConv`'s output and a value computed before it into the
+/// convolution's output stage ([`IntegerResidual`]): the convolution then
+/// writes the sum, over the residual's buffer when the residual dies there,
+/// so its own output never takes room in the arena (a ResNet block's peak
+/// loses a whole activation). The convolution runs on the int8 kernels'
+/// im2col path (`int8::qconv_add_runs`: packed weights, one or two spatial
+/// axes, not depthwise) and its output is the `Add`'s only use, quantized
+/// as the `Add` reads it. Runs after the weights are packed.
+pub fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred) -> Vec<super::fuse::Fused> {
+    let order: Vec<NodeId> = g.order().to_vec();
+    let mut position = vec![usize::MAX; order.iter().map(|id| id.index() + 1).max().unwrap_or(0)];
+    for (i, id) in order.iter().enumerate() {
+        position[id.index()] = i;
+    }
+    let uses = g.uses();
+    let ty = |v: ValueId| inferred.types.get(v.index()).and_then(|t| t.as_ref());
+    let mut done = Vec::new();
+    let mut removed = Vec::new();
+    for (at, &id) in order.iter().enumerate() {
+        let node = g.node(id);
+        let Some(Lowering::Integer(l)) = &node.lowering else { continue };
+        if !node.op.is("QLinearConv") || l.packed.is_none() || l.residual.is_some() {
+            continue;
+        }
+        // Depthwise convolutions (and 3-d ones) run other kernels.
+        let (Some(x), Some(w), Some(mid)) =
+            (node.input(0).and_then(ty), node.input(3).and_then(ty), node.output(0))
+        else {
+            continue;
+        };
+        let group = node.attr_int("group").unwrap_or(1);
+        let depthwise = usize::try_from(group)
+            .is_ok_and(|gr| x.dims.get(1) == Some(&gr) && w.dims.first() == Some(&gr));
+        if depthwise || !matches!(x.rank(), 3 | 4) {
+            continue;
+        }
+        let conv_q = match (node.input(6), node.input(7)) {
+            (Some(s), z) => {
+                let scale = scalar(g, inferred, s);
+                let zero = match z {
+                    Some(z) => int_scalar(g, inferred, z),
+                    None => Some(0),
+                };
+                match (scale, zero) {
+                    (Some(s), Some(z)) => Some((s, z)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some((conv_scale, conv_zero)) = conv_q else { continue };
+        // The Add's own DequantizeLinear of the output is dead by now.
+        let dead =
+            |n: NodeId| {
+                g.node(n).outputs.iter().flatten().all(|o| {
+                    uses.get(o.index()).is_none_or(Vec::is_empty) && !g.outputs.contains(o)
+                })
+            };
+        let mut readers = uses.get(mid.index()).into_iter().flatten().filter_map(|u| match u {
+            Use::Input { node, .. } if !dead(*node) => Some(Some(*node)),
+            Use::Input { .. } => None,
+            _ => Some(None),
+        });
+        let (Some(Some(aid)), None) = (readers.next(), readers.next()) else { continue };
+        let add = g.node(aid);
+        let Some(Lowering::Requantized(q)) = &add.lowering else { continue };
+        if !add.op.is("Add") || add.inputs.len() != 2 || q.inputs.len() != 2 {
+            continue;
+        }
+        let Some(index) = add.inputs.iter().position(|v| *v == Some(mid)) else { continue };
+        let (Some(r), Some(sum)) = (add.inputs[1 - index], add.output(0)) else { continue };
+        // The Add must read the output as the convolution wrote it, and the
+        // residual must be ready before the convolution runs.
+        let read_as = q.inputs[index];
+        let before = match g.value(r).kind {
+            ValueKind::NodeOutput { node, .. } => position[node.index()] < at,
+            _ => true,
+        };
+        if r == mid
+            || Some(r) == node.input(0)
+            || !before
+            || read_as.scale != conv_scale as f32
+            || i64::from(read_as.zero) != conv_zero
+            || ty(r) != ty(mid)
+        {
+            continue;
+        }
+        let residual = IntegerResidual {
+            value: r,
+            residual: q.inputs[1 - index],
+            sum: q.output,
+            conv_first: index == 0,
+        };
+        let conv = g.node_mut(id);
+        if let Some(Lowering::Integer(l)) = &mut conv.lowering {
+            l.residual = Some(residual);
+        }
+        conv.outputs[0] = Some(sum);
+        g.value_mut(sum).kind = ValueKind::NodeOutput { node: id, index: 0 };
+        done.push(super::fuse::Fused {
+            producer: id,
+            consumer: aid,
+            consumer_op: "Add".to_owned(),
+            intermediate: mid,
+            output: sum,
+        });
+        removed.push(aid);
+    }
+    g.retain_nodes(|id, _| !removed.contains(&id));
+    done
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ir::{Graph, Lowering};
@@ -878,6 +991,42 @@ mod tests {
         assert_eq!(q.inputs.len(), 1);
         assert_eq!((q.inputs[0].zero, q.output.zero), (-9, 12));
         assert_eq!(bn.inputs.len(), 5);
+    }
+
+    /// A residual block's `QLinearConv -> Add(., x)`: the Add moves into
+    /// the convolution's output stage, which then defines the sum and
+    /// reads the residual as an operand (and a plan may give the sum the
+    /// residual's buffer). Values: `tests/models/quantized_residual`.
+    #[test]
+    fn a_quantized_residual_add_joins_the_convolution_before_it() {
+        let src = format!(
+            "g (int8[1, 2, 4, 4] xq, int8[1, 2, 4, 4] rq) => (int8[1, 2, 4, 4] y)
+             <float xs = {{0.05}}, int8 xz = {{-3}}, int8[2, 2, 3, 3] wq = {{{}}},
+              float[2] ws = {{0.01, 0.02}}, int8[2] wz = {{0, 0}},
+              float cs = {{0.07}}, int8 cz = {{4}}, float rs = {{0.03}}, int8 rz = {{-1}},
+              float ys = {{0.09}}, int8 yz = {{2}}>
+             {{
+               x = DequantizeLinear (xq, xs, xz)
+               w = DequantizeLinear <axis: int = 0> (wq, ws, wz)
+               c = Conv <pads: ints = [1, 1, 1, 1]> (x, w)
+               cq = QuantizeLinear (c, cs, cz)
+               cd = DequantizeLinear (cq, cs, cz)
+               r = DequantizeLinear (rq, rs, rz)
+               s = Add (r, cd)
+               y = QuantizeLinear (s, ys, yz)
+             }}",
+            spread(36, -127, 127, 7)
+        );
+        let mut g = graph_at(13, &src);
+        let after = pipeline::run(&mut g, &Config::default(), &[]).inferred;
+        assert!(after.is_complete(), "{:?} {:?}", after.errors, after.unsupported);
+        assert!(!ops(&g).contains(&"Add"), "{:?}", ops(&g));
+        let (_, conv) = g.nodes().find(|(_, n)| n.op.is("QLinearConv")).expect("rewritten");
+        let Some(Lowering::Integer(l)) = &conv.lowering else { panic!("lowered") };
+        let r = l.residual.expect("fused");
+        assert_eq!((r.residual.zero, r.sum.zero, r.conv_first), (-1, 2, false));
+        assert_eq!(Some(r.value), g.inputs.get(1).copied());
+        assert_eq!(conv.output(0), g.outputs.first().copied());
     }
 
     /// `DequantizeLinear -> Softmax -> QuantizeLinear` with `ELEM` data,

@@ -12,8 +12,10 @@
 //! target. Other nodes take the reference kernels of `runtime::quant`.
 //!
 //! The node's [`IntegerLowering`] may add a bias (a `Gemm`'s, for a
-//! `QLinearMatMul`), narrow the output range (a folded `Relu` or `Clip`)
-//! and name weights packed at generation time.
+//! `QLinearMatMul`), narrow the output range (a folded `Relu` or `Clip`),
+//! name weights packed at generation time and, for a `QLinearConv`, add a
+//! residual after the output stage (`int8::qconv_add`, over the residual's
+//! buffer when the plan lets it).
 
 use super::integer_conv::ConvGeom;
 use super::{host_in, host_out, in_tokens, out_tokens, scale_tokens};
@@ -23,7 +25,7 @@ use crate::ir::{ElemType, Lowering, TensorType};
 use crate::ops::host::HostElem;
 use crate::ops::{EvalError, EvalResult, HostTensor, Io, Kernel, NodeCx, OpResult, invalid};
 use onnx_codegen_runtime::int8::{
-    self as rt_i8, Q8, QConvWeights, QMatMul, QWeights, Requant, Scale,
+    self as rt_i8, Q8, QConvWeights, QMatMul, QOut, QResidual, QWeights, Requant, Scale,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -51,6 +53,8 @@ struct At {
     /// The weights as packed (`true`) or as the model gives them.
     packed: bool,
     bias: Option<usize>,
+    /// The fused residual and its `Add`.
+    residual: Option<(usize, QResidual)>,
 }
 
 /// A QLinearConv or QLinearMatMul call on the int8 kernels.
@@ -107,9 +111,11 @@ pub(super) fn plan(
         Some(other) => return invalid(format!("a quantized product lowered as {other:?}")),
     };
     let kernel = qualify(cx, op, channels, y, &lowering)?;
-    if kernel.is_none() && (lowering.bias.is_some() || lowering.range.is_some()) {
+    if kernel.is_none()
+        && (lowering.bias.is_some() || lowering.range.is_some() || lowering.residual.is_some())
+    {
         return invalid(
-            "a bias or an output range was folded into a quantized product the int8 kernels cannot run",
+            "a bias, an output range or a residual was folded into a quantized product the int8 kernels cannot run",
         );
     }
     Ok(kernel)
@@ -181,7 +187,29 @@ fn qualify(
         Int8Op::MatMul { .. } | Int8Op::Unsupported => 0,
     };
     let (x_zero, y_zero) = (x_zero as i32, y_zero as i32);
-    let at = At { x: X, w, packed, bias };
+    let residual = match (&op, &l.residual) {
+        (_, None) => None,
+        (Int8Op::Conv(g), Some(r)) if packed && rt_i8::qconv_add_runs(&g.params()) => {
+            let (at, t) = cx.operand(r.value)?;
+            if t.elem != y || t.dims != g.out() {
+                return invalid(format!("the fused residual is {t}, not {y}{:?}", g.out()));
+            }
+            let (conv, res) = (f64::from(ys[0]), f64::from(r.residual.scale));
+            let sum = f64::from(r.sum.scale);
+            let scales = if r.conv_first {
+                rt_i8::add_scales(conv, res, sum)
+            } else {
+                rt_i8::add_scales(res, conv, sum).map(|s| rt_i8::AddScales { a: s.b, b: s.a, ..s })
+            };
+            let Some(scales) = scales else {
+                return invalid("a fused residual Add of quantizations too far apart");
+            };
+            let out = QOut { zero: r.sum.zero, min: lo, max: hi };
+            Some((at, QResidual { zero: r.residual.zero, scales, out }))
+        }
+        (_, Some(_)) => return invalid("a residual fused into a product off the im2col path"),
+    };
+    let at = At { x: X, w, packed, bias, residual };
     Ok(Some(Int8Kernel { op, x, y, x_zero, scales, y_zero, range, at, scratch }))
 }
 
@@ -208,6 +236,22 @@ impl Int8Kernel {
                 let w =
                     if self.at.packed { QConvWeights::Packed(w) } else { QConvWeights::Dense(w) };
                 let y = host_out::<Y>(outputs, 0)?;
+                if let Some((r, res)) = &self.at.residual {
+                    y.copy_from_slice(host_in::<Y>(inputs, *r)?);
+                    let w = host_in::<i8>(inputs, self.at.w)?;
+                    rt_i8::qconv_add(
+                        &g.params(),
+                        x,
+                        self.x_zero,
+                        w,
+                        bias,
+                        &rq,
+                        res,
+                        y,
+                        &mut scratch,
+                    )?;
+                    return Ok(());
+                }
                 rt_i8::qconv(&g.params(), x, self.x_zero, w, bias, &rq, y, &mut scratch)?;
             }
             Int8Op::MatMul { m, n, k } => {
@@ -257,6 +301,33 @@ impl Kernel for Int8Kernel {
             Int8Op::Conv(g) => {
                 let conv = g.tokens(rt);
                 let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                if let Some((r, res)) = &self.at.residual {
+                    // The sum is written over the residual: in place, its
+                    // own buffer; else a copy of it first.
+                    let copy = if io.in_place {
+                        quote!()
+                    } else {
+                        let r = in_tokens(io, *r);
+                        quote!(#y.copy_from_slice(#r);)
+                    };
+                    let QResidual { zero, scales: s, out } = res;
+                    let (sa, sb, so) =
+                        (scale_tokens(&s.a, rt), scale_tokens(&s.b, rt), scale_tokens(&s.out, rt));
+                    let shift = s.left_shift;
+                    let (oz, omin, omax) = (out.zero, out.min, out.max);
+                    return quote! {
+                        #copy
+                        #rt::int8::qconv_add(
+                            &#conv, #x, #x_zero, #w, #bias, #rq,
+                            &#rt::int8::QResidual {
+                                zero: #zero,
+                                scales: #rt::int8::AddScales { a: #sa, b: #sb, out: #so, left_shift: #shift },
+                                out: #rt::int8::QOut { zero: #oz, min: #omin, max: #omax },
+                            },
+                            #y, #scratch,
+                        )?;
+                    };
+                }
                 if io.in_place {
                     // `in_place` holds: packed weights, one buffer (`y`).
                     return quote! {
@@ -294,7 +365,11 @@ impl Kernel for Int8Kernel {
     /// shape and type writes over its input (`int8::qconv_runs_in_place`):
     /// in depthwise-separable models that is most layers, and the arena's
     /// peak loses a whole activation.
+    /// With a fused residual, the sum may take the residual's buffer.
     fn in_place(&self) -> Option<usize> {
+        if let Some((r, _)) = self.at.residual {
+            return Some(r);
+        }
         match &self.op {
             Int8Op::Conv(g)
                 if self.at.packed

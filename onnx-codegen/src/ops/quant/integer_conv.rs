@@ -61,7 +61,7 @@ impl ConvGeom {
         }
     }
 
-    fn out(&self) -> Vec<usize> {
+    pub(super) fn out(&self) -> Vec<usize> {
         let mut v = vec![self.batch, self.out_channels];
         v.extend_from_slice(&self.window.out_dims);
         v

@@ -116,6 +116,77 @@ pub(crate) fn add_by_tables<T: Q8>(
     true
 }
 
+/// A residual `Add` applied to a convolution's output run by run
+/// (`int8::qconv_add`): `y[i] = add(a[i], y[i])`, `a` the run the output
+/// stage wrote, `y` the residual's run, overwritten by the sum. Exactly
+/// [`add`]'s results; on 32-bit Arm by [`add_by_tables`]'s tables, built
+/// once per convolution.
+pub(crate) struct AddRuns<T> {
+    a_zero: i32,
+    b_zero: i32,
+    s: AddScales,
+    out: QOut,
+    /// The two inputs' terms and the output scale, when it has a
+    /// `HighScale` form (filled in place: 2 KiB of stack, once).
+    #[cfg(target_arch = "arm")]
+    ta: [i32; 256],
+    #[cfg(target_arch = "arm")]
+    tb: [i32; 256],
+    #[cfg(target_arch = "arm")]
+    ho: Option<HighScale>,
+    _elem: core::marker::PhantomData<T>,
+}
+
+impl<T: Q8> AddRuns<T> {
+    pub(crate) fn new(a_zero: i32, b_zero: i32, s: &AddScales, out: &QOut) -> AddRuns<T> {
+        #[allow(unused_mut)]
+        let mut runs = AddRuns {
+            a_zero,
+            b_zero,
+            s: *s,
+            out: *out,
+            #[cfg(target_arch = "arm")]
+            ta: [0; 256],
+            #[cfg(target_arch = "arm")]
+            tb: [0; 256],
+            #[cfg(target_arch = "arm")]
+            ho: HighScale::of(s.out),
+            _elem: core::marker::PhantomData,
+        };
+        #[cfg(target_arch = "arm")]
+        if runs.ho.is_some() {
+            for bits in 0..=255u8 {
+                let v = T::of_bits(bits);
+                runs.ta[usize::from(bits)] = s.a.apply((v - a_zero) << s.left_shift);
+                runs.tb[usize::from(bits)] = s.b.apply((v - b_zero) << s.left_shift);
+            }
+        }
+        runs
+    }
+
+    #[inline(always)]
+    pub(crate) fn apply(&self, a: &[T], y: &mut [T]) {
+        let out = &self.out;
+        let (lo, hi) = (out.min - out.zero, out.max - out.zero);
+        #[cfg(target_arch = "arm")]
+        if let Some(ho) = &self.ho {
+            let (ta, tb) = (&self.ta, &self.tb);
+            for (y, &a) in y.iter_mut().zip(a) {
+                let v = ta[usize::from(a.bits())].wrapping_add(tb[usize::from(y.bits())]);
+                let v = if ho.t31() { ho.apply_at::<true>(v) } else { ho.apply_at::<false>(v) };
+                *y = T::saturate(out.zero + v.clamp(lo, hi));
+            }
+            return;
+        }
+        let (sh, s) = (self.s.left_shift, &self.s);
+        for (y, &a) in y.iter_mut().zip(a) {
+            let da = s.a.apply((a.get() - self.a_zero) << sh);
+            let db = s.b.apply((y.get() - self.b_zero) << sh);
+            *y = T::saturate(out.zero + s.out.apply(da.wrapping_add(db)).clamp(lo, hi));
+        }
+    }
+}
+
 /// The sum of a plane's values: in `i32` while that cannot overflow (up
 /// to 2^23 values of magnitude at most 2^8), a sum that vectorises; in
 /// `i64` beyond.

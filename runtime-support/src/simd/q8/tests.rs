@@ -449,6 +449,30 @@ fn check_conv<A: Q8, Y: Q8>(rng: &mut Rng, cc: &ConvCase, case: usize) -> bool {
     let mut y = vec![Y::default(); cc.n * cc.m * osz];
     qconv(&p, &x, zx, QConvWeights::Dense(&w), bias, &rq, &mut y, &mut scratch).unwrap();
     assert_eq!(y, want, "dense conv case {case}");
+    // With the residual `Add` fused: `qadd` of the output and a residual.
+    if qconv_add_runs(&p) {
+        let r = rng.q8::<Y>(y.len());
+        let s = add_scales(0.02, 0.035, if case.is_multiple_of(2) { 0.05 } else { 0.011 }).unwrap();
+        let res = QResidual {
+            zero: rng.int(Y::MIN, Y::MAX),
+            scales: s,
+            out: QOut { zero: rng.int(Y::MIN + 10, Y::MAX - 10), min: Y::MIN, max: Y::MAX - 3 },
+        };
+        let mut sum = vec![Y::default(); y.len()];
+        qadd(&want, rq.zero, &r, res.zero, &s, &mut sum, &res.out).unwrap();
+        let mut fused = r.clone();
+        qconv_add(&p, &x, zx, &packed, bias, &rq, &res, &mut fused, &mut scratch).unwrap();
+        assert_eq!(fused, sum, "conv + add case {case}: {:?} {:?}", cc.in_dims, cc.kernel);
+    } else {
+        let mut y = vec![Y::default(); cc.n * cc.m * osz];
+        let res = QResidual {
+            zero: 0,
+            scales: add_scales(0.02, 0.02, 0.04).unwrap(),
+            out: QOut { zero: 0, min: Y::MIN, max: Y::MAX },
+        };
+        let r = qconv_add(&p, &x, zx, &packed, bias, &rq, &res, &mut y, &mut scratch);
+        assert_eq!(r, Err(Error::InvalidParams), "case {case}");
+    }
     // In place, where it runs so and the output's type is the input's.
     if A::SIGNED == Y::SIGNED && qconv_runs_in_place(&p) {
         let mut xy = x.clone();

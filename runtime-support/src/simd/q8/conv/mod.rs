@@ -20,6 +20,7 @@ pub(crate) mod depthwise;
 use crate::conv::{Conv, Window};
 use crate::int8::{Q8, Requant};
 use crate::shape::{MAX_RANK, next_index, numel};
+use crate::simd::q8::elementwise::AddRuns;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
 use crate::simd::q8::gemm::{WithKernel, dispatch, sum_at};
 use crate::simd::q8::requant::{Chan, OutRange};
@@ -595,9 +596,10 @@ pub(crate) fn im2col<A: Q8, Y: Q8>(
     w: &[u8],
     bias: Option<&[i32]>,
     rq: &Requant<'_>,
+    add: Option<&AddRuns<Y>>,
     scratch: &mut [A],
 ) {
-    dispatch(Im2col { p, geo, io, x_zero, w, bias, rq, scratch });
+    dispatch(Im2col { p, geo, io, x_zero, w, bias, rq, add, scratch });
 }
 
 /// A convolution's input (as bytes) and output: two buffers, or one that
@@ -635,13 +637,16 @@ struct Im2col<'a, 'c, 'r, A, Y> {
     w: &'a [u8],
     bias: Option<&'a [i32]>,
     rq: &'a Requant<'r>,
+    /// A residual `Add` after the output stage: the output holds the
+    /// residual on entry, each run the stage writes is added to it.
+    add: Option<&'a AddRuns<Y>>,
     scratch: &'a mut [A],
 }
 
 impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
     #[inline(always)]
     fn run<K: QMicro>(self, kern: K) {
-        let Im2col { p, geo, mut io, x_zero, w, bias, rq, scratch } = self;
+        let Im2col { p, geo, mut io, x_zero, w, bias, rq, add, scratch } = self;
         let Some(k) = k_of(p) else { return };
         let k4 = k.next_multiple_of(4);
         let (cg, mg) = (p.in_channels / p.groups, p.out_channels / p.groups);
@@ -709,6 +714,16 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let mut acc: Acc = [[0; NR]; MAX_MR];
         let mut runs = [(0, 0, 0); NR];
         let mut chans = [Chan::default(); MAX_MR];
+        // The output stage of one run, then the residual's `Add` if any.
+        let store = |acc: &[i32; NR], ch: &Chan, dst: &mut [Y]| match add {
+            None => kern.splat(acc, ch, &out, dst),
+            Some(add) => {
+                let mut run = [Y::default(); NR];
+                let run = &mut run[..dst.len().min(NR)];
+                kern.splat(acc, ch, &out, run);
+                add.apply(run, dst);
+            }
+        };
         for n in 0..p.batch {
             for g in 0..p.groups {
                 let xg_at = (n * p.in_channels + g * cg) * in_plane..;
@@ -791,7 +806,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                         let Some(dst) = io.y().get_mut(at..at + len) else {
                                             return;
                                         };
-                                        kern.splat(acc, &chans[r], &out, dst);
+                                        store(acc, &chans[r], dst);
                                     }
                                     continue;
                                 }
@@ -804,11 +819,11 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                             return;
                                         };
                                         if lane == 0 {
-                                            kern.splat(acc, &chans[r], &out, dst);
+                                            store(acc, &chans[r], dst);
                                         } else {
                                             let moved =
                                                 core::array::from_fn(|i| acc[(lane + i) % NR]);
-                                            kern.splat(&moved, &chans[r], &out, dst);
+                                            store(&moved, &chans[r], dst);
                                         }
                                     }
                                 }
