@@ -621,8 +621,7 @@ pub fn qconv_add<A: Q8, Y: Q8>(
     rq.check::<Y>(p.out_channels)?;
     ensure(w.len() == packed_conv_len(p), Error::ShapeMismatch)?;
     let s = &res.scales;
-    ensure([s.a, s.b, s.out].iter().all(|s| s.is_valid()), Error::InvalidParams)?;
-    ensure(s.left_shift <= ADD_LEFT_SHIFT, Error::InvalidParams)?;
+    check_add_scales(s)?;
     ensure((Y::MIN..=Y::MAX).contains(&res.zero), Error::InvalidParams)?;
     check_out::<Y>(res.out.zero, res.out.min, res.out.max)?;
     let need = qconv_scratch_len(p);
@@ -755,8 +754,7 @@ pub fn qadd<T: Q8>(
     out: &QOut,
 ) -> Result {
     ensure(a.len() == y.len() && b.len() == y.len(), Error::ShapeMismatch)?;
-    ensure([s.a, s.b, s.out].iter().all(|s| s.is_valid()), Error::InvalidParams)?;
-    ensure(s.left_shift <= ADD_LEFT_SHIFT, Error::InvalidParams)?;
+    check_add_scales(s)?;
     ensure(
         (T::MIN..=T::MAX).contains(&a_zero) && (T::MIN..=T::MAX).contains(&b_zero),
         Error::InvalidParams,
@@ -764,6 +762,13 @@ pub fn qadd<T: Q8>(
     check_out::<T>(out.zero, out.min, out.max)?;
     q8::elementwise::add(a, a_zero, b, b_zero, s, y, out);
     Ok(())
+}
+
+/// Whether `s` is what [`add_scales`] makes: valid scales, a headroom
+/// of at most [`ADD_LEFT_SHIFT`] bits.
+fn check_add_scales(s: &AddScales) -> Result {
+    ensure([s.a, s.b, s.out].iter().all(|s| s.is_valid()), Error::InvalidParams)?;
+    ensure(s.left_shift <= ADD_LEFT_SHIFT, Error::InvalidParams)
 }
 
 /// [`qmul`]'s scale for input scales `sa`, `sb` and output scale `sy`:

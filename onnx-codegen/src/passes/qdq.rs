@@ -746,21 +746,10 @@ pub fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred) -> Vec<super::
         if depthwise || !matches!(x.rank(), 3 | 4) {
             continue;
         }
-        let conv_q = match (node.input(6), node.input(7)) {
-            (Some(s), z) => {
-                let scale = scalar(g, inferred, s);
-                let zero = match z {
-                    Some(z) => int_scalar(g, inferred, z),
-                    None => Some(0),
-                };
-                match (scale, zero) {
-                    (Some(s), Some(z)) => Some((s, z)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let Some((conv_scale, conv_zero)) = conv_q else { continue };
+        // The convolution's own output quantization (zero point 0 when absent).
+        let conv_scale = node.input(6).and_then(|v| scalar(g, inferred, v));
+        let conv_zero = node.input(7).map_or(Some(0), |v| int_scalar(g, inferred, v));
+        let (Some(conv_scale), Some(conv_zero)) = (conv_scale, conv_zero) else { continue };
         // The Add's own DequantizeLinear of the output is dead by now.
         let dead =
             |n: NodeId| {
