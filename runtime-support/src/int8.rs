@@ -243,6 +243,10 @@ pub trait Q8: Copy + Default + PartialEq + core::fmt::Debug + sealed::Sealed + '
     fn as_bytes(s: &[Self]) -> &[u8];
     /// The elements' bytes, for writing.
     fn as_bytes_mut(s: &mut [Self]) -> &mut [u8];
+    /// `y[i] = saturate(round_half_even(x[i] / scale) + zero)`: ONNX
+    /// `QuantizeLinear` per tensor, as [`crate::quant::quantize_linear`]
+    /// computes it.
+    fn quantize(x: &[f32], scale: f32, zero: i32, y: &mut [Self]);
     /// The value of the byte `b`.
     #[inline(always)]
     fn of_bits(b: u8) -> i32 {
@@ -263,6 +267,10 @@ macro_rules! q8 {
             #[inline(always)]
             fn saturate(v: i32) -> Self {
                 v.clamp(<Self as Q8>::MIN, <Self as Q8>::MAX) as $t
+            }
+            #[inline(always)]
+            fn quantize(x: &[f32], scale: f32, zero: i32, y: &mut [Self]) {
+                crate::quant::quantize_f32(x, scale, i64::from(zero), y)
             }
             #[inline(always)]
             fn bits(self) -> u8 {
@@ -401,6 +409,105 @@ pub fn qmatmul<A: Q8, Y: Q8>(
             q8::gemm::packed(p, a, bytemuck::cast_slice(w), bias, rq, y);
         }
     }
+    Ok(())
+}
+
+/// The quantization on a float32 side of a [`qmatmul_float`]: `real =
+/// scale * (q - zero)`, `zero` within the integer type's range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QLinear {
+    /// The scale (finite, `> 0`).
+    pub scale: f32,
+    /// The zero point.
+    pub zero: i32,
+}
+
+/// The rows a [`qmatmul_float`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum QRows<'a, A> {
+    /// Quantized already, as [`qmatmul`]'s `a`.
+    Quantized(&'a [A]),
+    /// Float32, quantized to `A` by `q` as they are read (ONNX
+    /// `QuantizeLinear`: `saturate(round_half_even(x / scale) + zero)`), a
+    /// few [`QUANTIZE_CHUNK`] at a time into the scratch: the quantized
+    /// rows are never held whole.
+    Float {
+        /// `[m, k]` row-major.
+        x: &'a [f32],
+        /// Their quantization.
+        q: QLinear,
+    },
+}
+
+/// Where a [`qmatmul_float`] writes.
+#[derive(Debug)]
+pub enum QDest<'a, Y> {
+    /// Quantized, as [`qmatmul`]'s `y`.
+    Quantized(&'a mut [Y]),
+    /// Float32: each output is requantized to `Y` as by [`qmatmul`], then
+    /// dequantized by `q` (ONNX `DequantizeLinear`: `(y - zero) * scale`,
+    /// the product rounded to `f32`).
+    Float {
+        /// `[m, n]` row-major.
+        y: &'a mut [f32],
+        /// The dequantization.
+        q: QLinear,
+    },
+}
+
+/// The `k` a [`QRows::Float`] product quantizes at a time, per row.
+pub const QUANTIZE_CHUNK: usize = 64;
+
+/// The scratch elements of a [`qmatmul_float`] whose rows are
+/// [`QRows::Float`]: [`QUANTIZE_CHUNK`] for each row of the largest tile
+/// of any target (0 when the rows are quantized already).
+pub fn qmatmul_float_scratch_len(p: &QMatMul, float_rows: bool) -> usize {
+    if float_rows { p.m.min(q8::gemm::micro::MAX_MR) * QUANTIZE_CHUNK } else { 0 }
+}
+
+/// [`qmatmul`] with float32 ends: the rows quantized as they are read
+/// ([`QRows::Float`]), the outputs dequantized as they are written
+/// ([`QDest::Float`]), or both, with `w` packed ([`pack_weights`]). The
+/// integers are [`qmatmul`]'s, the floats those of `QuantizeLinear` before
+/// it and `DequantizeLinear` after it, bit for bit: what the compiler
+/// fuses so that a float input or output needs no quantized copy in the
+/// arena. `scratch` holds [`qmatmul_float_scratch_len`] elements.
+#[allow(clippy::too_many_arguments)]
+pub fn qmatmul_float<A: Q8, Y: Q8>(
+    p: &QMatMul,
+    a: QRows<'_, A>,
+    w: &[i8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: QDest<'_, Y>,
+    scratch: &mut [A],
+) -> Result {
+    let &QMatMul { m, n, k, a_zero } = p;
+    let (mk, mn) =
+        (m.checked_mul(k).ok_or(Error::Overflow)?, m.checked_mul(n).ok_or(Error::Overflow)?);
+    ensure((A::MIN..=A::MAX).contains(&a_zero), Error::InvalidParams)?;
+    ensure(bias.is_none_or(|b| b.len() == n), Error::ShapeMismatch)?;
+    ensure(w.len() == packed_len(k, n), Error::ShapeMismatch)?;
+    rq.check::<Y>(n)?;
+    let quantization_ok = |q: &QLinear, min: i32, max: i32| {
+        q.scale.is_finite() && q.scale > 0.0 && (min..=max).contains(&q.zero)
+    };
+    match &a {
+        QRows::Quantized(a) => ensure(a.len() == mk, Error::ShapeMismatch)?,
+        QRows::Float { x, q } => {
+            ensure(x.len() == mk, Error::ShapeMismatch)?;
+            ensure(quantization_ok(q, A::MIN, A::MAX), Error::InvalidParams)?;
+            ensure(scratch.len() >= qmatmul_float_scratch_len(p, true), Error::ShapeMismatch)?;
+        }
+    }
+    match &y {
+        QDest::Quantized(y) => ensure(y.len() == mn, Error::ShapeMismatch)?,
+        QDest::Float { y, q } => {
+            ensure(y.len() == mn, Error::ShapeMismatch)?;
+            ensure(quantization_ok(q, Y::MIN, Y::MAX), Error::InvalidParams)?;
+        }
+    }
+    q8::gemm::packed_float(p, a, bytemuck::cast_slice(w), bias, rq, y, scratch);
     Ok(())
 }
 

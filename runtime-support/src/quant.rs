@@ -216,7 +216,9 @@ fn rint_i32(q: f32) -> i32 {
         // SAFETY: FPU register-to-register instructions that every
         // hard-float Arm target has; they touch no memory or stack, only
         // `s0` (declared) and the FPSCR's cumulative exception flags,
-        // which nothing reads.
+        // which nothing reads. (An `sreg` operand would save the two
+        // moves, but Rust asks for a `vfp2` feature the Cortex-M targets
+        // do not name.)
         unsafe {
             core::arch::asm!("vmov s0, {q}", "vcvtr.s32.f32 s0, s0", "vmov {r}, s0",
                              q = in(reg) q.to_bits(), r = lateout(reg) r, out("s0") _,
@@ -259,14 +261,7 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         // saturates to `Q` as the `i64` would (NaN gives 0 both ways).
         if per_tensor {
             let (s, zp) = (scale[0].to_f32(), zero_point.map_or(0, |z| z[0].to_i64()));
-            // On hard-float Arm one `VCVTR` a value ([`rint_i32`]); where
-            // there is a vector unit, the loop that vectorises.
-            #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
-            for (yv, xv) in y.iter_mut().zip(x) {
-                *yv = Q::saturate(i64::from(rint_i32(xv.to_f32() / s)) + zp);
-            }
-            #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
-            crate::simd::vectorize_wide(QuantizeTensor { x, scale: s, zp, y });
+            quantize_f32(x, s, zp, y);
             return Ok(());
         }
         p.each(per_tensor, |e, k| {
@@ -284,6 +279,30 @@ pub fn quantize_linear<X: QReal, S: QReal, Q: QInt>(
         y[e] = Q::saturate((r as i64).saturating_add(zp));
     });
     Ok(())
+}
+
+/// `y[i] = saturate(round_half_even(x[i] / scale) + zp)` in `f32`:
+/// [`quantize_linear`]'s common case (one scale, `Q` of at most 16 bits,
+/// `|zp| <= 0xffff`), which the int8 products that quantize their float
+/// rows as they read them share (`int8::qmatmul_float`). On hard-float Arm
+/// one `VCVTR` a value ([`rint_i32`]); where there is a vector unit, the
+/// loop that vectorises.
+#[inline]
+pub(crate) fn quantize_f32<X: QReal, Q: QInt>(x: &[X], scale: f32, zp: i64, y: &mut [Q]) {
+    debug_assert!(Q::MAX - Q::MIN <= 0xffff && zp.abs() <= 0xffff, "quantize_f32 types");
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+    {
+        // In `i32` (a 32-bit core's `i64` compares take several
+        // instructions each): `rint_i32` saturates, the zero point (16 bits)
+        // is added saturating, and clamping that to `Q` is clamping the
+        // exact sum.
+        let (lo, hi, zp) = (Q::MIN as i32, Q::MAX as i32, zp as i32);
+        for (yv, xv) in y.iter_mut().zip(x) {
+            *yv = Q::of_in_range(rint_i32(xv.to_f32() / scale).saturating_add(zp).clamp(lo, hi));
+        }
+    }
+    #[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+    crate::simd::vectorize_wide(QuantizeTensor { x, scale, zp, y });
 }
 
 /// [`quantize_linear`]'s common case: `f32` work, one scale, `Q` of at

@@ -15,7 +15,7 @@
 //! them as reads of the node after its own inputs and the values its
 //! subgraphs capture.
 
-use super::ValueId;
+use super::{ElemType, ValueId};
 
 /// How one node runs, beyond what its operator and attributes say.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,6 +115,23 @@ pub struct IntegerLowering {
     /// fused into the convolution's output stage: the node's output is the
     /// sum.
     pub residual: Option<IntegerResidual>,
+    /// A `QuantizeLinear` fused into a `QLinearMatMul` of one row: the
+    /// node's input 0 is the float32 value it quantized, quantized again
+    /// as the product reads it (`int8::qmatmul_float`), so the quantized
+    /// row is never held whole.
+    pub quantize_input: Option<FusedQuantize>,
+    /// A `DequantizeLinear` of a `QLinearMatMul`'s output fused into it:
+    /// the node's output is float32, each requantized output dequantized
+    /// by this as it is written.
+    pub dequantize_output: Option<Quantization>,
+}
+
+/// The quantization of a fused `QuantizeLinear` ([`IntegerLowering`]) and
+/// the integer type it quantizes to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FusedQuantize {
+    pub q: Quantization,
+    pub elem: ElemType,
 }
 
 /// The `Add` of an [`IntegerLowering`] (`int8::qconv_add`): each output the

@@ -269,10 +269,12 @@ const PIPELINE: &[&[Pass]] = &[
         Pass { name: "pack-int8-weights", run: pack_int8_weights },
     ],
     // Residuals and smooth activations into the products' epilogues;
-    // quantized residual Adds into the int8 convolutions' output stages.
+    // quantized residual Adds into the int8 convolutions' output stages;
+    // float inputs and outputs of int8 dense layers into their products.
     &[
         Pass { name: "fuse-epilogues", run: fuse_epilogues },
         Pass { name: "fuse-integer-residuals", run: fuse_integer_residuals },
+        Pass { name: "fuse-integer-ends", run: fuse_integer_ends },
     ],
 ];
 
@@ -324,6 +326,10 @@ fn fuse_epilogues(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut 
 
 fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
     changes.fused.extend(super::qdq::fuse_integer_residuals(g, inferred));
+}
+
+fn fuse_integer_ends(g: &mut Graph, inferred: &Inferred, _: &Config, changes: &mut Changes) {
+    changes.rewrites.extend(super::qdq::fuse_integer_ends(g, inferred));
 }
 
 /// How deeply bodies may nest (each level is compiled twice: once for

@@ -50,7 +50,8 @@
 use super::infer::Inferred;
 use super::optimize::Rewrite;
 use crate::ir::lowering::{
-    Activation, ConvWeights, Epilogue, IntegerLowering, IntegerResidual, Quantization, Requantized,
+    Activation, ConvWeights, Epilogue, FusedQuantize, IntegerLowering, IntegerResidual,
+    Quantization, Requantized,
 };
 use crate::ir::{
     AttrValue, ElemType, Graph, Lowering, Node, NodeId, Op, Tensor, Use, ValueId, ValueKind,
@@ -750,19 +751,8 @@ pub fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred) -> Vec<super::
         let conv_scale = node.input(6).and_then(|v| scalar(g, inferred, v));
         let conv_zero = node.input(7).map_or(Some(0), |v| int_scalar(g, inferred, v));
         let (Some(conv_scale), Some(conv_zero)) = (conv_scale, conv_zero) else { continue };
-        // The Add's own DequantizeLinear of the output is dead by now.
-        let dead =
-            |n: NodeId| {
-                g.node(n).outputs.iter().flatten().all(|o| {
-                    uses.get(o.index()).is_none_or(Vec::is_empty) && !g.outputs.contains(o)
-                })
-            };
-        let mut readers = uses.get(mid.index()).into_iter().flatten().filter_map(|u| match u {
-            Use::Input { node, .. } if !dead(*node) => Some(Some(*node)),
-            Use::Input { .. } => None,
-            _ => Some(None),
-        });
-        let (Some(Some(aid)), None) = (readers.next(), readers.next()) else { continue };
+        // (The Add's own DequantizeLinear of the output is dead by now.)
+        let Some(aid) = live_reader(g, &uses, mid) else { continue };
         let add = g.node(aid);
         let Some(Lowering::Requantized(q)) = &add.lowering else { continue };
         if !add.op.is("Add") || add.inputs.len() != 2 || q.inputs.len() != 2 {
@@ -809,6 +799,139 @@ pub fn fuse_integer_residuals(g: &mut Graph, inferred: &Inferred) -> Vec<super::
     }
     g.retain_nodes(|id, _| !removed.contains(&id));
     done
+}
+
+/// Fuses the float32 ends of the int8 products of one row (a dense layer
+/// at batch 1, as an autoencoder's first and last): a per-tensor
+/// `QuantizeLinear` whose only reader is such a `QLinearMatMul` is
+/// computed by it as it reads its input, a `DequantizeLinear` that is its
+/// output's only reader as it writes its output ([`IntegerLowering`]'s
+/// `quantize_input`, `dequantize_output`; `int8::qmatmul_float`). The
+/// quantized input or output is then never held whole: a quantized model
+/// with float ends needs no arena for them. Products of more rows keep
+/// their quantized input, which they would quantize again per strip of
+/// columns.
+pub fn fuse_integer_ends(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
+    let uses = g.uses();
+    let float = |v: ValueId| elem_of(inferred, v) == Some(ElemType::Float);
+    // A per-tensor quantization of float32 scale, plain (no attribute
+    // changing its arithmetic), of `q` (the quantized value).
+    let plain = |n: &Node, q: ValueId| {
+        let attrs_ok = n.attributes.iter().all(|a| matches!(a.name.as_str(), "axis" | "saturate"));
+        let scale_ok = n.input(1).is_some_and(float);
+        let params = params_of(g, inferred, n, q).and_then(quantization);
+        params.filter(|_| n.op.domain.is_empty() && attrs_ok && scale_ok)
+    };
+    let mut done = Vec::new();
+    let mut edits = Vec::new();
+    for (id, node) in g.nodes() {
+        let Some(Lowering::Integer(l)) = &node.lowering else { continue };
+        if !node.op.is("QLinearMatMul") || l.packed.is_none() || l.residual.is_some() {
+            continue;
+        }
+        let (Some(a), Some(y)) = (node.input(0), node.output(0)) else { continue };
+        let one_row = inferred.types.get(a.index()).and_then(|t| t.as_ref()).is_some_and(|t| {
+            t.rank() >= 2 && t.dims[..t.rank() - 1].iter().product::<usize>() == 1
+        });
+        let quantize = producer(g, a)
+            .filter(|q| one_row && l.quantize_input.is_none() && q.op.is("QuantizeLinear"))
+            .filter(|q| live_reader(g, &uses, a) == Some(id) && q.input(0).is_some_and(float))
+            .and_then(|q| {
+                let fused = FusedQuantize { q: plain(q, a)?, elem: elem_of(inferred, a)? };
+                Some((fused, q.input(0)?, producer_id(g, a)?))
+            });
+        let dequantize = live_reader(g, &uses, y)
+            .map(|d| (d, g.node(d)))
+            .filter(|(_, d)| l.dequantize_output.is_none() && d.op.is("DequantizeLinear"))
+            .filter(|(_, d)| d.input(0) == Some(y) && d.output(0).is_some_and(float))
+            .and_then(|(d, dn)| Some((plain(dn, y)?, dn.output(0)?, d)));
+        if quantize.is_some() || dequantize.is_some() {
+            edits.push((id, quantize, dequantize));
+        }
+    }
+    let mut removed = Vec::new();
+    // The dead readers of a value no longer computed go with it.
+    let readers = |v: ValueId| -> Vec<NodeId> {
+        uses.get(v.index())
+            .into_iter()
+            .flatten()
+            .filter_map(|u| match u {
+                Use::Input { node, .. } => Some(*node),
+                _ => None,
+            })
+            .collect()
+    };
+    for (id, quantize, dequantize) in edits {
+        if let Some((_, _, q)) = quantize {
+            let a = g.node(id).input(0);
+            removed.extend(a.into_iter().flat_map(readers).filter(|&n| n != id));
+            removed.push(q);
+        }
+        if let Some((_, _, d)) = dequantize {
+            let y = g.node(id).output(0);
+            removed.extend(y.into_iter().flat_map(readers).filter(|&n| n != d));
+        }
+        if let Some((fused, x, q)) = quantize {
+            let node = g.node_mut(id);
+            node.inputs[0] = Some(x);
+            if let Some(Lowering::Integer(l)) = &mut node.lowering {
+                l.quantize_input = Some(fused);
+            }
+            done.push(Rewrite {
+                name: "fuse-integer-ends",
+                removed: q,
+                removed_op: "QuantizeLinear".to_owned(),
+                into: id,
+            });
+        }
+        if let Some((q, out, d)) = dequantize {
+            let node = g.node_mut(id);
+            node.outputs[0] = Some(out);
+            if let Some(Lowering::Integer(l)) = &mut node.lowering {
+                l.dequantize_output = Some(q);
+            }
+            g.value_mut(out).kind = ValueKind::NodeOutput { node: id, index: 0 };
+            done.push(Rewrite {
+                name: "fuse-integer-ends",
+                removed: d,
+                removed_op: "DequantizeLinear".to_owned(),
+                into: id,
+            });
+            removed.push(d);
+        }
+    }
+    g.retain_nodes(|id, _| !removed.contains(&id));
+    done
+}
+
+/// The one node reading `v` that is not dead (a node whose outputs nothing
+/// reads, as the regions' rewrites leave them until planning), when `v`
+/// has no other use.
+fn live_reader(g: &Graph, uses: &[Vec<Use>], v: ValueId) -> Option<NodeId> {
+    let dead = |n: NodeId| {
+        g.node(n)
+            .outputs
+            .iter()
+            .flatten()
+            .all(|o| uses.get(o.index()).is_none_or(Vec::is_empty) && !g.outputs.contains(o))
+    };
+    let mut readers = uses.get(v.index()).into_iter().flatten().filter_map(|u| match u {
+        Use::Input { node, .. } if !dead(*node) => Some(Some(*node)),
+        Use::Input { .. } => None,
+        _ => Some(None),
+    });
+    match (readers.next(), readers.next()) {
+        (Some(Some(node)), None) => Some(node),
+        _ => None,
+    }
+}
+
+/// The node defining `v`.
+fn producer_id(g: &Graph, v: ValueId) -> Option<NodeId> {
+    match g.value(v).kind {
+        ValueKind::NodeOutput { node, .. } => Some(node),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -1016,6 +1139,60 @@ mod tests {
         assert_eq!((r.residual.zero, r.sum.zero, r.conv_first), (-1, 2, false));
         assert_eq!(Some(r.value), g.inputs.get(1).copied());
         assert_eq!(conv.output(0), g.outputs.first().copied());
+    }
+
+    #[test]
+    fn the_float_ends_of_a_one_row_product_join_it() {
+        // `y` is one row: its quantization and dequantization go into the
+        // product. `z` has two rows: its input stays quantized (it would be
+        // quantized again per strip), its dequantization joins.
+        let src = format!(
+            "g (float[1, 8] x, float[2, 8] u) => (float[1, 4] y, float[2, 4] z)
+             <float xs = {{0.05}}, int8 xz = {{-3}}, int8[8, 4] wq = {{{}}}, float ws = {{0.01}},
+              int8[8, 4] vq = {{{}}}, float ys = {{0.09}}, int8 yz = {{2}}>
+             {{
+               xq = QuantizeLinear (x, xs, xz)
+               xd = DequantizeLinear (xq, xs, xz)
+               w = DequantizeLinear (wq, ws)
+               p = MatMul (xd, w)
+               pq = QuantizeLinear (p, ys, yz)
+               y = DequantizeLinear (pq, ys, yz)
+               uq = QuantizeLinear (u, xs, xz)
+               ud = DequantizeLinear (uq, xs, xz)
+               v = DequantizeLinear (vq, ws)
+               r = MatMul (ud, v)
+               rq = QuantizeLinear (r, ys, yz)
+               z = DequantizeLinear (rq, ys, yz)
+             }}",
+            spread(32, -127, 127, 5),
+            spread(32, -127, 127, 6)
+        );
+        let mut g = graph_at(13, &src);
+        let after = pipeline::run(&mut g, &Config::default(), &[]).inferred;
+        assert!(after.is_complete(), "{:?} {:?}", after.errors, after.unsupported);
+        // (Dead nodes stay until planning.)
+        let uses = g.uses();
+        let live: Vec<&str> = g
+            .nodes()
+            .filter(|(_, n)| n.outputs.iter().flatten().any(|v| !uses[v.index()].is_empty()))
+            .map(|(_, n)| n.op.op_type.as_str())
+            .collect();
+        assert_eq!(live.iter().filter(|&&o| o == "QuantizeLinear").count(), 1, "{live:?}");
+        assert!(!live.contains(&"DequantizeLinear"), "{live:?}");
+        let products: Vec<_> = g.nodes().filter(|(_, n)| n.op.is("QLinearMatMul")).collect();
+        assert_eq!(products.len(), 2);
+        for (_, n) in products {
+            let Some(Lowering::Integer(l)) = &n.lowering else { panic!("lowered") };
+            let one_row = n.input(0) == g.inputs.first().copied();
+            let q = l.quantize_input.map(|f| (f.q.scale, f.q.zero, f.elem));
+            assert_eq!(q, one_row.then_some((0.05, -3, crate::ir::ElemType::Int8)));
+            let d = l.dequantize_output.expect("dequantization fused");
+            assert_eq!((d.scale, d.zero), (0.09, 2));
+            let out = g.outputs[usize::from(!one_row)];
+            assert_eq!(n.output(0), Some(out));
+            let ty = after.types[out.index()].as_ref().expect("typed");
+            assert_eq!(ty.elem, crate::ir::ElemType::Float);
+        }
     }
 
     /// `DequantizeLinear -> Softmax -> QuantizeLinear` with `ELEM` data,

@@ -20,12 +20,15 @@
 use super::integer_conv::ConvGeom;
 use super::{host_in, host_out, in_tokens, out_tokens, scale_tokens};
 use crate::emit::lit;
-use crate::ir::lowering::IntegerLowering;
+use crate::ir::lowering::{IntegerLowering, Quantization};
 use crate::ir::{ElemType, Lowering, TensorType};
 use crate::ops::host::HostElem;
-use crate::ops::{EvalError, EvalResult, HostTensor, Io, Kernel, NodeCx, OpResult, invalid};
+use crate::ops::{
+    EvalError, EvalResult, HostTensor, Io, Kernel, NodeCx, OpResult, invalid, rust_type,
+};
 use onnx_codegen_runtime::int8::{
-    self as rt_i8, Q8, QConvWeights, QMatMul, QOut, QResidual, QWeights, Requant, Scale,
+    self as rt_i8, Q8, QConvWeights, QDest, QLinear, QMatMul, QOut, QResidual, QRows, QWeights,
+    Requant, Scale,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -45,6 +48,20 @@ pub(super) enum Int8Op {
     Unsupported,
 }
 
+/// The float32 ends fused into a product ([`IntegerLowering`]'s
+/// `quantize_input`, `dequantize_output`): `int8::qmatmul_float`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ends {
+    quantize: Option<QLinear>,
+    dequantize: Option<QLinear>,
+}
+
+impl Ends {
+    fn any(&self) -> bool {
+        self.quantize.is_some() || self.dequantize.is_some()
+    }
+}
+
 /// Where each operand of an [`Int8Kernel`] is among the node's reads.
 #[derive(Clone, Debug)]
 struct At {
@@ -55,6 +72,7 @@ struct At {
     bias: Option<usize>,
     /// The fused residual and its `Add`.
     residual: Option<(usize, QResidual)>,
+    ends: Ends,
 }
 
 /// A QLinearConv or QLinearMatMul call on the int8 kernels.
@@ -111,11 +129,14 @@ pub(super) fn plan(
         Some(other) => return invalid(format!("a quantized product lowered as {other:?}")),
     };
     let kernel = qualify(cx, op, channels, y, &lowering)?;
-    if kernel.is_none()
-        && (lowering.bias.is_some() || lowering.range.is_some() || lowering.residual.is_some())
-    {
+    let fused = lowering.bias.is_some()
+        || lowering.range.is_some()
+        || lowering.residual.is_some()
+        || lowering.quantize_input.is_some()
+        || lowering.dequantize_output.is_some();
+    if kernel.is_none() && fused {
         return invalid(
-            "a bias, an output range or a residual was folded into a quantized product the int8 kernels cannot run",
+            "a bias, an output range, a residual or a quantization was folded into a quantized product the int8 kernels cannot run",
         );
     }
     Ok(kernel)
@@ -128,7 +149,12 @@ fn qualify(
     y: ElemType,
     l: &IntegerLowering,
 ) -> OpResult<Option<Int8Kernel>> {
-    let x = cx.input(X)?.elem;
+    // A fused `QuantizeLinear` gives the product its float input's
+    // integers.
+    let x = match l.quantize_input {
+        Some(f) => f.elem,
+        None => cx.input(X)?.elem,
+    };
     let int8 = |e: ElemType| matches!(e, ElemType::Int8 | ElemType::Uint8);
     let weights_ok = cx.input(W)?.elem == ElemType::Int8 && cx.constant(W).is_some();
     let w_zero_ok =
@@ -182,11 +208,23 @@ fn qualify(
         Some(p) => (cx.operand(p)?.0, true),
         None => (W, false),
     };
+    let (x_zero, y_zero) = (x_zero as i32, y_zero as i32);
+    let linear = |q: Quantization| QLinear { scale: q.scale, zero: q.zero };
+    let ends = Ends {
+        quantize: l.quantize_input.map(|f| linear(f.q)),
+        dequantize: l.dequantize_output.map(linear),
+    };
     let scratch = match &op {
         Int8Op::Conv(g) => rt_i8::qconv_scratch_len(&g.params()),
-        Int8Op::MatMul { .. } | Int8Op::Unsupported => 0,
+        Int8Op::MatMul { m, n, k } => {
+            let p = QMatMul { m: *m, n: *n, k: *k, a_zero: x_zero };
+            rt_i8::qmatmul_float_scratch_len(&p, ends.quantize.is_some())
+        }
+        Int8Op::Unsupported => 0,
     };
-    let (x_zero, y_zero) = (x_zero as i32, y_zero as i32);
+    if ends.any() && !(matches!(op, Int8Op::MatMul { .. }) && packed) {
+        return invalid("a quantization fused into a product off the packed int8 path");
+    }
     let residual = match (&op, &l.residual) {
         (_, None) => None,
         (Int8Op::Conv(g), Some(r)) if packed && rt_i8::qconv_add_runs(&g.params()) => {
@@ -209,7 +247,7 @@ fn qualify(
         }
         (_, Some(_)) => return invalid("a residual fused into a product off the im2col path"),
     };
-    let at = At { x: X, w, packed, bias, residual };
+    let at = At { x: X, w, packed, bias, residual, ends };
     Ok(Some(Int8Kernel { op, x, y, x_zero, scales, y_zero, range, at, scratch }))
 }
 
@@ -223,7 +261,9 @@ impl Int8Kernel {
         inputs: &[Option<&HostTensor>],
         outputs: &mut [HostTensor],
     ) -> EvalResult {
-        let x = host_in::<A>(inputs, self.at.x)?;
+        // A fused `QuantizeLinear`'s input is float (read below).
+        let x =
+            if self.at.ends.quantize.is_some() { &[] } else { host_in::<A>(inputs, self.at.x)? };
         let w = host_in::<i8>(inputs, self.at.w)?;
         let bias = match self.at.bias {
             Some(b) => Some(host_in::<i32>(inputs, b)?),
@@ -253,6 +293,20 @@ impl Int8Kernel {
                     return Ok(());
                 }
                 rt_i8::qconv(&g.params(), x, self.x_zero, w, bias, &rq, y, &mut scratch)?;
+            }
+            Int8Op::MatMul { m, n, k } if self.at.ends.any() => {
+                let p = QMatMul { m: *m, n: *n, k: *k, a_zero: self.x_zero };
+                let Ends { quantize, dequantize } = self.at.ends;
+                let rows = match quantize {
+                    Some(q) => QRows::Float { x: host_in::<f32>(inputs, self.at.x)?, q },
+                    None => QRows::Quantized(x),
+                };
+                let mut scratch = vec![A::default(); self.scratch];
+                let y = match dequantize {
+                    Some(q) => QDest::Float { y: host_out::<f32>(outputs, 0)?, q },
+                    None => QDest::Quantized(host_out::<Y>(outputs, 0)?),
+                };
+                rt_i8::qmatmul_float(&p, rows, w, bias, &rq, y, &mut scratch)?;
             }
             Int8Op::MatMul { m, n, k } => {
                 let p = QMatMul { m: *m, n: *n, k: *k, a_zero: self.x_zero };
@@ -343,6 +397,35 @@ impl Kernel for Int8Kernel {
                     #rt::int8::qconv(&#conv, #x, #x_zero, #w, #bias, #rq, #y, #scratch)?;
                 }
             }
+            Int8Op::MatMul { m, n, k } if self.at.ends.any() => {
+                let (m, n, k) = (lit::usize_lit(*m), lit::usize_lit(*n), lit::usize_lit(*k));
+                let linear = |q: &QLinear| {
+                    let (s, z) = (lit::f32_lit(q.scale), q.zero);
+                    quote!(#rt::int8::QLinear { scale: #s, zero: #z })
+                };
+                let rows = match &self.at.ends.quantize {
+                    Some(q) => {
+                        let q = linear(q);
+                        quote!(#rt::int8::QRows::Float { x: #x, q: #q })
+                    }
+                    None => quote!(#rt::int8::QRows::Quantized(#x)),
+                };
+                let dest = match &self.at.ends.dequantize {
+                    Some(q) => {
+                        let q = linear(q);
+                        quote!(#rt::int8::QDest::Float { y: #y, q: #q })
+                    }
+                    None => quote!(#rt::int8::QDest::Quantized(#y)),
+                };
+                let (a, yt) = (rust_type(self.x, rt), rust_type(self.y, rt));
+                let scratch = io.scratch.clone().unwrap_or_else(|| quote!(&mut []));
+                quote! {
+                    #rt::int8::qmatmul_float::<#a, #yt>(
+                        &#rt::int8::QMatMul { m: #m, n: #n, k: #k, a_zero: #x_zero },
+                        #rows, #w, #bias, #rq, #dest, #scratch,
+                    )?;
+                }
+            }
             Int8Op::MatMul { m, n, k } => {
                 let (m, n, k) = (lit::usize_lit(*m), lit::usize_lit(*n), lit::usize_lit(*k));
                 let w = if self.at.packed {
@@ -393,7 +476,8 @@ impl Kernel for Int8Kernel {
         }
     }
 
-    /// A convolution's block of im2col columns.
+    /// A convolution's block of im2col columns; the chunks of a product's
+    /// float rows quantized as it reads them.
     fn scratch(&self) -> Option<TensorType> {
         (self.scratch > 0).then(|| TensorType::new(self.x, vec![self.scratch]))
     }

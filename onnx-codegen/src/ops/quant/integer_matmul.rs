@@ -7,11 +7,12 @@ use super::{
     check_vector, host_in, host_opt, host_out, in_tokens, int8_operand, opt_tokens, out_tokens,
     scales_type, zp_of,
 };
-use crate::ir::{ElemType, TensorType};
+use crate::ir::lowering::{FusedQuantize, Quantization};
+use crate::ir::{ElemType, Lowering, TensorType};
 use crate::ops::gemm::{MatMulPlan, matmul_plan};
 use crate::ops::host::HostElem;
 use crate::ops::{
-    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule,
+    EvalError, EvalResult, HostTensor, Io, Kernel, Lowered, NodeCx, OpResult, OpRule, invalid,
 };
 use onnx_codegen_runtime::quant::{self as rt_q, Requant};
 use onnx_codegen_runtime::{bf16, f16};
@@ -95,8 +96,24 @@ struct QLinearMatMulPlan {
     y: ElemType,
 }
 
+/// The ends fused into a `QLinearMatMul` ([`IntegerLowering`]): the
+/// quantization its float input takes, the one its float output is
+/// dequantized by.
+fn fused_ends(cx: &NodeCx<'_>) -> (Option<FusedQuantize>, Option<Quantization>) {
+    match cx.lowering() {
+        Some(Lowering::Integer(l)) => (l.quantize_input, l.dequantize_output),
+        _ => (None, None),
+    }
+}
+
 fn qlinear_matmul_plan(cx: &NodeCx<'_>) -> OpResult<QLinearMatMulPlan> {
-    let a = int8_operand(cx, 0, "a")?;
+    // With a `QuantizeLinear` fused in, `a` is the float value it
+    // quantizes to the fused integer type.
+    let a = match fused_ends(cx).0 {
+        Some(f) if cx.input(0)?.elem == ElemType::Float => f.elem,
+        Some(_) => return invalid("a fused QuantizeLinear's input is not float32"),
+        None => int8_operand(cx, 0, "a")?,
+    };
     let b = int8_operand(cx, 3, "b")?;
     let mat = matmul_plan(&cx.input(0)?.dims, &cx.input(3)?.dims)?;
     let s = scales_type(cx, &[1, 4, 6])?;
@@ -126,9 +143,12 @@ impl OpRule for QLinearMatMulRule {
         Some(crate::ops::macs_of_product(inputs, outputs))
     }
 
+    /// The output's type is `y_zero_point`'s, float32 when a
+    /// `DequantizeLinear` is fused in.
     fn infer(&self, cx: &NodeCx<'_>) -> OpResult<Vec<TensorType>> {
         let p = qlinear_matmul_plan(cx)?;
-        Ok(vec![TensorType::new(p.y, p.mat.out)])
+        let elem = if fused_ends(cx).1.is_some() { ElemType::Float } else { p.y };
+        Ok(vec![TensorType::new(elem, p.mat.out)])
     }
 
     /// The int8 kernels where the node qualifies ([`super::int8`]): a

@@ -259,6 +259,130 @@ fn qmatmul_matches_the_definition() {
     check_matmul::<i8, i8>(&mut rng, 33, 40, 1000, 1);
 }
 
+/// `qmatmul_float` against its parts: `QuantizeLinear` (the reference
+/// kernel), `qmatmul`, `DequantizeLinear`, for each pairing of float and
+/// quantized ends.
+fn check_matmul_float<A: Q8 + crate::quant::QInt, Y: Q8 + crate::quant::QInt>(
+    rng: &mut Rng,
+    m: usize,
+    n: usize,
+    k: usize,
+    case: usize,
+) {
+    use crate::quant::{QuantAxis, Work, dequantize_linear, quantize_linear};
+    // Values around the quantization's range, beyond it at times, some
+    // halfway between two steps (ties go to even), a NaN now and then.
+    let (xs, xz) =
+        (0.05 + (rng.next() % 100) as f32 / 400.0, rng.int(<A as Q8>::MIN, <A as Q8>::MAX));
+    let x: Vec<f32> = (0..m * k)
+        .map(|_| match rng.next() % 16 {
+            0 => f32::NAN,
+            1 => (rng.int(-300, 300) as f32 + 0.5) * xs,
+            _ => (rng.int(-400_000, 400_000) as f32) * 1e-3,
+        })
+        .collect();
+    let w = rng.i8s(k * n);
+    let bias: Vec<i32> = (0..n).map(|_| rng.int(-100_000, 100_000)).collect();
+    let bias = (case % 4 != 3).then_some(&bias[..]);
+    let sc = scales(rng, n, case.is_multiple_of(2));
+    let zero = rng.int(<Y as Q8>::MIN, <Y as Q8>::MAX);
+    let rq = Requant { scales: &sc, zero, min: <Y as Q8>::MIN, max: <Y as Q8>::MAX };
+    let p = QMatMul { m, n, k, a_zero: xz };
+    let mut packed = vec![0i8; packed_len(k, n)];
+    pack_weights(&w, k, n, false, &mut packed).unwrap();
+    // The parts.
+    let axis = QuantAxis { outer: 1, axis: m * k, inner: 1, block: 0 };
+    let mut a = vec![A::default(); m * k];
+    quantize_linear(&axis, Work::F32, &x, &[xs], Some(&[<A as Q8>::saturate(xz)]), &mut a).unwrap();
+    let mut yq = vec![Y::default(); m * n];
+    qmatmul(&p, &a, QWeights::Packed(&packed), bias, &rq, &mut yq).unwrap();
+    let ys = 0.01 + (rng.next() % 100) as f32 / 1000.0;
+    let axis = QuantAxis { outer: 1, axis: m * n, inner: 1, block: 0 };
+    let mut yf = vec![0f32; m * n];
+    dequantize_linear(&axis, &yq, &[ys], Some(&[<Y as Q8>::saturate(zero)]), &mut yf).unwrap();
+    // Fused, each pairing.
+    let (xq, yql) = (QLinear { scale: xs, zero: xz }, QLinear { scale: ys, zero });
+    let mut scratch = vec![A::default(); qmatmul_float_scratch_len(&p, true)];
+    let what = format!("{m}x{n}x{k} case {case}");
+    let mut got = vec![0f32; m * n];
+    let rows = QRows::Float { x: &x, q: xq };
+    let dest: QDest<'_, Y> = QDest::Float { y: &mut got, q: yql };
+    qmatmul_float(&p, rows, &packed, bias, &rq, dest, &mut scratch).unwrap();
+    assert_eq!(
+        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        yf.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        "float to float {what}"
+    );
+    let mut got = vec![Y::default(); m * n];
+    let dest = QDest::Quantized(&mut got[..]);
+    qmatmul_float(&p, rows, &packed, bias, &rq, dest, &mut scratch).unwrap();
+    assert_eq!(got, yq, "float to quantized {what}");
+    let mut got = vec![0f32; m * n];
+    let dest: QDest<'_, Y> = QDest::Float { y: &mut got, q: yql };
+    qmatmul_float(&p, QRows::Quantized(&a), &packed, bias, &rq, dest, &mut []).unwrap();
+    assert_eq!(got, yf, "quantized to float {what}");
+}
+
+#[test]
+fn qmatmul_float_is_quantize_qmatmul_dequantize() {
+    let mut rng = Rng::new(12);
+    let mut case = 0;
+    for &m in &[1, 2, 5, 9] {
+        for &n in &[1, 16, 17, 40] {
+            for &k in &[1, 3, 4, 63, 64, 65, 130, 640] {
+                case += 1;
+                check_matmul_float::<i8, i8>(&mut rng, m, n, k, case);
+                check_matmul_float::<u8, i8>(&mut rng, m, n, k, case + 1);
+                check_matmul_float::<i8, u8>(&mut rng, m, n, k, case + 2);
+                check_matmul_float::<u8, u8>(&mut rng, m, n, k, case + 3);
+            }
+        }
+    }
+    // Short scratch, a zero point outside the type, a bad scale: refused.
+    let p = QMatMul { m: 2, n: 3, k: 5, a_zero: 0 };
+    let mut packed = vec![0i8; packed_len(5, 3)];
+    pack_weights(&[1; 15], 5, 3, false, &mut packed).unwrap();
+    let (sc, x) = ([Scale::from_real(0.5).unwrap()], [1.0f32; 10]);
+    let rq = Requant { scales: &sc, zero: 0, min: -128, max: 127 };
+    let q = QLinear { scale: 0.1, zero: 0 };
+    let mut y = [0i8; 6];
+    let mut short = [0i8; 64];
+    let r = qmatmul_float(
+        &p,
+        QRows::Float { x: &x, q },
+        &packed,
+        None,
+        &rq,
+        QDest::Quantized(&mut y[..]),
+        &mut short,
+    );
+    assert_eq!(r, Err(Error::ShapeMismatch));
+    let mut scratch = [0i8; 128];
+    let bad = QLinear { scale: 0.1, zero: 200 };
+    let r = qmatmul_float(
+        &p,
+        QRows::Float { x: &x, q: bad },
+        &packed,
+        None,
+        &rq,
+        QDest::Quantized(&mut y[..]),
+        &mut scratch,
+    );
+    assert_eq!(r, Err(Error::InvalidParams));
+    let mut yf = [0f32; 6];
+    let bad = QLinear { scale: f32::NAN, zero: 0 };
+    let r = qmatmul_float::<i8, i8>(
+        &p,
+        QRows::Float { x: &x, q },
+        &packed,
+        None,
+        &rq,
+        QDest::Float { y: &mut yf, q: bad },
+        &mut scratch,
+    );
+    assert_eq!(r, Err(Error::InvalidParams));
+}
+
 #[test]
 fn qmatmul_extremes_saturate_alike() {
     // All 255 times all -128 over long sums, the widest zero points.
@@ -631,13 +755,14 @@ fn qconv_scratch_stays_small() {
         pads_end: &cc.pads_end,
     };
     let p = Conv { batch: 1, in_channels: 512, out_channels: 8, groups: 1, window };
-    // K = 4608: two strips a block, a row in pieces of 32 columns (phase
-    // rows of 34 bytes), the three input rows of every channel behind them.
-    assert_eq!(qconv_scratch_len(&p), 32 * 4608 + 512 * 3 * 34);
+    // K = 4608: a widened weight row, two strips a block, a row in pieces
+    // of 32 columns (phase rows of 34 bytes), the three input rows of every
+    // channel behind them.
+    assert_eq!(qconv_scratch_len(&p), 2 * 4608 + 32 * 4608 + 512 * 3 * 34);
     let p = Conv { in_channels: 16, ..p };
     // K = 144: two output rows a block (eight strips), the four input rows
     // of 66 bytes behind them.
-    assert_eq!(qconv_scratch_len(&p), 128 * 144 + 16 * 4 * 66);
+    assert_eq!(qconv_scratch_len(&p), 2 * 144 + 128 * 144 + 16 * 4 * 66);
     // Depthwise: one padded 66x66 plane and the slack.
     let p = Conv { in_channels: 8, groups: 8, ..p };
     assert_eq!(qconv_scratch_len(&p), 66 * 66 + 16);
@@ -977,30 +1102,38 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                     let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
                     assert_eq!(block[8 * i..8 * i + 8], want[..], "widen, word {i}");
                 }
-                let mut i = 0;
-                while i < MAX_MR {
-                    let mut sub = Tile { strip: &block[..2 * n], ..*t };
-                    sub.rows = core::array::from_fn(|r| t.rows[(i + r).min(MAX_MR - 1)]);
-                    let cnt = K::MR.min(MAX_MR - i);
-                    // All columns, then the first few only (the others
-                    // may be anything).
-                    for cols in [NR, 5] {
-                        let mut part: Acc = [[-9; NR]; MAX_MR];
-                        kern.act_wide(&sub, cols, &mut part);
-                        for (r, (got, want)) in
-                            part[..cnt].iter().zip(&want[i..i + cnt]).enumerate()
-                        {
-                            assert_eq!(
-                                got[..cols],
-                                want[..cols],
-                                "act_wide: groups {} gstep {} row {} cols {cols}",
-                                t.groups,
-                                t.gstep,
-                                i + r
-                            );
-                        }
+                // The rows as a weight panel, each widened by `widen_row`
+                // (its bytes by their definition), then `act_wide_row`
+                // gives the portable sums.
+                let mut panel = vec![0u8; 32 * t.groups];
+                for (g, grp) in panel.chunks_exact_mut(32).enumerate() {
+                    for (r, w) in grp.chunks_exact_mut(4).enumerate() {
+                        w.copy_from_slice(&t.bcast[t.rows[r] + g * t.gstep..][..4]);
                     }
-                    i += K::MR;
+                }
+                for r in 0..MAX_MR {
+                    let mut row = vec![0x5au8; 8 * t.groups + 8];
+                    kern.widen_row(&panel, r, t.groups, &mut row);
+                    assert_eq!(row[8 * t.groups..], [0x5a; 8], "widen_row wrote past its bytes");
+                    for (g, w) in row.chunks_exact(8).take(t.groups).enumerate() {
+                        let b = &panel[32 * g + 4 * r..][..4];
+                        let h = |v: u8| (v as i8 as i16).to_le_bytes();
+                        let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
+                        assert_eq!(w, &want[..], "widen_row, row {r} group {g}");
+                    }
+                    // All columns, then the first few only (the others may
+                    // be anything).
+                    for cols in [NR, 5] {
+                        let mut sums = [-9; NR];
+                        kern.act_wide_row(&row, &block[..2 * n], t.groups, cols, &mut sums);
+                        assert_eq!(
+                            sums[..cols],
+                            want[r][..cols],
+                            "act_wide_row: groups {} gstep {} row {r} cols {cols}",
+                            t.groups,
+                            t.gstep
+                        );
+                    }
                 }
             }
             same::<K, u8>(kern, &t, true);

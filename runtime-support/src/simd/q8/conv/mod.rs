@@ -279,15 +279,18 @@ impl Wide {
     }
 }
 
-/// The scratch elements of the im2col path: the block of strips, and for
-/// a convolution that is not pointwise the phase planes behind it.
+/// The scratch elements of the im2col path: a widened weight row (`2
+/// k4` bytes, for the kernels that take widened blocks), the block of
+/// strips, and for a convolution that is not pointwise the phase planes
+/// behind it.
 pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
     let k4 = k_of(p)?.checked_next_multiple_of(4)?;
+    let row = k4.checked_mul(2)?;
     let geo = Geom::of(&p.window)?;
     if geo.pointwise() {
         let out = numel(p.window.out_dims).ok()?;
         let cols = pointwise_cols(budget(k4), out).max(2 * pointwise_cols(half_budget(k4), out));
-        return k4.checked_mul(cols);
+        return k4.checked_mul(cols)?.checked_add(row);
     }
     let w = Wide::of(&geo, budget(k4));
     // At the whole budget as `Im2col::run` lays it out (dense where the
@@ -296,7 +299,7 @@ pub(crate) fn scratch_len(p: &Conv<'_>) -> Option<usize> {
     let block = w.rows.checked_mul(cw)?.checked_next_multiple_of(NR)?.checked_mul(k4)?;
     let h = Wide::of(&geo, half_budget(k4));
     let wide = h.rows.checked_mul(h.xc)?.checked_next_multiple_of(NR)?.checked_mul(2 * k4)?;
-    block.max(wide).checked_add(w.source_len(p.in_channels / p.groups.max(1))?)
+    block.max(wide).checked_add(w.source_len(p.in_channels / p.groups.max(1))?)?.checked_add(row)
 }
 
 /// Where the weights of a plain-loop convolution come from.
@@ -677,7 +680,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         // planned for the larger of a whole block and two such halves).
         let widen = K::WIDE;
         let block_bytes = block_len(budget(k4), true).max(2 * block_len(half_budget(k4), false));
-        let (budget, e) = if widen { (half_budget(k4), 2) } else { (budget(k4), 1) };
+        let budget = if widen { half_budget(k4) } else { budget(k4) };
         let wide = Wide::of(geo, budget);
         // Dense blocks where the products dominate (`QMicro::DENSE`) or
         // where no strip meets two rows; padded ones else (one run a tap).
@@ -709,6 +712,11 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                 Block { oy0: i / per_row, rows: 1, x0, xc, pw: wide.pw(), cw: cw(xc) }
             }
         };
+        // A widened weight row first (a multiple of 8 bytes: the block
+        // after it keeps the scratch's alignment), then the block, then the
+        // phase planes.
+        let Some((row, scratch)) = scratch.split_at_mut_checked(2 * k4) else { return };
+        let row = &mut *row;
         let Some((block, src)) = scratch.split_at_mut_checked(block_bytes) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
@@ -768,10 +776,64 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                     if widen {
                         kern.widen::<A>(block, nstrips * NR * k4);
                     }
+                    // Row `m`'s outputs of strip `s` (its sums `acc`).
+                    let mut put = |s: usize, m: usize, acc: &[i32; NR], ch: &Chan| -> bool {
+                        let base = (n * p.out_channels + m) * out_size;
+                        if b.cw == b.xc {
+                            // Dense: the strip is one output run.
+                            let at = base + b.oy0 * geo.ow + b.x0 + s * NR;
+                            let len = NR.min(b.len() - s * NR);
+                            let Some(dst) = io.y().get_mut(at..at + len) else { return false };
+                            store(acc, ch, dst);
+                            return true;
+                        }
+                        let nruns = b.runs(s, geo.ow, &mut runs);
+                        for &(lane, len, off) in &runs[..nruns] {
+                            let at = base + off;
+                            let Some(dst) = io.y().get_mut(at..at + len) else { return false };
+                            if lane == 0 {
+                                store(acc, ch, dst);
+                            } else {
+                                let moved = core::array::from_fn(|i| acc[(lane + i) % NR]);
+                                store(&moved, ch, dst);
+                            }
+                        }
+                        true
+                    };
+                    let chan = |m: usize| {
+                        let add = bias
+                            .map_or(0, |b| b[m])
+                            .wrapping_sub(zoff.wrapping_mul(sum_at(sums, m)));
+                        Chan::new(add, rq.scale(m))
+                    };
                     for pn in 0..panels {
                         let Some(panel) = body.get((g * panels + pn) * PANEL * k4..) else {
                             return;
                         };
+                        if widen {
+                            // Row by row, each widened once for the block's
+                            // strips.
+                            for r in 0..PANEL.min(mg - pn * PANEL) {
+                                kern.widen_row(panel, r, k4 / 4, row);
+                                let m = g * mg + pn * PANEL + r;
+                                let ch = chan(m);
+                                for s in 0..nstrips {
+                                    let strip = &block[s * NR * k4 * 2..][..NR * k4 * 2];
+                                    let mut sums = [0; NR];
+                                    kern.act_wide_row(
+                                        row,
+                                        strip,
+                                        k4 / 4,
+                                        b.len() - s * NR,
+                                        &mut sums,
+                                    );
+                                    if !put(s, m, &sums, &ch) {
+                                        return;
+                                    }
+                                }
+                            }
+                            continue;
+                        }
                         let mut r0 = 0;
                         while r0 < PANEL && pn * PANEL + r0 < mg {
                             let nrows = mr.min(PANEL - r0).min(mg - pn * PANEL - r0);
@@ -781,50 +843,17 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                             // stored (a whole array built and moved per
                             // block and panel showed in Cortex-M profiles).
                             for (r, c) in chans.iter_mut().enumerate().take(nrows) {
-                                let m = m0 + r;
-                                let add = bias
-                                    .map_or(0, |b| b[m])
-                                    .wrapping_sub(zoff.wrapping_mul(sum_at(sums, m)));
-                                *c = Chan::new(add, rq.scale(m));
+                                *c = chan(m0 + r);
                             }
                             for s in 0..nstrips {
-                                let strip = &block[s * NR * k4 * e..][..NR * k4 * e];
+                                let strip = &block[s * NR * k4..][..NR * k4];
                                 let t =
                                     Tile { groups: k4 / 4, bcast: panel, rows, gstep: 32, strip };
-                                if widen {
-                                    kern.act_wide(&t, b.len() - s * NR, &mut acc);
-                                } else {
-                                    acc[..mr].fill([0; NR]);
-                                    kern.act_strip::<A>(&t, &mut acc);
-                                }
-                                if b.cw == b.xc {
-                                    // Dense: the strip is one output run.
-                                    let at = b.oy0 * geo.ow + b.x0 + s * NR;
-                                    let len = NR.min(b.len() - s * NR);
-                                    for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                        let at = (n * p.out_channels + m0 + r) * out_size + at;
-                                        let Some(dst) = io.y().get_mut(at..at + len) else {
-                                            return;
-                                        };
-                                        store(acc, &chans[r], dst);
-                                    }
-                                    continue;
-                                }
-                                let nruns = b.runs(s, geo.ow, &mut runs);
+                                acc[..mr].fill([0; NR]);
+                                kern.act_strip::<A>(&t, &mut acc);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                    let base = (n * p.out_channels + m0 + r) * out_size;
-                                    for &(lane, len, off) in &runs[..nruns] {
-                                        let at = base + off;
-                                        let Some(dst) = io.y().get_mut(at..at + len) else {
-                                            return;
-                                        };
-                                        if lane == 0 {
-                                            store(acc, &chans[r], dst);
-                                        } else {
-                                            let moved =
-                                                core::array::from_fn(|i| acc[(lane + i) % NR]);
-                                            store(&moved, &chans[r], dst);
-                                        }
+                                    if !put(s, m0 + r, acc, &chans[r]) {
+                                        return;
                                     }
                                 }
                             }

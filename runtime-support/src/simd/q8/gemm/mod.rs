@@ -3,7 +3,7 @@
 
 pub(crate) mod micro;
 
-use crate::int8::{Q8, QMatMul, Requant};
+use crate::int8::{Q8, QDest, QMatMul, QRows, QUANTIZE_CHUNK, Requant};
 use crate::simd::q8::gemm::micro::portable::Portable;
 use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, MAX_MR, NR, QMicro, Tile};
 use crate::simd::q8::requant::{Chan16, OutRange};
@@ -86,26 +86,41 @@ pub(crate) fn packed<A: Q8, Y: Q8>(
     rq: &Requant<'_>,
     y: &mut [Y],
 ) {
-    dispatch(Packed { p, a, w, bias, rq, y });
+    let (a, y) = (QRows::Quantized(a), QDest::Quantized(y));
+    dispatch(Packed { p, a, w, bias, rq, y, scratch: &mut [] });
+}
+
+/// `qmatmul_float` (lengths checked by the caller).
+pub(crate) fn packed_float<A: Q8, Y: Q8>(
+    p: &QMatMul,
+    a: QRows<'_, A>,
+    w: &[u8],
+    bias: Option<&[i32]>,
+    rq: &Requant<'_>,
+    y: QDest<'_, Y>,
+    scratch: &mut [A],
+) {
+    dispatch(Packed { p, a, w, bias, rq, y, scratch });
 }
 
 struct Packed<'a, 'r, A, Y> {
     p: &'a QMatMul,
-    a: &'a [A],
+    a: QRows<'a, A>,
     w: &'a [u8],
     bias: Option<&'a [i32]>,
     rq: &'a Requant<'r>,
-    y: &'a mut [Y],
+    y: QDest<'a, Y>,
+    /// Float rows' quantized chunks: [`QUANTIZE_CHUNK`] per row of a tile.
+    scratch: &'a mut [A],
 }
 
 impl<A: Q8, Y: Q8> WithKernel for Packed<'_, '_, A, Y> {
     #[inline(always)]
     fn run<K: QMicro>(self, kern: K) {
-        let Packed { p, a, w, bias, rq, y } = self;
+        let Packed { p, a, w, bias, rq, mut y, scratch } = self;
         let &QMatMul { m, n, k, a_zero } = p;
         let (n16, k4) = (n.next_multiple_of(16), k.next_multiple_of(4));
         let Some((sums, body)) = w.split_at_checked(4 * n16) else { return };
-        let a = A::as_bytes(a);
         let (groups, tail) = (k / 4, k % 4);
         let zoff = a_zero + kern.offset::<A>();
         let out = OutRange::of(rq);
@@ -121,26 +136,74 @@ impl<A: Q8, Y: Q8> WithKernel for Packed<'_, '_, A, Y> {
             let mut i0 = 0;
             while i0 < m {
                 let nrows = mr.min(m - i0);
-                let rows = core::array::from_fn(|r| (i0 + r.min(nrows - 1)) * k);
                 let mut acc: Acc = [[0; NR]; MAX_MR];
-                kern.act_rows::<A>(&Tile { groups, bcast: a, rows, gstep: 4, strip }, &mut acc);
-                if tail > 0 {
-                    let mut last = [0u8; 4 * MAX_MR];
-                    for (r, &row) in rows.iter().enumerate().take(mr) {
-                        last[4 * r..4 * r + tail].copy_from_slice(&a[row + 4 * groups..][..tail]);
+                match a {
+                    QRows::Quantized(a) => {
+                        let a = A::as_bytes(a);
+                        let rows = core::array::from_fn(|r| (i0 + r.min(nrows - 1)) * k);
+                        let t = Tile { groups, bcast: a, rows, gstep: 4, strip };
+                        kern.act_rows::<A>(&t, &mut acc);
+                        if tail > 0 {
+                            let mut last = [0u8; 4 * MAX_MR];
+                            for (r, &row) in rows.iter().enumerate().take(mr) {
+                                last[4 * r..4 * r + tail]
+                                    .copy_from_slice(&a[row + 4 * groups..][..tail]);
+                            }
+                            let t = Tile {
+                                groups: 1,
+                                bcast: &last,
+                                rows: core::array::from_fn(|r| 4 * r),
+                                gstep: 4,
+                                strip: &strip[groups * GROUP_BYTES..],
+                            };
+                            kern.act_rows::<A>(&t, &mut acc);
+                        }
                     }
-                    let t = Tile {
-                        groups: 1,
-                        bcast: &last,
-                        rows: core::array::from_fn(|r| 4 * r),
-                        gstep: 4,
-                        strip: &strip[groups * GROUP_BYTES..],
-                    };
-                    kern.act_rows::<A>(&t, &mut acc);
+                    QRows::Float { x, q } => {
+                        // Each chunk of the tile's rows quantized (again
+                        // for every strip: the price of not holding the
+                        // quantized rows), padded to whole groups (the
+                        // padding meets zero weights).
+                        let mut kc = 0;
+                        while kc < k {
+                            let len = QUANTIZE_CHUNK.min(k - kc);
+                            let len4 = len.next_multiple_of(4);
+                            for r in 0..nrows {
+                                let at = r * QUANTIZE_CHUNK;
+                                let (Some(dst), Some(src)) = (
+                                    scratch.get_mut(at..at + len4),
+                                    x.get((i0 + r) * k + kc..(i0 + r) * k + kc + len),
+                                ) else {
+                                    return;
+                                };
+                                A::quantize(src, q.scale, q.zero, &mut dst[..len]);
+                                dst[len..].fill(A::default());
+                            }
+                            let t = Tile {
+                                groups: len4 / 4,
+                                bcast: A::as_bytes(scratch),
+                                rows: core::array::from_fn(|r| r.min(nrows - 1) * QUANTIZE_CHUNK),
+                                gstep: 4,
+                                strip: &strip[kc / 4 * GROUP_BYTES..],
+                            };
+                            kern.act_rows::<A>(&t, &mut acc);
+                            kc += len;
+                        }
+                    }
                 }
                 for (r, acc) in acc.iter().enumerate().take(nrows) {
                     let row = (i0 + r) * n + j0;
-                    kern.cols(acc, &ch, &out, &mut y[row..row + ncols]);
+                    match &mut y {
+                        QDest::Quantized(y) => kern.cols(acc, &ch, &out, &mut y[row..row + ncols]),
+                        QDest::Float { y, q } => {
+                            let mut run = [Y::default(); NR];
+                            kern.cols(acc, &ch, &out, &mut run[..ncols]);
+                            for (d, v) in y[row..row + ncols].iter_mut().zip(run) {
+                                // `DequantizeLinear`'s `f32` product.
+                                *d = (v.get() - q.zero) as f32 * q.scale;
+                            }
+                        }
+                    }
                 }
                 i0 += nrows;
             }

@@ -5,10 +5,17 @@
 //! and 2 and of bytes 1 and 3, and two `SMLAD`s add all four products.
 //! Per group a block takes four loads, eight extensions and eight `SMLAD`s
 //! for sixteen multiply-adds; the weights stay `i8` in flash.
+//!
+//! The convolutions take the widened path (`QMicro::WIDE`): im2col blocks
+//! and, once per block, each weight row are widened to 16-bit halves, so a
+//! group of one row by four columns is five `LDRD`s and eight `SMLAD`s.
 
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, smlad, split};
-use crate::simd::q8::gemm::micro::{Acc, GROUP_BYTES, NR, QMicro, Tile, WIDE_GROUP_BYTES};
+use crate::simd::q8::gemm::micro::{
+    Acc, GROUP_BYTES, NR, PANEL_GROUP_BYTES, QMicro, Tile, WIDE_GROUP_BYTES, WIDE_ROW_BYTES,
+    wide_row_fits,
+};
 
 /// The DSP tile kernel.
 #[derive(Clone, Copy)]
@@ -48,8 +55,20 @@ impl QMicro for Q8Dsp {
     }
 
     #[inline(always)]
-    fn act_wide(self, t: &Tile<'_>, cols: usize, acc: &mut Acc) {
-        wide(t, cols, acc)
+    fn widen_row(self, panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
+        widen_row(panel, r, groups, dst)
+    }
+
+    #[inline(always)]
+    fn act_wide_row(
+        self,
+        row: &[u8],
+        strip: &[u8],
+        groups: usize,
+        cols: usize,
+        acc: &mut [i32; NR],
+    ) {
+        wide_row(row, strip, groups, cols, acc)
     }
 }
 
@@ -76,119 +95,119 @@ fn widen<A: Q8>(block: &mut [u8], n: usize) {
     }
 }
 
-/// `act_wide`: per row, four blocks of one row by four columns, each
-/// group a load and two extensions of the row's word, four column pairs
-/// of words (already 16-bit) and eight `SMLAD`s for sixteen
-/// multiply-adds. A row equal to the one before is copied; the blocks
-/// wholly past `cols` are skipped.
+/// `micro::widen_row` by `SXTB16`: a load, two extensions and two stores
+/// per group.
 #[inline(always)]
-fn wide(t: &Tile<'_>, cols: usize, acc: &mut Acc) {
-    let fits =
-        t.fits(MR) && t.groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= t.strip.len());
-    debug_assert!(fits, "q8 DSP wide tile out of bounds");
+fn widen_row(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
+    let fits = r < 8
+        && groups.checked_mul(PANEL_GROUP_BYTES).is_some_and(|n| n <= panel.len())
+        && groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= dst.len());
+    debug_assert!(fits, "q8 DSP widen_row out of bounds");
     if !fits {
         return;
     }
-    for r in 0..MR {
-        if r > 0 && t.rows[r] == t.rows[r - 1] {
-            acc[r] = acc[r - 1];
-            continue;
-        }
-        for c in (0..cols.min(NR)).step_by(4) {
-            // SAFETY: `fits` checked row `r`'s four bytes at every `g *
-            // gstep`, `g < groups`, and the strip's 128 bytes per group, of
-            // which columns `c..c + 4` take bytes `8 c..8 c + 32`.
-            let sums = unsafe {
-                wide1x4(
-                    t.bcast.as_ptr().add(t.rows[r]),
-                    t.gstep,
-                    t.strip.as_ptr().add(8 * c),
-                    t.groups,
-                )
-            };
-            acc[r][c..c + 4].copy_from_slice(&sums);
+    let (p, d) = (panel.as_ptr(), dst.as_mut_ptr());
+    for g in 0..groups {
+        // SAFETY: `32 g + 4 r + 4 <= 32 groups <= panel.len()` and `8 g +
+        // 8 <= dst.len()` (checked above); unaligned accesses.
+        unsafe {
+            let w =
+                u32::from_le(p.add(PANEL_GROUP_BYTES * g + 4 * r).cast::<u32>().read_unaligned());
+            let (lo, hi) = split::<true>(w);
+            d.add(WIDE_ROW_BYTES * g).cast::<u32>().write_unaligned(lo.to_le());
+            d.add(WIDE_ROW_BYTES * g + 4).cast::<u32>().write_unaligned(hi.to_le());
         }
     }
 }
 
-/// The sums of one weight row at `w` (four bytes per group, groups
-/// `gstep` apart) with the four widened columns at `s..s + 32` (groups 128
-/// bytes apart), over `groups` groups.
+/// `act_wide_row`: four blocks of the row by four columns, each group a
+/// pair of the row's words and four column pairs (all 16-bit halves
+/// already) and eight `SMLAD`s for sixteen multiply-adds. The blocks
+/// wholly past `cols` are skipped.
+#[inline(always)]
+fn wide_row(row: &[u8], strip: &[u8], groups: usize, cols: usize, acc: &mut [i32; NR]) {
+    let fits = wide_row_fits(row, strip, groups);
+    debug_assert!(fits, "q8 DSP wide row out of bounds");
+    if !fits {
+        return;
+    }
+    for c in (0..cols.min(NR)).step_by(4) {
+        // SAFETY: `wide_row_fits` checked the row's 8 bytes and the strip's
+        // 128 per group, of which columns `c..c + 4` take bytes `8 c..8 c
+        // + 32`.
+        let sums = unsafe { wide1x4(row.as_ptr(), strip.as_ptr().add(8 * c), groups) };
+        acc[c..c + 4].copy_from_slice(&sums);
+    }
+}
+
+/// The sums of a widened row at `w` (8 bytes per group) with the four
+/// widened columns at `s..s + 32` (groups 128 bytes apart), over `groups`
+/// groups.
 ///
 /// # Safety
-/// `w + g * gstep..+ 4` and `s + g * 128..+ 32` are readable for `g <
-/// groups`.
+/// `w + 8 g..+ 8` and `s + 128 g..+ 32` are readable for `g < groups`.
 #[inline(always)]
-unsafe fn wide1x4(mut w: *const u8, gstep: usize, mut s: *const u8, groups: usize) -> [i32; 4] {
+unsafe fn wide1x4(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32; 4] {
     #[cfg(onnx_codegen_arm_dsp)]
-    if gstep == 32 && (s as usize).is_multiple_of(4) {
-        // SAFETY: the caller's bound, with `gstep` 32 (a weight panel's)
-        // and `s` word-aligned (`LDRD` wants it).
+    if (w as usize).is_multiple_of(4) && (s as usize).is_multiple_of(4) {
+        // SAFETY: the caller's bound, with both word-aligned (`LDRD` wants
+        // it).
         return unsafe { wide1x4_asm(w, s, groups) };
     }
     let mut a = [0i32; 4];
-    for _ in 0..groups / 2 {
-        // SAFETY: the caller's bound, for this group and the next.
-        unsafe {
-            wide_group(w, s, &mut a);
-            wide_group(w.add(gstep), s.add(WIDE_GROUP_BYTES), &mut a);
-        }
-        // Past the last group: never read (`wrapping_add`).
-        w = w.wrapping_add(2 * gstep);
-        s = s.wrapping_add(2 * WIDE_GROUP_BYTES);
-    }
-    if groups % 2 == 1 {
-        // SAFETY: the caller's bound, for the last group.
+    for _ in 0..groups {
+        // SAFETY: the caller's bound, for this group.
         unsafe { wide_group(w, s, &mut a) };
+        // Past the last group: never read (`wrapping_add`).
+        w = w.wrapping_add(WIDE_ROW_BYTES);
+        s = s.wrapping_add(WIDE_GROUP_BYTES);
     }
     a
 }
 
-/// One group of `wide1x4_asm`'s loop: the row's word (then `w += 32`),
-/// split, and the four columns' word pairs (`LDRD`s, the last one moving
-/// `s` on to the next group), eight `SMLAD`s: fifteen instructions for
-/// sixteen multiply-adds.
+/// One group of `wide1x4_asm`'s loop: the row's pair of words (`LDRD`,
+/// moving `w` on), the four columns' pairs (the last `LDRD` moving `s` on
+/// to the next group), eight `SMLAD`s: thirteen instructions for sixteen
+/// multiply-adds.
 #[cfg(onnx_codegen_arm_dsp)]
 macro_rules! wide_group_asm {
     () => {
         concat!(
-            "ldr {wo}, [{w}], #32\n",
+            "ldrd r4, r5, [{w}], #8\n",
             "ldrd r2, r3, [{s}, #8]\n",
-            "sxtb16 {we}, {wo}\n",
-            "sxtb16 {wo}, {wo}, ror #8\n",
-            "smlad {a1}, {we}, r2, {a1}\n",
-            "smlad {a1}, {wo}, r3, {a1}\n",
+            "smlad {a1}, r4, r2, {a1}\n",
+            "smlad {a1}, r5, r3, {a1}\n",
             "ldrd r2, r3, [{s}, #16]\n",
-            "smlad {a2}, {we}, r2, {a2}\n",
-            "smlad {a2}, {wo}, r3, {a2}\n",
+            "smlad {a2}, r4, r2, {a2}\n",
+            "smlad {a2}, r5, r3, {a2}\n",
             "ldrd r2, r3, [{s}, #24]\n",
-            "smlad {a3}, {we}, r2, {a3}\n",
-            "smlad {a3}, {wo}, r3, {a3}\n",
+            "smlad {a3}, r4, r2, {a3}\n",
+            "smlad {a3}, r5, r3, {a3}\n",
             "ldrd r2, r3, [{s}], #128\n",
-            "smlad {a0}, {we}, r2, {a0}\n",
-            "smlad {a0}, {wo}, r3, {a0}\n",
+            "smlad {a0}, r4, r2, {a0}\n",
+            "smlad {a0}, r5, r3, {a0}\n",
         )
     };
 }
 
-/// [`wide1x4`] with weight rows 32 bytes apart, in assembly: LLVM keeps
-/// the column words as separate `LDR`s and the pointers' steps as `ADD`s
-/// (21 instructions a group instead of 15). The column pair is `r2`, `r3`:
-/// an even register and the next, as `LDRD` wants in the Arm (A32) state.
+/// [`wide1x4`] in assembly: LLVM keeps the column words as separate
+/// `LDR`s and the pointers' steps as `ADD`s. The pairs are `r4`, `r5` and
+/// `r2`, `r3`: an even register and the next, as `LDRD` wants in the Arm
+/// (A32) state.
 ///
 /// # Safety
-/// As [`wide1x4`]'s, with `gstep` 32 and `s` word-aligned (`LDRD` does
-/// not take unaligned addresses).
+/// As [`wide1x4`]'s, with `w` and `s` word-aligned (`LDRD` does not take
+/// unaligned addresses).
 #[cfg(onnx_codegen_arm_dsp)]
 #[inline(always)]
 unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32; 4] {
     let (mut a0, mut a1, mut a2, mut a3) = (0i32, 0i32, 0i32, 0i32);
     let pairs = groups / 2;
     if pairs > 0 {
-        // SAFETY: reads `w + g * 32..+4` and `s + g * 128..+32` for `g <
-        // 2 pairs <= groups` (the caller's bound), and moves `w` and `s`
-        // past them; registers only besides (flags: `SUBS`, and `SMLAD`'s
-        // sticky Q, which nothing reads).
+        // SAFETY: reads `w + 8 g..+8` and `s + 128 g..+32` for `g < 2 pairs
+        // <= groups` (the caller's bound), and moves `w` and `s` past them;
+        // registers only besides (flags: `SUBS`, and `SMLAD`'s sticky Q,
+        // which nothing reads).
         unsafe {
             core::arch::asm!(
                 "2:",
@@ -203,17 +222,17 @@ unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32
                 a1 = inout(reg) a1,
                 a2 = inout(reg) a2,
                 a3 = inout(reg) a3,
-                we = out(reg) _,
-                wo = out(reg) _,
                 out("r2") _,
                 out("r3") _,
+                out("r4") _,
+                out("r5") _,
                 options(readonly, nostack),
             );
         }
     }
     if groups % 2 == 1 {
-        // SAFETY: reads `w..+4` and `s..+32`, the last group (the
-        // caller's bound); as above otherwise.
+        // SAFETY: reads `w..+8` and `s..+32`, the last group (the caller's
+        // bound); as above otherwise.
         unsafe {
             core::arch::asm!(
                 wide_group_asm!(),
@@ -223,10 +242,10 @@ unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32
                 a1 = inout(reg) a1,
                 a2 = inout(reg) a2,
                 a3 = inout(reg) a3,
-                we = out(reg) _,
-                wo = out(reg) _,
                 out("r2") _,
                 out("r3") _,
+                out("r4") _,
+                out("r5") _,
                 options(readonly, nostack),
             );
         }
@@ -237,11 +256,14 @@ unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32
 /// One group of [`wide1x4`].
 ///
 /// # Safety
-/// `w..+4` and `s..+32` are readable.
+/// `w..+8` and `s..+32` are readable.
 #[inline(always)]
 unsafe fn wide_group(w: *const u8, s: *const u8, a: &mut [i32; 4]) {
     // SAFETY: the caller's bound (unaligned loads).
-    let (we, wo) = split::<true>(u32::from_le(unsafe { w.cast::<u32>().read_unaligned() }));
+    let (we, wo) = unsafe {
+        let p = w.cast::<u32>();
+        (u32::from_le(p.read_unaligned()), u32::from_le(p.add(1).read_unaligned()))
+    };
     for (j, a) in a.iter_mut().enumerate() {
         // SAFETY: as above, column `j`'s two words.
         let (x0, x1) = unsafe {

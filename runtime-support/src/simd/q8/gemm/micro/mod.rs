@@ -40,6 +40,12 @@ pub(crate) const GROUP_BYTES: usize = 64;
 /// `k` as two 32-bit words of two 16-bit halves each.
 pub(crate) const WIDE_GROUP_BYTES: usize = 128;
 
+/// Bytes of one group of a widened weight row ([`QMicro::widen_row`]).
+pub(crate) const WIDE_ROW_BYTES: usize = 8;
+
+/// Bytes of a weight panel's group: eight rows of four `k`.
+pub(crate) const PANEL_GROUP_BYTES: usize = 32;
+
 /// A tile's raw sums.
 pub(crate) type Acc = [[i32; NR]; MAX_MR];
 
@@ -135,9 +141,10 @@ pub(crate) trait QMicro: Copy {
     fn act_strip<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc);
 
     /// Whether the kernel takes im2col blocks widened to 16 bits
-    /// ([`QMicro::widen`], [`QMicro::act_wide`]): a kernel whose products
-    /// want both operands' halves (the Arm DSP's `SMLAD`) then extends
-    /// only the weights. Its [`QMicro::offset`] is zero.
+    /// ([`QMicro::widen`], [`QMicro::act_wide_row`]), and weight rows
+    /// widened once per block ([`QMicro::widen_row`]): a kernel whose
+    /// products want both operands' halves (the Arm DSP's `SMLAD`) then
+    /// loads both ready. Its [`QMicro::offset`] is zero.
     const WIDE: bool = false;
 
     /// Whether the im2col blocks should hold only stored positions even
@@ -154,16 +161,33 @@ pub(crate) trait QMicro: Copy {
         widen::<A>(block, n)
     }
 
-    /// `acc[r][c] = sum w * a` (set, not added) for `r < MR` and `c <
-    /// cols` (the columns past `cols` may be set to anything), with the
-    /// broadcast rows the weights and the strip [`widen`]ed activations:
-    /// group `g`'s at `strip[g * 128..][..128]`, so `t.strip` holds
-    /// `128 t.groups` bytes. A tile that does not fit is the caller's bug,
-    /// as in [`QMicro::act_rows`].
+    /// Row `r` of a weight panel (`i8`, four bytes of group `g` at
+    /// `panel[32 g + 4 r..]`), `groups` groups, widened into `dst` as
+    /// [`widen`] lays out four bytes: group `g` at `dst[8 g..8 g + 8]`.
+    /// Arguments out of bounds are the caller's bug: a panic in debug
+    /// builds, nothing done in release builds.
     #[inline(always)]
-    fn act_wide(self, t: &Tile<'_>, cols: usize, acc: &mut Acc) {
+    fn widen_row(self, panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
+        widen_row_portable(panel, r, groups, dst)
+    }
+
+    /// `acc[c] = sum w * a` (set, not added) for `c < cols` (the columns
+    /// past `cols` may be set to anything), with `row` a widened weight
+    /// row ([`QMicro::widen_row`], 8 bytes a group) and `strip` [`widen`]ed
+    /// activations (group `g`'s at `strip[128 g..][..128]`), over `groups`
+    /// groups. Slices too short are the caller's bug, as in
+    /// [`QMicro::widen_row`].
+    #[inline(always)]
+    fn act_wide_row(
+        self,
+        row: &[u8],
+        strip: &[u8],
+        groups: usize,
+        cols: usize,
+        acc: &mut [i32; NR],
+    ) {
         let _ = cols;
-        act_wide_portable(Self::MR, t, acc)
+        act_wide_row_portable(row, strip, groups, acc)
     }
 
     /// `dst`'s word `i` is `a[i], b[i], c[i], d[i]`: four `k` of sixteen
@@ -216,27 +240,48 @@ pub(crate) fn interleave16_portable(
     }
 }
 
-/// [`QMicro::act_wide`] in plain loops, for the first `mr` rows.
-pub(crate) fn act_wide_portable(mr: usize, t: &Tile<'_>, acc: &mut Acc) {
-    let fits =
-        t.fits(mr) && t.groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= t.strip.len());
-    debug_assert!(fits, "q8 wide tile out of bounds");
+/// Whether a widened row and strip of `groups` groups fit their slices.
+#[inline(always)]
+pub(crate) fn wide_row_fits(row: &[u8], strip: &[u8], groups: usize) -> bool {
+    groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= row.len())
+        && groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= strip.len())
+}
+
+/// [`QMicro::widen_row`] in plain loops.
+pub(crate) fn widen_row_portable(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
+    let fits = r < 8
+        && groups.checked_mul(PANEL_GROUP_BYTES).is_some_and(|n| n <= panel.len())
+        && groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= dst.len());
+    debug_assert!(fits, "q8 widen_row out of bounds");
+    if !fits {
+        return;
+    }
+    for (g, d) in dst.chunks_exact_mut(WIDE_ROW_BYTES).take(groups).enumerate() {
+        let b = &panel[PANEL_GROUP_BYTES * g + 4 * r..][..4];
+        let h = |i: usize| (b[i] as i8 as i16).to_le_bytes();
+        let [h0, h1, h2, h3] = [h(0), h(1), h(2), h(3)];
+        d.copy_from_slice(&[h0[0], h0[1], h2[0], h2[1], h1[0], h1[1], h3[0], h3[1]]);
+    }
+}
+
+/// [`QMicro::act_wide_row`] in plain loops (every column).
+pub(crate) fn act_wide_row_portable(row: &[u8], strip: &[u8], groups: usize, acc: &mut [i32; NR]) {
+    let fits = wide_row_fits(row, strip, groups);
+    debug_assert!(fits, "q8 wide row out of bounds");
     if !fits {
         return;
     }
     let half = |s: &[u8], at: usize| i32::from(i16::from_le_bytes([s[at], s[at + 1]]));
-    for (r, row) in acc.iter_mut().enumerate().take(mr.min(MAX_MR)) {
-        for (c, sum) in row.iter_mut().enumerate() {
-            let mut a = 0i32;
-            for g in 0..t.groups {
-                let w = &t.bcast[t.rows[r] + g * t.gstep..][..4];
-                let x = &t.strip[g * WIDE_GROUP_BYTES + 8 * c..][..8];
-                // `x` holds k 0, 2, 1, 3 (see `widen`).
-                for (q, at) in [(0, 0), (2, 2), (1, 4), (3, 6)] {
-                    a = a.wrapping_add(i32::from(w[q] as i8) * half(x, at));
-                }
+    for (c, sum) in acc.iter_mut().enumerate() {
+        let mut a = 0i32;
+        for g in 0..groups {
+            let w = &row[g * WIDE_ROW_BYTES..][..WIDE_ROW_BYTES];
+            let x = &strip[g * WIDE_GROUP_BYTES + 8 * c..][..8];
+            // Both hold k 0, 2, 1, 3 (see `widen`).
+            for at in [0, 2, 4, 6] {
+                a = a.wrapping_add(half(w, at) * half(x, at));
             }
-            *sum = a;
         }
+        *sum = a;
     }
 }
