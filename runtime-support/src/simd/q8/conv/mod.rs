@@ -720,6 +720,10 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
         let Some((block, src)) = scratch.split_at_mut_checked(block_bytes) else { return };
         // The tile's sums; only its first `mr` rows are used (and cleared).
         let mut acc: Acc = [[0; NR]; MAX_MR];
+        // A widened block's row of sums (a widened block has at most
+        // `half_budget` positions, within half of `BLOCK_COLS`).
+        let mut row_sums = [0i32; BLOCK_COLS / 2];
+        debug_assert!(!widen || nblocks == 0 || block_at(0).len() <= row_sums.len(), "q8 wide row");
         let mut runs = [(0, 0, 0); NR];
         let mut chans = [Chan::default(); MAX_MR];
         // The output stage of one run, then the residual's `Add` if any.
@@ -777,29 +781,30 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                         kern.widen::<A>(block, nstrips * NR * k4);
                     }
                     // Row `m`'s outputs of strip `s` (its sums `acc`).
-                    let mut put = |s: usize, m: usize, acc: &[i32; NR], ch: &Chan| -> bool {
-                        let base = (n * p.out_channels + m) * out_size;
-                        if b.cw == b.xc {
-                            // Dense: the strip is one output run.
-                            let at = base + b.oy0 * geo.ow + b.x0 + s * NR;
-                            let len = NR.min(b.len() - s * NR);
-                            let Some(dst) = io.y().get_mut(at..at + len) else { return false };
-                            store(acc, ch, dst);
-                            return true;
-                        }
-                        let nruns = b.runs(s, geo.ow, &mut runs);
-                        for &(lane, len, off) in &runs[..nruns] {
-                            let at = base + off;
-                            let Some(dst) = io.y().get_mut(at..at + len) else { return false };
-                            if lane == 0 {
+                    let mut put =
+                        |io: &mut Io<'_, Y>, s: usize, m: usize, acc: &[i32; NR], ch: &Chan| {
+                            let base = (n * p.out_channels + m) * out_size;
+                            if b.cw == b.xc {
+                                // Dense: the strip is one output run.
+                                let at = base + b.oy0 * geo.ow + b.x0 + s * NR;
+                                let len = NR.min(b.len() - s * NR);
+                                let Some(dst) = io.y().get_mut(at..at + len) else { return false };
                                 store(acc, ch, dst);
-                            } else {
-                                let moved = core::array::from_fn(|i| acc[(lane + i) % NR]);
-                                store(&moved, ch, dst);
+                                return true;
                             }
-                        }
-                        true
-                    };
+                            let nruns = b.runs(s, geo.ow, &mut runs);
+                            for &(lane, len, off) in &runs[..nruns] {
+                                let at = base + off;
+                                let Some(dst) = io.y().get_mut(at..at + len) else { return false };
+                                if lane == 0 {
+                                    store(acc, ch, dst);
+                                } else {
+                                    let moved = core::array::from_fn(|i| acc[(lane + i) % NR]);
+                                    store(&moved, ch, dst);
+                                }
+                            }
+                            true
+                        };
                     let chan = |m: usize| {
                         let add = bias
                             .map_or(0, |b| b[m])
@@ -812,22 +817,31 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                         };
                         if widen {
                             // Row by row, each widened once for the block's
-                            // strips.
+                            // strips; a dense row's outputs are one run,
+                            // through the output stage at once.
+                            let len = b.len();
                             for r in 0..PANEL.min(mg - pn * PANEL) {
                                 kern.widen_row(panel, r, k4 / 4, row);
                                 let m = g * mg + pn * PANEL + r;
                                 let ch = chan(m);
-                                for s in 0..nstrips {
+                                for (s, sums) in
+                                    row_sums.chunks_exact_mut(NR).take(nstrips).enumerate()
+                                {
                                     let strip = &block[s * NR * k4 * 2..][..NR * k4 * 2];
-                                    let mut sums = [0; NR];
-                                    kern.act_wide_row(
-                                        row,
-                                        strip,
-                                        k4 / 4,
-                                        b.len() - s * NR,
-                                        &mut sums,
-                                    );
-                                    if !put(s, m, &sums, &ch) {
+                                    let Some(sums) = sums.first_chunk_mut::<NR>() else { return };
+                                    kern.act_wide_row(row, strip, k4 / 4, len - s * NR, sums);
+                                }
+                                if b.cw == b.xc && add.is_none() {
+                                    let at =
+                                        (n * p.out_channels + m) * out_size + b.oy0 * geo.ow + b.x0;
+                                    let Some(dst) = io.y().get_mut(at..at + len) else { return };
+                                    kern.splat_run(&row_sums[..len], &ch, &out, dst);
+                                    continue;
+                                }
+                                for (s, sums) in row_sums.chunks_exact(NR).take(nstrips).enumerate()
+                                {
+                                    let Some(sums) = sums.first_chunk::<NR>() else { return };
+                                    if !put(&mut io, s, m, sums, &ch) {
                                         return;
                                     }
                                 }
@@ -852,7 +866,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 acc[..mr].fill([0; NR]);
                                 kern.act_strip::<A>(&t, &mut acc);
                                 for (r, acc) in acc.iter().enumerate().take(nrows) {
-                                    if !put(s, m0 + r, acc, &chans[r]) {
+                                    if !put(&mut io, s, m0 + r, acc, &chans[r]) {
                                         return;
                                     }
                                 }

@@ -219,6 +219,13 @@ pub(crate) trait QMicro: Copy {
     fn splat<Y: Q8>(self, acc: &[i32; NR], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
         crate::simd::q8::requant::splat_portable(acc, ch, out, dst)
     }
+
+    /// `dst[c] = out(ch (acc[c]))` for `c < min(acc.len(), dst.len())`,
+    /// any length (a widened block's row).
+    #[inline(always)]
+    fn splat_run<Y: Q8>(self, acc: &[i32], ch: &Chan, out: &OutRange, dst: &mut [Y]) {
+        crate::simd::q8::requant::splat_row(acc, ch, out, dst)
+    }
 }
 
 /// `dst`'s word `i` is `a[i], b[i], c[i], d[i]` (written as whole words, so
