@@ -625,6 +625,11 @@ fn conv_cases() -> Vec<ConvCase> {
         (5, 5, 5, (8, 8), (3, 3), (2, 2), (1, 1), (1, 1), (0, 0)),
         (3, 3, 3, (7, 12), (5, 3), (1, 2), (2, 1), (4, 0), (2, 3)),
         (4, 4, 4, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+        // Wide rows at stride 2 (a stem's: the phases copied a word at a
+        // time) and 3.
+        (3, 8, 1, (9, 37), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+        (3, 8, 1, (6, 40), (3, 3), (1, 2), (1, 1), (0, 2), (1, 0)),
+        (2, 4, 1, (7, 30), (3, 3), (3, 3), (1, 1), (1, 1), (0, 2)),
         // In place (`qconv_in_place`): pointwise over several blocks,
         // grouped pointwise, depthwise of KWS's and other shapes.
         (64, 64, 1, (25, 5), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),

@@ -413,6 +413,41 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// `dst[c] = row[start + c step]` where that lies in `row`, else `z`
+/// (`step >= 2`). At stride 2, four bytes at a time from two words (a
+/// byte loop took about eight instructions a byte on a Cortex-M4).
+#[inline(always)]
+fn copy_strided(dst: &mut [u8], row: &[u8], start: isize, step: usize, z: u8) {
+    let (len, n, st) = (dst.len(), row.len() as isize, step.max(1) as isize);
+    // The first `c` with `start + c step >= 0`, and with `>= n`.
+    let first_at = |bound: isize| -> usize {
+        let d = bound - start;
+        if d <= 0 { 0 } else { ((d + st - 1) / st).min(len as isize) as usize }
+    };
+    let (lo, hi) = (first_at(0), first_at(n).max(first_at(0)));
+    dst[..lo].fill(z);
+    dst[hi..].fill(z);
+    let mut c = lo;
+    if step == 2 {
+        // Whole words: bytes `at..at + 8` within the row.
+        while c + 4 <= hi && start + 2 * c as isize + 8 <= n {
+            let at = (start + 2 * c as isize) as usize;
+            let w: [u8; 8] = row[at..at + 8].try_into().unwrap_or([z; 8]);
+            let (a, b) = (
+                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+                u32::from_le_bytes([w[4], w[5], w[6], w[7]]),
+            );
+            let v = (a & 0xff) | (a >> 8 & 0xff00) | (b << 16 & 0xff_0000) | (b << 8 & 0xff00_0000);
+            dst[c..c + 4].copy_from_slice(&v.to_le_bytes());
+            c += 4;
+        }
+    }
+    for (i, d) in dst[c..hi].iter_mut().enumerate() {
+        let at = start + (c + i) as isize * st;
+        *d = row.get(at as usize).copied().unwrap_or(z);
+    }
+}
+
 /// Copies the input of the block of output rows `oy0..oy0 + rows`,
 /// columns `x0..x0 + w.xc`, into its phase planes in `src` (padding reads
 /// `z`): phase `(ry, rx)`'s row `r` column `c` is the padded input at row
@@ -450,10 +485,8 @@ fn fill_phases(
                     if geo.sw == 1 {
                         copy_clipped(dst, row, (x0 + rx) as isize - geo.pw as isize, z);
                     } else {
-                        for (c, d) in dst.iter_mut().enumerate() {
-                            let at = ((x0 + c) * geo.sw + rx).wrapping_sub(geo.pw);
-                            *d = if at < geo.iw { row[at] } else { z };
-                        }
+                        let start = ((x0 * geo.sw + rx) as isize) - geo.pw as isize;
+                        copy_strided(dst, row, start, geo.sw, z);
                     }
                 }
             }
