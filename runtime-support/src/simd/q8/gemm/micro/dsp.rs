@@ -14,7 +14,7 @@ use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, smlad, split};
 use crate::simd::q8::gemm::micro::{
     Acc, GROUP_BYTES, NR, PANEL_GROUP_BYTES, QMicro, Tile, WIDE_GROUP_BYTES, WIDE_ROW_BYTES,
-    wide_row_fits,
+    wide_row_fits, widen_row_fits,
 };
 
 /// The DSP tile kernel.
@@ -99,9 +99,7 @@ fn widen<A: Q8>(block: &mut [u8], n: usize) {
 /// per group.
 #[inline(always)]
 fn widen_row(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
-    let fits = r < 8
-        && groups.checked_mul(PANEL_GROUP_BYTES).is_some_and(|n| n <= panel.len())
-        && groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= dst.len());
+    let fits = widen_row_fits(panel, r, groups, dst);
     debug_assert!(fits, "q8 DSP widen_row out of bounds");
     if !fits {
         return;

@@ -254,11 +254,18 @@ pub(crate) fn wide_row_fits(row: &[u8], strip: &[u8], groups: usize) -> bool {
         && groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= strip.len())
 }
 
+/// Whether row `r` of a panel of `groups` groups and its widened form fit
+/// their slices ([`QMicro::widen_row`]).
+#[inline(always)]
+pub(crate) fn widen_row_fits(panel: &[u8], r: usize, groups: usize, dst: &[u8]) -> bool {
+    r < 8
+        && groups.checked_mul(PANEL_GROUP_BYTES).is_some_and(|n| n <= panel.len())
+        && groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= dst.len())
+}
+
 /// [`QMicro::widen_row`] in plain loops.
 pub(crate) fn widen_row_portable(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
-    let fits = r < 8
-        && groups.checked_mul(PANEL_GROUP_BYTES).is_some_and(|n| n <= panel.len())
-        && groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= dst.len());
+    let fits = widen_row_fits(panel, r, groups, dst);
     debug_assert!(fits, "q8 widen_row out of bounds");
     if !fits {
         return;
