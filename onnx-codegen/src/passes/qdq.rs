@@ -122,10 +122,7 @@ fn sole_reader(uses: &[Vec<Use>], v: ValueId) -> Option<NodeId> {
 }
 
 fn producer(g: &Graph, v: ValueId) -> Option<&Node> {
-    match g.value(v).kind {
-        ValueKind::NodeOutput { node, .. } => Some(g.node(node)),
-        _ => None,
-    }
+    producer_id(g, v).map(|n| g.node(n))
 }
 
 fn is_int8(e: Option<ElemType>) -> bool {
@@ -862,16 +859,10 @@ pub fn fuse_integer_ends(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
             .collect()
     };
     for (id, quantize, dequantize) in edits {
-        if let Some((_, _, q)) = quantize {
+        if let Some((fused, x, q)) = quantize {
             let a = g.node(id).input(0);
             removed.extend(a.into_iter().flat_map(readers).filter(|&n| n != id));
             removed.push(q);
-        }
-        if let Some((_, _, d)) = dequantize {
-            let y = g.node(id).output(0);
-            removed.extend(y.into_iter().flat_map(readers).filter(|&n| n != d));
-        }
-        if let Some((fused, x, q)) = quantize {
             let node = g.node_mut(id);
             node.inputs[0] = Some(x);
             if let Some(Lowering::Integer(l)) = &mut node.lowering {
@@ -885,6 +876,8 @@ pub fn fuse_integer_ends(g: &mut Graph, inferred: &Inferred) -> Vec<Rewrite> {
             });
         }
         if let Some((q, out, d)) = dequantize {
+            let y = g.node(id).output(0);
+            removed.extend(y.into_iter().flat_map(readers).filter(|&n| n != d));
             let node = g.node_mut(id);
             node.outputs[0] = Some(out);
             if let Some(Lowering::Integer(l)) = &mut node.lowering {
