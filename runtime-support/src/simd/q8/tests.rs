@@ -1092,20 +1092,40 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                 if rows_side {
                     return;
                 }
-                // The same product from the strip widened in place (in a
-                // block with room, its tail random): `widen`'s bytes by
-                // their definition, then `act_wide` sets each row to the
-                // portable sums.
+                // The same product from the strip built widened (in a
+                // slice with room, its tail random): `interleave_wide`'s
+                // bytes by their definition, then `act_wide_run` sets each
+                // row to the portable sums.
                 let n = t.strip.len();
-                let mut block: Vec<u8> = t.strip.to_vec();
-                block.extend((0..n + 8).map(|i| (i * 37) as u8));
+                let mut block: Vec<u8> = (0..2 * n + 8).map(|i| (i * 37) as u8).collect();
                 let tail = block[2 * n..].to_vec();
-                kern.widen::<A>(&mut block, n);
-                assert_eq!(block[2 * n..], tail[..], "widen wrote past its bytes");
-                for (i, b) in t.strip.chunks_exact(4).enumerate() {
-                    let h = |v: u8| (A::of_bits(v) as i16).to_le_bytes();
-                    let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
-                    assert_eq!(block[8 * i..8 * i + 8], want[..], "widen, word {i}");
+                for g in 0..t.groups {
+                    let k: [[u8; 16]; 4] = core::array::from_fn(|q| {
+                        core::array::from_fn(|c| t.strip[g * 64 + 4 * c + q])
+                    });
+                    kern.interleave_wide::<A>(
+                        &mut block[..2 * n],
+                        t.groups,
+                        g,
+                        &k[0],
+                        &k[1],
+                        &k[2],
+                        &k[3],
+                    );
+                }
+                assert_eq!(block[2 * n..], tail[..], "interleave_wide wrote past its strip");
+                for c in 0..NR {
+                    for g in 0..t.groups {
+                        let b = &t.strip[g * 64 + 4 * c..][..4];
+                        let h = |v: u8| (A::of_bits(v) as i16).to_le_bytes();
+                        let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
+                        let at = 32 * (c / 4 * t.groups + g) + 8 * (c % 4);
+                        assert_eq!(
+                            block[at..at + 8],
+                            want[..],
+                            "interleave_wide, column {c} group {g}"
+                        );
+                    }
                 }
                 // The rows as a weight panel, each widened by `widen_row`
                 // (its bytes by their definition), then `act_wide_row`
@@ -1126,17 +1146,22 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                         let want = [h(b[0]), h(b[2]), h(b[1]), h(b[3])].concat();
                         assert_eq!(w, &want[..], "widen_row, row {r} group {g}");
                     }
-                    // All columns, then the first few only (the others may
-                    // be anything).
-                    for cols in [NR, 5] {
-                        let mut sums = [-9; NR];
-                        kern.act_wide_row(&row, &block[..2 * n], t.groups, cols, &mut sums);
+                    // All columns, then the first few only (the others up
+                    // to a multiple of four may be anything, the rest are
+                    // left alone).
+                    for cols in [NR, 5, 1] {
+                        let mut sums = [-9; NR + 4];
+                        kern.act_wide_run(&row, &block[..2 * n], t.groups, cols, &mut sums);
                         assert_eq!(
                             sums[..cols],
                             want[r][..cols],
-                            "act_wide_row: groups {} gstep {} row {r} cols {cols}",
+                            "act_wide_run: groups {} gstep {} row {r} cols {cols}",
                             t.groups,
                             t.gstep
+                        );
+                        assert!(
+                            sums[cols.next_multiple_of(4)..].iter().all(|&v| v == -9),
+                            "act_wide_run wrote past its quads"
                         );
                     }
                 }

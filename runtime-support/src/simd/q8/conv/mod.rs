@@ -499,9 +499,11 @@ fn fill_phases(
 /// takes byte `r pw + x` of each source (0 past a source's end or past
 /// the block: such a position is never stored, or meets a zero weight).
 /// A padded block, or a strip within one row, reads each source as one
-/// run.
+/// run. A kernel that takes widened blocks ([`QMicro::WIDE`]) gets them
+/// widened here, strip `s` at `2 s NR k4` in its layout
+/// ([`QMicro::interleave_wide`]).
 #[inline(always)]
-fn interleave<K: QMicro>(
+fn interleave<A: Q8, K: QMicro>(
     kern: K,
     block: &mut [u8],
     k4: usize,
@@ -511,16 +513,24 @@ fn interleave<K: QMicro>(
 ) {
     let (len, strip) = (b.len(), NR * k4);
     let (xc, pw) = (b.cw.max(1), b.pw);
+    let mut emit = |s: usize, k: [&[u8; NR]; 4]| {
+        if K::WIDE {
+            let Some(st) = block.get_mut(2 * s * strip..) else { return };
+            kern.interleave_wide::<A>(st, k4 / 4, grp, k[0], k[1], k[2], k[3]);
+        } else {
+            let Some(dst) = block.get_mut(s * strip + grp * GROUP_BYTES..) else { return };
+            let Some(dst) = dst.first_chunk_mut::<GROUP_BYTES>() else { return };
+            kern.interleave16(dst, k[0], k[1], k[2], k[3]);
+        }
+    };
     // Strip `s`'s first position, as (row, column) of the block.
     let (mut r, mut x) = (0, 0);
     for s in 0..len.div_ceil(NR) {
-        let Some(dst) = block.get_mut(s * strip + grp * GROUP_BYTES..) else { return };
-        let Some(dst) = dst.first_chunk_mut::<GROUP_BYTES>() else { return };
         let at = r * pw + x;
         let run = |q: usize| srcs[q].get(at..).and_then(|r| r.first_chunk::<NR>());
         let whole = xc == pw || x + NR <= xc;
         match (run(0), run(1), run(2), run(3)) {
-            (Some(a), Some(b), Some(c), Some(d)) if whole => kern.interleave16(dst, a, b, c, d),
+            (Some(a), Some(b), Some(c), Some(d)) if whole => emit(s, [a, b, c, d]),
             _ => {
                 // The strip's runs, one per output row it meets.
                 let mut part = [[0u8; NR]; 4];
@@ -535,7 +545,7 @@ fn interleave<K: QMicro>(
                     }
                     (lane, rr, xx) = (lane + n, rr + 1, 0);
                 }
-                kern.interleave16(dst, &part[0], &part[1], &part[2], &part[3]);
+                emit(s, [&part[0], &part[1], &part[2], &part[3]]);
             }
         }
         x += NR;
@@ -709,7 +719,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
             }
         };
         // A kernel that takes widened blocks (`QMicro::WIDE`) gets blocks
-        // of half the budget, widened to 16 bits in place (the scratch is
+        // of half the budget, built as 16-bit halves (the scratch is
         // planned for the larger of a whole block and two such halves).
         let widen = K::WIDE;
         let block_bytes = block_len(budget(k4), true).max(2 * block_len(half_budget(k4), false));
@@ -787,7 +797,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 ci if ci < cg => &xg[ci * in_plane + b.x0..(ci + 1) * in_plane],
                                 _ => &[],
                             });
-                            interleave(kern, block, k4, &b, grp, srcs);
+                            interleave::<A, K>(kern, block, k4, &b, grp, srcs);
                         }
                     } else {
                         fill_phases(geo, &wide, cg, xg, zbits, b.oy0, b.rows, b.x0, src);
@@ -807,11 +817,8 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                     }
                                 }
                             }
-                            interleave(kern, block, k4, &b, grp, srcs);
+                            interleave::<A, K>(kern, block, k4, &b, grp, srcs);
                         }
-                    }
-                    if widen {
-                        kern.widen::<A>(block, nstrips * NR * k4);
                     }
                     // Row `m`'s outputs of strip `s` (its sums `acc`).
                     let mut put =
@@ -857,13 +864,7 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 kern.widen_row(panel, r, k4 / 4, row);
                                 let m = g * mg + pn * PANEL + r;
                                 let ch = chan(m);
-                                for (s, sums) in
-                                    row_sums.chunks_exact_mut(NR).take(nstrips).enumerate()
-                                {
-                                    let strip = &block[s * NR * k4 * 2..][..NR * k4 * 2];
-                                    let Some(sums) = sums.first_chunk_mut::<NR>() else { return };
-                                    kern.act_wide_row(row, strip, k4 / 4, len - s * NR, sums);
-                                }
+                                kern.act_wide_run(row, block, k4 / 4, len, &mut row_sums);
                                 if b.cw == b.xc && add.is_none() {
                                     let at =
                                         (n * p.out_channels + m) * out_size + b.oy0 * geo.ow + b.x0;

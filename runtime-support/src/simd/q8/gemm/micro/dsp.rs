@@ -7,14 +7,15 @@
 //! for sixteen multiply-adds; the weights stay `i8` in flash.
 //!
 //! The convolutions take the widened path (`QMicro::WIDE`): im2col blocks
-//! and, once per block, each weight row are widened to 16-bit halves, so a
-//! group of one row by four columns is five `LDRD`s and eight `SMLAD`s.
+//! are built as 16-bit halves and, once per block, each weight row is
+//! widened, so a group of one row by four columns is five `LDRD`s and
+//! eight `SMLAD`s.
 
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, smlad, split};
 use crate::simd::q8::gemm::micro::{
-    Acc, GROUP_BYTES, NR, PANEL_GROUP_BYTES, QMicro, Tile, WIDE_GROUP_BYTES, WIDE_ROW_BYTES,
-    wide_row_fits, widen_row_fits,
+    Acc, GROUP_BYTES, NR, PANEL_GROUP_BYTES, QMicro, Tile, WIDE_QUAD_GROUP_BYTES, WIDE_ROW_BYTES,
+    wide_run_fits, wide_strip_fits, widen_row_fits,
 };
 
 /// The DSP tile kernel.
@@ -49,9 +50,23 @@ impl QMicro for Q8Dsp {
 
     const WIDE: bool = true;
 
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn widen<A: Q8>(self, block: &mut [u8], n: usize) {
-        widen::<A>(block, n)
+    fn interleave_wide<A: Q8>(
+        self,
+        strip: &mut [u8],
+        groups: usize,
+        grp: usize,
+        a: &[u8; 16],
+        b: &[u8; 16],
+        c: &[u8; 16],
+        d: &[u8; 16],
+    ) {
+        if A::SIGNED {
+            interleave_wide::<true>(strip, groups, grp, [a, b, c, d])
+        } else {
+            interleave_wide::<false>(strip, groups, grp, [a, b, c, d])
+        }
     }
 
     #[inline(always)]
@@ -60,37 +75,52 @@ impl QMicro for Q8Dsp {
     }
 
     #[inline(always)]
-    fn act_wide_row(
-        self,
-        row: &[u8],
-        strip: &[u8],
-        groups: usize,
-        cols: usize,
-        acc: &mut [i32; NR],
-    ) {
-        wide_row(row, strip, groups, cols, acc)
+    fn act_wide_run(self, row: &[u8], block: &[u8], groups: usize, len: usize, sums: &mut [i32]) {
+        wide_run(row, block, groups, len, sums)
     }
 }
 
-/// `micro::widen` by `SXTB16`/`UXTB16`: a load, two extensions and two
-/// stores per word.
+/// `QMicro::interleave_wide` by `SXTB16`/`UXTB16` (`SIGNED`) and
+/// half-word packs: per quad of four columns, a load of each `k`'s four
+/// bytes, two extensions of each (bytes 0 and 2, 1 and 3), and a pack of
+/// two halves per word stored (`PKHBT`/`PKHTB`): 28 instructions for the
+/// quad's 16 values, where a byte interleave then a widening in place
+/// took about 64.
 #[inline(always)]
-fn widen<A: Q8>(block: &mut [u8], n: usize) {
-    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
-    if !n.is_multiple_of(4) || 2 * n > block.len() {
+fn interleave_wide<const SIGNED: bool>(
+    strip: &mut [u8],
+    groups: usize,
+    grp: usize,
+    k: [&[u8; 16]; 4],
+) {
+    let fits = wide_strip_fits(strip, groups, grp);
+    debug_assert!(fits, "q8 DSP interleave_wide out of bounds");
+    if !fits {
         return;
     }
-    let p = block.as_mut_ptr();
-    // Last word first, as `micro::widen` (word `i`'s output covers words
-    // `2 i` and `2 i + 1` only, read before).
-    for i in (0..n / 4).rev() {
-        // SAFETY: `4 i + 4 <= n` and `8 i + 8 <= 2 n <= block.len()`
-        // (checked above); unaligned accesses.
-        unsafe {
-            let w = u32::from_le(p.add(4 * i).cast::<u32>().read_unaligned());
-            let (lo, hi) = if A::SIGNED { split::<true>(w) } else { split::<false>(w) };
-            p.add(8 * i).cast::<u32>().write_unaligned(lo.to_le());
-            p.add(8 * i + 4).cast::<u32>().write_unaligned(hi.to_le());
+    let word = |s: &[u8; 16], q: usize| {
+        u32::from_le_bytes([s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]])
+    };
+    // `(x.lo, y.lo)` and `(x.hi, y.hi)` as one word's halves.
+    let lo = |x: u32, y: u32| (x & 0xffff) | (y << 16);
+    let hi = |x: u32, y: u32| (x >> 16) | (y & 0xffff_0000);
+    for q in 0..4 {
+        // Halves `(k[i] byte 4 q, byte 4 q + 2)` (`e`) and `(byte 4 q + 1,
+        // byte 4 q + 3)` (`o`) of each `k`.
+        let [(ae, ao), (be, bo), (ce, co), (de, do_)] = k.map(|s| split::<SIGNED>(word(s, q)));
+        let words = [
+            lo(ae, ce),
+            lo(be, de),
+            lo(ao, co),
+            lo(bo, do_),
+            hi(ae, ce),
+            hi(be, de),
+            hi(ao, co),
+            hi(bo, do_),
+        ];
+        let dst = &mut strip[WIDE_QUAD_GROUP_BYTES * (q * groups + grp)..][..WIDE_QUAD_GROUP_BYTES];
+        for (d, w) in dst.chunks_exact_mut(4).zip(words) {
+            d.copy_from_slice(&w.to_le_bytes());
         }
     }
 }
@@ -118,58 +148,77 @@ fn widen_row(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
     }
 }
 
-/// `act_wide_row`: four blocks of the row by four columns, each group a
-/// pair of the row's words and four column pairs (all 16-bit halves
-/// already) and eight `SMLAD`s for sixteen multiply-adds. The blocks
-/// wholly past `cols` are skipped.
+/// `act_wide_run`: each quad of the block by the row, one row by four
+/// columns a group (a pair of the row's words, four column pairs, eight
+/// `SMLAD`s for sixteen multiply-adds).
 #[inline(always)]
-fn wide_row(row: &[u8], strip: &[u8], groups: usize, cols: usize, acc: &mut [i32; NR]) {
-    let fits = wide_row_fits(row, strip, groups);
-    debug_assert!(fits, "q8 DSP wide row out of bounds");
+fn wide_run(row: &[u8], block: &[u8], groups: usize, len: usize, sums: &mut [i32]) {
+    let fits = wide_run_fits(row, block, groups, len, sums);
+    debug_assert!(fits, "q8 DSP wide run out of bounds");
     if !fits {
         return;
     }
-    for c in (0..cols.min(NR)).step_by(4) {
-        // SAFETY: `wide_row_fits` checked the row's 8 bytes and the strip's
-        // 128 per group, of which columns `c..c + 4` take bytes `8 c..8 c
-        // + 32`.
-        let sums = unsafe { wide1x4(row.as_ptr(), strip.as_ptr().add(8 * c), groups) };
-        acc[c..c + 4].copy_from_slice(&sums);
+    let quads = len.div_ceil(4);
+    if groups == 0 {
+        sums[..4 * quads].fill(0);
+        return;
     }
-}
-
-/// The sums of a widened row at `w` (8 bytes per group) with the four
-/// widened columns at `s..s + 32` (groups 128 bytes apart), over `groups`
-/// groups.
-///
-/// # Safety
-/// `w + 8 g..+ 8` and `s + 128 g..+ 32` are readable for `g < groups`.
-#[inline(always)]
-unsafe fn wide1x4(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32; 4] {
     #[cfg(onnx_codegen_arm_dsp)]
-    if (w as usize).is_multiple_of(4) && (s as usize).is_multiple_of(4) {
-        // SAFETY: the caller's bound, with both word-aligned (`LDRD` wants
-        // it).
-        return unsafe { wide1x4_asm(w, s, groups) };
+    if quads > 0
+        && (row.as_ptr() as usize).is_multiple_of(4)
+        && (block.as_ptr() as usize).is_multiple_of(4)
+    {
+        // SAFETY: `wide_run_fits` checked the row's `8 groups` bytes, the
+        // block's `32 groups` per quad and the `4 quads` sums; both
+        // operands word-aligned (`LDRD` wants it), the sums an `i32` slice.
+        unsafe { wide_run_asm(row.as_ptr(), block.as_ptr(), groups, quads, sums.as_mut_ptr()) };
+        return;
     }
-    let mut a = [0i32; 4];
-    for _ in 0..groups {
-        // SAFETY: the caller's bound, for this group.
-        unsafe { wide_group(w, s, &mut a) };
-        // Past the last group: never read (`wrapping_add`).
-        w = w.wrapping_add(WIDE_ROW_BYTES);
-        s = s.wrapping_add(WIDE_GROUP_BYTES);
+    for (q, s) in sums.chunks_exact_mut(4).take(quads).enumerate() {
+        let quad = &block[q * groups * WIDE_QUAD_GROUP_BYTES..];
+        let mut a = [0i32; 4];
+        for g in 0..groups {
+            let w = &row[g * WIDE_ROW_BYTES..][..WIDE_ROW_BYTES];
+            let x = &quad[g * WIDE_QUAD_GROUP_BYTES..][..WIDE_QUAD_GROUP_BYTES];
+            let at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+            let (we, wo) = (at(w, 0), at(w, 4));
+            for (j, a) in a.iter_mut().enumerate() {
+                *a = smlad(wo, at(x, 8 * j + 4), smlad(we, at(x, 8 * j), *a));
+            }
+        }
+        s.copy_from_slice(&a);
     }
-    a
 }
 
-/// One group of `wide1x4_asm`'s loop: the row's pair of words (`LDRD`,
+/// One group of [`wide_run_asm`]'s loop: the row's pair of words (`LDRD`,
 /// moving `w` on), the four columns' pairs (the last `LDRD` moving `s` on
 /// to the next group), eight `SMLAD`s: thirteen instructions for sixteen
-/// multiply-adds.
+/// multiply-adds. `first`: the quad's first group, whose products start
+/// the sums (`SMUAD`) rather than add to them; `next` adds to them;
+/// `none` is no group.
 #[cfg(onnx_codegen_arm_dsp)]
 macro_rules! wide_group_asm {
-    () => {
+    (none) => {
+        ""
+    };
+    (first) => {
+        concat!(
+            "ldrd r4, r5, [{w}], #8\n",
+            "ldrd r2, r3, [{s}, #8]\n",
+            "smuad {a1}, r4, r2\n",
+            "smlad {a1}, r5, r3, {a1}\n",
+            "ldrd r2, r3, [{s}, #16]\n",
+            "smuad {a2}, r4, r2\n",
+            "smlad {a2}, r5, r3, {a2}\n",
+            "ldrd r2, r3, [{s}, #24]\n",
+            "smuad {a3}, r4, r2\n",
+            "smlad {a3}, r5, r3, {a3}\n",
+            "ldrd r2, r3, [{s}], #32\n",
+            "smuad {a0}, r4, r2\n",
+            "smlad {a0}, r5, r3, {a0}\n",
+        )
+    };
+    (next) => {
         concat!(
             "ldrd r4, r5, [{w}], #8\n",
             "ldrd r2, r3, [{s}, #8]\n",
@@ -181,94 +230,86 @@ macro_rules! wide_group_asm {
             "ldrd r2, r3, [{s}, #24]\n",
             "smlad {a3}, r4, r2, {a3}\n",
             "smlad {a3}, r5, r3, {a3}\n",
-            "ldrd r2, r3, [{s}], #128\n",
+            "ldrd r2, r3, [{s}], #32\n",
             "smlad {a0}, r4, r2, {a0}\n",
             "smlad {a0}, r5, r3, {a0}\n",
         )
     };
 }
 
-/// [`wide1x4`] in assembly: LLVM keeps the column words as separate
-/// `LDR`s and the pointers' steps as `ADD`s. The pairs are `r4`, `r5` and
-/// `r2`, `r3`: an even register and the next, as `LDRD` wants in the Arm
-/// (A32) state.
+/// [`wide_run`] in assembly, every quad in one loop: per quad the row's
+/// start and the count of group pairs come back from two stack words, the
+/// first group (two when `groups` is even) starts the sums, the pairs
+/// follow, and the four sums are stored; the quads end where the block's
+/// pointer reaches a third stack word (twelve registers are all the asm
+/// may have: four loaded halves, four sums and four pointers or counts).
+/// LLVM's form (a call per quad) took about 29 instructions a quad besides
+/// the groups; this one 11. The pairs are `r4`, `r5` and `r2`, `r3`: an
+/// even register and the next, as `LDRD` wants in the Arm (A32) state.
 ///
 /// # Safety
-/// As [`wide1x4`]'s, with `w` and `s` word-aligned (`LDRD` does not take
-/// unaligned addresses).
+/// `w..+ 8 groups` and `s..+ 32 groups quads` are readable and
+/// word-aligned, `out..+ 4 quads` writable `i32`s; `groups >= 1`, `quads
+/// >= 1`.
 #[cfg(onnx_codegen_arm_dsp)]
 #[inline(always)]
-unsafe fn wide1x4_asm(mut w: *const u8, mut s: *const u8, groups: usize) -> [i32; 4] {
-    let (mut a0, mut a1, mut a2, mut a3) = (0i32, 0i32, 0i32, 0i32);
-    let pairs = groups / 2;
-    if pairs > 0 {
-        // SAFETY: reads `w + 8 g..+8` and `s + 128 g..+32` for `g < 2 pairs
-        // <= groups` (the caller's bound), and moves `w` and `s` past them;
-        // registers only besides (flags: `SUBS`, and `SMLAD`'s sticky Q,
-        // which nothing reads).
-        unsafe {
-            core::arch::asm!(
-                "2:",
-                wide_group_asm!(),
-                wide_group_asm!(),
-                "subs {n}, {n}, #1",
-                "bne 2b",
-                n = inout(reg) pairs => _,
-                w = inout(reg) w,
-                s = inout(reg) s,
-                a0 = inout(reg) a0,
-                a1 = inout(reg) a1,
-                a2 = inout(reg) a2,
-                a3 = inout(reg) a3,
-                out("r2") _,
-                out("r3") _,
-                out("r4") _,
-                out("r5") _,
-                options(readonly, nostack),
-            );
-        }
-    }
-    if groups % 2 == 1 {
-        // SAFETY: reads `w..+8` and `s..+32`, the last group (the caller's
-        // bound); as above otherwise.
-        unsafe {
-            core::arch::asm!(
-                wide_group_asm!(),
-                w = inout(reg) w => _,
-                s = inout(reg) s => _,
-                a0 = inout(reg) a0,
-                a1 = inout(reg) a1,
-                a2 = inout(reg) a2,
-                a3 = inout(reg) a3,
-                out("r2") _,
-                out("r3") _,
-                out("r4") _,
-                out("r5") _,
-                options(readonly, nostack),
-            );
-        }
-    }
-    [a0, a1, a2, a3]
-}
-
-/// One group of [`wide1x4`].
-///
-/// # Safety
-/// `w..+8` and `s..+32` are readable.
-#[inline(always)]
-unsafe fn wide_group(w: *const u8, s: *const u8, a: &mut [i32; 4]) {
-    // SAFETY: the caller's bound (unaligned loads).
-    let (we, wo) = unsafe {
-        let p = w.cast::<u32>();
-        (u32::from_le(p.read_unaligned()), u32::from_le(p.add(1).read_unaligned()))
-    };
-    for (j, a) in a.iter_mut().enumerate() {
-        // SAFETY: as above, column `j`'s two words.
-        let (x0, x1) = unsafe {
-            let p = s.add(8 * j).cast::<u32>();
-            (u32::from_le(p.read_unaligned()), u32::from_le(p.add(1).read_unaligned()))
+unsafe fn wide_run_asm(w: *const u8, s: *const u8, groups: usize, quads: usize, out: *mut i32) {
+    debug_assert!(groups >= 1 && quads >= 1);
+    let end = s.wrapping_add(quads * groups * WIDE_QUAD_GROUP_BYTES);
+    macro_rules! body {
+        ($second:tt) => {
+            // SAFETY: reads `w..+ 8 groups` once per quad and `s..end`,
+            // writes `out..+ 4 quads` (the caller's bounds); the three
+            // stack words are pushed and popped by the asm itself (so no
+            // `nostack`); flags: `SUBS`/`CMP`, and `SMLAD`'s sticky Q,
+            // which nothing reads.
+            unsafe {
+                core::arch::asm!(
+                    "str {a0}, [sp, #-4]!",
+                    "str {n}, [sp, #-4]!",
+                    "str {w}, [sp, #-4]!",
+                    "3:",
+                    "ldr {w}, [sp]",
+                    "ldr {n}, [sp, #4]",
+                    wide_group_asm!(first),
+                    wide_group_asm!($second),
+                    "cmp {n}, #0",
+                    "beq 4f",
+                    "2:",
+                    wide_group_asm!(next),
+                    wide_group_asm!(next),
+                    "subs {n}, {n}, #1",
+                    "bne 2b",
+                    "4:",
+                    "str {a0}, [{out}], #4",
+                    "str {a1}, [{out}], #4",
+                    "str {a2}, [{out}], #4",
+                    "str {a3}, [{out}], #4",
+                    "ldr {n}, [sp, #8]",
+                    "cmp {s}, {n}",
+                    "bne 3b",
+                    "add sp, sp, #12",
+                    w = inout(reg) w => _,
+                    s = inout(reg) s => _,
+                    n = inout(reg) groups.saturating_sub(1) / 2 => _,
+                    out = inout(reg) out => _,
+                    // The end comes in as the first sum's register.
+                    a0 = inout(reg) end => _,
+                    a1 = out(reg) _,
+                    a2 = out(reg) _,
+                    a3 = out(reg) _,
+                    out("r2") _,
+                    out("r3") _,
+                    out("r4") _,
+                    out("r5") _,
+                );
+            }
         };
-        *a = smlad(wo, x1, smlad(we, x0, *a));
+    }
+    if groups.is_multiple_of(2) {
+        body!(next);
+    } else {
+        body!(none);
     }
 }
 

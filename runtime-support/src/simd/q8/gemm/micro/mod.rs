@@ -36,9 +36,9 @@ pub(crate) const MAX_MR: usize = 8;
 /// Bytes of one group of a strip: 16 columns of four `k`.
 pub(crate) const GROUP_BYTES: usize = 64;
 
-/// Bytes of one group of a widened strip ([`widen`]): 16 columns of four
-/// `k` as two 32-bit words of two 16-bit halves each.
-pub(crate) const WIDE_GROUP_BYTES: usize = 128;
+/// Bytes of one group of a widened quad ([`QMicro::interleave_wide`]):
+/// four columns of four `k` as two 32-bit words of two 16-bit halves each.
+pub(crate) const WIDE_QUAD_GROUP_BYTES: usize = 32;
 
 /// Bytes of one group of a widened weight row ([`QMicro::widen_row`]).
 pub(crate) const WIDE_ROW_BYTES: usize = 8;
@@ -48,30 +48,6 @@ pub(crate) const PANEL_GROUP_BYTES: usize = 32;
 
 /// A tile's raw sums.
 pub(crate) type Acc = [[i32; NR]; MAX_MR];
-
-/// Widens the first `n` bytes of `block` (activations `A`, `n` a multiple
-/// of four, `2 n <= block.len()`) in place to 16 bits, for
-/// [`QMicro::act_wide`]: the four bytes `b0 b1 b2 b3` at `4 i` become the
-/// two words at `8 i`, halves `(b0, b2)` then `(b1, b3)` (low half first),
-/// each the byte's value as an `i16`. A strip of `g` groups so becomes
-/// `g` groups of [`WIDE_GROUP_BYTES`], column `c`'s at `8 c`. Bytes past
-/// `n` are left alone, and so is all of a `block` too short.
-pub(crate) fn widen<A: Q8>(block: &mut [u8], n: usize) {
-    debug_assert!(n.is_multiple_of(4) && 2 * n <= block.len(), "q8 widen out of bounds");
-    if !n.is_multiple_of(4) || 2 * n > block.len() {
-        return;
-    }
-    let h = |b: u8| A::of_bits(b) as u16;
-    // Last word first: word `i`'s output only covers words `2 i` and
-    // `2 i + 1`, already read (or, for `i = 0`, read just before).
-    for i in (0..n / 4).rev() {
-        let b: [u8; 4] = core::array::from_fn(|q| block[4 * i + q]);
-        let (lo, hi) =
-            (h(b[0]) as u32 | (h(b[2]) as u32) << 16, h(b[1]) as u32 | (h(b[3]) as u32) << 16);
-        block[8 * i..8 * i + 4].copy_from_slice(&lo.to_le_bytes());
-        block[8 * i + 4..8 * i + 8].copy_from_slice(&hi.to_le_bytes());
-    }
-}
 
 /// What the `vpdpbusd` tiles (AVX-512 VNNI, AVX-VNNI) XOR into every
 /// activation word: the top bit of each byte when `A` is signed (turning
@@ -141,8 +117,8 @@ pub(crate) trait QMicro: Copy {
     fn act_strip<A: Q8>(self, t: &Tile<'_>, acc: &mut Acc);
 
     /// Whether the kernel takes im2col blocks widened to 16 bits
-    /// ([`QMicro::widen`], [`QMicro::act_wide_row`]), and weight rows
-    /// widened once per block ([`QMicro::widen_row`]): a kernel whose
+    /// ([`QMicro::interleave_wide`], [`QMicro::act_wide_run`]), and weight
+    /// rows widened once per block ([`QMicro::widen_row`]): a kernel whose
     /// products want both operands' halves (the Arm DSP's `SMLAD`) then
     /// loads both ready. Its [`QMicro::offset`] is zero.
     const WIDE: bool = false;
@@ -155,39 +131,50 @@ pub(crate) trait QMicro: Copy {
     /// kernel) and AVX2's exact `vpmaddwd`.
     const DENSE: bool = Self::WIDE;
 
-    /// [`widen`] (a kernel may do it its own way, to the same bytes).
+    /// Group `grp` of a widened strip of `groups` groups (`2 * 64 *
+    /// groups` bytes at the start of `strip`), from four `k`'s bytes `a`,
+    /// `b`, `c`, `d` (activations `A`) over the strip's sixteen columns.
+    /// A widened strip is four quads of four columns, quad `q` at `32 q
+    /// groups`, each group of a quad at `32 g` in it: column `j`'s two
+    /// words at `8 j`, halves `(a, c)` then `(b, d)` (low half first),
+    /// each the byte's value as an `i16`. So the quads of a block's strips
+    /// follow each other, quad `i` at `32 i groups`. Arguments out of
+    /// bounds are the caller's bug: a panic in debug builds, nothing done
+    /// in release builds.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn widen<A: Q8>(self, block: &mut [u8], n: usize) {
-        widen::<A>(block, n)
+    fn interleave_wide<A: Q8>(
+        self,
+        strip: &mut [u8],
+        groups: usize,
+        grp: usize,
+        a: &[u8; 16],
+        b: &[u8; 16],
+        c: &[u8; 16],
+        d: &[u8; 16],
+    ) {
+        interleave_wide_portable::<A>(strip, groups, grp, [a, b, c, d])
     }
 
     /// Row `r` of a weight panel (`i8`, four bytes of group `g` at
     /// `panel[32 g + 4 r..]`), `groups` groups, widened into `dst` as
-    /// [`widen`] lays out four bytes: group `g` at `dst[8 g..8 g + 8]`.
-    /// Arguments out of bounds are the caller's bug: a panic in debug
-    /// builds, nothing done in release builds.
+    /// [`QMicro::interleave_wide`] lays out a column: group `g` at `dst[8
+    /// g..8 g + 8]`. Arguments out of bounds are the caller's bug, as
+    /// there.
     #[inline(always)]
     fn widen_row(self, panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
         widen_row_portable(panel, r, groups, dst)
     }
 
-    /// `acc[c] = sum w * a` (set, not added) for `c < cols` (the columns
-    /// past `cols` may be set to anything), with `row` a widened weight
-    /// row ([`QMicro::widen_row`], 8 bytes a group) and `strip` [`widen`]ed
-    /// activations (group `g`'s at `strip[128 g..][..128]`), over `groups`
-    /// groups. Slices too short are the caller's bug, as in
-    /// [`QMicro::widen_row`].
+    /// `sums[c] = sum w * a` (set, not added) for the block's first `len`
+    /// columns, with `row` a widened weight row ([`QMicro::widen_row`], 8
+    /// bytes a group) and `block` quads of [`QMicro::interleave_wide`]'s
+    /// layout, `groups` groups each; `sums[len..]` up to the next multiple
+    /// of four may be set to anything. Slices too short are the caller's
+    /// bug, as in [`QMicro::widen_row`].
     #[inline(always)]
-    fn act_wide_row(
-        self,
-        row: &[u8],
-        strip: &[u8],
-        groups: usize,
-        cols: usize,
-        acc: &mut [i32; NR],
-    ) {
-        let _ = cols;
-        act_wide_row_portable(row, strip, groups, acc)
+    fn act_wide_run(self, row: &[u8], block: &[u8], groups: usize, len: usize, sums: &mut [i32]) {
+        act_wide_run_portable(row, block, groups, len, sums)
     }
 
     /// `dst`'s word `i` is `a[i], b[i], c[i], d[i]`: four `k` of sixteen
@@ -247,11 +234,53 @@ pub(crate) fn interleave16_portable(
     }
 }
 
-/// Whether a widened row and strip of `groups` groups fit their slices.
+/// Whether a widened row of `groups` groups, the first `len` columns of a
+/// block of such quads, and their sums fit their slices
+/// ([`QMicro::act_wide_run`]).
 #[inline(always)]
-pub(crate) fn wide_row_fits(row: &[u8], strip: &[u8], groups: usize) -> bool {
+pub(crate) fn wide_run_fits(
+    row: &[u8],
+    block: &[u8],
+    groups: usize,
+    len: usize,
+    sums: &[i32],
+) -> bool {
+    let quads = len.div_ceil(4);
     groups.checked_mul(WIDE_ROW_BYTES).is_some_and(|n| n <= row.len())
-        && groups.checked_mul(WIDE_GROUP_BYTES).is_some_and(|n| n <= strip.len())
+        && quads
+            .checked_mul(groups)
+            .and_then(|n| n.checked_mul(WIDE_QUAD_GROUP_BYTES))
+            .is_some_and(|n| n <= block.len())
+        && 4 * quads <= sums.len()
+}
+
+/// Whether group `grp` of a widened strip of `groups` groups lies in
+/// `strip` ([`QMicro::interleave_wide`]).
+#[inline(always)]
+pub(crate) fn wide_strip_fits(strip: &[u8], groups: usize, grp: usize) -> bool {
+    grp < groups && groups.checked_mul(4 * WIDE_QUAD_GROUP_BYTES).is_some_and(|n| n <= strip.len())
+}
+
+/// [`QMicro::interleave_wide`] in plain loops.
+pub(crate) fn interleave_wide_portable<A: Q8>(
+    strip: &mut [u8],
+    groups: usize,
+    grp: usize,
+    k: [&[u8; 16]; 4],
+) {
+    let fits = wide_strip_fits(strip, groups, grp);
+    debug_assert!(fits, "q8 interleave_wide out of bounds");
+    if !fits {
+        return;
+    }
+    let h = |b: u8| (A::of_bits(b) as i16).to_le_bytes();
+    for q in 0..4 {
+        let dst = &mut strip[WIDE_QUAD_GROUP_BYTES * (q * groups + grp)..][..WIDE_QUAD_GROUP_BYTES];
+        for (j, d) in dst.chunks_exact_mut(8).enumerate() {
+            let [a, b, c, e] = k.map(|s| h(s[4 * q + j]));
+            d.copy_from_slice(&[a[0], a[1], c[0], c[1], b[0], b[1], e[0], e[1]]);
+        }
+    }
 }
 
 /// Whether row `r` of a panel of `groups` groups and its widened form fit
@@ -278,20 +307,27 @@ pub(crate) fn widen_row_portable(panel: &[u8], r: usize, groups: usize, dst: &mu
     }
 }
 
-/// [`QMicro::act_wide_row`] in plain loops (every column).
-pub(crate) fn act_wide_row_portable(row: &[u8], strip: &[u8], groups: usize, acc: &mut [i32; NR]) {
-    let fits = wide_row_fits(row, strip, groups);
-    debug_assert!(fits, "q8 wide row out of bounds");
+/// [`QMicro::act_wide_run`] in plain loops (every column of the quads).
+pub(crate) fn act_wide_run_portable(
+    row: &[u8],
+    block: &[u8],
+    groups: usize,
+    len: usize,
+    sums: &mut [i32],
+) {
+    let fits = wide_run_fits(row, block, groups, len, sums);
+    debug_assert!(fits, "q8 wide run out of bounds");
     if !fits {
         return;
     }
     let half = |s: &[u8], at: usize| i32::from(i16::from_le_bytes([s[at], s[at + 1]]));
-    for (c, sum) in acc.iter_mut().enumerate() {
+    for (c, sum) in sums.iter_mut().enumerate().take(4 * len.div_ceil(4)) {
+        let quad = &block[(c / 4) * groups * WIDE_QUAD_GROUP_BYTES..];
         let mut a = 0i32;
         for g in 0..groups {
             let w = &row[g * WIDE_ROW_BYTES..][..WIDE_ROW_BYTES];
-            let x = &strip[g * WIDE_GROUP_BYTES + 8 * c..][..8];
-            // Both hold k 0, 2, 1, 3 (see `widen`).
+            let x = &quad[g * WIDE_QUAD_GROUP_BYTES + 8 * (c % 4)..][..8];
+            // Both hold k 0, 2, 1, 3 (see `QMicro::interleave_wide`).
             for at in [0, 2, 4, 6] {
                 a = a.wrapping_add(half(w, at) * half(x, at));
             }
