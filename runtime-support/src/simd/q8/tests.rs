@@ -1299,7 +1299,16 @@ fn dsp_depthwise_matches_portable() {
         let ch = Chan::new(rng.int(-5000, 5000), rq.scale(0));
         let out = OutRange { zero: rq.zero + if A::SIGNED { 0 } else { 128 }, min: 0, max: 127 };
         let (mut got, mut want) = (vec![0u8; g.oh * g.ow], vec![0u8; g.oh * g.ow]);
-        dsp::Kernel(k).channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut got, &mut ());
+        dsp::Kernel(k).channel::<A, u8>(
+            g,
+            &plane,
+            &pad,
+            &wc,
+            &ch,
+            &out,
+            &mut got,
+            &mut Default::default(),
+        );
         depthwise::Plain.channel::<A, u8>(g, &plane, &pad, &wc, &ch, &out, &mut want, &mut ());
         assert_eq!(got, want, "{g:?} signed {}", A::SIGNED);
     }

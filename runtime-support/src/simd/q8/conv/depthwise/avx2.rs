@@ -18,7 +18,8 @@
 use crate::int8::Q8;
 use crate::simd::isa::avx2::Avx2;
 use crate::simd::q8::conv::Geom;
-use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane, copy_row};
+use crate::simd::q8::conv::copy_run;
+use crate::simd::q8::conv::depthwise::{ACC, ChannelKernel, PLANE_SLACK, Plane};
 use crate::simd::q8::gemm::micro::avx2::{low_bytes, stage, stage_high};
 use crate::simd::q8::requant::{Chan, OutRange};
 use core::arch::x86_64::{
@@ -220,7 +221,7 @@ unsafe fn body<A: Q8, Y: Q8, const KH: usize, const P: usize, const S: usize>(
                 eight(i * per * pitch + 8 * c, &mut tmp[8 * c..]);
             }
             for (r, yr) in yc.chunks_exact_mut(g.ow).enumerate() {
-                copy_row(yr, &tmp[r * pitch..r * pitch + g.ow]);
+                copy_run(yr, &tmp[r * pitch..r * pitch + g.ow]);
             }
         }
     } else {
@@ -416,7 +417,7 @@ unsafe fn runs_wide<A: Q8, Y: Q8>(
             };
         }
         for (r, yr) in yc.chunks_exact_mut(g.ow).enumerate() {
-            copy_row(yr, &tmp[r * pitch..r * pitch + g.ow]);
+            copy_run(yr, &tmp[r * pitch..r * pitch + g.ow]);
         }
     }
 }

@@ -23,7 +23,7 @@ pub(crate) mod dsp;
 
 use crate::conv::Conv;
 use crate::int8::{Q8, Requant};
-use crate::simd::q8::conv::{Geom, Io};
+use crate::simd::q8::conv::{Geom, Io, copy_run};
 use crate::simd::q8::requant::{Chan, OutRange};
 
 /// The output stage of the plain loops: lane by lane where a vector unit
@@ -92,37 +92,8 @@ fn fill(g: &Geom, plane: &Plane, xp: &[u8], pad: &mut [u8]) {
     let Some(dst) = pad.get_mut(g.ph * plane.cols + c0..) else { return };
     for (d, s) in dst.chunks_mut(plane.cols).zip(xp.chunks(g.iw)).take(rows) {
         if let (Some(d), Some(s)) = (d.get_mut(..n), s.get(..n)) {
-            copy_row(d, s);
+            copy_run(d, s);
         }
-    }
-}
-
-/// `dst.copy_from_slice(src)` (equal lengths), without the library call
-/// for the short rows of narrow planes (it costs more than their copy):
-/// up to 16 bytes as two overlapping fixed-size copies.
-#[inline(always)]
-pub(crate) fn copy_row(dst: &mut [u8], src: &[u8]) {
-    let n = dst.len();
-    debug_assert!(src.len() == n);
-    if src.len() != n {
-        return;
-    }
-    match n {
-        0 => {}
-        1..=3 => {
-            dst[0] = src[0];
-            dst[n / 2] = src[n / 2];
-            dst[n - 1] = src[n - 1];
-        }
-        4..=8 => {
-            dst[..4].copy_from_slice(&src[..4]);
-            dst[n - 4..].copy_from_slice(&src[n - 4..]);
-        }
-        9..=16 => {
-            dst[..8].copy_from_slice(&src[..8]);
-            dst[n - 8..].copy_from_slice(&src[n - 8..]);
-        }
-        _ => dst.copy_from_slice(src),
     }
 }
 

@@ -125,6 +125,8 @@ fn interleave_wide<const SIGNED: bool>(
     }
 }
 
+const _: () = assert!(PANEL_GROUP_BYTES == 32 && WIDE_QUAD_GROUP_BYTES == 32);
+
 /// `micro::widen_row` by `SXTB16`: a load, two extensions and two stores
 /// per group.
 #[inline(always)]
@@ -135,6 +137,13 @@ fn widen_row(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
         return;
     }
     let (p, d) = (panel.as_ptr(), dst.as_mut_ptr());
+    #[cfg(onnx_codegen_arm_dsp)]
+    if groups > 0 && (d as usize).is_multiple_of(4) {
+        // SAFETY: as below, with `d` word-aligned (`STRD` wants it) and
+        // `groups >= 1`.
+        unsafe { widen_row_asm(p.add(4 * r), d, groups) };
+        return;
+    }
     for g in 0..groups {
         // SAFETY: `32 g + 4 r + 4 <= 32 groups <= panel.len()` and `8 g +
         // 8 <= dst.len()` (checked above); unaligned accesses.
@@ -145,6 +154,42 @@ fn widen_row(panel: &[u8], r: usize, groups: usize, dst: &mut [u8]) {
             d.add(WIDE_ROW_BYTES * g).cast::<u32>().write_unaligned(lo.to_le());
             d.add(WIDE_ROW_BYTES * g + 4).cast::<u32>().write_unaligned(hi.to_le());
         }
+    }
+}
+
+/// [`widen_row`]'s loop in assembly: six instructions a group (a load
+/// moving on to the next group, two extensions, a `STRD` moving on, the
+/// loop's two), where LLVM's indexed form took nine. The halves are `r2`
+/// and `r3`: an even register and the next, as `STRD` wants in the Arm
+/// (A32) state.
+///
+/// # Safety
+/// `p + 32 g..+ 4` is readable and `d + 8 g..+ 8` writable for `g <
+/// groups`, `d` word-aligned, `groups >= 1`.
+#[cfg(onnx_codegen_arm_dsp)]
+#[inline(always)]
+unsafe fn widen_row_asm(p: *const u8, d: *mut u8, groups: usize) {
+    // SAFETY: the caller's bounds (an unaligned `LDR` is allowed); the
+    // pointers and the count are moved past them and dropped. Flags:
+    // `SUBS`.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            // A panel's groups are `PANEL_GROUP_BYTES` (32) apart.
+            "ldr {x}, [{p}], #32",
+            "sxtb16 r2, {x}",
+            "sxtb16 r3, {x}, ror #8",
+            "strd r2, r3, [{d}], #8",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            p = inout(reg) p => _,
+            d = inout(reg) d => _,
+            n = inout(reg) groups => _,
+            x = out(reg) _,
+            out("r2") _,
+            out("r3") _,
+            options(nostack),
+        );
     }
 }
 
