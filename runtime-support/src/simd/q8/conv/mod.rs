@@ -871,11 +871,21 @@ impl<A: Q8, Y: Q8> WithKernel for Im2col<'_, '_, '_, A, Y> {
                                 let m = g * mg + pn * PANEL + r;
                                 let ch = chan(m);
                                 kern.act_wide_run(row, block, k4 / 4, len, &mut row_sums);
-                                if b.cw == b.xc && add.is_none() {
+                                if b.cw == b.xc {
                                     let at =
                                         (n * p.out_channels + m) * out_size + b.oy0 * geo.ow + b.x0;
                                     let Some(dst) = io.y().get_mut(at..at + len) else { return };
-                                    kern.splat_run(&row_sums[..len], &ch, &out, dst);
+                                    match add {
+                                        None => kern.splat_run(&row_sums[..len], &ch, &out, dst),
+                                        Some(add) => {
+                                            // The run's stage, then the
+                                            // residual's `Add`, each once.
+                                            let mut run = [Y::default(); BLOCK_COLS / 2];
+                                            let Some(run) = run.get_mut(..len) else { return };
+                                            kern.splat_run(&row_sums[..len], &ch, &out, run);
+                                            add.apply(run, dst);
+                                        }
+                                    }
                                     continue;
                                 }
                                 for (s, sums) in row_sums.chunks_exact(NR).take(nstrips).enumerate()

@@ -236,8 +236,8 @@ fn wide_run(row: &[u8], block: &[u8], groups: usize, len: usize, sums: &mut [i32
 }
 
 /// One group of [`wide_run_asm`]'s loop: the row's pair of words (`LDRD`,
-/// moving `w` on), the four columns' pairs (the last `LDRD` moving `s` on
-/// to the next group), eight `SMLAD`s: thirteen instructions for sixteen
+/// moving `w` on), the four columns' pairs as two `LDM`s of four words
+/// (moving `s` on), eight `SMLAD`s: eleven instructions for sixteen
 /// multiply-adds. `first`: the quad's first group, whose products start
 /// the sums (`SMUAD`) rather than add to them; `next` adds to them;
 /// `none` is no group.
@@ -249,48 +249,48 @@ macro_rules! wide_group_asm {
     (first) => {
         concat!(
             "ldrd r4, r5, [{w}], #8\n",
-            "ldrd r2, r3, [{s}, #8]\n",
+            "ldm {s}!, {{r0, r1, r2, r3}}\n",
+            "smuad {a0}, r4, r0\n",
+            "smlad {a0}, r5, r1, {a0}\n",
             "smuad {a1}, r4, r2\n",
             "smlad {a1}, r5, r3, {a1}\n",
-            "ldrd r2, r3, [{s}, #16]\n",
-            "smuad {a2}, r4, r2\n",
-            "smlad {a2}, r5, r3, {a2}\n",
-            "ldrd r2, r3, [{s}, #24]\n",
+            "ldm {s}!, {{r0, r1, r2, r3}}\n",
+            "smuad {a2}, r4, r0\n",
+            "smlad {a2}, r5, r1, {a2}\n",
             "smuad {a3}, r4, r2\n",
             "smlad {a3}, r5, r3, {a3}\n",
-            "ldrd r2, r3, [{s}], #32\n",
-            "smuad {a0}, r4, r2\n",
-            "smlad {a0}, r5, r3, {a0}\n",
         )
     };
     (next) => {
         concat!(
             "ldrd r4, r5, [{w}], #8\n",
-            "ldrd r2, r3, [{s}, #8]\n",
+            "ldm {s}!, {{r0, r1, r2, r3}}\n",
+            "smlad {a0}, r4, r0, {a0}\n",
+            "smlad {a0}, r5, r1, {a0}\n",
             "smlad {a1}, r4, r2, {a1}\n",
             "smlad {a1}, r5, r3, {a1}\n",
-            "ldrd r2, r3, [{s}, #16]\n",
-            "smlad {a2}, r4, r2, {a2}\n",
-            "smlad {a2}, r5, r3, {a2}\n",
-            "ldrd r2, r3, [{s}, #24]\n",
+            "ldm {s}!, {{r0, r1, r2, r3}}\n",
+            "smlad {a2}, r4, r0, {a2}\n",
+            "smlad {a2}, r5, r1, {a2}\n",
             "smlad {a3}, r4, r2, {a3}\n",
             "smlad {a3}, r5, r3, {a3}\n",
-            "ldrd r2, r3, [{s}], #32\n",
-            "smlad {a0}, r4, r2, {a0}\n",
-            "smlad {a0}, r5, r3, {a0}\n",
         )
     };
 }
 
-/// [`wide_run`] in assembly, every quad in one loop: per quad the row's
-/// start and the count of group pairs come back from two stack words, the
-/// first group (two when `groups` is even) starts the sums, the pairs
-/// follow, and the four sums are stored; the quads end where the block's
-/// pointer reaches a third stack word (twelve registers are all the asm
-/// may have: four loaded halves, four sums and four pointers or counts).
-/// LLVM's form (a call per quad) took about 29 instructions a quad besides
-/// the groups; this one 11. The pairs are `r4`, `r5` and `r2`, `r3`: an
-/// even register and the next, as `LDRD` wants in the Arm (A32) state.
+/// [`wide_run`] in assembly, every quad in one loop. Twelve registers are
+/// all the asm may have: the four loaded column words (`r0`-`r3`, which
+/// `LDM` wants in ascending order), the row's pair (`r4`, `r5`: an even
+/// register and the next, as `LDRD` wants in the Arm (A32) state), four
+/// sums and the two pointers. The rest lives in four stack words: the
+/// row's start and end, where the sums go, and the block's end. Per quad
+/// the row pointer comes back from the stack, the first group (two when
+/// `groups` is even) starts the sums, pairs of groups follow until the
+/// row pointer reaches the row's end (compared through `r0`, free between
+/// groups), and the four sums are stored; the quads end where the block's
+/// pointer reaches the block's end. Per group 11 instructions (13 with
+/// five `LDRD`s), per quad about 14 besides (a call per quad in LLVM's
+/// form took about 29).
 ///
 /// # Safety
 /// `w..+ 8 groups` and `s..+ 32 groups quads` are readable and
@@ -300,49 +300,53 @@ macro_rules! wide_group_asm {
 #[inline(always)]
 unsafe fn wide_run_asm(w: *const u8, s: *const u8, groups: usize, quads: usize, out: *mut i32) {
     debug_assert!(groups >= 1 && quads >= 1);
-    let end = s.wrapping_add(quads * groups * WIDE_QUAD_GROUP_BYTES);
+    let w_end = w.wrapping_add(groups * WIDE_ROW_BYTES);
+    let s_end = s.wrapping_add(quads * groups * WIDE_QUAD_GROUP_BYTES);
     macro_rules! body {
         ($second:tt) => {
-            // SAFETY: reads `w..+ 8 groups` once per quad and `s..end`,
-            // writes `out..+ 4 quads` (the caller's bounds); the three
+            // SAFETY: reads `w..w_end` once per quad and `s..s_end`,
+            // writes `out..+ 4 quads` (the caller's bounds); the four
             // stack words are pushed and popped by the asm itself (so no
-            // `nostack`); flags: `SUBS`/`CMP`, and `SMLAD`'s sticky Q,
-            // which nothing reads.
+            // `nostack`); flags: `CMP`, and `SMLAD`'s sticky Q, which
+            // nothing reads.
             unsafe {
                 core::arch::asm!(
                     "str {a0}, [sp, #-4]!",
-                    "str {n}, [sp, #-4]!",
+                    "str {a2}, [sp, #-4]!",
+                    "str {a1}, [sp, #-4]!",
                     "str {w}, [sp, #-4]!",
                     "3:",
                     "ldr {w}, [sp]",
-                    "ldr {n}, [sp, #4]",
                     wide_group_asm!(first),
                     wide_group_asm!($second),
-                    "cmp {n}, #0",
-                    "beq 4f",
+                    "b 5f",
                     "2:",
                     wide_group_asm!(next),
                     wide_group_asm!(next),
-                    "subs {n}, {n}, #1",
+                    "5:",
+                    "ldr r0, [sp, #4]",
+                    "cmp {w}, r0",
                     "bne 2b",
-                    "4:",
-                    "str {a0}, [{out}], #4",
-                    "str {a1}, [{out}], #4",
-                    "str {a2}, [{out}], #4",
-                    "str {a3}, [{out}], #4",
-                    "ldr {n}, [sp, #8]",
-                    "cmp {s}, {n}",
+                    "ldr r0, [sp, #8]",
+                    "str {a0}, [r0], #4",
+                    "str {a1}, [r0], #4",
+                    "str {a2}, [r0], #4",
+                    "str {a3}, [r0], #4",
+                    "str r0, [sp, #8]",
+                    "ldr r0, [sp, #12]",
+                    "cmp {s}, r0",
                     "bne 3b",
-                    "add sp, sp, #12",
+                    "add sp, sp, #16",
                     w = inout(reg) w => _,
                     s = inout(reg) s => _,
-                    n = inout(reg) groups.saturating_sub(1) / 2 => _,
-                    out = inout(reg) out => _,
-                    // The end comes in as the first sum's register.
-                    a0 = inout(reg) end => _,
-                    a1 = out(reg) _,
-                    a2 = out(reg) _,
+                    // The block's end, the row's end and the sums' place
+                    // come in as sums' registers, pushed first.
+                    a0 = inout(reg) s_end => _,
+                    a1 = inout(reg) w_end => _,
+                    a2 = inout(reg) out => _,
                     a3 = out(reg) _,
+                    out("r0") _,
+                    out("r1") _,
                     out("r2") _,
                     out("r3") _,
                     out("r4") _,
