@@ -1025,7 +1025,7 @@ fn average_pools_round_once() {
 /// unrolls), and its output stages against the portable ones.
 pub(super) fn tiles_agree<K: QMicro>(kern: K) {
     let mut rng = Rng::new(17);
-    for groups in [0usize, 1, 2, 3, 4, 5, 8, 17, 64] {
+    for groups in [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 17, 64] {
         for gstep in [4usize, 32] {
             let bcast: Vec<u8> =
                 (0..MAX_MR * 4 + groups * gstep + 64).map(|_| rng.next() as u8).collect();

@@ -284,13 +284,14 @@ macro_rules! wide_group_asm {
 /// register and the next, as `LDRD` wants in the Arm (A32) state), four
 /// sums and the two pointers. The rest lives in four stack words: the
 /// row's start and end, where the sums go, and the block's end. Per quad
-/// the row pointer comes back from the stack, the first group (two when
-/// `groups` is even) starts the sums, pairs of groups follow until the
-/// row pointer reaches the row's end (compared through `r0`, free between
-/// groups), and the four sums are stored; the quads end where the block's
-/// pointer reaches the block's end. Per group 11 instructions (13 with
-/// five `LDRD`s), per quad about 14 besides (a call per quad in LLVM's
-/// form took about 29).
+/// the row pointer comes back from the stack, the first group starts the
+/// sums and up to three more follow (so that a multiple of four is
+/// left), then fours of groups until the row pointer reaches the row's
+/// end (compared through `r0`, free between groups), and the four sums
+/// are stored; the quads end where the block's pointer reaches the
+/// block's end. Per group 11 instructions (13 with five `LDRD`s) and
+/// under one of the loop's, per quad about 14 besides (a call per quad in
+/// LLVM's form took about 29).
 ///
 /// # Safety
 /// `w..+ 8 groups` and `s..+ 32 groups quads` are readable and
@@ -303,7 +304,7 @@ unsafe fn wide_run_asm(w: *const u8, s: *const u8, groups: usize, quads: usize, 
     let w_end = w.wrapping_add(groups * WIDE_ROW_BYTES);
     let s_end = s.wrapping_add(quads * groups * WIDE_QUAD_GROUP_BYTES);
     macro_rules! body {
-        ($second:tt) => {
+        ($g2:tt, $g3:tt, $g4:tt) => {
             // SAFETY: reads `w..w_end` once per quad and `s..s_end`,
             // writes `out..+ 4 quads` (the caller's bounds); the four
             // stack words are pushed and popped by the asm itself (so no
@@ -318,9 +319,13 @@ unsafe fn wide_run_asm(w: *const u8, s: *const u8, groups: usize, quads: usize, 
                     "3:",
                     "ldr {w}, [sp]",
                     wide_group_asm!(first),
-                    wide_group_asm!($second),
+                    wide_group_asm!($g2),
+                    wide_group_asm!($g3),
+                    wide_group_asm!($g4),
                     "b 5f",
                     "2:",
+                    wide_group_asm!(next),
+                    wide_group_asm!(next),
                     wide_group_asm!(next),
                     wide_group_asm!(next),
                     "5:",
@@ -355,10 +360,12 @@ unsafe fn wide_run_asm(w: *const u8, s: *const u8, groups: usize, quads: usize, 
             }
         };
     }
-    if groups.is_multiple_of(2) {
-        body!(next);
-    } else {
-        body!(none);
+    // One to four groups first, so that whole fours follow.
+    match groups % 4 {
+        1 => body!(none, none, none),
+        2 => body!(next, none, none),
+        3 => body!(next, next, none),
+        _ => body!(next, next, next),
     }
 }
 
