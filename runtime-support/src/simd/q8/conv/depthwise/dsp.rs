@@ -136,9 +136,11 @@ fn rows<const SIGNED: bool, Y: Q8>(
     });
 }
 
-/// [`row_s1_inline`] for each `width` sums of `acc` in turn (a piece's rows), row
-/// `r`'s windows starting at `p + r * step`: one call for the piece, so
-/// the weights are loaded once.
+/// The sums of a piece's rows of stride-1 windows, `width` to a row, row
+/// `r`'s windows starting at `p + r * step`, into `acc` row after row:
+/// one call for the piece, so that the weights are loaded once (a
+/// function of its own, so that the weights, the pointers and the sums
+/// stay in registers through the loop).
 ///
 /// # Safety
 /// `p + r * step + k * pitch + i..+ 4` is readable for every row `r <
@@ -153,136 +155,193 @@ unsafe fn rows_s1<const SIGNED: bool>(
     acc: &mut [i32],
 ) {
     let w = *w;
+    let rows = acc.len() / width.max(1);
+    #[cfg(onnx_codegen_arm_dsp)]
+    if width >= 2 && rows >= 1 {
+        // SAFETY: the caller's bound for the `rows` rows of `width`
+        // windows; `acc` holds their `rows * width` sums (an `i32` slice:
+        // word-aligned).
+        unsafe { rows_asm::<SIGNED>(p, pitch, step, width, rows, &w, acc.as_mut_ptr()) };
+        return;
+    }
     let mut top = p;
     for a in acc.chunks_exact_mut(width.max(1)) {
-        // SAFETY: the caller's bound for this row.
-        unsafe { row_s1_inline::<SIGNED>(top, pitch, &w, a) };
+        let mut pairs = a.chunks_exact_mut(2);
+        let mut q = top;
+        for a in &mut pairs {
+            // SAFETY: the caller's bound, at `i = 2 j, 2 j + 1`.
+            let (s0, s1) = unsafe { pair::<SIGNED>(q, pitch, &w) };
+            a[0] = s0;
+            a[1] = s1;
+            q = q.wrapping_add(2);
+        }
+        if let [last] = pairs.into_remainder() {
+            // SAFETY: the caller's bound at the row's last window.
+            *last = unsafe { single::<SIGNED>(q, pitch, &w) };
+        }
         top = top.wrapping_add(step);
     }
 }
 
-/// The sums of `acc.len()` windows of stride 1 starting at `p`, two at a
-/// time (inlined into [`rows_s1`], a function of its own, so that the
-/// weights, the pointers and both sums stay in registers through the
-/// loop).
-///
-/// # Safety
-/// `p + r * pitch + i..+ 4` is readable for `r < 3`, `i < acc.len()`.
-#[inline(always)]
-unsafe fn row_s1_inline<const SIGNED: bool>(
-    p: *const u8,
-    pitch: usize,
-    w: &Weights,
-    acc: &mut [i32],
-) {
-    let w = *w;
-    #[cfg(onnx_codegen_arm_dsp)]
-    if acc.len() >= 2 {
-        let n = acc.len() / 2;
-        // SAFETY: the caller's bound for `i < 2 n <= acc.len()`; `acc`
-        // holds the `2 n` sums written.
-        unsafe { pairs_asm::<SIGNED>(p, pitch, &w, acc.as_mut_ptr(), n) };
-        if let Some(last) = acc.get_mut(2 * n) {
-            // SAFETY: the caller's bound at the last window.
-            *last = unsafe { single::<SIGNED>(p.wrapping_add(2 * n), pitch, &w) };
-        }
-        return;
-    }
-    let mut pairs = acc.chunks_exact_mut(2);
-    let mut q = p;
-    for a in &mut pairs {
-        // SAFETY: the caller's bound, at `i = 2 j, 2 j + 1`.
-        let (s0, s1) = unsafe { pair::<SIGNED>(q, pitch, &w) };
-        a[0] = s0;
-        a[1] = s1;
-        q = q.wrapping_add(2);
-    }
-    if let [last] = pairs.into_remainder() {
-        // SAFETY: the caller's bound at the last window.
-        *last = unsafe { single::<SIGNED>(q, pitch, &w) };
-    }
+/// The window pair of [`rows_asm`]'s loop: per window row a load, two
+/// extensions and four multiply-accumulates; the two sums stored by
+/// `STRD`. `(w0, w2)` and `(w7, 0)` take turns in one register, reloaded
+/// from two stack words.
+#[cfg(onnx_codegen_arm_dsp)]
+macro_rules! pair_asm {
+    ($x:literal) => {
+        concat!(
+            "ldr {w0}, [sp]\n",
+            "ldr {o}, [{p}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smuad r2, {e}, {w0}\n",
+            "smlabb r2, {o}, {m01}, r2\n",
+            "smuad r3, {o}, {w0}\n",
+            "smlatb r3, {e}, {m01}, r3\n",
+            "ldr {o}, [{p}, {pitch}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w1}, r2\n",
+            "smlabt r2, {o}, {m01}, r2\n",
+            "smlad r3, {o}, {w1}, r3\n",
+            "smlatt r3, {e}, {m01}, r3\n",
+            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            "ldr {w0}, [sp, #4]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w2}, r2\n",
+            "smlabb r2, {o}, {w0}, r2\n",
+            "smlad r3, {o}, {w2}, r3\n",
+            "smlatb r3, {e}, {w0}, r3\n",
+            "adds {p}, {p}, #2\n",
+            "strd r2, r3, [{acc}], #8\n",
+        )
+    };
 }
 
-/// One row's window pairs in assembly: LLVM's loop (`pair` in a loop)
-/// spilled and took 44 instructions a pair on the Cortex-M4; this one 27:
-/// per window row a load, two extensions and four multiply-accumulates,
-/// a `STRD` of the two sums, the loop's three. Twelve registers are live,
-/// all the asm may have: `(w0, w2)` and `(w7, 0)` take turns in one,
-/// reloaded from two stack words each pair (two of the 27).
+/// The last window of an odd row in [`rows_asm`]: [`single`]'s steps,
+/// the sum stored by `STR` (`{p}` is not moved).
+#[cfg(onnx_codegen_arm_dsp)]
+macro_rules! last_asm {
+    ($x:literal) => {
+        concat!(
+            "ldr {w0}, [sp]\n",
+            "ldr {o}, [{p}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smuad r2, {e}, {w0}\n",
+            "smlabb r2, {o}, {m01}, r2\n",
+            "ldr {o}, [{p}, {pitch}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w1}, r2\n",
+            "smlabt r2, {o}, {m01}, r2\n",
+            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            "ldr {w0}, [sp, #4]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w2}, r2\n",
+            "smlabb r2, {o}, {w0}, r2\n",
+            "str r2, [{acc}], #4\n",
+        )
+    };
+}
+
+/// [`rows_s1`] in assembly: every row of the piece in one loop. A window
+/// pair takes 25 instructions and the loop's two; an odd row's last
+/// window 18; a row's end 7 (its pair count from the stack, the step to
+/// the next row, the count of rows left). Twelve registers are live, all
+/// the asm may have (LLVM's loop spilled and took 44 instructions a pair,
+/// and a call per row added about 35 more): the stack holds `(w0, w2)`
+/// and `(w7, 0)` (taking turns in one register), the pairs of a row, the
+/// rows left and the step from a row's last pair to the next row.
 ///
 /// # Safety
-/// `p + r * pitch + i..+ 4` is readable for `r < 3`, `i < 2 pairs`;
-/// `acc..+ 2 pairs` is writable and word-aligned (`STRD`); `pairs >= 1`.
+/// `p + r * step + k * pitch + i..+ 4` is readable for `r < rows`, `k <
+/// 3`, `i < width`; `acc..+ rows * width` is writable and word-aligned
+/// (`STRD`); `width >= 2`, `rows >= 1`.
 #[cfg(onnx_codegen_arm_dsp)]
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn pairs_asm<const SIGNED: bool>(
+unsafe fn rows_asm<const SIGNED: bool>(
     p: *const u8,
     pitch: usize,
+    step: usize,
+    width: usize,
+    rows: usize,
     w: &Weights,
     acc: *mut i32,
-    pairs: usize,
 ) {
-    debug_assert!(pairs >= 1 && (acc as usize).is_multiple_of(4));
+    debug_assert!(width >= 2 && rows >= 1 && (acc as usize).is_multiple_of(4));
+    let pairs = width / 2;
+    // From the row's start plus its pairs' `2 pairs` to the next row.
+    let adv = step.wrapping_sub(2 * pairs);
     macro_rules! body {
-        ($x:literal) => {
-            // SAFETY: the caller's bounds; the two stack words are pushed
+        ($x:literal, $last:tt) => {
+            // SAFETY: the caller's bounds; the five stack words are pushed
             // and popped by the asm itself (so no `nostack`); flags:
             // `SUBS` and `SMLAD`'s sticky Q, which nothing reads.
             unsafe {
                 core::arch::asm!(
+                    "str {e}, [sp, #-4]!",
+                    "str {o}, [sp, #-4]!",
+                    "str r3, [sp, #-4]!",
                     "str r2, [sp, #-4]!",
                     "str {w0}, [sp, #-4]!",
+                    "4:",
+                    "ldr {n}, [sp, #8]",
                     "2:",
-                    "ldr {w0}, [sp]",
-                    "ldr {o}, [{p}]",
-                    concat!($x, " {e}, {o}"),
-                    concat!($x, " {o}, {o}, ror #8"),
-                    "smuad r2, {e}, {w0}",
-                    "smlabb r2, {o}, {m01}, r2",
-                    "smuad r3, {o}, {w0}",
-                    "smlatb r3, {e}, {m01}, r3",
-                    "ldr {o}, [{p}, {pitch}]",
-                    concat!($x, " {e}, {o}"),
-                    concat!($x, " {o}, {o}, ror #8"),
-                    "smlad r2, {e}, {w1}, r2",
-                    "smlabt r2, {o}, {m01}, r2",
-                    "smlad r3, {o}, {w1}, r3",
-                    "smlatt r3, {e}, {m01}, r3",
-                    "ldr {o}, [{p}, {pitch}, lsl #1]",
-                    "ldr {w0}, [sp, #4]",
-                    concat!($x, " {e}, {o}"),
-                    concat!($x, " {o}, {o}, ror #8"),
-                    "smlad r2, {e}, {w2}, r2",
-                    "smlabb r2, {o}, {w0}, r2",
-                    "smlad r3, {o}, {w2}, r3",
-                    "smlatb r3, {e}, {w0}, r3",
-                    "adds {p}, {p}, #2",
-                    "strd r2, r3, [{acc}], #8",
+                    pair_asm!($x),
                     "subs {n}, {n}, #1",
                     "bne 2b",
-                    "add sp, sp, #8",
+                    body!(@last $x, $last),
+                    "ldr {e}, [sp, #16]",
+                    "add {p}, {p}, {e}",
+                    "ldr {e}, [sp, #12]",
+                    "subs {e}, {e}, #1",
+                    "str {e}, [sp, #12]",
+                    "bne 4b",
+                    "add sp, sp, #20",
                     p = inout(reg) p => _,
                     pitch = in(reg) pitch,
                     acc = inout(reg) acc => _,
-                    n = inout(reg) pairs => _,
+                    n = out(reg) _,
                     w0 = inout(reg) w.outer[0] => _,
                     w1 = in(reg) w.outer[1],
                     w2 = in(reg) w.outer[2],
                     m01 = in(reg) w.mid01,
                     // `STRD` takes an even register and the next in the
-                    // Arm (A32) state; `r2` (the first sum) brings `(w7, 0)` in.
+                    // Arm (A32) state: `r2`, `r3` (the pair's sums) bring
+                    // `(w7, 0)` and the pairs of a row in, `e` and `o` the
+                    // step and the rows.
                     inout("r2") w.mid2 => _,
-                    out("r3") _,
-                    e = out(reg) _,
-                    o = out(reg) _,
+                    inout("r3") pairs => _,
+                    e = inout(reg) adv => _,
+                    o = inout(reg) rows => _,
                 );
             }
         };
+        (@last $x:literal, odd) => { last_asm!($x) };
+        (@last $x:literal, even) => { "" };
     }
-    if SIGNED {
-        body!("sxtb16");
-    } else {
-        body!("uxtb16");
+    match (SIGNED, width % 2 == 1) {
+        (true, true) => body!("sxtb16", odd),
+        (true, false) => body!("sxtb16", even),
+        (false, true) => body!("uxtb16", odd),
+        (false, false) => body!("uxtb16", even),
     }
 }
 
