@@ -155,6 +155,7 @@ unsafe fn rows_s1<const SIGNED: bool>(
     acc: &mut [i32],
 ) {
     let w = *w;
+    #[cfg(onnx_codegen_arm_dsp)]
     let rows = acc.len() / width.max(1);
     #[cfg(onnx_codegen_arm_dsp)]
     if width >= 2 && rows >= 1 {
