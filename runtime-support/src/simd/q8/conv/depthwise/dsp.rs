@@ -7,11 +7,14 @@
 //!
 //! - output `ox`: `SMLAD (b0, b2)·(w0, w2)` and `SMLABB b1·w1`;
 //! - at stride 1, output `ox + 1` from the same word: `SMLAD (b1,
-//!   b3)·(w0, w2)` and `SMLATB b2·w1`.
+//!   b3)·(w0, w2)` and `SMLATB b2·w1`;
+//! - at stride 2, output `ox + 1` (bytes `b2 b3 b4`): `SMLATB b2·w0`,
+//!   `SMLATB b3·w1` and, with `b4` loaded as a byte, `SMLABT b4·w2`.
 //!
 //! So a pair of outputs at stride 1 takes, per window row, one load, two
-//! extensions and four multiply-accumulates for twelve products' worth of
-//! work (six multiply-adds); a single output five instructions for three.
+//! extensions and four multiply-accumulates for six multiply-adds (at
+//! stride 2 two loads and five); a single output five instructions for
+//! three. The rows of a piece run in one asm loop.
 
 use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, halves, smlabb, smlabt, smlad, smlatb, smlatt, split};
@@ -122,15 +125,12 @@ fn rows<const SIGNED: bool, Y: Q8>(
             // `ox + 3 <= ow + 1 = plane.cols`).
             unsafe { rows_s1::<SIGNED>(top, pitch, g.sh * pitch, width, w, acc) };
         } else {
-            for (r, a) in acc.chunks_exact_mut(width).enumerate() {
-                let top = pad[(oy0 + r) * g.sh * pitch..].as_ptr();
-                for (i, a) in a.iter_mut().enumerate() {
-                    // SAFETY: the word at column `2 (ox0 + i)` of the
-                    // window's three rows lies within `pad` (checked above:
-                    // `2 ox + 3 <= 2 (ow - 1) + 3 = plane.cols`).
-                    *a = unsafe { single::<SIGNED>(top.add(2 * (ox0 + i)), pitch, w) };
-                }
-            }
+            let top = pad[oy0 * g.sh * pitch + 2 * ox0..].as_ptr();
+            // SAFETY: for each of the piece's rows `r`, the words at columns
+            // `2 ox..2 ox + 4`, `ox0 <= ox < ox0 + width`, of the window's
+            // three rows lie within `pad` (checked above: `2 ox + 3 <= 2 (ow
+            // - 1) + 3 = plane.cols`).
+            unsafe { rows_s2::<SIGNED>(top, pitch, g.sh * pitch, width, w, acc) };
         }
         splat_row(acc, ch, out, yc);
     });
@@ -162,7 +162,7 @@ unsafe fn rows_s1<const SIGNED: bool>(
         // SAFETY: the caller's bound for the `rows` rows of `width`
         // windows; `acc` holds their `rows * width` sums (an `i32` slice:
         // word-aligned).
-        unsafe { rows_asm::<SIGNED>(p, pitch, step, width, rows, &w, acc.as_mut_ptr()) };
+        unsafe { rows_asm::<SIGNED, false>(p, pitch, step, width, rows, &w, acc.as_mut_ptr()) };
         return;
     }
     let mut top = p;
@@ -179,6 +179,40 @@ unsafe fn rows_s1<const SIGNED: bool>(
         if let [last] = pairs.into_remainder() {
             // SAFETY: the caller's bound at the row's last window.
             *last = unsafe { single::<SIGNED>(q, pitch, &w) };
+        }
+        top = top.wrapping_add(step);
+    }
+}
+
+/// [`rows_s1`] at stride 2 across: window `i` of row `r` starts at `p + r
+/// * step + 2 i`.
+///
+/// # Safety
+/// `p + r * step + k * pitch + 2 i..+ 4` is readable for every row `r <
+/// acc.len() / width`, `k < 3`, `i < width`.
+#[inline(never)]
+unsafe fn rows_s2<const SIGNED: bool>(
+    p: *const u8,
+    pitch: usize,
+    step: usize,
+    width: usize,
+    w: &Weights,
+    acc: &mut [i32],
+) {
+    let w = *w;
+    #[cfg(onnx_codegen_arm_dsp)]
+    let rows = acc.len() / width.max(1);
+    #[cfg(onnx_codegen_arm_dsp)]
+    if width >= 2 && rows >= 1 {
+        // SAFETY: as in `rows_s1`, two bytes a window.
+        unsafe { rows_asm::<SIGNED, true>(p, pitch, step, width, rows, &w, acc.as_mut_ptr()) };
+        return;
+    }
+    let mut top = p;
+    for a in acc.chunks_exact_mut(width.max(1)) {
+        for (i, a) in a.iter_mut().enumerate() {
+            // SAFETY: the caller's bound at window `i`.
+            *a = unsafe { single::<SIGNED>(top.wrapping_add(2 * i), pitch, &w) };
         }
         top = top.wrapping_add(step);
     }
@@ -227,6 +261,61 @@ macro_rules! pair_asm {
     };
 }
 
+/// The window pair of [`rows_asm`]'s loop at stride 2: windows at `p` and
+/// `p + 2`. Per window row the word at `p` gives bytes 0-3 (`(b0, b2)`
+/// and `(b1, b3)`), a byte load `b4`: the first window is `(b0, b2)·(w0,
+/// w2) + b1 w1`, the second `b2 w0 + b3 w1 + b4 w2`, five
+/// multiply-accumulates. `$b` is the byte load (`LDRSB`, `LDRB`).
+#[cfg(onnx_codegen_arm_dsp)]
+macro_rules! pair_s2_asm {
+    ($x:literal, $b:literal) => {
+        concat!(
+            "ldr {w0}, [sp]\n",
+            "ldr {o}, [{p}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smuad r2, {e}, {w0}\n",
+            "smlabb r2, {o}, {m01}, r2\n",
+            "smultb r3, {e}, {w0}\n",
+            "smlatb r3, {o}, {m01}, r3\n",
+            $b,
+            " {e}, [{p}, #4]\n",
+            "smlabt r3, {e}, {w0}, r3\n",
+            "ldr {o}, [{p}, {pitch}]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w1}, r2\n",
+            "smlabt r2, {o}, {m01}, r2\n",
+            "smlatb r3, {e}, {w1}, r3\n",
+            "smlatt r3, {o}, {m01}, r3\n",
+            "add {e}, {p}, {pitch}\n",
+            $b,
+            " {e}, [{e}, #4]\n",
+            "smlabt r3, {e}, {w1}, r3\n",
+            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            "ldr {w0}, [sp, #4]\n",
+            $x,
+            " {e}, {o}\n",
+            $x,
+            " {o}, {o}, ror #8\n",
+            "smlad r2, {e}, {w2}, r2\n",
+            "smlabb r2, {o}, {w0}, r2\n",
+            "smlatb r3, {e}, {w2}, r3\n",
+            "smlatb r3, {o}, {w0}, r3\n",
+            "add {e}, {p}, {pitch}, lsl #1\n",
+            $b,
+            " {e}, [{e}, #4]\n",
+            "smlabt r3, {e}, {w2}, r3\n",
+            "adds {p}, {p}, #4\n",
+            "strd r2, r3, [{acc}], #8\n",
+        )
+    };
+}
+
 /// The last window of an odd row in [`rows_asm`]: [`single`]'s steps,
 /// the sum stored by `STR` (`{p}` is not moved).
 #[cfg(onnx_codegen_arm_dsp)]
@@ -261,9 +350,10 @@ macro_rules! last_asm {
     };
 }
 
-/// [`rows_s1`] in assembly: every row of the piece in one loop. A window
-/// pair takes 25 instructions and the loop's two; an odd row's last
-/// window 18; a row's end 7 (its pair count from the stack, the step to
+/// [`rows_s1`] (`S2`: [`rows_s2`]) in assembly: every row of the piece in
+/// one loop. A window pair takes 25 instructions (33 at stride 2, where
+/// the rest of the Rust loop's single windows took about 27 each) and the
+/// loop's two; an odd row's last window 18; a row's end 7 (its pair count from the stack, the step to
 /// the next row, the count of rows left). Twelve registers are live, all
 /// the asm may have (LLVM's loop spilled and took 44 instructions a pair,
 /// and a call per row added about 35 more): the stack holds `(w0, w2)`
@@ -277,7 +367,7 @@ macro_rules! last_asm {
 #[cfg(onnx_codegen_arm_dsp)]
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn rows_asm<const SIGNED: bool>(
+unsafe fn rows_asm<const SIGNED: bool, const S2: bool>(
     p: *const u8,
     pitch: usize,
     step: usize,
@@ -288,10 +378,11 @@ unsafe fn rows_asm<const SIGNED: bool>(
 ) {
     debug_assert!(width >= 2 && rows >= 1 && (acc as usize).is_multiple_of(4));
     let pairs = width / 2;
-    // From the row's start plus its pairs' `2 pairs` to the next row.
-    let adv = step.wrapping_sub(2 * pairs);
+    // From the row's start plus its pairs' `2 pairs` bytes (`4 pairs` at
+    // stride 2) to the next row.
+    let adv = step.wrapping_sub(if S2 { 4 * pairs } else { 2 * pairs });
     macro_rules! body {
-        ($x:literal, $last:tt) => {
+        ($pair:expr, $x:literal, $last:tt) => {
             // SAFETY: the caller's bounds; the five stack words are pushed
             // and popped by the asm itself (so no `nostack`); flags:
             // `SUBS` and `SMLAD`'s sticky Q, which nothing reads.
@@ -305,7 +396,7 @@ unsafe fn rows_asm<const SIGNED: bool>(
                     "4:",
                     "ldr {n}, [sp, #8]",
                     "2:",
-                    pair_asm!($x),
+                    $pair,
                     "subs {n}, {n}, #1",
                     "bne 2b",
                     body!(@last $x, $last),
@@ -338,11 +429,15 @@ unsafe fn rows_asm<const SIGNED: bool>(
         (@last $x:literal, odd) => { last_asm!($x) };
         (@last $x:literal, even) => { "" };
     }
-    match (SIGNED, width % 2 == 1) {
-        (true, true) => body!("sxtb16", odd),
-        (true, false) => body!("sxtb16", even),
-        (false, true) => body!("uxtb16", odd),
-        (false, false) => body!("uxtb16", even),
+    match (SIGNED, S2, width % 2 == 1) {
+        (true, false, true) => body!(pair_asm!("sxtb16"), "sxtb16", odd),
+        (true, false, false) => body!(pair_asm!("sxtb16"), "sxtb16", even),
+        (false, false, true) => body!(pair_asm!("uxtb16"), "uxtb16", odd),
+        (false, false, false) => body!(pair_asm!("uxtb16"), "uxtb16", even),
+        (true, true, true) => body!(pair_s2_asm!("sxtb16", "ldrsb"), "sxtb16", odd),
+        (true, true, false) => body!(pair_s2_asm!("sxtb16", "ldrsb"), "sxtb16", even),
+        (false, true, true) => body!(pair_s2_asm!("uxtb16", "ldrb"), "uxtb16", odd),
+        (false, true, false) => body!(pair_s2_asm!("uxtb16", "ldrb"), "uxtb16", even),
     }
 }
 
