@@ -435,17 +435,25 @@ fn copy_strided(dst: &mut [u8], row: &[u8], start: isize, step: usize, z: u8) {
     dst[hi..].fill(z);
     let mut c = lo;
     if step == 2 {
-        // Whole words: bytes `at..at + 8` within the row.
-        while c + 4 <= hi && start + 2 * c as isize + 8 <= n {
-            let at = (start + 2 * c as isize) as usize;
-            let w: [u8; 8] = row[at..at + 8].try_into().unwrap_or([z; 8]);
-            let (a, b) = (
-                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
-                u32::from_le_bytes([w[4], w[5], w[6], w[7]]),
-            );
-            let v = (a & 0xff) | (a >> 8 & 0xff00) | (b << 16 & 0xff_0000) | (b << 8 & 0xff00_0000);
-            dst[c..c + 4].copy_from_slice(&v.to_le_bytes());
-            c += 4;
+        // Whole words: output bytes `c..c + 4 words`, whose sources `at..at
+        // + 8 words` lie within the row (`at >= 0` as `c >= lo`), sliced
+        // once so the loop has no bounds to test.
+        let at = start + 2 * c as isize;
+        let words = ((hi - c) / 4).min(((n - at).max(0) / 8) as usize);
+        let (from, to) = (at as usize, at as usize + 8 * words);
+        if let (Some(src), Some(out)) = (row.get(from..to), dst.get_mut(c..c + 4 * words)) {
+            // Bytes 0 and 2 of a word as its low half (`UXTB16`, an `ORR`
+            // on Arm).
+            let even = |w: u32| {
+                let x = w & 0x00ff_00ff;
+                (x | x >> 8) & 0xffff
+            };
+            for (d, s) in out.chunks_exact_mut(4).zip(src.chunks_exact(8)) {
+                let a = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                let b = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
+                d.copy_from_slice(&(even(a) | even(b) << 16).to_le_bytes());
+            }
+            c += 4 * words;
         }
     }
     for (i, d) in dst[c..hi].iter_mut().enumerate() {
