@@ -98,16 +98,21 @@ fn interleave_wide<const SIGNED: bool>(
     if !fits {
         return;
     }
-    let word = |s: &[u8; 16], q: usize| {
-        u32::from_le_bytes([s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]])
-    };
     // `(x.lo, y.lo)` and `(x.hi, y.hi)` as one word's halves.
     let lo = |x: u32, y: u32| (x & 0xffff) | (y << 16);
     let hi = |x: u32, y: u32| (x >> 16) | (y & 0xffff_0000);
+    let base = strip.as_mut_ptr();
     for q in 0..4 {
         // Halves `(k[i] byte 4 q, byte 4 q + 2)` (`e`) and `(byte 4 q + 1,
         // byte 4 q + 3)` (`o`) of each `k`.
-        let [(ae, ao), (be, bo), (ce, co), (de, do_)] = k.map(|s| split::<SIGNED>(word(s, q)));
+        let [(ae, ao), (be, bo), (ce, co), (de, do_)] = k.map(|s| {
+            split::<SIGNED>(u32::from_le_bytes([
+                s[4 * q],
+                s[4 * q + 1],
+                s[4 * q + 2],
+                s[4 * q + 3],
+            ]))
+        });
         let words = [
             lo(ae, ce),
             lo(be, de),
@@ -118,14 +123,18 @@ fn interleave_wide<const SIGNED: bool>(
             hi(ao, co),
             hi(bo, do_),
         ];
-        let dst = &mut strip[WIDE_QUAD_GROUP_BYTES * (q * groups + grp)..][..WIDE_QUAD_GROUP_BYTES];
-        for (d, w) in dst.chunks_exact_mut(4).zip(words) {
-            d.copy_from_slice(&w.to_le_bytes());
+        // SAFETY: quad `q`'s group `grp` is bytes `32 (q groups + grp)..+
+        // 32`, within the `128 groups <= strip.len()` bytes that
+        // `wide_strip_fits` checked (`q < 4`, `grp < groups`); unaligned
+        // stores.
+        unsafe {
+            let d = base.add(WIDE_QUAD_GROUP_BYTES * (q * groups + grp)).cast::<u32>();
+            for (i, w) in words.into_iter().enumerate() {
+                d.add(i).write_unaligned(w.to_le());
+            }
         }
     }
 }
-
-const _: () = assert!(PANEL_GROUP_BYTES == 32 && WIDE_QUAD_GROUP_BYTES == 32);
 
 /// `micro::widen_row` by `SXTB16`: a load, two extensions and two stores
 /// per group.
