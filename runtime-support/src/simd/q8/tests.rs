@@ -1128,7 +1128,7 @@ pub(super) fn tiles_agree<K: QMicro>(kern: K) {
                     }
                 }
                 // The rows as a weight panel, each widened by `widen_row`
-                // (its bytes by their definition), then `act_wide_row`
+                // (its bytes by their definition), then `act_wide_run`
                 // gives the portable sums.
                 let mut panel = vec![0u8; 32 * t.groups];
                 for (g, grp) in panel.chunks_exact_mut(32).enumerate() {
