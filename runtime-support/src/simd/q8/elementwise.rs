@@ -166,10 +166,10 @@ impl<T: Q8> AddRuns<T> {
 
     #[inline(always)]
     pub(crate) fn apply(&self, a: &[T], y: &mut [T]) {
-        let out = &self.out;
-        let (lo, hi) = (out.min - out.zero, out.max - out.zero);
         #[cfg(target_arch = "arm")]
         if let Some(ho) = &self.ho {
+            let out = &self.out;
+            let (lo, hi) = (out.min - out.zero, out.max - out.zero);
             let (ta, tb) = (&self.ta, &self.tb);
             for (y, &a) in y.iter_mut().zip(a) {
                 let v = ta[usize::from(a.bits())].wrapping_add(tb[usize::from(y.bits())]);
@@ -178,11 +178,52 @@ impl<T: Q8> AddRuns<T> {
             }
             return;
         }
-        let (sh, s) = (self.s.left_shift, &self.s);
-        for (y, &a) in y.iter_mut().zip(a) {
-            let da = s.a.apply((a.get() - self.a_zero) << sh);
-            let db = s.b.apply((y.get() - self.b_zero) << sh);
-            *y = T::saturate(out.zero + s.out.apply(da.wrapping_add(db)).clamp(lo, hi));
+        crate::simd::vectorize_wide(AddInPlace { runs: self, a, y });
+    }
+}
+
+/// [`AddRuns::apply`] without tables: compiled for the widest vector unit
+/// (the convolution driver's closures that call it are functions of their
+/// own, compiled for the baseline: element by element there, the loop
+/// took half of an x86-64 ResNet-8's time).
+struct AddInPlace<'a, 'b, T> {
+    runs: &'a AddRuns<T>,
+    a: &'b [T],
+    y: &'b mut [T],
+}
+
+impl<T: Q8> crate::simd::Vectorize for AddInPlace<'_, '_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let AddInPlace { runs, a, y } = self;
+        let out = &runs.out;
+        let (lo, hi) = (out.min - out.zero, out.max - out.zero);
+        let (sh, s) = (runs.s.left_shift, &runs.s);
+        let (sa, sb, so) = (s.a, s.b, s.out);
+        let (a_zero, b_zero) = (runs.a_zero, runs.b_zero);
+        // Sixteen sums at a time into an array, then stored: the form that
+        // vectorises, as `add`'s (no closure: it would be a function of its
+        // own, compiled for the baseline).
+        const CHUNK: usize = 16;
+        let n = y.len().min(a.len());
+        let whole = n - n % CHUNK;
+        for (y, a) in y[..whole].chunks_exact_mut(CHUNK).zip(a[..whole].chunks_exact(CHUNK)) {
+            let mut v = [0i32; CHUNK];
+            for (i, v) in v.iter_mut().enumerate() {
+                let da = sa.apply((a[i].get() - a_zero) << sh);
+                let db = sb.apply((y[i].get() - b_zero) << sh);
+                *v = out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi);
+            }
+            for (y, &v) in y.iter_mut().zip(&v) {
+                *y = T::saturate(v);
+            }
+        }
+        for (y, &a) in y[whole..n].iter_mut().zip(&a[whole..n]) {
+            let da = sa.apply((a.get() - a_zero) << sh);
+            let db = sb.apply((y.get() - b_zero) << sh);
+            *y = T::saturate(out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi));
         }
     }
 }
