@@ -3,6 +3,20 @@
 use crate::int8::{AddScales, HighScale, Q8, QOut, QPool, average};
 use crate::shape::MAX_RANK;
 
+/// One quantized sum before its saturation to `T`: `out.zero +
+/// clamp(s.out(s.a((a - a_zero) << sh) + s.b((b - b_zero) << sh)))`, the
+/// clamp to the output range relative to its zero point (`|zero| <=
+/// MAX_ZERO` keeps the bounds in range, so lanes need no saturating add).
+/// A function, not a closure, so that it is compiled for the vector unit
+/// of the loop it is inlined into.
+#[inline(always)]
+fn sum<T: Q8>(a: T, a_zero: i32, b: T, b_zero: i32, s: &AddScales, out: &QOut) -> i32 {
+    let sh = s.left_shift;
+    let da = s.a.apply((a.get() - a_zero) << sh);
+    let db = s.b.apply((b.get() - b_zero) << sh);
+    out.zero + s.out.apply(da.wrapping_add(db)).clamp(out.min - out.zero, out.max - out.zero)
+}
+
 /// `int8::qadd` (arguments checked by the caller), compiled for the widest
 /// vector unit: the loop is [`Scale::apply`] three times in 64-bit lanes,
 /// which vectorises as it stands.
@@ -34,12 +48,6 @@ impl<T: Q8> crate::simd::Vectorize for Add<'_, T> {
     #[inline(always)]
     fn run(self) {
         let Add { a, a_zero, b, b_zero, s, y, out } = self;
-        let sh = s.left_shift;
-        let (sa, sb, so) = (s.a, s.b, s.out);
-        // `clamp(zero + v, min, max)` as one clamp of `v` (`|zero| <=
-        // MAX_ZERO` keeps the bounds in range), so the lanes need no
-        // saturating add.
-        let (lo, hi) = (out.min - out.zero, out.max - out.zero);
         let n = y.len().min(a.len()).min(b.len());
         // A 32-bit core without a vector unit: each input's term by a
         // table of its 256 values, the sum's scale as a high word.
@@ -49,11 +57,6 @@ impl<T: Q8> crate::simd::Vectorize for Add<'_, T> {
         }
         const CHUNK: usize = 16;
         let whole = n - n % CHUNK;
-        let one = |a: T, b: T| -> T {
-            let da = sa.apply((a.get() - a_zero) << sh);
-            let db = sb.apply((b.get() - b_zero) << sh);
-            T::saturate(out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi))
-        };
         for ((y, a), b) in y[..whole]
             .chunks_exact_mut(CHUNK)
             .zip(a[..whole].chunks_exact(CHUNK))
@@ -61,16 +64,14 @@ impl<T: Q8> crate::simd::Vectorize for Add<'_, T> {
         {
             let mut v = [0i32; CHUNK];
             for (i, v) in v.iter_mut().enumerate() {
-                let da = sa.apply((a[i].get() - a_zero) << sh);
-                let db = sb.apply((b[i].get() - b_zero) << sh);
-                *v = out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi);
+                *v = sum(a[i], a_zero, b[i], b_zero, s, out);
             }
             for (y, &v) in y.iter_mut().zip(&v) {
                 *y = T::saturate(v);
             }
         }
         for ((y, &a), &b) in y[whole..n].iter_mut().zip(&a[whole..n]).zip(&b[whole..n]) {
-            *y = one(a, b);
+            *y = T::saturate(sum(a, a_zero, b, b_zero, s, out));
         }
     }
 }
@@ -198,10 +199,7 @@ impl<T: Q8> crate::simd::Vectorize for AddInPlace<'_, '_, T> {
     #[inline(always)]
     fn run(self) {
         let AddInPlace { runs, a, y } = self;
-        let out = &runs.out;
-        let (lo, hi) = (out.min - out.zero, out.max - out.zero);
-        let (sh, s) = (runs.s.left_shift, &runs.s);
-        let (sa, sb, so) = (s.a, s.b, s.out);
+        let (out, s) = (&runs.out, &runs.s);
         let (a_zero, b_zero) = (runs.a_zero, runs.b_zero);
         // Sixteen sums at a time into an array, then stored: the form that
         // vectorises, as `add`'s (no closure: it would be a function of its
@@ -212,18 +210,14 @@ impl<T: Q8> crate::simd::Vectorize for AddInPlace<'_, '_, T> {
         for (y, a) in y[..whole].chunks_exact_mut(CHUNK).zip(a[..whole].chunks_exact(CHUNK)) {
             let mut v = [0i32; CHUNK];
             for (i, v) in v.iter_mut().enumerate() {
-                let da = sa.apply((a[i].get() - a_zero) << sh);
-                let db = sb.apply((y[i].get() - b_zero) << sh);
-                *v = out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi);
+                *v = sum(a[i], a_zero, y[i], b_zero, s, out);
             }
             for (y, &v) in y.iter_mut().zip(&v) {
                 *y = T::saturate(v);
             }
         }
         for (y, &a) in y[whole..n].iter_mut().zip(&a[whole..n]) {
-            let da = sa.apply((a.get() - a_zero) << sh);
-            let db = sb.apply((y.get() - b_zero) << sh);
-            *y = T::saturate(out.zero + so.apply(da.wrapping_add(db)).clamp(lo, hi));
+            *y = T::saturate(sum(a, a_zero, *y, b_zero, s, out));
         }
     }
 }

@@ -218,6 +218,15 @@ unsafe fn rows_s2<const SIGNED: bool>(
     }
 }
 
+/// A window row's word at `$at` split into `{e}` (bytes 0 and 2) and `{o}`
+/// (bytes 1 and 3) by `$x` (`SXTB16`, `UXTB16`).
+#[cfg(onnx_codegen_arm_dsp)]
+macro_rules! split_row_asm {
+    ($x:literal, $at:literal) => {
+        concat!("ldr {o}, ", $at, "\n", $x, " {e}, {o}\n", $x, " {o}, {o}, ror #8\n")
+    };
+}
+
 /// The window pair of [`rows_asm`]'s loop: per window row a load, two
 /// extensions and four multiply-accumulates; the two sums stored by
 /// `STRD`. `(w0, w2)` and `(w7, 0)` take turns in one register, reloaded
@@ -227,30 +236,18 @@ macro_rules! pair_asm {
     ($x:literal) => {
         concat!(
             "ldr {w0}, [sp]\n",
-            "ldr {o}, [{p}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}]"),
             "smuad r2, {e}, {w0}\n",
             "smlabb r2, {o}, {m01}, r2\n",
             "smuad r3, {o}, {w0}\n",
             "smlatb r3, {e}, {m01}, r3\n",
-            "ldr {o}, [{p}, {pitch}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}, {pitch}]"),
             "smlad r2, {e}, {w1}, r2\n",
             "smlabt r2, {o}, {m01}, r2\n",
             "smlad r3, {o}, {w1}, r3\n",
             "smlatt r3, {e}, {m01}, r3\n",
-            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            split_row_asm!($x, "[{p}, {pitch}, lsl #1]"),
             "ldr {w0}, [sp, #4]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
             "smlad r2, {e}, {w2}, r2\n",
             "smlabb r2, {o}, {w0}, r2\n",
             "smlad r3, {o}, {w2}, r3\n",
@@ -271,11 +268,7 @@ macro_rules! pair_s2_asm {
     ($x:literal, $b:literal) => {
         concat!(
             "ldr {w0}, [sp]\n",
-            "ldr {o}, [{p}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}]"),
             "smuad r2, {e}, {w0}\n",
             "smlabb r2, {o}, {m01}, r2\n",
             "smultb r3, {e}, {w0}\n",
@@ -283,11 +276,7 @@ macro_rules! pair_s2_asm {
             $b,
             " {e}, [{p}, #4]\n",
             "smlabt r3, {e}, {w0}, r3\n",
-            "ldr {o}, [{p}, {pitch}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}, {pitch}]"),
             "smlad r2, {e}, {w1}, r2\n",
             "smlabt r2, {o}, {m01}, r2\n",
             "smlatb r3, {e}, {w1}, r3\n",
@@ -296,12 +285,8 @@ macro_rules! pair_s2_asm {
             $b,
             " {e}, [{e}, #4]\n",
             "smlabt r3, {e}, {w1}, r3\n",
-            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            split_row_asm!($x, "[{p}, {pitch}, lsl #1]"),
             "ldr {w0}, [sp, #4]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
             "smlad r2, {e}, {w2}, r2\n",
             "smlabb r2, {o}, {w0}, r2\n",
             "smlatb r3, {e}, {w2}, r3\n",
@@ -323,26 +308,14 @@ macro_rules! last_asm {
     ($x:literal) => {
         concat!(
             "ldr {w0}, [sp]\n",
-            "ldr {o}, [{p}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}]"),
             "smuad r2, {e}, {w0}\n",
             "smlabb r2, {o}, {m01}, r2\n",
-            "ldr {o}, [{p}, {pitch}]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
+            split_row_asm!($x, "[{p}, {pitch}]"),
             "smlad r2, {e}, {w1}, r2\n",
             "smlabt r2, {o}, {m01}, r2\n",
-            "ldr {o}, [{p}, {pitch}, lsl #1]\n",
+            split_row_asm!($x, "[{p}, {pitch}, lsl #1]"),
             "ldr {w0}, [sp, #4]\n",
-            $x,
-            " {e}, {o}\n",
-            $x,
-            " {o}, {o}, ror #8\n",
             "smlad r2, {e}, {w2}, r2\n",
             "smlabb r2, {o}, {w0}, r2\n",
             "str r2, [{acc}], #4\n",

@@ -15,7 +15,7 @@ use crate::int8::Q8;
 use crate::simd::isa::dsp::{Dsp, smlad, split};
 use crate::simd::q8::gemm::micro::{
     Acc, GROUP_BYTES, NR, PANEL_GROUP_BYTES, QMicro, Tile, WIDE_QUAD_GROUP_BYTES, WIDE_ROW_BYTES,
-    wide_run_fits, wide_strip_fits, widen_row_fits,
+    act_wide_run_portable, wide_strip_fits, widen_row_fits,
 };
 
 /// The DSP tile kernel.
@@ -207,41 +207,26 @@ unsafe fn widen_row_asm(p: *const u8, d: *mut u8, groups: usize) {
 /// `SMLAD`s for sixteen multiply-adds).
 #[inline(always)]
 fn wide_run(row: &[u8], block: &[u8], groups: usize, len: usize, sums: &mut [i32]) {
-    let fits = wide_run_fits(row, block, groups, len, sums);
-    debug_assert!(fits, "q8 DSP wide run out of bounds");
-    if !fits {
-        return;
-    }
-    let quads = len.div_ceil(4);
-    if groups == 0 {
-        sums[..4 * quads].fill(0);
-        return;
-    }
     #[cfg(onnx_codegen_arm_dsp)]
-    if quads > 0
-        && (row.as_ptr() as usize).is_multiple_of(4)
-        && (block.as_ptr() as usize).is_multiple_of(4)
     {
-        // SAFETY: `wide_run_fits` checked the row's `8 groups` bytes, the
-        // block's `32 groups` per quad and the `4 quads` sums; both
-        // operands word-aligned (`LDRD` wants it), the sums an `i32` slice.
-        unsafe { wide_run_asm(row.as_ptr(), block.as_ptr(), groups, quads, sums.as_mut_ptr()) };
-        return;
-    }
-    for (q, s) in sums.chunks_exact_mut(4).take(quads).enumerate() {
-        let quad = &block[q * groups * WIDE_QUAD_GROUP_BYTES..];
-        let mut a = [0i32; 4];
-        for g in 0..groups {
-            let w = &row[g * WIDE_ROW_BYTES..][..WIDE_ROW_BYTES];
-            let x = &quad[g * WIDE_QUAD_GROUP_BYTES..][..WIDE_QUAD_GROUP_BYTES];
-            let at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-            let (we, wo) = (at(w, 0), at(w, 4));
-            for (j, a) in a.iter_mut().enumerate() {
-                *a = smlad(wo, at(x, 8 * j + 4), smlad(we, at(x, 8 * j), *a));
-            }
+        let quads = len.div_ceil(4);
+        if super::wide_run_fits(row, block, groups, len, sums)
+            && groups > 0
+            && quads > 0
+            && (row.as_ptr() as usize).is_multiple_of(4)
+            && (block.as_ptr() as usize).is_multiple_of(4)
+        {
+            // SAFETY: `wide_run_fits` checked the row's `8 groups` bytes,
+            // the block's `32 groups` per quad and the `4 quads` sums; both
+            // operands word-aligned (`LDRD`, `LDM` want it), the sums an
+            // `i32` slice.
+            unsafe { wide_run_asm(row.as_ptr(), block.as_ptr(), groups, quads, sums.as_mut_ptr()) };
+            return;
         }
-        s.copy_from_slice(&a);
     }
+    // Elsewhere (unaligned operands, no group, a host without the
+    // extension) the plain loops, which check the bounds themselves.
+    act_wide_run_portable(row, block, groups, len, sums)
 }
 
 /// One group of [`wide_run_asm`]'s loop: the row's pair of words (`LDRD`,
